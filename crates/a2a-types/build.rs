@@ -1,0 +1,48 @@
+//! Compiles the project's A2A proto without a system `protoc`: protox parses
+//! the files into a descriptor set, prost generates the Rust types, pbjson
+//! generates their ProtoJSON serde, and (feature `grpc`) tonic generates the
+//! gRPC client and server.
+
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("proto");
+    let proto = root.join("lf/a2a/v1/a2a.proto");
+    println!("cargo:rerun-if-changed={}", root.display());
+
+    let fds = protox::compile([&proto], [&root])?;
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    let descriptor_path = out.join("a2a_descriptor.bin");
+    std::fs::write(&descriptor_path, prost::Message::encode_to_vec(&fds))?;
+
+    let mut config = prost_build::Config::new();
+    config
+        .file_descriptor_set_path(&descriptor_path)
+        .skip_protoc_run()
+        .compile_well_known_types()
+        .extern_path(".google.protobuf.Timestamp", "crate::Timestamp")
+        .extern_path(".google.protobuf", "::pbjson_types")
+        .bytes([".lf.a2a.v1.Part"]);
+
+    #[cfg(feature = "grpc")]
+    {
+        tonic_prost_build::configure()
+            .build_client(true)
+            .build_server(true)
+            .skip_protoc_run()
+            .file_descriptor_set_path(&descriptor_path)
+            .compile_fds_with_config(fds.clone(), config)?;
+    }
+    #[cfg(not(feature = "grpc"))]
+    {
+        config.compile_fds(fds.clone())?;
+    }
+
+    let descriptor_set = std::fs::read(&descriptor_path)?;
+    pbjson_build::Builder::new()
+        .register_descriptors(&descriptor_set)?
+        .ignore_unknown_fields()
+        .exclude([".lf.a2a.v1.ListTasksResponse"])
+        .build(&[".lf.a2a.v1"])?;
+    Ok(())
+}

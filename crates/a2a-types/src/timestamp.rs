@@ -1,0 +1,137 @@
+//! `google.protobuf.Timestamp` with the A2A JSON form: RFC 3339 in UTC with a
+//! `Z` suffix and millisecond precision (spec 5.6.1).
+
+use std::fmt;
+
+use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+
+/// A point in time, as seconds and nanoseconds since the Unix epoch (UTC).
+///
+/// On the wire (protobuf) it is `google.protobuf.Timestamp`; in JSON it is an
+/// RFC 3339 string in UTC ending in `Z`, e.g. `"2025-10-28T10:30:00.000Z"`.
+/// Parsing accepts any RFC 3339 offset and normalises it to UTC.
+///
+/// ```
+/// use a2a_types::Timestamp;
+/// let t: Timestamp = serde_json::from_str("\"2025-10-28T12:30:00+02:00\"").unwrap();
+/// assert_eq!(serde_json::to_string(&t).unwrap(), "\"2025-10-28T10:30:00.000Z\"");
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Message)]
+pub struct Timestamp {
+    /// Seconds since the Unix epoch.
+    #[prost(int64, tag = "1")]
+    pub seconds: i64,
+    /// Non-negative fraction of a second, in nanoseconds (0..=999_999_999).
+    #[prost(int32, tag = "2")]
+    pub nanos: i32,
+}
+
+impl Timestamp {
+    /// The current time, truncated to milliseconds.
+    pub fn now() -> Self {
+        Self::from_millis(Utc::now().timestamp_millis())
+    }
+
+    /// A timestamp from milliseconds since the Unix epoch.
+    pub fn from_millis(millis: i64) -> Self {
+        Self {
+            seconds: millis.div_euclid(1000),
+            nanos: (millis.rem_euclid(1000) * 1_000_000) as i32,
+        }
+    }
+
+    /// Milliseconds since the Unix epoch (sub-millisecond precision dropped).
+    pub fn as_millis(&self) -> i64 {
+        self.seconds * 1000 + i64::from(self.nanos) / 1_000_000
+    }
+
+    /// Converts to a chrono UTC date-time; `None` when out of range.
+    pub fn to_datetime(&self) -> Option<DateTime<Utc>> {
+        let nanos = u32::try_from(self.nanos).ok()?;
+        Utc.timestamp_opt(self.seconds, nanos).single()
+    }
+
+    /// Parses an RFC 3339 / ISO 8601 date-time with an offset.
+    pub fn parse(s: &str) -> Result<Self, chrono::ParseError> {
+        DateTime::parse_from_rfc3339(s).map(|d| Self::from(d.with_timezone(&Utc)))
+    }
+}
+
+impl From<DateTime<Utc>> for Timestamp {
+    fn from(d: DateTime<Utc>) -> Self {
+        Self {
+            seconds: d.timestamp(),
+            nanos: d.timestamp_subsec_nanos() as i32,
+        }
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.to_datetime() {
+            Some(d) => {
+                let format = if self.nanos % 1_000_000 == 0 {
+                    SecondsFormat::Millis
+                } else {
+                    SecondsFormat::AutoSi
+                };
+                f.write_str(&d.to_rfc3339_opts(format, true))
+            }
+            None => write!(f, "<invalid timestamp {}s {}ns>", self.seconds, self.nanos),
+        }
+    }
+}
+
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.to_datetime().is_none() {
+            return Err(serde::ser::Error::custom("timestamp out of range"));
+        }
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Timestamp;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an RFC 3339 timestamp string such as \"2025-10-28T10:30:00.000Z\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Timestamp, E> {
+                Timestamp::parse(v).map_err(|e| E::custom(format!("invalid timestamp {v:?}: {e}")))
+            }
+        }
+        deserializer.deserialize_str(Visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_form_is_utc_with_z_and_millis() {
+        let t = Timestamp::from_millis(1_761_647_400_142);
+        assert_eq!(t.to_string(), "2025-10-28T10:30:00.142Z");
+        let back: Timestamp = serde_json::from_str("\"2025-10-28T10:30:00.142Z\"").unwrap();
+        assert_eq!(back, t);
+    }
+
+    #[test]
+    fn offsets_normalise_and_garbage_fails() {
+        let t: Timestamp = serde_json::from_str("\"2025-10-28T11:30:00+01:00\"").unwrap();
+        assert_eq!(t.to_string(), "2025-10-28T10:30:00.000Z");
+        assert!(serde_json::from_str::<Timestamp>("\"yesterday\"").is_err());
+        assert!(serde_json::from_str::<Timestamp>("12").is_err());
+    }
+
+    #[test]
+    fn negative_millis_round_trip() {
+        let t = Timestamp::from_millis(-1);
+        assert_eq!(t.seconds, -1);
+        assert_eq!(t.nanos, 999_000_000);
+        assert_eq!(t.as_millis(), -1);
+    }
+}
