@@ -1,0 +1,331 @@
+//! What an agent author implements ([`AgentExecutor`]) and what the agent
+//! receives: the [`RequestContext`] and the [`TaskUpdater`] through which it
+//! answers.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use a2a_types::{
+    A2aError, A2aResult, Artifact, Message, Part, Role, SendMessageConfiguration, Struct, Task,
+    TaskState, TaskStatus,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::manager::{LiveTask, TaskManager};
+use crate::store::TaskUpdate;
+
+/// The agent: turns incoming messages into a reply or a task's progress.
+///
+/// `execute` is called once per message sent to the agent (a new request or
+/// a message continuing an interrupted task). It answers through the
+/// [`TaskUpdater`]: either one plain [`Message`] with
+/// [`TaskUpdater::reply`], or task events (`start_work`, `add_artifact`,
+/// `complete`, `require_input`...). It should return once the task is in a
+/// terminal or interrupted state; a task left unfinished when `execute`
+/// returns is marked failed, and an error returned after the task exists
+/// fails the task with that error's message. An error returned before any
+/// answer goes back to the client as that error.
+///
+/// ```
+/// use a2a_server::{AgentExecutor, RequestContext, TaskUpdater};
+/// use a2a_types::{A2aResult, Artifact};
+///
+/// struct Echo;
+///
+/// impl AgentExecutor for Echo {
+///     async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+///         task.start_work().await?;
+///         task.add_artifact(Artifact::text("echo", ctx.text())).await?;
+///         task.complete().await
+///     }
+/// }
+/// ```
+pub trait AgentExecutor: Send + Sync + 'static {
+    /// Handles one incoming message.
+    fn execute(
+        &self,
+        ctx: RequestContext,
+        task: TaskUpdater,
+    ) -> impl Future<Output = A2aResult<()>> + Send;
+
+    /// Called when a client cancels the task, after the cancellation token
+    /// seen by `execute` has fired. The runtime marks the task canceled
+    /// afterwards if the agent did not, so the default does nothing.
+    fn cancel(
+        &self,
+        ctx: RequestContext,
+        task: TaskUpdater,
+    ) -> impl Future<Output = A2aResult<()>> + Send {
+        let _ = (ctx, task);
+        async { Ok(()) }
+    }
+}
+
+/// Object-safe form of [`AgentExecutor`] used inside the runtime.
+pub(crate) trait DynExecutor: Send + Sync + 'static {
+    fn execute_boxed(
+        &self,
+        ctx: RequestContext,
+        task: TaskUpdater,
+    ) -> futures::future::BoxFuture<'_, A2aResult<()>>;
+    fn cancel_boxed(
+        &self,
+        ctx: RequestContext,
+        task: TaskUpdater,
+    ) -> futures::future::BoxFuture<'_, A2aResult<()>>;
+}
+
+impl<E: AgentExecutor> DynExecutor for E {
+    fn execute_boxed(
+        &self,
+        ctx: RequestContext,
+        task: TaskUpdater,
+    ) -> futures::future::BoxFuture<'_, A2aResult<()>> {
+        Box::pin(self.execute(ctx, task))
+    }
+    fn cancel_boxed(
+        &self,
+        ctx: RequestContext,
+        task: TaskUpdater,
+    ) -> futures::future::BoxFuture<'_, A2aResult<()>> {
+        Box::pin(self.cancel(ctx, task))
+    }
+}
+
+/// Everything the agent knows about one incoming request.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    /// The message the client sent (with `taskId` and `contextId` filled in).
+    pub message: Message,
+    /// The task this message continues, as it was before the message
+    /// arrived (`None` for a new request).
+    pub task: Option<Task>,
+    /// The id of the task (new or continued). A new task only comes into
+    /// existence with the agent's first task event.
+    pub task_id: String,
+    /// The context id (the client's, or a fresh one).
+    pub context_id: String,
+    /// The tasks named in `referenceTaskIds` that exist and are visible to
+    /// the caller.
+    pub reference_tasks: Vec<Task>,
+    /// Extensions the client asked for (`A2A-Extensions`) that the agent
+    /// declares in its card.
+    pub extensions: Vec<String>,
+    /// The authenticated caller, if any.
+    pub caller: Option<String>,
+    /// The request's metadata.
+    pub metadata: Option<Struct>,
+    /// The request's configuration (accepted output modes...).
+    pub configuration: Option<SendMessageConfiguration>,
+    /// Whether the client follows the request as a stream.
+    pub streaming: bool,
+    pub(crate) cancel: CancellationToken,
+}
+
+impl RequestContext {
+    /// The text parts of the incoming message, joined with newlines.
+    pub fn text(&self) -> String {
+        self.message.text()
+    }
+
+    /// The media types the client accepts for the answer (empty: any).
+    pub fn accepted_output_modes(&self) -> &[String] {
+        self.configuration
+            .as_ref()
+            .map_or(&[], |c| c.accepted_output_modes.as_slice())
+    }
+
+    /// Whether the client asked for `extension` and the agent supports it.
+    pub fn has_extension(&self, uri: &str) -> bool {
+        self.extensions.iter().any(|e| e == uri)
+    }
+
+    /// Whether the task has been canceled.
+    pub fn is_canceled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Completes when the task is canceled; use it in `select!` around long
+    /// work.
+    pub async fn canceled(&self) {
+        self.cancel.cancelled().await;
+    }
+}
+
+/// The agent's handle to answer a request: a plain message, or the events
+/// of the task. Cheap to clone.
+///
+/// Every method is checked by the task manager: after a terminal state
+/// nothing more is accepted (the call fails), and a reply [`Message`] is
+/// only possible before the task exists.
+#[derive(Clone)]
+pub struct TaskUpdater {
+    pub(crate) manager: Arc<TaskManager>,
+    pub(crate) live: Arc<LiveTask>,
+}
+
+impl std::fmt::Debug for TaskUpdater {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskUpdater")
+            .field("task_id", &self.live.id)
+            .field("context_id", &self.live.context_id)
+            .finish()
+    }
+}
+
+impl TaskUpdater {
+    /// The task id.
+    pub fn task_id(&self) -> &str {
+        &self.live.id
+    }
+
+    /// The context id.
+    pub fn context_id(&self) -> &str {
+        &self.live.context_id
+    }
+
+    /// Whether the task has been canceled (stop working when it has).
+    pub fn is_canceled(&self) -> bool {
+        self.live.cancel.is_cancelled()
+    }
+
+    /// A message from the agent in this task's context and task.
+    pub fn agent_message(&self, parts: Vec<Part>) -> Message {
+        let mut m = Message::new(Role::Agent, parts);
+        m.context_id.clone_from(&self.live.context_id);
+        m.task_id.clone_from(&self.live.id);
+        m
+    }
+
+    fn text_message(&self, text: impl Into<String>) -> Message {
+        self.agent_message(vec![Part::text(text)])
+    }
+
+    /// Answers with a single message instead of a task. Only possible as
+    /// the first answer to a new request.
+    pub async fn reply(&self, mut message: Message) -> A2aResult<()> {
+        message.role = Role::Agent as i32;
+        message.context_id.clone_from(&self.live.context_id);
+        message.task_id.clear();
+        self.manager.reply(&self.live, message).await
+    }
+
+    /// Answers with a single text message instead of a task.
+    pub async fn reply_text(&self, text: impl Into<String>) -> A2aResult<()> {
+        self.reply(Message::agent_text(text)).await
+    }
+
+    /// Creates the task in `TASK_STATE_SUBMITTED` if it does not exist yet.
+    pub async fn submit(&self) -> A2aResult<()> {
+        self.manager.ensure_created(&self.live).await
+    }
+
+    /// Sets any status, with an optional message.
+    pub async fn set_status(&self, state: TaskState, message: Option<Message>) -> A2aResult<()> {
+        let mut status = TaskStatus::new(state);
+        status.message = message;
+        self.manager
+            .emit(
+                &self.live,
+                TaskUpdate::Status {
+                    status,
+                    metadata: None,
+                },
+            )
+            .await
+    }
+
+    /// Moves the task to `TASK_STATE_WORKING`.
+    pub async fn start_work(&self) -> A2aResult<()> {
+        self.set_status(TaskState::Working, None).await
+    }
+
+    /// Stays working, with a progress message.
+    pub async fn progress(&self, text: impl Into<String>) -> A2aResult<()> {
+        self.set_status(TaskState::Working, Some(self.text_message(text)))
+            .await
+    }
+
+    /// Adds (or replaces) a whole artifact.
+    pub async fn add_artifact(&self, artifact: Artifact) -> A2aResult<()> {
+        self.artifact_chunk(artifact, false, true).await
+    }
+
+    /// Sends an artifact chunk: with `append` its parts are added to the
+    /// artifact with the same id; `last_chunk` marks the end of it.
+    pub async fn artifact_chunk(
+        &self,
+        artifact: Artifact,
+        append: bool,
+        last_chunk: bool,
+    ) -> A2aResult<()> {
+        if artifact.artifact_id.is_empty() {
+            return Err(A2aError::internal("an artifact needs an artifactId"));
+        }
+        self.manager
+            .emit(
+                &self.live,
+                TaskUpdate::Artifact {
+                    artifact,
+                    append,
+                    last_chunk,
+                    metadata: None,
+                },
+            )
+            .await
+    }
+
+    /// Completes the task.
+    pub async fn complete(&self) -> A2aResult<()> {
+        self.set_status(TaskState::Completed, None).await
+    }
+
+    /// Completes the task with a final message.
+    pub async fn complete_with(&self, text: impl Into<String>) -> A2aResult<()> {
+        self.set_status(TaskState::Completed, Some(self.text_message(text)))
+            .await
+    }
+
+    /// Fails the task, saying why.
+    pub async fn fail(&self, reason: impl Into<String>) -> A2aResult<()> {
+        self.set_status(TaskState::Failed, Some(self.text_message(reason)))
+            .await
+    }
+
+    /// Rejects the task (the agent will not do it), saying why.
+    pub async fn reject(&self, reason: impl Into<String>) -> A2aResult<()> {
+        self.set_status(TaskState::Rejected, Some(self.text_message(reason)))
+            .await
+    }
+
+    /// Cancels the task.
+    pub async fn cancel(&self) -> A2aResult<()> {
+        self.set_status(TaskState::Canceled, None).await
+    }
+
+    /// Asks the client for more input (`TASK_STATE_INPUT_REQUIRED`).
+    pub async fn require_input(&self, question: impl Into<String>) -> A2aResult<()> {
+        self.set_status(TaskState::InputRequired, Some(self.text_message(question)))
+            .await
+    }
+
+    /// Asks the client for authorization (`TASK_STATE_AUTH_REQUIRED`).
+    pub async fn require_auth(&self, what: impl Into<String>) -> A2aResult<()> {
+        self.set_status(TaskState::AuthRequired, Some(self.text_message(what)))
+            .await
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// An agent that completes every task at once.
+    pub(crate) struct Nop;
+
+    impl AgentExecutor for Nop {
+        async fn execute(&self, _ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+            task.complete().await
+        }
+    }
+}

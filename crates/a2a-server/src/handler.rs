@@ -1,0 +1,833 @@
+//! The binding-agnostic request handler: the 11 operations of spec 3.1 with
+//! every protocol rule (version, capabilities, validation, multi-turn
+//! rules, history length, listing, owner scoping). Bindings only decode
+//! requests into calls of this handler and encode what it returns.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_types::{
+    A2aError, A2aResult, AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    ErrorKind, GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest, ListTasksResponse, Message, Role, SendMessageRequest, SendMessageResponse,
+    StreamResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState,
+    stream_response,
+};
+use bytes::Bytes;
+use futures::{FutureExt, Stream};
+use http::HeaderMap;
+
+use crate::auth::{Authenticator, NoAuth};
+use crate::executor::{DynExecutor, RequestContext, TaskUpdater};
+use crate::manager::{Subscription, TaskManager};
+use crate::store::{Cursor, MemoryStore, Owner, StoredTask, TaskQuery, TaskStore};
+
+/// A stream of protocol events for one streaming call.
+pub type EventStream = Pin<Box<dyn Stream<Item = A2aResult<StreamResponse>> + Send>>;
+
+/// What a binding knows about a call besides its request message: the
+/// service parameters (HTTP headers or gRPC metadata, names lower-case).
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    /// Service parameters: `A2A-Version`, `A2A-Extensions`,
+    /// `Authorization`...
+    pub headers: HeaderMap,
+}
+
+impl CallContext {
+    /// A call context from service parameters.
+    pub fn new(headers: HeaderMap) -> Self {
+        Self { headers }
+    }
+
+    /// A context carrying `A2A-Version: 1.0` and nothing else (handy in
+    /// tests and in-process calls).
+    pub fn v1() -> Self {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "a2a-version",
+            http::HeaderValue::from_static(a2a_types::PROTOCOL_VERSION),
+        );
+        Self { headers }
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// Tunables of the request handler.
+#[derive(Debug, Clone)]
+pub struct HandlerConfig {
+    /// Protocol versions served (`Major.Minor`).
+    pub versions: Vec<String>,
+    /// Events queued per subscriber before it is resynchronised from a
+    /// snapshot.
+    pub queue_capacity: usize,
+    /// How long a cancellation waits for the agent's `cancel` hook.
+    pub cancel_grace: Duration,
+}
+
+impl Default for HandlerConfig {
+    fn default() -> Self {
+        Self {
+            versions: vec![a2a_types::PROTOCOL_VERSION.to_owned()],
+            queue_capacity: 1024,
+            cancel_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+struct Inner {
+    card: AgentCard,
+    card_json: Bytes,
+    extended_card: Option<AgentCard>,
+    executor: Arc<dyn DynExecutor>,
+    manager: Arc<TaskManager>,
+    auth: Arc<dyn Authenticator>,
+    config: HandlerConfig,
+}
+
+/// Serves the A2A operations for one agent. Cheap to clone.
+#[derive(Clone)]
+pub struct RequestHandler {
+    inner: Arc<Inner>,
+}
+
+/// Builds a [`RequestHandler`].
+pub struct HandlerBuilder {
+    card: AgentCard,
+    executor: Arc<dyn DynExecutor>,
+    store: Option<Arc<dyn TaskStore>>,
+    extended_card: Option<AgentCard>,
+    auth: Arc<dyn Authenticator>,
+    config: HandlerConfig,
+}
+
+impl HandlerBuilder {
+    pub(crate) fn card_mut(&mut self) -> &mut AgentCard {
+        &mut self.card
+    }
+
+    /// Uses this task store (default: a [`MemoryStore`]).
+    pub fn store(mut self, store: Arc<dyn TaskStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Serves an extended card to authenticated callers (and declares
+    /// `capabilities.extendedAgentCard`).
+    pub fn extended_card(mut self, card: AgentCard) -> Self {
+        self.extended_card = Some(card);
+        self
+    }
+
+    /// Authenticates callers (default: everyone is anonymous).
+    pub fn authenticator(mut self, auth: Arc<dyn Authenticator>) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Sets the tunables.
+    pub fn config(mut self, config: HandlerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The handler. The card's capabilities are made to match what this
+    /// handler really does (push notifications off until a push sender is
+    /// configured; the extended card flag set when one is configured).
+    pub fn build(self) -> RequestHandler {
+        let mut card = self.card;
+        let caps = card.capabilities.get_or_insert_with(Default::default);
+        if caps.push_notifications == Some(true) {
+            tracing::warn!(
+                "the card declares push notifications, which this server does not send yet; declaring false"
+            );
+        }
+        caps.push_notifications = Some(false);
+        caps.extended_agent_card = Some(self.extended_card.is_some());
+        let card_json = Bytes::from(serde_json::to_vec(&card).unwrap_or_default());
+        let store = self
+            .store
+            .unwrap_or_else(|| Arc::new(MemoryStore::default()));
+        RequestHandler {
+            inner: Arc::new(Inner {
+                card,
+                card_json,
+                extended_card: self.extended_card,
+                executor: self.executor,
+                manager: Arc::new(TaskManager::new(store, self.config.queue_capacity)),
+                auth: self.auth,
+                config: self.config,
+            }),
+        }
+    }
+}
+
+/// Reduces a version to `Major.Minor` (`""` means 0.3, spec 3.6.2).
+fn major_minor(v: &str) -> String {
+    let v = v.trim();
+    if v.is_empty() {
+        return a2a_types::DEFAULT_REQUEST_VERSION.to_owned();
+    }
+    let mut it = v.split('.');
+    let major = it.next().unwrap_or_default();
+    let minor = it.next().unwrap_or("0");
+    format!("{major}.{minor}")
+}
+
+fn history_length(v: Option<i32>, field: &str) -> A2aResult<Option<usize>> {
+    match v {
+        None => Ok(None),
+        Some(n) if n < 0 => Err(A2aError::invalid_params(
+            field,
+            format!("must be zero or more, got {n}"),
+        )),
+        Some(n) => Ok(Some(n as usize)),
+    }
+}
+
+/// Whether a media type is accepted by a list of modes (with `*/*` and
+/// `type/*` wildcards; parameters such as `; charset=utf-8` ignored).
+fn mode_accepted(modes: &[String], media_type: &str) -> bool {
+    let base = |m: &str| {
+        m.split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase()
+    };
+    let mt = base(media_type);
+    modes.iter().any(|m| {
+        let m = base(m);
+        m == mt
+            || m == "*/*"
+            || m.strip_suffix("/*")
+                .is_some_and(|t| mt.split('/').next() == Some(t))
+    })
+}
+
+impl RequestHandler {
+    /// Starts building a handler for an agent described by `card`.
+    pub fn builder<E: crate::AgentExecutor>(card: AgentCard, executor: E) -> HandlerBuilder {
+        HandlerBuilder {
+            card,
+            executor: Arc::new(executor),
+            store: None,
+            extended_card: None,
+            auth: Arc::new(NoAuth),
+            config: HandlerConfig::default(),
+        }
+    }
+
+    /// The public agent card.
+    pub fn agent_card(&self) -> &AgentCard {
+        &self.inner.card
+    }
+
+    /// The public agent card, serialized once.
+    pub fn agent_card_json(&self) -> Bytes {
+        self.inner.card_json.clone()
+    }
+
+    /// The task store.
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.inner.manager.store
+    }
+
+    fn caps_streaming(&self) -> bool {
+        self.inner.card.supports_streaming()
+    }
+
+    /// Checks the version and authenticates: the preamble of every call.
+    fn admit(&self, ctx: &CallContext, tenant: &str) -> A2aResult<Owner> {
+        let requested = ctx.header("a2a-version").unwrap_or_default();
+        let mm = major_minor(requested);
+        if !self.inner.config.versions.contains(&mm) {
+            let supported: Vec<&str> = self
+                .inner
+                .config
+                .versions
+                .iter()
+                .map(String::as_str)
+                .collect();
+            return Err(A2aError::version_not_supported(requested, &supported));
+        }
+        let principal = self
+            .inner
+            .auth
+            .authenticate(&ctx.headers)?
+            .unwrap_or_default();
+        Ok(Owner {
+            tenant: tenant.to_owned(),
+            principal,
+        })
+    }
+
+    /// Extensions requested by the client, checked against the card: a
+    /// required extension the client did not request is an error.
+    fn extensions(&self, ctx: &CallContext) -> A2aResult<Vec<String>> {
+        let requested: Vec<String> = ctx
+            .headers
+            .get_all("a2a-extensions")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
+        let declared = self
+            .inner
+            .card
+            .capabilities
+            .as_ref()
+            .map(|c| c.extensions.as_slice())
+            .unwrap_or_default();
+        if let Some(missing) = declared
+            .iter()
+            .find(|e| e.required && !requested.contains(&e.uri))
+        {
+            return Err(A2aError::new(
+                ErrorKind::ExtensionSupportRequired,
+                format!(
+                    "this agent requires the extension {}; list it in A2A-Extensions",
+                    missing.uri
+                ),
+            )
+            .with_metadata("extension", missing.uri.clone()));
+        }
+        Ok(requested
+            .into_iter()
+            .filter(|r| declared.iter().any(|d| d.uri == *r))
+            .collect())
+    }
+
+    /// A task visible to `owner`, or TaskNotFound (never revealing tasks of
+    /// others).
+    async fn visible_task(
+        &self,
+        owner: &Owner,
+        id: &str,
+        history: Option<usize>,
+    ) -> A2aResult<StoredTask> {
+        if id.is_empty() {
+            return Err(A2aError::invalid_params("id", "a task id is required"));
+        }
+        match self.inner.manager.store.get(id, history).await? {
+            Some(s) if s.owner == *owner => Ok(s),
+            _ => Err(A2aError::task_not_found(id)),
+        }
+    }
+
+    fn validate_message(&self, message: Option<&Message>) -> A2aResult<()> {
+        let Some(m) = message else {
+            return Err(A2aError::invalid_params("message", "a message is required"));
+        };
+        if m.message_id.is_empty() {
+            return Err(A2aError::invalid_params(
+                "message.messageId",
+                "a message id is required",
+            ));
+        }
+        match m.role() {
+            Role::User => {}
+            Role::Unspecified => {
+                return Err(A2aError::invalid_params(
+                    "message.role",
+                    "the role is required (ROLE_USER)",
+                ));
+            }
+            Role::Agent => {
+                return Err(A2aError::invalid_params(
+                    "message.role",
+                    "messages sent to an agent have ROLE_USER",
+                ));
+            }
+        }
+        if m.parts.is_empty() {
+            return Err(A2aError::invalid_params(
+                "message.parts",
+                "at least one part is required",
+            ));
+        }
+        let modes = &self.inner.card.default_input_modes;
+        for (i, p) in m.parts.iter().enumerate() {
+            if p.content.is_none() {
+                return Err(A2aError::invalid_params(
+                    format!("message.parts[{i}]"),
+                    "a part needs exactly one of text, raw, url or data",
+                ));
+            }
+            if !p.media_type.is_empty() && !modes.is_empty() && !mode_accepted(modes, &p.media_type)
+            {
+                return Err(A2aError::content_type_not_supported(format!(
+                    "media type {} is not accepted by this agent (accepted: {})",
+                    p.media_type,
+                    modes.join(", ")
+                ))
+                .with_metadata("mediaType", p.media_type.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Validates a send request, resolves the task it continues (if any),
+    /// registers the live state and starts the agent. Returns the
+    /// subscription that carries the agent's answer.
+    async fn start(
+        &self,
+        ctx: &CallContext,
+        req: SendMessageRequest,
+        streaming: bool,
+    ) -> A2aResult<Subscription> {
+        let owner = self.admit(ctx, &req.tenant)?;
+        if streaming && !self.caps_streaming() {
+            return Err(A2aError::unsupported(
+                "streaming is not supported by this agent (capabilities.streaming)",
+            ));
+        }
+        let extensions = self.extensions(ctx)?;
+        self.validate_message(req.message.as_ref())?;
+        if let Some(c) = &req.configuration {
+            history_length(c.history_length, "configuration.historyLength")?;
+            if c.task_push_notification_config.is_some() {
+                return Err(A2aError::push_not_supported());
+            }
+        }
+        let Some(mut message) = req.message else {
+            return Err(A2aError::invalid_params("message", "a message is required"));
+        };
+        let manager = &self.inner.manager;
+
+        let mut reference_tasks = Vec::new();
+        for id in &message.reference_task_ids {
+            if let Ok(t) = self.visible_task(&owner, id, None).await {
+                reference_tasks.push(t.task);
+            }
+        }
+
+        let (live, sub, existing) = if message.task_id.is_empty() {
+            let context_id = if message.context_id.is_empty() {
+                a2a_types::new_id()
+            } else {
+                message.context_id.clone()
+            };
+            let task_id = a2a_types::new_id();
+            message.context_id.clone_from(&context_id);
+            message.task_id.clone_from(&task_id);
+            let (live, sub) = manager.start_new(task_id, context_id, owner, message.clone());
+            (live, sub, None)
+        } else {
+            let stored = self.visible_task(&owner, &message.task_id, None).await?;
+            let task = &stored.task;
+            if !message.context_id.is_empty() && message.context_id != task.context_id {
+                return Err(A2aError::invalid_params(
+                    "message.contextId",
+                    format!(
+                        "context {} does not match the context {} of task {}",
+                        message.context_id, task.context_id, task.id
+                    ),
+                ));
+            }
+            if task.state().is_terminal() {
+                return Err(A2aError::unsupported(format!(
+                    "task {} is {}: a terminal task accepts no more messages; start a new task in the same context (referenceTaskIds) instead",
+                    task.id,
+                    task.state().short_name()
+                ))
+                .with_metadata("taskId", task.id.clone()));
+            }
+            message.context_id.clone_from(&task.context_id);
+            let (live, sub) = manager.continue_task(&stored, message.clone()).await?;
+            (live, sub, Some(stored.task))
+        };
+
+        let rctx = RequestContext {
+            message,
+            task: existing,
+            task_id: live.id.clone(),
+            context_id: live.context_id.clone(),
+            reference_tasks,
+            extensions,
+            caller: (!live.owner.principal.is_empty()).then(|| live.owner.principal.clone()),
+            metadata: req.metadata,
+            configuration: req.configuration,
+            streaming,
+            cancel: live.cancel.clone(),
+        };
+        let updater = TaskUpdater {
+            manager: Arc::clone(manager),
+            live: Arc::clone(&live),
+        };
+        let executor = Arc::clone(&self.inner.executor);
+        let manager = Arc::clone(manager);
+        tokio::spawn(async move {
+            let outcome = std::panic::AssertUnwindSafe(executor.execute_boxed(rctx, updater))
+                .catch_unwind()
+                .await
+                .map_err(|p| panic_text(&*p));
+            manager.finish_run(&live, outcome).await;
+        });
+        Ok(sub)
+    }
+
+    /// `SendMessage`: blocks until the task is terminal or interrupted
+    /// (unless `returnImmediately`), or returns the agent's message.
+    pub async fn send_message(
+        &self,
+        ctx: &CallContext,
+        req: SendMessageRequest,
+    ) -> A2aResult<SendMessageResponse> {
+        let (immediate, history) = match &req.configuration {
+            Some(c) => (
+                c.return_immediately,
+                history_length(c.history_length, "configuration.historyLength")?,
+            ),
+            None => (false, None),
+        };
+        let mut sub = self.start(ctx, req, false).await?;
+        let mut last_task: Option<Task> = None;
+        loop {
+            let Some(item) = sub.recv().await else {
+                break;
+            };
+            let event = item?;
+            match event.payload.as_ref() {
+                Some(stream_response::Payload::Message(m)) => return Ok(m.clone().into()),
+                Some(stream_response::Payload::Task(t)) => {
+                    if immediate || t.state().ends_turn() {
+                        let mut t = t.clone();
+                        t.truncate_history(history);
+                        return Ok(t.into());
+                    }
+                    last_task = Some(t.clone());
+                }
+                _ => {
+                    if immediate || event.state().is_some_and(TaskState::ends_turn) {
+                        break;
+                    }
+                }
+            }
+        }
+        let id = sub.task_id().to_owned();
+        drop(sub);
+        match self.inner.manager.store.get(&id, history).await? {
+            Some(s) => Ok(s.task.into()),
+            None => match last_task {
+                Some(t) => Ok(t.into()),
+                None => Err(A2aError::internal("the task ended without being stored")),
+            },
+        }
+    }
+
+    /// `SendStreamingMessage`: the agent's message, or the task followed by
+    /// its events until it is terminal or interrupted.
+    pub async fn send_streaming_message(
+        &self,
+        ctx: &CallContext,
+        req: SendMessageRequest,
+    ) -> A2aResult<EventStream> {
+        let history = match &req.configuration {
+            Some(c) => history_length(c.history_length, "configuration.historyLength")?,
+            None => None,
+        };
+        let mut sub = self.start(ctx, req, true).await?;
+        // The first answer decides between an error response and a stream.
+        let first = match sub.recv().await {
+            Some(item) => item?,
+            None => return Err(A2aError::internal("the agent ended without answering")),
+        };
+        Ok(follow(sub, Some(first), history, true))
+    }
+
+    /// `GetTask`.
+    pub async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> A2aResult<Task> {
+        let owner = self.admit(ctx, &req.tenant)?;
+        let history = history_length(req.history_length, "historyLength")?;
+        Ok(self.visible_task(&owner, &req.id, history).await?.task)
+    }
+
+    /// `ListTasks`.
+    pub async fn list_tasks(
+        &self,
+        ctx: &CallContext,
+        req: ListTasksRequest,
+    ) -> A2aResult<ListTasksResponse> {
+        let owner = self.admit(ctx, &req.tenant)?;
+        let page_size = match req.page_size {
+            None => 50,
+            Some(n @ 1..=100) => n as usize,
+            Some(n) => {
+                return Err(A2aError::invalid_params(
+                    "pageSize",
+                    format!("must be between 1 and 100, got {n}"),
+                ));
+            }
+        };
+        let state = match req.status() {
+            TaskState::Unspecified => None,
+            s => Some(s),
+        };
+        let cursor = if req.page_token.is_empty() {
+            None
+        } else {
+            Some(Cursor::decode(&req.page_token).ok_or_else(|| {
+                A2aError::invalid_params("pageToken", "not a page token returned by ListTasks")
+            })?)
+        };
+        let query = TaskQuery {
+            context_id: (!req.context_id.is_empty()).then_some(req.context_id),
+            state,
+            status_after: req.status_timestamp_after,
+            page_size,
+            cursor,
+            history_length: history_length(req.history_length, "historyLength")?,
+            include_artifacts: req.include_artifacts.unwrap_or(false),
+        };
+        let page = self.inner.manager.store.list(&owner, &query).await?;
+        Ok(ListTasksResponse {
+            page_size: page_size as i32,
+            tasks: page.tasks,
+            next_page_token: page.next.map(|c| c.encode()).unwrap_or_default(),
+            total_size: page.total as i32,
+        })
+    }
+
+    /// `CancelTask`: stops the agent (cooperatively, through its token and
+    /// `cancel` hook) and returns the canceled task.
+    pub async fn cancel_task(&self, ctx: &CallContext, req: CancelTaskRequest) -> A2aResult<Task> {
+        let owner = self.admit(ctx, &req.tenant)?;
+        let stored = self.visible_task(&owner, &req.id, None).await?;
+        if stored.task.state().is_terminal() {
+            return Err(A2aError::task_not_cancelable(&req.id, stored.task.state()));
+        }
+        let manager = &self.inner.manager;
+        let live = manager.attach_for_cancel(&stored);
+        live.cancel.cancel();
+        let updater = TaskUpdater {
+            manager: Arc::clone(manager),
+            live: Arc::clone(&live),
+        };
+        let rctx = RequestContext {
+            message: stored.task.history.last().cloned().unwrap_or_default(),
+            task_id: stored.task.id.clone(),
+            context_id: stored.task.context_id.clone(),
+            task: Some(stored.task),
+            reference_tasks: Vec::new(),
+            extensions: self.extensions(ctx).unwrap_or_default(),
+            caller: (!owner.principal.is_empty()).then(|| owner.principal.clone()),
+            metadata: req.metadata,
+            configuration: None,
+            streaming: false,
+            cancel: live.cancel.clone(),
+        };
+        let hook =
+            std::panic::AssertUnwindSafe(self.inner.executor.cancel_boxed(rctx, updater.clone()))
+                .catch_unwind();
+        match tokio::time::timeout(self.inner.config.cancel_grace, hook).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => {
+                tracing::debug!(task = %req.id, error = %e, "agent cancel hook failed")
+            }
+            Ok(Err(_)) => tracing::warn!(task = %req.id, "agent cancel hook panicked"),
+            Err(_) => tracing::warn!(task = %req.id, "agent cancel hook timed out"),
+        }
+        // Whatever the agent did, the task ends canceled unless it already
+        // reached another terminal state.
+        let _ = updater.cancel().await;
+        manager.end_cancel(&live);
+        let task = self.visible_task(&owner, &req.id, None).await?.task;
+        match task.state() {
+            TaskState::Canceled => Ok(task),
+            s => Err(A2aError::task_not_cancelable(&req.id, s)),
+        }
+    }
+
+    /// `SubscribeToTask`: the current task, then its events until it is
+    /// terminal. Refused for terminal tasks.
+    pub async fn subscribe_to_task(
+        &self,
+        ctx: &CallContext,
+        req: SubscribeToTaskRequest,
+    ) -> A2aResult<EventStream> {
+        let owner = self.admit(ctx, &req.tenant)?;
+        if !self.caps_streaming() {
+            return Err(A2aError::unsupported(
+                "streaming is not supported by this agent (capabilities.streaming)",
+            ));
+        }
+        let stored = self.visible_task(&owner, &req.id, Some(0)).await?;
+        if stored.task.state().is_terminal() {
+            return Err(A2aError::unsupported(format!(
+                "task {} is {}: subscriptions are only possible to tasks that are not terminal; use GetTask",
+                req.id,
+                stored.task.state().short_name()
+            ))
+            .with_metadata("taskId", req.id.clone()));
+        }
+        let (snapshot, sub) = self.inner.manager.subscribe(&stored, None).await?;
+        if snapshot.state().is_terminal() {
+            return Err(A2aError::unsupported(format!(
+                "task {} finished meanwhile; use GetTask",
+                req.id
+            )));
+        }
+        Ok(follow(
+            sub,
+            Some(Arc::new(StreamResponse::from(snapshot))),
+            None,
+            false,
+        ))
+    }
+
+    fn push_unsupported(&self) -> A2aError {
+        A2aError::push_not_supported()
+    }
+
+    /// `CreateTaskPushNotificationConfig`.
+    pub async fn create_task_push_notification_config(
+        &self,
+        ctx: &CallContext,
+        req: TaskPushNotificationConfig,
+    ) -> A2aResult<TaskPushNotificationConfig> {
+        let owner = self.admit(ctx, &req.tenant)?;
+        let _ = owner;
+        Err(self.push_unsupported())
+    }
+
+    /// `GetTaskPushNotificationConfig`.
+    pub async fn get_task_push_notification_config(
+        &self,
+        ctx: &CallContext,
+        req: GetTaskPushNotificationConfigRequest,
+    ) -> A2aResult<TaskPushNotificationConfig> {
+        self.admit(ctx, &req.tenant)?;
+        Err(self.push_unsupported())
+    }
+
+    /// `ListTaskPushNotificationConfigs`.
+    pub async fn list_task_push_notification_configs(
+        &self,
+        ctx: &CallContext,
+        req: ListTaskPushNotificationConfigsRequest,
+    ) -> A2aResult<ListTaskPushNotificationConfigsResponse> {
+        self.admit(ctx, &req.tenant)?;
+        Err(self.push_unsupported())
+    }
+
+    /// `DeleteTaskPushNotificationConfig`.
+    pub async fn delete_task_push_notification_config(
+        &self,
+        ctx: &CallContext,
+        req: DeleteTaskPushNotificationConfigRequest,
+    ) -> A2aResult<()> {
+        self.admit(ctx, &req.tenant)?;
+        Err(self.push_unsupported())
+    }
+
+    /// `GetExtendedAgentCard`.
+    pub async fn get_extended_agent_card(
+        &self,
+        ctx: &CallContext,
+        req: GetExtendedAgentCardRequest,
+    ) -> A2aResult<AgentCard> {
+        let owner = self.admit(ctx, &req.tenant)?;
+        let Some(card) = &self.inner.extended_card else {
+            return Err(A2aError::unsupported(
+                "this agent has no extended agent card (capabilities.extendedAgentCard is false)",
+            ));
+        };
+        if owner.principal.is_empty() {
+            return Err(A2aError::new(
+                ErrorKind::Unauthenticated,
+                "the extended agent card requires authentication with one of the card's security schemes",
+            ));
+        }
+        Ok(card.clone())
+    }
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic".to_owned()
+    }
+}
+
+/// Turns a subscription into the event stream of a streaming call. A send
+/// stream closes at a terminal or interrupted state (or after a message); a
+/// subscription closes at a terminal state only.
+fn follow(
+    mut sub: Subscription,
+    first: Option<Arc<StreamResponse>>,
+    history: Option<usize>,
+    close_on_interrupt: bool,
+) -> EventStream {
+    Box::pin(async_stream::stream! {
+        let mut next = first.map(Ok);
+        loop {
+            let item = match next.take() {
+                Some(item) => item,
+                None => match sub.recv().await {
+                    Some(item) => item,
+                    None => break,
+                },
+            };
+            let event = match item {
+                Ok(event) => event,
+                Err(e) => {
+                    yield Err(e);
+                    break;
+                }
+            };
+            let ends = if close_on_interrupt {
+                event.ends_stream()
+            } else {
+                matches!(event.payload, Some(stream_response::Payload::Message(_)))
+                    || event.state().is_some_and(TaskState::is_terminal)
+            };
+            let mut event = Arc::try_unwrap(event).unwrap_or_else(|shared| (*shared).clone());
+            if let Some(stream_response::Payload::Task(t)) = event.payload.as_mut() {
+                t.truncate_history(history);
+            }
+            yield Ok(event);
+            if ends {
+                break;
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handler_futures_are_send() {
+        fn is_send<T: Send>(_: &T) {}
+        let h = RequestHandler::builder(AgentCard::default(), crate::executor::tests::Nop).build();
+        let ctx = CallContext::v1();
+        is_send(&h.send_message(&ctx, Default::default()));
+        is_send(&h.send_streaming_message(&ctx, Default::default()));
+        is_send(&h.cancel_task(&ctx, Default::default()));
+        is_send(&h.subscribe_to_task(&ctx, Default::default()));
+        is_send(&h.list_tasks(&ctx, Default::default()));
+    }
+
+    #[test]
+    fn versions_and_modes() {
+        assert_eq!(major_minor(""), "0.3");
+        assert_eq!(major_minor("1.0.2"), "1.0");
+        assert_eq!(major_minor("1"), "1.0");
+        let modes = vec!["text/plain".to_owned(), "image/*".to_owned()];
+        assert!(mode_accepted(&modes, "text/plain; charset=utf-8"));
+        assert!(mode_accepted(&modes, "image/png"));
+        assert!(!mode_accepted(&modes, "application/pdf"));
+    }
+}

@@ -1,0 +1,479 @@
+//! The task manager: the one place where events reach tasks.
+//!
+//! Every task that is being worked on or followed has a [`LiveTask`]: a lock
+//! that orders its updates, its cancellation token, and the queues of its
+//! subscribers. An update is applied to the store and then published to the
+//! subscribers while the lock is held, so every subscriber sees the events
+//! in the order they were applied, and a subscriber that joins takes its
+//! snapshot under the same lock, so it misses nothing and sees nothing
+//! twice. Publishing never waits: each subscriber has a bounded queue, and
+//! one that falls too far behind is resynchronised from a fresh snapshot.
+//! See `docs/concurrency.md`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use a2a_types::{
+    A2aError, A2aResult, ErrorKind, Message, Part, Role, StreamResponse, Task,
+    TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
+};
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::{Owner, StoredTask, TaskStore, TaskUpdate};
+
+/// What subscribers receive: an event, or an error that ends the request.
+pub(crate) type Item = Result<Arc<StreamResponse>, A2aError>;
+
+struct Sub {
+    tx: mpsc::Sender<Item>,
+    overflow: Arc<AtomicBool>,
+}
+
+struct Flags {
+    /// The task exists in the store.
+    created: bool,
+    /// The agent answered with a plain message (no task will exist).
+    replied: bool,
+    /// Executor runs in progress.
+    running: u32,
+    /// Removed from the registry; attach to a fresh one instead.
+    retired: bool,
+    /// Last known state.
+    state: TaskState,
+    /// The user message that starts a new task's history.
+    first_message: Option<Message>,
+    subs: Vec<Sub>,
+}
+
+/// Runtime state of a task that is being worked on or followed.
+pub(crate) struct LiveTask {
+    pub(crate) id: String,
+    pub(crate) context_id: String,
+    pub(crate) owner: Owner,
+    pub(crate) cancel: CancellationToken,
+    order: tokio::sync::Mutex<()>,
+    flags: Mutex<Flags>,
+}
+
+impl LiveTask {
+    fn publish(&self, flags: &mut Flags, item: Item) {
+        flags.subs.retain(|s| match s.tx.try_send(item.clone()) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                s.overflow.store(true, Ordering::Release);
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        });
+    }
+}
+
+/// Applies events to tasks and fans them out to subscribers.
+pub(crate) struct TaskManager {
+    pub(crate) store: Arc<dyn TaskStore>,
+    live: DashMap<String, Arc<LiveTask>>,
+    queue_capacity: usize,
+}
+
+impl TaskManager {
+    pub(crate) fn new(store: Arc<dyn TaskStore>, queue_capacity: usize) -> Self {
+        Self {
+            store,
+            live: DashMap::new(),
+            queue_capacity: queue_capacity.max(2),
+        }
+    }
+
+    /// Registers the live state of a task that does not exist yet, with the
+    /// request's subscription and one executor run accounted for.
+    pub(crate) fn start_new(
+        self: &Arc<Self>,
+        id: String,
+        context_id: String,
+        owner: Owner,
+        first_message: Message,
+    ) -> (Arc<LiveTask>, Subscription) {
+        let live = Arc::new(LiveTask {
+            id: id.clone(),
+            context_id,
+            owner,
+            cancel: CancellationToken::new(),
+            order: tokio::sync::Mutex::new(()),
+            flags: Mutex::new(Flags {
+                created: false,
+                replied: false,
+                running: 1,
+                retired: false,
+                state: TaskState::Unspecified,
+                first_message: Some(first_message),
+                subs: Vec::with_capacity(1),
+            }),
+        });
+        let sub = {
+            let mut flags = live.flags.lock();
+            self.subscribe_locked(&live, &mut flags)
+        };
+        self.live.insert(id, Arc::clone(&live));
+        (live, sub)
+    }
+
+    fn subscribe_locked(self: &Arc<Self>, live: &Arc<LiveTask>, flags: &mut Flags) -> Subscription {
+        let (tx, rx) = mpsc::channel(self.queue_capacity);
+        let overflow = Arc::new(AtomicBool::new(false));
+        flags.subs.push(Sub {
+            tx,
+            overflow: Arc::clone(&overflow),
+        });
+        Subscription {
+            rx,
+            overflow,
+            live: Arc::clone(live),
+            manager: Arc::clone(self),
+        }
+    }
+
+    /// The live state of an existing task, created if needed, with `f`
+    /// applied to it atomically (so it cannot be retired in between).
+    fn attach<R>(
+        self: &Arc<Self>,
+        stored: &StoredTask,
+        f: impl Fn(&Arc<Self>, &Arc<LiveTask>, &mut Flags) -> R,
+    ) -> (Arc<LiveTask>, R) {
+        loop {
+            let live = self
+                .live
+                .entry(stored.task.id.clone())
+                .or_insert_with(|| {
+                    Arc::new(LiveTask {
+                        id: stored.task.id.clone(),
+                        context_id: stored.task.context_id.clone(),
+                        owner: stored.owner.clone(),
+                        cancel: CancellationToken::new(),
+                        order: tokio::sync::Mutex::new(()),
+                        flags: Mutex::new(Flags {
+                            created: true,
+                            replied: false,
+                            running: 0,
+                            retired: false,
+                            state: stored.task.state(),
+                            first_message: None,
+                            subs: Vec::new(),
+                        }),
+                    })
+                })
+                .clone();
+            let mut flags = live.flags.lock();
+            if flags.retired {
+                continue;
+            }
+            let r = f(self, &live, &mut flags);
+            drop(flags);
+            return (live, r);
+        }
+    }
+
+    /// Subscribes to an existing task: returns its current snapshot and a
+    /// subscription to everything after it.
+    pub(crate) async fn subscribe(
+        self: &Arc<Self>,
+        stored: &StoredTask,
+        history_length: Option<usize>,
+    ) -> A2aResult<(Task, Subscription)> {
+        loop {
+            let (live, ()) = self.attach(stored, |_, _, _| ());
+            let guard = live.order.lock().await;
+            let sub = {
+                let mut flags = live.flags.lock();
+                // Retired between attach and lock: try again on a fresh one.
+                (!flags.retired).then(|| self.subscribe_locked(&live, &mut flags))
+            };
+            let Some(sub) = sub else {
+                drop(guard);
+                continue;
+            };
+            let snapshot = self
+                .store
+                .get(&live.id, history_length)
+                .await?
+                .ok_or_else(|| A2aError::task_not_found(&live.id))?;
+            drop(guard);
+            return Ok((snapshot.task, sub));
+        }
+    }
+
+    /// Prepares an existing task for a continuing message: records the
+    /// message in its history and counts one executor run.
+    pub(crate) async fn continue_task(
+        self: &Arc<Self>,
+        stored: &StoredTask,
+        message: Message,
+    ) -> A2aResult<(Arc<LiveTask>, Subscription)> {
+        let (live, sub) = self.attach(stored, |m, live, flags| {
+            flags.running += 1;
+            m.subscribe_locked(live, flags)
+        });
+        let guard = live.order.lock().await;
+        let result = self
+            .store
+            .update(&live.id, &TaskUpdate::UserMessage(message))
+            .await;
+        drop(guard);
+        match result {
+            Ok(state) => {
+                live.flags.lock().state = state;
+                Ok((live, sub))
+            }
+            Err(e) => {
+                live.flags.lock().running -= 1;
+                Err(e)
+            }
+        }
+    }
+
+    /// The live state of an existing task for cancellation.
+    pub(crate) fn attach_for_cancel(self: &Arc<Self>, stored: &StoredTask) -> Arc<LiveTask> {
+        let (live, ()) = self.attach(stored, |_, _, flags| flags.running += 1);
+        live
+    }
+
+    /// Ends a cancellation started with [`Self::attach_for_cancel`].
+    pub(crate) fn end_cancel(&self, live: &Arc<LiveTask>) {
+        live.flags.lock().running -= 1;
+        self.release(live);
+    }
+
+    async fn create_locked(&self, live: &LiveTask) -> A2aResult<()> {
+        let first = {
+            let mut flags = live.flags.lock();
+            if flags.created {
+                return Ok(());
+            }
+            if flags.replied {
+                return Err(A2aError::unsupported(
+                    "the agent already answered this request with a message; no task can follow",
+                ));
+            }
+            flags.first_message.take()
+        };
+        let task = Task {
+            id: live.id.clone(),
+            context_id: live.context_id.clone(),
+            status: Some(TaskStatus::new(TaskState::Submitted)),
+            artifacts: Vec::new(),
+            history: first.into_iter().collect(),
+            metadata: None,
+        };
+        self.store.create(&live.owner, &task).await?;
+        let mut flags = live.flags.lock();
+        flags.created = true;
+        flags.state = TaskState::Submitted;
+        live.publish(&mut flags, Ok(Arc::new(StreamResponse::from(task))));
+        Ok(())
+    }
+
+    /// Creates the task (in `SUBMITTED`) if it does not exist yet.
+    pub(crate) async fn ensure_created(&self, live: &LiveTask) -> A2aResult<()> {
+        let _guard = live.order.lock().await;
+        self.create_locked(live).await
+    }
+
+    /// Applies an update to the task (creating it first if needed) and
+    /// publishes the matching event.
+    pub(crate) async fn emit(&self, live: &LiveTask, update: TaskUpdate) -> A2aResult<()> {
+        let _guard = live.order.lock().await;
+        self.create_locked(live).await?;
+        let state = self.store.update(&live.id, &update).await?;
+        let event = match update {
+            TaskUpdate::Status { status, metadata } => {
+                StreamResponse::from(TaskStatusUpdateEvent {
+                    task_id: live.id.clone(),
+                    context_id: live.context_id.clone(),
+                    status: Some(status),
+                    metadata,
+                })
+            }
+            TaskUpdate::Artifact {
+                artifact,
+                append,
+                last_chunk,
+                metadata,
+            } => StreamResponse::from(TaskArtifactUpdateEvent {
+                task_id: live.id.clone(),
+                context_id: live.context_id.clone(),
+                artifact: Some(artifact),
+                append,
+                last_chunk,
+                metadata,
+            }),
+            TaskUpdate::UserMessage(_) => {
+                live.flags.lock().state = state;
+                return Ok(());
+            }
+        };
+        let mut flags = live.flags.lock();
+        flags.state = state;
+        live.publish(&mut flags, Ok(Arc::new(event)));
+        Ok(())
+    }
+
+    /// The agent's plain-message answer.
+    pub(crate) async fn reply(&self, live: &LiveTask, message: Message) -> A2aResult<()> {
+        let _guard = live.order.lock().await;
+        let mut flags = live.flags.lock();
+        if flags.created {
+            return Err(A2aError::unsupported(
+                "a task exists for this request; answer with status updates and artifacts instead of a message",
+            ));
+        }
+        if flags.replied {
+            return Err(A2aError::unsupported(
+                "the agent already answered this request with a message",
+            ));
+        }
+        flags.replied = true;
+        live.publish(&mut flags, Ok(Arc::new(StreamResponse::from(message))));
+        Ok(())
+    }
+
+    /// Called when an executor run ends: fails a task the agent left
+    /// unfinished, turns an early error into the request's answer, and
+    /// releases the live state.
+    pub(crate) async fn finish_run(&self, live: &LiveTask, outcome: Result<A2aResult<()>, String>) {
+        let guard = live.order.lock().await;
+        let (created, replied, state) = {
+            let f = live.flags.lock();
+            (f.created, f.replied, f.state)
+        };
+        let problem = match outcome {
+            Ok(Ok(())) if created && !state.ends_turn() => Some(A2aError::new(
+                ErrorKind::InvalidAgentResponse,
+                "the agent stopped before the task reached a final or interrupted state",
+            )),
+            Ok(Ok(())) if !created && !replied => Some(A2aError::new(
+                ErrorKind::InvalidAgentResponse,
+                "the agent returned without answering (no message and no task)",
+            )),
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
+            Err(panic) => Some(A2aError::internal(format!(
+                "the agent failed unexpectedly: {panic}"
+            ))),
+        };
+        if let Some(err) = problem {
+            if created && !state.ends_turn() {
+                let message = Message {
+                    message_id: a2a_types::new_id(),
+                    context_id: live.context_id.clone(),
+                    task_id: live.id.clone(),
+                    role: Role::Agent as i32,
+                    parts: vec![Part::text(err.message.clone())],
+                    ..Default::default()
+                };
+                let status = TaskStatus::new(TaskState::Failed).with_message(message);
+                let update = TaskUpdate::Status {
+                    status,
+                    metadata: None,
+                };
+                match self.store.update(&live.id, &update).await {
+                    Ok(new_state) => {
+                        let TaskUpdate::Status { status, metadata } = update else {
+                            unreachable!()
+                        };
+                        let mut flags = live.flags.lock();
+                        flags.state = new_state;
+                        let event = TaskStatusUpdateEvent {
+                            task_id: live.id.clone(),
+                            context_id: live.context_id.clone(),
+                            status: Some(status),
+                            metadata,
+                        };
+                        live.publish(&mut flags, Ok(Arc::new(event.into())));
+                    }
+                    Err(e) => {
+                        tracing::warn!(task = %live.id, error = %e, "could not mark task failed")
+                    }
+                }
+            } else if !created && !replied {
+                let mut flags = live.flags.lock();
+                live.publish(&mut flags, Err(err));
+            } else {
+                tracing::debug!(task = %live.id, error = %err, "agent error after the task settled");
+            }
+        }
+        live.flags.lock().running -= 1;
+        drop(guard);
+        self.release(live);
+    }
+
+    /// Retires the live state of a task nobody works on or follows.
+    pub(crate) fn release(&self, live: &LiveTask) {
+        let mut flags = live.flags.lock();
+        flags.subs.retain(|s| !s.tx.is_closed());
+        if flags.running == 0 && flags.subs.is_empty() && !flags.retired {
+            flags.retired = true;
+            drop(flags);
+            self.live
+                .remove_if(&live.id, |_, v| std::ptr::eq(Arc::as_ptr(v), live));
+        }
+    }
+
+    /// How many tasks have live state (for tests and metrics).
+    #[allow(dead_code)]
+    pub(crate) fn live_count(&self) -> usize {
+        self.live.len()
+    }
+}
+
+/// A subscriber's queue of events for one task.
+pub(crate) struct Subscription {
+    rx: mpsc::Receiver<Item>,
+    overflow: Arc<AtomicBool>,
+    live: Arc<LiveTask>,
+    manager: Arc<TaskManager>,
+}
+
+impl Subscription {
+    /// The next event. When the subscriber fell too far behind, its queue is
+    /// replaced and the current task snapshot is returned instead of the
+    /// events it missed.
+    pub(crate) async fn recv(&mut self) -> Option<Item> {
+        if let Some(item) = self.rx.recv().await {
+            return Some(item);
+        }
+        if !self.overflow.load(Ordering::Acquire) {
+            return None;
+        }
+        let guard = self.live.order.lock().await;
+        let (tx, rx) = mpsc::channel(self.manager.queue_capacity);
+        let overflow = Arc::new(AtomicBool::new(false));
+        self.live.flags.lock().subs.push(Sub {
+            tx,
+            overflow: Arc::clone(&overflow),
+        });
+        self.rx = rx;
+        self.overflow = overflow;
+        let snapshot = self.manager.store.get(&self.live.id, None).await;
+        drop(guard);
+        tracing::debug!(task = %self.live.id, "slow subscriber resynchronised from a snapshot");
+        Some(match snapshot {
+            Ok(Some(s)) => Ok(Arc::new(StreamResponse::from(s.task))),
+            Ok(None) => Err(A2aError::task_not_found(&self.live.id)),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// The task this subscription follows.
+    pub(crate) fn task_id(&self) -> &str {
+        &self.live.id
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.rx.close();
+        self.manager.release(&self.live);
+    }
+}

@@ -1,0 +1,392 @@
+//! The in-memory task store: sharded maps, a lock per task, bounded size.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use a2a_types::{A2aError, A2aResult, Task, TaskPushNotificationConfig, TaskState};
+use async_trait::async_trait;
+use dashmap::DashMap;
+use parking_lot::Mutex;
+
+use super::{Cursor, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update};
+
+/// Limits of the in-memory store. Finished tasks leave memory after
+/// `terminal_ttl`, and when more than `max_tasks` are held the oldest
+/// finished ones go first, so memory stays bounded under sustained load.
+#[derive(Debug, Clone)]
+pub struct MemoryStoreConfig {
+    /// How long a task in a terminal state is kept.
+    pub terminal_ttl: Duration,
+    /// How many tasks are kept at most (tasks still running are never
+    /// evicted, so this is a target, not a hard cap).
+    pub max_tasks: usize,
+}
+
+impl Default for MemoryStoreConfig {
+    fn default() -> Self {
+        Self {
+            terminal_ttl: Duration::from_secs(600),
+            max_tasks: 50_000,
+        }
+    }
+}
+
+struct Entry {
+    owner: Owner,
+    task: Task,
+    finished: Option<Instant>,
+}
+
+/// A [`TaskStore`] in process memory. Nothing survives a restart.
+pub struct MemoryStore {
+    tasks: DashMap<String, Arc<Mutex<Entry>>>,
+    push: DashMap<String, Vec<TaskPushNotificationConfig>>,
+    config: MemoryStoreConfig,
+    writes: AtomicU64,
+    last_sweep: Mutex<Instant>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new(MemoryStoreConfig::default())
+    }
+}
+
+impl MemoryStore {
+    /// A store with the given limits.
+    pub fn new(config: MemoryStoreConfig) -> Self {
+        Self {
+            tasks: DashMap::new(),
+            push: DashMap::new(),
+            config,
+            writes: AtomicU64::new(0),
+            last_sweep: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// How many tasks are held.
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Whether no task is held.
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    fn entry(&self, id: &str) -> Option<Arc<Mutex<Entry>>> {
+        self.tasks.get(id).map(|e| Arc::clone(e.value()))
+    }
+
+    /// Evicts expired finished tasks, and the oldest finished ones while
+    /// over `max_tasks`. Runs now and then from the write path.
+    pub fn sweep(&self) {
+        let now = Instant::now();
+        *self.last_sweep.lock() = now;
+        let mut finished: Vec<(Instant, String)> = Vec::new();
+        let ttl = self.config.terminal_ttl;
+        self.tasks.retain(|id, entry| {
+            let e = entry.lock();
+            match e.finished {
+                Some(at) if now.duration_since(at) >= ttl => false,
+                Some(at) => {
+                    finished.push((at, id.clone()));
+                    true
+                }
+                None => true,
+            }
+        });
+        let len = self.tasks.len();
+        if len > self.config.max_tasks {
+            let target = self.config.max_tasks - self.config.max_tasks / 10;
+            finished.sort_unstable();
+            for (_, id) in finished.into_iter().take(len.saturating_sub(target)) {
+                self.tasks.remove(&id);
+                self.push.remove(&id);
+            }
+        }
+        // Push configs of evicted tasks go with them.
+        if !self.push.is_empty() {
+            self.push.retain(|id, _| self.tasks.contains_key(id));
+        }
+    }
+
+    fn maybe_sweep(&self) {
+        let n = self.writes.fetch_add(1, Ordering::Relaxed);
+        let over = self.tasks.len() > self.config.max_tasks;
+        if n % 1024 != 0 && !over {
+            return;
+        }
+        let due = self
+            .last_sweep
+            .try_lock()
+            .is_some_and(|last| last.elapsed() >= Duration::from_millis(250) || over);
+        if due {
+            self.sweep();
+        }
+    }
+}
+
+#[async_trait]
+impl TaskStore for MemoryStore {
+    async fn create(&self, owner: &Owner, task: &Task) -> A2aResult<()> {
+        self.maybe_sweep();
+        let finished = task.state().is_terminal().then(Instant::now);
+        match self.tasks.entry(task.id.clone()) {
+            dashmap::Entry::Occupied(_) => Err(A2aError::internal(format!(
+                "task id {} already exists",
+                task.id
+            ))),
+            dashmap::Entry::Vacant(v) => {
+                v.insert(Arc::new(Mutex::new(Entry {
+                    owner: owner.clone(),
+                    task: task.clone(),
+                    finished,
+                })));
+                Ok(())
+            }
+        }
+    }
+
+    async fn update(&self, task_id: &str, update: &TaskUpdate) -> A2aResult<TaskState> {
+        let entry = self
+            .entry(task_id)
+            .ok_or_else(|| A2aError::task_not_found(task_id))?;
+        let mut e = entry.lock();
+        apply_update(&mut e.task, update)?;
+        let state = e.task.state();
+        if state.is_terminal() {
+            e.finished = Some(Instant::now());
+        }
+        Ok(state)
+    }
+
+    async fn get(
+        &self,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> A2aResult<Option<StoredTask>> {
+        let Some(entry) = self.entry(task_id) else {
+            return Ok(None);
+        };
+        let e = entry.lock();
+        let task = copy_task(&e.task, history_length, true);
+        Ok(Some(StoredTask {
+            owner: e.owner.clone(),
+            task,
+        }))
+    }
+
+    async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
+        let mut keys: Vec<(Cursor, Arc<Mutex<Entry>>)> = Vec::new();
+        for item in self.tasks.iter() {
+            let e = item.value().lock();
+            if e.owner != *owner {
+                continue;
+            }
+            let t = &e.task;
+            if query
+                .context_id
+                .as_deref()
+                .is_some_and(|c| c != t.context_id)
+            {
+                continue;
+            }
+            if query.state.is_some_and(|s| s != t.state()) {
+                continue;
+            }
+            if let Some(after) = query.status_after {
+                if t.status_timestamp()
+                    .is_none_or(|ts| ts.as_millis() < after.as_millis())
+                {
+                    continue;
+                }
+            }
+            keys.push((Cursor::of(t), Arc::clone(item.value())));
+        }
+        let total = keys.len();
+        // Most recently updated first; ties broken by id, descending.
+        keys.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        let start = match &query.cursor {
+            Some(c) => keys.partition_point(|(k, _)| k >= c),
+            None => 0,
+        };
+        let end = (start + query.page_size).min(keys.len());
+        let mut tasks = Vec::with_capacity(end - start);
+        for (_, entry) in &keys[start..end] {
+            let t = copy_task(
+                &entry.lock().task,
+                query.history_length,
+                query.include_artifacts,
+            );
+            tasks.push(t);
+        }
+        let next = (end < keys.len())
+            .then(|| keys[end - 1].0.clone())
+            .filter(|_| end > start);
+        Ok(TaskPage { tasks, next, total })
+    }
+
+    async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
+        let mut configs = self.push.entry(config.task_id.clone()).or_default();
+        match configs.iter_mut().find(|c| c.id == config.id) {
+            Some(existing) => *existing = config.clone(),
+            None => configs.push(config.clone()),
+        }
+        Ok(())
+    }
+
+    async fn get_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> A2aResult<Option<TaskPushNotificationConfig>> {
+        Ok(self
+            .push
+            .get(task_id)
+            .and_then(|c| c.iter().find(|c| c.id == id).cloned()))
+    }
+
+    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<TaskPushNotificationConfig>> {
+        Ok(self
+            .push
+            .get(task_id)
+            .map(|c| c.clone())
+            .unwrap_or_default())
+    }
+
+    async fn delete_push_config(&self, task_id: &str, id: &str) -> A2aResult<bool> {
+        let Some(mut configs) = self.push.get_mut(task_id) else {
+            return Ok(false);
+        };
+        let before = configs.len();
+        configs.retain(|c| c.id != id);
+        Ok(configs.len() != before)
+    }
+}
+
+/// Copies a task, taking only the last `history` messages (all when
+/// `None`) and the artifacts only when asked, so nothing is cloned that the
+/// answer would drop.
+fn copy_task(t: &Task, history: Option<usize>, artifacts: bool) -> Task {
+    let keep = history.map_or(t.history.len(), |n| n.min(t.history.len()));
+    Task {
+        id: t.id.clone(),
+        context_id: t.context_id.clone(),
+        status: t.status.clone(),
+        artifacts: if artifacts {
+            t.artifacts.clone()
+        } else {
+            Vec::new()
+        },
+        history: t.history[t.history.len() - keep..].to_vec(),
+        metadata: t.metadata.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use a2a_types::{Message, TaskStatus, Timestamp};
+
+    fn task(id: &str, ctx: &str, state: TaskState, millis: i64) -> Task {
+        Task {
+            id: id.into(),
+            context_id: ctx.into(),
+            status: Some(TaskStatus {
+                state: state as i32,
+                message: None,
+                timestamp: Some(Timestamp::from_millis(millis)),
+            }),
+            history: vec![Message::user_text("a"), Message::user_text("b")],
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn list_orders_filters_and_pages() {
+        let s = MemoryStore::default();
+        let me = Owner::default();
+        let other = Owner {
+            principal: "bob".into(),
+            ..Default::default()
+        };
+        for i in 0..7 {
+            let ctx = if i % 2 == 0 { "even" } else { "odd" };
+            s.create(
+                &me,
+                &task(&format!("t{i}"), ctx, TaskState::Completed, 1000 + i),
+            )
+            .await
+            .unwrap();
+        }
+        s.create(&other, &task("hidden", "even", TaskState::Completed, 5000))
+            .await
+            .unwrap();
+
+        let mut q = TaskQuery {
+            page_size: 3,
+            ..Default::default()
+        };
+        let mut seen = Vec::new();
+        loop {
+            let page = s.list(&me, &q).await.unwrap();
+            assert_eq!(page.total, 7);
+            seen.extend(page.tasks.iter().map(|t| t.id.clone()));
+            assert!(page.tasks.iter().all(|t| t.artifacts.is_empty()));
+            match page.next {
+                Some(c) => q.cursor = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(seen, ["t6", "t5", "t4", "t3", "t2", "t1", "t0"]);
+
+        let q = TaskQuery {
+            page_size: 50,
+            context_id: Some("odd".into()),
+            history_length: Some(1),
+            ..Default::default()
+        };
+        let page = s.list(&me, &q).await.unwrap();
+        assert_eq!(page.total, 3);
+        assert!(page.tasks.iter().all(|t| t.history.len() == 1));
+        assert!(page.next.is_none());
+    }
+
+    #[tokio::test]
+    async fn finished_tasks_are_evicted_beyond_the_cap() {
+        let s = MemoryStore::new(MemoryStoreConfig {
+            terminal_ttl: Duration::from_secs(3600),
+            max_tasks: 100,
+        });
+        let me = Owner::default();
+        s.create(&me, &task("running", "c", TaskState::Working, 1))
+            .await
+            .unwrap();
+        for i in 0..500 {
+            s.create(&me, &task(&format!("t{i}"), "c", TaskState::Completed, i))
+                .await
+                .unwrap();
+        }
+        s.sweep();
+        assert!(s.len() <= 100, "{} tasks held", s.len());
+        assert!(s.get("running", None).await.unwrap().is_some());
+        assert!(s.get("t499", None).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn history_length_on_get() {
+        let s = MemoryStore::default();
+        s.create(&Owner::default(), &task("t", "c", TaskState::Working, 1))
+            .await
+            .unwrap();
+        let t = s.get("t", Some(1)).await.unwrap().unwrap().task;
+        assert_eq!(t.history.len(), 1);
+        assert_eq!(t.history[0].text(), "b");
+        let t = s.get("t", Some(0)).await.unwrap().unwrap().task;
+        assert!(t.history.is_empty());
+        let t = s.get("t", None).await.unwrap().unwrap().task;
+        assert_eq!(t.history.len(), 2);
+    }
+}

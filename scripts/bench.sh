@@ -1,0 +1,386 @@
+#!/usr/bin/env bash
+# Performance benchmark of the A2A server against a bare axum baseline.
+#
+#   scripts/bench.sh            # full run (about 3 minutes), report in target/bench-report.txt
+#
+# Builds release binaries, starts `a2a serve --agent echo` and `bare-server`
+# on loopback, loads both with oha (SendMessage at c=1/16/64, agent card at
+# c=16/64), probes SSE streaming of the a2a server with stream-probe, prints a
+# table and checks the targets. See benches/README.md.
+#
+# Exit status: 0 all targets met, 1 some target missed, 2 setup error.
+#
+# Settings (environment):
+#   BENCH_DURATION=10s     oha duration of each load run
+#   BENCH_A2A_PORT=18080   BENCH_BARE_PORT=18081
+#   BENCH_FIRST_N=1000     time-to-first-event samples
+#   BENCH_CHUNK_N=200      100-chunk stream samples
+#   BENCH_STREAMS=10000    concurrent streams held    BENCH_HOLD_SECS=10
+#   BENCH_CHUNK_BODY=FILE  JSON-RPC body of the 100-chunk stream (default: 100
+#                          words, message.metadata {"chunks":100})
+#   BENCH_HOLD_BODY=FILE   JSON-RPC body whose SSE stream stays open while held
+#                          ({{i}} = stream index, {{taskId}} = task of BENCH_HOLD_SETUP)
+#   BENCH_HOLD_SETUP=FILE  JSON-RPC request sent once before the hold (e.g. a
+#                          SendMessage leaving a task open for SubscribeToTask)
+#   BENCH_PIN=1            pin the servers to CPU 1 (one tokio worker) and oha/probe to CPU 0
+#   BENCH_A2A_CMD='...'    command serving the A2A server instead of
+#                          target/release/a2a ({port} is replaced); skips the a2a-cli build
+#   BENCH_SKIP_BUILD=1     use the binaries already in target/release
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+REPORT=$ROOT/target/bench-report.txt
+
+DURATION=${BENCH_DURATION:-10s}
+P1=${BENCH_A2A_PORT:-18080}
+P2=${BENCH_BARE_PORT:-18081}
+FIRST_N=${BENCH_FIRST_N:-1000}
+CHUNK_N=${BENCH_CHUNK_N:-200}
+STREAMS=${BENCH_STREAMS:-10000}
+HOLD_SECS=${BENCH_HOLD_SECS:-10}
+
+die() { echo "bench.sh: error: $*" >&2; exit 2; }
+log() { echo "== $*" >&2; }
+
+# ---------------------------------------------------------------- tools
+OHA=$(command -v oha || true)
+[[ -z $OHA && -x $HOME/.cargo/bin/oha ]] && OHA=$HOME/.cargo/bin/oha
+[[ -n $OHA ]] || die "oha not found. Install it with: cargo install oha --locked   (then make sure ~/.cargo/bin is on PATH)"
+command -v python3 >/dev/null || die "python3 is needed to parse oha's JSON output"
+command -v curl >/dev/null || die "curl is needed for the response checks"
+CLK_TCK=$(getconf CLK_TCK)
+
+# File descriptors: 10k streams need 10k sockets in the server and in the probe.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+NOFILE=$(ulimit -n)
+if [[ $NOFILE != unlimited && $NOFILE -lt $((STREAMS + 1024)) ]]; then
+    echo "bench.sh: warning: open-file limit is $NOFILE (ulimit -n 65536 refused); $STREAMS streams need $((STREAMS + 1024))" >&2
+fi
+
+PIN_SERVER=()
+PIN_CLIENT=()
+OHA_THREADS=()
+if [[ ${BENCH_PIN:-0} == 1 ]]; then
+    command -v taskset >/dev/null || die "BENCH_PIN=1 needs taskset (util-linux)"
+    # One core each: one runtime worker in the servers (tokio reads
+    # TOKIO_WORKER_THREADS) and in oha.
+    PIN_SERVER=(env TOKIO_WORKER_THREADS=1 taskset -c 1)
+    PIN_CLIENT=(taskset -c 0)
+    OHA_THREADS=(--worker-threads 1)
+fi
+
+# ---------------------------------------------------------------- build
+A2A_CMD=${BENCH_A2A_CMD:-}
+if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
+    if [[ -n $A2A_CMD ]]; then
+        log "building bench binaries (release)"
+        cargo build --release -p a2a-bench || die "cargo build failed"
+    else
+        if ! grep -qs '^name *= *"a2a-cli"' crates/*/Cargo.toml; then
+            die "the a2a-cli crate does not exist yet (crates/a2a-cli); the benchmark needs its 'a2a' binary (a2a serve --agent echo)"
+        fi
+        log "building a2a-bench and a2a-cli (release)"
+        cargo build --release -p a2a-bench -p a2a-cli || die "cargo build --release -p a2a-bench -p a2a-cli failed"
+    fi
+fi
+BARE=$ROOT/target/release/bare-server
+PROBE=$ROOT/target/release/stream-probe
+[[ -x $BARE && -x $PROBE ]] || die "target/release/bare-server or stream-probe missing (cargo build --release -p a2a-bench)"
+if [[ -z $A2A_CMD ]]; then
+    [[ -x $ROOT/target/release/a2a ]] || die "target/release/a2a is missing: the a2a-cli crate must build a binary named 'a2a' with 'a2a serve --agent echo --port P'"
+    A2A_CMD="$ROOT/target/release/a2a serve --agent echo --port {port}"
+fi
+
+# ---------------------------------------------------------------- servers
+WORK=$(mktemp -d /tmp/a2a-bench.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 2' INT TERM
+
+for port in "$P1" "$P2"; do
+    if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/"; then
+        die "port $port is already in use (set BENCH_A2A_PORT / BENCH_BARE_PORT)"
+    fi
+done
+
+# start NAME PORT CMD...: starts a server in the background, waits until its
+# agent card answers, and sets PID_<NAME>.
+start() {
+    local name=$1 port=$2
+    shift 2
+    "${PIN_SERVER[@]}" "$@" >"$WORK/$name.log" 2>&1 &
+    local pid=$!
+    PIDS+=("$pid")
+    for _ in $(seq 100); do
+        if curl -sf -o /dev/null --max-time 1 "http://127.0.0.1:$port/.well-known/agent-card.json"; then
+            printf -v "PID_$name" %s "$pid"
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || { cat "$WORK/$name.log" >&2; die "$name exited at start ($*)"; }
+        sleep 0.1
+    done
+    cat "$WORK/$name.log" >&2
+    die "$name did not serve /.well-known/agent-card.json on port $port within 10 s"
+}
+
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+cpu_ticks() { python3 -c 'import sys; f=open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")",1)[1].split(); print(int(f[11])+int(f[12]))' "$1"; }
+
+# shellcheck disable=SC2206
+A2A_ARGV=(${A2A_CMD//\{port\}/$P1})
+log "starting a2a server: ${A2A_ARGV[*]}"
+start a2a "$P1" "${A2A_ARGV[@]}"
+log "starting bare-server on port $P2"
+start bare "$P2" "$BARE" --port "$P2"
+sleep 1
+IDLE_RSS_A2A=$(rss_kib "$PID_a2a")
+IDLE_RSS_BARE=$(rss_kib "$PID_bare")
+
+# ---------------------------------------------------------------- bodies and checks
+SEND_BODY=$WORK/send.json
+cat >"$SEND_BODY" <<'EOF'
+{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}
+EOF
+
+# check NAME PORT: one real request before the load; oha counts any HTTP 200
+# as a success, even a JSON-RPC error, so the body is checked here.
+check() {
+    local name=$1 port=$2 code
+    code=$(curl -s --max-time 5 -o "$WORK/check-$name.json" -w '%{http_code}' -X POST \
+        -H 'A2A-Version: 1.0' -H 'Content-Type: application/json' \
+        --data-binary "@$SEND_BODY" "http://127.0.0.1:$port/") || die "$name: SendMessage request failed"
+    [[ $code == 200 ]] || die "$name: SendMessage answered HTTP $code: $(head -c 300 "$WORK/check-$name.json")"
+    if grep -q '"error"' "$WORK/check-$name.json"; then
+        die "$name: SendMessage answered a JSON-RPC error: $(head -c 300 "$WORK/check-$name.json")"
+    fi
+    grep -q 'TASK_STATE_COMPLETED' "$WORK/check-$name.json" \
+        || die "$name: SendMessage did not return a completed task: $(head -c 300 "$WORK/check-$name.json")"
+    code=$(curl -s --max-time 5 -o "$WORK/card-$name.json" -w '%{http_code}' \
+        "http://127.0.0.1:$port/.well-known/agent-card.json") || die "$name: agent card request failed"
+    [[ $code == 200 ]] || die "$name: agent card answered HTTP $code"
+    python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c.get("name") and "error" not in c' \
+        "$WORK/card-$name.json" || die "$name: agent card is not a card: $(head -c 300 "$WORK/card-$name.json")"
+}
+check a2a "$P1"
+check bare "$P2"
+
+# ---------------------------------------------------------------- load
+# load NAME TEST C: one oha run; stores oha's JSON and the CPU ticks used.
+load() {
+    local name=$1 test=$2 c=$3 pid port t0 t1
+    pid=PID_$name
+    pid=${!pid}
+    if [[ $name == a2a ]]; then port=$P1; else port=$P2; fi
+    local args=(-z "$DURATION" -c "$c" --no-tui --output-format json -o "$WORK/oha-$name-$test.json" "${OHA_THREADS[@]}")
+    if [[ $test == send-* || $test == warmup ]]; then
+        args+=(-m POST -H 'A2A-Version: 1.0' -T application/json -D "$SEND_BODY" "http://127.0.0.1:$port/")
+    else
+        args+=(-H 'A2A-Version: 1.0' "http://127.0.0.1:$port/.well-known/agent-card.json")
+    fi
+    t0=$(cpu_ticks "$pid")
+    "${PIN_CLIENT[@]}" "$OHA" "${args[@]}" >/dev/null || die "oha failed ($name $test)"
+    t1=$(cpu_ticks "$pid")
+    echo $((t1 - t0)) >"$WORK/cpu-$name-$test.txt"
+    kill -0 "$pid" 2>/dev/null || die "$name died during $test (log: $(tail -5 "$WORK/$name.log"))"
+    log "$name $test c=$c: $(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["summary"]; print("%.0f req/s" % s["requestsPerSec"])' "$WORK/oha-$name-$test.json")"
+}
+
+log "warm-up (2 s each)"
+DURATION_SAVED=$DURATION
+DURATION=2s
+load bare warmup 16
+load a2a warmup 16
+DURATION=$DURATION_SAVED
+
+for c in 1 16 64; do
+    load bare "send-c$c" "$c"
+    load a2a "send-c$c" "$c"
+done
+for c in 16 64; do
+    load bare "card-c$c" "$c"
+    load a2a "card-c$c" "$c"
+done
+LOADED_RSS_A2A=$(rss_kib "$PID_a2a")
+LOADED_RSS_BARE=$(rss_kib "$PID_bare")
+check a2a "$P1"
+
+# ---------------------------------------------------------------- streaming (a2a only)
+URL=http://127.0.0.1:$P1/
+log "time to first streamed event ($FIRST_N requests)"
+"${PIN_CLIENT[@]}" "$PROBE" --url "$URL" --first-event "$FIRST_N" --json >"$WORK/probe-first.json" 2>"$WORK/probe-first.log" || true
+cat "$WORK/probe-first.log" >&2
+
+log "100-chunk stream ($CHUNK_N requests)"
+CHUNK_ARGS=()
+[[ -n ${BENCH_CHUNK_BODY:-} ]] && CHUNK_ARGS=(--body-file "$BENCH_CHUNK_BODY")
+"${PIN_CLIENT[@]}" "$PROBE" --url "$URL" --stream "$CHUNK_N" --warmup 5 "${CHUNK_ARGS[@]}" --json >"$WORK/probe-chunks.json" 2>"$WORK/probe-chunks.log" || true
+cat "$WORK/probe-chunks.log" >&2
+
+HOLD_BODY=${BENCH_HOLD_BODY:-}
+if [[ -z $HOLD_BODY ]]; then
+    # Default: a streamed echo that stays open long enough (the echo agent's
+    # delay contract is not fixed yet; override with BENCH_HOLD_BODY).
+    HOLD_BODY=$WORK/hold.json
+    printf '{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"hold-{{i}}","role":"ROLE_USER","parts":[{"text":"hello"}],"metadata":{"delayMs":%d}}}}\n' \
+        $(((HOLD_SECS + 120) * 1000)) >"$HOLD_BODY"
+fi
+HOLD_ARGS=(--body-file "$HOLD_BODY")
+[[ -n ${BENCH_HOLD_SETUP:-} ]] && HOLD_ARGS+=(--setup-body-file "$BENCH_HOLD_SETUP")
+log "holding $STREAMS concurrent streams for $HOLD_SECS s"
+RSS_BEFORE_HOLD_A2A=$(rss_kib "$PID_a2a")
+"${PIN_CLIENT[@]}" "$PROBE" --url "$URL" --hold "$STREAMS" --hold-secs "$HOLD_SECS" --timeout 30 \
+    --server-pid "$PID_a2a" "${HOLD_ARGS[@]}" --json >"$WORK/probe-hold.json" 2>"$WORK/probe-hold.log" || true
+tail -n 20 "$WORK/probe-hold.log" >&2
+
+# ---------------------------------------------------------------- report
+STATUS=0
+python3 - "$WORK" "$REPORT" "$CLK_TCK" "$DURATION" "$STREAMS" \
+    "$IDLE_RSS_A2A" "$IDLE_RSS_BARE" "$LOADED_RSS_A2A" "$LOADED_RSS_BARE" "$RSS_BEFORE_HOLD_A2A" \
+    "$("$OHA" --version 2>/dev/null | head -1)" "${A2A_ARGV[*]}" <<'PY' || STATUS=$?
+import json, os, sys, time
+
+(work, report, clk, duration, streams, idle_a2a, idle_bare, loaded_a2a, loaded_bare,
+ pre_hold, oha_version, a2a_cmd) = sys.argv[1:]
+clk, streams = int(clk), int(streams)
+
+def load(name, test):
+    with open(f"{work}/oha-{name}-{test}.json") as f:
+        o = json.load(f)
+    codes = {k: int(v) for k, v in o.get("statusCodeDistribution", {}).items()}
+    n = sum(codes.values())
+    ok = codes.get("200", 0)
+    errs = {k: v for k, v in o.get("errorDistribution", {}).items() if "deadline" not in k}
+    ticks = int(open(f"{work}/cpu-{name}-{test}.txt").read())
+    lat = o["latencyPercentiles"]
+    return {
+        "rps": o["summary"]["requestsPerSec"] * (ok / n if n else 0),  # successes only
+        "p50": (lat.get("p50") or 0) * 1e3,
+        "p99": (lat.get("p99") or 0) * 1e3,
+        "cpu_us": ticks / clk / n * 1e6 if n else float("nan"),
+        "n": n, "non200": n - ok, "errors": errs,
+        "size": o["summary"].get("sizePerRequest") or 0,
+    }
+
+def probe(name):
+    try:
+        with open(f"{work}/probe-{name}.json") as f:
+            return json.loads(f.read().strip().splitlines()[-1])
+    except Exception:
+        return None
+
+rows, checks, notes = [], [], []
+def row(test, metric, bare, a2a, ratio, target="", ok=None):
+    rows.append((test, metric, bare, a2a, ratio, target, "" if ok is None else ("PASS" if ok else "FAIL")))
+    if ok is not None:
+        checks.append(ok)
+
+f1 = lambda x: f"{x:,.0f}"
+f3 = lambda x: f"{x:.3f}"
+fr = lambda x: f"{x:.2f}" if x == x else "-"
+
+check_size = {}
+for name in ("a2a", "bare"):
+    try:
+        check_size[name] = os.path.getsize(f"{work}/check-{name}.json")
+    except OSError:
+        check_size[name] = 0
+
+for test, label, rps_min in [("send-c1", "SendMessage c=1", None), ("send-c16", "SendMessage c=16", 0.70),
+                             ("send-c64", "SendMessage c=64", 0.70), ("card-c16", "agent card c=16", 0.90),
+                             ("card-c64", "agent card c=64", 0.90)]:
+    b, a = load("bare", test), load("a2a", test)
+    r = a["rps"] / b["rps"] if b["rps"] else float("nan")
+    row(label, "req/s", f1(b["rps"]), f1(a["rps"]), fr(r),
+        f">= {rps_min:.2f}" if rps_min else "", (r >= rps_min) if rps_min else None)
+    row("", "p50 ms", f3(b["p50"]), f3(a["p50"]), fr(a["p50"] / b["p50"] if b["p50"] else float("nan")))
+    send = test.startswith("send") and rps_min
+    r99 = a["p99"] / b["p99"] if b["p99"] else float("nan")
+    row("", "p99 ms", f3(b["p99"]), f3(a["p99"]), fr(r99), "< 2.00" if send else "", (r99 < 2.0) if send else None)
+    rc = a["cpu_us"] / b["cpu_us"] if b["cpu_us"] else float("nan")
+    row("", "CPU us/req", f"{b['cpu_us']:.1f}", f"{a['cpu_us']:.1f}", fr(rc), "<= 1.50" if send else "",
+        (rc <= 1.5) if send else None)
+    for name, x in (("bare", b), ("a2a", a)):
+        if x["non200"] or x["errors"]:
+            notes.append(f"{label}: {name} had {x['non200']} non-200 answers, errors {x['errors']}")
+            row("", f"{name} failures", "", str(x["non200"] + sum(x["errors"].values())), "", "0", False)
+        if test.startswith("send") and check_size[name] and x["size"] < 0.8 * check_size[name]:
+            notes.append(f"{label}: {name} answers average {x['size']} bytes, the checked success was "
+                         f"{check_size[name]} bytes: some answers under load are not successes")
+            row("", f"{name} body size", "", str(x["size"]), "", f"~{check_size[name]}", False)
+
+mb = lambda kib: int(kib) * 1024 / 1e6  # VmRSS is in KiB; targets are in MB (10^6 bytes)
+row("server RSS", "idle MB", f"{mb(idle_bare):.1f}", f"{mb(idle_a2a):.1f}", fr(int(idle_a2a) / int(idle_bare)),
+    "< 10 MB", mb(idle_a2a) < 10)
+row("", "after load MB", f"{mb(loaded_bare):.1f}", f"{mb(loaded_a2a):.1f}", fr(int(loaded_a2a) / int(loaded_bare)))
+
+p = probe("first")
+if p and p.get("first_event"):
+    fe = p["first_event"]
+    row("stream: first event", "median ms", "", f3(fe["median_ms"]), "", "< 1 ms", fe["median_ms"] < 1.0 and p["failures"] == 0)
+    row("", "p99 ms", "", f3(fe["p99_ms"]), "")
+    if p["failures"]:
+        notes.append(f"first event: {p['failures']} of {p['requests']} requests failed: {p['errors']}")
+else:
+    row("stream: first event", "median ms", "", "failed", "", "< 1 ms", False)
+    notes.append("first-event probe failed: " + open(f"{work}/probe-first.log").read().strip()[-500:])
+
+p = probe("chunks")
+if p and p.get("completed"):
+    c = p["completed"]
+    ok = c["median_ms"] < 2.0 and p["failures"] == 0 and c["n"] == p["requests"]
+    row("stream: 100 chunks", "median ms", "", f3(c["median_ms"]), "", "< 2 ms", ok)
+    row("", "p99 ms", "", f3(c["p99_ms"]), "")
+    row("", "events/stream", "", f"{p['events_median']} ({p['events_min']}-{p['events_max']})", "")
+    if p["failures"] or p["not_completed"]:
+        notes.append(f"100-chunk stream: failures {p['errors']}, not completed {p['not_completed']}")
+else:
+    row("stream: 100 chunks", "median ms", "", "failed", "", "< 2 ms", False)
+    notes.append("100-chunk probe failed: " + open(f"{work}/probe-chunks.log").read().strip()[-500:])
+
+p = probe("hold")
+if p:
+    held = p.get("rss_held_kib") or 0
+    ok = p["open_at_end"] == streams and held and mb(held) < 300
+    row(f"stream: {streams} held", "open at end", "", f"{p['open_at_end']}/{streams}", "", f"{streams}",
+        p["open_at_end"] == streams)
+    row("", "RSS held MB", "", f"{mb(held):.1f}", "", "< 300 MB", bool(ok))
+    row("", "RSS before MB", "", f"{mb(pre_hold):.1f}", "")
+    if p["failed"] or p["closed_early"]:
+        notes.append(f"hold: opened {p['opened']}, failed {p['failed']}, closed by the server during the hold "
+                     f"{p['closed_early']}; errors {p['errors']}"
+                     + (" (streams closing early: the hold body does not keep the stream open; set BENCH_HOLD_BODY)"
+                        if p["closed_early"] else ""))
+else:
+    row(f"stream: {streams} held", "open at end", "", "failed", "", f"{streams}", False)
+    notes.append("hold probe failed: " + open(f"{work}/probe-hold.log").read().strip()[-500:])
+
+head = ("test", "metric", "bare", "a2a", "a2a/bare", "target", "result")
+w = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+fmt = lambda r: "  ".join(str(x).ljust(w[i]) if i < 2 or i == 5 else str(x).rjust(w[i]) for i, x in enumerate(r)).rstrip()
+out = [
+    f"A2A server benchmark  {time.strftime('%Y-%m-%d %H:%M:%S')}",
+    f"machine: {os.cpu_count()} cores; load: {oha_version}, {duration} per run, HTTP/1.1 keep-alive, loopback",
+    f"a2a: {a2a_cmd}",
+    f"bare: bare-server (axum, serde_json parse, fixed body); CPU us/req = (utime+stime) / responses",
+    "",
+    fmt(head),
+    "  ".join("-" * x for x in w),
+] + [fmt(r) for r in rows]
+passed, failed = sum(checks), len(checks) - sum(checks)
+out += ["", f"targets: {passed} passed, {failed} failed"]
+if notes:
+    out += ["", "notes:"] + [f"- {n}" for n in notes]
+text = "\n".join(out) + "\n"
+os.makedirs(os.path.dirname(report), exist_ok=True)
+with open(report, "w") as f:
+    f.write(text)
+print(text)
+sys.exit(1 if failed else 0)
+PY
+echo "report written to $REPORT (raw data in $WORK)" >&2
+exit $STATUS
