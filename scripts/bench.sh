@@ -222,19 +222,29 @@ CHUNK_ARGS=()
 cat "$WORK/probe-chunks.log" >&2
 
 HOLD_BODY=${BENCH_HOLD_BODY:-}
+HOLD_URL=$URL
+HOLD_PID=$PID_a2a
 if [[ -z $HOLD_BODY ]]; then
-    # Default: a streamed echo that stays open long enough (the echo agent's
-    # delay contract is not fixed yet; override with BENCH_HOLD_BODY).
+    # Default: the conformance agent's long-running scenario (working, then
+    # completed after twice its streaming timeout) keeps every stream open
+    # for the whole hold. It runs in a server of its own so that its memory
+    # is read alone.
+    P3=${BENCH_HOLD_PORT:-$((P1 + 2))}
+    HOLD_MS=$(((HOLD_SECS + 60) * 1000))
+    log "starting a conformance server on port $P3 for the held streams"
+    start hold "$P3" "${A2A_ARGV[0]}" serve --agent conformance --port "$P3" --tck-streaming-timeout-ms "$HOLD_MS"
+    HOLD_URL=http://127.0.0.1:$P3/
+    HOLD_PID=$PID_hold
     HOLD_BODY=$WORK/hold.json
-    printf '{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"hold-{{i}}","role":"ROLE_USER","parts":[{"text":"hello"}],"metadata":{"delayMs":%d}}}}\n' \
-        $(((HOLD_SECS + 120) * 1000)) >"$HOLD_BODY"
+    printf '{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"test-resubscribe-message-id-{{i}}","role":"ROLE_USER","parts":[{"text":"hold"}]}}}\n' >"$HOLD_BODY"
+    sleep 1
 fi
 HOLD_ARGS=(--body-file "$HOLD_BODY")
 [[ -n ${BENCH_HOLD_SETUP:-} ]] && HOLD_ARGS+=(--setup-body-file "$BENCH_HOLD_SETUP")
 log "holding $STREAMS concurrent streams for $HOLD_SECS s"
-RSS_BEFORE_HOLD_A2A=$(rss_kib "$PID_a2a")
-"${PIN_CLIENT[@]}" "$PROBE" --url "$URL" --hold "$STREAMS" --hold-secs "$HOLD_SECS" --timeout 30 \
-    --server-pid "$PID_a2a" "${HOLD_ARGS[@]}" --json >"$WORK/probe-hold.json" 2>"$WORK/probe-hold.log" || true
+RSS_BEFORE_HOLD_A2A=$(rss_kib "$HOLD_PID")
+"${PIN_CLIENT[@]}" "$PROBE" --url "$HOLD_URL" --hold "$STREAMS" --hold-secs "$HOLD_SECS" --timeout 30 \
+    --server-pid "$HOLD_PID" "${HOLD_ARGS[@]}" --json >"$WORK/probe-hold.json" 2>"$WORK/probe-hold.log" || true
 tail -n 20 "$WORK/probe-hold.log" >&2
 
 # ---------------------------------------------------------------- report

@@ -499,9 +499,11 @@ mod tests {
         let status = A2aError::task_not_found("t-1").to_grpc_status();
         let e = status_to_error(status, "h:1");
         assert_eq!(e.kind(), Some(ErrorKind::TaskNotFound));
-        let local =
-            tonic::Status::unavailable("tcp connect error: Connection refused (os error 111)");
-        assert!(status_to_error(local, "h:1").is_unreachable());
+        // A connection lost mid-call must not look like "unreachable" (the
+        // client would then resend the request elsewhere).
+        let local = tonic::Status::unavailable("error reading a body from connection: reset");
+        let e = status_to_error(local, "h:1");
+        assert!(matches!(e, ClientError::Transport { .. }), "{e:?}");
         let local = tonic::Status::cancelled("Timeout expired");
         assert!(status_to_error(local, "h:1").is_timeout());
     }

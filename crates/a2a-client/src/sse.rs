@@ -311,6 +311,19 @@ mod tests {
         assert!(p.push(b"data: 0123456789\n", &mut out).is_err());
     }
 
+    #[test]
+    fn large_event_in_small_chunks_is_linear() {
+        // 8 MiB of data in 4 KiB chunks: each chunk is scanned once.
+        let payload = "x".repeat(8 * 1024 * 1024);
+        let text = format!("data: {payload}\n\n");
+        let started = std::time::Instant::now();
+        let chunks: Vec<&[u8]> = text.as_bytes().chunks(4096).collect();
+        let ev = parse_chunks(&chunks);
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].data.len(), payload.len());
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
     #[tokio::test]
     async fn stream_of_chunks() {
         let chunks: Vec<Result<Bytes, ClientError>> = vec![
