@@ -2,6 +2,9 @@
 
 mod serve;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 /// The A2A command-line tool.

@@ -8,14 +8,19 @@ struct Echo;
 impl AgentExecutor for Echo {
     async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
         task.start_work().await?;
-        task.add_artifact(Artifact::text("echo", ctx.text())).await?;
+        task.add_artifact(Artifact::text("echo", ctx.text()))
+            .await?;
         task.complete().await
     }
 }
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    let card = AgentCard::new("Echo", "Repeats what you say", "1.0.0")
-        .with_skill(AgentSkill::new("echo", "Echo", "Repeats the text", ["echo"]));
+    let card = AgentCard::new("Echo", "Repeats what you say", "1.0.0").with_skill(AgentSkill::new(
+        "echo",
+        "Echo",
+        "Repeats the text",
+        ["echo"],
+    ));
     A2aServer::new(card, Echo).serve("127.0.0.1:8080").await
 }

@@ -382,7 +382,8 @@ impl RequestHandler {
         ctx: &CallContext,
         req: SendMessageRequest,
         streaming: bool,
-    ) -> A2aResult<Subscription> {
+        finals_only: bool,
+    ) -> A2aResult<(Subscription, Run)> {
         let owner = self.admit(ctx, &req.tenant)?;
         if streaming && !self.caps_streaming() {
             return Err(A2aError::unsupported(
@@ -418,7 +419,8 @@ impl RequestHandler {
             let task_id = a2a_types::new_id();
             message.context_id.clone_from(&context_id);
             message.task_id.clone_from(&task_id);
-            let (live, sub) = manager.start_new(task_id, context_id, owner, message.clone());
+            let (live, sub) =
+                manager.start_new(task_id, context_id, owner, message.clone(), finals_only);
             (live, sub, None)
         } else {
             let stored = self.visible_task(&owner, &message.task_id, None).await?;
@@ -441,7 +443,9 @@ impl RequestHandler {
                 .with_metadata("taskId", task.id.clone()));
             }
             message.context_id.clone_from(&task.context_id);
-            let (live, sub) = manager.continue_task(&stored, message.clone()).await?;
+            let (live, sub) = manager
+                .continue_task(&stored, message.clone(), finals_only)
+                .await?;
             (live, sub, Some(stored.task))
         };
 
@@ -464,14 +468,14 @@ impl RequestHandler {
         };
         let executor = Arc::clone(&self.inner.executor);
         let manager = Arc::clone(manager);
-        tokio::spawn(async move {
+        let run: Run = Box::pin(async move {
             let outcome = std::panic::AssertUnwindSafe(executor.execute_boxed(rctx, updater))
                 .catch_unwind()
                 .await
                 .map_err(|p| panic_text(&*p));
             manager.finish_run(&live, outcome).await;
         });
-        Ok(sub)
+        Ok((sub, run))
     }
 
     /// `SendMessage`: blocks until the task is terminal or interrupted
@@ -488,27 +492,45 @@ impl RequestHandler {
             ),
             None => (false, None),
         };
-        let mut sub = self.start(ctx, req, false).await?;
+        let (mut sub, run) = self.start(ctx, req, false, !immediate).await?;
         let mut last_task: Option<Task> = None;
-        loop {
-            let Some(item) = sub.recv().await else {
-                break;
-            };
-            let event = item?;
-            match event.payload.as_ref() {
-                Some(stream_response::Payload::Message(m)) => return Ok(m.clone().into()),
-                Some(stream_response::Payload::Task(t)) => {
-                    if immediate || t.state().ends_turn() {
-                        let mut t = t.clone();
-                        t.truncate_history(history);
-                        return Ok(t.into());
+        if immediate {
+            tokio::spawn(run);
+            // The first event settles it: the task as created, or a message.
+            match sub.recv().await {
+                Some(item) => {
+                    let event = item.map_err(|e| *e)?;
+                    match event.payload.as_ref() {
+                        Some(stream_response::Payload::Message(m)) => return Ok(m.clone().into()),
+                        Some(stream_response::Payload::Task(t)) => {
+                            let mut t = t.clone();
+                            t.truncate_history(history);
+                            return Ok(t.into());
+                        }
+                        _ => {}
                     }
-                    last_task = Some(t.clone());
                 }
-                _ => {
-                    if immediate || event.state().is_some_and(TaskState::ends_turn) {
-                        break;
-                    }
+                None => return Err(A2aError::internal("the agent ended without answering")),
+            }
+        } else {
+            // Run the agent on this request's task until its turn ends: no
+            // hand-over to another task, no extra wake-ups. If the turn ends
+            // while the agent still runs (or this request is dropped), the
+            // rest of the run continues in the background.
+            let mut run = Detached(Some(run));
+            let item = std::future::poll_fn(|cx| {
+                run.poll_run(cx);
+                sub.poll_recv(cx)
+            })
+            .await;
+            drop(run);
+            if let Some(item) = item {
+                let event = item.map_err(|e| *e)?;
+                let event = Arc::try_unwrap(event).unwrap_or_else(|shared| (*shared).clone());
+                match event.payload {
+                    Some(stream_response::Payload::Message(m)) => return Ok(m.into()),
+                    Some(stream_response::Payload::Task(t)) => last_task = Some(t),
+                    _ => {}
                 }
             }
         }
@@ -534,10 +556,11 @@ impl RequestHandler {
             Some(c) => history_length(c.history_length, "configuration.historyLength")?,
             None => None,
         };
-        let mut sub = self.start(ctx, req, true).await?;
+        let (mut sub, run) = self.start(ctx, req, true, false).await?;
+        tokio::spawn(run);
         // The first answer decides between an error response and a stream.
         let first = match sub.recv().await {
-            Some(item) => item?,
+            Some(item) => item.map_err(|e| *e)?,
             None => return Err(A2aError::internal("the agent ended without answering")),
         };
         Ok(follow(sub, Some(first), history, true))
@@ -750,6 +773,32 @@ impl RequestHandler {
     }
 }
 
+/// One run of the agent for one message, ending with the manager's
+/// bookkeeping.
+type Run = futures::future::BoxFuture<'static, ()>;
+
+/// A run polled in place by the request; whatever is left of it when the
+/// request stops polling continues in a task of its own.
+struct Detached(Option<Run>);
+
+impl Detached {
+    fn poll_run(&mut self, cx: &mut std::task::Context<'_>) {
+        if let Some(run) = self.0.as_mut() {
+            if run.as_mut().poll(cx).is_ready() {
+                self.0 = None;
+            }
+        }
+    }
+}
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        if let Some(run) = self.0.take() {
+            tokio::spawn(run);
+        }
+    }
+}
+
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         (*s).to_owned()
@@ -782,7 +831,7 @@ fn follow(
             let event = match item {
                 Ok(event) => event,
                 Err(e) => {
-                    yield Err(e);
+                    yield Err(*e);
                     break;
                 }
             };

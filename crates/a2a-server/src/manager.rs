@@ -19,17 +19,35 @@ use a2a_types::{
 };
 use dashmap::DashMap;
 use parking_lot::Mutex;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::store::{Owner, StoredTask, TaskStore, TaskUpdate};
 
-/// What subscribers receive: an event, or an error that ends the request.
-pub(crate) type Item = Result<Arc<StreamResponse>, A2aError>;
+/// What subscribers receive: an event, or an error that ends the request
+/// (boxed, to keep queue slots small).
+pub(crate) type Item = Result<Arc<StreamResponse>, Box<A2aError>>;
 
-struct Sub {
-    tx: mpsc::Sender<Item>,
-    overflow: Arc<AtomicBool>,
+enum Sub {
+    /// Every event, in a bounded queue.
+    Stream {
+        tx: mpsc::Sender<Item>,
+        overflow: Arc<AtomicBool>,
+    },
+    /// Only the item that ends the turn (a blocking `SendMessage` waiting
+    /// for its answer): a message, an error, a terminal or interrupted
+    /// state. Gone once delivered.
+    Final(Option<oneshot::Sender<Item>>),
+}
+
+impl Sub {
+    fn is_closed(&self) -> bool {
+        match self {
+            Sub::Stream { tx, .. } => tx.is_closed(),
+            Sub::Final(Some(tx)) => tx.is_closed(),
+            Sub::Final(None) => true,
+        }
+    }
 }
 
 struct Flags {
@@ -48,6 +66,16 @@ struct Flags {
     subs: Vec<Sub>,
 }
 
+impl Flags {
+    /// Whether any subscriber wants an event (final: it ends the turn).
+    fn wants(&self, is_final: bool) -> bool {
+        self.subs.iter().any(|s| match s {
+            Sub::Stream { .. } => true,
+            Sub::Final(tx) => is_final && tx.is_some(),
+        })
+    }
+}
+
 /// Runtime state of a task that is being worked on or followed.
 pub(crate) struct LiveTask {
     pub(crate) id: String,
@@ -60,13 +88,23 @@ pub(crate) struct LiveTask {
 
 impl LiveTask {
     fn publish(&self, flags: &mut Flags, item: Item) {
-        flags.subs.retain(|s| match s.tx.try_send(item.clone()) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                s.overflow.store(true, Ordering::Release);
+        let is_final = item.as_ref().map_or(true, |ev| ev.ends_stream());
+        flags.subs.retain_mut(|s| match s {
+            Sub::Stream { tx, overflow } => match tx.try_send(item.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    overflow.store(true, Ordering::Release);
+                    false
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            },
+            Sub::Final(slot) if is_final => {
+                if let Some(tx) = slot.take() {
+                    let _ = tx.send(item.clone());
+                }
                 false
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Sub::Final(slot) => slot.as_ref().is_some_and(|tx| !tx.is_closed()),
         });
     }
 }
@@ -74,7 +112,7 @@ impl LiveTask {
 /// Applies events to tasks and fans them out to subscribers.
 pub(crate) struct TaskManager {
     pub(crate) store: Arc<dyn TaskStore>,
-    live: DashMap<String, Arc<LiveTask>>,
+    live: DashMap<String, Arc<LiveTask>, ahash::RandomState>,
     queue_capacity: usize,
 }
 
@@ -82,7 +120,7 @@ impl TaskManager {
     pub(crate) fn new(store: Arc<dyn TaskStore>, queue_capacity: usize) -> Self {
         Self {
             store,
-            live: DashMap::new(),
+            live: DashMap::default(),
             queue_capacity: queue_capacity.max(2),
         }
     }
@@ -95,6 +133,7 @@ impl TaskManager {
         context_id: String,
         owner: Owner,
         first_message: Message,
+        finals_only: bool,
     ) -> (Arc<LiveTask>, Subscription) {
         let live = Arc::new(LiveTask {
             id: id.clone(),
@@ -114,22 +153,33 @@ impl TaskManager {
         });
         let sub = {
             let mut flags = live.flags.lock();
-            self.subscribe_locked(&live, &mut flags)
+            self.subscribe_locked(&live, &mut flags, finals_only)
         };
         self.live.insert(id, Arc::clone(&live));
         (live, sub)
     }
 
-    fn subscribe_locked(self: &Arc<Self>, live: &Arc<LiveTask>, flags: &mut Flags) -> Subscription {
-        let (tx, rx) = mpsc::channel(self.queue_capacity);
-        let overflow = Arc::new(AtomicBool::new(false));
-        flags.subs.push(Sub {
-            tx,
-            overflow: Arc::clone(&overflow),
-        });
+    fn subscribe_locked(
+        self: &Arc<Self>,
+        live: &Arc<LiveTask>,
+        flags: &mut Flags,
+        finals_only: bool,
+    ) -> Subscription {
+        let rx = if finals_only {
+            let (tx, rx) = oneshot::channel();
+            flags.subs.push(Sub::Final(Some(tx)));
+            Rx::Final(Some(rx))
+        } else {
+            let (tx, rx) = mpsc::channel(self.queue_capacity);
+            let overflow = Arc::new(AtomicBool::new(false));
+            flags.subs.push(Sub::Stream {
+                tx,
+                overflow: Arc::clone(&overflow),
+            });
+            Rx::Stream { rx, overflow }
+        };
         Subscription {
             rx,
-            overflow,
             live: Arc::clone(live),
             manager: Arc::clone(self),
         }
@@ -188,7 +238,7 @@ impl TaskManager {
             let sub = {
                 let mut flags = live.flags.lock();
                 // Retired between attach and lock: try again on a fresh one.
-                (!flags.retired).then(|| self.subscribe_locked(&live, &mut flags))
+                (!flags.retired).then(|| self.subscribe_locked(&live, &mut flags, false))
             };
             let Some(sub) = sub else {
                 drop(guard);
@@ -210,27 +260,47 @@ impl TaskManager {
         self: &Arc<Self>,
         stored: &StoredTask,
         message: Message,
+        finals_only: bool,
     ) -> A2aResult<(Arc<LiveTask>, Subscription)> {
-        let (live, sub) = self.attach(stored, |m, live, flags| {
-            flags.running += 1;
-            m.subscribe_locked(live, flags)
-        });
+        let (live, ()) = self.attach(stored, |_, _, flags| flags.running += 1);
         let guard = live.order.lock().await;
-        let result = self
-            .store
-            .update(&live.id, &TaskUpdate::UserMessage(message))
-            .await;
-        drop(guard);
-        match result {
-            Ok(state) => {
-                live.flags.lock().state = state;
-                Ok((live, sub))
+        let result = async {
+            let state = self
+                .store
+                .update(&live.id, TaskUpdate::UserMessage(message))
+                .await?;
+            // A stream continuing a task starts with the task as it is now.
+            let snapshot = if finals_only {
+                None
+            } else {
+                let task = self.store.get(&live.id, None).await?.map(|s| s.task);
+                task.map(|t| Arc::new(StreamResponse::from(t)))
+            };
+            Ok::<_, A2aError>((state, snapshot))
+        }
+        .await;
+        let outcome = match result {
+            Ok((state, snapshot)) => {
+                let mut flags = live.flags.lock();
+                flags.state = state;
+                let sub = self.subscribe_locked(&live, &mut flags, finals_only);
+                if let (Some(snapshot), Some(Sub::Stream { tx, .. })) =
+                    (snapshot, flags.subs.last())
+                {
+                    let _ = tx.try_send(Ok(snapshot));
+                }
+                Ok((Arc::clone(&live), sub))
             }
             Err(e) => {
                 live.flags.lock().running -= 1;
                 Err(e)
             }
+        };
+        drop(guard);
+        if outcome.is_err() {
+            self.release(&live);
         }
+        outcome
     }
 
     /// The live state of an existing task for cancellation.
@@ -266,11 +336,14 @@ impl TaskManager {
             history: first.into_iter().collect(),
             metadata: None,
         };
-        self.store.create(&live.owner, &task).await?;
+        let snapshot = live.flags.lock().wants(false).then(|| task.clone());
+        self.store.create(&live.owner, task).await?;
         let mut flags = live.flags.lock();
         flags.created = true;
         flags.state = TaskState::Submitted;
-        live.publish(&mut flags, Ok(Arc::new(StreamResponse::from(task))));
+        if let Some(task) = snapshot {
+            live.publish(&mut flags, Ok(Arc::new(StreamResponse::from(task))));
+        }
         Ok(())
     }
 
@@ -285,14 +358,23 @@ impl TaskManager {
     pub(crate) async fn emit(&self, live: &LiveTask, update: TaskUpdate) -> A2aResult<()> {
         let _guard = live.order.lock().await;
         self.create_locked(live).await?;
-        let state = self.store.update(&live.id, &update).await?;
-        let event = match update {
+        self.apply_locked(live, update).await
+    }
+
+    /// Applies an update to an existing task and publishes its event; the
+    /// caller holds `order`. The event is only built when a subscriber
+    /// wants it.
+    async fn apply_locked(&self, live: &LiveTask, update: TaskUpdate) -> A2aResult<()> {
+        let event = match &update {
             TaskUpdate::Status { status, metadata } => {
-                StreamResponse::from(TaskStatusUpdateEvent {
-                    task_id: live.id.clone(),
-                    context_id: live.context_id.clone(),
-                    status: Some(status),
-                    metadata,
+                let is_final = status.state().ends_turn();
+                live.flags.lock().wants(is_final).then(|| {
+                    StreamResponse::from(TaskStatusUpdateEvent {
+                        task_id: live.id.clone(),
+                        context_id: live.context_id.clone(),
+                        status: Some(status.clone()),
+                        metadata: metadata.clone(),
+                    })
                 })
             }
             TaskUpdate::Artifact {
@@ -300,22 +382,24 @@ impl TaskManager {
                 append,
                 last_chunk,
                 metadata,
-            } => StreamResponse::from(TaskArtifactUpdateEvent {
-                task_id: live.id.clone(),
-                context_id: live.context_id.clone(),
-                artifact: Some(artifact),
-                append,
-                last_chunk,
-                metadata,
+            } => live.flags.lock().wants(false).then(|| {
+                StreamResponse::from(TaskArtifactUpdateEvent {
+                    task_id: live.id.clone(),
+                    context_id: live.context_id.clone(),
+                    artifact: Some(artifact.clone()),
+                    append: *append,
+                    last_chunk: *last_chunk,
+                    metadata: metadata.clone(),
+                })
             }),
-            TaskUpdate::UserMessage(_) => {
-                live.flags.lock().state = state;
-                return Ok(());
-            }
+            TaskUpdate::UserMessage(_) => None,
         };
+        let state = self.store.update(&live.id, update).await?;
         let mut flags = live.flags.lock();
         flags.state = state;
-        live.publish(&mut flags, Ok(Arc::new(event)));
+        if let Some(event) = event {
+            live.publish(&mut flags, Ok(Arc::new(event)));
+        }
         Ok(())
     }
 
@@ -347,6 +431,22 @@ impl TaskManager {
             let f = live.flags.lock();
             (f.created, f.replied, f.state)
         };
+        if created && !state.is_terminal() && live.cancel.is_cancelled() {
+            // The agent stopped because the task was canceled: whatever it
+            // returned, the task ends canceled (CancelTask may be about to
+            // record the same; the state machine keeps the first).
+            let update = TaskUpdate::Status {
+                status: TaskStatus::new(TaskState::Canceled),
+                metadata: None,
+            };
+            if let Err(e) = self.apply_locked(live, update).await {
+                tracing::debug!(task = %live.id, error = %e, "cancel already recorded");
+            }
+            live.flags.lock().running -= 1;
+            drop(guard);
+            self.release(live);
+            return;
+        }
         let problem = match outcome {
             Ok(Ok(())) if created && !state.ends_turn() => Some(A2aError::new(
                 ErrorKind::InvalidAgentResponse,
@@ -377,28 +477,12 @@ impl TaskManager {
                     status,
                     metadata: None,
                 };
-                match self.store.update(&live.id, &update).await {
-                    Ok(new_state) => {
-                        let TaskUpdate::Status { status, metadata } = update else {
-                            unreachable!()
-                        };
-                        let mut flags = live.flags.lock();
-                        flags.state = new_state;
-                        let event = TaskStatusUpdateEvent {
-                            task_id: live.id.clone(),
-                            context_id: live.context_id.clone(),
-                            status: Some(status),
-                            metadata,
-                        };
-                        live.publish(&mut flags, Ok(Arc::new(event.into())));
-                    }
-                    Err(e) => {
-                        tracing::warn!(task = %live.id, error = %e, "could not mark task failed")
-                    }
+                if let Err(e) = self.apply_locked(live, update).await {
+                    tracing::warn!(task = %live.id, error = %e, "could not mark task failed");
                 }
             } else if !created && !replied {
                 let mut flags = live.flags.lock();
-                live.publish(&mut flags, Err(err));
+                live.publish(&mut flags, Err(Box::new(err)));
             } else {
                 tracing::debug!(task = %live.id, error = %err, "agent error after the task settled");
             }
@@ -411,7 +495,7 @@ impl TaskManager {
     /// Retires the live state of a task nobody works on or follows.
     pub(crate) fn release(&self, live: &LiveTask) {
         let mut flags = live.flags.lock();
-        flags.subs.retain(|s| !s.tx.is_closed());
+        flags.subs.retain(|s| !s.is_closed());
         if flags.running == 0 && flags.subs.is_empty() && !flags.retired {
             flags.retired = true;
             drop(flags);
@@ -427,10 +511,17 @@ impl TaskManager {
     }
 }
 
+enum Rx {
+    Stream {
+        rx: mpsc::Receiver<Item>,
+        overflow: Arc<AtomicBool>,
+    },
+    Final(Option<oneshot::Receiver<Item>>),
+}
+
 /// A subscriber's queue of events for one task.
 pub(crate) struct Subscription {
-    rx: mpsc::Receiver<Item>,
-    overflow: Arc<AtomicBool>,
+    rx: Rx,
     live: Arc<LiveTask>,
     manager: Arc<TaskManager>,
 }
@@ -440,29 +531,58 @@ impl Subscription {
     /// replaced and the current task snapshot is returned instead of the
     /// events it missed.
     pub(crate) async fn recv(&mut self) -> Option<Item> {
-        if let Some(item) = self.rx.recv().await {
-            return Some(item);
-        }
-        if !self.overflow.load(Ordering::Acquire) {
+        let overflowed = match &mut self.rx {
+            Rx::Final(slot) => {
+                let rx = slot.take()?;
+                return rx.await.ok();
+            }
+            Rx::Stream { rx, overflow } => {
+                if let Some(item) = rx.recv().await {
+                    return Some(item);
+                }
+                overflow.load(Ordering::Acquire)
+            }
+        };
+        if !overflowed {
             return None;
         }
         let guard = self.live.order.lock().await;
         let (tx, rx) = mpsc::channel(self.manager.queue_capacity);
         let overflow = Arc::new(AtomicBool::new(false));
-        self.live.flags.lock().subs.push(Sub {
+        self.live.flags.lock().subs.push(Sub::Stream {
             tx,
             overflow: Arc::clone(&overflow),
         });
-        self.rx = rx;
-        self.overflow = overflow;
+        self.rx = Rx::Stream { rx, overflow };
         let snapshot = self.manager.store.get(&self.live.id, None).await;
         drop(guard);
         tracing::debug!(task = %self.live.id, "slow subscriber resynchronised from a snapshot");
         Some(match snapshot {
             Ok(Some(s)) => Ok(Arc::new(StreamResponse::from(s.task))),
-            Ok(None) => Err(A2aError::task_not_found(&self.live.id)),
-            Err(e) => Err(e),
+            Ok(None) => Err(Box::new(A2aError::task_not_found(&self.live.id))),
+            Err(e) => Err(Box::new(e)),
         })
+    }
+
+    /// Polls for the next item, without the resynchronisation of
+    /// [`Self::recv`] (for subscribers that only wait for the end of a
+    /// turn).
+    pub(crate) fn poll_recv(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Item>> {
+        use std::future::Future;
+        match &mut self.rx {
+            Rx::Stream { rx, .. } => rx.poll_recv(cx),
+            Rx::Final(None) => std::task::Poll::Ready(None),
+            Rx::Final(Some(rx)) => {
+                let r = std::pin::Pin::new(rx).poll(cx).map(Result::ok);
+                if r.is_ready() {
+                    self.rx = Rx::Final(None);
+                }
+                r
+            }
+        }
     }
 
     /// The task this subscription follows.
@@ -473,7 +593,10 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        self.rx.close();
+        match &mut self.rx {
+            Rx::Stream { rx, .. } => rx.close(),
+            Rx::Final(slot) => drop(slot.take()),
+        }
         self.manager.release(&self.live);
     }
 }

@@ -115,8 +115,19 @@ fn resolve(method: &Method, path: &str) -> Result<(String, Route), (StatusCode, 
 fn error_response(e: &A2aError) -> Response {
     let status =
         StatusCode::from_u16(e.kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let body = serde_json::to_vec(&e.to_http_body()).unwrap_or_default();
-    json_response(status, MEDIA_TYPE, body)
+    error_response_with_status(e, status)
+}
+
+/// An error answered with a given HTTP status (405, 413...); `error.code`
+/// of the body is that status too (spec 11.6).
+fn error_response_with_status(e: &A2aError, status: StatusCode) -> Response {
+    let mut body = e.to_http_body();
+    body["error"]["code"] = status.as_u16().into();
+    json_response(
+        status,
+        MEDIA_TYPE,
+        serde_json::to_vec(&body).unwrap_or_default(),
+    )
 }
 
 fn ok_json<T: serde::Serialize>(result: Result<T, A2aError>) -> Response {
@@ -214,21 +225,16 @@ pub(crate) async fn handle(
         Ok(r) => r,
         Err((status, message)) => {
             let e = A2aError::new(ErrorKind::MethodNotFound, message);
-            let mut r = error_response(&e);
-            *r.status_mut() = status;
-            return r;
+            return error_response_with_status(&e, status);
         }
     };
     let query = uri.query().unwrap_or_default().to_owned();
     let bytes = match read_body(body, state.max_body_bytes).await {
         Ok(b) => b,
-        Err(e) => {
-            let mut r = error_response(&e);
-            if e.metadata.contains_key("limitBytes") {
-                *r.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
-            }
-            return r;
+        Err(e) if e.metadata.contains_key("limitBytes") => {
+            return error_response_with_status(&e, StatusCode::PAYLOAD_TOO_LARGE);
         }
+        Err(e) => return error_response(&e),
     };
     let ctx = call_context(headers, &uri);
     let h = &state.handler;

@@ -1,7 +1,8 @@
 //! The in-memory task store: sharded maps, a lock per task, bounded size.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use a2a_types::{A2aError, A2aResult, Task, TaskPushNotificationConfig, TaskState};
@@ -27,7 +28,7 @@ impl Default for MemoryStoreConfig {
     fn default() -> Self {
         Self {
             terminal_ttl: Duration::from_secs(600),
-            max_tasks: 50_000,
+            max_tasks: 10_000,
         }
     }
 }
@@ -35,16 +36,19 @@ impl Default for MemoryStoreConfig {
 struct Entry {
     owner: Owner,
     task: Task,
-    finished: Option<Instant>,
 }
+
+type Map<V> = DashMap<String, V, ahash::RandomState>;
 
 /// A [`TaskStore`] in process memory. Nothing survives a restart.
 pub struct MemoryStore {
-    tasks: DashMap<String, Arc<Mutex<Entry>>>,
-    push: DashMap<String, Vec<TaskPushNotificationConfig>>,
+    tasks: Map<Arc<Mutex<Entry>>>,
+    push: Map<Vec<TaskPushNotificationConfig>>,
+    /// Finished tasks in the order they finished: eviction pops the front.
+    finished: Mutex<VecDeque<(Instant, String)>>,
+    /// Number of tasks held (`DashMap::len` locks every shard).
+    count: AtomicUsize,
     config: MemoryStoreConfig,
-    writes: AtomicU64,
-    last_sweep: Mutex<Instant>,
 }
 
 impl Default for MemoryStore {
@@ -57,107 +61,122 @@ impl MemoryStore {
     /// A store with the given limits.
     pub fn new(config: MemoryStoreConfig) -> Self {
         Self {
-            tasks: DashMap::new(),
-            push: DashMap::new(),
+            tasks: Map::default(),
+            push: Map::default(),
+            finished: Mutex::new(VecDeque::new()),
+            count: AtomicUsize::new(0),
             config,
-            writes: AtomicU64::new(0),
-            last_sweep: Mutex::new(Instant::now()),
         }
     }
 
     /// How many tasks are held.
     pub fn len(&self) -> usize {
-        self.tasks.len()
+        self.count.load(Ordering::Relaxed)
     }
 
     /// Whether no task is held.
     pub fn is_empty(&self) -> bool {
-        self.tasks.is_empty()
+        self.len() == 0
     }
 
     fn entry(&self, id: &str) -> Option<Arc<Mutex<Entry>>> {
         self.tasks.get(id).map(|e| Arc::clone(e.value()))
     }
 
-    /// Evicts expired finished tasks, and the oldest finished ones while
-    /// over `max_tasks`. Runs now and then from the write path.
-    pub fn sweep(&self) {
-        let now = Instant::now();
-        *self.last_sweep.lock() = now;
-        let mut finished: Vec<(Instant, String)> = Vec::new();
-        let ttl = self.config.terminal_ttl;
-        self.tasks.retain(|id, entry| {
-            let e = entry.lock();
-            match e.finished {
-                Some(at) if now.duration_since(at) >= ttl => false,
-                Some(at) => {
-                    finished.push((at, id.clone()));
-                    true
-                }
-                None => true,
-            }
-        });
-        let len = self.tasks.len();
-        if len > self.config.max_tasks {
-            let target = self.config.max_tasks - self.config.max_tasks / 10;
-            finished.sort_unstable();
-            for (_, id) in finished.into_iter().take(len.saturating_sub(target)) {
-                self.tasks.remove(&id);
-                self.push.remove(&id);
-            }
-        }
-        // Push configs of evicted tasks go with them.
-        if !self.push.is_empty() {
-            self.push.retain(|id, _| self.tasks.contains_key(id));
-        }
+    fn finished_now(&self, id: &str) {
+        self.finished
+            .lock()
+            .push_back((Instant::now(), id.to_owned()));
+        self.evict(false);
     }
 
-    fn maybe_sweep(&self) {
-        let n = self.writes.fetch_add(1, Ordering::Relaxed);
-        let over = self.tasks.len() > self.config.max_tasks;
-        if n % 1024 != 0 && !over {
-            return;
-        }
-        let due = self
-            .last_sweep
-            .try_lock()
-            .is_some_and(|last| last.elapsed() >= Duration::from_millis(250) || over);
-        if due {
-            self.sweep();
+    /// Evicts finished tasks older than the TTL, and the oldest finished
+    /// ones while more than `max_tasks` are held. Amortised O(1) per task:
+    /// runs on every write that finishes a task; call it from a timer to
+    /// also expire tasks of an idle store.
+    pub fn sweep(&self) {
+        self.evict(true);
+    }
+
+    fn evict(&self, wait: bool) {
+        let now = Instant::now();
+        loop {
+            // Pick a batch under the lock; free the tasks outside of it.
+            let mut batch: Vec<String> = Vec::new();
+            {
+                let mut queue = if wait {
+                    self.finished.lock()
+                } else {
+                    // Someone else is evicting: they will get to it.
+                    match self.finished.try_lock() {
+                        Some(q) => q,
+                        None => return,
+                    }
+                };
+                let mut held = self.len();
+                while let Some((at, _)) = queue.front() {
+                    let expired = now.duration_since(*at) >= self.config.terminal_ttl;
+                    if (!expired && held <= self.config.max_tasks) || batch.len() >= 64 {
+                        break;
+                    }
+                    if let Some((_, id)) = queue.pop_front() {
+                        batch.push(id);
+                        held = held.saturating_sub(1);
+                    }
+                }
+            }
+            if batch.is_empty() {
+                return;
+            }
+            let full = batch.len() >= 64;
+            for id in batch {
+                if self.tasks.remove(&id).is_some() {
+                    self.count.fetch_sub(1, Ordering::Relaxed);
+                }
+                self.push.remove(&id);
+            }
+            if !full {
+                return;
+            }
         }
     }
 }
 
 #[async_trait]
 impl TaskStore for MemoryStore {
-    async fn create(&self, owner: &Owner, task: &Task) -> A2aResult<()> {
-        self.maybe_sweep();
-        let finished = task.state().is_terminal().then(Instant::now);
-        match self.tasks.entry(task.id.clone()) {
-            dashmap::Entry::Occupied(_) => Err(A2aError::internal(format!(
-                "task id {} already exists",
-                task.id
-            ))),
+    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
+        let id = task.id.clone();
+        let terminal = task.state().is_terminal();
+        match self.tasks.entry(id.clone()) {
+            dashmap::Entry::Occupied(_) => {
+                return Err(A2aError::internal(format!("task id {id} already exists")));
+            }
             dashmap::Entry::Vacant(v) => {
                 v.insert(Arc::new(Mutex::new(Entry {
                     owner: owner.clone(),
-                    task: task.clone(),
-                    finished,
+                    task,
                 })));
-                Ok(())
+                self.count.fetch_add(1, Ordering::Relaxed);
             }
         }
+        if terminal {
+            self.finished_now(&id);
+        }
+        Ok(())
     }
 
-    async fn update(&self, task_id: &str, update: &TaskUpdate) -> A2aResult<TaskState> {
+    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
         let entry = self
             .entry(task_id)
             .ok_or_else(|| A2aError::task_not_found(task_id))?;
-        let mut e = entry.lock();
-        apply_update(&mut e.task, update)?;
-        let state = e.task.state();
+        let state = {
+            let mut e = entry.lock();
+            apply_update(&mut e.task, update)?;
+            e.task.state()
+        };
+        // apply_update refuses changes to terminal tasks, so this runs once.
         if state.is_terminal() {
-            e.finished = Some(Instant::now());
+            self.finished_now(task_id);
         }
         Ok(state)
     }
@@ -316,12 +335,12 @@ mod tests {
             let ctx = if i % 2 == 0 { "even" } else { "odd" };
             s.create(
                 &me,
-                &task(&format!("t{i}"), ctx, TaskState::Completed, 1000 + i),
+                task(&format!("t{i}"), ctx, TaskState::Completed, 1000 + i),
             )
             .await
             .unwrap();
         }
-        s.create(&other, &task("hidden", "even", TaskState::Completed, 5000))
+        s.create(&other, task("hidden", "even", TaskState::Completed, 5000))
             .await
             .unwrap();
 
@@ -361,11 +380,11 @@ mod tests {
             max_tasks: 100,
         });
         let me = Owner::default();
-        s.create(&me, &task("running", "c", TaskState::Working, 1))
+        s.create(&me, task("running", "c", TaskState::Working, 1))
             .await
             .unwrap();
         for i in 0..500 {
-            s.create(&me, &task(&format!("t{i}"), "c", TaskState::Completed, i))
+            s.create(&me, task(&format!("t{i}"), "c", TaskState::Completed, i))
                 .await
                 .unwrap();
         }
@@ -378,7 +397,7 @@ mod tests {
     #[tokio::test]
     async fn history_length_on_get() {
         let s = MemoryStore::default();
-        s.create(&Owner::default(), &task("t", "c", TaskState::Working, 1))
+        s.create(&Owner::default(), task("t", "c", TaskState::Working, 1))
             .await
             .unwrap();
         let t = s.get("t", Some(1)).await.unwrap().unwrap().task;

@@ -57,7 +57,7 @@ pub enum TaskUpdate {
 /// - A status replaces the status; its message joins the history.
 /// - An artifact with `append` adds its parts to the artifact with the same
 ///   id (or starts it); without `append` it replaces (or adds) the artifact.
-pub fn apply_update(task: &mut Task, update: &TaskUpdate) -> A2aResult<()> {
+pub fn apply_update(task: &mut Task, update: TaskUpdate) -> A2aResult<()> {
     let current = task.state();
     if current.is_terminal() {
         return Err(A2aError::unsupported(format!(
@@ -78,7 +78,7 @@ pub fn apply_update(task: &mut Task, update: &TaskUpdate) -> A2aResult<()> {
             if let Some(m) = &status.message {
                 task.history.push(m.clone());
             }
-            task.status = Some(status.clone());
+            task.status = Some(status);
         }
         TaskUpdate::Artifact {
             artifact, append, ..
@@ -87,34 +87,38 @@ pub fn apply_update(task: &mut Task, update: &TaskUpdate) -> A2aResult<()> {
                 .artifacts
                 .iter_mut()
                 .find(|a| a.artifact_id == artifact.artifact_id);
-            match (existing, *append) {
-                (Some(a), true) => {
-                    a.parts.extend(artifact.parts.iter().cloned());
-                    if !artifact.name.is_empty() && a.name.is_empty() {
-                        a.name.clone_from(&artifact.name);
-                    }
-                    if !artifact.description.is_empty() && a.description.is_empty() {
-                        a.description.clone_from(&artifact.description);
-                    }
-                    for ext in &artifact.extensions {
-                        if !a.extensions.contains(ext) {
-                            a.extensions.push(ext.clone());
-                        }
-                    }
-                    if let Some(meta) = &artifact.metadata {
-                        a.metadata
-                            .get_or_insert_with(Default::default)
-                            .fields
-                            .extend(meta.fields.iter().map(|(k, v)| (k.clone(), v.clone())));
-                    }
-                }
-                (Some(a), false) => *a = artifact.clone(),
-                (None, _) => task.artifacts.push(artifact.clone()),
+            match (existing, append) {
+                (Some(a), true) => merge_chunk(a, artifact),
+                (Some(a), false) => *a = artifact,
+                (None, _) => task.artifacts.push(artifact),
             }
         }
-        TaskUpdate::UserMessage(m) => task.history.push(m.clone()),
+        TaskUpdate::UserMessage(m) => task.history.push(m),
     }
     Ok(())
+}
+
+/// Appends a chunk to an artifact: its parts follow the existing ones; a
+/// name or description fills an empty one; extensions and metadata merge.
+fn merge_chunk(a: &mut Artifact, chunk: Artifact) {
+    a.parts.extend(chunk.parts);
+    if a.name.is_empty() {
+        a.name = chunk.name;
+    }
+    if a.description.is_empty() {
+        a.description = chunk.description;
+    }
+    for ext in chunk.extensions {
+        if !a.extensions.contains(&ext) {
+            a.extensions.push(ext);
+        }
+    }
+    if let Some(meta) = chunk.metadata {
+        a.metadata
+            .get_or_insert_with(Default::default)
+            .fields
+            .extend(meta.fields);
+    }
 }
 
 /// A stored task with its owner.
@@ -206,10 +210,10 @@ pub struct TaskPage {
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
     /// Stores a new task. Fails if the id exists.
-    async fn create(&self, owner: &Owner, task: &Task) -> A2aResult<()>;
+    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()>;
 
     /// Applies an update and returns the task's new state.
-    async fn update(&self, task_id: &str, update: &TaskUpdate) -> A2aResult<TaskState>;
+    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState>;
 
     /// The task with its owner (`None` when unknown). `history_length`
     /// limits the history as in spec 3.2.4.
@@ -264,15 +268,15 @@ mod tests {
     #[test]
     fn chunks_merge_into_one_artifact() {
         let mut t = task(TaskState::Working);
-        apply_update(&mut t, &chunk("a1", "one ", false)).unwrap();
+        apply_update(&mut t, chunk("a1", "one ", false)).unwrap();
         for _ in 0..99 {
-            apply_update(&mut t, &chunk("a1", "x", true)).unwrap();
+            apply_update(&mut t, chunk("a1", "x", true)).unwrap();
         }
         assert_eq!(t.artifacts.len(), 1);
         assert_eq!(t.artifacts[0].parts.len(), 100);
-        apply_update(&mut t, &chunk("a1", "replaced", false)).unwrap();
+        apply_update(&mut t, chunk("a1", "replaced", false)).unwrap();
         assert_eq!(t.artifacts[0].text_content(), "replaced");
-        apply_update(&mut t, &chunk("a2", "second", true)).unwrap();
+        apply_update(&mut t, chunk("a2", "second", true)).unwrap();
         assert_eq!(t.artifacts.len(), 2);
     }
 
@@ -288,14 +292,14 @@ mod tests {
             let before = t.clone();
             let err = apply_update(
                 &mut t,
-                &TaskUpdate::Status {
+                TaskUpdate::Status {
                     status: TaskStatus::new(TaskState::Working),
                     metadata: None,
                 },
             )
             .unwrap_err();
             assert_eq!(err.kind, a2a_types::ErrorKind::UnsupportedOperation);
-            assert!(apply_update(&mut t, &chunk("a", "x", false)).is_err());
+            assert!(apply_update(&mut t, chunk("a", "x", false)).is_err());
             assert_eq!(t, before);
         }
     }
@@ -307,13 +311,13 @@ mod tests {
             .with_message(Message::agent_text("which version?"));
         apply_update(
             &mut t,
-            &TaskUpdate::Status {
+            TaskUpdate::Status {
                 status,
                 metadata: None,
             },
         )
         .unwrap();
-        apply_update(&mut t, &TaskUpdate::UserMessage(Message::user_text("22"))).unwrap();
+        apply_update(&mut t, TaskUpdate::UserMessage(Message::user_text("22"))).unwrap();
         assert_eq!(t.state(), TaskState::InputRequired);
         assert_eq!(t.history.len(), 2);
     }
