@@ -16,6 +16,7 @@ use a2a_types::{
 };
 use futures::future::BoxFuture;
 
+use crate::auth::{Credentials, Interceptor, Operation};
 use crate::card::fetch_agent_card_with;
 use crate::error::{ClientError, ClientResult};
 use crate::grpc::GrpcTransport;
@@ -121,7 +122,11 @@ struct Candidate {
 }
 
 impl Candidate {
-    fn transport(&self, http: &reqwest::Client) -> ClientResult<Arc<dyn Transport>> {
+    fn transport(
+        &self,
+        http: &reqwest::Client,
+        query: &[(String, String)],
+    ) -> ClientResult<Arc<dyn Transport>> {
         if let Some(t) = self.transport.get() {
             return Ok(t.clone());
         }
@@ -131,12 +136,16 @@ impl Candidate {
             ));
         };
         let t: Arc<dyn Transport> = match binding {
-            Binding::JsonRpc => {
-                Arc::new(JsonRpcTransport::new(iface.url.clone())?.with_http_client(http.clone()))
-            }
-            Binding::HttpJson => {
-                Arc::new(RestTransport::new(iface.url.clone())?.with_http_client(http.clone()))
-            }
+            Binding::JsonRpc => Arc::new(
+                JsonRpcTransport::new(iface.url.clone())?
+                    .with_http_client(http.clone())
+                    .with_query_params(query.iter().cloned()),
+            ),
+            Binding::HttpJson => Arc::new(
+                RestTransport::new(iface.url.clone())?
+                    .with_http_client(http.clone())
+                    .with_query_params(query.iter().cloned()),
+            ),
             Binding::Grpc => Arc::new(GrpcTransport::new(iface.url.clone())?),
         };
         Ok(self.transport.get_or_init(|| t).clone())
@@ -155,6 +164,10 @@ struct Shared {
     candidates: Vec<Candidate>,
     active: AtomicUsize,
     http: reqwest::Client,
+    /// Query parameters of the HTTP bindings (credentials the card wants in
+    /// the query); gRPC gets them as metadata.
+    query: Vec<(String, String)>,
+    interceptors: Vec<Arc<dyn Interceptor>>,
 }
 
 /// An A2A client: one agent, the best interface its card offers, and the
@@ -216,6 +229,8 @@ pub struct ClientBuilder {
     prefer_binding_order: bool,
     http: Option<reqwest::Client>,
     options: CallOptions,
+    credentials: Credentials,
+    interceptors: Vec<Arc<dyn Interceptor>>,
 }
 
 impl Default for ClientBuilder {
@@ -225,6 +240,8 @@ impl Default for ClientBuilder {
             prefer_binding_order: false,
             http: None,
             options: CallOptions::default(),
+            credentials: Credentials::default(),
+            interceptors: Vec::new(),
         }
     }
 }
@@ -261,9 +278,31 @@ impl ClientBuilder {
         self
     }
 
+    /// Credentials placed per the card's security schemes (see
+    /// [`Credentials::placement`]): headers join the default options, an
+    /// API key the card wants in the query goes in the query string of the
+    /// HTTP bindings (and in gRPC metadata).
+    pub fn credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = credentials;
+        self
+    }
+
+    /// Adds an interceptor, called (in the order added) before every call.
+    pub fn interceptor(mut self, interceptor: Arc<dyn Interceptor>) -> Self {
+        self.interceptors.push(interceptor);
+        self
+    }
+
     /// A client for the agent this card describes.
-    pub fn build(self, card: AgentCard) -> ClientResult<Client> {
+    pub fn build(mut self, card: AgentCard) -> ClientResult<Client> {
         let picked = select_interfaces(&card, &self.bindings, self.prefer_binding_order)?;
+        let placed = self.credentials.placement(Some(&card));
+        if !placed.headers.is_empty() {
+            self.options = self.options.merged(&CallOptions {
+                service_params: placed.headers,
+                ..Default::default()
+            });
+        }
         let candidates = picked
             .into_iter()
             .map(|(binding, interface)| Candidate {
@@ -278,6 +317,8 @@ impl ClientBuilder {
                 candidates,
                 active: AtomicUsize::new(0),
                 http: self.http.unwrap_or_else(default_http_client),
+                query: placed.query,
+                interceptors: self.interceptors,
             }),
             options: self.options,
         })
@@ -287,7 +328,12 @@ impl ClientBuilder {
     /// this builder's HTTP client and options, then builds the client.
     pub async fn connect(self, url: &str) -> ClientResult<Client> {
         let http = self.http.clone().unwrap_or_else(default_http_client);
-        let card = fetch_agent_card_with(&http, url, &self.options).await?;
+        // The public card is fetched without credentials (spec 12.4).
+        let public = CallOptions {
+            timeout: self.options.timeout,
+            ..Default::default()
+        };
+        let card = fetch_agent_card_with(&http, url, &public).await?;
         self.http_client(http).build(card)
     }
 }
@@ -325,6 +371,8 @@ impl Client {
                 }],
                 active: AtomicUsize::new(0),
                 http: default_http_client(),
+                query: Vec::new(),
+                interceptors: Vec::new(),
             }),
             options: CallOptions::default(),
         }
@@ -373,6 +421,7 @@ impl Client {
     /// (for this and later calls) when an interface cannot be reached.
     async fn dispatch<Req, R, F>(
         &self,
+        op: Operation,
         request: Req,
         options: &CallOptions,
         call: F,
@@ -402,7 +451,7 @@ impl Client {
                 request.take()
             }
             .expect("request kept until the last attempt");
-            let transport = match candidate.transport(&shared.http) {
+            let transport = match candidate.transport(&shared.http, &shared.query) {
                 Ok(t) => t,
                 Err(e) => {
                     tracing::warn!(interface = %candidate.describe(), error = %e, "interface unusable");
@@ -413,7 +462,16 @@ impl Client {
             if let Some(iface) = &candidate.interface {
                 req.set_tenant(&iface.tenant);
             }
-            match call(&*transport, req, &options).await {
+            let mut opts: Cow<'_, CallOptions> = Cow::Borrowed(&*options);
+            if candidate.binding == Some(Binding::Grpc) && !shared.query.is_empty() {
+                opts.to_mut()
+                    .service_params
+                    .extend(shared.query.iter().cloned());
+            }
+            for interceptor in &shared.interceptors {
+                interceptor.intercept(op, opts.to_mut())?;
+            }
+            match call(&*transport, req, &opts).await {
                 Err(e) if e.is_unreachable() => {
                     if k + 1 < n {
                         tracing::warn!(
@@ -537,8 +595,10 @@ impl Transport for Client {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<SendMessageResponse> {
-        self.dispatch(request, options, |t, r, o| t.send_message(r, o))
-            .await
+        self.dispatch(Operation::SendMessage, request, options, |t, r, o| {
+            t.send_message(r, o)
+        })
+        .await
     }
 
     async fn send_streaming_message(
@@ -546,13 +606,20 @@ impl Transport for Client {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
-        self.dispatch(request, options, |t, r, o| t.send_streaming_message(r, o))
-            .await
+        self.dispatch(
+            Operation::SendStreamingMessage,
+            request,
+            options,
+            |t, r, o| t.send_streaming_message(r, o),
+        )
+        .await
     }
 
     async fn get_task(&self, request: GetTaskRequest, options: &CallOptions) -> ClientResult<Task> {
-        self.dispatch(request, options, |t, r, o| t.get_task(r, o))
-            .await
+        self.dispatch(Operation::GetTask, request, options, |t, r, o| {
+            t.get_task(r, o)
+        })
+        .await
     }
 
     async fn list_tasks(
@@ -560,8 +627,10 @@ impl Transport for Client {
         request: ListTasksRequest,
         options: &CallOptions,
     ) -> ClientResult<ListTasksResponse> {
-        self.dispatch(request, options, |t, r, o| t.list_tasks(r, o))
-            .await
+        self.dispatch(Operation::ListTasks, request, options, |t, r, o| {
+            t.list_tasks(r, o)
+        })
+        .await
     }
 
     async fn cancel_task(
@@ -569,8 +638,10 @@ impl Transport for Client {
         request: CancelTaskRequest,
         options: &CallOptions,
     ) -> ClientResult<Task> {
-        self.dispatch(request, options, |t, r, o| t.cancel_task(r, o))
-            .await
+        self.dispatch(Operation::CancelTask, request, options, |t, r, o| {
+            t.cancel_task(r, o)
+        })
+        .await
     }
 
     async fn subscribe_to_task(
@@ -578,8 +649,10 @@ impl Transport for Client {
         request: SubscribeToTaskRequest,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
-        self.dispatch(request, options, |t, r, o| t.subscribe_to_task(r, o))
-            .await
+        self.dispatch(Operation::SubscribeToTask, request, options, |t, r, o| {
+            t.subscribe_to_task(r, o)
+        })
+        .await
     }
 
     async fn create_task_push_notification_config(
@@ -587,9 +660,12 @@ impl Transport for Client {
         request: TaskPushNotificationConfig,
         options: &CallOptions,
     ) -> ClientResult<TaskPushNotificationConfig> {
-        self.dispatch(request, options, |t, r, o| {
-            t.create_task_push_notification_config(r, o)
-        })
+        self.dispatch(
+            Operation::CreateTaskPushNotificationConfig,
+            request,
+            options,
+            |t, r, o| t.create_task_push_notification_config(r, o),
+        )
         .await
     }
 
@@ -598,9 +674,12 @@ impl Transport for Client {
         request: GetTaskPushNotificationConfigRequest,
         options: &CallOptions,
     ) -> ClientResult<TaskPushNotificationConfig> {
-        self.dispatch(request, options, |t, r, o| {
-            t.get_task_push_notification_config(r, o)
-        })
+        self.dispatch(
+            Operation::GetTaskPushNotificationConfig,
+            request,
+            options,
+            |t, r, o| t.get_task_push_notification_config(r, o),
+        )
         .await
     }
 
@@ -609,9 +688,12 @@ impl Transport for Client {
         request: ListTaskPushNotificationConfigsRequest,
         options: &CallOptions,
     ) -> ClientResult<ListTaskPushNotificationConfigsResponse> {
-        self.dispatch(request, options, |t, r, o| {
-            t.list_task_push_notification_configs(r, o)
-        })
+        self.dispatch(
+            Operation::ListTaskPushNotificationConfigs,
+            request,
+            options,
+            |t, r, o| t.list_task_push_notification_configs(r, o),
+        )
         .await
     }
 
@@ -620,9 +702,12 @@ impl Transport for Client {
         request: DeleteTaskPushNotificationConfigRequest,
         options: &CallOptions,
     ) -> ClientResult<()> {
-        self.dispatch(request, options, |t, r, o| {
-            t.delete_task_push_notification_config(r, o)
-        })
+        self.dispatch(
+            Operation::DeleteTaskPushNotificationConfig,
+            request,
+            options,
+            |t, r, o| t.delete_task_push_notification_config(r, o),
+        )
         .await
     }
 
@@ -631,7 +716,12 @@ impl Transport for Client {
         request: GetExtendedAgentCardRequest,
         options: &CallOptions,
     ) -> ClientResult<AgentCard> {
-        self.dispatch(request, options, |t, r, o| t.get_extended_agent_card(r, o))
-            .await
+        self.dispatch(
+            Operation::GetExtendedAgentCard,
+            request,
+            options,
+            |t, r, o| t.get_extended_agent_card(r, o),
+        )
+        .await
     }
 }

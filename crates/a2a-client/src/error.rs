@@ -93,6 +93,28 @@ pub enum ClientError {
     /// no accepted binding, no 1.x protocol version).
     #[error("no compatible interface: {0}")]
     NoCompatibleInterface(String),
+
+    /// There is no agent card where it was looked for (HTTP 404 / 410 at
+    /// the card URL, or no such file).
+    #[error("no agent card at {location}: {message}")]
+    CardNotFound {
+        /// The URL or file path tried.
+        location: String,
+        /// What was found instead.
+        message: String,
+    },
+
+    /// Waiting for a task to reach a terminal or interrupted state took
+    /// longer than allowed.
+    #[error("task {task_id} did not finish within {waited:?} (last state: {last_state})")]
+    WaitTimeout {
+        /// The task waited for.
+        task_id: String,
+        /// How long the wait lasted.
+        waited: std::time::Duration,
+        /// The last state seen (`unspecified` if none).
+        last_state: String,
+    },
 }
 
 impl ClientError {

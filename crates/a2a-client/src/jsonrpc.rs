@@ -93,6 +93,20 @@ impl JsonRpcTransport {
         self
     }
 
+    /// Adds query parameters to the endpoint URL (for an API key the agent
+    /// card declares `in: query`).
+    pub fn with_query_params(mut self, params: impl IntoIterator<Item = (String, String)>) -> Self {
+        let mut params = params.into_iter().peekable();
+        if params.peek().is_none() {
+            return self;
+        }
+        if let Ok(mut url) = reqwest::Url::parse(&self.url) {
+            url.query_pairs_mut().extend_pairs(params);
+            self.url = url.into();
+        }
+        self
+    }
+
     /// Sets the tenant put in requests that name none.
     pub fn with_tenant(mut self, tenant: impl Into<String>) -> Self {
         self.tenant = tenant.into();

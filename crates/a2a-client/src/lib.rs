@@ -13,8 +13,20 @@
 //!    1.x), sets the interface's `tenant` on every request, and falls back to
 //!    the next interface only when one cannot be reached. It never downgrades
 //!    to an A2A 0.x interface.
-//! 3. **Card fetch** ([`fetch_agent_card`], module [`card`]): the agent card
-//!    from `/.well-known/agent-card.json` or a direct URL.
+//! 3. **Card discovery** ([`fetch_agent_card`], [`card::CardResolver`]):
+//!    the agent card from a host, an origin, a card URL or a file, with HTTP
+//!    caching (`Cache-Control`, `ETag`), 0.x cards recognised and refused
+//!    clearly, and the extended card replacing the public one once fetched.
+//! 4. **Interceptors and credentials** (module [`auth`]): code that sees
+//!    every call's options, and bearer tokens / API keys placed where the
+//!    card's security schemes say.
+//! 5. **Streaming helpers** (module [`follow`]): whole artifacts from chunks,
+//!    a task view built from events, following a task across dropped
+//!    connections (resubscribe + reconcile with `GetTask`), polling with an
+//!    interval and a timeout.
+//! 6. **The ledger** (module [`ledger`]): contexts, tasks, artifact version
+//!    chains, the accepted version and the tasks waiting for the user, in
+//!    memory or in SQLite, with `continue_task`, `refine` and `accept`.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), a2a_client::ClientError> {
@@ -66,12 +78,15 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod card;
 mod client;
 mod error;
+pub mod follow;
 mod grpc;
 mod http;
 mod jsonrpc;
+pub mod ledger;
 mod rest;
 pub mod sse;
 mod transport;
@@ -81,7 +96,8 @@ mod testutil;
 #[cfg(test)]
 mod wire_tests;
 
-pub use card::fetch_agent_card;
+pub use auth::{Credentials, Interceptor, Operation};
+pub use card::{CardResolver, fetch_agent_card};
 pub use client::{Client, ClientBuilder, select_interfaces};
 pub use error::{BoxError, ClientError, ClientResult};
 pub use grpc::GrpcTransport;

@@ -60,6 +60,7 @@ pub struct RestTransport {
     http: reqwest::Client,
     base: String,
     tenant: String,
+    query: Vec<(String, String)>,
 }
 
 impl RestTransport {
@@ -84,7 +85,15 @@ impl RestTransport {
             http: default_http_client(),
             base: base.trim_end_matches('/').to_owned(),
             tenant: String::new(),
+            query: Vec::new(),
         })
+    }
+
+    /// Adds query parameters to every request URL (for an API key the agent
+    /// card declares `in: query`).
+    pub fn with_query_params(mut self, params: impl IntoIterator<Item = (String, String)>) -> Self {
+        self.query.extend(params);
+        self
     }
 
     /// Uses this HTTP client.
@@ -110,7 +119,9 @@ impl RestTransport {
         } else {
             request_tenant
         };
-        UrlBuilder::new(&self.base, tenant)
+        let mut b = UrlBuilder::new(&self.base, tenant);
+        b.extra.clone_from(&self.query);
+        b
     }
 
     fn builder(
@@ -222,6 +233,8 @@ impl RestTransport {
 pub(crate) struct UrlBuilder {
     url: String,
     has_query: bool,
+    /// Parameters appended last, whatever the path.
+    extra: Vec<(String, String)>,
 }
 
 impl UrlBuilder {
@@ -229,6 +242,7 @@ impl UrlBuilder {
         let mut b = Self {
             url: base.trim_end_matches('/').to_owned(),
             has_query: false,
+            extra: Vec::new(),
         };
         if !tenant.is_empty() {
             b = b.segment(tenant);
@@ -268,7 +282,10 @@ impl UrlBuilder {
         }
     }
 
-    pub(crate) fn build(self) -> String {
+    pub(crate) fn build(mut self) -> String {
+        for (name, value) in std::mem::take(&mut self.extra) {
+            self = self.query(&name, value);
+        }
         self.url
     }
 }
