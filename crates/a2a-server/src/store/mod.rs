@@ -7,8 +7,18 @@
 //! terminal-state rule.
 
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 
 pub use memory::{MemoryStore, MemoryStoreConfig};
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
 
 use a2a_types::{
     A2aError, A2aResult, Artifact, Message, Struct, Task, TaskPushNotificationConfig, TaskState,
@@ -241,6 +251,18 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Deletes a push-notification config; true when it existed.
     async fn delete_push_config(&self, task_id: &str, id: &str) -> A2aResult<bool>;
+
+    /// Retention: deletes the tasks in a terminal state that last changed
+    /// more than `age` ago, with their push-notification configs, and
+    /// returns how many tasks were deleted. Call it from a timer.
+    ///
+    /// The durable stores implement it; the default deletes nothing, which
+    /// suits stores that expire tasks on their own (the memory store evicts
+    /// finished tasks after its TTL).
+    async fn purge_terminal_older_than(&self, age: std::time::Duration) -> A2aResult<u64> {
+        let _ = age;
+        Ok(0)
+    }
 }
 
 #[cfg(test)]
