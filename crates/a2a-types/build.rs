@@ -21,6 +21,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .skip_protoc_run()
         .compile_well_known_types()
         .extern_path(".google.protobuf.Timestamp", "crate::Timestamp")
+        .extern_path(".google.protobuf.Struct", "crate::wkt::Struct")
+        .extern_path(".google.protobuf.Value", "crate::wkt::Value")
+        .extern_path(".google.protobuf.ListValue", "crate::wkt::ListValue")
+        .extern_path(".google.protobuf.NullValue", "crate::wkt::NullValue")
         .extern_path(".google.protobuf", "::pbjson_types")
         .bytes([".lf.a2a.v1.Part"]);
 

@@ -557,9 +557,19 @@ impl RequestHandler {
             None => None,
         };
         let (mut sub, run) = self.start(ctx, req, true, false).await?;
-        tokio::spawn(run);
-        // The first answer decides between an error response and a stream.
-        let first = match sub.recv().await {
+        // The agent runs on this request's task until its first answer, which
+        // decides between an error response and a stream; the rest of the
+        // run continues in a task of its own. (Answering without a hand-over
+        // also lets the connection's read buffer be reused: a request still
+        // pending when the server reads again would make it grow.)
+        let mut run = Detached(Some(run));
+        let first = std::future::poll_fn(|cx| {
+            run.poll_run(cx);
+            sub.poll_recv(cx)
+        })
+        .await;
+        drop(run);
+        let first = match first {
             Some(item) => item.map_err(|e| *e)?,
             None => return Err(A2aError::internal("the agent ended without answering")),
         };

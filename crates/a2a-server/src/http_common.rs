@@ -33,7 +33,10 @@ pub(crate) struct HttpState {
 /// Reads a body of at most `limit` bytes.
 pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, A2aError> {
     match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
+        // A copy, so that the connection's read buffer is not kept shared
+        // while the request is handled (hyper would then double it on its
+        // next read: 16 KiB more per open stream).
+        Ok(collected) => Ok(Bytes::copy_from_slice(&collected.to_bytes())),
         Err(e) => {
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some()

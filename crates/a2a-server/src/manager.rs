@@ -18,6 +18,7 @@ use a2a_types::{
     TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use dashmap::DashMap;
+use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -348,14 +349,14 @@ impl TaskManager {
     }
 
     /// Creates the task (in `SUBMITTED`) if it does not exist yet.
-    pub(crate) async fn ensure_created(&self, live: &LiveTask) -> A2aResult<()> {
+    async fn ensure_created_inner(&self, live: &LiveTask) -> A2aResult<()> {
         let _guard = live.order.lock().await;
         self.create_locked(live).await
     }
 
     /// Applies an update to the task (creating it first if needed) and
     /// publishes the matching event.
-    pub(crate) async fn emit(&self, live: &LiveTask, update: TaskUpdate) -> A2aResult<()> {
+    async fn emit_inner(&self, live: &LiveTask, update: TaskUpdate) -> A2aResult<()> {
         let _guard = live.order.lock().await;
         self.create_locked(live).await?;
         self.apply_locked(live, update).await
@@ -404,7 +405,7 @@ impl TaskManager {
     }
 
     /// The agent's plain-message answer.
-    pub(crate) async fn reply(&self, live: &LiveTask, message: Message) -> A2aResult<()> {
+    async fn reply_inner(&self, live: &LiveTask, message: Message) -> A2aResult<()> {
         let _guard = live.order.lock().await;
         let mut flags = live.flags.lock();
         if flags.created {
@@ -502,6 +503,34 @@ impl TaskManager {
             self.live
                 .remove_if(&live.id, |_, v| std::ptr::eq(Arc::as_ptr(v), live));
         }
+    }
+
+    // The agent-facing operations return boxed futures: an agent's own
+    // future then holds a pointer instead of the whole update path, which
+    // keeps long-running agents (and their held streams) small.
+
+    /// Creates the task (in `SUBMITTED`) if it does not exist yet.
+    pub(crate) fn ensure_created<'a>(&'a self, live: &'a LiveTask) -> BoxFuture<'a, A2aResult<()>> {
+        Box::pin(self.ensure_created_inner(live))
+    }
+
+    /// Applies an update to the task (creating it first if needed) and
+    /// publishes the matching event.
+    pub(crate) fn emit<'a>(
+        &'a self,
+        live: &'a LiveTask,
+        update: TaskUpdate,
+    ) -> BoxFuture<'a, A2aResult<()>> {
+        Box::pin(self.emit_inner(live, update))
+    }
+
+    /// The agent's plain-message answer.
+    pub(crate) fn reply<'a>(
+        &'a self,
+        live: &'a LiveTask,
+        message: Message,
+    ) -> BoxFuture<'a, A2aResult<()>> {
+        Box::pin(self.reply_inner(live, message))
     }
 
     /// How many tasks have live state (for tests and metrics).

@@ -2,7 +2,7 @@
 //! and data parts) and `serde_json` values, which are what Rust code works
 //! with.
 
-use pbjson_types::{ListValue, Struct, Value, value::Kind};
+use crate::wkt::{ListValue, Struct, Value, value::Kind};
 
 /// Converts a JSON value into a protobuf `Value`.
 pub fn to_value(json: serde_json::Value) -> Value {

@@ -30,6 +30,7 @@ pub mod json;
 pub mod jsonrpc;
 mod list;
 mod timestamp;
+pub mod wkt;
 
 /// The generated protocol types (also re-exported at the crate root).
 #[allow(missing_docs, clippy::all)]
@@ -41,9 +42,9 @@ pub mod proto {
 pub use error::{A2aError, A2aResult, ErrorKind, FieldViolation, grpc_status_name};
 pub use error::{BAD_REQUEST_TYPE, ERROR_DOMAIN, ERROR_INFO_TYPE};
 pub use ext::new_id;
-pub use pbjson_types::{Struct, Value};
 pub use proto::*;
 pub use timestamp::Timestamp;
+pub use wkt::{ListValue, Struct, Value};
 
 /// The protocol version this crate implements.
 pub const PROTOCOL_VERSION: &str = "1.0";
