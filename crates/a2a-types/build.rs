@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("proto");
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("proto");
     let proto = root.join("lf/a2a/v1/a2a.proto");
     println!("cargo:rerun-if-changed={}", root.display());
 

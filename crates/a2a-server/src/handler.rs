@@ -21,6 +21,7 @@ use http::HeaderMap;
 
 use crate::auth::{Authenticator, NoAuth};
 use crate::executor::{DynExecutor, RequestContext, TaskUpdater};
+use crate::idempotency::Idempotency;
 use crate::manager::{Subscription, TaskManager};
 use crate::store::{Cursor, MemoryStore, Owner, StoredTask, TaskQuery, TaskStore};
 
@@ -68,6 +69,11 @@ pub struct HandlerConfig {
     pub queue_capacity: usize,
     /// How long a cancellation waits for the agent's `cancel` hook.
     pub cancel_grace: Duration,
+    /// Treat a repeated `messageId` (same caller) that started a task as a
+    /// duplicate and answer with that task (`Some(n)`: remember the last
+    /// `n` message ids). Off by default: conformance runs and many clients
+    /// reuse message ids.
+    pub idempotency: Option<usize>,
 }
 
 impl Default for HandlerConfig {
@@ -76,6 +82,7 @@ impl Default for HandlerConfig {
             versions: vec![a2a_types::PROTOCOL_VERSION.to_owned()],
             queue_capacity: 1024,
             cancel_grace: Duration::from_secs(5),
+            idempotency: None,
         }
     }
 }
@@ -87,6 +94,7 @@ struct Inner {
     executor: Arc<dyn DynExecutor>,
     manager: Arc<TaskManager>,
     auth: Arc<dyn Authenticator>,
+    idempotency: Option<Idempotency>,
     config: HandlerConfig,
 }
 
@@ -161,6 +169,7 @@ impl HandlerBuilder {
                 executor: self.executor,
                 manager: Arc::new(TaskManager::new(store, self.config.queue_capacity)),
                 auth: self.auth,
+                idempotency: self.config.idempotency.map(Idempotency::new),
                 config: self.config,
             }),
         }
@@ -417,6 +426,9 @@ impl RequestHandler {
                 message.context_id.clone()
             };
             let task_id = a2a_types::new_id();
+            if let Some(idem) = &self.inner.idempotency {
+                idem.record(&owner, &message.message_id, &task_id);
+            }
             message.context_id.clone_from(&context_id);
             message.task_id.clone_from(&task_id);
             let (live, sub) =
@@ -478,6 +490,29 @@ impl RequestHandler {
         Ok((sub, run))
     }
 
+    /// With idempotency on: the task an earlier message with the same id
+    /// (from the same caller) started, if it still exists.
+    async fn replay(&self, ctx: &CallContext, req: &SendMessageRequest) -> A2aResult<Option<Task>> {
+        let (Some(idem), Some(m)) = (&self.inner.idempotency, &req.message) else {
+            return Ok(None);
+        };
+        if !m.task_id.is_empty() || m.message_id.is_empty() {
+            return Ok(None);
+        }
+        let owner = self.admit(ctx, &req.tenant)?;
+        let Some(task_id) = idem.lookup(&owner, &m.message_id) else {
+            return Ok(None);
+        };
+        let history = req.configuration.as_ref().map_or(Ok(None), |c| {
+            history_length(c.history_length, "configuration.historyLength")
+        })?;
+        Ok(self
+            .visible_task(&owner, &task_id, history)
+            .await
+            .ok()
+            .map(|s| s.task))
+    }
+
     /// `SendMessage`: blocks until the task is terminal or interrupted
     /// (unless `returnImmediately`), or returns the agent's message.
     pub async fn send_message(
@@ -492,6 +527,9 @@ impl RequestHandler {
             ),
             None => (false, None),
         };
+        if let Some(task) = self.replay(ctx, &req).await? {
+            return Ok(task.into());
+        }
         let (mut sub, run) = self.start(ctx, req, false, !immediate).await?;
         let mut last_task: Option<Task> = None;
         if immediate {
@@ -556,6 +594,24 @@ impl RequestHandler {
             Some(c) => history_length(c.history_length, "configuration.historyLength")?,
             None => None,
         };
+        if let Some(task) = self.replay(ctx, &req).await? {
+            // A duplicate: follow the task it started, or just show it when
+            // it has finished.
+            if task.state().is_terminal() {
+                let once = futures::stream::once(async move { Ok(StreamResponse::from(task)) });
+                return Ok(Box::pin(once));
+            }
+            let stored = self
+                .visible_task(&self.admit(ctx, &req.tenant)?, &task.id, None)
+                .await?;
+            let (snapshot, sub) = self.inner.manager.subscribe(&stored, history).await?;
+            return Ok(follow(
+                sub,
+                Some(Arc::new(StreamResponse::from(snapshot))),
+                history,
+                true,
+            ));
+        }
         let (mut sub, run) = self.start(ctx, req, true, false).await?;
         // The agent runs on this request's task until its first answer, which
         // decides between an error response and a stream; the rest of the
@@ -877,6 +933,37 @@ mod tests {
         is_send(&h.cancel_task(&ctx, Default::default()));
         is_send(&h.subscribe_to_task(&ctx, Default::default()));
         is_send(&h.list_tasks(&ctx, Default::default()));
+    }
+
+    #[tokio::test]
+    async fn repeated_message_ids_are_duplicates_only_when_asked() {
+        let send = |h: &RequestHandler| {
+            let h = h.clone();
+            async move {
+                let req = SendMessageRequest {
+                    message: Some(Message::user_text("hi").with_message_id("same")),
+                    ..Default::default()
+                };
+                let r = h.send_message(&CallContext::v1(), req).await.unwrap();
+                r.task().unwrap().id.clone()
+            }
+        };
+        let plain =
+            RequestHandler::builder(AgentCard::default(), crate::executor::tests::Nop).build();
+        assert_ne!(send(&plain).await, send(&plain).await);
+        let idem = RequestHandler::builder(AgentCard::default(), crate::executor::tests::Nop)
+            .config(HandlerConfig {
+                idempotency: Some(100),
+                ..Default::default()
+            })
+            .build();
+        let first = send(&idem).await;
+        assert_eq!(send(&idem).await, first);
+        let page = idem
+            .list_tasks(&CallContext::v1(), ListTasksRequest::default())
+            .await
+            .unwrap();
+        assert_eq!(page.total_size, 1);
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod executor;
 pub mod grpc;
 mod handler;
 mod http_common;
+mod idempotency;
 mod jsonrpc;
 mod manager;
 mod rest;
