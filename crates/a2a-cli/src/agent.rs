@@ -320,6 +320,15 @@ pub struct Logged {
 }
 
 impl Logged {
+    /// The request as the client will send it: with the selected
+    /// interface's tenant (CLI SPEC 13.1), so the log shows the wire.
+    fn with_tenant<R>(&self, mut request: R, field: impl FnOnce(&mut R) -> &mut String) -> R {
+        if let Some(i) = self.inner.interface() {
+            i.tenant.clone_into(field(&mut request));
+        }
+        request
+    }
+
     fn redact(&self, text: String) -> String {
         let mut out = text;
         for s in self.secrets.iter() {
@@ -419,6 +428,7 @@ impl Transport for Logged {
     }
 
     async fn get_task(&self, request: GetTaskRequest, options: &CallOptions) -> ClientResult<Task> {
+        let request = self.with_tenant(request, |r| &mut r.tenant);
         self.log_request("GetTask", &request, options);
         let started = Instant::now();
         let res = Transport::get_task(&self.inner, request, options).await;
@@ -505,6 +515,7 @@ impl Transport for Logged {
         request: DeleteTaskPushNotificationConfigRequest,
         options: &CallOptions,
     ) -> ClientResult<()> {
+        let request = self.with_tenant(request, |r| &mut r.tenant);
         self.log_request("DeleteTaskPushNotificationConfig", &request, options);
         let started = Instant::now();
         let res =
@@ -524,6 +535,7 @@ impl Transport for Logged {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
+        let request = self.with_tenant(request, |r| &mut r.tenant);
         self.log_request("SendStreamingMessage", &request, options);
         let started = Instant::now();
         let s = Transport::send_streaming_message(&self.inner, request, options).await;
@@ -535,6 +547,7 @@ impl Transport for Logged {
         request: SubscribeToTaskRequest,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
+        let request = self.with_tenant(request, |r| &mut r.tenant);
         self.log_request("SubscribeToTask", &request, options);
         let started = Instant::now();
         let s = Transport::subscribe_to_task(&self.inner, request, options).await;

@@ -321,7 +321,7 @@ impl Session {
                 .refine(&self.agent.client, target, message)
                 .await
                 .map_err(|e| self.ledger_call_err(e))?
-        } else if self.stream {
+        } else if self.stream && !continuing {
             let mut events = self
                 .ledger
                 .stream(&self.agent.client, message, &CallOptions::new())
@@ -367,7 +367,6 @@ impl Session {
                 .await
                 .map_err(|e| self.ledger_call_err(e))?
         };
-        let _ = continuing;
         match &response.payload {
             Some(send_message_response::Payload::Task(task)) => {
                 self.context_id = Some(task.context_id.clone());

@@ -116,7 +116,44 @@ fn human_size(n: usize) -> String {
 
 /// Renders the parts of a message or artifact; never drops one.
 pub fn parts(t: &mut Text, parts: &[Part], verbose: bool) {
-    for p in parts {
+    render_parts(t, parts, verbose, false);
+}
+
+/// Whether a part is plain text that may be joined with its neighbours
+/// (the chunks of a streamed artifact).
+fn joinable(p: &Part) -> bool {
+    p.as_text().is_some() && p.metadata.is_none()
+}
+
+fn render_parts(t: &mut Text, parts: &[Part], verbose: bool, join_text: bool) {
+    let mut i = 0;
+    while i < parts.len() {
+        if join_text && joinable(&parts[i]) {
+            let mut j = i;
+            let mut text = String::new();
+            while j < parts.len()
+                && joinable(&parts[j])
+                && parts[j].media_type == parts[i].media_type
+            {
+                text.push_str(parts[j].as_text().unwrap_or_default());
+                j += 1;
+            }
+            if j > i + 1 {
+                if verbose && !parts[i].media_type.is_empty() {
+                    t.field("Media Type", &parts[i].media_type);
+                }
+                t.block("Text", &text);
+                i = j;
+                continue;
+            }
+        }
+        render_part(t, &parts[i], verbose);
+        i += 1;
+    }
+}
+
+fn render_part(t: &mut Text, p: &Part, verbose: bool) {
+    {
         match &p.content {
             Some(part::Content::Text(s)) => {
                 if verbose && !p.media_type.is_empty() {
@@ -193,7 +230,7 @@ pub fn artifact(t: &mut Text, a: &Artifact, verbose: bool) {
     if !a.description.is_empty() {
         t.field("Description", &a.description);
     }
-    parts(t, &a.parts, verbose);
+    render_parts(t, &a.parts, verbose, true);
 }
 
 pub fn message(t: &mut Text, m: &Message, verbose: bool) {

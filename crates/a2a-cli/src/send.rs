@@ -394,8 +394,15 @@ async fn wait(
     let deadline = g.timeout.map(|t| Instant::now() + t);
     let spinner = Spinner::start(g, format!("waiting for {}", agent.card.name));
     let known_task: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(ctx.task_id.clone());
+    // A message that continues a task is sent with the blocking
+    // SendMessage: some agents open the stream of a continued task with
+    // its previous (interrupted) state and close it there.
+    let continuing = request
+        .message
+        .as_ref()
+        .is_some_and(|m| !m.task_id.is_empty());
     let work = async {
-        if agent.card.supports_streaming() {
+        if agent.card.supports_streaming() && !continuing {
             let events = agent
                 .client
                 .send_streaming_message(request.clone(), call)
