@@ -242,6 +242,20 @@ async fn send_async_returns_identifiers_then_poll() -> T {
     assert_eq!(out.field("Task ID").as_deref(), Some(id.as_str()));
     assert_eq!(out.field("State").as_deref(), Some("COMPLETED"));
     assert!(out.stdout.contains("Text:\ndone\n"), "{}", out.stdout);
+    // History on request.
+    let full = env
+        .run(&["task", "get", "-a", &h, &id, "-o", "json"])
+        .json();
+    assert!(!full["history"].as_array().unwrap().is_empty());
+    let none = env
+        .run(&["task", "get", "-a", &h, &id, "--history", "0", "-o", "json"])
+        .json();
+    assert!(
+        none["history"].as_array().is_none_or(|h| h.is_empty()),
+        "{none}"
+    );
+    let out = env.run(&["task", "get", "-a", &h, &id, "--history", "1", "--verbose"]);
+    assert!(out.stdout.contains("History Entry: 1"), "{}", out.stdout);
     Ok(())
 }
 

@@ -1,6 +1,7 @@
-//! A stream that breaks: the `a2a` command reconciles with GetTask /
-//! resubscribes instead of losing the final state. The agent is a small
-//! scripted JSON-RPC server whose SSE streams die after their first event.
+//! A scripted JSON-RPC agent for what our own server cannot show:
+//! streams that break (the `a2a` command reconciles with GetTask /
+//! resubscribes instead of losing the final state), a stream that ends with
+//! an error, and push-notification configs that are stored.
 
 mod common;
 
@@ -62,9 +63,31 @@ async fn rpc(State(s): State<Arc<Script>>, body: String) -> Response {
         "SendStreamingMessage" => {
             broken_stream(&id, json!({"task": task("TASK_STATE_WORKING", false)}))
         }
+        "SubscribeToTask" if req["params"]["id"] == "t-err" => {
+            let task = json!({"jsonrpc": "2.0", "id": id, "result": {"task": task("TASK_STATE_WORKING", false)}});
+            let err = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "the agent crashed"}});
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from(format!("data: {task}\n\ndata: {err}\n\n")))
+                .expect("response")
+        }
         "SubscribeToTask" => {
             s.subscribes.fetch_add(1, Ordering::SeqCst);
             broken_stream(&id, json!({"task": task("TASK_STATE_WORKING", false)}))
+        }
+        "CreateTaskPushNotificationConfig" => {
+            let mut c = req["params"].clone();
+            c["id"] = json!("cfg-1");
+            axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": c})).into_response()
+        }
+        "GetTaskPushNotificationConfig" => axum::Json(json!({"jsonrpc": "2.0", "id": id,
+            "result": {"id": req["params"]["id"], "taskId": req["params"]["taskId"], "url": "https://hooks.example.com/a2a"}}))
+        .into_response(),
+        "ListTaskPushNotificationConfigs" => axum::Json(json!({"jsonrpc": "2.0", "id": id,
+            "result": {"configs": [{"id": "cfg-1", "taskId": req["params"]["taskId"], "url": "https://hooks.example.com/a2a"}]}}))
+        .into_response(),
+        "DeleteTaskPushNotificationConfig" => {
+            axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": {}})).into_response()
         }
         "GetTask" => {
             let n = s.gets.fetch_add(1, Ordering::SeqCst);
@@ -89,7 +112,7 @@ async fn flaky_agent() -> (String, Arc<Script>) {
     let card = json!({
         "name": "Flaky", "description": "streams that break", "version": "1",
         "supportedInterfaces": [{"url": format!("http://{addr}/"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
-        "capabilities": {"streaming": true},
+        "capabilities": {"streaming": true, "pushNotifications": true},
         "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"], "skills": []
     });
     let script = Arc::new(Script::default());
@@ -162,4 +185,66 @@ async fn subscribe_resumes_after_a_disconnect() {
     assert!(out.stdout.contains("State: COMPLETED"), "{}", out.stdout);
     assert!(out.stdout.contains("Text:\nsurvived"), "{}", out.stdout);
     assert!(script.subscribes.load(Ordering::SeqCst) >= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_ending_in_an_error_ends_with_an_error_line() {
+    let (addr, _) = flaky_agent().await;
+    let env = Env::new();
+    let out = env.run(&[
+        "task",
+        "subscribe",
+        "-a",
+        &addr,
+        "t-err",
+        "--stream",
+        "-o",
+        "json",
+    ]);
+    out.expect(1);
+    let lines = out.jsonl();
+    assert_eq!(lines.len(), 2, "{}", out.stdout);
+    assert!(lines[0].get("task").is_some());
+    assert_eq!(lines[1]["error"]["code"], "InternalError");
+    assert_eq!(lines[1]["error"]["a2aCode"], -32603);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_config_crud_against_an_agent_that_stores_them() {
+    let (addr, _) = flaky_agent().await;
+    let env = Env::new();
+    let a = |args: &[&str]| {
+        let mut v = args.to_vec();
+        v.extend(["-a", &addr, "-o", "json"]);
+        env.run(&v)
+    };
+    let out = a(&[
+        "task",
+        "push-config",
+        "create",
+        "t-1",
+        "--url",
+        "https://hooks.example.com/a2a",
+        "--token",
+        "tok",
+    ]);
+    out.expect(0);
+    let c = out.json();
+    assert_eq!(c["id"], "cfg-1");
+    assert_eq!(c["taskId"], "t-1");
+    assert_eq!(c["token"], "tok");
+    let out = a(&["task", "push-config", "get", "t-1", "cfg-1"]);
+    out.expect(0);
+    assert_eq!(out.json()["url"], "https://hooks.example.com/a2a");
+    let out = a(&["task", "push-config", "list", "t-1"]);
+    out.expect(0);
+    assert_eq!(out.json()["configs"][0]["id"], "cfg-1");
+    let out = a(&["task", "push-config", "delete", "t-1", "cfg-1"]);
+    out.expect(0);
+    assert_eq!(out.json(), json!({}));
+    // Text form.
+    let out = env.run(&["task", "push-config", "list", "t-1", "-a", &addr]);
+    out.expect(0);
+    common::assert_text_floor(&out.stdout);
+    assert!(out.stdout.contains("Config ID: cfg-1"));
 }
