@@ -523,3 +523,107 @@ async fn from_transport_keeps_the_request_tenant() {
     assert_eq!(task.state(), TaskState::Canceled);
     assert_eq!(server.requests()[0].target, "/t1/tasks/t:cancel");
 }
+
+#[tokio::test]
+async fn api_key_in_the_query_and_bearer_in_the_header_per_the_card() {
+    use a2a_types::{ApiKeySecurityScheme, SecurityScheme, security_scheme};
+    let server = serve(|req| {
+        if req.target.contains("/tasks/") {
+            Canned::json(200, task_json("t-1", "TASK_STATE_COMPLETED"))
+        } else {
+            Canned::json(
+                200,
+                json!({"jsonrpc": "2.0", "id": 1, "result": task_json("t-1", "TASK_STATE_COMPLETED")}),
+            )
+        }
+    })
+    .await;
+    let mut card = AgentCard::new("Keyed", "d", "1")
+        .with_interface(format!("{}/rpc", server.url), "JSONRPC")
+        .with_interface(server.url.clone(), "HTTP+JSON");
+    card.security_schemes.insert(
+        "key".into(),
+        SecurityScheme {
+            scheme: Some(security_scheme::Scheme::ApiKeySecurityScheme(
+                ApiKeySecurityScheme {
+                    location: "query".into(),
+                    name: "api_key".into(),
+                    ..Default::default()
+                },
+            )),
+        },
+    );
+    let creds = crate::Credentials::new()
+        .with_api_key("k 1&2")
+        .with_bearer("tok");
+    for b in [Binding::JsonRpc, Binding::HttpJson] {
+        let client = Client::builder()
+            .bindings([b])
+            .credentials(creds.clone())
+            .build(card.clone())
+            .unwrap();
+        client.get_task("t-1").await.unwrap();
+    }
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(
+        reqs[0].target.starts_with("/rpc?api_key=k+1%262"),
+        "{}",
+        reqs[0].target
+    );
+    assert!(
+        reqs[1].target.starts_with("/tasks/t-1?"),
+        "{}",
+        reqs[1].target
+    );
+    assert!(
+        reqs[1].target.contains("api_key=k%201%262"),
+        "{}",
+        reqs[1].target
+    );
+    for r in &reqs {
+        assert_eq!(r.header("authorization"), Some("Bearer tok"));
+        assert_eq!(r.header("a2a-version"), Some("1.0"));
+        assert!(r.header("x-api-key").is_none());
+    }
+}
+
+#[tokio::test]
+async fn interceptors_see_every_call() {
+    use std::sync::Mutex;
+    #[derive(Debug, Default)]
+    struct Seen(Mutex<Vec<String>>);
+    impl crate::Interceptor for Seen {
+        fn intercept(
+            &self,
+            op: crate::Operation,
+            options: &mut CallOptions,
+        ) -> crate::ClientResult<()> {
+            self.0.lock().unwrap().push(op.name().to_owned());
+            options.extensions.push("urn:ext:trace".into());
+            options
+                .service_params
+                .push(("X-Trace".into(), "abc".into()));
+            Ok(())
+        }
+    }
+    let server = serve(|_| {
+        Canned::json(
+            200,
+            json!({"jsonrpc": "2.0", "id": 1, "result": task_json("t-1", "TASK_STATE_COMPLETED")}),
+        )
+    })
+    .await;
+    let seen = std::sync::Arc::new(Seen::default());
+    let card = AgentCard::new("I", "d", "1").with_interface(format!("{}/", server.url), "JSONRPC");
+    let client = Client::builder()
+        .interceptor(seen.clone())
+        .build(card)
+        .unwrap();
+    client.get_task("t-1").await.unwrap();
+    client.cancel_task("t-1").await.unwrap();
+    assert_eq!(*seen.0.lock().unwrap(), ["GetTask", "CancelTask"]);
+    let reqs = server.requests();
+    assert_eq!(reqs[0].header("a2a-extensions"), Some("urn:ext:trace"));
+    assert_eq!(reqs[1].header("x-trace"), Some("abc"));
+}
