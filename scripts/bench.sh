@@ -89,7 +89,7 @@ PROBE=$ROOT/target/release/stream-probe
 [[ -x $BARE && -x $PROBE ]] || die "target/release/bare-server or stream-probe missing (cargo build --release -p a2a-bench)"
 if [[ -z $A2A_CMD ]]; then
     [[ -x $ROOT/target/release/a2a ]] || die "target/release/a2a is missing: the a2a-cli crate must build a binary named 'a2a' with 'a2a serve --agent echo --port P'"
-    A2A_CMD="$ROOT/target/release/a2a serve --agent echo --port {port}"
+    A2A_CMD="$ROOT/target/release/a2a serve --agent echo --store memory --port {port}"
 fi
 
 # ---------------------------------------------------------------- servers
@@ -232,7 +232,7 @@ if [[ -z $HOLD_BODY ]]; then
     P3=${BENCH_HOLD_PORT:-$((P1 + 2))}
     HOLD_MS=$(((HOLD_SECS + 60) * 1000))
     log "starting a conformance server on port $P3 for the held streams"
-    start hold "$P3" "${A2A_ARGV[0]}" serve --agent conformance --port "$P3" --tck-streaming-timeout-ms "$HOLD_MS"
+    start hold "$P3" "${A2A_ARGV[0]}" serve --agent conformance --store memory --port "$P3" --tck-streaming-timeout-ms "$HOLD_MS"
     HOLD_URL=http://127.0.0.1:$P3/
     HOLD_PID=$PID_hold
     HOLD_BODY=$WORK/hold.json

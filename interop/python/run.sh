@@ -83,8 +83,10 @@ else
     log "server binary not found or not executable: $BIN (build it with cargo first)"
     exit 2
   fi
-  log "starting $BIN serve --agent conformance --port $PORT"
-  "$BIN" serve --agent conformance --port "$PORT" >"$LOG" 2>&1 &
+  # A fresh SQLite task store per run (the durable default of `a2a serve`).
+  STORE_DIR="$(mktemp -d)"
+  log "starting $BIN serve --agent conformance --port $PORT --store sqlite:$STORE_DIR/tasks.db"
+  "$BIN" serve --agent conformance --port "$PORT" --store "sqlite:$STORE_DIR/tasks.db" >"$LOG" 2>&1 &
 fi
 SERVER_PID=$!
 

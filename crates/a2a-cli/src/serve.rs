@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 use a2a_agents::{conformance, echo};
+use std::sync::Arc;
+
 use a2a_server::A2aServer;
+use a2a_server::store::{MemoryStore, PostgresStore, SqliteStore, TaskStore};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
@@ -40,6 +43,66 @@ pub struct ServeArgs {
     /// Conformance agent: the TCK's streaming timeout in milliseconds.
     #[arg(long, default_value_t = 2000)]
     pub tck_streaming_timeout_ms: u64,
+    /// Where tasks are kept: `sqlite:PATH` (a file, created if needed),
+    /// `memory` (lost on exit) or `postgres://...` (shared by replicas).
+    #[arg(long, default_value = "sqlite:a2a-tasks.db", env = "A2A_STORE")]
+    pub store: String,
+    /// Purge terminal tasks older than this (e.g. `30m`, `24h`, `7d`); off
+    /// by default.
+    #[arg(long, env = "A2A_RETENTION", value_parser = parse_age)]
+    pub retention: Option<Duration>,
+}
+
+/// Parses an age such as `90s`, `30m`, `24h` or `7d` (a bare number is
+/// seconds).
+fn parse_age(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not an age such as 30m, 24h or 7d"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => return Err(format!("unknown unit {unit:?} in {s:?}; use s, m, h or d")),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+/// Opens the task store named by `--store`. Returns it with whether the
+/// start-up crash recovery applies (not when replicas share the store).
+async fn open_store(spec: &str) -> anyhow::Result<(Arc<dyn TaskStore>, bool)> {
+    if spec == "memory" {
+        return Ok((Arc::new(MemoryStore::default()), true));
+    }
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        let store = PostgresStore::connect(spec)
+            .await
+            .context("cannot open the PostgreSQL task store (check --store / A2A_STORE)")?;
+        return Ok((Arc::new(store), false));
+    }
+    let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
+    let path = path.strip_prefix("//").unwrap_or(path);
+    if path.is_empty() {
+        anyhow::bail!("--store sqlite: needs a file path, e.g. sqlite:a2a-tasks.db");
+    }
+    let store = SqliteStore::open(path)
+        .await
+        .with_context(|| format!("cannot open the SQLite task store {path}"))?;
+    Ok((Arc::new(store), true))
+}
+
+/// Prints a line, ignoring a closed stdout (a server must not die because
+/// whoever started it stopped reading).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, $($arg)*);
+        let _ = out.flush();
+    }};
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -52,9 +115,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             },
         ),
     };
+    let (store, recover) = open_store(&args.store).await?;
     let mut server = server
         .grpc(!args.no_grpc)
-        .max_body_bytes(args.max_body_bytes);
+        .max_body_bytes(args.max_body_bytes)
+        .store(store)
+        .recover_on_start(recover);
+    if let Some(age) = args.retention {
+        server = server.retention(age);
+    }
     if let Some(url) = &args.public_url {
         server = server.public_url(url);
     }
@@ -65,13 +134,45 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {addr}"))?;
     let local = bound.local_addr();
     let card = bound.agent_card();
-    println!("Serving {} on http://{local}", card.name);
-    println!("  agent card: http://{local}{}", a2a_types::AGENT_CARD_PATH);
+    say!("Serving {} on http://{local}", card.name);
+    say!("  agent card: http://{local}{}", a2a_types::AGENT_CARD_PATH);
+    say!("  task store: {}", redact_store(&args.store));
     for i in &card.supported_interfaces {
-        println!("  {:<9} {}", i.protocol_binding, i.url);
+        say!("  {:<9} {}", i.protocol_binding, i.url);
     }
-    println!("Press Ctrl-C to stop.");
+    say!("Press Ctrl-C to stop.");
     bound.run_until(a2a_server::shutdown_signal()).await?;
-    println!("Stopped.");
+    say!("Stopped.");
     Ok(())
+}
+
+/// The store spec without a password, for printing.
+fn redact_store(spec: &str) -> String {
+    match (spec.find("://"), spec.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &spec[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{}{}:***{}", &spec[..scheme + 3], user, &spec[at..])
+        }
+        _ => spec.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_and_redaction() {
+        assert_eq!(parse_age("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_age("30m").unwrap(), Duration::from_secs(1800));
+        assert_eq!(parse_age("7d").unwrap(), Duration::from_secs(7 * 86_400));
+        assert!(parse_age("soon").is_err());
+        assert!(parse_age("3w").is_err());
+        assert_eq!(
+            redact_store("postgres://a2a:secret@127.0.0.1:5432/db"),
+            "postgres://a2a:***@127.0.0.1:5432/db"
+        );
+        assert_eq!(redact_store("sqlite:x.db"), "sqlite:x.db");
+    }
 }

@@ -90,6 +90,8 @@ pub mod ledger;
 mod rest;
 pub mod sse;
 mod transport;
+#[cfg(feature = "webhook")]
+pub mod webhook;
 
 #[cfg(test)]
 mod testutil;

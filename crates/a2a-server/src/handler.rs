@@ -23,6 +23,7 @@ use crate::auth::{Authenticator, NoAuth};
 use crate::executor::{DynExecutor, RequestContext, TaskUpdater};
 use crate::idempotency::Idempotency;
 use crate::manager::{Subscription, TaskManager};
+use crate::push::{PushConfig, PushSender};
 use crate::store::{Cursor, MemoryStore, Owner, StoredTask, TaskQuery, TaskStore};
 
 /// A stream of protocol events for one streaming call.
@@ -112,9 +113,17 @@ pub struct HandlerBuilder {
     extended_card: Option<AgentCard>,
     auth: Arc<dyn Authenticator>,
     config: HandlerConfig,
+    push: Option<PushConfig>,
 }
 
 impl HandlerBuilder {
+    /// Sends push notifications with this configuration (and declares
+    /// `capabilities.pushNotifications`, which is otherwise false).
+    pub fn push(mut self, push: PushConfig) -> Self {
+        self.push = Some(push);
+        self
+    }
+
     pub(crate) fn card_mut(&mut self) -> &mut AgentCard {
         &mut self.card
     }
@@ -145,17 +154,29 @@ impl HandlerBuilder {
     }
 
     /// The handler. The card's capabilities are made to match what this
-    /// handler really does (push notifications off until a push sender is
-    /// configured; the extended card flag set when one is configured).
+    /// handler really does (push notifications on exactly when a push
+    /// sender is configured; the extended card flag set when one is
+    /// configured).
     pub fn build(self) -> RequestHandler {
         let mut card = self.card;
+        let push = match self.push {
+            Some(config) => match PushSender::new(config) {
+                Ok(sender) => Some(sender),
+                Err(e) => {
+                    tracing::error!(error = %e, "push notifications disabled");
+                    None
+                }
+            },
+            None => None,
+        };
         let caps = card.capabilities.get_or_insert_with(Default::default);
-        if caps.push_notifications == Some(true) {
+        if caps.push_notifications == Some(true) && push.is_none() {
             tracing::warn!(
-                "the card declares push notifications, which this server does not send yet; declaring false"
+                "the card declares push notifications but no push sender is configured \
+                 (A2aServer::push); declaring false"
             );
         }
-        caps.push_notifications = Some(false);
+        caps.push_notifications = Some(push.is_some());
         caps.extended_agent_card = Some(self.extended_card.is_some());
         let card_json = Bytes::from(serde_json::to_vec(&card).unwrap_or_default());
         let store = self
@@ -167,7 +188,7 @@ impl HandlerBuilder {
                 card_json,
                 extended_card: self.extended_card,
                 executor: self.executor,
-                manager: Arc::new(TaskManager::new(store, self.config.queue_capacity)),
+                manager: Arc::new(TaskManager::new(store, self.config.queue_capacity, push)),
                 auth: self.auth,
                 idempotency: self.config.idempotency.map(Idempotency::new),
                 config: self.config,
@@ -229,6 +250,7 @@ impl RequestHandler {
             extended_card: None,
             auth: Arc::new(NoAuth),
             config: HandlerConfig::default(),
+            push: None,
         }
     }
 
@@ -249,6 +271,70 @@ impl RequestHandler {
 
     fn caps_streaming(&self) -> bool {
         self.inner.card.supports_streaming()
+    }
+
+    /// The push sender, when push notifications are on.
+    pub fn push_sender(&self) -> Option<&PushSender> {
+        self.inner.manager.push.as_ref()
+    }
+
+    /// The JWKS document of the push signatures, when push notifications
+    /// are on and signed.
+    pub fn push_jwks_json(&self) -> Option<Bytes> {
+        self.push_sender().and_then(PushSender::jwks_json)
+    }
+
+    /// The push sender, or `PushNotificationNotSupportedError` when the card
+    /// does not declare push notifications (spec 3.3.4).
+    fn push(&self) -> A2aResult<&PushSender> {
+        let declared = self
+            .inner
+            .card
+            .capabilities
+            .as_ref()
+            .and_then(|c| c.push_notifications)
+            .unwrap_or(false);
+        match self.push_sender() {
+            Some(p) if declared => Ok(p),
+            _ => Err(A2aError::push_not_supported()),
+        }
+    }
+
+    /// Validates a config to be stored for `task_id`: URL policy, id.
+    async fn prepare_push_config(
+        &self,
+        push: &PushSender,
+        mut config: TaskPushNotificationConfig,
+        task_id: &str,
+        field: &str,
+    ) -> A2aResult<TaskPushNotificationConfig> {
+        push.check_url(&config.url, &format!("{field}url")).await?;
+        if let Some(auth) = &config.authentication {
+            if auth.scheme.trim().is_empty() {
+                return Err(A2aError::invalid_params(
+                    format!("{field}authentication.scheme"),
+                    "an authentication scheme is required (e.g. Bearer)",
+                ));
+            }
+            let value = format!("{} {}", auth.scheme, auth.credentials);
+            if http::HeaderValue::from_str(&value).is_err() {
+                return Err(A2aError::invalid_params(
+                    format!("{field}authentication"),
+                    "scheme and credentials must be valid HTTP header text",
+                ));
+            }
+        }
+        if !config.token.is_empty() && http::HeaderValue::from_str(&config.token).is_err() {
+            return Err(A2aError::invalid_params(
+                format!("{field}token"),
+                "the token must be valid HTTP header text",
+            ));
+        }
+        if config.id.is_empty() {
+            config.id = a2a_types::new_id();
+        }
+        task_id.clone_into(&mut config.task_id);
+        Ok(config)
     }
 
     /// Checks the version and authenticates: the preamble of every call.
@@ -401,10 +487,26 @@ impl RequestHandler {
         }
         let extensions = self.extensions(ctx)?;
         self.validate_message(req.message.as_ref())?;
+        let mut inline_push = None;
         if let Some(c) = &req.configuration {
             history_length(c.history_length, "configuration.historyLength")?;
-            if c.task_push_notification_config.is_some() {
-                return Err(A2aError::push_not_supported());
+            if let Some(config) = &c.task_push_notification_config {
+                let push = self.push()?;
+                // The task id is the task's: filled in when it is known.
+                let task_id = req
+                    .message
+                    .as_ref()
+                    .map(|m| m.task_id.clone())
+                    .unwrap_or_default();
+                inline_push = Some(
+                    self.prepare_push_config(
+                        push,
+                        config.clone(),
+                        &task_id,
+                        "configuration.taskPushNotificationConfig.",
+                    )
+                    .await?,
+                );
             }
         }
         let Some(mut message) = req.message else {
@@ -431,8 +533,14 @@ impl RequestHandler {
             }
             message.context_id.clone_from(&context_id);
             message.task_id.clone_from(&task_id);
-            let (live, sub) =
-                manager.start_new(task_id, context_id, owner, message.clone(), finals_only);
+            let (live, sub) = manager.start_new(
+                task_id,
+                context_id,
+                owner,
+                message.clone(),
+                inline_push.take(),
+                finals_only,
+            );
             (live, sub, None)
         } else {
             let stored = self.visible_task(&owner, &message.task_id, None).await?;
@@ -455,6 +563,11 @@ impl RequestHandler {
                 .with_metadata("taskId", task.id.clone()));
             }
             message.context_id.clone_from(&task.context_id);
+            if let (Some(config), Some(push)) = (inline_push.take(), self.push_sender()) {
+                // A config sent with a message continuing a task applies to
+                // that task from now on.
+                self.save_push_config(push, &config).await?;
+            }
             let (live, sub) = manager
                 .continue_task(&stored, message.clone(), finals_only)
                 .await?;
@@ -632,6 +745,30 @@ impl RequestHandler {
         Ok(follow(sub, Some(first), history, true))
     }
 
+    /// Crash recovery: fails every task the store holds as submitted or
+    /// working that no agent of this process is running: after a restart,
+    /// their agent is gone. Returns the ids of the tasks failed. Called by
+    /// [`crate::A2aServer`] when it starts; several replicas sharing one
+    /// store must not call it on start (the tasks may be running on another
+    /// replica).
+    pub async fn recover_orphaned_tasks(&self) -> A2aResult<Vec<String>> {
+        let reason = "The agent stopped while working on this task (the server restarted). \
+                      Send the request again to retry.";
+        let mut failed = Vec::new();
+        for stored in self.inner.manager.store.unfinished().await? {
+            if self.inner.manager.fail_orphan(&stored, reason).await {
+                failed.push(stored.task.id);
+            }
+        }
+        if !failed.is_empty() {
+            tracing::warn!(
+                count = failed.len(),
+                "failed tasks left unfinished by a previous run"
+            );
+        }
+        Ok(failed)
+    }
+
     /// `GetTask`.
     pub async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> A2aResult<Task> {
         let owner = self.admit(ctx, &req.tenant)?;
@@ -772,19 +909,35 @@ impl RequestHandler {
         ))
     }
 
-    fn push_unsupported(&self) -> A2aError {
-        A2aError::push_not_supported()
+    async fn save_push_config(
+        &self,
+        push: &PushSender,
+        config: &TaskPushNotificationConfig,
+    ) -> A2aResult<()> {
+        let manager = &self.inner.manager;
+        manager.store.put_push_config(config).await?;
+        manager.push_configs_changed(&config.task_id).await;
+        push.config_saved(config).await
     }
 
-    /// `CreateTaskPushNotificationConfig`.
+    /// `CreateTaskPushNotificationConfig`: stores a webhook for a task (a
+    /// new id when none is given; an existing id is replaced).
     pub async fn create_task_push_notification_config(
         &self,
         ctx: &CallContext,
         req: TaskPushNotificationConfig,
     ) -> A2aResult<TaskPushNotificationConfig> {
         let owner = self.admit(ctx, &req.tenant)?;
-        let _ = owner;
-        Err(self.push_unsupported())
+        let push = self.push()?;
+        if req.task_id.is_empty() {
+            return Err(A2aError::invalid_params("taskId", "a task id is required"));
+        }
+        let task = self.visible_task(&owner, &req.task_id, Some(0)).await?;
+        let config = self
+            .prepare_push_config(push, req, &task.task.id, "")
+            .await?;
+        self.save_push_config(push, &config).await?;
+        Ok(config)
     }
 
     /// `GetTaskPushNotificationConfig`.
@@ -793,28 +946,102 @@ impl RequestHandler {
         ctx: &CallContext,
         req: GetTaskPushNotificationConfigRequest,
     ) -> A2aResult<TaskPushNotificationConfig> {
-        self.admit(ctx, &req.tenant)?;
-        Err(self.push_unsupported())
+        let owner = self.admit(ctx, &req.tenant)?;
+        self.push()?;
+        if req.id.is_empty() {
+            return Err(A2aError::invalid_params("id", "a config id is required"));
+        }
+        self.visible_task(&owner, &req.task_id, Some(0)).await?;
+        match self
+            .inner
+            .manager
+            .store
+            .get_push_config(&req.task_id, &req.id)
+            .await?
+        {
+            Some(c) => Ok(c),
+            None => Err(A2aError::new(
+                ErrorKind::TaskNotFound,
+                format!(
+                    "task {} has no push notification config {:?}",
+                    req.task_id, req.id
+                ),
+            )
+            .with_metadata("taskId", req.task_id.clone())
+            .with_metadata("configId", req.id.clone())),
+        }
     }
 
-    /// `ListTaskPushNotificationConfigs`.
+    /// `ListTaskPushNotificationConfigs`: in creation order, paginated when
+    /// `pageSize` is given (1..=100).
     pub async fn list_task_push_notification_configs(
         &self,
         ctx: &CallContext,
         req: ListTaskPushNotificationConfigsRequest,
     ) -> A2aResult<ListTaskPushNotificationConfigsResponse> {
-        self.admit(ctx, &req.tenant)?;
-        Err(self.push_unsupported())
+        let owner = self.admit(ctx, &req.tenant)?;
+        self.push()?;
+        let page_size = match req.page_size {
+            0 => usize::MAX,
+            n @ 1..=100 => n as usize,
+            n => {
+                return Err(A2aError::invalid_params(
+                    "pageSize",
+                    format!("must be between 1 and 100, got {n}"),
+                ));
+            }
+        };
+        self.visible_task(&owner, &req.task_id, Some(0)).await?;
+        let all = self
+            .inner
+            .manager
+            .store
+            .list_push_configs(&req.task_id)
+            .await?;
+        let start = if req.page_token.is_empty() {
+            0
+        } else {
+            let after = config_page_token_decode(&req.page_token).ok_or_else(|| {
+                A2aError::invalid_params(
+                    "pageToken",
+                    "not a page token returned by ListTaskPushNotificationConfigs",
+                )
+            })?;
+            all.iter()
+                .position(|c| c.id == after)
+                .map_or(all.len(), |i| i + 1)
+        };
+        let configs: Vec<_> = all.iter().skip(start).take(page_size).cloned().collect();
+        let next_page_token = match configs.last() {
+            Some(last) if start + configs.len() < all.len() => config_page_token(&last.id),
+            _ => String::new(),
+        };
+        Ok(ListTaskPushNotificationConfigsResponse {
+            configs,
+            next_page_token,
+        })
     }
 
-    /// `DeleteTaskPushNotificationConfig`.
+    /// `DeleteTaskPushNotificationConfig`: idempotent; nothing more is sent
+    /// to the config once it returns.
     pub async fn delete_task_push_notification_config(
         &self,
         ctx: &CallContext,
         req: DeleteTaskPushNotificationConfigRequest,
     ) -> A2aResult<()> {
-        self.admit(ctx, &req.tenant)?;
-        Err(self.push_unsupported())
+        let owner = self.admit(ctx, &req.tenant)?;
+        let push = self.push()?;
+        if req.id.is_empty() {
+            return Err(A2aError::invalid_params("id", "a config id is required"));
+        }
+        self.visible_task(&owner, &req.task_id, Some(0)).await?;
+        let manager = &self.inner.manager;
+        manager
+            .store
+            .delete_push_config(&req.task_id, &req.id)
+            .await?;
+        manager.push_configs_changed(&req.task_id).await;
+        push.config_deleted(&req.task_id, &req.id).await
     }
 
     /// `GetExtendedAgentCard`.
@@ -837,6 +1064,23 @@ impl RequestHandler {
         }
         Ok(card.clone())
     }
+}
+
+/// The page token of a config listing: the id of the last config shown.
+fn config_page_token(last_id: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("cfg:{last_id}"))
+}
+
+fn config_page_token_decode(token: &str) -> Option<String> {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()?;
+    String::from_utf8(raw)
+        .ok()?
+        .strip_prefix("cfg:")
+        .map(str::to_owned)
 }
 
 /// One run of the agent for one message, ending with the manager's

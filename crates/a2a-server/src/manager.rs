@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use a2a_types::{
     A2aError, A2aResult, ErrorKind, Message, Part, Role, StreamResponse, Task,
-    TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
+    TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskState, TaskStatus,
+    TaskStatusUpdateEvent,
 };
 use dashmap::DashMap;
 use futures::future::BoxFuture;
@@ -23,7 +24,11 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::push::PushSender;
 use crate::store::{Owner, StoredTask, TaskStore, TaskUpdate};
+
+/// The push-notification configs of a task (shared, read on every event).
+type PushTargets = Arc<[TaskPushNotificationConfig]>;
 
 /// What subscribers receive: an event, or an error that ends the request
 /// (boxed, to keep queue slots small).
@@ -64,6 +69,12 @@ struct Flags {
     state: TaskState,
     /// The user message that starts a new task's history.
     first_message: Option<Message>,
+    /// The push config given inline with the message that creates the
+    /// task, stored when the task is.
+    inline_push: Option<TaskPushNotificationConfig>,
+    /// The task's push configs as last read from the store (`None`: not
+    /// read yet, or changed since).
+    push_targets: Option<PushTargets>,
     subs: Vec<Sub>,
 }
 
@@ -115,14 +126,61 @@ pub(crate) struct TaskManager {
     pub(crate) store: Arc<dyn TaskStore>,
     live: DashMap<String, Arc<LiveTask>, ahash::RandomState>,
     queue_capacity: usize,
+    pub(crate) push: Option<PushSender>,
 }
 
 impl TaskManager {
-    pub(crate) fn new(store: Arc<dyn TaskStore>, queue_capacity: usize) -> Self {
+    pub(crate) fn new(
+        store: Arc<dyn TaskStore>,
+        queue_capacity: usize,
+        push: Option<PushSender>,
+    ) -> Self {
         Self {
             store,
             live: DashMap::default(),
             queue_capacity: queue_capacity.max(2),
+            push,
+        }
+    }
+
+    /// The push configs of a task, read from the store once per live state
+    /// (the caller holds `order`). `None` when push is off or the task has
+    /// no config.
+    async fn push_targets(&self, live: &LiveTask) -> Option<PushTargets> {
+        self.push.as_ref()?;
+        let cached = live.flags.lock().push_targets.clone();
+        let targets = match cached {
+            Some(t) => t,
+            None => match self.store.list_push_configs(&live.id).await {
+                Ok(list) => {
+                    let t: PushTargets = list.into();
+                    live.flags.lock().push_targets = Some(Arc::clone(&t));
+                    t
+                }
+                Err(e) => {
+                    tracing::warn!(task = %live.id, error = %e, "push: cannot read the task's configs");
+                    return None;
+                }
+            },
+        };
+        (!targets.is_empty()).then_some(targets)
+    }
+
+    /// Hands an applied event to the push sender (the caller holds
+    /// `order`, so notifications are enqueued in event order).
+    async fn push_event(&self, live: &LiveTask, targets: &PushTargets, event: &StreamResponse) {
+        if let Some(push) = &self.push {
+            push.enqueue(&live.id, targets, event).await;
+        }
+    }
+
+    /// The push configs of a task changed in the store: forget the cached
+    /// copy (under `order`, so no event in flight keeps a stale one).
+    pub(crate) async fn push_configs_changed(&self, task_id: &str) {
+        let live = self.live.get(task_id).map(|l| Arc::clone(l.value()));
+        if let Some(live) = live {
+            let _guard = live.order.lock().await;
+            live.flags.lock().push_targets = None;
         }
     }
 
@@ -134,6 +192,7 @@ impl TaskManager {
         context_id: String,
         owner: Owner,
         first_message: Message,
+        inline_push: Option<TaskPushNotificationConfig>,
         finals_only: bool,
     ) -> (Arc<LiveTask>, Subscription) {
         let live = Arc::new(LiveTask {
@@ -149,6 +208,9 @@ impl TaskManager {
                 retired: false,
                 state: TaskState::Unspecified,
                 first_message: Some(first_message),
+                inline_push,
+                // A new task has no config in the store yet.
+                push_targets: Some(Arc::from(Vec::new())),
                 subs: Vec::with_capacity(1),
             }),
         });
@@ -211,6 +273,8 @@ impl TaskManager {
                             retired: false,
                             state: stored.task.state(),
                             first_message: None,
+                            inline_push: None,
+                            push_targets: None,
                             subs: Vec::new(),
                         }),
                     })
@@ -310,6 +374,44 @@ impl TaskManager {
         live
     }
 
+    /// Fails a task whose agent is gone (the process that ran it died):
+    /// applies `TASK_STATE_FAILED` with a message saying why, unless the
+    /// task reached another state meanwhile. Returns whether it was failed.
+    pub(crate) async fn fail_orphan(self: &Arc<Self>, stored: &StoredTask, reason: &str) -> bool {
+        let (live, ()) = self.attach(stored, |_, _, flags| flags.running += 1);
+        let guard = live.order.lock().await;
+        let running_here = live.flags.lock().running > 1;
+        let state = live.flags.lock().state;
+        let failed = if running_here || !matches!(state, TaskState::Submitted | TaskState::Working)
+        {
+            false
+        } else {
+            let message = Message {
+                message_id: a2a_types::new_id(),
+                context_id: live.context_id.clone(),
+                task_id: live.id.clone(),
+                role: Role::Agent as i32,
+                parts: vec![Part::text(reason)],
+                ..Default::default()
+            };
+            let update = TaskUpdate::Status {
+                status: TaskStatus::new(TaskState::Failed).with_message(message),
+                metadata: None,
+            };
+            match self.apply_locked(&live, update).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(task = %live.id, error = %e, "could not fail an orphaned task");
+                    false
+                }
+            }
+        };
+        live.flags.lock().running -= 1;
+        drop(guard);
+        self.release(&live);
+        failed
+    }
+
     /// Ends a cancellation started with [`Self::attach_for_cancel`].
     pub(crate) fn end_cancel(&self, live: &Arc<LiveTask>) {
         live.flags.lock().running -= 1;
@@ -317,7 +419,7 @@ impl TaskManager {
     }
 
     async fn create_locked(&self, live: &LiveTask) -> A2aResult<()> {
-        let first = {
+        let (first, inline_push) = {
             let mut flags = live.flags.lock();
             if flags.created {
                 return Ok(());
@@ -327,7 +429,7 @@ impl TaskManager {
                     "the agent already answered this request with a message; no task can follow",
                 ));
             }
-            flags.first_message.take()
+            (flags.first_message.take(), flags.inline_push.take())
         };
         let task = Task {
             id: live.id.clone(),
@@ -337,15 +439,49 @@ impl TaskManager {
             history: first.into_iter().collect(),
             metadata: None,
         };
-        let snapshot = live.flags.lock().wants(false).then(|| task.clone());
+        let wanted = live.flags.lock().wants(false);
+        let snapshot = (wanted || inline_push.is_some()).then(|| task.clone());
         self.store.create(&live.owner, task).await?;
-        let mut flags = live.flags.lock();
-        flags.created = true;
-        flags.state = TaskState::Submitted;
-        if let Some(task) = snapshot {
-            live.publish(&mut flags, Ok(Arc::new(StreamResponse::from(task))));
+        let targets = match inline_push {
+            Some(config) => self.save_inline_push(live, config).await,
+            None => None,
+        };
+        let event = {
+            let mut flags = live.flags.lock();
+            flags.created = true;
+            flags.state = TaskState::Submitted;
+            let event = snapshot.map(|task| Arc::new(StreamResponse::from(task)));
+            if let Some(event) = event.as_ref().filter(|_| wanted) {
+                live.publish(&mut flags, Ok(Arc::clone(event)));
+            }
+            event
+        };
+        if let (Some(targets), Some(event)) = (targets, event) {
+            self.push_event(live, &targets, &event).await;
         }
         Ok(())
+    }
+
+    /// Stores the inline push config of a task just created; returns the
+    /// task's push targets.
+    async fn save_inline_push(
+        &self,
+        live: &LiveTask,
+        mut config: TaskPushNotificationConfig,
+    ) -> Option<PushTargets> {
+        config.task_id.clone_from(&live.id);
+        if let Err(e) = self.store.put_push_config(&config).await {
+            tracing::warn!(task = %live.id, error = %e, "push: cannot store the inline config");
+            return None;
+        }
+        if let Some(push) = &self.push {
+            if let Err(e) = push.config_saved(&config).await {
+                tracing::warn!(task = %live.id, error = %e, "push: cannot register the inline config");
+            }
+        }
+        let targets: PushTargets = Arc::from(vec![config]);
+        live.flags.lock().push_targets = Some(Arc::clone(&targets));
+        Some(targets)
     }
 
     /// Creates the task (in `SUBMITTED`) if it does not exist yet.
@@ -366,10 +502,15 @@ impl TaskManager {
     /// caller holds `order`. The event is only built when a subscriber
     /// wants it.
     async fn apply_locked(&self, live: &LiveTask, update: TaskUpdate) -> A2aResult<()> {
+        let targets = match &update {
+            TaskUpdate::UserMessage(_) => None,
+            _ => self.push_targets(live).await,
+        };
+        let pushed = targets.is_some();
         let event = match &update {
             TaskUpdate::Status { status, metadata } => {
                 let is_final = status.state().ends_turn();
-                live.flags.lock().wants(is_final).then(|| {
+                (pushed || live.flags.lock().wants(is_final)).then(|| {
                     StreamResponse::from(TaskStatusUpdateEvent {
                         task_id: live.id.clone(),
                         context_id: live.context_id.clone(),
@@ -383,7 +524,7 @@ impl TaskManager {
                 append,
                 last_chunk,
                 metadata,
-            } => live.flags.lock().wants(false).then(|| {
+            } => (pushed || live.flags.lock().wants(false)).then(|| {
                 StreamResponse::from(TaskArtifactUpdateEvent {
                     task_id: live.id.clone(),
                     context_id: live.context_id.clone(),
@@ -396,10 +537,16 @@ impl TaskManager {
             TaskUpdate::UserMessage(_) => None,
         };
         let state = self.store.update(&live.id, update).await?;
-        let mut flags = live.flags.lock();
-        flags.state = state;
-        if let Some(event) = event {
-            live.publish(&mut flags, Ok(Arc::new(event)));
+        let event = event.map(Arc::new);
+        {
+            let mut flags = live.flags.lock();
+            flags.state = state;
+            if let Some(event) = &event {
+                live.publish(&mut flags, Ok(Arc::clone(event)));
+            }
+        }
+        if let (Some(targets), Some(event)) = (targets, event) {
+            self.push_event(live, &targets, &event).await;
         }
         Ok(())
     }

@@ -54,6 +54,17 @@ pub fn router(handler: RequestHandler, options: &RouterOptions) -> Router {
             }),
         )
         .route("/", post(jsonrpc::handle));
+    if let Some(jwks) = handler.push_jwks_json() {
+        router = router.route(
+            crate::push::JWKS_PATH,
+            get(move || async move {
+                (
+                    [(http::header::CONTENT_TYPE, "application/jwk-set+json")],
+                    jwks,
+                )
+            }),
+        );
+    }
     if options.grpc {
         let grpc = crate::grpc::grpc_service(handler, options.max_body_bytes);
         router = router.route_service("/lf.a2a.v1.A2AService/{method}", grpc);
@@ -84,6 +95,8 @@ pub struct A2aServer {
     builder: HandlerBuilder,
     public_url: Option<String>,
     options: RouterOptions,
+    recover_on_start: bool,
+    retention: Option<Duration>,
 }
 
 impl A2aServer {
@@ -96,6 +109,8 @@ impl A2aServer {
             builder: RequestHandler::builder(card, executor),
             public_url: None,
             options: RouterOptions::default(),
+            recover_on_start: true,
+            retention: None,
         }
     }
 
@@ -114,6 +129,13 @@ impl A2aServer {
     /// Serves an extended agent card to authenticated callers.
     pub fn extended_card(mut self, card: AgentCard) -> Self {
         self.builder = self.builder.extended_card(card);
+        self
+    }
+
+    /// Sends push notifications (and declares them in the card); see
+    /// [`crate::push`].
+    pub fn push(mut self, push: crate::PushConfig) -> Self {
+        self.builder = self.builder.push(push);
         self
     }
 
@@ -139,6 +161,21 @@ impl A2aServer {
     /// bound address), for servers behind a proxy.
     pub fn public_url(mut self, url: impl Into<String>) -> Self {
         self.public_url = Some(url.into().trim_end_matches('/').to_owned());
+        self
+    }
+
+    /// Whether to fail, when starting, the tasks a previous run of this
+    /// server left working (default yes). Turn it off when several replicas
+    /// share one store: their tasks may be running elsewhere.
+    pub fn recover_on_start(mut self, on: bool) -> Self {
+        self.recover_on_start = on;
+        self
+    }
+
+    /// Purges terminal tasks older than `age` from the store, every minute
+    /// (off by default).
+    pub fn retention(mut self, age: Duration) -> Self {
+        self.retention = Some(age);
         self
     }
 
@@ -168,6 +205,26 @@ impl A2aServer {
             }
         }
         let handler = self.builder.build();
+        if self.recover_on_start {
+            handler
+                .recover_orphaned_tasks()
+                .await
+                .map_err(|e| std::io::Error::other(format!("crash recovery failed: {e}")))?;
+        }
+        if let Some(age) = self.retention {
+            let store = std::sync::Arc::clone(handler.store());
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(60));
+                loop {
+                    tick.tick().await;
+                    match store.purge_terminal_older_than(age).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(purged = n, "retention: purged old terminal tasks"),
+                        Err(e) => tracing::warn!(error = %e, "retention purge failed"),
+                    }
+                }
+            });
+        }
         let router = router(handler.clone(), &self.options);
         Ok(BoundServer {
             listener,

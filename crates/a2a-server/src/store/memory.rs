@@ -247,6 +247,20 @@ impl TaskStore for MemoryStore {
         Ok(TaskPage { tasks, next, total })
     }
 
+    async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
+        let mut out = Vec::new();
+        for item in self.tasks.iter() {
+            let e = item.value().lock();
+            if matches!(e.task.state(), TaskState::Submitted | TaskState::Working) {
+                out.push(StoredTask {
+                    owner: e.owner.clone(),
+                    task: e.task.clone(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
     async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
         let mut configs = self.push.entry(config.task_id.clone()).or_default();
         match configs.iter_mut().find(|c| c.id == config.id) {

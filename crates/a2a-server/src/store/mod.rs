@@ -263,6 +263,15 @@ pub trait TaskStore: Send + Sync + 'static {
         let _ = age;
         Ok(0)
     }
+
+    /// Tasks whose agent was at work on them (`TASK_STATE_SUBMITTED` or
+    /// `TASK_STATE_WORKING`), with their history: what a server finds after
+    /// a crash. Interrupted tasks are not included: they wait for the client,
+    /// not for an agent. The default finds none, which suits stores that do
+    /// not survive the process.
+    async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
+        Ok(Vec::new())
+    }
 }
 
 #[cfg(test)]
