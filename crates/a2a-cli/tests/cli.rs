@@ -1725,6 +1725,8 @@ async fn demo_server_serves_a_bundled_agent() -> T {
             "--port",
             &port.to_string(),
         ])
+        .current_dir(env.cwd())
+        .env("HOME", env.home())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()?;
