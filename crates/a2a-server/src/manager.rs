@@ -573,7 +573,15 @@ impl TaskManager {
     /// Called when an executor run ends: fails a task the agent left
     /// unfinished, turns an early error into the request's answer, and
     /// releases the live state.
-    pub(crate) async fn finish_run(&self, live: &LiveTask, outcome: Result<A2aResult<()>, String>) {
+    pub(crate) fn finish_run<'a>(
+        &'a self,
+        live: &'a LiveTask,
+        outcome: Result<A2aResult<()>, String>,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(self.finish_run_inner(live, outcome))
+    }
+
+    async fn finish_run_inner(&self, live: &LiveTask, outcome: Result<A2aResult<()>, String>) {
         let guard = live.order.lock().await;
         let (created, replied, state) = {
             let f = live.flags.lock();

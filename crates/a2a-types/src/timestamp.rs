@@ -29,7 +29,11 @@ pub struct Timestamp {
 impl Timestamp {
     /// The current time, truncated to milliseconds.
     pub fn now() -> Self {
-        Self::from_millis(Utc::now().timestamp_millis())
+        // The system clock directly: no calendar arithmetic on a hot path.
+        match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            Ok(d) => Self::from_millis(d.as_millis() as i64),
+            Err(e) => Self::from_millis(-(e.duration().as_millis() as i64)),
+        }
     }
 
     /// A timestamp from milliseconds since the Unix epoch.
