@@ -11,6 +11,7 @@ mod chat;
 mod config;
 mod conformance;
 mod error;
+mod push;
 mod render;
 mod send;
 mod serve;
@@ -227,6 +228,8 @@ pub enum Command {
     Chat(chat::ChatArgs),
     /// Smoke-check a live agent against the A2A conformance (TCK) scenarios.
     Conformance(conformance::ConformanceArgs),
+    /// Receive push notifications: a local webhook that verifies and prints them.
+    Webhook(push::WebhookArgs),
     /// Serve a bundled agent (echo or conformance) on 127.0.0.1.
     #[command(alias = "demo-server")]
     Serve(serve::ServeArgs),
@@ -417,6 +420,7 @@ async fn run(
         }
         Command::Chat(args) => chat::run(&g, args).await,
         Command::Conformance(args) => conformance::run(&g, args).await,
+        Command::Webhook(args) => push::webhook(&g, args).await,
         Command::Serve(args) => serve::run(args)
             .await
             .map(|()| exit::OK)

@@ -52,6 +52,8 @@ pub struct SendArgs {
     /// How many history messages the returned task carries.
     #[arg(long, value_name = "N")]
     pub history: Option<i32>,
+    #[command(flatten)]
+    pub push: crate::push::InlinePushArgs,
 }
 
 /// How the caller wants to wait.
@@ -258,13 +260,14 @@ pub async fn run(g: &Globals, args: SendArgs, sub: &clap::ArgMatches) -> Result<
     message.reference_task_ids = args.reference_task.clone();
     message.metadata = metadata(g)?;
     let agent = Agent::connect(g).await?;
+    args.push.check(&agent)?;
     let mut call = CallOptions::new();
     call.extensions = args.extensions.clone();
     let configuration = SendMessageConfiguration {
+        task_push_notification_config: args.push.config(),
         accepted_output_modes: args.accepted_output_modes.clone(),
         history_length: args.history,
         return_immediately: mode == Mode::Async,
-        ..Default::default()
     };
     let request = SendMessageRequest {
         message: Some(message),

@@ -113,7 +113,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             conformance::ConformanceAgent {
                 streaming_timeout: Duration::from_millis(args.tck_streaming_timeout_ms),
             },
-        ),
+        )
+        // Push notifications, to loopback webhooks only (conformance runs).
+        .push(a2a_server::PushConfig::new().allow_loopback()),
     };
     let (store, recover) = open_store(&args.store).await?;
     let mut server = server
