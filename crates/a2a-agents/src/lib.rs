@@ -2,9 +2,20 @@
 //!
 //! - [`echo::EchoAgent`]: repeats the text it receives as an artifact
 //!   (streamed word by word when the client streams).
+//! - [`depcompat::DepCompatAgent`]: the Dependency Compatibility Agent of
+//!   seed 003: checks an npm or Cargo project against a target runtime and
+//!   target package versions, asks for what is missing (input-required),
+//!   streams a JSON risk report and a Markdown report, and refines them in
+//!   new tasks.
+//! - [`coordinator::ReleaseCoordinator`]: the other side of seed 003, a
+//!   release coordinator that discovers the compatibility agent by its card,
+//!   delegates to it with the client, answers its question, follows the
+//!   stream and keeps the artifact versions in the client ledger.
 //! - [`conformance::ConformanceAgent`]: the system under test of the A2A
 //!   conformance kit (TCK); it reacts to messageId prefixes exactly as the
 //!   TCK scenarios describe.
 
 pub mod conformance;
+pub mod coordinator;
+pub mod depcompat;
 pub mod echo;
