@@ -390,8 +390,7 @@ impl ReleaseCoordinator {
         };
         let context_id = answer.context_id.clone();
         obs(StoryEvent::Say(format!(
-            "Message in context {context_id}: {}",
-            answer.text()
+            "a Message, no task to track; its contextId {context_id} groups what follows"
         )));
 
         // 3. The analysis: a Task that needs input.

@@ -10,6 +10,7 @@ mod card;
 mod chat;
 mod config;
 mod conformance;
+mod demo;
 mod error;
 mod push;
 mod render;
@@ -230,7 +231,10 @@ pub enum Command {
     Conformance(conformance::ConformanceArgs),
     /// Receive push notifications: a local webhook that verifies and prints them.
     Webhook(push::WebhookArgs),
-    /// Serve a bundled agent (echo or conformance) on 127.0.0.1.
+    /// Run seed 003 end to end: a release coordinator and the Dependency
+    /// Compatibility Agent, in-process on loopback (-o json: the raw exchange).
+    Demo(demo::DemoArgs),
+    /// Serve a bundled agent (echo, depcompat or conformance) on 127.0.0.1.
     #[command(alias = "demo-server")]
     Serve(serve::ServeArgs),
 }
@@ -421,6 +425,7 @@ async fn run(
         Command::Chat(args) => chat::run(&g, args).await,
         Command::Conformance(args) => conformance::run(&g, args).await,
         Command::Webhook(args) => push::webhook(&g, args).await,
+        Command::Demo(args) => demo::run(&g, args).await,
         Command::Serve(args) => serve::run(args)
             .await
             .map(|()| exit::OK)

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use a2a_agents::{conformance, echo};
+use a2a_agents::{conformance, depcompat, echo};
 use std::sync::Arc;
 
 use a2a_server::A2aServer;
@@ -17,6 +17,10 @@ pub enum AgentName {
     Echo,
     /// The A2A conformance kit's system under test.
     Conformance,
+    /// The Dependency Compatibility Agent (npm / Cargo projects against a
+    /// target runtime; seed 003).
+    #[value(name = "depcompat", alias = "dependency-compatibility")]
+    DepCompat,
 }
 
 /// Options of `a2a serve`.
@@ -116,6 +120,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         )
         // Push notifications, to loopback webhooks only (conformance runs).
         .push(a2a_server::PushConfig::new().allow_loopback()),
+        AgentName::DepCompat => A2aServer::new(depcompat::card(), depcompat::DepCompatAgent),
     };
     let (store, recover) = open_store(&args.store).await?;
     let mut server = server
@@ -142,10 +147,33 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     for i in &card.supported_interfaces {
         say!("  {:<9} {}", i.protocol_binding, i.url);
     }
+    for line in try_lines(args.agent, &format!("http://{local}")) {
+        say!("  try: {line}");
+    }
     say!("Press Ctrl-C to stop.");
     bound.run_until(a2a_server::shutdown_signal()).await?;
     say!("Stopped.");
     Ok(())
+}
+
+/// Ready-to-paste `a2a send` lines for an agent served at `url`.
+fn try_lines(agent: AgentName, url: &str) -> Vec<String> {
+    match agent {
+        AgentName::Echo => vec![format!("a2a send -a {url} \"hello world\"")],
+        AgentName::Conformance => vec![format!(
+            "a2a send -a {url} --message-id tck-complete-task-1 \"hello\""
+        )],
+        AgentName::DepCompat => {
+            let dir = "crates/a2a-agents/fixtures/npm/payment-service";
+            vec![
+                format!("a2a send -a {url} \"Do you support npm 11 lockfiles?\""),
+                format!(
+                    "a2a send -a {url} --stream --text \"Check payment-service for Node.js 24\" --file {dir}/package.json --file {dir}/package-lock.json"
+                ),
+                "a2a demo   (the whole seed 003 story, with its own server)".to_owned(),
+            ]
+        }
+    }
 }
 
 /// The store spec without a password, for printing.

@@ -1,0 +1,84 @@
+//! `a2a demo`: seed 003 end to end in one command, as a newcomer runs it
+//! (text, each step printed, the final report) and as a machine reads it
+//! (`-o json`: the raw protocol exchange, one object per line).
+
+mod common;
+
+use common::Env;
+use serde_json::Value;
+
+#[test]
+fn the_story_step_by_step() {
+    let env = Env::new();
+    let out = env.run(&["demo"]);
+    out.expect(0);
+    let s = &out.stdout;
+    for expected in [
+        "[1] Discover the dependency compatibility agent by its card",
+        "/.well-known/agent-card.json",
+        "<- SendMessage: Message (no task;",
+        "TASK_STATE_SUBMITTED",
+        "status TASK_STATE_INPUT_REQUIRED  \"To run the analysis I still need the target Node.js version",
+        "-> SendStreamingMessage (HTTP+JSON): text \"Target environment: Node.js 24.\"",
+        "artifact compatibility-report.md",
+        "append  lastChunk",
+        "status TASK_STATE_COMPLETED",
+        "Which artifact should I refine?",
+        "[metadata artifactId",
+        "compatibility-report.md v2: artifactId",
+        "(accepted)",
+        "The final report (compatibility-report.md, version 2 of 2, accepted in the ledger):",
+        "# Dependency compatibility report: payment-service@3.4.1",
+        "## Fixes (sorted by risk, highest first)",
+    ] {
+        assert!(s.contains(expected), "missing {expected:?} in:\n{s}");
+    }
+}
+
+#[test]
+fn the_raw_exchange_as_jsonl_over_grpc() {
+    let env = Env::new();
+    let out = env.run(&["demo", "-o", "json", "--transport", "GRPC"]);
+    out.expect(0);
+    let lines = out.jsonl();
+    assert_eq!(lines[0]["type"], "card", "{}", out.stdout);
+    assert_eq!(lines[0]["body"]["name"], "Dependency Compatibility Agent");
+    let requests: Vec<&Value> = lines.iter().filter(|l| l["type"] == "request").collect();
+    assert_eq!(requests.len(), 5, "{}", out.stdout);
+    assert!(requests.iter().all(|r| r["binding"] == "GRPC"));
+    assert_eq!(requests[0]["method"], "SendMessage");
+    let response = lines
+        .iter()
+        .find(|l| l["type"] == "response")
+        .expect("the Message answer");
+    assert!(
+        response["body"]["message"]["parts"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Yes: npm 11"))
+    );
+    let states: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l["body"]["statusUpdate"]["status"]["state"].as_str())
+        .collect();
+    assert_eq!(
+        states
+            .iter()
+            .filter(|s| **s == "TASK_STATE_INPUT_REQUIRED")
+            .count(),
+        2,
+        "{states:?}"
+    );
+    assert_eq!(
+        states
+            .iter()
+            .filter(|s| **s == "TASK_STATE_COMPLETED")
+            .count(),
+        2,
+        "{states:?}"
+    );
+    let chunks = lines
+        .iter()
+        .filter(|l| !l["body"]["artifactUpdate"].is_null())
+        .count();
+    assert_eq!(chunks, 9);
+}
