@@ -652,51 +652,60 @@ async fn names_resolving_to_refused_addresses_are_refused_at_delivery() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "prints figures; run with --release --ignored --nocapture"]
 async fn figures_throughput_and_latency() {
-    let server = chunks_server(push_config().concurrency(64)).await;
-    let (receiver, mut rx) = receiver_for(&server, "tok-bench");
-    let hook = receiver.bind("127.0.0.1:0").await.unwrap();
-    let c = client(&server, Binding::JsonRpc).await;
-
-    // Throughput: 50 tasks of 100 chunks each, sent at once.
-    let tasks = 50;
-    let chunks = 100;
-    let per_task = chunks + 3;
-    let started = Instant::now();
-    let mut sends = Vec::new();
-    for _ in 0..tasks {
-        let c = c.clone();
-        let url = hook.url();
-        sends.push(tokio::spawn(async move {
-            Transport::send_message(
-                &c,
-                send_req(&chunks.to_string(), Some(inline(&url, "tok-bench")), true),
-                &NO_OPTS,
-            )
-            .await
-            .unwrap();
-        }));
-    }
-    for s in sends {
-        s.await.unwrap();
-    }
-    let total = tasks * per_task;
-    let mut n = 0;
-    tokio::time::timeout(Duration::from_secs(120), async {
-        while n < total {
-            if rx.next().await.is_none() {
-                break;
-            }
-            n += 1;
+    // Throughput: 50 tasks of 100 chunks each, sent at once, with the
+    // in-memory outbox and with the SQLite one (a file in the temp dir).
+    let dir = std::env::temp_dir().join(format!("a2a-push-bench-{}", new_id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sqlite = SqliteOutbox::open(dir.join("outbox.db")).await.unwrap();
+    for (name, push) in [
+        ("memory", push_config().concurrency(64)),
+        (
+            "sqlite",
+            push_config().concurrency(64).outbox(Arc::new(sqlite)),
+        ),
+    ] {
+        let server = chunks_server(push).await;
+        let (receiver, mut rx) = receiver_for(&server, "tok-bench");
+        let hook = receiver.bind("127.0.0.1:0").await.unwrap();
+        let c = client(&server, Binding::JsonRpc).await;
+        let tasks = 50;
+        let chunks = 100;
+        let per_task = chunks + 3;
+        let started = Instant::now();
+        let mut sends = Vec::new();
+        for _ in 0..tasks {
+            let c = c.clone();
+            let url = hook.url();
+            sends.push(tokio::spawn(async move {
+                let req = send_req(&chunks.to_string(), Some(inline(&url, "tok-bench")), true);
+                Transport::send_message(&c, req, &NO_OPTS).await.unwrap();
+            }));
         }
-    })
-    .await
-    .expect("all notifications within 2 minutes");
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "push throughput: {n} notifications ({tasks} tasks x {per_task}) in {secs:.2} s = {:.0}/s",
-        n as f64 / secs
-    );
+        for s in sends {
+            s.await.unwrap();
+        }
+        let total = tasks * per_task;
+        let mut n = 0;
+        tokio::time::timeout(Duration::from_secs(120), async {
+            while n < total {
+                if rx.next().await.is_none() {
+                    break;
+                }
+                n += 1;
+            }
+        })
+        .await
+        .expect("all notifications within 2 minutes");
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "push throughput ({name} outbox): {n} notifications ({tasks} tasks x {per_task}) in {secs:.2} s = {:.0}/s",
+            n as f64 / secs
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 
+    let server = chunks_server(push_config()).await;
+    let c = client(&server, Binding::JsonRpc).await;
     // Latency: one task of 200 chunks, streamed and pushed at once; for each
     // event, the time between its arrival on the stream and at the webhook.
     let (receiver2, mut rx2) = receiver_for(&server, "tok-lat");
@@ -738,6 +747,5 @@ async fn figures_throughput_and_latency() {
         "{:?}",
         server.handler().push_sender().unwrap().metrics().snapshot()
     );
-    drop(hook);
     drop(hook2);
 }
