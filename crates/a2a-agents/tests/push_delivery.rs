@@ -749,3 +749,49 @@ async fn figures_throughput_and_latency() {
     );
     drop(hook2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_decides_and_records() {
+    use a2a_client::ledger::Ledger;
+    let server = chunks_server(push_config()).await;
+    let ledger = Ledger::in_memory();
+    let (receiver, mut rx) = WebhookReceiver::builder()
+        .token("tok-ledger")
+        .agent_url(&server.base_url())
+        .ledger(ledger.clone())
+        .build();
+    let hook = receiver.bind("127.0.0.1:0").await.unwrap();
+    let c = client(&server, Binding::JsonRpc).await;
+    // Returns at once: the task is in the ledger from the answer on, and the
+    // receiver accepts its notifications (earlier ones are refused as
+    // unknown and retried by the agent).
+    let configuration = SendMessageConfiguration {
+        task_push_notification_config: Some(inline(&hook.url(), "tok-ledger")),
+        return_immediately: true,
+        ..Default::default()
+    };
+    let res = within(
+        "ledger send",
+        ledger.send_with(
+            &c,
+            Message::user_text("4"),
+            Some(configuration),
+            &a2a_client::CallOptions::new(),
+        ),
+    )
+    .await
+    .unwrap();
+    let task_id = res.task().unwrap().id.clone();
+    let got = until_final("ledger", &mut rx).await;
+    assert!(got.iter().all(|n| n.task_id == task_id));
+    let last = got.last().unwrap();
+    assert_eq!(last.event.state(), Some(TaskState::Completed));
+    // Recorded before the receiver answered: the ledger saw the end.
+    let record = ledger.task(&task_id).await.unwrap().unwrap();
+    assert_eq!(record.state, TaskState::Completed);
+    assert_eq!(
+        record.task.artifacts[0].text_content(),
+        "c0 c1 c2 c3 ",
+        "chunks merged by the ledger"
+    );
+}
