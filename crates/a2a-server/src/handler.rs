@@ -20,6 +20,7 @@ use futures::{FutureExt, Stream};
 use http::HeaderMap;
 
 use crate::auth::{Authenticator, NoAuth};
+use crate::bus::EventBus;
 use crate::executor::{DynExecutor, RequestContext, TaskUpdater};
 use crate::idempotency::Idempotency;
 use crate::manager::{Subscription, TaskManager};
@@ -114,6 +115,8 @@ pub struct HandlerBuilder {
     auth: Arc<dyn Authenticator>,
     config: HandlerConfig,
     push: Option<PushConfig>,
+    /// Several replicas: the event bus.
+    bus: Option<Arc<dyn EventBus>>,
 }
 
 impl HandlerBuilder {
@@ -121,6 +124,15 @@ impl HandlerBuilder {
     /// `capabilities.pushNotifications`, which is otherwise false).
     pub fn push(mut self, push: PushConfig) -> Self {
         self.push = Some(push);
+        self
+    }
+
+    /// Follows the tasks of the other replicas sharing the store through
+    /// this bus (see [`crate::bus`]): subscriptions here receive the events
+    /// applied there, and cancellations reach the replica running the
+    /// agent. Without one (the default), the handler is on its own.
+    pub fn bus(mut self, bus: Arc<dyn EventBus>) -> Self {
+        self.bus = Some(bus);
         self
     }
 
@@ -188,7 +200,8 @@ impl HandlerBuilder {
                 card_json,
                 extended_card: self.extended_card,
                 executor: self.executor,
-                manager: Arc::new(TaskManager::new(store, self.config.queue_capacity, push)),
+                manager: TaskManager::new(store, self.config.queue_capacity, push)
+                    .with_bus(self.bus),
                 auth: self.auth,
                 idempotency: self.config.idempotency.map(Idempotency::new),
                 config: self.config,
@@ -251,6 +264,7 @@ impl RequestHandler {
             auth: Arc::new(NoAuth),
             config: HandlerConfig::default(),
             push: None,
+            bus: None,
         }
     }
 
@@ -880,6 +894,8 @@ impl RequestHandler {
         // Whatever the agent did, the task ends canceled unless it already
         // reached another terminal state.
         let _ = updater.cancel().await;
+        // Another replica may be running the agent: it stops it.
+        manager.cancel_elsewhere(&live).await;
         manager.end_cancel(&live);
         let task = self.visible_task(&owner, &req.id, None).await?.task;
         match task.state() {

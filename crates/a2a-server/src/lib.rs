@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod bus;
 mod executor;
 pub mod grpc;
 mod handler;
@@ -20,6 +21,7 @@ pub mod store;
 pub use a2a_types as types;
 pub use a2a_types::{A2aError, A2aResult, AgentCard};
 pub use auth::{Authenticator, BearerTokens, NoAuth};
+pub use bus::EventBus;
 pub use executor::{AgentExecutor, RequestContext, TaskUpdater};
 pub use handler::{CallContext, EventStream, HandlerBuilder, HandlerConfig, RequestHandler};
 pub use http_common::DEFAULT_MAX_BODY_BYTES;

@@ -27,6 +27,9 @@ use tokio_util::sync::CancellationToken;
 use crate::push::PushSender;
 use crate::store::{Owner, StoredTask, TaskStore, TaskUpdate};
 
+// Several replicas (an event bus): see `manager/cluster.rs`.
+mod cluster;
+
 /// The push-notification configs of a task (shared, read on every event).
 type PushTargets = Arc<[TaskPushNotificationConfig]>;
 
@@ -76,6 +79,8 @@ struct Flags {
     /// read yet, or changed since).
     push_targets: Option<PushTargets>,
     subs: Vec<Sub>,
+    /// Several replicas: where the subscribers are in the event log.
+    remote: cluster::Remote,
 }
 
 impl Flags {
@@ -127,6 +132,8 @@ pub(crate) struct TaskManager {
     live: DashMap<String, Arc<LiveTask>, ahash::RandomState>,
     queue_capacity: usize,
     pub(crate) push: Option<PushSender>,
+    /// Several replicas: the event bus (set by `with_bus`).
+    cluster: Option<cluster::Cluster>,
 }
 
 impl TaskManager {
@@ -140,6 +147,7 @@ impl TaskManager {
             live: DashMap::default(),
             queue_capacity: queue_capacity.max(2),
             push,
+            cluster: None,
         }
     }
 
@@ -212,6 +220,7 @@ impl TaskManager {
                 // A new task has no config in the store yet.
                 push_targets: Some(Arc::from(Vec::new())),
                 subs: Vec::with_capacity(1),
+                remote: cluster::Remote::new_task(),
             }),
         });
         let sub = {
@@ -276,6 +285,7 @@ impl TaskManager {
                             inline_push: None,
                             push_targets: None,
                             subs: Vec::new(),
+                            remote: cluster::Remote::default(),
                         }),
                     })
                 })
@@ -300,6 +310,22 @@ impl TaskManager {
         loop {
             let (live, ()) = self.attach(stored, |_, _, _| ());
             let guard = live.order.lock().await;
+            // The snapshot first, then the subscriber joins (with a bus,
+            // reading it may first deliver other replicas' events to the
+            // subscribers already there).
+            let snapshot = match self.snapshot_locked(&live, history_length).await {
+                Ok(Some(s)) => s,
+                Ok(None) => {
+                    drop(guard);
+                    self.release(&live);
+                    return Err(A2aError::task_not_found(&live.id));
+                }
+                Err(e) => {
+                    drop(guard);
+                    self.release(&live);
+                    return Err(e);
+                }
+            };
             let sub = {
                 let mut flags = live.flags.lock();
                 // Retired between attach and lock: try again on a fresh one.
@@ -309,11 +335,6 @@ impl TaskManager {
                 drop(guard);
                 continue;
             };
-            let snapshot = self
-                .store
-                .get(&live.id, history_length)
-                .await?
-                .ok_or_else(|| A2aError::task_not_found(&live.id))?;
             drop(guard);
             return Ok((snapshot.task, sub));
         }
@@ -331,14 +352,13 @@ impl TaskManager {
         let guard = live.order.lock().await;
         let result = async {
             let state = self
-                .store
-                .update(&live.id, TaskUpdate::UserMessage(message))
+                .write_update(&live, TaskUpdate::UserMessage(message))
                 .await?;
             // A stream continuing a task starts with the task as it is now.
             let snapshot = if finals_only {
                 None
             } else {
-                let task = self.store.get(&live.id, None).await?.map(|s| s.task);
+                let task = self.snapshot_locked(&live, None).await?.map(|s| s.task);
                 task.map(|t| Arc::new(StreamResponse::from(t)))
             };
             Ok::<_, A2aError>((state, snapshot))
@@ -536,7 +556,7 @@ impl TaskManager {
             }),
             TaskUpdate::UserMessage(_) => None,
         };
-        let state = self.store.update(&live.id, update).await?;
+        let state = self.write_update(live, update).await?;
         let event = event.map(Arc::new);
         {
             let mut flags = live.flags.lock();
@@ -731,6 +751,8 @@ impl Subscription {
             return None;
         }
         let guard = self.live.order.lock().await;
+        // The snapshot first, then the new queue (see `subscribe`).
+        let snapshot = self.manager.snapshot_locked(&self.live, None).await;
         let (tx, rx) = mpsc::channel(self.manager.queue_capacity);
         let overflow = Arc::new(AtomicBool::new(false));
         self.live.flags.lock().subs.push(Sub::Stream {
@@ -738,7 +760,6 @@ impl Subscription {
             overflow: Arc::clone(&overflow),
         });
         self.rx = Rx::Stream { rx, overflow };
-        let snapshot = self.manager.store.get(&self.live.id, None).await;
         drop(guard);
         tracing::debug!(task = %self.live.id, "slow subscriber resynchronised from a snapshot");
         Some(match snapshot {

@@ -120,6 +120,13 @@ impl A2aServer {
         self
     }
 
+    /// Follows the tasks of the other replicas sharing the store (see
+    /// [`crate::bus`] and [`crate::store::postgres::connect_cluster`]).
+    pub fn bus(mut self, bus: Arc<dyn crate::EventBus>) -> Self {
+        self.builder = self.builder.bus(bus);
+        self
+    }
+
     /// Authenticates callers.
     pub fn authenticator(mut self, auth: Arc<dyn Authenticator>) -> Self {
         self.builder = self.builder.authenticator(auth);

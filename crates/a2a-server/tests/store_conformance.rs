@@ -43,6 +43,9 @@ enum Backend {
     SqliteMemory,
     #[cfg(feature = "postgres")]
     Postgres,
+    /// PostgreSQL with the event log of several replicas on.
+    #[cfg(feature = "postgres")]
+    PostgresLogged,
 }
 
 /// Runs a behaviour on a fresh store of a backend.
@@ -78,7 +81,9 @@ where
             .await;
         }
         #[cfg(feature = "postgres")]
-        Backend::Postgres => postgres::run(behaviour).await,
+        Backend::Postgres => postgres::run(behaviour, false).await,
+        #[cfg(feature = "postgres")]
+        Backend::PostgresLogged => postgres::run(behaviour, true).await,
     }
 }
 
@@ -125,8 +130,9 @@ mod postgres {
     use sqlx::Connection;
     use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 
-    /// Two stores (two replicas) on a new schema of the test database.
-    pub async fn run<F, Fut>(behaviour: F)
+    /// Two stores (two replicas) on a new schema of the test database
+    /// (`logged`: each with an event log).
+    pub async fn run<F, Fut>(behaviour: F, logged: bool)
     where
         F: FnOnce(Stores) -> Fut,
         Fut: Future<Output = ()>,
@@ -161,8 +167,12 @@ mod postgres {
         let connect = || {
             PostgresStore::connect_with(PgPoolOptions::new().max_connections(8), options.clone())
         };
-        let store = connect().await.expect("PostgresStore");
-        let peer = connect().await.expect("second PostgresStore");
+        let mut store = connect().await.expect("PostgresStore");
+        let mut peer = connect().await.expect("second PostgresStore");
+        if logged {
+            store = store.with_event_log("replica-a").expect("event log");
+            peer = peer.with_event_log("replica-b").expect("event log");
+        }
         behaviour(Stores {
             store: Arc::new(store.clone()),
             peer: Arc::new(peer.clone()),
@@ -1168,6 +1178,15 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $behaviour() {
                     super::run(super::Backend::Postgres, super::$behaviour).await;
+                }
+            )*
+        }
+        #[cfg(feature = "postgres")]
+        mod postgres_logged {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $behaviour() {
+                    super::run(super::Backend::PostgresLogged, super::$behaviour).await;
                 }
             )*
         }

@@ -8,7 +8,7 @@
 
 mod memory;
 #[cfg(feature = "postgres")]
-mod postgres;
+pub mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
@@ -16,7 +16,7 @@ mod sqlite;
 
 pub use memory::{MemoryStore, MemoryStoreConfig};
 #[cfg(feature = "postgres")]
-pub use postgres::PostgresStore;
+pub use postgres::{PgEventBus, PostgresStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
@@ -131,6 +131,19 @@ fn merge_chunk(a: &mut Artifact, chunk: Artifact) {
     }
 }
 
+/// Where a write went in a store's event log (stores that keep one: a
+/// [`PostgresStore`] built with [`PostgresStore::with_event_log`]).
+/// Positions grow with every event; within one task they follow the order
+/// in which the writes were applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogSpan {
+    /// The position of the task's last event before this write (0: none).
+    pub before: i64,
+    /// The position of this write's event (`before` when it wrote none, as
+    /// for [`TaskUpdate::UserMessage`]).
+    pub after: i64,
+}
+
 /// A stored task with its owner.
 #[derive(Debug, Clone)]
 pub struct StoredTask {
@@ -224,6 +237,20 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Applies an update and returns the task's new state.
     async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState>;
+
+    /// [`TaskStore::update`], also saying where the update's event went in
+    /// the store's event log, for a store that keeps one (the default keeps
+    /// none and says `None`). The task manager uses it to order the events
+    /// of other replicas with its own.
+    async fn update_logged(
+        &self,
+        task_id: &str,
+        update: TaskUpdate,
+    ) -> A2aResult<(TaskState, Option<LogSpan>)> {
+        self.update(task_id, update)
+            .await
+            .map(|state| (state, None))
+    }
 
     /// The task with its owner (`None` when unknown). `history_length`
     /// limits the history as in spec 3.2.4.

@@ -1,13 +1,33 @@
-//! The PostgreSQL task store: durable tasks shared by several replicas.
+//! The PostgreSQL task store: durable tasks shared by several replicas,
+//! and the event bus that lets the replicas follow each other's tasks
+//! ([`PgEventBus`], [`connect_cluster`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use a2a_types::{A2aError, A2aResult, Task, TaskPushNotificationConfig, TaskState};
+use a2a_types::{
+    A2aError, A2aResult, StreamResponse, Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig,
+    TaskState, TaskStatusUpdateEvent,
+};
 use async_trait::async_trait;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use prost::Message as _;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Postgres, QueryBuilder, Row};
 
 use super::sql::{self, Stored, TaskRow};
-use super::{Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update};
+use super::{LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update};
+
+mod bus;
+pub use bus::{PgEventBus, connect_cluster};
+
+/// The `NOTIFY` channel announcing new events (`task_id seq origin`).
+pub const EVENTS_CHANNEL: &str = "a2a_events";
+/// The `NOTIFY` channel asking for a task's agent to stop (`task_id`).
+pub const CANCEL_CHANNEL: &str = "a2a_cancel";
+/// `NOTIFY` payloads must stay under 8000 bytes; a longer one is not sent.
+const MAX_PAYLOAD: usize = 7900;
+/// Longest replica id.
+const MAX_REPLICA_ID: usize = 128;
 
 /// Connections of the pool made by [`PostgresStore::connect`].
 const DEFAULT_CONNECTIONS: u32 = 16;
@@ -31,6 +51,12 @@ const DEFAULT_CONNECTIONS: u32 = 16;
 /// holding the row lock (`SELECT ... FOR UPDATE`), so it can neither lose
 /// the other update nor starve.
 ///
+/// With an event log ([`PostgresStore::with_event_log`], as
+/// [`connect_cluster`] sets up), every write also records its event
+/// (`StreamResponse`, protobuf) in `a2a_task_events`, in the same
+/// statement as the task write, and announces it with `NOTIFY a2a_events`;
+/// [`PgEventBus`] reads them for the other replicas.
+///
 /// ```no_run
 /// use a2a_server::store::PostgresStore;
 ///
@@ -44,6 +70,8 @@ const DEFAULT_CONNECTIONS: u32 = 16;
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// With an event log: this replica's id (the events' origin).
+    log: Option<Arc<str>>,
 }
 
 impl PostgresStore {
@@ -80,7 +108,7 @@ impl PostgresStore {
         migrator.run(&pool).await.map_err(|e| {
             A2aError::internal(format!("task store: migrating the PostgreSQL schema: {e}"))
         })?;
-        Ok(Self { pool })
+        Ok(Self { pool, log: None })
     }
 
     /// The connection pool.
@@ -88,9 +116,148 @@ impl PostgresStore {
         &self.pool
     }
 
+    /// Records every write's event in the event log (`a2a_task_events`),
+    /// with `replica_id` as its origin, and announces it to the other
+    /// replicas (`NOTIFY a2a_events`). `replica_id` must be unique among
+    /// the replicas sharing the database (see [`crate::bus::new_replica_id`])
+    /// and made of at most 128 non-blank characters.
+    pub fn with_event_log(mut self, replica_id: &str) -> A2aResult<Self> {
+        if replica_id.is_empty()
+            || replica_id.len() > MAX_REPLICA_ID
+            || replica_id.contains(char::is_whitespace)
+        {
+            return Err(A2aError::invalid_params(
+                "replicaId",
+                "a replica id is 1 to 128 characters without blanks",
+            ));
+        }
+        self.log = Some(Arc::from(replica_id));
+        Ok(self)
+    }
+
+    /// The replica id of the event log, when there is one.
+    pub fn replica_id(&self) -> Option<&str> {
+        self.log.as_deref()
+    }
+
+    /// Deletes the logged events older than `age` (in batches; any task's:
+    /// an event is only needed until every replica has fetched it, within
+    /// seconds) and returns how many went. [`PgEventBus`] calls it
+    /// periodically.
+    pub async fn purge_events_older_than(&self, age: Duration) -> A2aResult<u64> {
+        let cutoff = sql::purge_cutoff(age);
+        let what = "purging logged events";
+        let mut purged = 0;
+        loop {
+            let n = sqlx::query(
+                "DELETE FROM a2a_task_events WHERE seq IN (SELECT seq FROM a2a_task_events \
+                 WHERE created_at <= $1 ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED)",
+            )
+            .bind(cutoff)
+            .bind(EVENT_PURGE_BATCH)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| sql::db_error(what, e))?
+            .rows_affected();
+            purged += n;
+            if n < EVENT_PURGE_BATCH as u64 {
+                return Ok(purged);
+            }
+        }
+    }
+
+    /// The statement writing back an updated task (`expected_version`:
+    /// only if unchanged since it was read). It returns one row when the
+    /// task was written (none on a version conflict); with an event log it
+    /// also records and announces `event`, and the row says where
+    /// (`before`, `after`).
+    fn write_query<'a>(
+        &'a self,
+        new: &'a TaskRow,
+        old: &Stored,
+        expected_version: Option<i64>,
+        event: Option<&'a [u8]>,
+    ) -> QueryBuilder<'a, Postgres> {
+        let now = sql::now_millis();
+        let Some(origin) = self.log.as_deref() else {
+            let mut qb = sql::update_query(new, old, now, expected_version);
+            qb.push(" RETURNING version");
+            return qb;
+        };
+        let mut qb = sql::update_query_after("WITH u AS (", new, old, now, expected_version);
+        qb.push(" RETURNING id)");
+        let before = |qb: &mut QueryBuilder<'a, Postgres>| {
+            qb.push(
+                "(SELECT COALESCE(max(s.seq), 0) FROM a2a_task_events s \
+                 WHERE s.task_id = ",
+            )
+            .push_bind(new.id.as_str())
+            .push(") AS before");
+        };
+        match event {
+            Some(bytes) => {
+                qb.push(
+                    ", e AS (INSERT INTO a2a_task_events (task_id, origin, event, created_at) \
+                     SELECT id, ",
+                )
+                .push_bind(origin)
+                .push(", ")
+                .push_bind(bytes)
+                .push(", ")
+                .push_bind(now)
+                .push(" FROM u RETURNING seq, task_id) SELECT ");
+                before(&mut qb);
+                qb.push(", e.seq AS after");
+                if notifiable(&new.id, origin) {
+                    qb.push(", pg_notify('")
+                        .push(EVENTS_CHANNEL)
+                        .push("', e.task_id || ' ' || e.seq || ' ' || ")
+                        .push_bind(origin)
+                        .push(")::text AS notified");
+                }
+                qb.push(" FROM e");
+            }
+            None => {
+                qb.push(" SELECT ");
+                before(&mut qb);
+                qb.push(", NULL::bigint AS after FROM u");
+            }
+        }
+        qb
+    }
+
+    /// Where a write went in the log, from a row of [`Self::write_query`].
+    fn span(&self, row: &PgRow, task_id: &str) -> A2aResult<Option<LogSpan>> {
+        if self.log.is_none() {
+            return Ok(None);
+        }
+        let what = || format!("updating task {task_id}");
+        let before: i64 = row
+            .try_get("before")
+            .map_err(|e| sql::db_error(&what(), e))?;
+        let after: Option<i64> = row
+            .try_get("after")
+            .map_err(|e| sql::db_error(&what(), e))?;
+        Ok(Some(LogSpan {
+            before,
+            after: after.unwrap_or(before),
+        }))
+    }
+
+    /// The logged form of an update's event (`None` without an event log,
+    /// or for an update that has no event).
+    fn logged_event(&self, task: &Task, update: &TaskUpdate) -> Option<Vec<u8>> {
+        self.log.as_ref()?;
+        update_event(task, update).map(|e| e.encode_to_vec())
+    }
+
     /// Applies an update holding the task's row lock (the slow path, after a
     /// conflict).
-    async fn update_locked(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
+    async fn update_locked(
+        &self,
+        task_id: &str,
+        update: TaskUpdate,
+    ) -> A2aResult<(TaskState, Option<LogSpan>)> {
         let what = || format!("updating task {task_id}");
         let mut tx = self
             .pool
@@ -107,42 +274,119 @@ impl PostgresStore {
         .ok_or_else(|| A2aError::task_not_found(task_id))?;
         let old = Stored::from_row(&row, task_id)?;
         let mut task = old.task(task_id)?;
+        let event = self.logged_event(&task, &update);
         apply_update(&mut task, update)?;
         let state = task.state();
         let new = TaskRow::encode(task);
-        sql::update_query(&new, &old, sql::now_millis(), None)
+        let row = self
+            .write_query(&new, &old, None, event.as_deref())
             .build()
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await
             .map_err(|e| sql::db_error(&what(), e))?;
+        let span = self.span(&row, task_id)?;
         tx.commit().await.map_err(|e| sql::db_error(&what(), e))?;
-        Ok(state)
+        Ok((state, span))
     }
 }
+
+/// The event a write records: the task for a new one, the status or
+/// artifact event of an update (a user message has none). The same as the
+/// task manager publishes.
+fn update_event(task: &Task, update: &TaskUpdate) -> Option<StreamResponse> {
+    match update {
+        TaskUpdate::Status { status, metadata } => Some(
+            TaskStatusUpdateEvent {
+                task_id: task.id.clone(),
+                context_id: task.context_id.clone(),
+                status: Some(status.clone()),
+                metadata: metadata.clone(),
+            }
+            .into(),
+        ),
+        TaskUpdate::Artifact {
+            artifact,
+            append,
+            last_chunk,
+            metadata,
+        } => Some(
+            TaskArtifactUpdateEvent {
+                task_id: task.id.clone(),
+                context_id: task.context_id.clone(),
+                artifact: Some(artifact.clone()),
+                append: *append,
+                last_chunk: *last_chunk,
+                metadata: metadata.clone(),
+            }
+            .into(),
+        ),
+        TaskUpdate::UserMessage(_) => None,
+    }
+}
+
+/// Whether an announcement of this task's events fits a `NOTIFY` payload.
+fn notifiable(task_id: &str, origin: &str) -> bool {
+    let fits = task_id.len() + origin.len() + 24 <= MAX_PAYLOAD;
+    if !fits {
+        tracing::warn!(
+            task = %task_id.get(..64).unwrap_or(task_id),
+            "task id too long to announce its events to other replicas"
+        );
+    }
+    fits
+}
+
+/// How many logged events one purge statement deletes at most.
+const EVENT_PURGE_BATCH: i64 = 5000;
 
 #[async_trait]
 impl TaskStore for PostgresStore {
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
+        const INSERT: &str = "INSERT INTO a2a_tasks (id, context_id, owner_tenant, \
+             owner_principal, state, status_millis, has_status_time, head, history, artifacts, \
+             created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)";
+        // With an event log, the task's first event (the task itself) is
+        // recorded and announced in the same statement.
+        let logged = self.log.as_deref().map(|origin| {
+            let event = StreamResponse::from(task.clone()).encode_to_vec();
+            let notify = if notifiable(&task.id, origin) {
+                format!(
+                    ", pg_notify('{EVENTS_CHANNEL}', e.task_id || ' ' || e.seq || ' ' || $12)::text"
+                )
+            } else {
+                String::new()
+            };
+            let statement = format!(
+                "WITH t AS ({INSERT} RETURNING id), e AS (INSERT INTO a2a_task_events \
+                 (task_id, origin, event, created_at) SELECT id, $12, $13, $11 FROM t \
+                 RETURNING seq, task_id) SELECT e.seq{notify} FROM e"
+            );
+            (statement, origin, event)
+        });
         let row = TaskRow::encode(task);
         let now = sql::now_millis();
-        let result = sqlx::query(
-            "INSERT INTO a2a_tasks (id, context_id, owner_tenant, owner_principal, state, \
-             status_millis, has_status_time, head, history, artifacts, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)",
-        )
-        .bind(&row.id)
-        .bind(&row.context_id)
-        .bind(&owner.tenant)
-        .bind(&owner.principal)
-        .bind(row.state)
-        .bind(row.status_millis)
-        .bind(row.has_status_time)
-        .bind(&row.head)
-        .bind(&row.history)
-        .bind(&row.artifacts)
-        .bind(now)
-        .execute(&self.pool)
-        .await;
+        let query = match &logged {
+            Some((statement, _, _)) => sqlx::query(statement),
+            None => sqlx::query(INSERT),
+        };
+        let query = query
+            .bind(&row.id)
+            .bind(&row.context_id)
+            .bind(&owner.tenant)
+            .bind(&owner.principal)
+            .bind(row.state)
+            .bind(row.status_millis)
+            .bind(row.has_status_time)
+            .bind(&row.head)
+            .bind(&row.history)
+            .bind(&row.artifacts)
+            .bind(now);
+        let query = match &logged {
+            Some((_, origin, event)) => query.bind(*origin).bind(event.as_slice()),
+            None => query,
+        };
+        let result = query.execute(&self.pool).await;
         match result {
             Ok(_) => Ok(()),
             Err(e) if sql::is_unique_violation(&e) => Err(sql::duplicate(&row.id)),
@@ -151,6 +395,16 @@ impl TaskStore for PostgresStore {
     }
 
     async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
+        self.update_logged(task_id, update)
+            .await
+            .map(|(state, _)| state)
+    }
+
+    async fn update_logged(
+        &self,
+        task_id: &str,
+        update: TaskUpdate,
+    ) -> A2aResult<(TaskState, Option<LogSpan>)> {
         // Fast path (two round trips, no transaction): read, apply, write
         // back if the version is unchanged. Within a replica the runtime
         // serialises the updates of a task, so a conflict needs another
@@ -166,17 +420,20 @@ impl TaskStore for PostgresStore {
                 .ok_or_else(|| A2aError::task_not_found(task_id))?;
         let old = Stored::from_row(&row, task_id)?;
         let mut task = old.task(task_id)?;
+        let event = self.logged_event(&task, &update);
         apply_update(&mut task, update.clone())?;
         let state = task.state();
         let new = TaskRow::encode(task);
-        let written = sql::update_query(&new, &old, sql::now_millis(), Some(old.version))
+        // With an event log, the event is recorded only if the task is
+        // written (one statement: both or neither).
+        let written = self
+            .write_query(&new, &old, Some(old.version), event.as_deref())
             .build()
-            .execute(&self.pool)
+            .fetch_optional(&self.pool)
             .await
-            .map_err(|e| sql::db_error(&what(), e))?
-            .rows_affected();
-        if written == 1 {
-            return Ok(state);
+            .map_err(|e| sql::db_error(&what(), e))?;
+        if let Some(row) = written {
+            return Ok((state, self.span(&row, task_id)?));
         }
         self.update_locked(task_id, update).await
     }
@@ -318,7 +575,8 @@ impl TaskStore for PostgresStore {
     /// Deletes in batches of a few hundred tasks, each batch one
     /// transaction (rows another replica is purging are skipped, not
     /// waited for); `age` is measured by this replica's clock against the
-    /// time a task last changed (when it became terminal).
+    /// time a task last changed (when it became terminal). The tasks'
+    /// logged events go with them.
     async fn purge_terminal_older_than(&self, age: Duration) -> A2aResult<u64> {
         let cutoff = sql::purge_cutoff(age);
         let delete_tasks = format!(
@@ -343,6 +601,11 @@ impl TaskStore for PostgresStore {
             if !ids.is_empty() {
                 sql::delete_push_query::<sqlx::Postgres>(&ids)
                     .build()
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| sql::db_error(what, e))?;
+                sqlx::query("DELETE FROM a2a_task_events WHERE task_id = ANY($1)")
+                    .bind(&ids)
                     .execute(&mut *tx)
                     .await
                     .map_err(|e| sql::db_error(what, e))?;

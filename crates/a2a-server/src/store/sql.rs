@@ -309,7 +309,27 @@ where
     i32: Encode<'a, DB> + Type<DB>,
     bool: Encode<'a, DB> + Type<DB>,
 {
-    let mut qb = QueryBuilder::new("UPDATE a2a_tasks SET state = ");
+    update_query_after("", new, old, now, expected_version)
+}
+
+/// [`update_query`] after some SQL (the start of a `WITH` clause).
+pub(super) fn update_query_after<'a, DB>(
+    prefix: &str,
+    new: &'a TaskRow,
+    old: &Stored,
+    now: i64,
+    expected_version: Option<i64>,
+) -> QueryBuilder<'a, DB>
+where
+    DB: Database,
+    <DB as Database>::Arguments<'a>: Default,
+    &'a str: Encode<'a, DB> + Type<DB>,
+    &'a [u8]: Encode<'a, DB> + Type<DB>,
+    i64: Encode<'a, DB> + Type<DB>,
+    i32: Encode<'a, DB> + Type<DB>,
+    bool: Encode<'a, DB> + Type<DB>,
+{
+    let mut qb = QueryBuilder::new(format!("{prefix}UPDATE a2a_tasks SET state = "));
     qb.push_bind(new.state)
         .push(", status_millis = ")
         .push_bind(new.status_millis)

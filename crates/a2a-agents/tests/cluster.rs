@@ -1,0 +1,468 @@
+//! Two replicas of a server sharing one PostgreSQL database (in one
+//! process: two servers on two loopback ports, each with its own store and
+//! event bus, distinct replica ids, one schema): a task started on one is
+//! followed, continued and canceled on the other, and every subscriber
+//! sees exactly the events of the task, once, in order.
+//!
+//! Runs when `A2A_TEST_POSTGRES_URL` names a database (`bash .ci/postgres
+//! start` prints one); each test gets a schema of its own. Without it the
+//! tests say so and pass, unless `A2A_REQUIRE_POSTGRES=1` makes them fail.
+//! (`crates/a2a-cli/tests/cluster.rs` runs the same with two `a2a serve`
+//! processes.)
+
+#[macro_use]
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_agents::conformance::{self, ConformanceAgent};
+use a2a_client::{Binding, Client, EventStream, Transport};
+use a2a_server::store::postgres::connect_cluster;
+use a2a_server::{A2aResult, A2aServer, AgentExecutor, RequestContext, ServerHandle, TaskUpdater};
+use a2a_types::{
+    AgentCard, Artifact, Message, SendMessageConfiguration, SendMessageRequest, StreamResponse,
+    Task, TaskState, new_id, stream_response,
+};
+use common::*;
+use sqlx::Connection;
+use tokio::sync::watch;
+
+// ----- the database -------------------------------------------------------------
+
+/// A schema of the test database for one test, dropped at the end.
+struct Schema {
+    url: String,
+    name: String,
+    admin: sqlx::PgConnection,
+}
+
+impl Schema {
+    /// A fresh schema, or `None` (the test is skipped) without a database.
+    async fn new() -> Option<Self> {
+        let base = match std::env::var("A2A_TEST_POSTGRES_URL") {
+            Ok(url) if !url.is_empty() => url,
+            _ => {
+                assert!(
+                    std::env::var("A2A_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+                    "A2A_REQUIRE_POSTGRES=1 but A2A_TEST_POSTGRES_URL is not set"
+                );
+                eprintln!(
+                    "SKIPPED: two replicas on PostgreSQL (set A2A_TEST_POSTGRES_URL, e.g. with \
+                     `export A2A_TEST_POSTGRES_URL=$(bash .ci/postgres start)`)"
+                );
+                return None;
+            }
+        };
+        let name = format!("a2a_cluster_{}", new_id().replace('-', ""));
+        let mut admin = within("connect to PostgreSQL", sqlx::PgConnection::connect(&base))
+            .await
+            .expect("connect to A2A_TEST_POSTGRES_URL");
+        within(
+            "create a schema",
+            sqlx::query(&format!("CREATE SCHEMA {name}")).execute(&mut admin),
+        )
+        .await
+        .expect("create a test schema");
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-c%20search_path%3D{name}");
+        Some(Self { url, name, admin })
+    }
+
+    async fn drop(mut self) {
+        let statement = format!("DROP SCHEMA {} CASCADE", self.name);
+        within(
+            "drop the schema",
+            sqlx::query(&statement).execute(&mut self.admin),
+        )
+        .await
+        .expect("drop the test schema");
+    }
+}
+
+// ----- the replicas -------------------------------------------------------------
+
+/// An agent that counts its finished runs (to see an executor stop).
+#[derive(Clone)]
+struct Tracked<E> {
+    inner: E,
+    finished: Arc<watch::Sender<usize>>,
+}
+
+impl<E: AgentExecutor> AgentExecutor for Tracked<E> {
+    async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+        let r = self.inner.execute(ctx, task).await;
+        self.finished.send_modify(|n| *n += 1);
+        r
+    }
+}
+
+/// Streams `CHUNKS` pieces of one artifact, a few milliseconds apart (so
+/// that a subscriber can join in the middle), then completes.
+#[derive(Clone, Copy)]
+struct Chunker;
+
+const CHUNKS: usize = 60;
+
+impl AgentExecutor for Chunker {
+    async fn execute(&self, _ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+        task.start_work().await?;
+        let id = new_id();
+        for i in 0..CHUNKS {
+            let chunk = Artifact::text("out", format!("c{i} ")).with_id(&id);
+            task.artifact_chunk(chunk, i > 0, i + 1 == CHUNKS).await?;
+            tokio::time::sleep(Duration::from_millis(8)).await;
+        }
+        task.complete().await
+    }
+}
+
+/// Two replicas, `a` and `b`, of one agent.
+struct Replicas {
+    a: ServerHandle,
+    b: ServerHandle,
+    /// Runs of the agent finished on `a`.
+    finished_a: watch::Receiver<usize>,
+    schema: Schema,
+}
+
+impl Replicas {
+    async fn start<E: AgentExecutor + Clone>(card: AgentCard, agent: E) -> Option<Self> {
+        let schema = Schema::new().await?;
+        let (tx, finished_a) = watch::channel(0);
+        let a = Self::replica(
+            &schema,
+            "replica-a",
+            card.clone(),
+            Tracked {
+                inner: agent.clone(),
+                finished: Arc::new(tx),
+            },
+        )
+        .await;
+        let (tx, _) = watch::channel(0);
+        let b = Self::replica(
+            &schema,
+            "replica-b",
+            card,
+            Tracked {
+                inner: agent,
+                finished: Arc::new(tx),
+            },
+        )
+        .await;
+        Some(Self {
+            a,
+            b,
+            finished_a,
+            schema,
+        })
+    }
+
+    async fn replica<E: AgentExecutor>(
+        schema: &Schema,
+        name: &str,
+        card: AgentCard,
+        agent: E,
+    ) -> ServerHandle {
+        let replica = format!("{name}-{}", new_id());
+        let (store, bus) = within(
+            format!("connect {name}"),
+            connect_cluster(&schema.url, &replica),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("connect {name}: {e}"));
+        start_server(A2aServer::new(card, agent).store(store).bus(bus)).await
+    }
+
+    /// The long-running conformance agent on both replicas.
+    async fn long_running() -> Option<Self> {
+        Self::start(
+            conformance::card(),
+            ConformanceAgent {
+                streaming_timeout: LONG_RUN,
+            },
+        )
+        .await
+    }
+
+    /// Waits until `n` runs of the agent finished on `a`.
+    async fn a_finished(&mut self, n: usize) {
+        within(
+            format!("{n} run(s) of the agent finishing on replica a"),
+            self.finished_a.wait_for(|&done| done >= n),
+        )
+        .await
+        .expect("replica a is running");
+    }
+
+    async fn stop(self) {
+        let _ = within("stop replica a", self.a.shutdown()).await;
+        let _ = within("stop replica b", self.b.shutdown()).await;
+        self.schema.drop().await;
+    }
+}
+
+// ----- helpers ------------------------------------------------------------------
+
+fn state_of(event: &StreamResponse) -> Option<TaskState> {
+    event.state()
+}
+
+/// The task of a stream's first event.
+#[track_caller]
+fn first_task(events: &[StreamResponse], what: &str) -> Task {
+    match events.first().and_then(|e| e.payload.as_ref()) {
+        Some(stream_response::Payload::Task(t)) => t.clone(),
+        other => panic!("{what}: the first event is not a Task: {other:?}"),
+    }
+}
+
+/// `SubscribeToTask` on `c`, with the first event (the task) read.
+async fn subscribe(c: &Client, b: Binding, id: &str, what: &str) -> (Task, EventStream) {
+    let mut stream = within(format!("{what}: subscribe"), c.subscribe(id))
+        .await
+        .unwrap_or_else(|e| panic!("{what}: SubscribeToTask: {e:?}"));
+    let first = next_event(b, what, &mut stream).await;
+    let task = first_task(std::slice::from_ref(&first), what);
+    (task, stream)
+}
+
+/// A blocking `SendMessage` continuing a task.
+fn continuing(task_id: &str, prefix: &str) -> SendMessageRequest {
+    request(msg(prefix).with_task_id(task_id))
+}
+
+// ----- (a) follow on b, cancel on b ----------------------------------------------
+
+/// A long-running task started on `a` is followed on both replicas and
+/// canceled on `b`: both subscribers see exactly [Task(working),
+/// CANCELED]; `a`'s agent stops; the task stays canceled.
+async fn follow_and_cancel_across_replicas(binding: Binding) {
+    let Some(mut r) = Replicas::long_running().await else {
+        return;
+    };
+    let ca = client(&r.a, binding).await;
+    let cb = client(&r.b, binding).await;
+    let started = send(
+        &ca,
+        binding,
+        immediate(Message::user_text("run long").with_message_id("test-resubscribe-message-id-1")),
+    )
+    .await;
+    let id = started.task().expect("a task").id.clone();
+    wait_for_state(&ca, binding, &id, TaskState::Working).await;
+
+    let (on_b, stream_b) = subscribe(&cb, binding, &id, "subscriber on b").await;
+    let (on_a, stream_a) = subscribe(&ca, binding, &id, "subscriber on a").await;
+    assert_eq!(on_b.state(), TaskState::Working);
+    assert_eq!(on_a, on_b, "both replicas show the same task");
+
+    let canceled = within("cancel on b", cb.cancel_task(&id))
+        .await
+        .unwrap_or_else(|e| panic!("CancelTask on b: {e:?}"));
+    assert_eq!(canceled.state(), TaskState::Canceled);
+
+    let rest_b = collect(binding, "subscriber on b", stream_b).await;
+    let rest_a = collect(binding, "subscriber on a", stream_a).await;
+    assert_eq!(rest_b.len(), 1, "b: exactly one more event: {rest_b:?}");
+    assert!(
+        matches!(
+            rest_b[0].payload,
+            Some(stream_response::Payload::StatusUpdate(ref s)) if s.task_id == id
+        ),
+        "b: a status update: {rest_b:?}"
+    );
+    assert_eq!(state_of(&rest_b[0]), Some(TaskState::Canceled));
+    assert_eq!(rest_a, rest_b, "a's subscriber sees the same events as b's");
+
+    // a's executor stopped (long before its 2 * LONG_RUN), and its end
+    // changed nothing.
+    r.a_finished(1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let on_a = get_task(&ca, binding, &id).await;
+    let on_b = get_task(&cb, binding, &id).await;
+    assert_eq!(on_a.state(), TaskState::Canceled);
+    assert_eq!(on_a, on_b);
+    assert_eq!(on_a, canceled, "the task stays as the cancellation left it");
+    r.stop().await;
+}
+
+over_all_bindings!(follow_and_cancel_across_replicas);
+
+// ----- (b) continue on the other replica ---------------------------------------
+
+/// A task waiting for input continues on the other replica, both ways; a
+/// subscriber on the replica where it started sees the continuation's
+/// events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_required_continues_on_the_other_replica() {
+    let Some(r) = Replicas::start(conformance::card(), ConformanceAgent::default()).await else {
+        return;
+    };
+    let b = Binding::JsonRpc;
+    let ca = client(&r.a, b).await;
+    let cb = client(&r.b, b).await;
+    for (first, second, name) in [(&ca, &cb, "a then b"), (&cb, &ca, "b then a")] {
+        let task = send_task(first, b, msg("tck-input-required")).await;
+        assert_eq!(task.state(), TaskState::InputRequired, "{name}");
+        // Followed where it started.
+        let (snapshot, follower) = subscribe(first, b, &task.id, name).await;
+        assert_eq!(snapshot.state(), TaskState::InputRequired, "{name}");
+
+        let done = send(second, b, continuing(&task.id, "tck-complete-task")).await;
+        let done = done
+            .task()
+            .unwrap_or_else(|| panic!("{name}: a task"))
+            .clone();
+        assert_eq!(done.state(), TaskState::Completed, "{name}");
+        let users = done
+            .history
+            .iter()
+            .filter(|m| m.role() == a2a_types::Role::User)
+            .count();
+        assert_eq!(users, 2, "{name}: both user messages in the history");
+        assert_eq!(get_task(first, b, &task.id).await, done, "{name}");
+
+        let rest = collect(b, name, follower).await;
+        assert_eq!(rest.len(), 1, "{name}: one more event: {rest:?}");
+        assert_eq!(state_of(&rest[0]), Some(TaskState::Completed), "{name}");
+    }
+    r.stop().await;
+}
+
+// ----- (c) a stream followed from the other replica -------------------------
+
+/// A task streaming chunks on `a` is followed from `b`, which joins in the
+/// middle: `b`'s snapshot holds the chunks before it, and `b` then
+/// receives exactly the rest of `a`'s stream, once each, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_chunks_reach_the_other_replica_once_in_order() {
+    let card = AgentCard::new("Chunker", "Streams chunks", "1.0.0").with_streaming(true);
+    let Some(r) = Replicas::start(card, Chunker).await else {
+        return;
+    };
+    let b = Binding::JsonRpc;
+    let ca = client(&r.a, b).await;
+    let cb = client(&r.b, b).await;
+    for round in 0..2 {
+        let mut stream_a = within("stream on a", ca.stream(Message::user_text("go")))
+            .await
+            .expect("SendStreamingMessage on a");
+        let mut on_a = Vec::new();
+        // Let a few chunks pass before b joins.
+        while on_a.len() < 5 {
+            on_a.push(next_event(b, "a's stream", &mut stream_a).await);
+        }
+        let id = first_task(&on_a, "a's stream").id;
+        let subscribe_b = within("subscribe on b", cb.subscribe(&id))
+            .await
+            .expect("SubscribeToTask on b");
+        let (rest_a, on_b) = tokio::join!(
+            collect(b, "a's stream", stream_a),
+            collect(b, "b's subscription", subscribe_b)
+        );
+        on_a.extend(rest_a);
+        assert_eq!(
+            on_a.len(),
+            CHUNKS + 3,
+            "a: task, working, chunks, completed"
+        );
+
+        let snapshot = first_task(&on_b, "b's subscription");
+        assert_eq!(snapshot.state(), TaskState::Working, "round {round}");
+        let before = snapshot.artifacts.first().map_or(0, |a| a.parts.len());
+        assert!(before < CHUNKS, "round {round}: b joined before the end");
+        assert_eq!(
+            &on_b[1..],
+            &on_a[2 + before..],
+            "round {round}: after its snapshot ({before} chunks), b sees exactly the rest of a's stream"
+        );
+        let done = get_task(&cb, b, &id).await;
+        let text: String = on_a[2..2 + CHUNKS]
+            .iter()
+            .filter_map(|e| match &e.payload {
+                Some(stream_response::Payload::ArtifactUpdate(u)) => {
+                    u.artifact.as_ref().map(Artifact::text_content)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(done.artifacts[0].text_content(), text, "round {round}");
+    }
+    r.stop().await;
+}
+
+// ----- (d) cancel on b, agent on a ------------------------------------------------
+
+/// `CancelTask` on `b` of a task whose agent runs on `a` (no subscriber
+/// anywhere) returns the canceled task and stops the agent; a blocking
+/// `SendMessage` waiting on `a` is answered with the canceled task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_reaches_the_replica_running_the_agent() {
+    let Some(mut r) = Replicas::long_running().await else {
+        return;
+    };
+    let b = Binding::JsonRpc;
+    let ca = client(&r.a, b).await;
+    let cb = client(&r.b, b).await;
+
+    // Nobody follows it.
+    let started = send(&ca, b, immediate(msg("test-resubscribe-message-id"))).await;
+    let id = started.task().expect("a task").id.clone();
+    wait_for_state(&cb, b, &id, TaskState::Working).await;
+    let canceled = within("cancel on b", cb.cancel_task(&id))
+        .await
+        .expect("CancelTask on b");
+    assert_eq!(canceled.state(), TaskState::Canceled);
+    assert_eq!(canceled.id, id);
+    r.a_finished(1).await;
+    assert_eq!(get_task(&ca, b, &id).await, canceled);
+
+    // A blocking send waits on a.
+    let blocking = {
+        let ca = ca.clone();
+        tokio::spawn(async move {
+            Transport::send_message(
+                &ca,
+                SendMessageRequest {
+                    message: Some(msg("test-resubscribe-message-id")),
+                    configuration: Some(SendMessageConfiguration::default()),
+                    ..Default::default()
+                },
+                &NO_OPTS,
+            )
+            .await
+        })
+    };
+    let id = within("the blocking send's task", async {
+        loop {
+            let page = cb
+                .list_tasks(Default::default())
+                .await
+                .expect("ListTasks on b");
+            if let Some(t) = page
+                .tasks
+                .iter()
+                .find(|t| t.id != id && t.state() == TaskState::Working)
+            {
+                return t.id.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let canceled = within("cancel on b", cb.cancel_task(&id))
+        .await
+        .expect("CancelTask on b");
+    assert_eq!(canceled.state(), TaskState::Canceled);
+    let answer = within("the blocking send on a", blocking)
+        .await
+        .expect("the send's task")
+        .expect("SendMessage on a");
+    let answer = answer.task().expect("a task");
+    assert_eq!(answer.id, id);
+    assert_eq!(answer.state(), TaskState::Canceled);
+    r.a_finished(2).await;
+    r.stop().await;
+}
