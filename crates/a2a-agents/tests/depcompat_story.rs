@@ -15,7 +15,10 @@ use a2a_agents::depcompat::{self, DepCompatAgent, JSON_REPORT, MARKDOWN_REPORT};
 use a2a_client::ledger::Ledger;
 use a2a_client::{Binding, Transport};
 use a2a_server::ServerHandle;
-use a2a_types::{ErrorKind, Message, Part, Role, StreamResponse, Task, TaskState, stream_response};
+use a2a_types::{
+    ErrorKind, Message, Part, Role, SendMessageConfiguration, SendMessageRequest, StreamResponse,
+    Task, TaskState, stream_response,
+};
 use common::*;
 use serde_json::{Value, json};
 
@@ -25,6 +28,7 @@ over_all_bindings!(
     missing_and_unreadable_inputs,
     cargo_project,
     streamed_answer_follows_to_the_end,
+    accepted_output_modes,
 );
 
 async fn depcompat_server() -> ServerHandle {
@@ -522,5 +526,53 @@ async fn streamed_answer_follows_to_the_end(b: Binding) {
         states.last().copied().flatten(),
         Some(TaskState::Completed),
         "[{b}] runs to the end: {events:?}"
+    );
+}
+
+/// The reports are produced in the output modes the client accepts; none
+/// of them accepted is a ContentTypeNotSupported error, before any task.
+async fn accepted_output_modes(b: Binding) {
+    let server = depcompat_server().await;
+    let c = client(&server, b).await;
+    let ask = |modes: &[&str]| {
+        let mut m = Message::new(Role::User, vec![Part::text("Check for Node.js 24")]);
+        m.parts.extend(npm_files());
+        SendMessageRequest {
+            message: Some(m),
+            configuration: Some(SendMessageConfiguration {
+                accepted_output_modes: modes.iter().map(|s| (*s).to_owned()).collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    };
+    let res = send(&c, b, ask(&["text/markdown"])).await;
+    let t = res.task().expect("a task");
+    assert_eq!(t.state(), TaskState::Completed, "[{b}]");
+    let names: Vec<&str> = t.artifacts.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, [MARKDOWN_REPORT], "[{b}]");
+    let res = send(&c, b, ask(&["application/*"])).await;
+    let names: Vec<String> = res
+        .task()
+        .expect("a task")
+        .artifacts
+        .iter()
+        .map(|a| a.name.clone())
+        .collect();
+    assert_eq!(names, [JSON_REPORT], "[{b}]");
+    let refused = within(
+        format!("[{b}] image/png only"),
+        Transport::send_message(&c, ask(&["image/png"]), &NO_OPTS),
+    )
+    .await;
+    let e = expect_kind(
+        refused,
+        ErrorKind::ContentTypeNotSupported,
+        format!("[{b}] image/png only"),
+    );
+    assert!(
+        e.message.contains("acceptedOutputModes"),
+        "[{b}] {}",
+        e.message
     );
 }

@@ -323,8 +323,34 @@ fn plan(inputs: &Inputs) -> Result<Plan, Vec<Missing>> {
     })
 }
 
+/// Whether the client accepts `mode` (`acceptedOutputModes`, empty: any).
+fn accepts(ctx: &RequestContext, mode: &str) -> bool {
+    let accepted = ctx.accepted_output_modes();
+    let family = mode.split('/').next().unwrap_or(mode);
+    accepted.is_empty()
+        || accepted.iter().any(|a| {
+            let a = a.trim();
+            a == mode || a == "*/*" || a.strip_suffix("/*") == Some(family)
+        })
+}
+
+/// The error for a client that accepts neither report format.
+fn no_output_mode(ctx: &RequestContext) -> a2a_types::A2aError {
+    a2a_types::A2aError::content_type_not_supported(format!(
+        "the reports are application/json ({JSON_REPORT}) and text/markdown ({MARKDOWN_REPORT}); acceptedOutputModes {:?} allows neither",
+        ctx.accepted_output_modes()
+    ))
+}
+
 /// Runs (or resumes) an analysis task.
 async fn analyse(ctx: &RequestContext, task: &TaskUpdater) -> A2aResult<()> {
+    let (want_json, want_md) = (
+        accepts(ctx, "application/json"),
+        accepts(ctx, "text/markdown"),
+    );
+    if !want_json && !want_md {
+        return Err(no_output_mode(ctx));
+    }
     let inputs = Inputs::gather(conversation(ctx));
     task.start_work().await?;
     let plan = match plan(&inputs) {
@@ -406,10 +432,18 @@ async fn analyse(ctx: &RequestContext, task: &TaskUpdater) -> A2aResult<()> {
         target.packages.extend(crates);
     }
     let report = Report::new(projects, target, findings, unchecked, notes);
-    emit_json(task, &report, None).await?;
-    emit_markdown(task, &report, None).await?;
+    let mut names = Vec::new();
+    if want_json {
+        emit_json(task, &report, None).await?;
+        names.push(JSON_REPORT);
+    }
+    if want_md {
+        emit_markdown(task, &report, None).await?;
+        names.push(MARKDOWN_REPORT);
+    }
     task.complete_with(format!(
-        "Report ready ({JSON_REPORT}, {MARKDOWN_REPORT}): {}",
+        "Report ready ({}): {}",
+        names.join(", "),
         report.headline()
     ))
     .await
@@ -725,6 +759,20 @@ async fn refine(ctx: &RequestContext, task: &TaskUpdater) -> A2aResult<()> {
     let Some(c) = cands.get(chosen[0]) else {
         return task.fail("internal: no artifact chosen").await;
     };
+    let mode = if c.name == JSON_REPORT {
+        "application/json"
+    } else {
+        "text/markdown"
+    };
+    if !accepts(ctx, mode) {
+        return task
+            .reject(format!(
+                "{} is {mode}, which acceptedOutputModes {:?} does not allow",
+                c.name,
+                ctx.accepted_output_modes()
+            ))
+            .await;
+    }
     let mut report = c.report.clone();
     if let Some(min) = ops.min {
         report = report.filtered(min);
