@@ -38,6 +38,7 @@ over_all_bindings!(
     streaming_chunked_artifact,
     streaming_echo_of_100_words,
     input_required_continues,
+    streamed_continuation_of_an_interrupted_task,
     terminal_tasks_are_immutable,
     task_and_context_checks,
     cancel_input_required_task,
@@ -445,6 +446,40 @@ async fn input_required_continues(b: Binding) {
         );
         assert_eq!(get_task(&c, b, &task.id).await, done, "{what}: GetTask");
     }
+}
+
+async fn streamed_continuation_of_an_interrupted_task(b: Binding) {
+    let server = conformance_server().await;
+    let c = client(&server, b).await;
+    let task = send_task(&c, b, msg("tck-input-required")).await;
+    assert_eq!(task.state(), TaskState::InputRequired, "[{b}]");
+    let stream = Transport::send_streaming_message(
+        &c,
+        request(msg("tck-stream-001").with_task_id(&task.id)),
+        &NO_OPTS,
+    );
+    let stream = within(format!("[{b}] streamed continuation"), stream)
+        .await
+        .expect("stream");
+    let events = collect(b, "streamed continuation", stream).await;
+    let states: Vec<Option<TaskState>> = events.iter().map(StreamResponse::state).collect();
+    // The task as it stood (interrupted) opens the stream, which then
+    // follows the new turn to its end instead of closing at once.
+    assert_eq!(
+        states,
+        [
+            Some(TaskState::InputRequired),
+            Some(TaskState::Working),
+            None,
+            Some(TaskState::Completed)
+        ],
+        "[{b}] events: {events:?}"
+    );
+    assert!(
+        matches!(events[0].payload, Some(Payload::Task(ref t)) if t.id == task.id),
+        "[{b}] opens with the task"
+    );
+    assert_eq!(get_task(&c, b, &task.id).await.state(), TaskState::Completed, "[{b}]");
 }
 
 // ----- 5. terminal tasks ----------------------------------------------------------

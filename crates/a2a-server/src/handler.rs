@@ -1162,6 +1162,10 @@ fn follow(
 ) -> EventStream {
     Box::pin(async_stream::stream! {
         let mut next = first.map(Ok);
+        // The opening Task snapshot shows where the task stands; when a
+        // message continues an interrupted task, that is the interrupted
+        // state, which must not end the stream the message just started.
+        let mut opening = true;
         loop {
             let item = match next.take() {
                 Some(item) => item,
@@ -1177,7 +1181,12 @@ fn follow(
                     break;
                 }
             };
-            let ends = if close_on_interrupt {
+            let opening_snapshot = std::mem::take(&mut opening)
+                && matches!(event.payload, Some(stream_response::Payload::Task(_)))
+                && !event.state().is_some_and(TaskState::is_terminal);
+            let ends = if opening_snapshot {
+                false
+            } else if close_on_interrupt {
                 event.ends_stream()
             } else {
                 matches!(event.payload, Some(stream_response::Payload::Message(_)))
