@@ -21,6 +21,47 @@ pub enum AgentName {
     /// target runtime; seed 003).
     #[value(name = "depcompat", alias = "dependency-compatibility")]
     DepCompat,
+    /// Every bundled agent, each on its own port: echo on PORT, depcompat on
+    /// PORT+1, conformance on PORT+2 (free ports with --port 0), each with
+    /// its own task store (sqlite:a2a-tasks-echo.db...).
+    All,
+}
+
+impl AgentName {
+    /// The name on the command line.
+    fn name(self) -> &'static str {
+        match self {
+            AgentName::Echo => "echo",
+            AgentName::Conformance => "conformance",
+            AgentName::DepCompat => "depcompat",
+            AgentName::All => "all",
+        }
+    }
+}
+
+/// The store of one agent among several: `sqlite:a2a-tasks.db` becomes
+/// `sqlite:a2a-tasks-echo.db`; `memory` stays; one PostgreSQL store would
+/// mix the agents' tasks, so it is refused.
+fn store_for(spec: &str, agent: AgentName) -> anyhow::Result<String> {
+    if spec == "memory" {
+        return Ok(spec.to_owned());
+    }
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        anyhow::bail!(
+            "--agent all gives each agent its own store: use --store sqlite:PATH (one file per agent) or memory"
+        );
+    }
+    let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
+    let p = std::path::Path::new(path);
+    let stem = p
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("a2a-tasks");
+    let file = match p.extension().and_then(|e| e.to_str()) {
+        Some(ext) => format!("{stem}-{}.{ext}", agent.name()),
+        None => format!("{stem}-{}", agent.name()),
+    };
+    Ok(format!("sqlite:{}", p.with_file_name(file).display()))
 }
 
 /// Options of `a2a serve`.
@@ -110,8 +151,53 @@ macro_rules! say {
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let server = match args.agent {
-        AgentName::Echo => A2aServer::new(echo::card(), echo::EchoAgent),
+    let agents = match args.agent {
+        AgentName::All => vec![
+            AgentName::Echo,
+            AgentName::DepCompat,
+            AgentName::Conformance,
+        ],
+        one => vec![one],
+    };
+    let several = agents.len() > 1;
+    if several && args.public_url.is_some() {
+        anyhow::bail!("--public-url names one agent: serve them one by one with --agent NAME");
+    }
+    let mut servers = Vec::new();
+    for (i, agent) in agents.into_iter().enumerate() {
+        let store_spec = if several {
+            store_for(&args.store, agent)?
+        } else {
+            args.store.clone()
+        };
+        let port = if args.port == 0 {
+            0
+        } else {
+            u16::try_from(i)
+                .ok()
+                .and_then(|i| args.port.checked_add(i))
+                .context("--port leaves no room for every agent")?
+        };
+        servers.push(bind(&args, agent, &store_spec, port).await?);
+    }
+    say!("Press Ctrl-C to stop.");
+    let runs = servers
+        .into_iter()
+        .map(|bound| bound.run_until(a2a_server::shutdown_signal()));
+    futures::future::try_join_all(runs).await?;
+    say!("Stopped.");
+    Ok(())
+}
+
+/// Builds, binds and announces one agent's server.
+async fn bind(
+    args: &ServeArgs,
+    agent: AgentName,
+    store_spec: &str,
+    port: u16,
+) -> anyhow::Result<a2a_server::BoundServer> {
+    let server = match agent {
+        AgentName::Echo | AgentName::All => A2aServer::new(echo::card(), echo::EchoAgent),
         AgentName::Conformance => A2aServer::new(
             conformance::card(),
             conformance::ConformanceAgent {
@@ -122,7 +208,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .push(a2a_server::PushConfig::new().allow_loopback()),
         AgentName::DepCompat => A2aServer::new(depcompat::card(), depcompat::DepCompatAgent),
     };
-    let (store, recover) = open_store(&args.store).await?;
+    let (store, recover) = open_store(store_spec).await?;
     let mut server = server
         .grpc(!args.no_grpc)
         .max_body_bytes(args.max_body_bytes)
@@ -134,7 +220,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(url) = &args.public_url {
         server = server.public_url(url);
     }
-    let addr = format!("{}:{}", args.host, args.port);
+    let addr = format!("{}:{port}", args.host);
     let bound = server
         .bind(&addr)
         .await
@@ -143,23 +229,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let card = bound.agent_card();
     say!("Serving {} on http://{local}", card.name);
     say!("  agent card: http://{local}{}", a2a_types::AGENT_CARD_PATH);
-    say!("  task store: {}", redact_store(&args.store));
+    say!("  task store: {}", redact_store(store_spec));
     for i in &card.supported_interfaces {
         say!("  {:<9} {}", i.protocol_binding, i.url);
     }
-    for line in try_lines(args.agent, &format!("http://{local}")) {
+    for line in try_lines(agent, &format!("http://{local}")) {
         say!("  try: {line}");
     }
-    say!("Press Ctrl-C to stop.");
-    bound.run_until(a2a_server::shutdown_signal()).await?;
-    say!("Stopped.");
-    Ok(())
+    Ok(bound)
 }
 
 /// Ready-to-paste `a2a send` lines for an agent served at `url`.
 fn try_lines(agent: AgentName, url: &str) -> Vec<String> {
     match agent {
-        AgentName::Echo => vec![format!("a2a send -a {url} \"hello world\"")],
+        AgentName::Echo | AgentName::All => vec![format!("a2a send -a {url} \"hello world\"")],
         AgentName::Conformance => vec![format!(
             "a2a send -a {url} --message-id tck-complete-task-1 \"hello\""
         )],
@@ -204,5 +287,15 @@ mod tests {
             "postgres://a2a:***@127.0.0.1:5432/db"
         );
         assert_eq!(redact_store("sqlite:x.db"), "sqlite:x.db");
+        assert_eq!(
+            store_for("sqlite:a2a-tasks.db", AgentName::Echo).unwrap(),
+            "sqlite:a2a-tasks-echo.db"
+        );
+        assert_eq!(
+            store_for("sqlite:data/tasks", AgentName::DepCompat).unwrap(),
+            "sqlite:data/tasks-depcompat"
+        );
+        assert_eq!(store_for("memory", AgentName::Echo).unwrap(), "memory");
+        assert!(store_for("postgres://u@h/db", AgentName::Echo).is_err());
     }
 }

@@ -82,3 +82,77 @@ fn the_raw_exchange_as_jsonl_over_grpc() {
         .count();
     assert_eq!(chunks, 9);
 }
+
+/// `a2a serve --agent all`: every bundled agent on its own port, each card
+/// reachable, each with a ready-to-paste `a2a send` line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_all_agents() {
+    use std::io::{BufRead, BufReader};
+    let env = Env::new();
+    let bin = assert_cmd::cargo::cargo_bin("a2a");
+    let mut child = std::process::Command::new(bin)
+        .args([
+            "serve", "--agent", "all", "--port", "0", "--store", "memory",
+        ])
+        .env("HOME", env.home())
+        .current_dir(env.cwd())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn a2a serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let lines = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let done = line.starts_with("Press Ctrl-C");
+                out.push(line);
+                if done {
+                    break;
+                }
+            }
+            out
+        }),
+    )
+    .await;
+    let lines = match lines {
+        Ok(Ok(lines)) => lines,
+        other => {
+            let _ = child.kill();
+            panic!("a2a serve did not start: {other:?}");
+        }
+    };
+    let cards: Vec<String> = lines
+        .iter()
+        .filter_map(|l| l.trim().strip_prefix("agent card: "))
+        .map(str::to_owned)
+        .collect();
+    let tries = lines
+        .iter()
+        .filter(|l| l.trim().starts_with("try: a2a "))
+        .count();
+    let mut names = Vec::new();
+    for url in &cards {
+        let card: Value = reqwest::get(url)
+            .await
+            .expect("card request")
+            .json()
+            .await
+            .expect("card JSON");
+        names.push(card["name"].as_str().unwrap_or("").to_owned());
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        names,
+        [
+            "Echo Agent",
+            "Dependency Compatibility Agent",
+            "A2A Rust Conformance Agent"
+        ],
+        "{lines:#?}"
+    );
+    assert_eq!(tries, 5, "{lines:#?}");
+}
