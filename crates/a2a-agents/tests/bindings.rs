@@ -479,7 +479,11 @@ async fn streamed_continuation_of_an_interrupted_task(b: Binding) {
         matches!(events[0].payload, Some(Payload::Task(ref t)) if t.id == task.id),
         "[{b}] opens with the task"
     );
-    assert_eq!(get_task(&c, b, &task.id).await.state(), TaskState::Completed, "[{b}]");
+    assert_eq!(
+        get_task(&c, b, &task.id).await.state(),
+        TaskState::Completed,
+        "[{b}]"
+    );
 }
 
 // ----- 5. terminal tasks ----------------------------------------------------------
