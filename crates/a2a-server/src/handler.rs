@@ -739,7 +739,6 @@ impl RequestHandler {
                 true,
             ));
         }
-        let continuing = req.message.as_ref().is_some_and(|m| !m.task_id.is_empty());
         let (mut sub, run) = self.start(ctx, req, true, false).await?;
         // The agent runs on this request's task until its first answer, which
         // decides between an error response and a stream; the rest of the
@@ -757,21 +756,6 @@ impl RequestHandler {
             Some(item) => item.map_err(|e| *e)?,
             None => return Err(A2aError::internal("the agent ended without answering")),
         };
-        // A stream continuing an interrupted task starts with the task as it
-        // was (still input-required): that snapshot must not end the stream,
-        // the events of this turn follow it.
-        if continuing
-            && matches!(first.payload, Some(stream_response::Payload::Task(_)))
-            && first.state().is_some_and(TaskState::is_interrupted)
-        {
-            let mut head = Arc::try_unwrap(first).unwrap_or_else(|shared| (*shared).clone());
-            if let Some(stream_response::Payload::Task(t)) = head.payload.as_mut() {
-                t.truncate_history(history);
-            }
-            let head = futures::stream::once(async move { Ok(head) });
-            let rest = follow(sub, None, history, true);
-            return Ok(Box::pin(futures::StreamExt::chain(head, rest)));
-        }
         Ok(follow(sub, Some(first), history, true))
     }
 
