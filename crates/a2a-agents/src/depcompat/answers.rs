@@ -22,7 +22,6 @@ pub fn is_capability_question(text: &str) -> bool {
         "understand",
         "work with",
         "capab",
-        "which",
         "what can",
     ]
     .iter()
@@ -136,6 +135,9 @@ mod tests {
         assert!(asks_for_analysis(
             "Check payment-service's dependencies for the runtime upgrade"
         ));
+        // A request phrased as a question is still a request.
+        let q = "Which dependencies block the upgrade to Node 24?";
+        assert!(!is_capability_question(q) && asks_for_analysis(q));
         assert!(answer("Do you support npm 11 lockfiles?").starts_with("Yes: npm 11"));
         assert!(answer("do you support npm 6?").starts_with("No: npm 6"));
         assert!(answer("what about pnpm-lock.yaml?").starts_with("No: pnpm"));

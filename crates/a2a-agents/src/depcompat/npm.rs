@@ -718,7 +718,10 @@ fn engine_finding(
     match node.check(range) {
         Ok(Coverage::All) => {}
         Ok(Coverage::None) => {
-            let risk = if e.dev && !project {
+            // npm skips an optional dependency whose engines do not match.
+            let risk = if e.optional && !project {
+                Risk::Low
+            } else if e.dev && !project {
                 Risk::Medium
             } else {
                 Risk::High
@@ -733,7 +736,14 @@ fn engine_finding(
                 )
             } else {
                 (
-                    format!("engines.node \"{range}\" excludes {target}"),
+                    format!(
+                        "engines.node \"{range}\" excludes {target}{}",
+                        if e.optional {
+                            " (an optional dependency: npm skips it there)"
+                        } else {
+                            ""
+                        }
+                    ),
                     format!(
                         "Upgrade {} to a release whose engines.node accepts Node.js {}, or replace it",
                         e.name,
@@ -744,7 +754,7 @@ fn engine_finding(
             findings.push(finding(kind, risk, e, detail, fix));
         }
         Ok(Coverage::Part(part)) => {
-            let risk = if e.dev && !project {
+            let risk = if (e.dev || e.optional) && !project {
                 Risk::Low
             } else {
                 Risk::Medium
@@ -993,6 +1003,44 @@ mod tests {
                 .get("node_modules/@s/c")
                 .map(|e| e.name.as_str()),
             Some("@s/c")
+        );
+    }
+
+    #[test]
+    fn optional_packages_that_do_not_fit_are_skipped_by_npm() {
+        let lock = serde_json::json!({
+            "lockfileVersion": 3,
+            "packages": {
+                "": {"name": "app", "version": "1.0.0"},
+                "node_modules/native-thing": {
+                    "version": "1.0.0", "optional": true, "engines": {"node": "<20"}
+                },
+                "node_modules/required-thing": {
+                    "version": "1.0.0", "engines": {"node": "<20"}
+                }
+            }
+        });
+        let files = NpmFiles {
+            manifest: None,
+            lockfile: &lock,
+            file_names: vec!["package-lock.json".into()],
+        };
+        let node = NodeTarget::parse("24").expect("24");
+        let a = analyse(&files, &node, &BTreeMap::new()).expect("analysis");
+        let risks: Vec<(&str, Risk)> = a
+            .findings
+            .iter()
+            .map(|f| (f.package.as_str(), f.risk))
+            .collect();
+        assert_eq!(
+            risks,
+            [("native-thing", Risk::Low), ("required-thing", Risk::High)]
+        );
+        assert!(a.findings[0].detail.contains("optional dependency"));
+        assert!(
+            a.notes
+                .iter()
+                .any(|n| n.contains("no package.json was sent"))
         );
     }
 
