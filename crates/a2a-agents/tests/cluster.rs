@@ -121,8 +121,9 @@ impl AgentExecutor for Chunker {
 struct Replicas {
     a: ServerHandle,
     b: ServerHandle,
-    /// Runs of the agent finished on `a`.
+    /// Runs of the agent finished on `a` and on `b`.
     finished_a: watch::Receiver<usize>,
+    finished_b: watch::Receiver<usize>,
     schema: Schema,
 }
 
@@ -140,7 +141,7 @@ impl Replicas {
             },
         )
         .await;
-        let (tx, _) = watch::channel(0);
+        let (tx, finished_b) = watch::channel(0);
         let b = Self::replica(
             &schema,
             "replica-b",
@@ -155,6 +156,7 @@ impl Replicas {
             a,
             b,
             finished_a,
+            finished_b,
             schema,
         })
     }
@@ -194,6 +196,16 @@ impl Replicas {
         )
         .await
         .expect("replica a is running");
+    }
+
+    /// Waits until `n` runs of the agent finished on `b`.
+    async fn b_finished(&mut self, n: usize) {
+        within(
+            format!("{n} run(s) of the agent finishing on replica b"),
+            self.finished_b.wait_for(|&done| done >= n),
+        )
+        .await
+        .expect("replica b is running");
     }
 
     async fn stop(self) {
@@ -464,5 +476,134 @@ async fn cancel_reaches_the_replica_running_the_agent() {
     assert_eq!(answer.id, id);
     assert_eq!(answer.state(), TaskState::Canceled);
     r.a_finished(2).await;
+    r.stop().await;
+}
+
+// ----- (e) both replicas write the same task at once --------------------------
+
+/// Writes artifact chunks to a task on both replicas at once: the first
+/// message asks for input and goes on writing `from-a` chunks; the message
+/// continuing it (sent to the other replica) writes `from-b` chunks. Both
+/// wait for the test's gate before writing, and ask for input again at the
+/// end (a run must leave the task final or interrupted: the one that ends
+/// first sees the state the other left).
+#[derive(Clone)]
+struct Interleaver {
+    gate: watch::Receiver<bool>,
+}
+
+const EACH: usize = 40;
+
+impl AgentExecutor for Interleaver {
+    async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+        let first = ctx.task.is_none();
+        if first {
+            task.require_input("go on").await?;
+        } else {
+            task.start_work().await?;
+        }
+        let mut gate = self.gate.clone();
+        let _ = gate.wait_for(|open| *open).await;
+        let name = if first { "from-a" } else { "from-b" };
+        let id = format!("{name}-{}", ctx.task_id);
+        for i in 0..EACH {
+            let chunk = Artifact::text(name, format!("{name}{i} ")).with_id(&id);
+            task.artifact_chunk(chunk, i > 0, i + 1 == EACH).await?;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        task.require_input(format!("{name} done")).await
+    }
+}
+
+/// Both replicas write one task at once while a subscriber on each
+/// follows it: the two subscribers see the same events in the same order
+/// (the order the store applied them), each chunk once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_on_both_replicas_are_seen_in_one_order() {
+    let (open, gate) = watch::channel(false);
+    let card =
+        AgentCard::new("Interleaver", "Writes from both sides", "1.0.0").with_streaming(true);
+    let Some(mut r) = Replicas::start(card, Interleaver { gate }).await else {
+        return;
+    };
+    let b = Binding::JsonRpc;
+    let ca = client(&r.a, b).await;
+    let cb = client(&r.b, b).await;
+    let task = send_task(&ca, b, Message::user_text("start")).await;
+    assert_eq!(task.state(), TaskState::InputRequired);
+    let (on_a, follow_a) = subscribe(&ca, b, &task.id, "subscriber on a").await;
+    let (on_b, follow_b) = subscribe(&cb, b, &task.id, "subscriber on b").await;
+    assert_eq!(on_a, on_b);
+
+    let continued = {
+        let cb = cb.clone();
+        let req = request(Message::user_text("more").with_task_id(&task.id));
+        tokio::spawn(async move { Transport::send_message(&cb, req, &NO_OPTS).await })
+    };
+    // The continuation has started on b (its agent waits at the gate).
+    wait_for_state(&ca, b, &task.id, TaskState::Working).await;
+    open.send_replace(true);
+    // It returns at the first of the two "done"s.
+    let continued = within("the continuation on b", continued)
+        .await
+        .expect("the continuation")
+        .expect("SendMessage on b");
+    assert_eq!(
+        continued.task().map(Task::state),
+        Some(TaskState::InputRequired)
+    );
+    r.a_finished(1).await;
+    r.b_finished(1).await;
+    let canceled = within("cancel on a", ca.cancel_task(&task.id))
+        .await
+        .expect("CancelTask on a");
+
+    let seen_a = collect(b, "subscriber on a", follow_a).await;
+    let seen_b = collect(b, "subscriber on b", follow_b).await;
+    assert_eq!(seen_a, seen_b, "both subscribers see one order");
+    let chunks = |name: &str| -> Vec<String> {
+        seen_a
+            .iter()
+            .filter_map(|e| match &e.payload {
+                Some(stream_response::Payload::ArtifactUpdate(u)) => u.artifact.as_ref(),
+                _ => None,
+            })
+            .filter(|a| a.name == name)
+            .map(Artifact::text_content)
+            .collect()
+    };
+    for name in ["from-a", "from-b"] {
+        let expected: Vec<String> = (0..EACH).map(|i| format!("{name}{i} ")).collect();
+        assert_eq!(chunks(name), expected, "{name}: every chunk once, in order");
+        let stored = canceled
+            .artifacts
+            .iter()
+            .find(|a| a.name == name)
+            .unwrap_or_else(|| panic!("{name} stored"));
+        assert_eq!(stored.text_content(), expected.concat());
+    }
+    let states: Vec<TaskState> = seen_a.iter().filter_map(StreamResponse::state).collect();
+    assert_eq!(
+        states,
+        [
+            TaskState::Working,
+            TaskState::InputRequired,
+            TaskState::InputRequired,
+            TaskState::Canceled
+        ]
+    );
+    assert_eq!(canceled.state(), TaskState::Canceled);
+    // The chunks really interleaved (both agents wrote at once).
+    let names: Vec<&str> = seen_a
+        .iter()
+        .filter_map(|e| match &e.payload {
+            Some(stream_response::Payload::ArtifactUpdate(u)) => {
+                u.artifact.as_ref().map(|a| a.name.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    let switches = names.windows(2).filter(|w| w[0] != w[1]).count();
+    eprintln!("interleaving: {switches} switches between the writers");
     r.stop().await;
 }

@@ -461,7 +461,7 @@ impl TaskManager {
         };
         let wanted = live.flags.lock().wants(false);
         let snapshot = (wanted || inline_push.is_some()).then(|| task.clone());
-        self.store.create(&live.owner, task).await?;
+        self.write_create(live, task).await?;
         let targets = match inline_push {
             Some(config) => self.save_inline_push(live, config).await,
             None => None,

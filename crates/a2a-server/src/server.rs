@@ -122,8 +122,12 @@ impl A2aServer {
 
     /// Follows the tasks of the other replicas sharing the store (see
     /// [`crate::bus`] and [`crate::store::postgres::connect_cluster`]).
+    /// Also turns off the start-up recovery ([`Self::recover_on_start`]):
+    /// the working tasks of a shared store may be running on other
+    /// replicas.
     pub fn bus(mut self, bus: Arc<dyn crate::EventBus>) -> Self {
         self.builder = self.builder.bus(bus);
+        self.recover_on_start = false;
         self
     }
 

@@ -136,12 +136,20 @@ async fn writes_say_where_their_events_went() {
     let a = db.store().await.with_event_log("replica-a").unwrap();
     let b = db.store().await.with_event_log("replica-b").unwrap();
     let owner = Owner::default();
-    a.create(&owner, task("t1")).await.unwrap();
+    let created = a.create_logged(&owner, task("t1")).await.unwrap();
+    let created = created.expect("a span with an event log");
+    assert_eq!(created.before, 0);
+    assert!(created.after > 0);
+    assert!(
+        b.create_logged(&owner, task("t1")).await.is_err(),
+        "ids are unique"
+    );
 
     let (state, span) = a.update_logged("t1", working()).await.unwrap();
     assert_eq!(state, TaskState::Working);
     let span = span.expect("a span with an event log");
-    assert!(span.after > span.before && span.before > 0, "{span:?}");
+    assert_eq!(span.before, created.after);
+    assert!(span.after > span.before, "{span:?}");
 
     // Another replica's write follows, and says so.
     let (_, next) = b.update_logged("t1", chunk("one ", false)).await.unwrap();
@@ -227,7 +235,7 @@ async fn writes_say_where_their_events_went() {
 
     // A store without an event log writes none, and has no bus.
     let plain = db.store().await;
-    plain.create(&owner, task("t2")).await.unwrap();
+    assert_eq!(plain.create_logged(&owner, task("t2")).await.unwrap(), None);
     assert_eq!(plain.update_logged("t2", working()).await.unwrap().1, None);
     assert!(
         bus_a

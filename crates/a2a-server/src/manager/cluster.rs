@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use a2a_types::{A2aResult, TaskState};
+use a2a_types::{A2aResult, Task, TaskState};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{Flags, LiveTask, Sub, TaskManager};
@@ -113,6 +113,20 @@ impl TaskManager {
 
     fn bus(&self) -> Option<&Arc<dyn EventBus>> {
         self.cluster.as_ref().map(|c| &c.bus)
+    }
+
+    /// Creates the task in the store (the caller holds `order`). With a bus,
+    /// the live task's position moves past the task's first event (nothing
+    /// of another replica precedes it).
+    pub(super) async fn write_create(&self, live: &LiveTask, task: Task) -> A2aResult<()> {
+        if self.bus().is_none() {
+            return self.store.create(&live.owner, task).await;
+        }
+        if let Some(span) = self.store.create_logged(&live.owner, task).await? {
+            let mut f = live.flags.lock();
+            f.remote.seq = Some(f.remote.seq.map_or(span.after, |s| s.max(span.after)));
+        }
+        Ok(())
     }
 
     /// Writes an update to the store (the caller holds `order`). With a

@@ -238,6 +238,13 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Applies an update and returns the task's new state.
     async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState>;
 
+    /// [`TaskStore::create`], also saying where the task's first event (the
+    /// task itself) went in the store's event log, for a store that keeps
+    /// one (the default keeps none and says `None`).
+    async fn create_logged(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
+        self.create(owner, task).await.map(|()| None)
+    }
+
     /// [`TaskStore::update`], also saying where the update's event went in
     /// the store's event log, for a store that keeps one (the default keeps
     /// none and says `None`). The task manager uses it to order the events

@@ -342,6 +342,10 @@ const EVENT_PURGE_BATCH: i64 = 5000;
 #[async_trait]
 impl TaskStore for PostgresStore {
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
+        self.create_logged(owner, task).await.map(drop)
+    }
+
+    async fn create_logged(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
         const INSERT: &str = "INSERT INTO a2a_tasks (id, context_id, owner_tenant, \
              owner_principal, state, status_millis, has_status_time, head, history, artifacts, \
              created_at, updated_at) \
@@ -360,7 +364,7 @@ impl TaskStore for PostgresStore {
             let statement = format!(
                 "WITH t AS ({INSERT} RETURNING id), e AS (INSERT INTO a2a_task_events \
                  (task_id, origin, event, created_at) SELECT id, $12, $13, $11 FROM t \
-                 RETURNING seq, task_id) SELECT e.seq{notify} FROM e"
+                 RETURNING seq, task_id) SELECT e.seq AS after{notify} FROM e"
             );
             (statement, origin, event)
         });
@@ -386,11 +390,21 @@ impl TaskStore for PostgresStore {
             Some((_, origin, event)) => query.bind(*origin).bind(event.as_slice()),
             None => query,
         };
-        let result = query.execute(&self.pool).await;
+        let what = || format!("creating task {}", row.id);
+        let result = match &logged {
+            Some(_) => query.fetch_optional(&self.pool).await,
+            None => query.execute(&self.pool).await.map(|_| None),
+        };
         match result {
-            Ok(_) => Ok(()),
+            Ok(None) => Ok(None),
+            Ok(Some(written)) => {
+                let after: i64 = written
+                    .try_get("after")
+                    .map_err(|e| sql::db_error(&what(), e))?;
+                Ok(Some(LogSpan { before: 0, after }))
+            }
             Err(e) if sql::is_unique_violation(&e) => Err(sql::duplicate(&row.id)),
-            Err(e) => Err(sql::db_error(&format!("creating task {}", row.id), e)),
+            Err(e) => Err(sql::db_error(&what(), e)),
         }
     }
 
