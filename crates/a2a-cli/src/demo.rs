@@ -179,7 +179,15 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
         b
     };
 
+    // The server keeps its tasks in SQLite, the default of `a2a serve`: a
+    // file of its own, removed when the demo ends.
+    let db = std::env::temp_dir().join(format!("a2a-demo-{}.db", std::process::id()));
+    let _cleanup = RemoveOnDrop(db.clone());
+    let store = a2a_server::store::SqliteStore::open(&db)
+        .await
+        .map_err(|e| CliError::internal(format!("cannot open the SQLite task store: {e}")))?;
     let server = A2aServer::new(depcompat::card(), DepCompatAgent)
+        .store(std::sync::Arc::new(store))
         .bind("127.0.0.1:0")
         .await
         .map_err(|e| CliError::internal(format!("cannot listen on a loopback port: {e}")))?
@@ -191,8 +199,9 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
         out("this process, speaking A2A over loopback.");
         out("");
         out(format!(
-            "Serving the Dependency Compatibility Agent on {url} (JSON-RPC, HTTP+JSON, gRPC)"
+            "Serving the Dependency Compatibility Agent on {url} (JSON-RPC, HTTP+JSON, gRPC),"
         ));
+        out(format!("tasks kept in SQLite at {}", db.display()));
         out(format!("Goal: {}", args.goal));
     }
 
@@ -339,5 +348,18 @@ mod tests {
             describe_request(&body),
             "text \"Check the dependencies\" + file package.json (5 bytes) + text \"The Markdown report\" [metadata artifactId 01234567]; contextId abcdefgh; referenceTaskIds [t1234567]"
         );
+    }
+}
+
+/// Removes the demo's database files when the demo ends.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
     }
 }
