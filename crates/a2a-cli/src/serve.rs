@@ -6,7 +6,7 @@ use a2a_agents::{conformance, depcompat, echo};
 use std::sync::Arc;
 
 use a2a_server::A2aServer;
-use a2a_server::store::{MemoryStore, PostgresStore, SqliteStore, TaskStore};
+use a2a_server::store::{MemoryStore, SqliteStore, TaskStore};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
@@ -116,17 +116,24 @@ fn parse_age(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
-/// Opens the task store named by `--store`. Returns it with whether the
-/// start-up crash recovery applies (not when replicas share the store).
-async fn open_store(spec: &str) -> anyhow::Result<(Arc<dyn TaskStore>, bool)> {
+/// Opens the task store named by `--store`. Returns it with the event bus
+/// of the replicas sharing it, if it is shared (PostgreSQL): then the
+/// start-up crash recovery does not apply (its tasks may be running on
+/// other replicas).
+async fn open_store(
+    spec: &str,
+) -> anyhow::Result<(Arc<dyn TaskStore>, Option<Arc<dyn a2a_server::EventBus>>)> {
     if spec == "memory" {
-        return Ok((Arc::new(MemoryStore::default()), true));
+        return Ok((Arc::new(MemoryStore::default()), None));
     }
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-        let store = PostgresStore::connect(spec)
+        // Replicas sharing the database follow each other's tasks (event
+        // log and LISTEN/NOTIFY): each process is a replica of its own.
+        let replica = a2a_server::bus::new_replica_id();
+        let (store, bus) = a2a_server::store::postgres::connect_cluster(spec, &replica)
             .await
             .context("cannot open the PostgreSQL task store (check --store / A2A_STORE)")?;
-        return Ok((Arc::new(store), false));
+        return Ok((store, Some(bus)));
     }
     let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
     let path = path.strip_prefix("//").unwrap_or(path);
@@ -136,7 +143,7 @@ async fn open_store(spec: &str) -> anyhow::Result<(Arc<dyn TaskStore>, bool)> {
     let store = SqliteStore::open(path)
         .await
         .with_context(|| format!("cannot open the SQLite task store {path}"))?;
-    Ok((Arc::new(store), true))
+    Ok((Arc::new(store), None))
 }
 
 /// Prints a line, ignoring a closed stdout (a server must not die because
@@ -208,12 +215,15 @@ async fn bind(
         .push(a2a_server::PushConfig::new().allow_loopback()),
         AgentName::DepCompat => A2aServer::new(depcompat::card(), depcompat::DepCompatAgent),
     };
-    let (store, recover) = open_store(store_spec).await?;
+    let (store, bus) = open_store(store_spec).await?;
     let mut server = server
         .grpc(!args.no_grpc)
         .max_body_bytes(args.max_body_bytes)
         .store(store)
-        .recover_on_start(recover);
+        .recover_on_start(bus.is_none());
+    if let Some(bus) = bus {
+        server = server.bus(bus);
+    }
     if let Some(age) = args.retention {
         server = server.retention(age);
     }
