@@ -5,7 +5,8 @@
 //! completed, i.e. four writes. N tasks are run by C concurrent tokio tasks,
 //! on the memory store, SQLite (a file in the temp directory) and PostgreSQL
 //! (when `A2A_TEST_POSTGRES_URL` names a database; a schema is created for
-//! the run and dropped after it).
+//! the run and dropped after it), plain and with the event log of several
+//! replicas (`pg+log`).
 //!
 //! ```sh
 //! cargo bench -p a2a-server --bench store_throughput
@@ -194,6 +195,12 @@ async fn bench_postgres(url: &str, args: &Args) {
         .expect("PostgresStore");
     for &c in &args.concurrency {
         measure("postgres", Arc::new(store.clone()), args.tasks, c).await;
+    }
+    // With the event log of several replicas (every write also records
+    // and announces its event).
+    let logged = store.clone().with_event_log("bench").expect("event log");
+    for &c in &args.concurrency {
+        measure("pg+log", Arc::new(logged.clone()), args.tasks, c).await;
     }
     store.pool().close().await;
     sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
