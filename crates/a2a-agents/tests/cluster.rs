@@ -129,10 +129,19 @@ struct Replicas {
 
 impl Replicas {
     async fn start<E: AgentExecutor + Clone>(card: AgentCard, agent: E) -> Option<Self> {
+        Self::start_with(card, agent, "").await
+    }
+
+    /// [`Self::start`], with `b_params` added to `b`'s database URL.
+    async fn start_with<E: AgentExecutor + Clone>(
+        card: AgentCard,
+        agent: E,
+        b_params: &str,
+    ) -> Option<Self> {
         let schema = Schema::new().await?;
         let (tx, finished_a) = watch::channel(0);
         let a = Self::replica(
-            &schema,
+            &schema.url,
             "replica-a",
             card.clone(),
             Tracked {
@@ -143,7 +152,7 @@ impl Replicas {
         .await;
         let (tx, finished_b) = watch::channel(0);
         let b = Self::replica(
-            &schema,
+            &format!("{}{b_params}", schema.url),
             "replica-b",
             card,
             Tracked {
@@ -162,18 +171,15 @@ impl Replicas {
     }
 
     async fn replica<E: AgentExecutor>(
-        schema: &Schema,
+        url: &str,
         name: &str,
         card: AgentCard,
         agent: E,
     ) -> ServerHandle {
         let replica = format!("{name}-{}", new_id());
-        let (store, bus) = within(
-            format!("connect {name}"),
-            connect_cluster(&schema.url, &replica),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("connect {name}: {e}"));
+        let (store, bus) = within(format!("connect {name}"), connect_cluster(url, &replica))
+            .await
+            .unwrap_or_else(|e| panic!("connect {name}: {e}"));
         start_server(A2aServer::new(card, agent).store(store).bus(bus)).await
     }
 
@@ -605,5 +611,112 @@ async fn concurrent_writers_on_both_replicas_are_seen_in_one_order() {
         .collect();
     let switches = names.windows(2).filter(|w| w[0] != w[1]).count();
     eprintln!("interleaving: {switches} switches between the writers");
+    r.stop().await;
+}
+
+// ----- (f) the listener reconnects -----------------------------------------------
+
+/// Starts working, waits for the test's gate, then streams chunks.
+#[derive(Clone)]
+struct GatedChunker {
+    gate: watch::Receiver<bool>,
+}
+
+impl AgentExecutor for GatedChunker {
+    async fn execute(&self, _ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+        task.start_work().await?;
+        let mut gate = self.gate.clone();
+        let _ = gate.wait_for(|open| *open).await;
+        let id = new_id();
+        for i in 0..EACH {
+            let chunk = Artifact::text("out", format!("c{i} ")).with_id(&id);
+            task.artifact_chunk(chunk, i > 0, i + 1 == EACH).await?;
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        task.complete().await
+    }
+}
+
+/// The `LISTEN` connections of an application name.
+async fn listeners(admin: &mut sqlx::PgConnection, app: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 \
+         AND query ILIKE 'LISTEN%'",
+    )
+    .bind(app)
+    .fetch_one(admin)
+    .await
+    .expect("pg_stat_activity")
+}
+
+/// `b`'s `LISTEN` connection is killed just before `a` streams: `b`
+/// reconnects, catches up from the log, and its subscriber still sees
+/// exactly the events of `a`'s stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_listener_reconnects_and_catches_up() {
+    let (open, gate) = watch::channel(false);
+    let card = AgentCard::new("Gated", "Streams when told", "1.0.0").with_streaming(true);
+    let app = format!("a2a-test-{}", new_id());
+    let Some(mut r) = Replicas::start_with(
+        card,
+        GatedChunker { gate },
+        &format!("&application_name={app}"),
+    )
+    .await
+    else {
+        return;
+    };
+    let b = Binding::JsonRpc;
+    let ca = client(&r.a, b).await;
+    let cb = client(&r.b, b).await;
+    let mut stream_a = within("stream on a", ca.stream(Message::user_text("go")))
+        .await
+        .expect("SendStreamingMessage on a");
+    let mut on_a = vec![
+        next_event(b, "a's stream", &mut stream_a).await,
+        next_event(b, "a's stream", &mut stream_a).await,
+    ];
+    assert_eq!(on_a[1].state(), Some(TaskState::Working));
+    let id = first_task(&on_a, "a's stream").id;
+    let (snapshot, follow_b) = subscribe(&cb, b, &id, "subscriber on b").await;
+    assert_eq!(snapshot.state(), TaskState::Working);
+
+    within("b listens", async {
+        while listeners(&mut r.schema.admin, &app).await == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let killed: Vec<bool> = within(
+        "kill b's listener",
+        sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = $1 AND query ILIKE 'LISTEN%'",
+        )
+        .bind(&app)
+        .fetch_all(&mut r.schema.admin),
+    )
+    .await
+    .expect("pg_terminate_backend");
+    assert_eq!(killed, [true]);
+    open.send_replace(true);
+
+    let (rest_a, seen_b) = tokio::join!(
+        collect(b, "a's stream", stream_a),
+        collect(b, "subscriber on b", follow_b)
+    );
+    on_a.extend(rest_a);
+    assert_eq!(on_a.len(), EACH + 3);
+    assert_eq!(
+        seen_b,
+        &on_a[2..],
+        "b sees exactly what a streamed after its snapshot"
+    );
+    within("b listens again", async {
+        while listeners(&mut r.schema.admin, &app).await == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
     r.stop().await;
 }

@@ -31,7 +31,11 @@ use crate::store::StoredTask;
 /// What a replica hears from the others.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Notice {
-    /// Another replica applied the event at position `seq` of a task.
+    /// Another replica applied the event at position `seq` of a task. The
+    /// event (and every earlier one of the task) can be read with
+    /// [`EventBus::events_after`] by the time the notice arrives (with
+    /// PostgreSQL: a notification is delivered after its transaction
+    /// committed). Notices may be lost, repeated or late.
     Event {
         /// The task.
         task_id: String,
