@@ -130,7 +130,8 @@ impl HandlerBuilder {
     /// Follows the tasks of the other replicas sharing the store through
     /// this bus (see [`crate::bus`]): subscriptions here receive the events
     /// applied there, and cancellations reach the replica running the
-    /// agent. Without one (the default), the handler is on its own.
+    /// agent. Without one (the default), the handler is on its own. Each
+    /// handler needs a bus (a replica id) of its own.
     pub fn bus(mut self, bus: Arc<dyn EventBus>) -> Self {
         self.bus = Some(bus);
         self

@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use a2a_types::{A2aResult, Task, TaskState};
+use a2a_types::{A2aResult, ErrorKind, Task, TaskState};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{Flags, LiveTask, Sub, TaskManager};
@@ -148,9 +148,12 @@ impl TaskManager {
             }
             Ok((state, None)) => Ok(state),
             Err(e) => {
-                // Refused, typically because the task ended on another
-                // replica: the subscribers here learn it now.
-                self.catch_up_locked(live, None).await;
+                // Refused by the state machine, typically because the task
+                // ended on another replica: the subscribers here learn it
+                // now.
+                if e.kind == ErrorKind::UnsupportedOperation {
+                    self.catch_up_locked(live, None).await;
+                }
                 Err(e)
             }
         }
