@@ -329,6 +329,19 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
     Ok(exit::OK)
 }
 
+/// Removes the demo's database files when the demo ends.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,18 +361,5 @@ mod tests {
             describe_request(&body),
             "text \"Check the dependencies\" + file package.json (5 bytes) + text \"The Markdown report\" [metadata artifactId 01234567]; contextId abcdefgh; referenceTaskIds [t1234567]"
         );
-    }
-}
-
-/// Removes the demo's database files when the demo ends.
-struct RemoveOnDrop(std::path::PathBuf);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = self.0.clone().into_os_string();
-            p.push(suffix);
-            let _ = std::fs::remove_file(p);
-        }
     }
 }
