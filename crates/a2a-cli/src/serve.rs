@@ -196,6 +196,30 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The conformance agent's push set-up for a store spec.
+async fn push_config(store_spec: &str) -> anyhow::Result<a2a_server::PushConfig> {
+    let config = a2a_server::PushConfig::new().allow_loopback();
+    let Some(path) = sqlite_path(store_spec) else {
+        return Ok(config);
+    };
+    let outbox = a2a_server::push::SqliteOutbox::open(path)
+        .await
+        .with_context(|| format!("cannot open the push outbox in {path}"))?;
+    let signer = a2a_server::push::PushSigner::load_or_create(format!("{path}.push-key"))
+        .with_context(|| format!("cannot load or create the push signing key beside {path}"))?;
+    Ok(config.outbox(Arc::new(outbox)).signer(signer))
+}
+
+/// The file of a `sqlite:PATH` store spec (also a bare path).
+fn sqlite_path(spec: &str) -> Option<&str> {
+    if spec == "memory" || spec.contains("://") && !spec.starts_with("sqlite:") {
+        return None;
+    }
+    let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
+    let path = path.strip_prefix("//").unwrap_or(path);
+    (!path.is_empty()).then_some(path)
+}
+
 /// Builds, binds and announces one agent's server.
 async fn bind(
     args: &ServeArgs,
@@ -210,12 +234,18 @@ async fn bind(
             conformance::ConformanceAgent {
                 streaming_timeout: Duration::from_millis(args.tck_streaming_timeout_ms),
             },
-        )
-        // Push notifications, to loopback webhooks only (conformance runs).
-        .push(a2a_server::PushConfig::new().allow_loopback()),
+        ),
         AgentName::DepCompat => A2aServer::new(depcompat::card(), depcompat::DepCompatAgent),
     };
     let (store, bus) = open_store(store_spec).await?;
+    let server = if matches!(agent, AgentName::Conformance) {
+        // Push notifications, to loopback webhooks only (conformance runs);
+        // with a SQLite store the outbox and the signing key live beside
+        // it, so a restart loses no notification and keeps the JWKS.
+        server.push(push_config(store_spec).await?)
+    } else {
+        server
+    };
     let mut server = server
         .grpc(!args.no_grpc)
         .max_body_bytes(args.max_body_bytes)
