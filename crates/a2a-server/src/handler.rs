@@ -1205,6 +1205,85 @@ mod tests {
         is_send(&h.list_tasks(&ctx, Default::default()));
     }
 
+    /// Waits for input; on "burst" streams 20 chunks and waits again; on
+    /// anything else completes.
+    struct Bursty;
+
+    impl crate::AgentExecutor for Bursty {
+        async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+            match (ctx.task.is_some(), ctx.text().as_str()) {
+                (false, _) => task.require_input("ready").await,
+                (true, "burst") => {
+                    let id = a2a_types::new_id();
+                    for i in 0..20 {
+                        let chunk = a2a_types::Artifact::text("a", format!("{i} ")).with_id(&id);
+                        task.artifact_chunk(chunk, i > 0, i == 19).await?;
+                    }
+                    task.require_input("again?").await
+                }
+                (true, _) => task.complete().await,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lagging_subscriber_keeps_following_the_task() {
+        use futures::StreamExt;
+        let h = RequestHandler::builder(AgentCard::default().with_streaming(true), Bursty)
+            .config(HandlerConfig {
+                queue_capacity: 4,
+                ..Default::default()
+            })
+            .build();
+        let ctx = CallContext::v1();
+        let send = |text: &str, task_id: &str| SendMessageRequest {
+            message: Some(Message::user_text(text).with_task_id(task_id)),
+            ..Default::default()
+        };
+        let first = h.send_message(&ctx, send("start", "")).await.unwrap();
+        let id = first.task().unwrap().id.clone();
+        let sub = SubscribeToTaskRequest {
+            id: id.clone(),
+            ..Default::default()
+        };
+        let mut stream = h.subscribe_to_task(&ctx, sub).await.unwrap();
+        let opening = stream.next().await.unwrap().unwrap();
+        assert!(matches!(
+            opening.payload,
+            Some(stream_response::Payload::Task(_))
+        ));
+        // The subscriber does not read while 20 chunks arrive: it falls
+        // behind (queue of 4) and the run ends, interrupted.
+        h.send_message(&ctx, send("burst", &id)).await.unwrap();
+        // It drains, rejoins from a snapshot (the interrupted task)...
+        let mut last = None;
+        while let Ok(Some(ev)) =
+            tokio::time::timeout(std::time::Duration::from_secs(5), stream.next()).await
+        {
+            let ev = ev.unwrap();
+            if ev.state() == Some(TaskState::InputRequired)
+                && matches!(ev.payload, Some(stream_response::Payload::Task(_)))
+            {
+                last = Some(ev);
+                break;
+            }
+        }
+        assert!(last.is_some(), "resynchronised from a snapshot");
+        // ...and still sees the next turn, to the end.
+        h.send_message(&ctx, send("finish", &id)).await.unwrap();
+        let rest: Vec<_> = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            stream.collect::<Vec<_>>(),
+        )
+        .await
+        .expect("the stream ends");
+        let states: Vec<_> = rest
+            .iter()
+            .filter_map(|e| e.as_ref().ok()?.state())
+            .collect();
+        assert_eq!(states.last(), Some(&TaskState::Completed), "{rest:?}");
+    }
+
     #[tokio::test]
     async fn repeated_message_ids_are_duplicates_only_when_asked() {
         let send = |h: &RequestHandler| {

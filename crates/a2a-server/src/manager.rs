@@ -47,6 +47,10 @@ enum Sub {
     /// for its answer): a message, an error, a terminal or interrupted
     /// state. Gone once delivered.
     Final(Option<oneshot::Sender<Item>>),
+    /// A stream subscriber that fell behind: its queue was dropped and it
+    /// will rejoin from a snapshot. It still counts as a follower, so the
+    /// task's live state is not retired under it meanwhile.
+    Lagging { overflow: Arc<AtomicBool> },
 }
 
 impl Sub {
@@ -55,6 +59,8 @@ impl Sub {
             Sub::Stream { tx, .. } => tx.is_closed(),
             Sub::Final(Some(tx)) => tx.is_closed(),
             Sub::Final(None) => true,
+            // Gone when the subscription holding the other handle is.
+            Sub::Lagging { overflow } => Arc::strong_count(overflow) == 1,
         }
     }
 }
@@ -89,6 +95,7 @@ impl Flags {
         self.subs.iter().any(|s| match s {
             Sub::Stream { .. } => true,
             Sub::Final(tx) => is_final && tx.is_some(),
+            Sub::Lagging { .. } => false,
         })
     }
 }
@@ -106,22 +113,29 @@ pub(crate) struct LiveTask {
 impl LiveTask {
     fn publish(&self, flags: &mut Flags, item: Item) {
         let is_final = item.as_ref().map_or(true, |ev| ev.ends_stream());
-        flags.subs.retain_mut(|s| match s {
-            Sub::Stream { tx, overflow } => match tx.try_send(item.clone()) {
-                Ok(()) => true,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    overflow.store(true, Ordering::Release);
-                    false
+        flags.subs.retain_mut(|s| {
+            let lagging = match s {
+                Sub::Stream { tx, overflow } => match tx.try_send(item.clone()) {
+                    Ok(()) => return true,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        overflow.store(true, Ordering::Release);
+                        Arc::clone(overflow)
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => return false,
+                },
+                Sub::Final(slot) if is_final => {
+                    if let Some(tx) = slot.take() {
+                        let _ = tx.send(item.clone());
+                    }
+                    return false;
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
-            },
-            Sub::Final(slot) if is_final => {
-                if let Some(tx) = slot.take() {
-                    let _ = tx.send(item.clone());
-                }
-                false
-            }
-            Sub::Final(slot) => slot.as_ref().is_some_and(|tx| !tx.is_closed()),
+                Sub::Final(slot) => return slot.as_ref().is_some_and(|tx| !tx.is_closed()),
+                Sub::Lagging { .. } => return true,
+            };
+            // Its queue goes (the subscriber drains it, then rejoins from a
+            // snapshot); a placeholder keeps it counted as a follower.
+            *s = Sub::Lagging { overflow: lagging };
+            true
         });
     }
 }
@@ -755,10 +769,22 @@ impl Subscription {
         let snapshot = self.manager.snapshot_locked(&self.live, None).await;
         let (tx, rx) = mpsc::channel(self.manager.queue_capacity);
         let overflow = Arc::new(AtomicBool::new(false));
-        self.live.flags.lock().subs.push(Sub::Stream {
-            tx,
-            overflow: Arc::clone(&overflow),
-        });
+        {
+            let old = match &self.rx {
+                Rx::Stream { overflow, .. } => Some(Arc::clone(overflow)),
+                Rx::Final(_) => None,
+            };
+            let mut flags = self.live.flags.lock();
+            // The placeholder kept while lagging gives way to the new queue.
+            flags.subs.retain(|s| match (s, &old) {
+                (Sub::Lagging { overflow }, Some(old)) => !Arc::ptr_eq(overflow, old),
+                _ => true,
+            });
+            flags.subs.push(Sub::Stream {
+                tx,
+                overflow: Arc::clone(&overflow),
+            });
+        }
         self.rx = Rx::Stream { rx, overflow };
         drop(guard);
         tracing::debug!(task = %self.live.id, "slow subscriber resynchronised from a snapshot");

@@ -78,13 +78,13 @@ impl Remote {
 /// they need cannot be read): their queues close, and each reads a fresh
 /// snapshot once it has drained its queue.
 fn desync(flags: &mut Flags) {
-    flags.subs.retain(|s| match s {
-        Sub::Stream { overflow, .. } => {
+    for s in &mut flags.subs {
+        if let Sub::Stream { overflow, .. } = s {
             overflow.store(true, Ordering::Release);
-            false
+            let overflow = Arc::clone(overflow);
+            *s = Sub::Lagging { overflow };
         }
-        Sub::Final(_) => true,
-    });
+    }
 }
 
 impl TaskManager {
