@@ -92,6 +92,11 @@ pub struct ServeArgs {
     /// `memory` (lost on exit) or `postgres://...` (shared by replicas).
     #[arg(long, default_value = "sqlite:a2a-tasks.db", env = "A2A_STORE")]
     pub store: String,
+    /// With a shared PostgreSQL store: after how long without a sign of
+    /// life another replica counts as gone, and its working tasks are
+    /// failed (their agent went with it).
+    #[arg(long, default_value = "30s", env = "A2A_REPLICA_TIMEOUT", value_parser = parse_age)]
+    pub replica_timeout: Duration,
     /// Purge terminal tasks older than this (e.g. `30m`, `24h`, `7d`); off
     /// by default.
     #[arg(long, env = "A2A_RETENTION", value_parser = parse_age)]
@@ -122,6 +127,7 @@ fn parse_age(s: &str) -> Result<Duration, String> {
 /// other replicas).
 async fn open_store(
     spec: &str,
+    replica_timeout: Duration,
 ) -> anyhow::Result<(Arc<dyn TaskStore>, Option<Arc<dyn a2a_server::EventBus>>)> {
     if spec == "memory" {
         return Ok((Arc::new(MemoryStore::default()), None));
@@ -129,11 +135,17 @@ async fn open_store(
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
         // Replicas sharing the database follow each other's tasks (event
         // log and LISTEN/NOTIFY): each process is a replica of its own.
+        // A replica that stops announcing itself for `replica_timeout` is
+        // gone: the others fail its working tasks.
         let replica = a2a_server::bus::new_replica_id();
-        let (store, bus) = a2a_server::store::postgres::connect_cluster(spec, &replica)
+        let store = a2a_server::store::PostgresStore::connect(spec)
             .await
+            .and_then(|s| s.with_event_log(&replica))
             .context("cannot open the PostgreSQL task store (check --store / A2A_STORE)")?;
-        return Ok((store, Some(bus)));
+        let bus = a2a_server::store::PgEventBus::new(&store)
+            .context("cannot start the event bus")?
+            .liveness(replica_timeout / 6, replica_timeout);
+        return Ok((Arc::new(store), Some(Arc::new(bus))));
     }
     let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
     let path = path.strip_prefix("//").unwrap_or(path);
@@ -237,7 +249,7 @@ async fn bind(
         ),
         AgentName::DepCompat => A2aServer::new(depcompat::card(), depcompat::DepCompatAgent),
     };
-    let (store, bus) = open_store(store_spec).await?;
+    let (store, bus) = open_store(store_spec, args.replica_timeout).await?;
     let server = if matches!(agent, AgentName::Conformance) {
         // Push notifications, to loopback webhooks only (conformance runs);
         // with a SQLite store the outbox and the signing key live beside

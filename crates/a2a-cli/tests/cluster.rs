@@ -87,6 +87,11 @@ struct Replica {
 impl Replica {
     /// Starts `a2a serve --agent AGENT --store URL` on a free loopback port.
     fn start(agent: &str, store: &str) -> Self {
+        Self::start_with(agent, store, &[])
+    }
+
+    /// The same, with more options.
+    fn start_with(agent: &str, store: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_a2a"))
             .args([
                 "serve",
@@ -98,6 +103,7 @@ impl Replica {
                 "0",
             ])
             .args(["--tck-streaming-timeout-ms", "600000", "--store", store])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -379,5 +385,43 @@ async fn a_stream_on_one_replica_is_followed_exactly_from_the_other() {
     }
     assert!(checked, "b never joined a stream in the middle");
     drop((a, b));
+    schema.drop().await;
+}
+
+/// A replica killed in the middle of a run: the others fail its working
+/// task once it stops announcing itself, and not before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tasks_of_a_killed_replica_are_failed_by_the_others() {
+    let Some(schema) = Schema::new().await else {
+        return;
+    };
+    let quick = ["--replica-timeout", "1"];
+    let mut a = Replica::start_with("conformance", &schema.url, &quick);
+    let b = Replica::start_with("conformance", &schema.url, &quick);
+    let (ca, cb) = (a.client().await, b.client().await);
+    let started = send(
+        &ca,
+        request(message("test-resubscribe-message-id-k", "run long"), true),
+    )
+    .await;
+    let id = started.id.clone();
+    wait_for(&ca, &id, TaskState::Working).await;
+    // A is alive (it announces itself several times a second): its task
+    // is left alone.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(get(&cb, &id).await.state(), TaskState::Working);
+
+    let _ = a.child.kill();
+    let _ = a.child.wait();
+    wait_for(&cb, &id, TaskState::Failed).await;
+    let failed = get(&cb, &id).await;
+    let why = failed
+        .status
+        .as_ref()
+        .and_then(|s| s.message.as_ref())
+        .map(Message::text)
+        .unwrap_or_default();
+    assert!(why.contains("replica"), "status message {why:?}");
+    drop(b);
     schema.drop().await;
 }

@@ -50,6 +50,12 @@ pub enum Notice {
     /// Notices may have been missed (the connection was lost, or the
     /// receiver fell behind): check every task followed here.
     Resync,
+    /// The replica that was working on this task stopped (it no longer
+    /// announces itself): fail the task if it is still working.
+    Orphaned {
+        /// The task.
+        task_id: String,
+    },
 }
 
 /// An event another replica applied, as read from the log.

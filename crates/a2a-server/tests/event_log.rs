@@ -298,6 +298,9 @@ async fn the_bus_announces_other_replicas_events_and_cancellations() {
     let bus_a = PgEventBus::new(&a).unwrap();
     let bus_b = PgEventBus::new(&b).unwrap();
     assert_eq!(bus_b.replica_id(), "replica-b");
+    // A listens too, so it announces itself: a replica that does not is
+    // gone, and B would report A's working tasks as orphaned.
+    let _heard_by_a = bus_a.listen();
     let mut heard_by_b = bus_b.listen();
     // The first notice says: catch up (nothing was heard before).
     assert_eq!(next(&mut heard_by_b).await, Notice::Resync);

@@ -334,6 +334,27 @@ impl TaskManager {
 
     /// `CancelTask` was called on another replica: stop the agent if it
     /// runs here (its later updates are refused: the task is terminal).
+    /// The replica running a task's agent stopped: fail the task if it is
+    /// still working and not running here.
+    async fn orphaned_elsewhere(self: Arc<Self>, task_id: &str) {
+        match self.store.get(task_id, None).await {
+            Ok(Some(stored))
+                if matches!(
+                    stored.task.state(),
+                    TaskState::Submitted | TaskState::Working
+                ) =>
+            {
+                let reason = "The agent stopped while working on this task (the server \
+                              replica running it went away). Send the request again to retry.";
+                if self.fail_orphan(&stored, reason).await {
+                    tracing::warn!(task = %task_id, "failed a task whose replica stopped");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(task = %task_id, error = %e, "cannot read an orphaned task"),
+        }
+    }
+
     fn canceled_elsewhere(&self, task_id: &str) {
         if let Some(live) = self.live.get(task_id).map(|l| Arc::clone(l.value())) {
             if live.flags.lock().running > 0 && !live.cancel.is_cancelled() {
@@ -361,6 +382,9 @@ async fn follow_notices(manager: Weak<TaskManager>, mut notices: Notices, stop: 
             Notice::Event { task_id, seq } => manager.announced(&task_id, seq),
             Notice::Cancel { task_id } => manager.canceled_elsewhere(&task_id),
             Notice::Resync => manager.resync_all(),
+            Notice::Orphaned { task_id } => {
+                tokio::spawn(async move { manager.orphaned_elsewhere(&task_id).await });
+            }
         }
     }
 }

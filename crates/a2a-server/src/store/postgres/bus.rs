@@ -55,6 +55,8 @@ pub struct PgEventBus {
     replica_id: Arc<str>,
     retention: Duration,
     purge_every: Duration,
+    heartbeat_every: Duration,
+    replica_timeout: Duration,
 }
 
 /// Connects to the database at `url` (see [`PostgresStore::connect`]) and
@@ -87,6 +89,8 @@ impl PgEventBus {
             replica_id,
             retention: Duration::from_secs(600),
             purge_every: Duration::from_secs(60),
+            heartbeat_every: Duration::from_secs(5),
+            replica_timeout: Duration::from_secs(30),
         })
     }
 
@@ -95,6 +99,16 @@ impl PgEventBus {
     /// longer) may miss events for its subscribers.
     pub fn event_retention(mut self, retention: Duration) -> Self {
         self.retention = retention;
+        self
+    }
+
+    /// How often this replica announces itself (default every 5 s) and
+    /// after how long without an announcement another replica counts as
+    /// gone (default 30 s): its working tasks are then failed, since their
+    /// agent went with it. The timeout must be well above the interval.
+    pub fn liveness(mut self, heartbeat_every: Duration, replica_timeout: Duration) -> Self {
+        self.heartbeat_every = heartbeat_every.max(Duration::from_millis(10));
+        self.replica_timeout = replica_timeout.max(self.heartbeat_every * 2);
         self
     }
 
@@ -124,6 +138,13 @@ impl EventBus for PgEventBus {
                     self.store.clone(),
                     self.retention,
                     self.purge_every,
+                    tx.clone(),
+                ));
+                rt.spawn(watch(
+                    self.store.clone(),
+                    Arc::clone(&self.replica_id),
+                    self.heartbeat_every,
+                    self.replica_timeout,
                     tx,
                 ));
             }
@@ -335,6 +356,65 @@ async fn purge(store: PostgresStore, retention: Duration, every: Duration, tx: N
             Ok(0) => {}
             Ok(n) => tracing::debug!(events = n, "event bus: purged old events"),
             Err(e) => tracing::warn!(error = %e, "event bus: purging old events failed"),
+        }
+    }
+}
+
+/// Announces this replica, and reports the working tasks whose last event
+/// came from a replica that stopped announcing itself (their agent is gone).
+/// Every replica runs it; failing a task twice is refused by the state
+/// machine, so races between replicas are harmless.
+async fn watch(
+    store: PostgresStore,
+    me: Arc<str>,
+    every: Duration,
+    timeout: Duration,
+    tx: NoticeSender,
+) {
+    loop {
+        if store.pool().is_closed() {
+            return;
+        }
+        let now = crate::store::sql::now_millis();
+        let beat = sqlx::query(
+            "INSERT INTO a2a_replicas (id, heartbeat) VALUES ($1, $2) \
+             ON CONFLICT (id) DO UPDATE SET heartbeat = EXCLUDED.heartbeat",
+        )
+        .bind(me.as_ref())
+        .bind(now)
+        .execute(store.pool())
+        .await;
+        if let Err(e) = beat {
+            tracing::warn!(error = %e, "event bus: cannot announce this replica");
+        } else {
+            let cutoff = now.saturating_sub(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX));
+            let orphans = sqlx::query_scalar::<_, String>(
+                // The last event's replica is silent, and so is the task
+                // (an event written within the timeout proves its writer
+                // was alive then, even before its first announcement).
+                "SELECT t.id FROM a2a_tasks t \
+                 CROSS JOIN LATERAL (SELECT e.origin, e.created_at FROM a2a_task_events e \
+                   WHERE e.task_id = t.id ORDER BY e.seq DESC LIMIT 1) last \
+                 WHERE t.state IN (1, 2) AND last.origin <> $1 AND last.created_at < $2 \
+                   AND NOT EXISTS (SELECT 1 FROM a2a_replicas r \
+                     WHERE r.id = last.origin AND r.heartbeat >= $2) \
+                 LIMIT 100",
+            )
+            .bind(me.as_ref())
+            .bind(cutoff)
+            .fetch_all(store.pool())
+            .await;
+            match orphans {
+                Ok(ids) => {
+                    for task_id in ids {
+                        tx.send(Notice::Orphaned { task_id });
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "event bus: cannot look for orphaned tasks"),
+            }
+        }
+        if !pause(&tx, every).await {
+            return;
         }
     }
 }
