@@ -395,7 +395,7 @@ async fn the_tasks_of_a_killed_replica_are_failed_by_the_others() {
     let Some(schema) = Schema::new().await else {
         return;
     };
-    let quick = ["--replica-timeout", "1"];
+    let quick = ["--replica-timeout", "3"];
     let mut a = Replica::start_with("conformance", &schema.url, &quick);
     let b = Replica::start_with("conformance", &schema.url, &quick);
     let (ca, cb) = (a.client().await, b.client().await);
@@ -408,7 +408,7 @@ async fn the_tasks_of_a_killed_replica_are_failed_by_the_others() {
     wait_for(&ca, &id, TaskState::Working).await;
     // A is alive (it announces itself several times a second): its task
     // is left alone.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    tokio::time::sleep(Duration::from_millis(4000)).await;
     assert_eq!(get(&cb, &id).await.state(), TaskState::Working);
 
     let _ = a.child.kill();
