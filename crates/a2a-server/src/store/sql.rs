@@ -405,6 +405,30 @@ where
     qb
 }
 
+/// The tasks an agent was at work on (`TASK_STATE_SUBMITTED` = 1,
+/// `TASK_STATE_WORKING` = 2), for crash recovery; read with
+/// [`unfinished_tasks`].
+pub(super) const UNFINISHED_SQL: &str = "SELECT id, owner_tenant, owner_principal, head, \
+     history, artifacts FROM a2a_tasks WHERE state IN (1, 2)";
+
+/// Decodes the rows of [`UNFINISHED_SQL`].
+pub(super) fn unfinished_tasks<'r, R>(rows: &'r [R]) -> A2aResult<Vec<super::StoredTask>>
+where
+    R: Row,
+    &'static str: ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+    Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
+{
+    rows.iter()
+        .map(|row| {
+            let id: String = row
+                .try_get("id")
+                .map_err(|e| db_error("reading unfinished tasks", e))?;
+            stored_task(row, &id, None)
+        })
+        .collect()
+}
+
 /// Reads a task with its owner from the columns `owner_tenant,
 /// owner_principal, head, history, artifacts` of a row.
 pub(super) fn stored_task<'r, R>(

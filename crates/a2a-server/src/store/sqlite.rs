@@ -335,21 +335,11 @@ impl TaskStore for SqliteStore {
     }
 
     async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
-        let what = "reading unfinished tasks";
-        let rows = sqlx::query(
-            "SELECT id, owner_tenant, owner_principal, head, history, artifacts \
-             FROM a2a_tasks WHERE state IN (1, 2)",
-        )
-        .fetch_all(&self.reader)
-        .await
-        .map_err(|e| sql::db_error(what, e))?;
-        rows.iter()
-            .map(|row| {
-                let id: String =
-                    sqlx::Row::try_get(row, "id").map_err(|e| sql::db_error(what, e))?;
-                sql::stored_task(row, &id, None)
-            })
-            .collect()
+        let rows = sqlx::query(sql::UNFINISHED_SQL)
+            .fetch_all(&self.reader)
+            .await
+            .map_err(|e| sql::db_error("reading unfinished tasks", e))?;
+        sql::unfinished_tasks(&rows)
     }
 
     /// Deletes in batches of a few hundred tasks, each batch one
