@@ -1062,3 +1062,64 @@ async fn grpc_bad_input(server: &ServerHandle, task: &str, unknown: &str) {
     .into_inner();
     assert_eq!(t.id, task);
 }
+
+// ----- 14. the HTTP/1 read buffer -------------------------------------------------
+
+/// Each connection reads through one buffer of `MAX_HEAD_BYTES`: a request
+/// head larger than that is refused with 431, and the server goes on
+/// serving; bodies far larger than the buffer pass through it whole.
+#[tokio::test]
+async fn request_heads_are_capped_and_bodies_are_not() {
+    let server = start_server(A2aServer::new(
+        conformance::card(),
+        ConformanceAgent::default(),
+    ))
+    .await;
+    let http = raw_http();
+    let url = format!("{}/", server.base_url());
+    let send = |text: String| {
+        let message = json!({
+            "messageId": format!("tck-complete-task-{}", new_id()),
+            "role": "ROLE_USER",
+            "parts": [{"text": text}],
+        });
+        rpc("SendMessage", send_params(message)).to_string()
+    };
+
+    let r = within(
+        "big head",
+        http.post(&url)
+            .header("A2A-Version", "1.0")
+            .header("Content-Type", "application/json")
+            .header("X-Padding", "p".repeat(a2a_server::MAX_HEAD_BYTES + 1))
+            .body(send("hi".into()))
+            .send(),
+    )
+    .await
+    .expect("answer");
+    assert_eq!(r.status().as_u16(), 431, "a head over the cap is refused");
+
+    // 300 KB of text: many buffer-fulls, one message, nothing lost.
+    let text = "0123456789".repeat(30_000);
+    let r = within(
+        "big body",
+        http.post(&url)
+            .header("A2A-Version", "1.0")
+            .header("Content-Type", "application/json")
+            .body(send(text.clone()))
+            .send(),
+    )
+    .await
+    .expect("answer");
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.expect("JSON");
+    let task = &v["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{v}");
+    assert_eq!(
+        task["history"][0]["parts"][0]["text"]
+            .as_str()
+            .map(str::len),
+        Some(text.len()),
+        "the whole text arrived"
+    );
+}

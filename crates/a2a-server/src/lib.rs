@@ -15,6 +15,7 @@ mod jsonrpc;
 mod manager;
 pub mod push;
 mod rest;
+mod serve;
 mod server;
 pub mod store;
 
@@ -26,4 +27,5 @@ pub use executor::{AgentExecutor, RequestContext, TaskUpdater};
 pub use handler::{CallContext, EventStream, HandlerBuilder, HandlerConfig, RequestHandler};
 pub use http_common::DEFAULT_MAX_BODY_BYTES;
 pub use push::{PushConfig, PushSender, PushSigner, RetryPolicy, UrlPolicy};
+pub use serve::MAX_HEAD_BYTES;
 pub use server::{A2aServer, BoundServer, RouterOptions, ServerHandle, router, shutdown_signal};

@@ -305,12 +305,7 @@ impl BoundServer {
     ) -> std::io::Result<()> {
         let stop = Arc::new(tokio::sync::Notify::new());
         let stopped = Arc::clone(&stop);
-        use axum::serve::ListenerExt;
-        let listener = self.listener.tap_io(|tcp| {
-            // Small writes (streamed events) must not wait for Nagle.
-            let _ = tcp.set_nodelay(true);
-        });
-        let serve = axum::serve(listener, self.router).with_graceful_shutdown(async move {
+        let serve = crate::serve::serve(self.listener, self.router, async move {
             shutdown.await;
             stopped.notify_one();
         });
