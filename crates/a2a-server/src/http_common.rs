@@ -33,10 +33,10 @@ pub(crate) struct HttpState {
 /// Reads a body of at most `limit` bytes.
 pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, A2aError> {
     match Limited::new(body, limit).collect().await {
-        // A copy, so that the connection's read buffer is not kept shared
-        // while the request is handled (hyper would then double it on its
-        // next read: 16 KiB more per open stream).
-        Ok(collected) => Ok(Bytes::copy_from_slice(&collected.to_bytes())),
+        // The bytes may share the connection's read buffer; that is fine
+        // while the request is handled (with the buffer capped, hyper
+        // reads into a fresh buffer rather than growing a shared one).
+        Ok(collected) => Ok(collected.to_bytes()),
         Err(e) => {
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some()

@@ -7,11 +7,10 @@
 
 use a2a_types::jsonrpc::methods;
 use a2a_types::{A2aError, ErrorKind};
-use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::response::Response;
 use futures::StreamExt;
-use http::{HeaderMap, StatusCode, Uri};
+use http::StatusCode;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -82,12 +81,9 @@ fn params<T: DeserializeOwned + Default>(params: Option<&RawValue>) -> Result<T,
 }
 
 /// `POST /`: one JSON-RPC request.
-pub(crate) async fn handle(
-    State(state): State<HttpState>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> Response {
+    // The parts are moved out (the `HeaderMap` and `Uri` extractors clone).
+    let (parts, body) = request.into_parts();
     let bytes = match read_body(body, state.max_body_bytes).await {
         Ok(b) => b,
         Err(e) => return error_response(NULL_ID, &e),
@@ -155,7 +151,7 @@ pub(crate) async fn handle(
             );
         }
     };
-    let ctx = call_context(headers, &uri);
+    let ctx = call_context(parts.headers, &parts.uri);
     let h = &state.handler;
     let p = envelope.params;
     macro_rules! unary {

@@ -11,11 +11,11 @@ use a2a_types::{
     ListTaskPushNotificationConfigsRequest, ListTasksRequest, MEDIA_TYPE, SendMessageRequest,
     SubscribeToTaskRequest, TaskPushNotificationConfig, TaskState, Timestamp,
 };
-use axum::body::Body;
+use axum::extract::Request;
 use axum::extract::State;
 use axum::response::Response;
 use futures::StreamExt;
-use http::{HeaderMap, Method, StatusCode, Uri};
+use http::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
 use crate::handler::EventStream;
@@ -214,13 +214,10 @@ fn list_request(query: &str, tenant: String) -> Result<ListTasksRequest, A2aErro
 }
 
 /// Any request of the binding.
-pub(crate) async fn handle(
-    State(state): State<HttpState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> Response {
+    // The parts are moved out (the `HeaderMap` and `Uri` extractors clone).
+    let (parts, body) = request.into_parts();
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let (tenant, route) = match resolve(&method, uri.path()) {
         Ok(r) => r,
         Err((status, message)) => {

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use a2a_types::{A2aError, A2aResult, Task, TaskPushNotificationConfig, TaskState};
@@ -44,6 +44,9 @@ type Map<V> = DashMap<String, V, ahash::RandomState>;
 pub struct MemoryStore {
     tasks: Map<Arc<Mutex<Entry>>>,
     push: Map<Vec<TaskPushNotificationConfig>>,
+    /// Whether a push config was ever stored (eviction skips the push map
+    /// otherwise).
+    any_push: AtomicBool,
     /// Finished tasks in the order they finished: eviction pops the front.
     finished: Mutex<VecDeque<(Instant, String)>>,
     /// Number of tasks held (`DashMap::len` locks every shard).
@@ -63,6 +66,7 @@ impl MemoryStore {
         Self {
             tasks: Map::default(),
             push: Map::default(),
+            any_push: AtomicBool::new(false),
             finished: Mutex::new(VecDeque::new()),
             count: AtomicUsize::new(0),
             config,
@@ -133,7 +137,9 @@ impl MemoryStore {
                 if self.tasks.remove(&id).is_some() {
                     self.count.fetch_sub(1, Ordering::Relaxed);
                 }
-                self.push.remove(&id);
+                if self.any_push.load(Ordering::Relaxed) {
+                    self.push.remove(&id);
+                }
             }
             if !full {
                 return;
@@ -262,6 +268,7 @@ impl TaskStore for MemoryStore {
     }
 
     async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
+        self.any_push.store(true, Ordering::Relaxed);
         let mut configs = self.push.entry(config.task_id.clone()).or_default();
         match configs.iter_mut().find(|c| c.id == config.id) {
             Some(existing) => *existing = config.clone(),
