@@ -513,13 +513,15 @@ impl RequestHandler {
                     .as_ref()
                     .map(|m| m.task_id.clone())
                     .unwrap_or_default();
+                // The rarer paths of this function are boxed: the future of
+                // every send would otherwise carry their state.
                 inline_push = Some(
-                    self.prepare_push_config(
+                    Box::pin(self.prepare_push_config(
                         push,
                         config.clone(),
                         &task_id,
                         "configuration.taskPushNotificationConfig.",
-                    )
+                    ))
                     .await?,
                 );
             }
@@ -531,7 +533,7 @@ impl RequestHandler {
 
         let mut reference_tasks = Vec::new();
         for id in &message.reference_task_ids {
-            if let Ok(t) = self.visible_task(&owner, id, None).await {
+            if let Ok(t) = Box::pin(self.visible_task(&owner, id, None)).await {
                 reference_tasks.push(t.task);
             }
         }
@@ -558,7 +560,7 @@ impl RequestHandler {
             );
             (live, sub, None)
         } else {
-            let stored = self.visible_task(&owner, &message.task_id, None).await?;
+            let stored = Box::pin(self.visible_task(&owner, &message.task_id, None)).await?;
             let task = &stored.task;
             if !message.context_id.is_empty() && message.context_id != task.context_id {
                 return Err(A2aError::invalid_params(
@@ -581,11 +583,10 @@ impl RequestHandler {
             if let (Some(config), Some(push)) = (inline_push.take(), self.push_sender()) {
                 // A config sent with a message continuing a task applies to
                 // that task from now on.
-                self.save_push_config(push, &config).await?;
+                Box::pin(self.save_push_config(push, &config)).await?;
             }
-            let (live, sub) = manager
-                .continue_task(&stored, message.clone(), finals_only)
-                .await?;
+            let (live, sub) =
+                Box::pin(manager.continue_task(&stored, message.clone(), finals_only)).await?;
             (live, sub, Some(stored.task))
         };
 
@@ -655,8 +656,10 @@ impl RequestHandler {
             ),
             None => (false, None),
         };
-        if let Some(task) = self.replay(ctx, &req).await? {
-            return Ok(task.into());
+        if self.inner.idempotency.is_some() {
+            if let Some(task) = Box::pin(self.replay(ctx, &req)).await? {
+                return Ok(task.into());
+            }
         }
         let (mut sub, run) = self.start(ctx, req, false, !immediate).await?;
         let mut last_task: Option<Task> = None;

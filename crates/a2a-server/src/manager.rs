@@ -366,7 +366,7 @@ impl TaskManager {
         let guard = live.order.lock().await;
         let result = async {
             let state = self
-                .write_update(&live, TaskUpdate::UserMessage(message))
+                .write_update(&live, Box::new(TaskUpdate::UserMessage(message)))
                 .await?;
             // A stream continuing a task starts with the task as it is now.
             let snapshot = if finals_only {
@@ -432,7 +432,7 @@ impl TaskManager {
                 status: TaskStatus::new(TaskState::Failed).with_message(message),
                 metadata: None,
             };
-            match self.apply_locked(&live, update).await {
+            match self.apply_locked(&live, Box::new(update)).await {
                 Ok(()) => true,
                 Err(e) => {
                     tracing::warn!(task = %live.id, error = %e, "could not fail an orphaned task");
@@ -526,22 +526,30 @@ impl TaskManager {
 
     /// Applies an update to the task (creating it first if needed) and
     /// publishes the matching event.
-    async fn emit_inner(&self, live: &LiveTask, update: TaskUpdate) -> A2aResult<()> {
+    async fn emit_inner(&self, live: &LiveTask, update: Box<TaskUpdate>) -> A2aResult<()> {
         let _guard = live.order.lock().await;
-        self.create_locked(live).await?;
+        if !live.flags.lock().created {
+            // Once per task: boxed, so that the future of every event does
+            // not carry the creation's state.
+            Box::pin(self.create_locked(live)).await?;
+        }
         self.apply_locked(live, update).await
     }
 
     /// Applies an update to an existing task and publishes its event; the
     /// caller holds `order`. The event is only built when a subscriber
     /// wants it.
-    async fn apply_locked(&self, live: &LiveTask, update: TaskUpdate) -> A2aResult<()> {
-        let targets = match &update {
+    // The update travels boxed: the futures of every event hold a pointer,
+    // not three copies of it.
+    async fn apply_locked(&self, live: &LiveTask, update: Box<TaskUpdate>) -> A2aResult<()> {
+        let targets = match &*update {
             TaskUpdate::UserMessage(_) => None,
             _ => self.push_targets(live).await,
         };
         let pushed = targets.is_some();
-        let event = match &update {
+        // Built before the update moves into the store; shared (and small
+        // across the store's await) from the start.
+        let event = match &*update {
             TaskUpdate::Status { status, metadata } => {
                 let is_final = status.state().ends_turn();
                 (pushed || live.flags.lock().wants(is_final)).then(|| {
@@ -569,9 +577,9 @@ impl TaskManager {
                 })
             }),
             TaskUpdate::UserMessage(_) => None,
-        };
+        }
+        .map(Arc::new);
         let state = self.write_update(live, update).await?;
-        let event = event.map(Arc::new);
         {
             let mut flags = live.flags.lock();
             flags.state = state;
@@ -580,7 +588,7 @@ impl TaskManager {
             }
         }
         if let (Some(targets), Some(event)) = (targets, event) {
-            self.push_event(live, &targets, &event).await;
+            Box::pin(self.push_event(live, &targets, &event)).await;
         }
         Ok(())
     }
@@ -629,7 +637,7 @@ impl TaskManager {
                 status: TaskStatus::new(TaskState::Canceled),
                 metadata: None,
             };
-            if let Err(e) = self.apply_locked(live, update).await {
+            if let Err(e) = self.apply_locked(live, Box::new(update)).await {
                 tracing::debug!(task = %live.id, error = %e, "cancel already recorded");
             }
             live.flags.lock().running -= 1;
@@ -667,7 +675,7 @@ impl TaskManager {
                     status,
                     metadata: None,
                 };
-                if let Err(e) = self.apply_locked(live, update).await {
+                if let Err(e) = self.apply_locked(live, Box::new(update)).await {
                     tracing::warn!(task = %live.id, error = %e, "could not mark task failed");
                 }
             } else if !created && !replied {
@@ -710,7 +718,7 @@ impl TaskManager {
         live: &'a LiveTask,
         update: TaskUpdate,
     ) -> BoxFuture<'a, A2aResult<()>> {
-        Box::pin(self.emit_inner(live, update))
+        Box::pin(self.emit_inner(live, Box::new(update)))
     }
 
     /// The agent's plain-message answer.

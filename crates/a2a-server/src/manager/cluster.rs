@@ -134,12 +134,12 @@ impl TaskManager {
     pub(super) async fn write_update(
         &self,
         live: &LiveTask,
-        update: TaskUpdate,
+        update: Box<TaskUpdate>,
     ) -> A2aResult<TaskState> {
         if self.bus().is_none() {
-            return self.store.update(&live.id, update).await;
+            return self.store.update(&live.id, *update).await;
         }
-        match self.store.update_logged(&live.id, update).await {
+        match self.store.update_logged(&live.id, *update).await {
             Ok((state, Some(span))) => {
                 self.catch_up_locked(live, Some(span.before)).await;
                 let mut f = live.flags.lock();
