@@ -156,7 +156,9 @@ impl A2aServer {
         self
     }
 
-    /// Largest accepted request body in bytes (default 10 MiB).
+    /// Largest accepted request body in bytes (default 10 MiB). (Request
+    /// heads are limited to [`crate::MAX_HEAD_BYTES`], answered with 431
+    /// beyond.)
     pub fn max_body_bytes(mut self, n: usize) -> Self {
         self.options.max_body_bytes = n;
         self
