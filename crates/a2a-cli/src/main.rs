@@ -377,8 +377,9 @@ fn main() -> ExitCode {
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
+    // One worker per core (or TOKIO_WORKER_THREADS): `a2a serve` must use
+    // the machine it runs on.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
         .enable_all()
         .build()
     {
