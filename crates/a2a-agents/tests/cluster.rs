@@ -19,10 +19,12 @@ use std::time::Duration;
 use a2a_agents::conformance::{self, ConformanceAgent};
 use a2a_client::{Binding, Client, EventStream, Transport};
 use a2a_server::store::postgres::connect_cluster;
-use a2a_server::{A2aResult, A2aServer, AgentExecutor, RequestContext, ServerHandle, TaskUpdater};
+use a2a_server::{
+    A2aResult, A2aServer, AgentExecutor, PushConfig, RequestContext, ServerHandle, TaskUpdater,
+};
 use a2a_types::{
     AgentCard, Artifact, Message, SendMessageConfiguration, SendMessageRequest, StreamResponse,
-    Task, TaskState, new_id, stream_response,
+    Task, TaskPushNotificationConfig, TaskState, new_id, stream_response,
 };
 use common::*;
 use sqlx::Connection;
@@ -176,11 +178,63 @@ impl Replicas {
         card: AgentCard,
         agent: E,
     ) -> ServerHandle {
+        Self::replica_with(url, name, card, agent, None).await
+    }
+
+    async fn replica_with<E: AgentExecutor>(
+        url: &str,
+        name: &str,
+        card: AgentCard,
+        agent: E,
+        push: Option<PushConfig>,
+    ) -> ServerHandle {
         let replica = format!("{name}-{}", new_id());
         let (store, bus) = within(format!("connect {name}"), connect_cluster(url, &replica))
             .await
             .unwrap_or_else(|e| panic!("connect {name}: {e}"));
-        start_server(A2aServer::new(card, agent).store(store).bus(bus)).await
+        let server = A2aServer::new(card, agent).store(store).bus(bus);
+        start_server(match push {
+            Some(p) => server.push(p),
+            None => server,
+        })
+        .await
+    }
+
+    /// Two replicas that send push notifications (loopback webhooks allowed).
+    async fn with_push<E: AgentExecutor + Clone>(card: AgentCard, agent: E) -> Option<Self> {
+        let schema = Schema::new().await?;
+        let push = || Some(PushConfig::new().allow_loopback());
+        let (tx, finished_a) = watch::channel(0);
+        let a = Self::replica_with(
+            &schema.url,
+            "replica-a",
+            card.clone(),
+            Tracked {
+                inner: agent.clone(),
+                finished: Arc::new(tx),
+            },
+            push(),
+        )
+        .await;
+        let (tx, finished_b) = watch::channel(0);
+        let b = Self::replica_with(
+            &schema.url,
+            "replica-b",
+            card,
+            Tracked {
+                inner: agent,
+                finished: Arc::new(tx),
+            },
+            push(),
+        )
+        .await;
+        Some(Self {
+            a,
+            b,
+            finished_a,
+            finished_b,
+            schema,
+        })
     }
 
     /// The long-running conformance agent on both replicas.
@@ -718,5 +772,84 @@ async fn a_lost_listener_reconnects_and_catches_up() {
         }
     })
     .await;
+    r.stop().await;
+}
+
+/// Starts working, waits for the test's gate, then emits `GATED_CHUNKS`
+/// chunks and completes.
+#[derive(Clone)]
+struct Gated {
+    gate: watch::Receiver<bool>,
+}
+
+const GATED_CHUNKS: usize = 3;
+
+impl AgentExecutor for Gated {
+    async fn execute(&self, _ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+        task.start_work().await?;
+        let mut gate = self.gate.clone();
+        let _ = gate.wait_for(|open| *open).await;
+        let id = new_id();
+        for i in 0..GATED_CHUNKS {
+            let chunk = Artifact::text("out", format!("c{i} ")).with_id(&id);
+            task.artifact_chunk(chunk, i > 0, i + 1 == GATED_CHUNKS)
+                .await?;
+        }
+        task.complete().await
+    }
+}
+
+/// A push config created on `b` for a task whose agent runs on `a`: `a`
+/// notifies the task's next events (it had cached "no configs" when the
+/// task started; the change reaches it over the bus).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_config_created_on_one_replica_is_used_by_the_other() {
+    let (open, gate) = watch::channel(false);
+    let card = AgentCard::new("Gated", "Works when told", "1.0.0").with_push_notifications(true);
+    let Some(mut r) = Replicas::with_push(card, Gated { gate }).await else {
+        return;
+    };
+    let b = Binding::JsonRpc;
+    let ca = client(&r.a, b).await;
+    let cb = client(&r.b, b).await;
+    let started = send(&ca, b, immediate(msg("push"))).await;
+    let id = started.task().expect("a task").id.clone();
+    wait_for_state(&cb, b, &id, TaskState::Working).await;
+    let enqueued = |s: &ServerHandle| {
+        s.handler()
+            .push_sender()
+            .expect("push")
+            .metrics()
+            .snapshot()
+            .enqueued
+    };
+    assert_eq!(enqueued(&r.a), 0, "no config yet");
+
+    within(
+        "create a push config on b",
+        cb.create_task_push_notification_config(
+            TaskPushNotificationConfig {
+                task_id: id.clone(),
+                // Nothing listens there: the notifications are queued on
+                // a, and that is what is counted.
+                url: "http://127.0.0.1:9/hook".into(),
+                ..Default::default()
+            },
+            &NO_OPTS,
+        ),
+    )
+    .await
+    .expect("CreateTaskPushNotificationConfig on b");
+    // The NOTIFY reaches a's listener asynchronously.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    open.send_replace(true);
+    r.a_finished(1).await;
+    within("a's notifications queued", async {
+        while enqueued(&r.a) < (GATED_CHUNKS + 1) as u64 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(enqueued(&r.b), 0, "b ran nothing");
     r.stop().await;
 }

@@ -56,6 +56,13 @@ pub enum Notice {
         /// The task.
         task_id: String,
     },
+    /// The push notification configs of a task were created or deleted on
+    /// some replica: a replica following the task reads them again before
+    /// its next event.
+    PushConfigs {
+        /// The task.
+        task_id: String,
+    },
 }
 
 /// An event another replica applied, as read from the log.
@@ -103,6 +110,11 @@ pub trait EventBus: Send + Sync + 'static {
     /// Tells every replica that a task was canceled (after the cancellation
     /// is recorded), so the one running its agent stops it.
     async fn request_cancel(&self, task_id: &str) -> A2aResult<()>;
+
+    /// Tells every replica that the push notification configs of a task
+    /// changed (after the change is stored), so the one whose agent works
+    /// on it notifies the new set.
+    async fn announce_push_configs(&self, task_id: &str) -> A2aResult<()>;
 }
 
 /// A channel of [`Notice`]s for bus implementations: bounded, never

@@ -937,6 +937,9 @@ impl RequestHandler {
         let manager = &self.inner.manager;
         manager.store.put_push_config(config).await?;
         manager.push_configs_changed(&config.task_id).await;
+        manager
+            .push_configs_changed_elsewhere(&config.task_id)
+            .await;
         push.config_saved(config).await
     }
 
@@ -1061,6 +1064,7 @@ impl RequestHandler {
             .delete_push_config(&req.task_id, &req.id)
             .await?;
         manager.push_configs_changed(&req.task_id).await;
+        manager.push_configs_changed_elsewhere(&req.task_id).await;
         push.config_deleted(&req.task_id, &req.id).await
     }
 

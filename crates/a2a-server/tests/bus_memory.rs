@@ -265,6 +265,16 @@ impl EventBus for Node {
         );
         Ok(())
     }
+
+    async fn announce_push_configs(&self, task_id: &str) -> A2aResult<()> {
+        self.shared.notify(
+            &self.replica,
+            &Notice::PushConfigs {
+                task_id: task_id.to_owned(),
+            },
+        );
+        Ok(())
+    }
 }
 
 // ----- agents and replicas -----------------------------------------------------
@@ -304,6 +314,10 @@ fn cluster() -> Cluster {
 }
 
 fn cluster_with(config: HandlerConfig) -> Cluster {
+    cluster_of(config, None)
+}
+
+fn cluster_of(config: HandlerConfig, push: Option<a2a_server::PushConfig>) -> Cluster {
     let shared = Arc::new(Shared::default());
     let (open, gate) = watch::channel(false);
     let card = AgentCard::new("Gated", "Streams when told", "1.0.0").with_streaming(true);
@@ -312,11 +326,14 @@ fn cluster_with(config: HandlerConfig) -> Cluster {
             shared: Arc::clone(&shared),
             replica: name.to_owned(),
         };
-        RequestHandler::builder(card.clone(), Gated { gate: gate.clone() })
+        let builder = RequestHandler::builder(card.clone(), Gated { gate: gate.clone() })
             .store(Arc::new(node.clone()))
             .bus(Arc::new(node))
-            .config(config.clone())
-            .build()
+            .config(config.clone());
+        match &push {
+            Some(p) => builder.push(p.clone()).build(),
+            None => builder.build(),
+        }
     };
     Cluster {
         a: replica("a"),
@@ -510,4 +527,50 @@ async fn a_slow_subscriber_of_remote_events_resynchronises() {
     let before = &seen_b[..seen_b.len() - 1];
     assert!(before.len() <= 4, "{} queued", before.len());
     assert_eq!(before, &log[2..2 + before.len()], "a prefix, in order");
+}
+
+/// A push config created on `b` for a task whose agent runs on `a`: `a`
+/// notifies it from the next event on (it had cached "no configs" when the
+/// task started).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_config_created_on_b_is_used_by_a() {
+    let push = a2a_server::PushConfig::new().allow_loopback();
+    let c = cluster_of(HandlerConfig::default(), Some(push));
+    let (id, _, on_a, on_b) = started(&c).await;
+    let enqueued =
+        |h: &RequestHandler| h.push_sender().expect("push").metrics().snapshot().enqueued;
+    assert_eq!(enqueued(&c.a), 0, "no config yet");
+    let ctx = CallContext::v1();
+    within(
+        "create a push config on b",
+        c.b.create_task_push_notification_config(
+            &ctx,
+            TaskPushNotificationConfig {
+                task_id: id.clone(),
+                // Nothing listens there: the notifications are queued, and
+                // that is what is counted.
+                url: "http://127.0.0.1:9/hook".into(),
+                ..Default::default()
+            },
+        ),
+    )
+    .await
+    .expect("config created");
+    // The notice reaches a's manager through the bus task: give it a moment.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.open.send_replace(true);
+    let seen_a = rest(on_a, "a").await;
+    let _ = rest(on_b, "b").await;
+    // Every event after the config: N chunks and the completion.
+    within("a's notifications queued", async {
+        while enqueued(&c.a) < (N + 1) as u64 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(enqueued(&c.b), 0, "b ran nothing");
+    assert_eq!(
+        seen_a.last().and_then(StreamResponse::state),
+        Some(TaskState::Completed)
+    );
 }

@@ -253,6 +253,16 @@ impl TaskManager {
         }
     }
 
+    /// Tells the other replicas that a task's push configs changed here
+    /// (after the change is stored).
+    pub(crate) async fn push_configs_changed_elsewhere(&self, task_id: &str) {
+        if let Some(bus) = self.bus() {
+            if let Err(e) = bus.announce_push_configs(task_id).await {
+                tracing::warn!(task = %task_id, error = %e, "event bus: cannot announce a push config change");
+            }
+        }
+    }
+
     /// Another replica applied event `seq` of a task.
     fn announced(self: &Arc<Self>, task_id: &str, seq: i64) {
         if let Some(live) = self.live.get(task_id).map(|l| Arc::clone(l.value())) {
@@ -263,6 +273,17 @@ impl TaskManager {
     /// Notices may have been missed: every followed task catches up.
     fn resync_all(self: &Arc<Self>) {
         let all: Vec<Arc<LiveTask>> = self.live.iter().map(|l| Arc::clone(l.value())).collect();
+        // A missed notice may have been a push config change: every cached
+        // set is read again.
+        let ids: Vec<String> = all.iter().map(|l| l.id.clone()).collect();
+        if !ids.is_empty() && self.push.is_some() {
+            let manager = Arc::clone(self);
+            tokio::spawn(async move {
+                for id in ids {
+                    manager.push_configs_changed(&id).await;
+                }
+            });
+        }
         for live in all {
             self.wake(live, |r| r.resync = true, None);
         }
@@ -384,6 +405,9 @@ async fn follow_notices(manager: Weak<TaskManager>, mut notices: Notices, stop: 
             Notice::Resync => manager.resync_all(),
             Notice::Orphaned { task_id } => {
                 tokio::spawn(async move { manager.orphaned_elsewhere(&task_id).await });
+            }
+            Notice::PushConfigs { task_id } => {
+                tokio::spawn(async move { manager.push_configs_changed(&task_id).await });
             }
         }
     }

@@ -24,6 +24,9 @@ pub use bus::{PgEventBus, connect_cluster};
 pub const EVENTS_CHANNEL: &str = "a2a_events";
 /// The `NOTIFY` channel asking for a task's agent to stop (`task_id`).
 pub const CANCEL_CHANNEL: &str = "a2a_cancel";
+/// The `NOTIFY` channel saying a task's push notification configs changed
+/// (`task_id`).
+pub const PUSH_CONFIGS_CHANNEL: &str = "a2a_push_configs";
 /// `NOTIFY` payloads must stay under 8000 bytes; a longer one is not sent.
 const MAX_PAYLOAD: usize = 7900;
 /// Longest replica id.

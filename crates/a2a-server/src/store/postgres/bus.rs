@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use prost::Message as _;
 use sqlx::postgres::{PgListener, PgNotification};
 
-use super::{CANCEL_CHANNEL, EVENTS_CHANNEL, MAX_PAYLOAD, PostgresStore};
+use super::{CANCEL_CHANNEL, EVENTS_CHANNEL, MAX_PAYLOAD, PUSH_CONFIGS_CHANNEL, PostgresStore};
 use crate::bus::{EventBus, Notice, NoticeSender, Notices, RemoteEvent, notice_channel};
 use crate::store::{StoredTask, sql};
 
@@ -218,19 +218,30 @@ impl EventBus for PgEventBus {
     }
 
     async fn request_cancel(&self, task_id: &str) -> A2aResult<()> {
+        self.notify(CANCEL_CHANNEL, task_id, "the cancellation")
+            .await
+    }
+
+    async fn announce_push_configs(&self, task_id: &str) -> A2aResult<()> {
+        self.notify(PUSH_CONFIGS_CHANNEL, task_id, "the push configs")
+            .await
+    }
+}
+
+impl PgEventBus {
+    /// `NOTIFY channel, task_id`; `what` names it in errors.
+    async fn notify(&self, channel: &str, task_id: &str, what: &str) -> A2aResult<()> {
         if task_id.len() > MAX_PAYLOAD {
-            return Err(A2aError::internal(
-                "task id too long to announce its cancellation",
-            ));
+            return Err(A2aError::internal(format!(
+                "task id too long to announce {what}"
+            )));
         }
         sqlx::query("SELECT pg_notify($1, $2)::text")
-            .bind(CANCEL_CHANNEL)
+            .bind(channel)
             .bind(task_id)
             .execute(self.store.pool())
             .await
-            .map_err(|e| {
-                sql::db_error(&format!("announcing the cancellation of task {task_id}"), e)
-            })?;
+            .map_err(|e| sql::db_error(&format!("announcing {what} of task {task_id}"), e))?;
         Ok(())
     }
 }
@@ -246,7 +257,7 @@ async fn pause(tx: &NoticeSender, d: Duration) -> bool {
 async fn connect(store: &PostgresStore) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(store.pool()).await?;
     listener
-        .listen_all([EVENTS_CHANNEL, CANCEL_CHANNEL])
+        .listen_all([EVENTS_CHANNEL, CANCEL_CHANNEL, PUSH_CONFIGS_CHANNEL])
         .await?;
     Ok(listener)
 }
@@ -339,6 +350,9 @@ fn parse(n: &PgNotification, me: &str) -> Option<Notice> {
             })
         }
         CANCEL_CHANNEL if !payload.is_empty() => Some(Notice::Cancel {
+            task_id: payload.to_owned(),
+        }),
+        PUSH_CONFIGS_CHANNEL if !payload.is_empty() => Some(Notice::PushConfigs {
             task_id: payload.to_owned(),
         }),
         _ => None,
