@@ -392,7 +392,19 @@ async fn a_stream_on_one_replica_is_followed_exactly_from_the_other() {
 /// task once it stops announcing itself, and not before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tasks_of_a_killed_replica_are_failed_by_the_others() {
-    let Some(schema) = Schema::new().await else {
+    killed_replica(false).await;
+}
+
+/// The same for a task that has been quiet longer than the event log keeps
+/// events (its logged events purged, as the retention purge does after ten
+/// minutes): the row names its writer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_task_of_a_killed_replica_is_failed_too() {
+    killed_replica(true).await;
+}
+
+async fn killed_replica(purge_events: bool) {
+    let Some(mut schema) = Schema::new().await else {
         return;
     };
     let quick = ["--replica-timeout", "3"];
@@ -410,6 +422,14 @@ async fn the_tasks_of_a_killed_replica_are_failed_by_the_others() {
     // is left alone.
     tokio::time::sleep(Duration::from_millis(4000)).await;
     assert_eq!(get(&cb, &id).await.state(), TaskState::Working);
+    if purge_events {
+        let q = format!("DELETE FROM {}.a2a_task_events", schema.name);
+        let purged = sqlx::query(&q)
+            .execute(&mut schema.admin)
+            .await
+            .expect("purge the event log");
+        assert!(purged.rows_affected() > 0, "the task had logged events");
+    }
 
     let _ = a.child.kill();
     let _ = a.child.wait();

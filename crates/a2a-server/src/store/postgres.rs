@@ -187,7 +187,8 @@ impl PostgresStore {
             qb.push(" RETURNING version");
             return qb;
         };
-        let mut qb = sql::update_query_after("WITH u AS (", new, old, now, expected_version);
+        let mut qb =
+            sql::update_query_after("WITH u AS (", new, old, now, expected_version, Some(origin));
         qb.push(" RETURNING id)");
         let before = |qb: &mut QueryBuilder<'a, Postgres>| {
             qb.push(
@@ -353,6 +354,11 @@ impl TaskStore for PostgresStore {
              owner_principal, state, status_millis, has_status_time, head, history, artifacts, \
              created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)";
+        // With the log, the row also names its writer ($12, the origin).
+        const INSERT_LOGGED: &str = "INSERT INTO a2a_tasks (id, context_id, owner_tenant, \
+             owner_principal, state, status_millis, has_status_time, head, history, artifacts, \
+             created_at, updated_at, writer) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)";
         // With an event log, the task's first event (the task itself) is
         // recorded and announced in the same statement.
         let logged = self.log.as_deref().map(|origin| {
@@ -365,7 +371,7 @@ impl TaskStore for PostgresStore {
                 String::new()
             };
             let statement = format!(
-                "WITH t AS ({INSERT} RETURNING id), e AS (INSERT INTO a2a_task_events \
+                "WITH t AS ({INSERT_LOGGED} RETURNING id), e AS (INSERT INTO a2a_task_events \
                  (task_id, origin, event, created_at) SELECT id, $12, $13, $11 FROM t \
                  RETURNING seq, task_id) SELECT e.seq AS after{notify} FROM e"
             );

@@ -309,16 +309,18 @@ where
     i32: Encode<'a, DB> + Type<DB>,
     bool: Encode<'a, DB> + Type<DB>,
 {
-    update_query_after("", new, old, now, expected_version)
+    update_query_after("", new, old, now, expected_version, None)
 }
 
-/// [`update_query`] after some SQL (the start of a `WITH` clause).
+/// [`update_query`] after some SQL (the start of a `WITH` clause), also
+/// recording the replica that wrote (`writer`) when given.
 pub(super) fn update_query_after<'a, DB>(
     prefix: &str,
     new: &'a TaskRow,
     old: &Stored,
     now: i64,
     expected_version: Option<i64>,
+    writer: Option<&'a str>,
 ) -> QueryBuilder<'a, DB>
 where
     DB: Database,
@@ -338,6 +340,9 @@ where
         .push(", updated_at = ")
         .push_bind(now)
         .push(", version = version + 1");
+    if let Some(w) = writer {
+        qb.push(", writer = ").push_bind(w);
+    }
     if new.head != old.head {
         qb.push(", head = ").push_bind(new.head.as_slice());
     }

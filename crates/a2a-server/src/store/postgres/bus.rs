@@ -403,15 +403,18 @@ async fn watch(
         } else {
             let cutoff = now.saturating_sub(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX));
             let orphans = sqlx::query_scalar::<_, String>(
-                // The last event's replica is silent, and so is the task
-                // (an event written within the timeout proves its writer
-                // was alive then, even before its first announcement).
+                // The replica that last wrote the task is silent, and so is
+                // the task (a write within the timeout proves its writer
+                // was alive then, even before its first announcement). The
+                // writer is on the row; rows written before that column
+                // existed fall back to their last logged event.
                 "SELECT t.id FROM a2a_tasks t \
-                 CROSS JOIN LATERAL (SELECT e.origin, e.created_at FROM a2a_task_events e \
-                   WHERE e.task_id = t.id ORDER BY e.seq DESC LIMIT 1) last \
-                 WHERE t.state IN (1, 2) AND last.origin <> $1 AND last.created_at < $2 \
+                 CROSS JOIN LATERAL (SELECT COALESCE(t.writer, (SELECT e.origin \
+                   FROM a2a_task_events e WHERE e.task_id = t.id \
+                   ORDER BY e.seq DESC LIMIT 1)) AS origin) w \
+                 WHERE t.state IN (1, 2) AND w.origin <> $1 AND t.updated_at < $2 \
                    AND NOT EXISTS (SELECT 1 FROM a2a_replicas r \
-                     WHERE r.id = last.origin AND r.heartbeat >= $2) \
+                     WHERE r.id = w.origin AND r.heartbeat >= $2) \
                  LIMIT 100",
             )
             .bind(me.as_ref())
