@@ -853,3 +853,148 @@ async fn a_push_config_created_on_one_replica_is_used_by_the_other() {
     assert_eq!(enqueued(&r.b), 0, "b ran nothing");
     r.stop().await;
 }
+
+/// Emits `start_work`, three chunks and completes, at once.
+#[derive(Clone, Copy)]
+struct Quick;
+
+impl AgentExecutor for Quick {
+    async fn execute(&self, _ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+        task.start_work().await?;
+        let id = new_id();
+        for i in 0..3 {
+            let chunk = Artifact::text("out", format!("q{i} ")).with_id(&id);
+            task.artifact_chunk(chunk, i > 0, i == 2).await?;
+        }
+        task.complete().await
+    }
+}
+
+/// The notifications a replica queued for a webhook that was down are
+/// delivered by another replica after the first one stopped: the outbox is
+/// shared in the database and the stopped replica's leases expire. Both
+/// replicas sign with one key, as replicas behind one URL must.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_queued_by_a_stopped_replica_are_delivered_by_another() {
+    use a2a_client::webhook::WebhookReceiver;
+    use a2a_server::push::{PostgresOutbox, PushSigner, RetryPolicy};
+    use a2a_types::AuthenticationInfo;
+    use futures::StreamExt;
+
+    let Some(schema) = Schema::new().await else {
+        return;
+    };
+    let signer = PushSigner::generate().expect("signing key");
+    let card = AgentCard::new("Quick", "Answers at once", "1.0.0").with_push_notifications(true);
+    let replica = |name: &'static str| {
+        let (url, card, signer) = (schema.url.clone(), card.clone(), signer.clone());
+        async move {
+            let (store, bus) = connect_cluster(&url, &format!("{name}-{}", new_id()))
+                .await
+                .expect("connect");
+            let push = PushConfig::new()
+                .allow_loopback()
+                .signer(signer)
+                .outbox(Arc::new(PostgresOutbox::new(&store)))
+                .lease(Duration::from_millis(400))
+                .poll_interval(Duration::from_millis(100))
+                .retry(RetryPolicy {
+                    max_attempts: 1000,
+                    initial_backoff: Duration::from_millis(20),
+                    max_backoff: Duration::from_millis(100),
+                    attempt_timeout: Duration::from_secs(2),
+                });
+            start_server(A2aServer::new(card, Quick).store(store).bus(bus).push(push)).await
+        }
+    };
+    let a = replica("a").await;
+    let b = replica("b").await;
+    // The receiver checks signatures against b's JWKS (the same key).
+    let (receiver, mut rx) = WebhookReceiver::builder()
+        .token("tok")
+        .agent_url(&b.base_url())
+        .jwks_min_refresh(Duration::from_millis(100))
+        .accept_any_task(true)
+        .build();
+    let hook = receiver.bind("127.0.0.1:0").await.expect("bind");
+    let (addr, url) = (hook.local_addr(), hook.url());
+    hook.shutdown().await;
+
+    let ca = client(&a, Binding::JsonRpc).await;
+    let config = TaskPushNotificationConfig {
+        url,
+        token: "tok".into(),
+        authentication: Some(AuthenticationInfo {
+            scheme: "Bearer".into(),
+            credentials: "cred".into(),
+        }),
+        ..Default::default()
+    };
+    let done = send(
+        &ca,
+        Binding::JsonRpc,
+        SendMessageRequest {
+            message: Some(Message::user_text("go")),
+            configuration: Some(SendMessageConfiguration {
+                task_push_notification_config: Some(config),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(done.task().expect("a task").state(), TaskState::Completed);
+    let metrics = |s: &ServerHandle| {
+        s.handler()
+            .push_sender()
+            .expect("push")
+            .metrics()
+            .snapshot()
+    };
+    within("a tries and fails", async {
+        while metrics(&a).failed_attempts < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    // a stops delivering (as if it died) and goes away.
+    a.handler().push_sender().expect("push").stop();
+    let delivered_by_a = metrics(&a).delivered;
+    let _ = within("stop a", a.shutdown()).await;
+
+    let hook = receiver.bind(addr).await.expect("the webhook is back");
+    // The task, working, three chunks, completed: in order, once each.
+    let mut got = Vec::new();
+    while got.len() < 6 {
+        let n = within("notifications after a stopped", rx.next())
+            .await
+            .expect("a notification");
+        got.push(n);
+    }
+    let seqs: Vec<Option<u64>> = got.iter().map(|n| n.sequence).collect();
+    assert_eq!(
+        seqs,
+        (1..=6).map(Some).collect::<Vec<_>>(),
+        "in order, none twice"
+    );
+    assert_eq!(delivered_by_a, 0);
+    within("b counts its deliveries", async {
+        while metrics(&b).delivered < 6 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        b.handler()
+            .push_sender()
+            .expect("push")
+            .outbox()
+            .pending()
+            .await
+            .expect("pending"),
+        0
+    );
+    drop(hook);
+    let _ = within("stop b", b.shutdown()).await;
+    schema.drop().await;
+}

@@ -125,12 +125,23 @@ fn parse_age(s: &str) -> Result<Duration, String> {
 /// of the replicas sharing it, if it is shared (PostgreSQL): then the
 /// start-up crash recovery does not apply (its tasks may be running on
 /// other replicas).
-async fn open_store(
-    spec: &str,
-    replica_timeout: Duration,
-) -> anyhow::Result<(Arc<dyn TaskStore>, Option<Arc<dyn a2a_server::EventBus>>)> {
+/// A store opened by [`open_store`].
+struct Opened {
+    store: Arc<dyn TaskStore>,
+    /// The replicas' event bus (PostgreSQL).
+    bus: Option<Arc<dyn a2a_server::EventBus>>,
+    /// A push outbox in the same database, shared by the replicas
+    /// (PostgreSQL; a SQLite store gets its outbox in [`push_config`]).
+    outbox: Option<Arc<dyn a2a_server::push::PushOutbox>>,
+}
+
+async fn open_store(spec: &str, replica_timeout: Duration) -> anyhow::Result<Opened> {
     if spec == "memory" {
-        return Ok((Arc::new(MemoryStore::default()), None));
+        return Ok(Opened {
+            store: Arc::new(MemoryStore::default()),
+            bus: None,
+            outbox: None,
+        });
     }
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
         // Replicas sharing the database follow each other's tasks (event
@@ -145,7 +156,12 @@ async fn open_store(
         let bus = a2a_server::store::PgEventBus::new(&store)
             .context("cannot start the event bus")?
             .liveness(replica_timeout / 6, replica_timeout);
-        return Ok((Arc::new(store), Some(Arc::new(bus))));
+        let outbox = a2a_server::push::PostgresOutbox::new(&store);
+        return Ok(Opened {
+            store: Arc::new(store),
+            bus: Some(Arc::new(bus)),
+            outbox: Some(Arc::new(outbox)),
+        });
     }
     let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
     let path = path.strip_prefix("//").unwrap_or(path);
@@ -155,7 +171,11 @@ async fn open_store(
     let store = SqliteStore::open(path)
         .await
         .with_context(|| format!("cannot open the SQLite task store {path}"))?;
-    Ok((Arc::new(store), None))
+    Ok(Opened {
+        store: Arc::new(store),
+        bus: None,
+        outbox: None,
+    })
 }
 
 /// Prints a line, ignoring a closed stdout (a server must not die because
@@ -208,9 +228,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The conformance agent's push set-up for a store spec.
-async fn push_config(store_spec: &str) -> anyhow::Result<a2a_server::PushConfig> {
+/// The conformance agent's push set-up for a store spec (and the outbox
+/// the store's database offers, if any).
+async fn push_config(
+    store_spec: &str,
+    outbox: Option<Arc<dyn a2a_server::push::PushOutbox>>,
+) -> anyhow::Result<a2a_server::PushConfig> {
     let config = a2a_server::PushConfig::new().allow_loopback();
+    if let Some(outbox) = outbox {
+        return Ok(config.outbox(outbox));
+    }
     let Some(path) = sqlite_path(store_spec) else {
         return Ok(config);
     };
@@ -249,12 +276,13 @@ async fn bind(
         ),
         AgentName::DepCompat => A2aServer::new(depcompat::card(), depcompat::DepCompatAgent),
     };
-    let (store, bus) = open_store(store_spec, args.replica_timeout).await?;
+    let Opened { store, bus, outbox } = open_store(store_spec, args.replica_timeout).await?;
     let server = if matches!(agent, AgentName::Conformance) {
         // Push notifications, to loopback webhooks only (conformance runs);
         // with a SQLite store the outbox and the signing key live beside
-        // it, so a restart loses no notification and keeps the JWKS.
-        server.push(push_config(store_spec).await?)
+        // it, so a restart loses no notification and keeps the JWKS; with
+        // PostgreSQL the replicas share an outbox in the database.
+        server.push(push_config(store_spec, outbox).await?)
     } else {
         server
     };

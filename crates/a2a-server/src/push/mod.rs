@@ -41,6 +41,8 @@
 //! just before a crash may be sent again, with the same id.
 
 mod outbox;
+#[cfg(feature = "postgres")]
+mod outbox_postgres;
 #[cfg(feature = "sqlite")]
 mod outbox_sqlite;
 mod sign;
@@ -57,6 +59,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 pub use outbox::{Leased, MemoryOutbox, Notification, PushOutbox};
+#[cfg(feature = "postgres")]
+pub use outbox_postgres::PostgresOutbox;
 #[cfg(feature = "sqlite")]
 pub use outbox_sqlite::SqliteOutbox;
 pub use sign::{PushSigner, body_sha256_hex};
