@@ -130,9 +130,10 @@ struct Opened {
     store: Arc<dyn TaskStore>,
     /// The replicas' event bus (PostgreSQL).
     bus: Option<Arc<dyn a2a_server::EventBus>>,
-    /// A push outbox in the same database, shared by the replicas
-    /// (PostgreSQL; a SQLite store gets its outbox in [`push_config`]).
-    outbox: Option<Arc<dyn a2a_server::push::PushOutbox>>,
+    /// A push outbox in the same database, shared by the replicas, with
+    /// their shared signing key (PostgreSQL; a SQLite store gets its
+    /// outbox in [`push_config`]).
+    outbox: Option<a2a_server::push::PostgresOutbox>,
 }
 
 async fn open_store(spec: &str, replica_timeout: Duration) -> anyhow::Result<Opened> {
@@ -160,7 +161,7 @@ async fn open_store(spec: &str, replica_timeout: Duration) -> anyhow::Result<Ope
         return Ok(Opened {
             store: Arc::new(store),
             bus: Some(Arc::new(bus)),
-            outbox: Some(Arc::new(outbox)),
+            outbox: Some(outbox),
         });
     }
     let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
@@ -232,11 +233,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// the store's database offers, if any).
 async fn push_config(
     store_spec: &str,
-    outbox: Option<Arc<dyn a2a_server::push::PushOutbox>>,
+    outbox: Option<a2a_server::push::PostgresOutbox>,
 ) -> anyhow::Result<a2a_server::PushConfig> {
     let config = a2a_server::PushConfig::new().allow_loopback();
     if let Some(outbox) = outbox {
-        return Ok(config.outbox(outbox));
+        // Replicas behind one URL sign with one key.
+        let signer = outbox
+            .shared_signer()
+            .await
+            .context("cannot read or create the replicas' push signing key")?;
+        return Ok(config.outbox(Arc::new(outbox)).signer(signer));
     }
     let Some(path) = sqlite_path(store_spec) else {
         return Ok(config);

@@ -445,3 +445,30 @@ async fn killed_replica(purge_events: bool) {
     drop(b);
     schema.drop().await;
 }
+
+/// The conformance agent's replicas sign push notifications with one key:
+/// both serve the same JWKS (a receiver may fetch it from either).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_serve_one_push_signing_key() {
+    let Some(schema) = Schema::new().await else {
+        return;
+    };
+    let a = Replica::start("conformance", &schema.url);
+    let b = Replica::start("conformance", &schema.url);
+    let http = reqwest::Client::new();
+    let mut jwks = Vec::new();
+    for r in [&a, &b] {
+        let url = format!(
+            "{}/.well-known/a2a-push-jwks.json",
+            r.url.trim_end_matches('/')
+        );
+        let body = within("JWKS", async { http.get(&url).send().await?.text().await })
+            .await
+            .expect("the JWKS");
+        assert!(body.contains("\"kid\""), "{body}");
+        jwks.push(body);
+    }
+    assert_eq!(jwks[0], jwks[1], "one key for both replicas");
+    drop((a, b));
+    schema.drop().await;
+}

@@ -35,6 +35,27 @@ impl PostgresOutbox {
         }
     }
 
+    /// The signing key the replicas sharing this database use: created by
+    /// the first one that asks, read by the others (table `a2a_push_key`).
+    /// The private key lives in the database, readable by whoever can read
+    /// the tasks.
+    pub async fn shared_signer(&self) -> A2aResult<super::PushSigner> {
+        let what = "reading the shared signing key";
+        let fresh = super::PushSigner::generate_pkcs8()?;
+        sqlx::query(
+            "INSERT INTO a2a_push_key (id, pkcs8) VALUES (1, $1) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(&fresh)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| db_error(what, e))?;
+        let der: Vec<u8> = sqlx::query_scalar("SELECT pkcs8 FROM a2a_push_key WHERE id = 1")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| db_error(what, e))?;
+        super::PushSigner::from_pkcs8(&der)
+    }
+
     async fn begin(&self, what: &str) -> A2aResult<sqlx::Transaction<'static, sqlx::Postgres>> {
         self.pool.begin().await.map_err(|e| db_error(what, e))
     }
@@ -417,6 +438,27 @@ mod tests {
             .execute(&mut admin)
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn replicas_get_one_signing_key() {
+        let Some((store, options, name)) = schema().await else {
+            return;
+        };
+        let other = PostgresStore::connect_with(PgPoolOptions::new().max_connections(2), options)
+            .await
+            .unwrap();
+        let (oa, ob) = (PostgresOutbox::new(&store), PostgresOutbox::new(&other));
+        let (a, b) = tokio::join!(oa.shared_signer(), ob.shared_signer());
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(a.kid(), b.kid());
+        assert_eq!(a.jwks_json(), b.jwks_json());
+        // And it stays the same.
+        let again = PostgresOutbox::new(&store).shared_signer().await.unwrap();
+        assert_eq!(again.kid(), a.kid());
+        store.pool().close().await;
+        other.pool().close().await;
+        drop_schema(&name).await;
     }
 
     #[tokio::test]
