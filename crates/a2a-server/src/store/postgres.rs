@@ -57,7 +57,8 @@ const DEFAULT_CONNECTIONS: u32 = 16;
 /// With an event log ([`PostgresStore::with_event_log`], as
 /// [`connect_cluster`] sets up), every write also records its event
 /// (`StreamResponse`, protobuf) in `a2a_task_events`, in the same
-/// statement as the task write, and announces it with `NOTIFY a2a_events`;
+/// statement as the task write, and announces it with `NOTIFY a2a_events`
+/// once committed (batched: see the figures in `benches/README.md`);
 /// [`PgEventBus`] reads them for the other replicas.
 ///
 /// ```no_run
@@ -75,6 +76,71 @@ pub struct PostgresStore {
     pool: PgPool,
     /// With an event log: this replica's id (the events' origin).
     log: Option<Arc<str>>,
+    /// With an event log: announces the written events.
+    announcer: Option<Arc<Announcer>>,
+}
+
+/// Announces written events (`NOTIFY a2a_events`) after their writes
+/// committed, several per statement. A `NOTIFY` inside a write would
+/// serialise the commits of all writers (PostgreSQL holds a database-wide
+/// lock while a notifying transaction commits); batched outside them, the
+/// writes commit concurrently and one lock is taken per batch. A notice
+/// lost in a crash between a write and its announcement is like any lost
+/// notice: the other replicas catch up on the next one or on a resync.
+#[derive(Debug)]
+struct Announcer {
+    pool: PgPool,
+    origin: Arc<str>,
+    /// Started with the first announcement (a write runs in a runtime).
+    tx: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<(String, i64)>>,
+}
+
+/// Most announcements in one statement.
+const ANNOUNCE_BATCH: usize = 500;
+
+impl Announcer {
+    fn announce(&self, task_id: &str, seq: i64) {
+        if !notifiable(task_id, &self.origin) {
+            return;
+        }
+        let tx = self.tx.get_or_init(|| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(announce_batches(
+                self.pool.clone(),
+                Arc::clone(&self.origin),
+                rx,
+            ));
+            tx
+        });
+        let _ = tx.send((task_id.to_owned(), seq));
+    }
+}
+
+/// Sends what is queued, a batch per statement, until the store is gone.
+async fn announce_batches(
+    pool: PgPool,
+    origin: Arc<str>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<(String, i64)>,
+) {
+    let mut payloads: Vec<String> = Vec::new();
+    while let Some((task_id, seq)) = rx.recv().await {
+        payloads.push(format!("{task_id} {seq} {origin}"));
+        while payloads.len() < ANNOUNCE_BATCH {
+            match rx.try_recv() {
+                Ok((task_id, seq)) => payloads.push(format!("{task_id} {seq} {origin}")),
+                Err(_) => break,
+            }
+        }
+        let sent = sqlx::query("SELECT count(pg_notify($1, p)) FROM unnest($2::text[]) AS p")
+            .bind(EVENTS_CHANNEL)
+            .bind(&payloads)
+            .execute(&pool)
+            .await;
+        if let Err(e) = sent {
+            tracing::warn!(error = %e, count = payloads.len(), "event log: cannot announce events");
+        }
+        payloads.clear();
+    }
 }
 
 impl PostgresStore {
@@ -111,7 +177,11 @@ impl PostgresStore {
         migrator.run(&pool).await.map_err(|e| {
             A2aError::internal(format!("task store: migrating the PostgreSQL schema: {e}"))
         })?;
-        Ok(Self { pool, log: None })
+        Ok(Self {
+            pool,
+            log: None,
+            announcer: None,
+        })
     }
 
     /// The connection pool.
@@ -134,7 +204,13 @@ impl PostgresStore {
                 "a replica id is 1 to 128 characters without blanks",
             ));
         }
-        self.log = Some(Arc::from(replica_id));
+        let origin: Arc<str> = Arc::from(replica_id);
+        self.announcer = Some(Arc::new(Announcer {
+            pool: self.pool.clone(),
+            origin: Arc::clone(&origin),
+            tx: std::sync::OnceLock::new(),
+        }));
+        self.log = Some(origin);
         Ok(self)
     }
 
@@ -211,15 +287,7 @@ impl PostgresStore {
                 .push_bind(now)
                 .push(" FROM u RETURNING seq, task_id) SELECT ");
                 before(&mut qb);
-                qb.push(", e.seq AS after");
-                if notifiable(&new.id, origin) {
-                    qb.push(", pg_notify('")
-                        .push(EVENTS_CHANNEL)
-                        .push("', e.task_id || ' ' || e.seq || ' ' || ")
-                        .push_bind(origin)
-                        .push(")::text AS notified");
-                }
-                qb.push(" FROM e");
+                qb.push(", e.seq AS after FROM e");
             }
             None => {
                 qb.push(" SELECT ");
@@ -246,6 +314,18 @@ impl PostgresStore {
             before,
             after: after.unwrap_or(before),
         }))
+    }
+
+    /// Announces the event a row of [`Self::write_query`] recorded, if any.
+    /// Only once its transaction committed: a replica told about an event
+    /// it cannot read yet would skip it.
+    fn announce_written(&self, row: &PgRow, task_id: &str) {
+        let Some(a) = &self.announcer else {
+            return;
+        };
+        if let Ok(Some(seq)) = row.try_get::<Option<i64>, _>("after") {
+            a.announce(task_id, seq);
+        }
     }
 
     /// The logged form of an update's event (`None` without an event log,
@@ -290,6 +370,7 @@ impl PostgresStore {
             .map_err(|e| sql::db_error(&what(), e))?;
         let span = self.span(&row, task_id)?;
         tx.commit().await.map_err(|e| sql::db_error(&what(), e))?;
+        self.announce_written(&row, task_id);
         Ok((state, span))
     }
 }
@@ -360,20 +441,13 @@ impl TaskStore for PostgresStore {
              created_at, updated_at, writer) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)";
         // With an event log, the task's first event (the task itself) is
-        // recorded and announced in the same statement.
+        // recorded in the same statement (and announced once committed).
         let logged = self.log.as_deref().map(|origin| {
             let event = StreamResponse::from(task.clone()).encode_to_vec();
-            let notify = if notifiable(&task.id, origin) {
-                format!(
-                    ", pg_notify('{EVENTS_CHANNEL}', e.task_id || ' ' || e.seq || ' ' || $12)::text"
-                )
-            } else {
-                String::new()
-            };
             let statement = format!(
                 "WITH t AS ({INSERT_LOGGED} RETURNING id), e AS (INSERT INTO a2a_task_events \
                  (task_id, origin, event, created_at) SELECT id, $12, $13, $11 FROM t \
-                 RETURNING seq, task_id) SELECT e.seq AS after{notify} FROM e"
+                 RETURNING seq, task_id) SELECT e.seq AS after FROM e"
             );
             (statement, origin, event)
         });
@@ -410,6 +484,9 @@ impl TaskStore for PostgresStore {
                 let after: i64 = written
                     .try_get("after")
                     .map_err(|e| sql::db_error(&what(), e))?;
+                if let Some(a) = &self.announcer {
+                    a.announce(&row.id, after);
+                }
                 Ok(Some(LogSpan { before: 0, after }))
             }
             Err(e) if sql::is_unique_violation(&e) => Err(sql::duplicate(&row.id)),
@@ -456,7 +533,10 @@ impl TaskStore for PostgresStore {
             .await
             .map_err(|e| sql::db_error(&what(), e))?;
         if let Some(row) = written {
-            return Ok((state, self.span(&row, task_id)?));
+            // One statement: committed when it returns.
+            let span = self.span(&row, task_id)?;
+            self.announce_written(&row, task_id);
+            return Ok((state, span));
         }
         self.update_locked(task_id, update).await
     }
