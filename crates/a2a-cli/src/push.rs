@@ -118,11 +118,18 @@ pub struct WebhookArgs {
     /// Exit when a task reaches a terminal state (with --task: when all of them have).
     #[arg(long)]
     pub until_final: bool,
+    /// Answer 429 beyond this many requests a second (bursts of as many);
+    /// the sending agent retries later. Default: no limit.
+    #[arg(long, value_name = "PER_SECOND")]
+    pub rate_limit: Option<u32>,
 }
 
 /// `a2a webhook`: receives, verifies and prints push notifications.
 pub async fn webhook(g: &Globals, args: WebhookArgs) -> Result<u8, CliError> {
     let mut builder = WebhookReceiver::builder();
+    if let Some(n) = args.rate_limit {
+        builder = builder.rate_limit(n, n.max(1));
+    }
     let mut proofs = Vec::new();
     if let Some(t) = &args.token {
         builder = builder.token(t);

@@ -103,6 +103,44 @@ pub struct WebhookStats {
     pub malformed: u64,
     /// Answered 503 (reader behind, ledger error).
     pub busy: u64,
+    /// Answered 429: over the rate limit ([`WebhookBuilder::rate_limit`]).
+    pub rate_limited: u64,
+}
+
+/// A token bucket: `burst` requests at once, refilled at `rate` per second.
+#[derive(Debug)]
+struct Bucket {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    at: std::time::Instant,
+}
+
+impl Bucket {
+    fn new(per_second: u32, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        Self {
+            rate: f64::from(per_second),
+            burst,
+            tokens: burst,
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// Takes a token, or says how long until one is there.
+    fn take(&mut self, now: std::time::Instant) -> Result<(), Duration> {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.at = now;
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            return Ok(());
+        }
+        if self.rate <= 0.0 {
+            return Err(Duration::from_secs(3600));
+        }
+        Err(Duration::from_secs_f64((1.0 - self.tokens) / self.rate))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -197,6 +235,7 @@ struct Inner {
     seen: Mutex<Seen>,
     tx: mpsc::Sender<PushNotification>,
     stats: Mutex<WebhookStats>,
+    limit: Option<Mutex<Bucket>>,
 }
 
 /// Receives, verifies and records push notifications. Cheap to clone.
@@ -229,6 +268,7 @@ pub struct WebhookBuilder {
     max_body: usize,
     ledger: Option<Ledger>,
     http: Option<reqwest::Client>,
+    limit: Option<(u32, u32)>,
 }
 
 impl std::fmt::Debug for WebhookBuilder {
@@ -356,6 +396,15 @@ impl WebhookBuilder {
         self
     }
 
+    /// Accepts at most `per_second` requests a second, with bursts of up
+    /// to `burst`; the others are answered `429 Too Many Requests` with a
+    /// `Retry-After`, before any parsing or signature check (the sending
+    /// agent retries them later). Off by default.
+    pub fn rate_limit(mut self, per_second: u32, burst: u32) -> Self {
+        self.limit = Some((per_second, burst));
+        self
+    }
+
     /// The receiver and the stream of the notifications it records.
     pub fn build(self) -> (WebhookReceiver, Notifications) {
         let (tx, rx) = mpsc::channel(self.queue_capacity);
@@ -382,6 +431,9 @@ impl WebhookBuilder {
             seen: Mutex::new(Seen::default()),
             tx,
             stats: Mutex::new(WebhookStats::default()),
+            limit: self
+                .limit
+                .map(|(rate, burst)| Mutex::new(Bucket::new(rate, burst))),
         };
         (
             WebhookReceiver {
@@ -484,6 +536,7 @@ impl WebhookReceiver {
             max_body: 10 * 1024 * 1024,
             ledger: None,
             http: None,
+            limit: None,
         }
     }
 
@@ -823,6 +876,19 @@ impl WebhookReceiver {
 }
 
 async fn receive(State(r): State<WebhookReceiver>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(limit) = &r.inner.limit {
+        let taken = limit.lock().take(std::time::Instant::now());
+        if let Err(wait) = taken {
+            r.inner.stats.lock().rate_limited += 1;
+            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                [(http::header::RETRY_AFTER, secs.to_string())],
+                "too many notifications",
+            )
+                .into_response();
+        }
+    }
     match r.handle(&headers, &body).await {
         Ok(fresh) => {
             {
@@ -902,6 +968,57 @@ mod tests {
             h.insert(*k, v.parse().unwrap());
         }
         h
+    }
+
+    /// Over the limit, requests are answered 429 before anything else
+    /// (a burst of 5 and, in effect, no refill during the test).
+    #[tokio::test]
+    async fn rate_limit_answers_429() {
+        let (r, mut rx) = WebhookReceiver::builder()
+            .token("tok")
+            .rate_limit(0, 5)
+            .build();
+        r.expect_task("t1");
+        let hook = r.bind("127.0.0.1:0").await.unwrap();
+        let http = reqwest::Client::new();
+        let mut codes = Vec::new();
+        for i in 0..8 {
+            let res = http
+                .post(hook.url())
+                .header(TOKEN_HEADER, "tok")
+                .header(ID_HEADER, format!("n{i}"))
+                .header("content-type", "application/json")
+                .body(event("t1"))
+                .send()
+                .await
+                .unwrap();
+            if res.status() == StatusCode::TOO_MANY_REQUESTS {
+                assert!(res.headers().contains_key(http::header::RETRY_AFTER));
+            }
+            codes.push(res.status().as_u16());
+        }
+        assert_eq!(codes, [200, 200, 200, 200, 200, 429, 429, 429]);
+        let stats = r.stats();
+        assert_eq!((stats.accepted, stats.rate_limited), (5, 3));
+        for _ in 0..5 {
+            rx.recv().await.unwrap();
+        }
+        hook.shutdown().await;
+    }
+
+    #[test]
+    fn the_bucket_refills_at_its_rate() {
+        let start = std::time::Instant::now();
+        let mut b = Bucket::new(10, 2);
+        b.at = start;
+        assert!(b.take(start).is_ok());
+        assert!(b.take(start).is_ok());
+        let wait = b.take(start).unwrap_err();
+        assert!(wait <= Duration::from_millis(100), "{wait:?}");
+        // A tenth of a second later, one more.
+        let later = start + Duration::from_millis(100);
+        assert!(b.take(later).is_ok());
+        assert!(b.take(later).is_err());
     }
 
     #[tokio::test]
