@@ -91,8 +91,9 @@ pub struct PostgresStore {
 struct Announcer {
     pool: PgPool,
     origin: Arc<str>,
-    /// Started with the first announcement (a write runs in a runtime).
-    tx: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<(String, i64)>>,
+    /// Started with the first announcement (a write runs in a runtime), and
+    /// again if its task went away with the runtime that ran it.
+    tx: parking_lot::Mutex<Option<tokio::sync::mpsc::UnboundedSender<(String, i64)>>>,
 }
 
 /// Most announcements in one statement.
@@ -103,15 +104,19 @@ impl Announcer {
         if !notifiable(task_id, &self.origin) {
             return;
         }
-        let tx = self.tx.get_or_init(|| {
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            tokio::spawn(announce_batches(
-                self.pool.clone(),
-                Arc::clone(&self.origin),
-                rx,
-            ));
-            tx
-        });
+        let mut slot = self.tx.lock();
+        let tx = match slot.as_ref() {
+            Some(tx) if !tx.is_closed() => tx,
+            _ => {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                tokio::spawn(announce_batches(
+                    self.pool.clone(),
+                    Arc::clone(&self.origin),
+                    rx,
+                ));
+                slot.insert(tx)
+            }
+        };
         let _ = tx.send((task_id.to_owned(), seq));
     }
 }
@@ -208,7 +213,7 @@ impl PostgresStore {
         self.announcer = Some(Arc::new(Announcer {
             pool: self.pool.clone(),
             origin: Arc::clone(&origin),
-            tx: std::sync::OnceLock::new(),
+            tx: parking_lot::Mutex::new(None),
         }));
         self.log = Some(origin);
         Ok(self)
