@@ -114,6 +114,29 @@ pub trait PushOutbox: Send + Sync + 'static {
     async fn pending(&self) -> A2aResult<u64>;
 }
 
+/// Milliseconds since the Unix epoch (the outboxes' clock).
+pub(super) fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// An outbox storage error, saying what was being done.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(super) fn db_error(what: &str, e: impl std::fmt::Display) -> a2a_types::A2aError {
+    a2a_types::A2aError::internal(format!("push outbox: {what}: {e}"))
+}
+
+/// A config as a database outbox stores it (protobuf).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(super) fn decode_config(blob: &[u8], task_id: &str) -> A2aResult<TaskPushNotificationConfig> {
+    use prost::Message as _;
+    TaskPushNotificationConfig::decode(blob).map_err(|e| {
+        db_error(
+            &format!("a stored config of task {task_id} cannot be decoded"),
+            e,
+        )
+    })
+}
+
 type Key = (String, String);
 
 #[derive(Debug)]

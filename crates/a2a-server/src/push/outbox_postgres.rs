@@ -7,24 +7,20 @@
 //! LOCKED`, so replicas leasing at once split the work instead of waiting
 //! for each other, and a lease expires if its replica dies.
 
-use a2a_types::{A2aError, A2aResult, TaskPushNotificationConfig};
+use a2a_types::{A2aResult, TaskPushNotificationConfig};
 use async_trait::async_trait;
 use bytes::Bytes;
 use prost::Message as _;
 use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgPool};
 
-use super::outbox::{Leased, Notification, PushOutbox};
+use super::outbox::{Leased, Notification, PushOutbox, db_error, decode_config, now_ms};
 use crate::store::PostgresStore;
 
 /// A [`PushOutbox`] in the PostgreSQL database of a [`PostgresStore`].
 #[derive(Debug, Clone)]
 pub struct PostgresOutbox {
     pool: PgPool,
-}
-
-fn db_error(what: &str, e: impl std::fmt::Display) -> A2aError {
-    A2aError::internal(format!("push outbox: {what}: {e}"))
 }
 
 impl PostgresOutbox {
@@ -59,15 +55,6 @@ impl PostgresOutbox {
     async fn begin(&self, what: &str) -> A2aResult<sqlx::Transaction<'static, sqlx::Postgres>> {
         self.pool.begin().await.map_err(|e| db_error(what, e))
     }
-}
-
-fn decode_config(blob: &[u8], task_id: &str) -> A2aResult<TaskPushNotificationConfig> {
-    TaskPushNotificationConfig::decode(blob).map_err(|e| {
-        db_error(
-            &format!("a stored config of task {task_id} cannot be decoded"),
-            e,
-        )
-    })
 }
 
 fn to_u64(n: i64) -> u64 {
@@ -122,7 +109,7 @@ impl PushOutbox for PostgresOutbox {
         }
         let what = "enqueuing a notification";
         let mut tx = self.begin(what).await?;
-        let now = chrono::Utc::now().timestamp_millis();
+        let now = now_ms();
         for c in configs {
             sqlx::query(
                 "INSERT INTO a2a_push_streams (task_id, config_id, config) VALUES ($1, $2, $3) \

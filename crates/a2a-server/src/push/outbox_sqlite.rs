@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use a2a_types::{A2aError, A2aResult, TaskPushNotificationConfig};
+use a2a_types::{A2aResult, TaskPushNotificationConfig};
 use async_trait::async_trait;
 use bytes::Bytes;
 use prost::Message as _;
@@ -18,7 +18,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use super::outbox::{Leased, Notification, PushOutbox};
+use super::outbox::{Leased, Notification, PushOutbox, db_error, decode_config, now_ms};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/push_sqlite");
 
@@ -33,14 +33,6 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct SqliteOutbox {
     pool: SqlitePool,
-}
-
-fn db_error(what: &str, e: impl std::fmt::Display) -> A2aError {
-    A2aError::internal(format!("push outbox: {what}: {e}"))
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 impl SqliteOutbox {
@@ -125,15 +117,6 @@ impl SqliteOutbox {
             .await
             .map_err(|e| db_error(what, e))
     }
-}
-
-fn decode_config(blob: &[u8], task_id: &str) -> A2aResult<TaskPushNotificationConfig> {
-    TaskPushNotificationConfig::decode(blob).map_err(|e| {
-        db_error(
-            &format!("a stored config of task {task_id} cannot be decoded"),
-            e,
-        )
-    })
 }
 
 /// The head of one stream (inside a transaction).

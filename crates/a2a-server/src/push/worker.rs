@@ -7,7 +7,7 @@ use a2a_types::{A2aError, A2aResult, MEDIA_TYPE};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::outbox::{Notification, PushOutbox};
+use super::outbox::{Notification, PushOutbox, now_ms};
 use super::ssrf::{GuardedResolver, UrlPolicy, refusal_in};
 use super::{
     ID_HEADER, PushMetrics, PushSigner, RetryPolicy, SEQUENCE_HEADER, SIGNATURE_HEADER,
@@ -46,10 +46,6 @@ enum Outcome {
     Failed(String),
     /// The URL policy refused the address: no retry.
     Refused(String),
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 /// A number in [0, 1) from the system's random source.
