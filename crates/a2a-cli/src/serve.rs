@@ -6,7 +6,7 @@ use a2a_agents::{conformance, depcompat, echo};
 use std::sync::Arc;
 
 use a2a_server::A2aServer;
-use a2a_server::store::{MemoryStore, SqliteStore, TaskStore};
+use a2a_server::store::{MemoryStore, MemoryStoreConfig, SqliteStore, TaskStore};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
@@ -98,9 +98,14 @@ pub struct ServeArgs {
     #[arg(long, default_value = "30s", env = "A2A_REPLICA_TIMEOUT", value_parser = parse_age)]
     pub replica_timeout: Duration,
     /// Purge terminal tasks older than this (e.g. `30m`, `24h`, `7d`); off
-    /// by default.
+    /// by default, except in the memory store, which keeps finished tasks
+    /// for 10 minutes.
     #[arg(long, env = "A2A_RETENTION", value_parser = parse_age)]
     pub retention: Option<Duration>,
+    /// With `--store memory`: how many tasks are held at most (the oldest
+    /// finished ones leave first; tasks still open are never dropped).
+    #[arg(long, default_value_t = 10_000, env = "A2A_MAX_TASKS")]
+    pub max_tasks: usize,
 }
 
 /// Parses an age such as `90s`, `30m`, `24h` or `7d` (a bare number is
@@ -136,10 +141,18 @@ struct Opened {
     outbox: Option<a2a_server::push::PostgresOutbox>,
 }
 
-async fn open_store(spec: &str, replica_timeout: Duration) -> anyhow::Result<Opened> {
+async fn open_store(spec: &str, args: &ServeArgs) -> anyhow::Result<Opened> {
+    let replica_timeout = args.replica_timeout;
     if spec == "memory" {
+        let mut config = MemoryStoreConfig {
+            max_tasks: args.max_tasks,
+            ..MemoryStoreConfig::default()
+        };
+        if let Some(age) = args.retention {
+            config.terminal_ttl = age;
+        }
         return Ok(Opened {
-            store: Arc::new(MemoryStore::default()),
+            store: Arc::new(MemoryStore::new(config)),
             bus: None,
             outbox: None,
         });
@@ -282,7 +295,7 @@ async fn bind(
         ),
         AgentName::DepCompat => A2aServer::new(depcompat::card(), depcompat::DepCompatAgent),
     };
-    let Opened { store, bus, outbox } = open_store(store_spec, args.replica_timeout).await?;
+    let Opened { store, bus, outbox } = open_store(store_spec, args).await?;
     let server = if matches!(agent, AgentName::Conformance) {
         // Push notifications, to loopback webhooks only (conformance runs);
         // with a SQLite store the outbox and the signing key live beside

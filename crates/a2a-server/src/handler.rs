@@ -211,16 +211,20 @@ impl HandlerBuilder {
     }
 }
 
-/// Reduces a version to `Major.Minor` (`""` means 0.3, spec 3.6.2).
-fn major_minor(v: &str) -> String {
+/// Reduces a version to `Major.Minor` (`""` means 0.3, spec 3.6.2);
+/// borrowed unless the minor is missing.
+fn major_minor(v: &str) -> std::borrow::Cow<'_, str> {
     let v = v.trim();
     if v.is_empty() {
-        return a2a_types::DEFAULT_REQUEST_VERSION.to_owned();
+        return a2a_types::DEFAULT_REQUEST_VERSION.into();
     }
-    let mut it = v.split('.');
-    let major = it.next().unwrap_or_default();
-    let minor = it.next().unwrap_or("0");
-    format!("{major}.{minor}")
+    match v.split_once('.') {
+        None => format!("{v}.0").into(),
+        Some((major, rest)) => {
+            let minor = rest.split('.').next().unwrap_or_default();
+            v[..major.len() + 1 + minor.len()].into()
+        }
+    }
 }
 
 fn history_length(v: Option<i32>, field: &str) -> A2aResult<Option<usize>> {
@@ -356,7 +360,7 @@ impl RequestHandler {
     fn admit(&self, ctx: &CallContext, tenant: &str) -> A2aResult<Owner> {
         let requested = ctx.header("a2a-version").unwrap_or_default();
         let mm = major_minor(requested);
-        if !self.inner.config.versions.contains(&mm) {
+        if !self.inner.config.versions.iter().any(|v| *v == mm) {
             let supported: Vec<&str> = self
                 .inner
                 .config
@@ -426,7 +430,7 @@ impl RequestHandler {
         if id.is_empty() {
             return Err(A2aError::invalid_params("id", "a task id is required"));
         }
-        match self.inner.manager.store.get(id, history).await? {
+        match self.inner.manager.get_task(id, history).await? {
             Some(s) if s.owner == *owner => Ok(s),
             _ => Err(A2aError::task_not_found(id)),
         }
@@ -705,7 +709,7 @@ impl RequestHandler {
         }
         let id = sub.task_id().to_owned();
         drop(sub);
-        match self.inner.manager.store.get(&id, history).await? {
+        match self.inner.manager.get_task(&id, history).await? {
             Some(s) => Ok(s.task.into()),
             None => match last_task {
                 Some(t) => Ok(t.into()),

@@ -31,7 +31,11 @@ pub(crate) struct HttpState {
 }
 
 /// Reads a body of at most `limit` bytes.
-pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, A2aError> {
+pub(crate) async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, A2aError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     match Limited::new(body, limit).collect().await {
         // The bytes may share the connection's read buffer; that is fine
         // while the request is handled (with the buffer capped, hyper

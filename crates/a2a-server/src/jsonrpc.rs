@@ -80,8 +80,18 @@ fn params<T: DeserializeOwned + Default>(params: Option<&RawValue>) -> Result<T,
     }
 }
 
-/// `POST /`: one JSON-RPC request.
+/// `POST /`: one JSON-RPC request (as routed by axum).
 pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> Response {
+    serve(&state, request).await
+}
+
+/// One JSON-RPC request, with any body type: the accept loop calls this
+/// directly for `POST /` (no routing, no boxed body).
+pub(crate) async fn serve<B>(state: &HttpState, request: http::Request<B>) -> Response
+where
+    B: hyper::body::Body<Data = bytes::Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     // The parts are moved out (the `HeaderMap` and `Uri` extractors clone).
     let (parts, body) = request.into_parts();
     let bytes = match read_body(body, state.max_body_bytes).await {

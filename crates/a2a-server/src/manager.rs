@@ -165,6 +165,18 @@ impl TaskManager {
         }
     }
 
+    /// A task as stored (the in-memory store answers without a future).
+    pub(crate) async fn get_task(
+        &self,
+        id: &str,
+        history_length: Option<usize>,
+    ) -> A2aResult<Option<StoredTask>> {
+        match self.store.as_memory() {
+            Some(memory) => Ok(memory.get_now(id, history_length)),
+            None => self.store.get(id, history_length).await,
+        }
+    }
+
     /// The push configs of a task, read from the store once per live state
     /// (the caller holds `order`). `None` when push is off or the task has
     /// no config.

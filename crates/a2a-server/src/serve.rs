@@ -12,20 +12,85 @@
 //! (request line and headers) exceeds it is answered with
 //! `431 Request Header Fields Too Large`.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::response::Response;
+use futures::future::BoxFuture;
+use http::{Method, Request};
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tower::ServiceExt;
+
+use crate::http_common::{CardEndpoint, HttpState};
 
 /// The largest HTTP/1 request head accepted, and the size of each
 /// connection's read buffer.
 pub const MAX_HEAD_BYTES: usize = 8192;
+
+/// The two most frequent requests, answered without going through the
+/// router: `POST /` (JSON-RPC) and `GET` of the agent card. Everything
+/// else goes to the router, which serves these two the same way.
+#[derive(Clone)]
+pub(crate) struct Direct {
+    pub(crate) rpc: HttpState,
+    pub(crate) card: CardEndpoint,
+}
+
+/// The service of one connection: [`Direct`] paths first, then the router.
+#[derive(Clone)]
+struct Service {
+    router: Router,
+    direct: Direct,
+}
+
+impl hyper::service::Service<Request<Incoming>> for Service {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Answer;
+
+    fn call(&self, request: Request<Incoming>) -> Answer {
+        let path = request.uri().path();
+        if path == "/" && request.method() == Method::POST {
+            let rpc = self.direct.rpc.clone();
+            return Answer::Direct(Box::pin(async move {
+                crate::jsonrpc::serve(&rpc, request).await
+            }));
+        }
+        if path == a2a_types::AGENT_CARD_PATH && request.method() == Method::GET {
+            return Answer::Ready(Some(self.direct.card.respond(request.headers())));
+        }
+        Answer::Routed(Box::pin(self.router.clone().oneshot(request)))
+    }
+}
+
+/// The future of [`Service::call`].
+enum Answer {
+    Direct(BoxFuture<'static, Response>),
+    Ready(Option<Response>),
+    Routed(BoxFuture<'static, Result<Response, Infallible>>),
+}
+
+impl Future for Answer {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Every variant is Unpin (the futures are pinned in their boxes).
+        match self.get_mut() {
+            Answer::Direct(f) => f.as_mut().poll(cx).map(Ok),
+            Answer::Ready(r) => Poll::Ready(Ok(r.take().unwrap_or_default())),
+            Answer::Routed(f) => f.as_mut().poll(cx),
+        }
+    }
+}
 
 /// Serves `router` on `listener` until `shutdown` completes, then stops
 /// accepting and waits for the open connections to end (the caller bounds
@@ -33,6 +98,7 @@ pub const MAX_HEAD_BYTES: usize = 8192;
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
+    direct: Direct,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -56,7 +122,10 @@ pub(crate) async fn serve(
         };
         // Small writes (streamed events) must not wait for Nagle.
         let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        let service = Service {
+            router: router.clone(),
+            direct: direct.clone(),
+        };
         let conn = builder
             .serve_connection(TokioIo::new(tcp), service)
             .into_owned();

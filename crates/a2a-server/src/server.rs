@@ -239,9 +239,17 @@ impl A2aServer {
             });
         }
         let router = router(handler.clone(), &self.options);
+        let direct = crate::serve::Direct {
+            rpc: HttpState {
+                handler: handler.clone(),
+                max_body_bytes: self.options.max_body_bytes,
+            },
+            card: CardEndpoint::new(&handler),
+        };
         Ok(BoundServer {
             listener,
             router,
+            direct,
             handler,
             local,
         })
@@ -279,6 +287,7 @@ pub async fn shutdown_signal() {
 pub struct BoundServer {
     listener: tokio::net::TcpListener,
     router: Router,
+    direct: crate::serve::Direct,
     handler: RequestHandler,
     local: SocketAddr,
 }
@@ -307,7 +316,7 @@ impl BoundServer {
     ) -> std::io::Result<()> {
         let stop = Arc::new(tokio::sync::Notify::new());
         let stopped = Arc::clone(&stop);
-        let serve = crate::serve::serve(self.listener, self.router, async move {
+        let serve = crate::serve::serve(self.listener, self.router, self.direct, async move {
             shutdown.await;
             stopped.notify_one();
         });

@@ -13,7 +13,12 @@ use crate::timestamp::Timestamp;
 /// A fresh random identifier (UUID v4), as used for tasks, contexts,
 /// messages and artifacts.
 pub fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+    // Encoded directly: one allocation of the exact size, no formatter.
+    let mut buf = uuid::Uuid::encode_buffer();
+    uuid::Uuid::new_v4()
+        .hyphenated()
+        .encode_lower(&mut buf)
+        .to_owned()
 }
 
 impl TaskState {

@@ -70,9 +70,42 @@ impl From<DateTime<Utc>> for Timestamp {
     }
 }
 
+/// Writes `n` as `width` decimal digits (zero-padded) at `out[at..]`.
+fn put_digits(out: &mut [u8], at: usize, width: usize, mut n: u32) {
+    for i in (0..width).rev() {
+        out[at + i] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+}
+
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use chrono::{Datelike, Timelike};
         match self.to_datetime() {
+            // Years 0..=9999 (all real ones) are written here, without the
+            // string chrono would allocate: every task, status and event
+            // carries a timestamp.
+            Some(d) if (0..=9999).contains(&d.year()) && d.nanosecond() < 1_000_000_000 => {
+                let nanos = d.nanosecond();
+                let (digits, frac) = if nanos % 1_000_000 == 0 {
+                    (3, nanos / 1_000_000)
+                } else if nanos % 1000 == 0 {
+                    (6, nanos / 1000)
+                } else {
+                    (9, nanos)
+                };
+                let mut out = *b"0000-00-00T00:00:00.000000000Z";
+                put_digits(&mut out, 0, 4, d.year() as u32);
+                put_digits(&mut out, 5, 2, d.month());
+                put_digits(&mut out, 8, 2, d.day());
+                put_digits(&mut out, 11, 2, d.hour());
+                put_digits(&mut out, 14, 2, d.minute());
+                put_digits(&mut out, 17, 2, d.second());
+                put_digits(&mut out, 20, digits, frac);
+                out[20 + digits] = b'Z';
+                let text = std::str::from_utf8(&out[..21 + digits]).map_err(|_| fmt::Error)?;
+                f.write_str(text)
+            }
             Some(d) => {
                 let format = if self.nanos % 1_000_000 == 0 {
                     SecondsFormat::Millis
@@ -129,6 +162,47 @@ mod tests {
         assert_eq!(t.to_string(), "2025-10-28T10:30:00.000Z");
         assert!(serde_json::from_str::<Timestamp>("\"yesterday\"").is_err());
         assert!(serde_json::from_str::<Timestamp>("12").is_err());
+    }
+
+    #[test]
+    fn written_as_chrono_writes_it() {
+        let mut seconds: i64 = 1;
+        for i in 0..2000i64 {
+            // Spread over the years 1970..=9999 and before 1970.
+            seconds = (seconds
+                .wrapping_mul(6_364_136_223)
+                .wrapping_add(1_442_695_041))
+            .rem_euclid(253_402_300_799);
+            let s = if i % 7 == 0 {
+                -seconds % 62_135_596_800
+            } else {
+                seconds
+            };
+            for nanos in [
+                0,
+                5_000_000,
+                999_000_000,
+                123_456_000,
+                1_000,
+                7,
+                999_999_999,
+            ] {
+                let t = Timestamp { seconds: s, nanos };
+                let d = t.to_datetime().unwrap();
+                let format = if nanos % 1_000_000 == 0 {
+                    SecondsFormat::Millis
+                } else {
+                    SecondsFormat::AutoSi
+                };
+                assert_eq!(t.to_string(), d.to_rfc3339_opts(format, true), "{t:?}");
+            }
+        }
+        // Outside 0..=9999 chrono writes it (with a sign).
+        let far = Timestamp {
+            seconds: 300_000_000_000,
+            nanos: 0,
+        };
+        assert!(far.to_string().starts_with('+'));
     }
 
     #[test]

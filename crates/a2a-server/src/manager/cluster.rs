@@ -120,6 +120,9 @@ impl TaskManager {
     /// of another replica precedes it).
     pub(super) async fn write_create(&self, live: &LiveTask, task: Task) -> A2aResult<()> {
         if self.bus().is_none() {
+            if let Some(memory) = self.store.as_memory() {
+                return memory.create_now(&live.owner, task);
+            }
             return self.store.create(&live.owner, task).await;
         }
         if let Some(span) = self.store.create_logged(&live.owner, task).await? {
@@ -137,6 +140,9 @@ impl TaskManager {
         update: Box<TaskUpdate>,
     ) -> A2aResult<TaskState> {
         if self.bus().is_none() {
+            if let Some(memory) = self.store.as_memory() {
+                return memory.update_now(&live.id, *update);
+            }
             return self.store.update(&live.id, *update).await;
         }
         match self.store.update_logged(&live.id, *update).await {
@@ -169,7 +175,7 @@ impl TaskManager {
         history_length: Option<usize>,
     ) -> A2aResult<Option<StoredTask>> {
         let Some(bus) = self.bus() else {
-            return self.store.get(&live.id, history_length).await;
+            return self.get_task(&live.id, history_length).await;
         };
         let Some((stored, seq)) = bus.snapshot(&live.id, history_length).await? else {
             return Ok(None);

@@ -148,30 +148,35 @@ impl MemoryStore {
     }
 }
 
-#[async_trait]
-impl TaskStore for MemoryStore {
-    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
-        let id = task.id.clone();
+impl MemoryStore {
+    /// [`TaskStore::create`], without a future.
+    pub(crate) fn create_now(&self, owner: &Owner, task: Task) -> A2aResult<()> {
         let terminal = task.state().is_terminal();
-        match self.tasks.entry(id.clone()) {
-            dashmap::Entry::Occupied(_) => {
-                return Err(A2aError::internal(format!("task id {id} already exists")));
+        let id = match self.tasks.entry(task.id.clone()) {
+            dashmap::Entry::Occupied(o) => {
+                return Err(A2aError::internal(format!(
+                    "task id {} already exists",
+                    o.key()
+                )));
             }
             dashmap::Entry::Vacant(v) => {
+                let id = terminal.then(|| v.key().clone());
                 v.insert(Arc::new(Mutex::new(Entry {
                     owner: owner.clone(),
                     task,
                 })));
                 self.count.fetch_add(1, Ordering::Relaxed);
+                id
             }
-        }
-        if terminal {
+        };
+        if let Some(id) = id {
             self.finished_now(&id);
         }
         Ok(())
     }
 
-    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
+    /// [`TaskStore::update`], without a future.
+    pub(crate) fn update_now(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
         let entry = self
             .entry(task_id)
             .ok_or_else(|| A2aError::task_not_found(task_id))?;
@@ -187,20 +192,41 @@ impl TaskStore for MemoryStore {
         Ok(state)
     }
 
+    /// [`TaskStore::get`], without a future.
+    pub(crate) fn get_now(
+        &self,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> Option<StoredTask> {
+        let entry = self.entry(task_id)?;
+        let e = entry.lock();
+        Some(StoredTask {
+            owner: e.owner.clone(),
+            task: copy_task(&e.task, history_length, true),
+        })
+    }
+}
+
+#[async_trait]
+impl TaskStore for MemoryStore {
+    fn as_memory(&self) -> Option<&MemoryStore> {
+        Some(self)
+    }
+
+    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
+        self.create_now(owner, task)
+    }
+
+    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
+        self.update_now(task_id, update)
+    }
+
     async fn get(
         &self,
         task_id: &str,
         history_length: Option<usize>,
     ) -> A2aResult<Option<StoredTask>> {
-        let Some(entry) = self.entry(task_id) else {
-            return Ok(None);
-        };
-        let e = entry.lock();
-        let task = copy_task(&e.task, history_length, true);
-        Ok(Some(StoredTask {
-            owner: e.owner.clone(),
-            task,
-        }))
+        Ok(self.get_now(task_id, history_length))
     }
 
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {

@@ -232,6 +232,14 @@ pub struct TaskPage {
 /// own beyond atomicity.
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
+    /// This store as the in-memory store, when it is one: the runtime then
+    /// calls it directly, without a boxed future per call. Other stores
+    /// keep the default.
+    #[doc(hidden)]
+    fn as_memory(&self) -> Option<&MemoryStore> {
+        None
+    }
+
     /// Stores a new task. Fails if the id exists.
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()>;
 
