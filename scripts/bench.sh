@@ -3,10 +3,13 @@
 #
 #   scripts/bench.sh            # full run (about 3 minutes), report in target/bench-report.txt
 #
-# Builds release binaries, starts `a2a serve --agent echo` and `bare-server`
-# on loopback, loads both with oha (SendMessage at c=1/16/64, agent card at
-# c=16/64), probes SSE streaming of the a2a server with stream-probe, prints a
-# table and checks the targets. See benches/README.md.
+# Builds release binaries, starts the echo agent on the library alone
+# (`agent-server --agent echo`: A2aServer, in-memory store, the agent that
+# `a2a serve --agent echo` runs) and `bare-server` on loopback, loads both
+# with oha (SendMessage at c=1/16/64, agent card at c=16/64), probes SSE
+# streaming of the a2a server with stream-probe, prints a table and checks
+# the targets. The idle memory of `a2a serve --agent echo` (same code, in the
+# CLI's larger binary) is reported beside it. See benches/README.md.
 #
 # Exit status: 0 all targets met, 1 some target missed, 2 setup error.
 #
@@ -24,7 +27,8 @@
 #                          SendMessage leaving a task open for SubscribeToTask)
 #   BENCH_PIN=1            pin the servers to CPU 1 (one tokio worker) and oha/probe to CPU 0
 #   BENCH_A2A_CMD='...'    command serving the A2A server instead of
-#                          target/release/a2a ({port} is replaced); skips the a2a-cli build
+#                          agent-server ({port} is replaced), e.g.
+#                          'target/release/a2a serve --agent echo --store memory --port {port}'
 #   BENCH_SKIP_BUILD=1     use the binaries already in target/release
 set -euo pipefail
 
@@ -73,23 +77,16 @@ fi
 # ---------------------------------------------------------------- build
 A2A_CMD=${BENCH_A2A_CMD:-}
 if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
-    if [[ -n $A2A_CMD ]]; then
-        log "building bench binaries (release)"
-        cargo build --release -p a2a-bench || die "cargo build failed"
-    else
-        if ! grep -qs '^name *= *"a2a-cli"' crates/*/Cargo.toml; then
-            die "the a2a-cli crate does not exist yet (crates/a2a-cli); the benchmark needs its 'a2a' binary (a2a serve --agent echo)"
-        fi
-        log "building a2a-bench and a2a-cli (release)"
-        cargo build --release -p a2a-bench -p a2a-cli || die "cargo build --release -p a2a-bench -p a2a-cli failed"
-    fi
+    log "building a2a-bench and a2a-cli (release)"
+    cargo build --release -p a2a-bench -p a2a-cli || die "cargo build --release -p a2a-bench -p a2a-cli failed"
 fi
 BARE=$ROOT/target/release/bare-server
 PROBE=$ROOT/target/release/stream-probe
-[[ -x $BARE && -x $PROBE ]] || die "target/release/bare-server or stream-probe missing (cargo build --release -p a2a-bench)"
+AGENT=$ROOT/target/release/agent-server
+CLI=$ROOT/target/release/a2a
+[[ -x $BARE && -x $PROBE && -x $AGENT ]] || die "target/release/bare-server, stream-probe or agent-server missing (cargo build --release -p a2a-bench)"
 if [[ -z $A2A_CMD ]]; then
-    [[ -x $ROOT/target/release/a2a ]] || die "target/release/a2a is missing: the a2a-cli crate must build a binary named 'a2a' with 'a2a serve --agent echo --port P'"
-    A2A_CMD="$ROOT/target/release/a2a serve --agent echo --store memory --port {port}"
+    A2A_CMD="$AGENT --agent echo --port {port}"
 fi
 
 # ---------------------------------------------------------------- servers
@@ -137,9 +134,20 @@ log "starting a2a server: ${A2A_ARGV[*]}"
 start a2a "$P1" "${A2A_ARGV[@]}"
 log "starting bare-server on port $P2"
 start bare "$P2" "$BARE" --port "$P2"
+# The a2a command serving the same agent (same library code in a larger
+# binary): its idle memory is reported for information.
+IDLE_RSS_CLI=0
+if [[ -x $CLI ]]; then
+    P4=${BENCH_CLI_PORT:-$((P1 + 3))}
+    start cli "$P4" "$CLI" serve --agent echo --store memory --port "$P4"
+fi
 sleep 1
 IDLE_RSS_A2A=$(rss_kib "$PID_a2a")
 IDLE_RSS_BARE=$(rss_kib "$PID_bare")
+if [[ -n ${PID_cli:-} ]]; then
+    IDLE_RSS_CLI=$(rss_kib "$PID_cli")
+    kill "$PID_cli" 2>/dev/null || true
+fi
 
 # ---------------------------------------------------------------- bodies and checks
 SEND_BODY=$WORK/send.json
@@ -232,7 +240,7 @@ if [[ -z $HOLD_BODY ]]; then
     P3=${BENCH_HOLD_PORT:-$((P1 + 2))}
     HOLD_MS=$(((HOLD_SECS + 60) * 1000))
     log "starting a conformance server on port $P3 for the held streams"
-    start hold "$P3" "${A2A_ARGV[0]}" serve --agent conformance --store memory --port "$P3" --tck-streaming-timeout-ms "$HOLD_MS"
+    start hold "$P3" "$AGENT" --agent conformance --port "$P3" --tck-streaming-timeout-ms "$HOLD_MS"
     HOLD_URL=http://127.0.0.1:$P3/
     HOLD_PID=$PID_hold
     HOLD_BODY=$WORK/hold.json
@@ -250,12 +258,12 @@ tail -n 20 "$WORK/probe-hold.log" >&2
 # ---------------------------------------------------------------- report
 STATUS=0
 python3 - "$WORK" "$REPORT" "$CLK_TCK" "$DURATION" "$STREAMS" \
-    "$IDLE_RSS_A2A" "$IDLE_RSS_BARE" "$LOADED_RSS_A2A" "$LOADED_RSS_BARE" "$RSS_BEFORE_HOLD_A2A" \
+    "$IDLE_RSS_A2A" "$IDLE_RSS_BARE" "$LOADED_RSS_A2A" "$LOADED_RSS_BARE" "$RSS_BEFORE_HOLD_A2A" "$IDLE_RSS_CLI" \
     "$("$OHA" --version 2>/dev/null | head -1)" "${A2A_ARGV[*]}" <<'PY' || STATUS=$?
 import json, os, sys, time
 
 (work, report, clk, duration, streams, idle_a2a, idle_bare, loaded_a2a, loaded_bare,
- pre_hold, oha_version, a2a_cmd) = sys.argv[1:]
+ pre_hold, idle_cli, oha_version, a2a_cmd) = sys.argv[1:]
 clk, streams = int(clk), int(streams)
 
 def load(name, test):
@@ -327,6 +335,8 @@ mb = lambda kib: int(kib) * 1024 / 1e6  # VmRSS is in KiB; targets are in MB (10
 row("server RSS", "idle MB", f"{mb(idle_bare):.1f}", f"{mb(idle_a2a):.1f}", fr(int(idle_a2a) / int(idle_bare)),
     "< 10 MB", mb(idle_a2a) < 10)
 row("", "after load MB", f"{mb(loaded_bare):.1f}", f"{mb(loaded_a2a):.1f}", fr(int(loaded_a2a) / int(loaded_bare)))
+if int(idle_cli):
+    row("", "idle MB, a2a serve", "", f"{mb(idle_cli):.1f}", fr(int(idle_cli) / int(idle_bare)))
 
 p = probe("first")
 if p and p.get("first_event"):

@@ -1,5 +1,6 @@
 //! An echo agent in about 20 lines: `cargo run -p a2a-server --example echo`
-//! then `curl http://127.0.0.1:8080/.well-known/agent-card.json`.
+//! then `curl http://127.0.0.1:8080/.well-known/agent-card.json` (another
+//! address: `--example echo -- 127.0.0.1:9000`).
 use a2a_server::{A2aServer, AgentExecutor, RequestContext, TaskUpdater};
 use a2a_types::{A2aResult, AgentCard, AgentSkill, Artifact};
 
@@ -22,5 +23,7 @@ async fn main() -> std::io::Result<()> {
         "Repeats the text",
         ["echo"],
     ));
-    A2aServer::new(card, Echo).serve("127.0.0.1:8080").await
+    let addr = std::env::args().nth(1);
+    let addr = addr.as_deref().unwrap_or("127.0.0.1:8080");
+    A2aServer::new(card, Echo).serve(addr).await
 }
