@@ -12,6 +12,9 @@ use parking_lot::Mutex;
 
 use super::{Cursor, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update};
 
+/// The most finished tasks one write evicts (a sweep has no limit).
+const EVICT_PER_WRITE: usize = 64;
+
 /// Limits of the in-memory store. Finished tasks leave memory after
 /// `terminal_ttl`, and when more than `max_tasks` are held the oldest
 /// finished ones go first, so memory stays bounded under sustained load.
@@ -88,10 +91,9 @@ impl MemoryStore {
     }
 
     fn finished_now(&self, id: &str) {
-        self.finished
-            .lock()
-            .push_back((Instant::now(), id.to_owned()));
-        self.evict(false);
+        let now = Instant::now();
+        self.finished.lock().push_back((now, id.to_owned()));
+        self.evict(now, self.config.terminal_ttl, Some(EVICT_PER_WRITE));
     }
 
     /// Evicts finished tasks older than the TTL, and the oldest finished
@@ -99,52 +101,44 @@ impl MemoryStore {
     /// runs on every write that finishes a task; call it from a timer to
     /// also expire tasks of an idle store.
     pub fn sweep(&self) {
-        self.evict(true);
+        self.evict(Instant::now(), self.config.terminal_ttl, None);
     }
 
-    fn evict(&self, wait: bool) {
-        let now = Instant::now();
-        loop {
-            // Pick a batch under the lock; free the tasks outside of it.
-            let mut batch: Vec<String> = Vec::new();
-            {
-                let mut queue = if wait {
-                    self.finished.lock()
-                } else {
+    /// Evicts the finished tasks older than `max_age` and the oldest while
+    /// over the cap; at most `limit` (and none if someone else is evicting)
+    /// when a limit is given. Returns how many left.
+    fn evict(&self, now: Instant, max_age: Duration, limit: Option<usize>) -> usize {
+        let mut evicted = 0;
+        while limit.is_none_or(|l| evicted < l) {
+            let id = {
+                let mut queue = match limit {
+                    None => self.finished.lock(),
                     // Someone else is evicting: they will get to it.
-                    match self.finished.try_lock() {
+                    Some(_) => match self.finished.try_lock() {
                         Some(q) => q,
-                        None => return,
-                    }
+                        None => break,
+                    },
                 };
-                let mut held = self.len();
-                while let Some((at, _)) = queue.front() {
-                    let expired = now.duration_since(*at) >= self.config.terminal_ttl;
-                    if (!expired && held <= self.config.max_tasks) || batch.len() >= 64 {
-                        break;
-                    }
-                    if let Some((_, id)) = queue.pop_front() {
-                        batch.push(id);
-                        held = held.saturating_sub(1);
-                    }
+                let Some((at, _)) = queue.front() else {
+                    break;
+                };
+                let expired = now.saturating_duration_since(*at) >= max_age;
+                if !expired && self.len() <= self.config.max_tasks {
+                    break;
                 }
+                queue.pop_front()
+            };
+            // The task is freed outside of the queue's lock.
+            let Some((_, id)) = id else { break };
+            if self.tasks.remove(&id).is_some() {
+                self.count.fetch_sub(1, Ordering::Relaxed);
             }
-            if batch.is_empty() {
-                return;
+            if self.any_push.load(Ordering::Relaxed) {
+                self.push.remove(&id);
             }
-            let full = batch.len() >= 64;
-            for id in batch {
-                if self.tasks.remove(&id).is_some() {
-                    self.count.fetch_sub(1, Ordering::Relaxed);
-                }
-                if self.any_push.load(Ordering::Relaxed) {
-                    self.push.remove(&id);
-                }
-            }
-            if !full {
-                return;
-            }
+            evicted += 1;
         }
+        evicted
     }
 }
 
@@ -293,6 +287,10 @@ impl TaskStore for MemoryStore {
         Ok(out)
     }
 
+    async fn purge_terminal_older_than(&self, age: Duration) -> A2aResult<u64> {
+        Ok(self.evict(Instant::now(), age.min(self.config.terminal_ttl), None) as u64)
+    }
+
     async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
         self.any_push.store(true, Ordering::Relaxed);
         let mut configs = self.push.entry(config.task_id.clone()).or_default();
@@ -439,6 +437,25 @@ mod tests {
         assert!(s.len() <= 100, "{} tasks held", s.len());
         assert!(s.get("running", None).await.unwrap().is_some());
         assert!(s.get("t499", None).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn retention_purges_finished_tasks_of_an_idle_store() {
+        let s = MemoryStore::default();
+        let me = Owner::default();
+        s.create(&me, task("open", "c", TaskState::Working, 1))
+            .await
+            .unwrap();
+        for i in 0..5 {
+            s.create(&me, task(&format!("t{i}"), "c", TaskState::Completed, i))
+                .await
+                .unwrap();
+        }
+        let purge = |age| s.purge_terminal_older_than(age);
+        assert_eq!(purge(Duration::from_secs(60)).await.unwrap(), 0);
+        assert_eq!(purge(Duration::ZERO).await.unwrap(), 5);
+        assert_eq!(s.len(), 1);
+        assert!(s.get("open", None).await.unwrap().is_some());
     }
 
     #[tokio::test]
