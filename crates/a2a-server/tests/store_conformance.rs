@@ -30,9 +30,6 @@ struct Stores {
     /// database (another replica), or the same store when there is no such
     /// thing.
     peer: Store,
-    /// Whether the store implements retention
-    /// (`purge_terminal_older_than`).
-    purges: bool,
 }
 
 enum Backend {
@@ -60,7 +57,6 @@ where
             behaviour(Stores {
                 peer: Arc::clone(&store),
                 store,
-                purges: false,
             })
             .await;
         }
@@ -76,7 +72,6 @@ where
             behaviour(Stores {
                 peer: Arc::clone(&store),
                 store,
-                purges: true,
             })
             .await;
         }
@@ -109,7 +104,6 @@ mod sqlite {
         behaviour(Stores {
             store: Arc::new(store.clone()),
             peer: Arc::new(peer.clone()),
-            purges: true,
         })
         .await;
         store.pool().close().await;
@@ -176,7 +170,6 @@ mod postgres {
         behaviour(Stores {
             store: Arc::new(store.clone()),
             peer: Arc::new(peer.clone()),
-            purges: true,
         })
         .await;
         store.pool().close().await;
@@ -1096,11 +1089,6 @@ async fn purge(s: Stores) {
         .purge_terminal_older_than(Duration::from_millis(5))
         .await
         .unwrap();
-    if !s.purges {
-        // The memory store expires tasks by its own TTL instead.
-        assert_eq!(purged, 0);
-        return;
-    }
     assert_eq!(purged, 5);
     for i in 0..4 {
         assert!(s.store.get(&format!("r{i}"), None).await.unwrap().is_none());
