@@ -43,6 +43,9 @@ struct Entry {
 
 type Map<V> = DashMap<String, V, ahash::RandomState>;
 
+/// Ids of finished tasks with the time they finished, oldest first.
+type FinishedQueue = VecDeque<(Instant, String)>;
+
 /// A [`TaskStore`] in process memory. Nothing survives a restart.
 pub struct MemoryStore {
     tasks: Map<Arc<Mutex<Entry>>>,
@@ -52,7 +55,7 @@ pub struct MemoryStore {
     any_push: AtomicBool,
     /// Finished tasks in the order they finished, one queue per group of
     /// threads: eviction pops the fronts (see [`home_queue`]).
-    finished: Box<[Mutex<VecDeque<(Instant, String)>>]>,
+    finished: Box<[Mutex<FinishedQueue>]>,
     /// Number of tasks held (`DashMap::len` locks every shard).
     count: AtomicUsize,
     config: MemoryStoreConfig,
