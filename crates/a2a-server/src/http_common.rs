@@ -155,6 +155,16 @@ impl CardEndpoint {
         Self { body, etag }
     }
 
+    /// A copy for one connection: its `ETag` value in an allocation of its
+    /// own (cloned for every answer; see `serve::Service`).
+    pub(crate) fn for_connection(&self) -> Self {
+        Self {
+            body: self.body.clone(),
+            etag: HeaderValue::from_bytes(self.etag.as_bytes())
+                .unwrap_or_else(|_| self.etag.clone()),
+        }
+    }
+
     pub(crate) fn respond(&self, headers: &HeaderMap) -> Response {
         let not_modified = headers
             .get(header::IF_NONE_MATCH)

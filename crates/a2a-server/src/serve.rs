@@ -16,6 +16,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -46,10 +47,14 @@ pub(crate) struct Direct {
 }
 
 /// The service of one connection: [`Direct`] paths first, then the router.
-#[derive(Clone)]
+///
+/// Each connection has its own copy of [`Direct`], in its own allocation:
+/// the reference a request's future takes is counted there, on the thread
+/// serving the connection, instead of on a counter that every thread of
+/// the server updates for every request.
 struct Service {
     router: Router,
-    direct: Direct,
+    direct: Arc<Direct>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Service {
@@ -60,9 +65,9 @@ impl hyper::service::Service<Request<Incoming>> for Service {
     fn call(&self, request: Request<Incoming>) -> Answer {
         let path = request.uri().path();
         if path == "/" && request.method() == Method::POST {
-            let rpc = self.direct.rpc.clone();
+            let direct = Arc::clone(&self.direct);
             return Answer::Direct(Box::pin(async move {
-                crate::jsonrpc::serve(&rpc, request).await
+                crate::jsonrpc::serve(&direct.rpc, request).await
             }));
         }
         if path == a2a_types::AGENT_CARD_PATH && request.method() == Method::GET {
@@ -124,7 +129,10 @@ pub(crate) async fn serve(
         let _ = tcp.set_nodelay(true);
         let service = Service {
             router: router.clone(),
-            direct: direct.clone(),
+            direct: Arc::new(Direct {
+                rpc: direct.rpc.clone(),
+                card: direct.card.for_connection(),
+            }),
         };
         let conn = builder
             .serve_connection(TokioIo::new(tcp), service)
