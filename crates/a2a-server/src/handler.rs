@@ -23,7 +23,7 @@ use crate::auth::{Authenticator, NoAuth};
 use crate::bus::EventBus;
 use crate::executor::{DynExecutor, RequestContext, TaskUpdater};
 use crate::idempotency::Idempotency;
-use crate::manager::{Subscription, TaskManager};
+use crate::manager::{LiveTask, Subscription, TaskManager};
 use crate::push::{PushConfig, PushSender};
 use crate::store::{Cursor, MemoryStore, Owner, StoredTask, TaskQuery, TaskStore};
 
@@ -491,13 +491,75 @@ impl RequestHandler {
     /// Validates a send request, resolves the task it continues (if any),
     /// registers the live state and starts the agent. Returns the
     /// subscription that carries the agent's answer.
-    async fn start(
-        &self,
-        ctx: &CallContext,
+    ///
+    /// A message starting a new task with nothing to look up (no inline
+    /// push config, no referenced tasks) starts without awaiting anything:
+    /// the caller's future then holds no state of the other cases, which
+    /// are in a boxed future of their own.
+    fn start<'a>(
+        &'a self,
+        ctx: &'a CallContext,
         req: SendMessageRequest,
         streaming: bool,
         finals_only: bool,
-    ) -> A2aResult<(Subscription, Run)> {
+    ) -> Started<'a> {
+        let (owner, extensions) = match self.check_send(ctx, &req, streaming) {
+            Ok(checked) => checked,
+            Err(e) => return Started::Now(Err(e)),
+        };
+        let plain = req
+            .configuration
+            .as_ref()
+            .is_none_or(|c| c.task_push_notification_config.is_none())
+            && req
+                .message
+                .as_ref()
+                .is_some_and(|m| m.task_id.is_empty() && m.reference_task_ids.is_empty());
+        if !plain {
+            return Started::Later(Box::pin(self.start_slow(
+                owner,
+                extensions,
+                req,
+                streaming,
+                finals_only,
+            )));
+        }
+        let SendMessageRequest {
+            message,
+            metadata,
+            configuration,
+            ..
+        } = req;
+        let Some(message) = message else {
+            return Started::Now(Err(A2aError::invalid_params(
+                "message",
+                "a message is required",
+            )));
+        };
+        Started::Now(Ok(self.launch_new(
+            owner,
+            extensions,
+            message,
+            Launch {
+                metadata,
+                configuration,
+                inline_push: None,
+                reference_tasks: Vec::new(),
+                streaming,
+                finals_only,
+            },
+        )))
+    }
+
+    /// The checks of a send that need nothing but the request: version,
+    /// caller, streaming capability, extensions, message and history
+    /// length. Returns the owner and the extensions in use.
+    fn check_send(
+        &self,
+        ctx: &CallContext,
+        req: &SendMessageRequest,
+        streaming: bool,
+    ) -> A2aResult<(Owner, Vec<String>)> {
         let owner = self.admit(ctx, &req.tenant)?;
         if streaming && !self.caps_streaming() {
             return Err(A2aError::unsupported(
@@ -506,105 +568,157 @@ impl RequestHandler {
         }
         let extensions = self.extensions(ctx)?;
         self.validate_message(req.message.as_ref())?;
-        let mut inline_push = None;
         if let Some(c) = &req.configuration {
             history_length(c.history_length, "configuration.historyLength")?;
-            if let Some(config) = &c.task_push_notification_config {
-                let push = self.push()?;
-                // The task id is the task's: filled in when it is known.
-                let task_id = req
-                    .message
-                    .as_ref()
-                    .map(|m| m.task_id.clone())
-                    .unwrap_or_default();
-                // The rarer paths of this function are boxed: the future of
-                // every send would otherwise carry their state.
-                inline_push = Some(
-                    Box::pin(self.prepare_push_config(
-                        push,
-                        config.clone(),
-                        &task_id,
-                        "configuration.taskPushNotificationConfig.",
-                    ))
-                    .await?,
-                );
-            }
         }
-        let Some(mut message) = req.message else {
+        Ok((owner, extensions))
+    }
+
+    /// [`RequestHandler::start`] with an inline push config, referenced
+    /// tasks or a task to continue.
+    async fn start_slow(
+        &self,
+        owner: Owner,
+        extensions: Vec<String>,
+        req: SendMessageRequest,
+        streaming: bool,
+        finals_only: bool,
+    ) -> A2aResult<(Subscription, Run)> {
+        let mut inline_push = None;
+        if let Some(config) = req
+            .configuration
+            .as_ref()
+            .and_then(|c| c.task_push_notification_config.as_ref())
+        {
+            let push = self.push()?;
+            // The task id is the task's: filled in when it is known.
+            let task_id = req
+                .message
+                .as_ref()
+                .map(|m| m.task_id.clone())
+                .unwrap_or_default();
+            inline_push = Some(
+                self.prepare_push_config(
+                    push,
+                    config.clone(),
+                    &task_id,
+                    "configuration.taskPushNotificationConfig.",
+                )
+                .await?,
+            );
+        }
+        let SendMessageRequest {
+            message,
+            metadata,
+            configuration,
+            ..
+        } = req;
+        let Some(mut message) = message else {
             return Err(A2aError::invalid_params("message", "a message is required"));
         };
-        let manager = &self.inner.manager;
-
         let mut reference_tasks = Vec::new();
         for id in &message.reference_task_ids {
-            if let Ok(t) = Box::pin(self.visible_task(&owner, id, None)).await {
+            if let Ok(t) = self.visible_task(&owner, id, None).await {
                 reference_tasks.push(t.task);
             }
         }
-
-        let (live, sub, existing) = if message.task_id.is_empty() {
-            let context_id = if message.context_id.is_empty() {
-                a2a_types::new_id()
-            } else {
-                message.context_id.clone()
-            };
-            let task_id = a2a_types::new_id();
-            if let Some(idem) = &self.inner.idempotency {
-                idem.record(&owner, &message.message_id, &task_id);
-            }
-            message.context_id.clone_from(&context_id);
-            message.task_id.clone_from(&task_id);
-            let (live, sub) = manager.start_new(
-                task_id,
-                context_id,
-                owner,
-                message.clone(),
-                inline_push.take(),
-                finals_only,
-            );
-            (live, sub, None)
-        } else {
-            let stored = Box::pin(self.visible_task(&owner, &message.task_id, None)).await?;
-            let task = &stored.task;
-            if !message.context_id.is_empty() && message.context_id != task.context_id {
-                return Err(A2aError::invalid_params(
-                    "message.contextId",
-                    format!(
-                        "context {} does not match the context {} of task {}",
-                        message.context_id, task.context_id, task.id
-                    ),
-                ));
-            }
-            if task.state().is_terminal() {
-                return Err(A2aError::unsupported(format!(
-                    "task {} is {}: a terminal task accepts no more messages; start a new task in the same context (referenceTaskIds) instead",
-                    task.id,
-                    task.state().short_name()
-                ))
-                .with_metadata("taskId", task.id.clone()));
-            }
-            message.context_id.clone_from(&task.context_id);
-            if let (Some(config), Some(push)) = (inline_push.take(), self.push_sender()) {
-                // A config sent with a message continuing a task applies to
-                // that task from now on.
-                Box::pin(self.save_push_config(push, &config)).await?;
-            }
-            let (live, sub) =
-                Box::pin(manager.continue_task(&stored, message.clone(), finals_only)).await?;
-            (live, sub, Some(stored.task))
+        let launch = Launch {
+            metadata,
+            configuration,
+            inline_push,
+            reference_tasks,
+            streaming,
+            finals_only,
         };
+        if message.task_id.is_empty() {
+            return Ok(self.launch_new(owner, extensions, message, launch));
+        }
+        let stored = self.visible_task(&owner, &message.task_id, None).await?;
+        let task = &stored.task;
+        if !message.context_id.is_empty() && message.context_id != task.context_id {
+            return Err(A2aError::invalid_params(
+                "message.contextId",
+                format!(
+                    "context {} does not match the context {} of task {}",
+                    message.context_id, task.context_id, task.id
+                ),
+            ));
+        }
+        if task.state().is_terminal() {
+            return Err(A2aError::unsupported(format!(
+                "task {} is {}: a terminal task accepts no more messages; start a new task in the same context (referenceTaskIds) instead",
+                task.id,
+                task.state().short_name()
+            ))
+            .with_metadata("taskId", task.id.clone()));
+        }
+        message.context_id.clone_from(&task.context_id);
+        if let (Some(config), Some(push)) = (launch.inline_push.as_ref(), self.push_sender()) {
+            // A config sent with a message continuing a task applies to
+            // that task from now on.
+            self.save_push_config(push, config).await?;
+        }
+        let (live, sub) = self
+            .inner
+            .manager
+            .continue_task(&stored, message.clone(), finals_only)
+            .await?;
+        Ok(self.launch(live, sub, message, Some(stored.task), extensions, launch))
+    }
 
+    /// Registers a new task's live state (ids assigned) and starts its
+    /// agent.
+    fn launch_new(
+        &self,
+        owner: Owner,
+        extensions: Vec<String>,
+        mut message: Message,
+        mut launch: Launch,
+    ) -> (Subscription, Run) {
+        let context_id = if message.context_id.is_empty() {
+            a2a_types::new_id()
+        } else {
+            message.context_id.clone()
+        };
+        let task_id = a2a_types::new_id();
+        if let Some(idem) = &self.inner.idempotency {
+            idem.record(&owner, &message.message_id, &task_id);
+        }
+        message.context_id.clone_from(&context_id);
+        message.task_id.clone_from(&task_id);
+        let (live, sub) = self.inner.manager.start_new(
+            task_id,
+            context_id,
+            owner,
+            message.clone(),
+            launch.inline_push.take(),
+            launch.finals_only,
+        );
+        self.launch(live, sub, message, None, extensions, launch)
+    }
+
+    /// The agent's run on a live task, with the request's context.
+    fn launch(
+        &self,
+        live: Arc<LiveTask>,
+        sub: Subscription,
+        message: Message,
+        existing: Option<Task>,
+        extensions: Vec<String>,
+        launch: Launch,
+    ) -> (Subscription, Run) {
+        let manager = &self.inner.manager;
         let rctx = RequestContext {
             message,
             task: existing,
             task_id: live.id.clone(),
             context_id: live.context_id.clone(),
-            reference_tasks,
+            reference_tasks: launch.reference_tasks,
             extensions,
             caller: (!live.owner.principal.is_empty()).then(|| live.owner.principal.clone()),
-            metadata: req.metadata,
-            configuration: req.configuration,
-            streaming,
+            metadata: launch.metadata,
+            configuration: launch.configuration,
+            streaming: launch.streaming,
             cancel: live.cancel.clone(),
         };
         let updater = TaskUpdater {
@@ -620,7 +734,7 @@ impl RequestHandler {
                 .map_err(|p| panic_text(&*p));
             manager.finish_run(&live, outcome).await;
         });
-        Ok((sub, run))
+        (sub, run)
     }
 
     /// With idempotency on: the task an earlier message with the same id
@@ -648,25 +762,70 @@ impl RequestHandler {
 
     /// `SendMessage`: blocks until the task is terminal or interrupted
     /// (unless `returnImmediately`), or returns the agent's message.
-    pub async fn send_message(
+    // Not an `async fn`: an async function keeps its arguments twice in its
+    // future (as passed, and as bound in the body); the block below keeps
+    // the request once, which keeps the future (boxed by the bindings) under
+    // the allocator's small-size limit. It does nothing until polled.
+    #[allow(clippy::manual_async_fn)]
+    pub fn send_message<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        req: SendMessageRequest,
+    ) -> impl Future<Output = A2aResult<SendMessageResponse>> + Send + 'a {
+        async move {
+            let (immediate, history) = match &req.configuration {
+                Some(c) => (
+                    c.return_immediately,
+                    history_length(c.history_length, "configuration.historyLength")?,
+                ),
+                None => (false, None),
+            };
+            let started = if self.inner.idempotency.is_some() {
+                match Box::pin(self.replay_or_start(ctx, req, !immediate)).await {
+                    Ok(Replayed::Task(task)) => return Ok((*task).into()),
+                    Ok(Replayed::Started(started)) => Started::Now(Ok(started)),
+                    Err(e) => return Err(e),
+                }
+            } else {
+                self.start(ctx, req, false, !immediate)
+            };
+            let (sub, run) = match started {
+                Started::Now(started) => started?,
+                Started::Later(started) => started.await?,
+            };
+            // Boxed: this future then holds the request or the answer's
+            // state, not both.
+            Box::pin(self.answer_send(sub, run, immediate, history)).await
+        }
+    }
+
+    /// With idempotency on: the task of an earlier message with the same
+    /// id, or the run of this one.
+    async fn replay_or_start(
         &self,
         ctx: &CallContext,
         req: SendMessageRequest,
-    ) -> A2aResult<SendMessageResponse> {
-        let (immediate, history) = match &req.configuration {
-            Some(c) => (
-                c.return_immediately,
-                history_length(c.history_length, "configuration.historyLength")?,
-            ),
-            None => (false, None),
-        };
-        if self.inner.idempotency.is_some() {
-            if let Some(task) = Box::pin(self.replay(ctx, &req)).await? {
-                return Ok(task.into());
-            }
+        finals_only: bool,
+    ) -> A2aResult<Replayed> {
+        if let Some(task) = self.replay(ctx, &req).await? {
+            return Ok(Replayed::Task(Box::new(task)));
         }
-        let (mut sub, run) = self.start(ctx, req, false, !immediate).await?;
-        let mut last_task: Option<Task> = None;
+        match self.start(ctx, req, false, finals_only) {
+            Started::Now(started) => started.map(Replayed::Started),
+            Started::Later(started) => started.await.map(Replayed::Started),
+        }
+    }
+
+    /// The answer to `SendMessage` once the agent runs: its first event
+    /// (`returnImmediately`), or the task at the end of its turn.
+    async fn answer_send(
+        &self,
+        mut sub: Subscription,
+        run: Run,
+        immediate: bool,
+        history: Option<usize>,
+    ) -> A2aResult<SendMessageResponse> {
+        let mut last_task: Option<Box<Task>> = None;
         if immediate {
             tokio::spawn(run);
             // The first event settles it: the task as created, or a message.
@@ -702,7 +861,7 @@ impl RequestHandler {
                 let event = Arc::try_unwrap(event).unwrap_or_else(|shared| (*shared).clone());
                 match event.payload {
                     Some(stream_response::Payload::Message(m)) => return Ok(m.into()),
-                    Some(stream_response::Payload::Task(t)) => last_task = Some(t),
+                    Some(stream_response::Payload::Task(t)) => last_task = Some(Box::new(t)),
                     _ => {}
                 }
             }
@@ -712,7 +871,7 @@ impl RequestHandler {
         match self.inner.manager.get_task(&id, history).await? {
             Some(s) => Ok(s.task.into()),
             None => match last_task {
-                Some(t) => Ok(t.into()),
+                Some(t) => Ok((*t).into()),
                 None => Err(A2aError::internal("the task ended without being stored")),
             },
         }
@@ -747,7 +906,10 @@ impl RequestHandler {
                 true,
             ));
         }
-        let (mut sub, run) = self.start(ctx, req, true, false).await?;
+        let (mut sub, run) = match self.start(ctx, req, true, false) {
+            Started::Now(started) => started?,
+            Started::Later(started) => started.await?,
+        };
         // The agent runs on this request's task until its first answer, which
         // decides between an error response and a stream; the rest of the
         // run continues in a task of its own. (Answering without a hand-over
@@ -1114,6 +1276,29 @@ fn config_page_token_decode(token: &str) -> Option<String> {
 /// One run of the agent for one message, ending with the manager's
 /// bookkeeping.
 type Run = futures::future::BoxFuture<'static, ()>;
+
+/// What [`RequestHandler::start`] gives: the run started, or the future
+/// that starts it.
+enum Started<'a> {
+    Now(A2aResult<(Subscription, Run)>),
+    Later(futures::future::BoxFuture<'a, A2aResult<(Subscription, Run)>>),
+}
+
+/// What [`RequestHandler::replay_or_start`] found or started.
+enum Replayed {
+    Task(Box<Task>),
+    Started((Subscription, Run)),
+}
+
+/// The parts of a send request the agent's run takes, besides the message.
+struct Launch {
+    metadata: Option<a2a_types::Struct>,
+    configuration: Option<a2a_types::SendMessageConfiguration>,
+    inline_push: Option<TaskPushNotificationConfig>,
+    reference_tasks: Vec<Task>,
+    streaming: bool,
+    finals_only: bool,
+}
 
 /// A run polled in place by the request; whatever is left of it when the
 /// request stops polling continues in a task of its own.

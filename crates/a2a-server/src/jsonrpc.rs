@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
-use crate::handler::EventStream;
+use crate::handler::{CallContext, EventStream};
 use crate::http_common::{
     HttpState, call_context, is_json, json_response, read_body, sse_response,
 };
@@ -82,131 +82,145 @@ fn params<T: DeserializeOwned + Default>(params: Option<&RawValue>) -> Result<T,
 
 /// `POST /`: one JSON-RPC request (as routed by axum).
 pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> Response {
-    serve(&state, request).await
+    // The parts are moved out (the `HeaderMap` and `Uri` extractors clone).
+    let (parts, body) = request.into_parts();
+    serve(&state, call_context(parts.headers, &parts.uri), body).await
 }
 
 /// One JSON-RPC request, with any body type: the accept loop calls this
-/// directly for `POST /` (no routing, no boxed body).
-pub(crate) async fn serve<B>(state: &HttpState, request: http::Request<B>) -> Response
+/// directly for `POST /` (no routing, no boxed body), with the call context
+/// already taken from the request's head.
+// Not an `async fn`, which would keep its arguments twice in its future
+// (see `RequestHandler::send_message`).
+#[allow(clippy::manual_async_fn)]
+pub(crate) fn serve<B>(
+    state: &HttpState,
+    ctx: CallContext,
+    body: B,
+) -> impl Future<Output = Response> + Send + '_
 where
-    B: hyper::body::Body<Data = bytes::Bytes>,
+    B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    // The parts are moved out (the `HeaderMap` and `Uri` extractors clone).
-    let (parts, body) = request.into_parts();
-    let bytes = match read_body(body, state.max_body_bytes).await {
-        Ok(b) => b,
-        Err(e) => return error_response(NULL_ID, &e),
-    };
-    let envelope: Envelope<'_> = match serde_json::from_slice(&bytes) {
-        Ok(e) => e,
-        Err(e) if is_json(&bytes) => {
-            let what = if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-                "batch requests are not supported; send one request object".to_owned()
-            } else {
-                format!("not a JSON-RPC request object: {e}")
-            };
-            return error_response(NULL_ID, &A2aError::new(ErrorKind::InvalidRequest, what));
-        }
-        Err(e) => {
-            return error_response(
-                NULL_ID,
-                &A2aError::new(ErrorKind::ParseError, format!("Invalid JSON payload: {e}")),
-            );
-        }
-    };
-    let id = match envelope.id.map(RawValue::get) {
-        Some(id)
-            if id.starts_with('"')
-                || id == "null"
-                || id.starts_with('-')
-                || id.as_bytes()[0].is_ascii_digit() =>
-        {
-            id
-        }
-        Some(_) => {
-            return error_response(
-                NULL_ID,
-                &A2aError::new(
-                    ErrorKind::InvalidRequest,
-                    "id must be a string, a number or null",
-                ),
-            );
-        }
-        None => {
-            return error_response(
-                NULL_ID,
-                &A2aError::new(
-                    ErrorKind::InvalidRequest,
-                    "id is required (notifications are not supported)",
-                ),
-            );
-        }
-    };
-    if envelope.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
-        return error_response(
-            id,
-            &A2aError::new(ErrorKind::InvalidRequest, "jsonrpc must be \"2.0\""),
-        );
-    }
-    let method: String = match envelope
-        .method
-        .map(|m| serde_json::from_str::<String>(m.get()))
-    {
-        Some(Ok(m)) => m,
-        _ => {
-            return error_response(
-                id,
-                &A2aError::new(ErrorKind::InvalidRequest, "method must be a string"),
-            );
-        }
-    };
-    let ctx = call_context(parts.headers, &parts.uri);
-    let h = &state.handler;
-    let p = envelope.params;
-    // Each method's future is boxed on its own: the future of this
-    // function (which axum boxes) stays small instead of being as large as
-    // the largest method's.
-    macro_rules! unary {
-        ($call:ident) => {
-            match params(p) {
-                Ok(req) => finish(id, Box::pin(h.$call(&ctx, req)).await),
-                Err(e) => error_response(id, &e),
+    async move {
+        let bytes = match read_body(body, state.max_body_bytes).await {
+            Ok(b) => b,
+            Err(e) => return error_response(NULL_ID, &e),
+        };
+        let envelope: Envelope<'_> = match serde_json::from_slice(&bytes) {
+            Ok(e) => e,
+            Err(e) if is_json(&bytes) => {
+                let what = if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+                    "batch requests are not supported; send one request object".to_owned()
+                } else {
+                    format!("not a JSON-RPC request object: {e}")
+                };
+                return error_response(NULL_ID, &A2aError::new(ErrorKind::InvalidRequest, what));
+            }
+            Err(e) => {
+                return error_response(
+                    NULL_ID,
+                    &A2aError::new(ErrorKind::ParseError, format!("Invalid JSON payload: {e}")),
+                );
             }
         };
-    }
-    match method.as_str() {
-        methods::SEND_MESSAGE => unary!(send_message),
-        methods::GET_TASK => unary!(get_task),
-        methods::LIST_TASKS => unary!(list_tasks),
-        methods::CANCEL_TASK => unary!(cancel_task),
-        methods::CREATE_PUSH_CONFIG => unary!(create_task_push_notification_config),
-        methods::GET_PUSH_CONFIG => unary!(get_task_push_notification_config),
-        methods::LIST_PUSH_CONFIGS => unary!(list_task_push_notification_configs),
-        methods::DELETE_PUSH_CONFIG => match params(p) {
-            Ok(req) => match Box::pin(h.delete_task_push_notification_config(&ctx, req)).await {
-                Ok(()) => respond(result_body(id, &serde_json::json!({})).unwrap_or_default()),
+        let id = match envelope.id.map(RawValue::get) {
+            Some(id)
+                if id.starts_with('"')
+                    || id == "null"
+                    || id.starts_with('-')
+                    || id.as_bytes()[0].is_ascii_digit() =>
+            {
+                id
+            }
+            Some(_) => {
+                return error_response(
+                    NULL_ID,
+                    &A2aError::new(
+                        ErrorKind::InvalidRequest,
+                        "id must be a string, a number or null",
+                    ),
+                );
+            }
+            None => {
+                return error_response(
+                    NULL_ID,
+                    &A2aError::new(
+                        ErrorKind::InvalidRequest,
+                        "id is required (notifications are not supported)",
+                    ),
+                );
+            }
+        };
+        if envelope.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+            return error_response(
+                id,
+                &A2aError::new(ErrorKind::InvalidRequest, "jsonrpc must be \"2.0\""),
+            );
+        }
+        let method: String = match envelope
+            .method
+            .map(|m| serde_json::from_str::<String>(m.get()))
+        {
+            Some(Ok(m)) => m,
+            _ => {
+                return error_response(
+                    id,
+                    &A2aError::new(ErrorKind::InvalidRequest, "method must be a string"),
+                );
+            }
+        };
+        let h = &state.handler;
+        let p = envelope.params;
+        // Each method's future is boxed on its own: the future of this
+        // function (which axum boxes) stays small instead of being as large as
+        // the largest method's.
+        macro_rules! unary {
+            ($call:ident) => {
+                match params(p) {
+                    Ok(req) => finish(id, Box::pin(h.$call(&ctx, req)).await),
+                    Err(e) => error_response(id, &e),
+                }
+            };
+        }
+        match method.as_str() {
+            methods::SEND_MESSAGE => unary!(send_message),
+            methods::GET_TASK => unary!(get_task),
+            methods::LIST_TASKS => unary!(list_tasks),
+            methods::CANCEL_TASK => unary!(cancel_task),
+            methods::CREATE_PUSH_CONFIG => unary!(create_task_push_notification_config),
+            methods::GET_PUSH_CONFIG => unary!(get_task_push_notification_config),
+            methods::LIST_PUSH_CONFIGS => unary!(list_task_push_notification_configs),
+            methods::DELETE_PUSH_CONFIG => match params(p) {
+                Ok(req) => {
+                    match Box::pin(h.delete_task_push_notification_config(&ctx, req)).await {
+                        Ok(()) => {
+                            respond(result_body(id, &serde_json::json!({})).unwrap_or_default())
+                        }
+                        Err(e) => error_response(id, &e),
+                    }
+                }
                 Err(e) => error_response(id, &e),
             },
-            Err(e) => error_response(id, &e),
-        },
-        methods::GET_EXTENDED_AGENT_CARD => unary!(get_extended_agent_card),
-        methods::SEND_STREAMING_MESSAGE => match params(p) {
-            Ok(req) => stream(id, Box::pin(h.send_streaming_message(&ctx, req)).await),
-            Err(e) => error_response(id, &e),
-        },
-        methods::SUBSCRIBE_TO_TASK => match params(p) {
-            Ok(req) => stream(id, Box::pin(h.subscribe_to_task(&ctx, req)).await),
-            Err(e) => error_response(id, &e),
-        },
-        other => error_response(
-            id,
-            &A2aError::new(
-                ErrorKind::MethodNotFound,
-                format!("Method not found: {other}"),
-            )
-            .with_metadata("method", other),
-        ),
+            methods::GET_EXTENDED_AGENT_CARD => unary!(get_extended_agent_card),
+            methods::SEND_STREAMING_MESSAGE => match params(p) {
+                Ok(req) => stream(id, Box::pin(h.send_streaming_message(&ctx, req)).await),
+                Err(e) => error_response(id, &e),
+            },
+            methods::SUBSCRIBE_TO_TASK => match params(p) {
+                Ok(req) => stream(id, Box::pin(h.subscribe_to_task(&ctx, req)).await),
+                Err(e) => error_response(id, &e),
+            },
+            other => error_response(
+                id,
+                &A2aError::new(
+                    ErrorKind::MethodNotFound,
+                    format!("Method not found: {other}"),
+                )
+                .with_metadata("method", other),
+            ),
+        }
     }
 }
 

@@ -486,24 +486,27 @@ impl TaskManager {
             metadata: None,
         };
         let wanted = live.flags.lock().wants(false);
-        let snapshot = (wanted || inline_push.is_some()).then(|| task.clone());
+        // The event is built before the task moves into the store (and
+        // shared: this future holds a pointer across the store's await).
+        let event =
+            (wanted || inline_push.is_some()).then(|| Arc::new(StreamResponse::from(task.clone())));
         self.write_create(live, task).await?;
+        // The rarer paths are boxed: the future of every new task would
+        // otherwise carry their state.
         let targets = match inline_push {
-            Some(config) => self.save_inline_push(live, config).await,
+            Some(config) => Box::pin(self.save_inline_push(live, config)).await,
             None => None,
         };
-        let event = {
+        {
             let mut flags = live.flags.lock();
             flags.created = true;
             flags.state = TaskState::Submitted;
-            let event = snapshot.map(|task| Arc::new(StreamResponse::from(task)));
             if let Some(event) = event.as_ref().filter(|_| wanted) {
                 live.publish(&mut flags, Ok(Arc::clone(event)));
             }
-            event
-        };
+        }
         if let (Some(targets), Some(event)) = (targets, event) {
-            self.push_event(live, &targets, &event).await;
+            Box::pin(self.push_event(live, &targets, &event)).await;
         }
         Ok(())
     }

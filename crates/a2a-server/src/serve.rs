@@ -31,7 +31,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 
-use crate::http_common::{CardEndpoint, HttpState};
+use crate::http_common::{CardEndpoint, HttpState, call_context};
 
 /// The largest HTTP/1 request head accepted, and the size of each
 /// connection's read buffer.
@@ -66,8 +66,12 @@ impl hyper::service::Service<Request<Incoming>> for Service {
         let path = request.uri().path();
         if path == "/" && request.method() == Method::POST {
             let direct = Arc::clone(&self.direct);
+            // The head is read here: the boxed future keeps only what the
+            // call needs (the headers and the body).
+            let (parts, body) = request.into_parts();
+            let ctx = call_context(parts.headers, &parts.uri);
             return Answer::Direct(Box::pin(async move {
-                crate::jsonrpc::serve(&direct.rpc, request).await
+                crate::jsonrpc::serve(&direct.rpc, ctx, body).await
             }));
         }
         if path == a2a_types::AGENT_CARD_PATH && request.method() == Method::GET {
