@@ -140,6 +140,30 @@ impl LiveTask {
     }
 }
 
+/// The future of [`TaskManager::emit`]: applied already, or to be.
+pub(crate) enum Emit<'a> {
+    Done(Option<A2aResult<()>>),
+    Later(BoxFuture<'a, A2aResult<()>>),
+}
+
+impl std::future::Future for Emit<'_> {
+    type Output = A2aResult<()>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<A2aResult<()>> {
+        // Both variants are Unpin (the future is pinned in its box).
+        match self.get_mut() {
+            Emit::Done(done) => std::task::Poll::Ready(
+                done.take()
+                    .unwrap_or_else(|| Err(A2aError::internal("an event was awaited twice"))),
+            ),
+            Emit::Later(f) => f.as_mut().poll(cx),
+        }
+    }
+}
+
 /// Applies events to tasks and fans them out to subscribers.
 pub(crate) struct TaskManager {
     pub(crate) store: Arc<dyn TaskStore>,
@@ -464,11 +488,17 @@ impl TaskManager {
         self.release(live);
     }
 
-    async fn create_locked(&self, live: &LiveTask) -> A2aResult<()> {
+    /// The task to create for a live task not created yet (`None` when it
+    /// exists), with the inline push config to store with it; the caller
+    /// holds `order`.
+    fn first_task(
+        &self,
+        live: &LiveTask,
+    ) -> A2aResult<Option<(Task, Option<TaskPushNotificationConfig>)>> {
         let (first, inline_push) = {
             let mut flags = live.flags.lock();
             if flags.created {
-                return Ok(());
+                return Ok(None);
             }
             if flags.replied {
                 return Err(A2aError::unsupported(
@@ -485,6 +515,24 @@ impl TaskManager {
             history: first.into_iter().collect(),
             metadata: None,
         };
+        Ok(Some((task, inline_push)))
+    }
+
+    /// The task exists now: its first event (the task) goes to the
+    /// subscribers that want it.
+    fn mark_created(live: &LiveTask, event: Option<&Arc<StreamResponse>>, wanted: bool) {
+        let mut flags = live.flags.lock();
+        flags.created = true;
+        flags.state = TaskState::Submitted;
+        if let Some(event) = event.filter(|_| wanted) {
+            live.publish(&mut flags, Ok(Arc::clone(event)));
+        }
+    }
+
+    async fn create_locked(&self, live: &LiveTask) -> A2aResult<()> {
+        let Some((task, inline_push)) = self.first_task(live)? else {
+            return Ok(());
+        };
         let wanted = live.flags.lock().wants(false);
         // The event is built before the task moves into the store (and
         // shared: this future holds a pointer across the store's await).
@@ -497,14 +545,7 @@ impl TaskManager {
             Some(config) => Box::pin(self.save_inline_push(live, config)).await,
             None => None,
         };
-        {
-            let mut flags = live.flags.lock();
-            flags.created = true;
-            flags.state = TaskState::Submitted;
-            if let Some(event) = event.as_ref().filter(|_| wanted) {
-                live.publish(&mut flags, Ok(Arc::clone(event)));
-            }
-        }
+        Self::mark_created(live, event.as_ref(), wanted);
         if let (Some(targets), Some(event)) = (targets, event) {
             Box::pin(self.push_event(live, &targets, &event)).await;
         }
@@ -561,10 +602,21 @@ impl TaskManager {
             TaskUpdate::UserMessage(_) => None,
             _ => self.push_targets(live).await,
         };
-        let pushed = targets.is_some();
         // Built before the update moves into the store; shared (and small
         // across the store's await) from the start.
-        let event = match &*update {
+        let event = Self::event_of(live, &update, targets.is_some());
+        let state = self.write_update(live, update).await?;
+        Self::publish_applied(live, state, event.as_ref());
+        if let (Some(targets), Some(event)) = (targets, event) {
+            Box::pin(self.push_event(live, &targets, &event)).await;
+        }
+        Ok(())
+    }
+
+    /// The event of an update, when a subscriber (or the push sender)
+    /// wants it.
+    fn event_of(live: &LiveTask, update: &TaskUpdate, pushed: bool) -> Option<Arc<StreamResponse>> {
+        match update {
             TaskUpdate::Status { status, metadata } => {
                 let is_final = status.state().ends_turn();
                 (pushed || live.flags.lock().wants(is_final)).then(|| {
@@ -593,19 +645,52 @@ impl TaskManager {
             }),
             TaskUpdate::UserMessage(_) => None,
         }
-        .map(Arc::new);
-        let state = self.write_update(live, update).await?;
-        {
-            let mut flags = live.flags.lock();
-            flags.state = state;
-            if let Some(event) = &event {
-                live.publish(&mut flags, Ok(Arc::clone(event)));
+        .map(Arc::new)
+    }
+
+    /// An update was applied: the task's new state, and its event to the
+    /// subscribers.
+    fn publish_applied(live: &LiveTask, state: TaskState, event: Option<&Arc<StreamResponse>>) {
+        let mut flags = live.flags.lock();
+        flags.state = state;
+        if let Some(event) = event {
+            live.publish(&mut flags, Ok(Arc::clone(event)));
+        }
+    }
+
+    /// [`Self::emit`] without a future, when nothing has to be awaited: one
+    /// process (no bus), the in-memory store, no push notifications, and
+    /// nobody else holding the task's `order`. Otherwise `None`, and the
+    /// update stays in `slot`.
+    fn emit_now(&self, live: &LiveTask, slot: &mut Option<TaskUpdate>) -> Option<A2aResult<()>> {
+        let memory = match self.store.as_memory() {
+            Some(memory) if self.cluster.is_none() && self.push.is_none() => memory,
+            _ => return None,
+        };
+        let Ok(_guard) = live.order.try_lock() else {
+            return None;
+        };
+        let update = slot.take()?;
+        let created = live.flags.lock().created;
+        if !created {
+            // Without push there is no inline config to store.
+            match self.first_task(live) {
+                Err(e) => return Some(Err(e)),
+                Ok(None) => {}
+                Ok(Some((task, _))) => {
+                    let wanted = live.flags.lock().wants(false);
+                    let event = wanted.then(|| Arc::new(StreamResponse::from(task.clone())));
+                    if let Err(e) = memory.create_now(&live.owner, task) {
+                        return Some(Err(e));
+                    }
+                    Self::mark_created(live, event.as_ref(), wanted);
+                }
             }
         }
-        if let (Some(targets), Some(event)) = (targets, event) {
-            Box::pin(self.push_event(live, &targets, &event)).await;
-        }
-        Ok(())
+        let event = Self::event_of(live, &update, false);
+        Some(memory.update_now(&live.id, update).map(|state| {
+            Self::publish_applied(live, state, event.as_ref());
+        }))
     }
 
     /// The agent's plain-message answer.
@@ -728,12 +813,15 @@ impl TaskManager {
 
     /// Applies an update to the task (creating it first if needed) and
     /// publishes the matching event.
-    pub(crate) fn emit<'a>(
-        &'a self,
-        live: &'a LiveTask,
-        update: TaskUpdate,
-    ) -> BoxFuture<'a, A2aResult<()>> {
-        Box::pin(self.emit_inner(live, Box::new(update)))
+    pub(crate) fn emit<'a>(&'a self, live: &'a LiveTask, update: TaskUpdate) -> Emit<'a> {
+        let mut slot = Some(update);
+        if let Some(done) = self.emit_now(live, &mut slot) {
+            return Emit::Done(Some(done));
+        }
+        match slot {
+            Some(update) => Emit::Later(Box::pin(self.emit_inner(live, Box::new(update)))),
+            None => Emit::Done(Some(Err(A2aError::internal("an event was lost")))),
+        }
     }
 
     /// The agent's plain-message answer.
