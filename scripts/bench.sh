@@ -14,7 +14,9 @@
 # Exit status: 0 all targets met, 1 some target missed, 2 setup error.
 #
 # Settings (environment):
-#   BENCH_DURATION=10s     oha duration of each load run
+#   BENCH_DURATION=5s      oha duration of each load run
+#   BENCH_ROUNDS=3         load runs per server and test, alternating between the
+#                          two servers; the report takes the median of each figure
 #   BENCH_A2A_PORT=18080   BENCH_BARE_PORT=18081
 #   BENCH_FIRST_N=1000     time-to-first-event samples
 #   BENCH_CHUNK_N=200      100-chunk stream samples
@@ -36,7 +38,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 REPORT=$ROOT/target/bench-report.txt
 
-DURATION=${BENCH_DURATION:-10s}
+DURATION=${BENCH_DURATION:-5s}
+ROUNDS=${BENCH_ROUNDS:-3}
 P1=${BENCH_A2A_PORT:-18080}
 P2=${BENCH_BARE_PORT:-18081}
 FIRST_N=${BENCH_FIRST_N:-1000}
@@ -178,13 +181,14 @@ check a2a "$P1"
 check bare "$P2"
 
 # ---------------------------------------------------------------- load
-# load NAME TEST C: one oha run; stores oha's JSON and the CPU ticks used.
+# load NAME TEST C [ROUND]: one oha run; stores oha's JSON and the CPU ticks
+# used (files suffixed with the round).
 load() {
-    local name=$1 test=$2 c=$3 pid port t0 t1
+    local name=$1 test=$2 c=$3 round=${4:-1} pid port t0 t1
     pid=PID_$name
     pid=${!pid}
     if [[ $name == a2a ]]; then port=$P1; else port=$P2; fi
-    local args=(-z "$DURATION" -c "$c" --no-tui --output-format json -o "$WORK/oha-$name-$test.json" "${OHA_THREADS[@]}")
+    local args=(-z "$DURATION" -c "$c" --no-tui --output-format json -o "$WORK/oha-$name-$test-$round.json" "${OHA_THREADS[@]}")
     if [[ $test == send-* || $test == warmup ]]; then
         args+=(-m POST -H 'A2A-Version: 1.0' -T application/json -D "$SEND_BODY" "http://127.0.0.1:$port/")
     else
@@ -193,9 +197,9 @@ load() {
     t0=$(cpu_ticks "$pid")
     "${PIN_CLIENT[@]}" "$OHA" "${args[@]}" >/dev/null || die "oha failed ($name $test)"
     t1=$(cpu_ticks "$pid")
-    echo $((t1 - t0)) >"$WORK/cpu-$name-$test.txt"
+    echo $((t1 - t0)) >"$WORK/cpu-$name-$test-$round.txt"
     kill -0 "$pid" 2>/dev/null || die "$name died during $test (log: $(tail -5 "$WORK/$name.log"))"
-    log "$name $test c=$c: $(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["summary"]; print("%.0f req/s" % s["requestsPerSec"])' "$WORK/oha-$name-$test.json")"
+    log "$name $test c=$c round $round: $(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["summary"]; print("%.0f req/s" % s["requestsPerSec"])' "$WORK/oha-$name-$test-$round.json")"
 }
 
 log "warm-up (2 s each)"
@@ -205,13 +209,14 @@ load bare warmup 16
 load a2a warmup 16
 DURATION=$DURATION_SAVED
 
-for c in 1 16 64; do
-    load bare "send-c$c" "$c"
-    load a2a "send-c$c" "$c"
-done
-for c in 16 64; do
-    load bare "card-c$c" "$c"
-    load a2a "card-c$c" "$c"
+# Each test alternates the two servers ROUNDS times: a burst of load from the
+# machine's other tenants then hits both rather than one.
+for test in send-c1 send-c16 send-c64 card-c16 card-c64; do
+    c=${test##*-c}
+    for round in $(seq "$ROUNDS"); do
+        load bare "$test" "$c" "$round"
+        load a2a "$test" "$c" "$round"
+    done
 done
 LOADED_RSS_A2A=$(rss_kib "$PID_a2a")
 LOADED_RSS_BARE=$(rss_kib "$PID_bare")
@@ -257,23 +262,23 @@ tail -n 20 "$WORK/probe-hold.log" >&2
 
 # ---------------------------------------------------------------- report
 STATUS=0
-python3 - "$WORK" "$REPORT" "$CLK_TCK" "$DURATION" "$STREAMS" \
+python3 - "$WORK" "$REPORT" "$CLK_TCK" "$DURATION" "$ROUNDS" "$STREAMS" \
     "$IDLE_RSS_A2A" "$IDLE_RSS_BARE" "$LOADED_RSS_A2A" "$LOADED_RSS_BARE" "$RSS_BEFORE_HOLD_A2A" "$IDLE_RSS_CLI" \
     "$("$OHA" --version 2>/dev/null | head -1)" "${A2A_ARGV[*]}" <<'PY' || STATUS=$?
-import json, os, sys, time
+import json, os, statistics, sys, time
 
-(work, report, clk, duration, streams, idle_a2a, idle_bare, loaded_a2a, loaded_bare,
+(work, report, clk, duration, rounds, streams, idle_a2a, idle_bare, loaded_a2a, loaded_bare,
  pre_hold, idle_cli, oha_version, a2a_cmd) = sys.argv[1:]
-clk, streams = int(clk), int(streams)
+clk, rounds, streams = int(clk), int(rounds), int(streams)
 
-def load(name, test):
-    with open(f"{work}/oha-{name}-{test}.json") as f:
+def load_round(name, test, r):
+    with open(f"{work}/oha-{name}-{test}-{r}.json") as f:
         o = json.load(f)
     codes = {k: int(v) for k, v in o.get("statusCodeDistribution", {}).items()}
     n = sum(codes.values())
     ok = codes.get("200", 0)
     errs = {k: v for k, v in o.get("errorDistribution", {}).items() if "deadline" not in k}
-    ticks = int(open(f"{work}/cpu-{name}-{test}.txt").read())
+    ticks = int(open(f"{work}/cpu-{name}-{test}-{r}.txt").read())
     lat = o["latencyPercentiles"]
     return {
         "rps": o["summary"]["requestsPerSec"] * (ok / n if n else 0),  # successes only
@@ -283,6 +288,19 @@ def load(name, test):
         "n": n, "non200": n - ok, "errors": errs,
         "size": o["summary"].get("sizePerRequest") or 0,
     }
+
+def load(name, test):
+    """The median of each figure over the rounds; failures summed."""
+    runs = [load_round(name, test, r) for r in range(1, rounds + 1)]
+    out = {k: statistics.median(x[k] for x in runs) for k in ("rps", "p50", "p99", "cpu_us", "size")}
+    out["n"] = sum(x["n"] for x in runs)
+    out["non200"] = sum(x["non200"] for x in runs)
+    out["errors"] = {}
+    for x in runs:
+        for k, v in x["errors"].items():
+            out["errors"][k] = out["errors"].get(k, 0) + v
+    out["spread"] = (min(x["rps"] for x in runs), max(x["rps"] for x in runs))
+    return out
 
 def probe(name):
     try:
@@ -315,6 +333,9 @@ for test, label, rps_min in [("send-c1", "SendMessage c=1", None), ("send-c16", 
     r = a["rps"] / b["rps"] if b["rps"] else float("nan")
     row(label, "req/s", f1(b["rps"]), f1(a["rps"]), fr(r),
         f">= {rps_min:.2f}" if rps_min else "", (r >= rps_min) if rps_min else None)
+    if rounds > 1:
+        span = lambda x: f"{x['spread'][0] / 1e3:.0f}k-{x['spread'][1] / 1e3:.0f}k"
+        row("", "req/s range", span(b), span(a), "")
     row("", "p50 ms", f3(b["p50"]), f3(a["p50"]), fr(a["p50"] / b["p50"] if b["p50"] else float("nan")))
     send = test.startswith("send") and rps_min
     r99 = a["p99"] / b["p99"] if b["p99"] else float("nan")
@@ -384,7 +405,8 @@ w = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
 fmt = lambda r: "  ".join(str(x).ljust(w[i]) if i < 2 or i == 5 else str(x).rjust(w[i]) for i, x in enumerate(r)).rstrip()
 out = [
     f"A2A server benchmark  {time.strftime('%Y-%m-%d %H:%M:%S')}",
-    f"machine: {os.cpu_count()} cores; load: {oha_version}, {duration} per run, HTTP/1.1 keep-alive, loopback",
+    f"machine: {os.cpu_count()} cores; load: {oha_version}, {duration} per run, {rounds} runs per server and test "
+    "(alternating; medians), HTTP/1.1 keep-alive, loopback",
     f"a2a: {a2a_cmd}",
     f"bare: bare-server (axum, serde_json parse, fixed body); CPU us/req = (utime+stime) / responses",
     "",
