@@ -1,8 +1,10 @@
 //! The accept loop: one hyper connection per TCP connection, HTTP/1.1 and
 //! h2c (gRPC) on the same port.
 //!
-//! Written here rather than taken from `axum::serve` for one setting: the
-//! HTTP/1 read buffer is capped at [`MAX_HEAD_BYTES`]. Hyper sizes each read
+//! Written here rather than taken from `axum::serve` for two reasons. The
+//! JSON-RPC endpoint and the agent card, most of the traffic, are answered
+//! before the router (no route matching, no boxed body). And the HTTP/1
+//! read buffer is capped at [`MAX_HEAD_BYTES`]. Hyper sizes each read
 //! to 8 KiB; when part of a request is still in the buffer (a head or body
 //! not yet consumed) and the cap is higher, the buffer doubles to 16 KiB and
 //! stays that size for the life of the connection. With the cap, every
