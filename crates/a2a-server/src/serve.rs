@@ -83,7 +83,7 @@ impl hyper::service::Service<Request<Incoming>> for Service {
     }
 }
 
-/// The future of [`Service::call`].
+/// The future of `Service::call`.
 enum Answer {
     Direct(BoxFuture<'static, Response>),
     Ready(Option<Response>),
