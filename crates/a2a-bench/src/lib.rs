@@ -25,6 +25,17 @@ pub const SEND_MESSAGE_RESPONSE: &str = concat!(
     r#""contextId":"0196f3a2-7c1e-7d40-9b1a-3c5e8f2d4a11","taskId":"0196f3a2-7c1e-7d40-9b1a-3c5e8f2d4a10"}]}}}"#
 );
 
+/// The multi-thread runtime of a benchmark server: `workers` threads, or
+/// one per core (tokio also reads `TOKIO_WORKER_THREADS`).
+pub fn server_runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.enable_all();
+    if let Some(w) = workers {
+        rt.worker_threads(w.max(1));
+    }
+    rt.build()
+}
+
 /// The fixed, pre-serialized agent card served by `bare-server` at
 /// `/.well-known/agent-card.json` (v1.0 shape, echo agent).
 pub fn agent_card(port: u16) -> String {

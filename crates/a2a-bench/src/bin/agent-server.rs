@@ -46,12 +46,7 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    rt.enable_all();
-    if let Some(w) = args.workers {
-        rt.worker_threads(w.max(1));
-    }
-    rt.build()?.block_on(async {
+    a2a_bench::server_runtime(args.workers)?.block_on(async {
         let server = match args.agent {
             Agent::Echo => A2aServer::new(echo::card(), echo::EchoAgent),
             Agent::Conformance => A2aServer::new(

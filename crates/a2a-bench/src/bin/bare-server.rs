@@ -52,12 +52,7 @@ async fn rpc(body: Bytes) -> impl IntoResponse {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    rt.enable_all();
-    if let Some(w) = args.workers {
-        rt.worker_threads(w.max(1));
-    }
-    rt.build()?.block_on(serve(args.port))
+    a2a_bench::server_runtime(args.workers)?.block_on(serve(args.port))
 }
 
 async fn serve(port: u16) -> anyhow::Result<()> {
