@@ -313,15 +313,7 @@ impl PushOutbox for PostgresOutbox {
     async fn fail(&self, task_id: &str, config_id: &str) -> A2aResult<u64> {
         let what = "marking a stream failing";
         let mut tx = self.begin(what).await?;
-        let finals: Vec<bool> = sqlx::query_scalar(
-            "DELETE FROM a2a_push_outbox WHERE task_id = $1 AND config_id = $2 \
-             RETURNING is_final",
-        )
-        .bind(task_id)
-        .bind(config_id)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(|e| db_error(what, e))?;
+        let finals = delete_queued(&mut tx, task_id, config_id, what).await?;
         let sql = if finals.iter().any(|f| *f) {
             "DELETE FROM a2a_push_streams WHERE task_id = $1 AND config_id = $2"
         } else {
@@ -355,14 +347,9 @@ impl PushOutbox for PostgresOutbox {
     async fn remove(&self, task_id: &str, config_id: &str) -> A2aResult<u64> {
         let what = "removing a stream";
         let mut tx = self.begin(what).await?;
-        let dropped =
-            sqlx::query("DELETE FROM a2a_push_outbox WHERE task_id = $1 AND config_id = $2")
-                .bind(task_id)
-                .bind(config_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| db_error(what, e))?
-                .rows_affected();
+        let dropped = delete_queued(&mut tx, task_id, config_id, what)
+            .await?
+            .len() as u64;
         sqlx::query("DELETE FROM a2a_push_streams WHERE task_id = $1 AND config_id = $2")
             .bind(task_id)
             .bind(config_id)
@@ -380,6 +367,24 @@ impl PushOutbox for PostgresOutbox {
             .map_err(|e| db_error("counting notifications", e))?;
         Ok(to_u64(n))
     }
+}
+
+/// Deletes the notifications queued for a stream; returns whether each was
+/// the task's final one.
+async fn delete_queued(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    task_id: &str,
+    config_id: &str,
+    what: &str,
+) -> A2aResult<Vec<bool>> {
+    sqlx::query_scalar(
+        "DELETE FROM a2a_push_outbox WHERE task_id = $1 AND config_id = $2 RETURNING is_final",
+    )
+    .bind(task_id)
+    .bind(config_id)
+    .fetch_all(&mut **tx)
+    .await
+    .map_err(|e| db_error(what, e))
 }
 
 #[cfg(test)]

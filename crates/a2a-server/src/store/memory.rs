@@ -474,21 +474,26 @@ mod tests {
         assert!(page.next.is_none());
     }
 
+    /// One working task (`open`), then `n` completed ones `t0`, `t1`...
+    async fn fill(s: &MemoryStore, open: &str, n: i64) {
+        let me = Owner::default();
+        s.create(&me, task(open, "c", TaskState::Working, 1))
+            .await
+            .unwrap();
+        for i in 0..n {
+            s.create(&me, task(&format!("t{i}"), "c", TaskState::Completed, i))
+                .await
+                .unwrap();
+        }
+    }
+
     #[tokio::test]
     async fn finished_tasks_are_evicted_beyond_the_cap() {
         let s = MemoryStore::new(MemoryStoreConfig {
             terminal_ttl: Duration::from_secs(3600),
             max_tasks: 100,
         });
-        let me = Owner::default();
-        s.create(&me, task("running", "c", TaskState::Working, 1))
-            .await
-            .unwrap();
-        for i in 0..500 {
-            s.create(&me, task(&format!("t{i}"), "c", TaskState::Completed, i))
-                .await
-                .unwrap();
-        }
+        fill(&s, "running", 500).await;
         s.sweep();
         assert!(s.len() <= 100, "{} tasks held", s.len());
         assert!(s.get("running", None).await.unwrap().is_some());
@@ -498,15 +503,7 @@ mod tests {
     #[tokio::test]
     async fn retention_purges_finished_tasks_of_an_idle_store() {
         let s = MemoryStore::default();
-        let me = Owner::default();
-        s.create(&me, task("open", "c", TaskState::Working, 1))
-            .await
-            .unwrap();
-        for i in 0..5 {
-            s.create(&me, task(&format!("t{i}"), "c", TaskState::Completed, i))
-                .await
-                .unwrap();
-        }
+        fill(&s, "open", 5).await;
         let purge = |age| s.purge_terminal_older_than(age);
         assert_eq!(purge(Duration::from_secs(60)).await.unwrap(), 0);
         assert_eq!(purge(Duration::ZERO).await.unwrap(), 5);
