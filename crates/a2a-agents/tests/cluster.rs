@@ -19,6 +19,7 @@ use std::time::Duration;
 use a2a_agents::conformance::{self, ConformanceAgent};
 use a2a_client::{Binding, Client, EventStream, Transport};
 use a2a_server::store::postgres::connect_cluster;
+use a2a_server::store::postgres::testing::TestSchema;
 use a2a_server::{
     A2aResult, A2aServer, AgentExecutor, PushConfig, RequestContext, ServerHandle, TaskUpdater,
 };
@@ -27,60 +28,9 @@ use a2a_types::{
     Task, TaskPushNotificationConfig, TaskState, new_id, stream_response,
 };
 use common::*;
-use sqlx::Connection;
 use tokio::sync::watch;
 
 // ----- the database -------------------------------------------------------------
-
-/// A schema of the test database for one test, dropped at the end.
-struct Schema {
-    url: String,
-    name: String,
-    admin: sqlx::PgConnection,
-}
-
-impl Schema {
-    /// A fresh schema, or `None` (the test is skipped) without a database.
-    async fn new() -> Option<Self> {
-        let base = match std::env::var("A2A_TEST_POSTGRES_URL") {
-            Ok(url) if !url.is_empty() => url,
-            _ => {
-                assert!(
-                    std::env::var("A2A_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                    "A2A_REQUIRE_POSTGRES=1 but A2A_TEST_POSTGRES_URL is not set"
-                );
-                eprintln!(
-                    "SKIPPED: two replicas on PostgreSQL (set A2A_TEST_POSTGRES_URL, e.g. with \
-                     `export A2A_TEST_POSTGRES_URL=$(bash .ci/postgres start)`)"
-                );
-                return None;
-            }
-        };
-        let name = format!("a2a_cluster_{}", new_id().replace('-', ""));
-        let mut admin = within("connect to PostgreSQL", sqlx::PgConnection::connect(&base))
-            .await
-            .expect("connect to A2A_TEST_POSTGRES_URL");
-        within(
-            "create a schema",
-            sqlx::query(&format!("CREATE SCHEMA {name}")).execute(&mut admin),
-        )
-        .await
-        .expect("create a test schema");
-        let sep = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{sep}options=-c%20search_path%3D{name}");
-        Some(Self { url, name, admin })
-    }
-
-    async fn drop(mut self) {
-        let statement = format!("DROP SCHEMA {} CASCADE", self.name);
-        within(
-            "drop the schema",
-            sqlx::query(&statement).execute(&mut self.admin),
-        )
-        .await
-        .expect("drop the test schema");
-    }
-}
 
 // ----- the replicas -------------------------------------------------------------
 
@@ -126,7 +76,7 @@ struct Replicas {
     /// Runs of the agent finished on `a` and on `b`.
     finished_a: watch::Receiver<usize>,
     finished_b: watch::Receiver<usize>,
-    schema: Schema,
+    schema: TestSchema,
 }
 
 impl Replicas {
@@ -140,7 +90,7 @@ impl Replicas {
         agent: E,
         b_params: &str,
     ) -> Option<Self> {
-        let schema = Schema::new().await?;
+        let schema = TestSchema::create("a2a_cluster", "two replicas on PostgreSQL").await?;
         let (tx, finished_a) = watch::channel(0);
         let a = Self::replica(
             &schema.url,
@@ -202,7 +152,7 @@ impl Replicas {
 
     /// Two replicas that send push notifications (loopback webhooks allowed).
     async fn with_push<E: AgentExecutor + Clone>(card: AgentCard, agent: E) -> Option<Self> {
-        let schema = Schema::new().await?;
+        let schema = TestSchema::create("a2a_cluster", "two replicas on PostgreSQL").await?;
         let push = || Some(PushConfig::new().allow_loopback());
         let (tx, finished_a) = watch::channel(0);
         let a = Self::replica_with(
@@ -271,7 +221,7 @@ impl Replicas {
     async fn stop(self) {
         let _ = within("stop replica a", self.a.shutdown()).await;
         let _ = within("stop replica b", self.b.shutdown()).await;
-        self.schema.drop().await;
+        self.schema.drop_schema().await;
     }
 }
 
@@ -881,7 +831,7 @@ async fn notifications_queued_by_a_stopped_replica_are_delivered_by_another() {
     use a2a_types::AuthenticationInfo;
     use futures::StreamExt;
 
-    let Some(schema) = Schema::new().await else {
+    let Some(schema) = TestSchema::create("a2a_cluster", "two replicas on PostgreSQL").await else {
         return;
     };
     let signer = PushSigner::generate().expect("signing key");
@@ -994,5 +944,5 @@ async fn notifications_queued_by_a_stopped_replica_are_delivered_by_another() {
     .await;
     drop(hook);
     let _ = within("stop b", b.shutdown()).await;
-    schema.drop().await;
+    schema.drop_schema().await;
 }

@@ -14,12 +14,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use a2a_client::{Binding, Client, ClientError, EventStream, Transport};
+use a2a_server::store::postgres::testing::TestSchema;
 use a2a_types::{
     ErrorKind, Message, SendMessageConfiguration, SendMessageRequest, StreamResponse, Task,
     TaskState, new_id, stream_response,
 };
 use futures::StreamExt;
-use sqlx::Connection;
 
 /// Bound on every wait.
 const WAIT: Duration = Duration::from_secs(20);
@@ -28,53 +28,6 @@ async fn within<F: IntoFuture>(what: &str, f: F) -> F::Output {
     match tokio::time::timeout(WAIT, f.into_future()).await {
         Ok(out) => out,
         Err(_) => panic!("timed out after {WAIT:?}: {what}"),
-    }
-}
-
-/// A schema of the test database, dropped at the end.
-struct Schema {
-    url: String,
-    name: String,
-    admin: sqlx::PgConnection,
-}
-
-impl Schema {
-    async fn new() -> Option<Self> {
-        let base = match std::env::var("A2A_TEST_POSTGRES_URL") {
-            Ok(url) if !url.is_empty() => url,
-            _ => {
-                assert!(
-                    std::env::var("A2A_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                    "A2A_REQUIRE_POSTGRES=1 but A2A_TEST_POSTGRES_URL is not set"
-                );
-                eprintln!(
-                    "SKIPPED: two a2a serve replicas on PostgreSQL (set A2A_TEST_POSTGRES_URL, \
-                     e.g. with `export A2A_TEST_POSTGRES_URL=$(bash .ci/postgres start)`)"
-                );
-                return None;
-            }
-        };
-        let name = format!("a2a_cli_cluster_{}", new_id().replace('-', ""));
-        let mut admin = within("connect to PostgreSQL", sqlx::PgConnection::connect(&base))
-            .await
-            .expect("connect to A2A_TEST_POSTGRES_URL");
-        let create = format!("CREATE SCHEMA {name}");
-        within("create a schema", sqlx::query(&create).execute(&mut admin))
-            .await
-            .expect("create a test schema");
-        let sep = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{sep}options=-c%20search_path%3D{name}");
-        Some(Self { url, name, admin })
-    }
-
-    async fn drop(mut self) {
-        let statement = format!("DROP SCHEMA {} CASCADE", self.name);
-        within(
-            "drop the schema",
-            sqlx::query(&statement).execute(&mut self.admin),
-        )
-        .await
-        .expect("drop the test schema");
     }
 }
 
@@ -143,8 +96,9 @@ impl Drop for Replica {
 }
 
 /// Two replicas of `agent` on a fresh schema.
-async fn replicas(agent: &str) -> Option<(Replica, Replica, Schema)> {
-    let schema = Schema::new().await?;
+async fn replicas(agent: &str) -> Option<(Replica, Replica, TestSchema)> {
+    let schema =
+        TestSchema::create("a2a_cli_cluster", "two a2a serve replicas on PostgreSQL").await?;
     let a = Replica::start(agent, &schema.url);
     let b = Replica::start(agent, &schema.url);
     Some((a, b, schema))
@@ -300,7 +254,7 @@ async fn cancel_on_one_replica_stops_the_agent_on_the_other() {
     assert_eq!(answer.task().map(Task::state), Some(TaskState::Canceled));
 
     drop((a, b));
-    schema.drop().await;
+    schema.drop_schema().await;
 }
 
 /// (b): a task waiting for input continues on the other replica, both ways.
@@ -329,7 +283,7 @@ async fn input_required_continues_on_either_replica() {
         assert_eq!(seen[0].state(), Some(TaskState::Completed), "{what}");
     }
     drop((a, b));
-    schema.drop().await;
+    schema.drop_schema().await;
 }
 
 /// (c): the echo agent streams many words on a; b follows from the middle:
@@ -385,7 +339,7 @@ async fn a_stream_on_one_replica_is_followed_exactly_from_the_other() {
     }
     assert!(checked, "b never joined a stream in the middle");
     drop((a, b));
-    schema.drop().await;
+    schema.drop_schema().await;
 }
 
 /// A replica killed in the middle of a run: the others fail its working
@@ -404,7 +358,9 @@ async fn a_quiet_task_of_a_killed_replica_is_failed_too() {
 }
 
 async fn killed_replica(purge_events: bool) {
-    let Some(mut schema) = Schema::new().await else {
+    let Some(mut schema) =
+        TestSchema::create("a2a_cli_cluster", "two a2a serve replicas on PostgreSQL").await
+    else {
         return;
     };
     let quick = ["--replica-timeout", "3"];
@@ -424,11 +380,8 @@ async fn killed_replica(purge_events: bool) {
     assert_eq!(get(&cb, &id).await.state(), TaskState::Working);
     if purge_events {
         let q = format!("DELETE FROM {}.a2a_task_events", schema.name);
-        let purged = sqlx::query(&q)
-            .execute(&mut schema.admin)
-            .await
-            .expect("purge the event log");
-        assert!(purged.rows_affected() > 0, "the task had logged events");
+        let purged = schema.execute(&q).await;
+        assert!(purged > 0, "the task had logged events");
     }
 
     let _ = a.child.kill();
@@ -443,14 +396,16 @@ async fn killed_replica(purge_events: bool) {
         .unwrap_or_default();
     assert!(why.contains("replica"), "status message {why:?}");
     drop(b);
-    schema.drop().await;
+    schema.drop_schema().await;
 }
 
 /// The conformance agent's replicas sign push notifications with one key:
 /// both serve the same JWKS (a receiver may fetch it from either).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_serve_one_push_signing_key() {
-    let Some(schema) = Schema::new().await else {
+    let Some(schema) =
+        TestSchema::create("a2a_cli_cluster", "two a2a serve replicas on PostgreSQL").await
+    else {
         return;
     };
     let a = Replica::start("conformance", &schema.url);
@@ -470,5 +425,5 @@ async fn replicas_serve_one_push_signing_key() {
     }
     assert_eq!(jwks[0], jwks[1], "one key for both replicas");
     drop((a, b));
-    schema.drop().await;
+    schema.drop_schema().await;
 }

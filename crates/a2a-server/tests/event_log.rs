@@ -12,75 +12,18 @@ use std::time::Duration;
 
 use a2a_server::EventBus;
 use a2a_server::bus::{Notice, Notices};
-use a2a_server::store::{LogSpan, Owner, PgEventBus, PostgresStore, TaskStore, TaskUpdate};
+use a2a_server::store::postgres::testing::TestSchema;
+use a2a_server::store::{LogSpan, Owner, PgEventBus, TaskStore, TaskUpdate};
 use a2a_server::types::{
     Artifact, Message, StreamResponse, Task, TaskState, TaskStatus, stream_response,
 };
-use sqlx::Connection;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 
 /// Bound on every wait.
 const WAIT: Duration = Duration::from_secs(10);
 
-/// A fresh schema of the test database, dropped by [`Db::drop_schema`].
-struct Db {
-    admin: PgConnection,
-    schema: String,
-    options: PgConnectOptions,
-}
-
-impl Db {
-    async fn new() -> Option<Self> {
-        let url = match std::env::var("A2A_TEST_POSTGRES_URL") {
-            Ok(url) if !url.is_empty() => url,
-            _ => {
-                assert!(
-                    std::env::var("A2A_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                    "A2A_REQUIRE_POSTGRES=1 but A2A_TEST_POSTGRES_URL is not set"
-                );
-                eprintln!(
-                    "SKIPPED: PostgreSQL event log test (set A2A_TEST_POSTGRES_URL, e.g. with \
-                     `export A2A_TEST_POSTGRES_URL=$(bash .ci/postgres start)`)"
-                );
-                return None;
-            }
-        };
-        let schema = format!(
-            "a2a_events_{}",
-            a2a_server::types::new_id().replace('-', "")
-        );
-        let mut admin = PgConnection::connect(&url)
-            .await
-            .expect("connect to A2A_TEST_POSTGRES_URL");
-        sqlx::query(&format!("CREATE SCHEMA {schema}"))
-            .execute(&mut admin)
-            .await
-            .expect("create a test schema");
-        let options: PgConnectOptions = url.parse().expect("A2A_TEST_POSTGRES_URL");
-        let options = options.options([("search_path", schema.as_str())]);
-        Some(Self {
-            admin,
-            schema,
-            options,
-        })
-    }
-
-    /// A store (one replica) on the schema.
-    async fn store(&self) -> PostgresStore {
-        PostgresStore::connect_with(
-            PgPoolOptions::new().max_connections(4),
-            self.options.clone(),
-        )
-        .await
-        .expect("PostgresStore")
-    }
-
-    async fn drop_schema(mut self) {
-        sqlx::query(&format!("DROP SCHEMA {} CASCADE", self.schema))
-            .execute(&mut self.admin)
-            .await
-            .expect("drop the test schema");
-    }
+/// A fresh schema of the test database (`None`: skipped).
+async fn schema() -> Option<TestSchema> {
+    TestSchema::create("a2a_events", "PostgreSQL event log test").await
 }
 
 fn task(id: &str) -> Task {
@@ -132,9 +75,9 @@ async fn next_announcement(notices: &mut Notices, task_id: &str) -> Notice {
 
 #[tokio::test]
 async fn writes_say_where_their_events_went() {
-    let Some(db) = Db::new().await else { return };
-    let a = db.store().await.with_event_log("replica-a").unwrap();
-    let b = db.store().await.with_event_log("replica-b").unwrap();
+    let Some(db) = schema().await else { return };
+    let a = db.store(4).await.with_event_log("replica-a").unwrap();
+    let b = db.store(4).await.with_event_log("replica-b").unwrap();
     let owner = Owner::default();
     let created = a.create_logged(&owner, task("t1")).await.unwrap();
     let created = created.expect("a span with an event log");
@@ -234,7 +177,7 @@ async fn writes_say_where_their_events_went() {
     assert!(bus_a.snapshot("nope", None).await.unwrap().is_none());
 
     // A store without an event log writes none, and has no bus.
-    let plain = db.store().await;
+    let plain = db.store(4).await;
     assert_eq!(plain.create_logged(&owner, task("t2")).await.unwrap(), None);
     assert_eq!(plain.update_logged("t2", working()).await.unwrap().1, None);
     assert!(
@@ -245,17 +188,17 @@ async fn writes_say_where_their_events_went() {
             .is_empty()
     );
     assert!(PgEventBus::new(&plain).is_err());
-    assert!(db.store().await.with_event_log("has blank").is_err());
-    assert!(db.store().await.with_event_log("").is_err());
+    assert!(db.store(4).await.with_event_log("has blank").is_err());
+    assert!(db.store(4).await.with_event_log("").is_err());
 
     db.drop_schema().await;
 }
 
 #[tokio::test]
 async fn concurrent_replicas_agree_on_the_order() {
-    let Some(db) = Db::new().await else { return };
-    let a = Arc::new(db.store().await.with_event_log("replica-a").unwrap());
-    let b = Arc::new(db.store().await.with_event_log("replica-b").unwrap());
+    let Some(db) = schema().await else { return };
+    let a = Arc::new(db.store(4).await.with_event_log("replica-a").unwrap());
+    let b = Arc::new(db.store(4).await.with_event_log("replica-b").unwrap());
     a.create(&Owner::default(), task("t")).await.unwrap();
     a.update("t", working()).await.unwrap();
     // Both replicas append chunks at once (conflicts take the slow path):
@@ -292,9 +235,9 @@ async fn concurrent_replicas_agree_on_the_order() {
 
 #[tokio::test]
 async fn the_bus_announces_other_replicas_events_and_cancellations() {
-    let Some(db) = Db::new().await else { return };
-    let a = db.store().await.with_event_log("replica-a").unwrap();
-    let b = db.store().await.with_event_log("replica-b").unwrap();
+    let Some(db) = schema().await else { return };
+    let a = db.store(4).await.with_event_log("replica-a").unwrap();
+    let b = db.store(4).await.with_event_log("replica-b").unwrap();
     let bus_a = PgEventBus::new(&a).unwrap();
     let bus_b = PgEventBus::new(&b).unwrap();
     assert_eq!(bus_b.replica_id(), "replica-b");

@@ -121,8 +121,8 @@ mod sqlite {
 mod postgres {
     use super::*;
     use a2a_server::store::PostgresStore;
-    use sqlx::Connection;
-    use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
+    use a2a_server::store::postgres::testing::TestSchema;
+    use sqlx::postgres::PgPoolOptions;
 
     /// Two stores (two replicas) on a new schema of the test database
     /// (`logged`: each with an event log).
@@ -131,33 +131,10 @@ mod postgres {
         F: FnOnce(Stores) -> Fut,
         Fut: Future<Output = ()>,
     {
-        let url = match std::env::var("A2A_TEST_POSTGRES_URL") {
-            Ok(url) if !url.is_empty() => url,
-            _ => {
-                assert!(
-                    std::env::var("A2A_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                    "A2A_REQUIRE_POSTGRES=1 but A2A_TEST_POSTGRES_URL is not set"
-                );
-                eprintln!(
-                    "SKIPPED: PostgreSQL store test (set A2A_TEST_POSTGRES_URL, e.g. with \
-                     `export A2A_TEST_POSTGRES_URL=$(bash .ci/postgres start)`)"
-                );
-                return;
-            }
+        let Some(db) = TestSchema::create("a2a_conformance", "PostgreSQL store test").await else {
+            return;
         };
-        let schema = format!(
-            "a2a_conformance_{}",
-            a2a_server::types::new_id().replace('-', "")
-        );
-        let mut admin = PgConnection::connect(&url)
-            .await
-            .expect("connect to A2A_TEST_POSTGRES_URL");
-        sqlx::query(&format!("CREATE SCHEMA {schema}"))
-            .execute(&mut admin)
-            .await
-            .expect("create a test schema");
-        let options: PgConnectOptions = url.parse().expect("A2A_TEST_POSTGRES_URL");
-        let options = options.options([("search_path", schema.as_str())]);
+        let options = db.options.clone();
         let connect = || {
             PostgresStore::connect_with(PgPoolOptions::new().max_connections(8), options.clone())
         };
@@ -174,10 +151,7 @@ mod postgres {
         .await;
         store.pool().close().await;
         peer.pool().close().await;
-        sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
-            .execute(&mut admin)
-            .await
-            .expect("drop the test schema");
+        db.drop_schema().await;
     }
 }
 

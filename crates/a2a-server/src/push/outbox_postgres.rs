@@ -390,56 +390,26 @@ async fn delete_queued(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sqlx::Connection;
-    use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+    use crate::store::postgres::testing::TestSchema;
+    use sqlx::postgres::PgPoolOptions;
 
-    /// A store on a fresh schema of `A2A_TEST_POSTGRES_URL` (`None`: the
-    /// test is skipped, unless `A2A_REQUIRE_POSTGRES=1`), and the schema's
-    /// name for dropping it.
-    async fn schema() -> Option<(PostgresStore, PgConnectOptions, String)> {
-        let url = match std::env::var("A2A_TEST_POSTGRES_URL") {
-            Ok(url) if !url.is_empty() => url,
-            _ => {
-                assert!(
-                    std::env::var("A2A_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                    "A2A_REQUIRE_POSTGRES=1 but A2A_TEST_POSTGRES_URL is not set"
-                );
-                eprintln!("SKIPPED: PostgreSQL push outbox test (set A2A_TEST_POSTGRES_URL)");
-                return None;
-            }
-        };
-        let name = format!("a2a_outbox_{}", a2a_types::new_id().replace('-', ""));
-        let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
-        sqlx::query(&format!("CREATE SCHEMA {name}"))
-            .execute(&mut admin)
-            .await
-            .unwrap();
-        let options: PgConnectOptions = url.parse().unwrap();
-        let options = options.options([("search_path", name.as_str())]);
-        let store =
-            PostgresStore::connect_with(PgPoolOptions::new().max_connections(4), options.clone())
-                .await
-                .unwrap();
-        Some((store, options, name))
-    }
-
-    async fn drop_schema(name: &str) {
-        let url = std::env::var("A2A_TEST_POSTGRES_URL").unwrap();
-        let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
-        sqlx::query(&format!("DROP SCHEMA {name} CASCADE"))
-            .execute(&mut admin)
-            .await
-            .unwrap();
+    /// A store on a fresh schema of the test database (`None`: skipped).
+    async fn schema() -> Option<(PostgresStore, TestSchema)> {
+        let db = TestSchema::create("a2a_outbox", "PostgreSQL push outbox test").await?;
+        Some((db.store(4).await, db))
     }
 
     #[tokio::test]
     async fn replicas_get_one_signing_key() {
-        let Some((store, options, name)) = schema().await else {
+        let Some((store, db)) = schema().await else {
             return;
         };
-        let other = PostgresStore::connect_with(PgPoolOptions::new().max_connections(2), options)
-            .await
-            .unwrap();
+        let other = PostgresStore::connect_with(
+            PgPoolOptions::new().max_connections(2),
+            db.options.clone(),
+        )
+        .await
+        .unwrap();
         let (oa, ob) = (PostgresOutbox::new(&store), PostgresOutbox::new(&other));
         let (a, b) = tokio::join!(oa.shared_signer(), ob.shared_signer());
         let (a, b) = (a.unwrap(), b.unwrap());
@@ -450,29 +420,32 @@ mod tests {
         assert_eq!(again.kid(), a.kid());
         store.pool().close().await;
         other.pool().close().await;
-        drop_schema(&name).await;
+        db.drop_schema().await;
     }
 
     #[tokio::test]
     async fn postgres_outbox_contract() {
-        let Some((store, _, name)) = schema().await else {
+        let Some((store, db)) = schema().await else {
             return;
         };
         crate::push::outbox::conformance(&PostgresOutbox::new(&store)).await;
         store.pool().close().await;
-        drop_schema(&name).await;
+        db.drop_schema().await;
     }
 
     /// Two replicas leasing at once split the streams between them, and
     /// every notification is handed out exactly once, in stream order.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn replicas_share_the_work_without_overlap() {
-        let Some((store, options, name)) = schema().await else {
+        let Some((store, db)) = schema().await else {
             return;
         };
-        let other = PostgresStore::connect_with(PgPoolOptions::new().max_connections(4), options)
-            .await
-            .unwrap();
+        let other = PostgresStore::connect_with(
+            PgPoolOptions::new().max_connections(4),
+            db.options.clone(),
+        )
+        .await
+        .unwrap();
         let (a, b) = (PostgresOutbox::new(&store), PostgresOutbox::new(&other));
         const STREAMS: usize = 20;
         const EACH: u64 = 5;
@@ -538,6 +511,6 @@ mod tests {
         assert_eq!(a.pending().await.unwrap(), 0);
         store.pool().close().await;
         other.pool().close().await;
-        drop_schema(&name).await;
+        db.drop_schema().await;
     }
 }

@@ -18,6 +18,8 @@ use super::sql::{self, Stored, TaskRow};
 use super::{LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update};
 
 mod bus;
+#[doc(hidden)]
+pub mod testing;
 pub use bus::{PgEventBus, connect_cluster};
 
 /// The `NOTIFY` channel announcing new events (`task_id seq origin`).
