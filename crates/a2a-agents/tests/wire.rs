@@ -620,6 +620,13 @@ async fn jsonrpc_bad_input(server: &ServerHandle, task: &str, unknown: &str) {
             ErrorKind::MethodNotFound,
         ),
         (
+            // An escaped method name is the same name.
+            "method with an escape",
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"Get\u0054ask","params":{get}}}"#),
+            json!(1),
+            ErrorKind::TaskNotFound,
+        ),
+        (
             "method in another case",
             rpc("sendMessage", send_params(message_json("x"))).to_string(),
             json!(1),

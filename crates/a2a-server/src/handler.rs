@@ -762,16 +762,28 @@ impl RequestHandler {
 
     /// `SendMessage`: blocks until the task is terminal or interrupted
     /// (unless `returnImmediately`), or returns the agent's message.
-    // Not an `async fn`: an async function keeps its arguments twice in its
-    // future (as passed, and as bound in the body); the block below keeps
-    // the request once, which keeps the future (boxed by the bindings) under
-    // the allocator's small-size limit. It does nothing until polled.
     #[allow(clippy::manual_async_fn)]
     pub fn send_message<'a>(
         &'a self,
         ctx: &'a CallContext,
         req: SendMessageRequest,
     ) -> impl Future<Output = A2aResult<SendMessageResponse>> + Send + 'a {
+        self.send_answer(ctx, req)
+            .map(|answer| answer.map(SendAnswer::into_response))
+    }
+
+    /// [`Self::send_message`] as the bindings call it: a task of the
+    /// in-memory store comes back shared with the store, not copied.
+    // Not an `async fn`: an async function keeps its arguments twice in its
+    // future (as passed, and as bound in the body); the block below keeps
+    // the request once, which keeps the future (boxed by the bindings) under
+    // the allocator's small-size limit. It does nothing until polled.
+    #[allow(clippy::manual_async_fn)]
+    pub(crate) fn send_answer<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        req: SendMessageRequest,
+    ) -> impl Future<Output = A2aResult<SendAnswer>> + Send + 'a {
         async move {
             let (immediate, history) = match &req.configuration {
                 Some(c) => (
@@ -782,7 +794,7 @@ impl RequestHandler {
             };
             let started = if self.inner.idempotency.is_some() {
                 match Box::pin(self.replay_or_start(ctx, req, !immediate)).await {
-                    Ok(Replayed::Task(task)) => return Ok((*task).into()),
+                    Ok(Replayed::Task(task)) => return Ok(SendAnswer::Response((*task).into())),
                     Ok(Replayed::Started(started)) => Started::Now(Ok(started)),
                     Err(e) => return Err(e),
                 }
@@ -824,7 +836,7 @@ impl RequestHandler {
         run: Run,
         immediate: bool,
         history: Option<usize>,
-    ) -> A2aResult<SendMessageResponse> {
+    ) -> A2aResult<SendAnswer> {
         let mut last_task: Option<Box<Task>> = None;
         if immediate {
             tokio::spawn(run);
@@ -833,11 +845,13 @@ impl RequestHandler {
                 Some(item) => {
                     let event = item.map_err(|e| *e)?;
                     match event.payload.as_ref() {
-                        Some(stream_response::Payload::Message(m)) => return Ok(m.clone().into()),
+                        Some(stream_response::Payload::Message(m)) => {
+                            return Ok(SendAnswer::Response(m.clone().into()));
+                        }
                         Some(stream_response::Payload::Task(t)) => {
                             let mut t = t.clone();
                             t.truncate_history(history);
-                            return Ok(t.into());
+                            return Ok(SendAnswer::Response(t.into()));
                         }
                         _ => {}
                     }
@@ -860,7 +874,9 @@ impl RequestHandler {
                 let event = item.map_err(|e| *e)?;
                 let event = Arc::try_unwrap(event).unwrap_or_else(|shared| (*shared).clone());
                 match event.payload {
-                    Some(stream_response::Payload::Message(m)) => return Ok(m.into()),
+                    Some(stream_response::Payload::Message(m)) => {
+                        return Ok(SendAnswer::Response(m.into()));
+                    }
                     Some(stream_response::Payload::Task(t)) => last_task = Some(Box::new(t)),
                     _ => {}
                 }
@@ -868,10 +884,11 @@ impl RequestHandler {
         }
         let id = sub.task_id().to_owned();
         drop(sub);
-        match self.inner.manager.get_task(&id, history).await? {
-            Some(s) => Ok(s.task.into()),
+        match self.inner.manager.shared_task(&id, history).await? {
+            Some(Ok(shared)) => Ok(SendAnswer::Task(shared)),
+            Some(Err(copy)) => Ok(SendAnswer::Response(copy.into())),
             None => match last_task {
-                Some(t) => Ok((*t).into()),
+                Some(t) => Ok(SendAnswer::Response((*t).into())),
                 None => Err(A2aError::internal("the task ended without being stored")),
             },
         }
@@ -1279,6 +1296,39 @@ type Run = futures::future::BoxFuture<'static, ()>;
 
 /// What [`RequestHandler::start`] gives: the run started, or the future
 /// that starts it.
+/// The answer to `SendMessage` as the bindings get it.
+pub(crate) enum SendAnswer {
+    /// A message, or a task copied (or cut to the history asked for).
+    Response(SendMessageResponse),
+    /// The task as the in-memory store holds it: shared, not copied.
+    Task(Arc<Task>),
+}
+
+impl SendAnswer {
+    /// The answer as the protocol's response type.
+    pub(crate) fn into_response(self) -> SendMessageResponse {
+        match self {
+            SendAnswer::Response(r) => r,
+            SendAnswer::Task(t) => Arc::unwrap_or_clone(t).into(),
+        }
+    }
+}
+
+/// Serialized exactly as the [`SendMessageResponse`] it stands for.
+impl serde::Serialize for SendAnswer {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        match self {
+            SendAnswer::Response(r) => r.serialize(serializer),
+            SendAnswer::Task(t) => {
+                let mut s = serializer.serialize_struct("lf.a2a.v1.SendMessageResponse", 1)?;
+                s.serialize_field("task", &**t)?;
+                s.end()
+            }
+        }
+    }
+}
+
 enum Started<'a> {
     Now(A2aResult<(Subscription, Run)>),
     Later(futures::future::BoxFuture<'a, A2aResult<(Subscription, Run)>>),
@@ -1399,6 +1449,48 @@ mod tests {
         is_send(&h.cancel_task(&ctx, Default::default()));
         is_send(&h.subscribe_to_task(&ctx, Default::default()));
         is_send(&h.list_tasks(&ctx, Default::default()));
+    }
+
+    #[tokio::test]
+    async fn a_shared_task_answers_as_the_response_would() {
+        struct Done;
+        impl crate::AgentExecutor for Done {
+            async fn execute(&self, _: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+                task.add_artifact(a2a_types::Artifact::text("a", "b \"c\""))
+                    .await?;
+                task.complete().await
+            }
+        }
+        let h = RequestHandler::builder(AgentCard::default(), Done).build();
+        let ctx = CallContext::v1();
+        let req = SendMessageRequest {
+            message: Some(Message::user_text("hi")),
+            ..Default::default()
+        };
+        let answer = h.send_answer(&ctx, req).await.unwrap();
+        let SendAnswer::Task(shared) = &answer else {
+            panic!("the in-memory store's task is shared");
+        };
+        // The store and the answer hold the same task.
+        assert!(Arc::strong_count(shared) >= 2);
+        let json = serde_json::to_value(&answer).unwrap();
+        let response = answer.into_response();
+        assert_eq!(json, serde_json::to_value(&response).unwrap());
+        assert_eq!(json["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+        assert_eq!(json["task"]["artifacts"][0]["parts"][0]["text"], "b \"c\"");
+        // Asked for no history: a copy without it.
+        let req = SendMessageRequest {
+            message: Some(Message::user_text("again")),
+            configuration: Some(a2a_types::SendMessageConfiguration {
+                history_length: Some(0),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        match h.send_answer(&ctx, req).await.unwrap() {
+            SendAnswer::Response(r) => assert!(r.task().unwrap().history.is_empty()),
+            SendAnswer::Task(_) => panic!("a cut history is a copy"),
+        }
     }
 
     /// Waits for input; on "burst" streams 20 chunks and waits again; on

@@ -5,6 +5,8 @@
 //! Errors are answered with HTTP 200 and a JSON-RPC `error` object whose
 //! `data` holds a `google.rpc.ErrorInfo` (spec 9.5).
 
+use std::borrow::Cow;
+
 use a2a_types::jsonrpc::methods;
 use a2a_types::{A2aError, ErrorKind};
 use axum::extract::{Request, State};
@@ -159,10 +161,12 @@ where
                 &A2aError::new(ErrorKind::InvalidRequest, "jsonrpc must be \"2.0\""),
             );
         }
-        let method: String = match envelope
-            .method
-            .map(|m| serde_json::from_str::<String>(m.get()))
-        {
+        // Borrowed from the body unless it has escapes.
+        let method: Cow<'_, str> = match envelope.method.map(|m| {
+            serde_json::from_str::<&str>(m.get())
+                .map(Cow::Borrowed)
+                .or_else(|_| serde_json::from_str::<String>(m.get()).map(Cow::Owned))
+        }) {
             Some(Ok(m)) => m,
             _ => {
                 return error_response(
@@ -184,8 +188,8 @@ where
                 }
             };
         }
-        match method.as_str() {
-            methods::SEND_MESSAGE => unary!(send_message),
+        match &*method {
+            methods::SEND_MESSAGE => unary!(send_answer),
             methods::GET_TASK => unary!(get_task),
             methods::LIST_TASKS => unary!(list_tasks),
             methods::CANCEL_TASK => unary!(cancel_task),

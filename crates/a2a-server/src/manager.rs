@@ -201,6 +201,24 @@ impl TaskManager {
         }
     }
 
+    /// A task as stored: shared with the store when it is in memory and
+    /// its whole history is asked for, a copy otherwise.
+    pub(crate) async fn shared_task(
+        &self,
+        id: &str,
+        history_length: Option<usize>,
+    ) -> A2aResult<Option<Result<Arc<Task>, Task>>> {
+        match self.store.as_memory() {
+            Some(memory) if history_length.is_none() => Ok(memory.get_shared(id).map(Ok)),
+            Some(memory) => Ok(memory.get_now(id, history_length).map(|s| Err(s.task))),
+            None => Ok(self
+                .store
+                .get(id, history_length)
+                .await?
+                .map(|s| Err(s.task))),
+        }
+    }
+
     /// The push configs of a task, read from the store once per live state
     /// (the caller holds `order`). `None` when push is off or the task has
     /// no config.
@@ -267,8 +285,9 @@ impl TaskManager {
                 state: TaskState::Unspecified,
                 first_message: Some(first_message),
                 inline_push,
-                // A new task has no config in the store yet.
-                push_targets: Some(Arc::from(Vec::new())),
+                // A new task has no config in the store yet (and without
+                // push, none is ever read).
+                push_targets: self.push.as_ref().map(|_| Arc::from(Vec::new())),
                 subs: Vec::with_capacity(1),
                 remote: cluster::Remote::new_task(),
             }),

@@ -247,7 +247,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
                 if req.tenant.is_empty() {
                     req.tenant = tenant;
                 }
-                ok_json(h.send_message(&ctx, req).await)
+                ok_json(h.send_answer(&ctx, req).await)
             }
             Err(e) => error_response(&e),
         },

@@ -38,7 +38,10 @@ impl Default for MemoryStoreConfig {
 
 struct Entry {
     owner: Owner,
-    task: Task,
+    /// Shared with the answers that read it (a blocking `SendMessage`
+    /// answers with the stored task itself); an update copies it only
+    /// while such an answer still holds it.
+    task: Arc<Task>,
 }
 
 type Map<V> = DashMap<String, V, ahash::RandomState>;
@@ -208,7 +211,7 @@ impl MemoryStore {
                 let id = terminal.then(|| v.key().clone());
                 v.insert(Arc::new(Mutex::new(Entry {
                     owner: owner.clone(),
-                    task,
+                    task: Arc::new(task),
                 })));
                 self.count.fetch_add(1, Ordering::Relaxed);
                 id
@@ -227,7 +230,7 @@ impl MemoryStore {
             .ok_or_else(|| A2aError::task_not_found(task_id))?;
         let state = {
             let mut e = entry.lock();
-            apply_update(&mut e.task, update)?;
+            apply_update(Arc::make_mut(&mut e.task), update)?;
             e.task.state()
         };
         // apply_update refuses changes to terminal tasks, so this runs once.
@@ -249,6 +252,13 @@ impl MemoryStore {
             owner: e.owner.clone(),
             task: copy_task(&e.task, history_length, true),
         })
+    }
+
+    /// The stored task itself (shared, not copied).
+    pub(crate) fn get_shared(&self, task_id: &str) -> Option<Arc<Task>> {
+        let entry = self.entry(task_id)?;
+        let task = Arc::clone(&entry.lock().task);
+        Some(task)
     }
 }
 
@@ -331,7 +341,7 @@ impl TaskStore for MemoryStore {
             if matches!(e.task.state(), TaskState::Submitted | TaskState::Working) {
                 out.push(StoredTask {
                     owner: e.owner.clone(),
-                    task: e.task.clone(),
+                    task: Task::clone(&e.task),
                 });
             }
         }
