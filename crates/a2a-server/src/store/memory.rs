@@ -10,7 +10,9 @@ use async_trait::async_trait;
 use dashmap::DashMap;
 use parking_lot::Mutex;
 
-use super::{Cursor, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update};
+use super::{
+    Cursor, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update, check_open,
+};
 
 /// The most finished tasks one write evicts (a sweep has no limit).
 const EVICT_PER_WRITE: usize = 64;
@@ -46,12 +48,16 @@ struct Entry {
 
 type Map<V> = DashMap<String, V, ahash::RandomState>;
 
-/// Ids of finished tasks with the time they finished, oldest first.
-type FinishedQueue = VecDeque<(Instant, String)>;
+/// Finished tasks with the time they finished, oldest first (the task, not
+/// its id: no copy of the id to keep, and eviction reads the task it frees
+/// anyway).
+type FinishedQueue = VecDeque<(Instant, Arc<Task>)>;
 
 /// A [`TaskStore`] in process memory. Nothing survives a restart.
 pub struct MemoryStore {
-    tasks: Map<Arc<Mutex<Entry>>>,
+    /// Entries are updated under their shard's lock: an update is short,
+    /// and a lock per task would cost every task an allocation.
+    tasks: Map<Entry>,
     push: Map<Vec<TaskPushNotificationConfig>>,
     /// Whether a push config was ever stored (eviction skips the push map
     /// otherwise).
@@ -95,22 +101,16 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    fn entry(&self, id: &str) -> Option<Arc<Mutex<Entry>>> {
-        self.tasks.get(id).map(|e| Arc::clone(e.value()))
-    }
-
     /// A task just reached a terminal state: it joins this thread's queue,
     /// and the oldest finished tasks of that queue leave while the store is
     /// over its limits. Every [`OTHER_QUEUE_EVERY`] finishes a thread also
     /// looks at another queue, so the tasks finished by threads that went
     /// quiet still expire.
-    fn finished_now(&self, id: &str) {
+    fn finished_now(&self, task: Arc<Task>) {
         let now = Instant::now();
         let (home, turn) = home_queue();
         let n = self.finished.len();
-        self.finished[home % n]
-            .lock()
-            .push_back((now, id.to_owned()));
+        self.finished[home % n].lock().push_back((now, task));
         let ttl = self.config.terminal_ttl;
         self.evict(home % n, now, ttl, Some(EVICT_PER_WRITE));
         if turn % OTHER_QUEUE_EVERY == 0 || self.len() > self.config.max_tasks {
@@ -156,12 +156,12 @@ impl MemoryStore {
                 queue.pop_front()
             };
             // The task is freed outside of the queue's lock.
-            let Some((_, id)) = id else { break };
-            if self.tasks.remove(&id).is_some() {
+            let Some((_, task)) = id else { break };
+            if self.tasks.remove(&task.id).is_some() {
                 self.count.fetch_sub(1, Ordering::Relaxed);
             }
             if self.any_push.load(Ordering::Relaxed) {
-                self.push.remove(&id);
+                self.push.remove(&task.id);
             }
             evicted += 1;
         }
@@ -199,8 +199,8 @@ fn home_queue() -> (usize, usize) {
 impl MemoryStore {
     /// [`TaskStore::create`], without a future.
     pub(crate) fn create_now(&self, owner: &Owner, task: Task) -> A2aResult<()> {
-        let terminal = task.state().is_terminal();
-        let id = match self.tasks.entry(task.id.clone()) {
+        let task = Arc::new(task);
+        match self.tasks.entry(task.id.clone()) {
             dashmap::Entry::Occupied(o) => {
                 return Err(A2aError::internal(format!(
                     "task id {} already exists",
@@ -208,36 +208,40 @@ impl MemoryStore {
                 )));
             }
             dashmap::Entry::Vacant(v) => {
-                let id = terminal.then(|| v.key().clone());
-                v.insert(Arc::new(Mutex::new(Entry {
+                v.insert(Entry {
                     owner: owner.clone(),
-                    task: Arc::new(task),
-                })));
+                    task: Arc::clone(&task),
+                });
                 self.count.fetch_add(1, Ordering::Relaxed);
-                id
             }
-        };
-        if let Some(id) = id {
-            self.finished_now(&id);
+        }
+        if task.state().is_terminal() {
+            self.finished_now(task);
         }
         Ok(())
     }
 
     /// [`TaskStore::update`], without a future.
     pub(crate) fn update_now(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
-        let entry = self
-            .entry(task_id)
-            .ok_or_else(|| A2aError::task_not_found(task_id))?;
-        let state = {
-            let mut e = entry.lock();
+        let finished = {
+            let mut e = self
+                .tasks
+                .get_mut(task_id)
+                .ok_or_else(|| A2aError::task_not_found(task_id))?;
+            // Refused before the task is copied for writing.
+            check_open(&e.task)?;
             apply_update(Arc::make_mut(&mut e.task), update)?;
-            e.task.state()
+            let state = e.task.state();
+            // Nothing changes a terminal task, so this happens once.
+            (state, state.is_terminal().then(|| Arc::clone(&e.task)))
         };
-        // apply_update refuses changes to terminal tasks, so this runs once.
-        if state.is_terminal() {
-            self.finished_now(task_id);
+        match finished {
+            (state, Some(task)) => {
+                self.finished_now(task);
+                Ok(state)
+            }
+            (state, None) => Ok(state),
         }
-        Ok(state)
     }
 
     /// [`TaskStore::get`], without a future.
@@ -246,8 +250,7 @@ impl MemoryStore {
         task_id: &str,
         history_length: Option<usize>,
     ) -> Option<StoredTask> {
-        let entry = self.entry(task_id)?;
-        let e = entry.lock();
+        let e = self.tasks.get(task_id)?;
         Some(StoredTask {
             owner: e.owner.clone(),
             task: copy_task(&e.task, history_length, true),
@@ -256,9 +259,7 @@ impl MemoryStore {
 
     /// The stored task itself (shared, not copied).
     pub(crate) fn get_shared(&self, task_id: &str) -> Option<Arc<Task>> {
-        let entry = self.entry(task_id)?;
-        let task = Arc::clone(&entry.lock().task);
-        Some(task)
+        self.tasks.get(task_id).map(|e| Arc::clone(&e.task))
     }
 }
 
@@ -285,9 +286,9 @@ impl TaskStore for MemoryStore {
     }
 
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
-        let mut keys: Vec<(Cursor, Arc<Mutex<Entry>>)> = Vec::new();
+        let mut keys: Vec<(Cursor, Arc<Task>)> = Vec::new();
         for item in self.tasks.iter() {
-            let e = item.value().lock();
+            let e = item.value();
             if e.owner != *owner {
                 continue;
             }
@@ -309,7 +310,7 @@ impl TaskStore for MemoryStore {
                     continue;
                 }
             }
-            keys.push((Cursor::of(t), Arc::clone(item.value())));
+            keys.push((Cursor::of(t), Arc::clone(t)));
         }
         let total = keys.len();
         // Most recently updated first; ties broken by id, descending.
@@ -320,13 +321,12 @@ impl TaskStore for MemoryStore {
         };
         let end = (start + query.page_size).min(keys.len());
         let mut tasks = Vec::with_capacity(end - start);
-        for (_, entry) in &keys[start..end] {
-            let t = copy_task(
-                &entry.lock().task,
+        for (_, task) in &keys[start..end] {
+            tasks.push(copy_task(
+                task,
                 query.history_length,
                 query.include_artifacts,
-            );
-            tasks.push(t);
+            ));
         }
         let next = (end < keys.len())
             .then(|| keys[end - 1].0.clone())
@@ -337,7 +337,7 @@ impl TaskStore for MemoryStore {
     async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
         let mut out = Vec::new();
         for item in self.tasks.iter() {
-            let e = item.value().lock();
+            let e = item.value();
             if matches!(e.task.state(), TaskState::Submitted | TaskState::Working) {
                 out.push(StoredTask {
                     owner: e.owner.clone(),

@@ -68,15 +68,7 @@ pub enum TaskUpdate {
 /// - An artifact with `append` adds its parts to the artifact with the same
 ///   id (or starts it); without `append` it replaces (or adds) the artifact.
 pub fn apply_update(task: &mut Task, update: TaskUpdate) -> A2aResult<()> {
-    let current = task.state();
-    if current.is_terminal() {
-        return Err(A2aError::unsupported(format!(
-            "Task {} is {} and can no longer change",
-            task.id,
-            current.short_name()
-        ))
-        .with_metadata("taskId", task.id.clone()));
-    }
+    check_open(task)?;
     match update {
         TaskUpdate::Status { status, .. } => {
             if status.state() == TaskState::Unspecified {
@@ -100,10 +92,30 @@ pub fn apply_update(task: &mut Task, update: TaskUpdate) -> A2aResult<()> {
             match (existing, append) {
                 (Some(a), true) => merge_chunk(a, artifact),
                 (Some(a), false) => *a = artifact,
-                (None, _) => task.artifacts.push(artifact),
+                (None, _) => {
+                    // Most tasks have one artifact: no room for four.
+                    if task.artifacts.capacity() == 0 {
+                        task.artifacts.reserve_exact(1);
+                    }
+                    task.artifacts.push(artifact);
+                }
             }
         }
         TaskUpdate::UserMessage(m) => task.history.push(m),
+    }
+    Ok(())
+}
+
+/// Refuses any change to a task in a terminal state.
+pub(crate) fn check_open(task: &Task) -> A2aResult<()> {
+    let current = task.state();
+    if current.is_terminal() {
+        return Err(A2aError::unsupported(format!(
+            "Task {} is {} and can no longer change",
+            task.id,
+            current.short_name()
+        ))
+        .with_metadata("taskId", task.id.clone()));
     }
     Ok(())
 }
