@@ -26,7 +26,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .extern_path(".google.protobuf.ListValue", "crate::wkt::ListValue")
         .extern_path(".google.protobuf.NullValue", "crate::wkt::NullValue")
         .extern_path(".google.protobuf", "::pbjson_types")
-        .bytes([".lf.a2a.v1.Part"]);
+        .bytes([".lf.a2a.v1.Part"])
+        // A status seldom carries a message: boxed, it costs a pointer
+        // instead of a whole message in every task, status and event.
+        .boxed(".lf.a2a.v1.TaskStatus.message");
 
     #[cfg(feature = "grpc")]
     {

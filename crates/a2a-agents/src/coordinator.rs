@@ -625,13 +625,17 @@ fn last_status(events: &[StreamResponse]) -> (Option<TaskState>, Option<Message>
             Some(stream_response::Payload::StatusUpdate(s)) => {
                 return (
                     Some(s.state()),
-                    s.status.as_ref().and_then(|st| st.message.clone()),
+                    s.status
+                        .as_ref()
+                        .and_then(|st| st.message.as_deref().cloned()),
                 );
             }
             Some(stream_response::Payload::Task(t)) => {
                 return (
                     Some(t.state()),
-                    t.status.as_ref().and_then(|st| st.message.clone()),
+                    t.status
+                        .as_ref()
+                        .and_then(|st| st.message.as_deref().cloned()),
                 );
             }
             _ => {}

@@ -129,7 +129,7 @@ async fn send_message_completes_a_task(b: Binding) {
     let status_message = task
         .status
         .as_ref()
-        .and_then(|s| s.message.as_ref())
+        .and_then(|s| s.message.as_deref())
         .unwrap_or_else(|| panic!("[{b}] no status message"));
     assert_eq!(status_message.text(), "Hello from TCK", "[{b}]");
     assert_eq!(status_message.role(), Role::Agent, "[{b}]");
@@ -418,7 +418,7 @@ async fn input_required_continues(b: Binding) {
         let first = msg("tck-input-required");
         let task = send_task(&c, b, first.clone()).await;
         assert_eq!(task.state(), TaskState::InputRequired, "{what}");
-        let question = task.status.as_ref().and_then(|s| s.message.as_ref());
+        let question = task.status.as_ref().and_then(|s| s.message.as_deref());
         assert_eq!(
             question.map(Message::text).as_deref(),
             Some("Please provide more input"),
@@ -732,7 +732,7 @@ async fn cancel_with_a_slow_cancel_hook(b: Binding) {
             after
                 .status
                 .as_ref()
-                .and_then(|s| s.message.as_ref())
+                .and_then(|s| s.message.as_deref())
                 .map(Message::text)
         )
     });

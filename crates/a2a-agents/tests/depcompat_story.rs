@@ -343,7 +343,7 @@ async fn refinement_naming_its_artifact_asks_nothing(b: Binding) {
     let asked = t3
         .status
         .as_ref()
-        .and_then(|s| s.message.as_ref())
+        .and_then(|s| s.message.as_deref())
         .map(Message::text)
         .unwrap_or_default();
     assert!(asked.contains("sort the fixes by risk"), "[{b}] {asked}");
@@ -362,7 +362,7 @@ async fn refinement_naming_its_artifact_asks_nothing(b: Binding) {
 fn status_text(task: &Task) -> String {
     task.status
         .as_ref()
-        .and_then(|s| s.message.as_ref())
+        .and_then(|s| s.message.as_deref())
         .map(Message::text)
         .unwrap_or_default()
 }

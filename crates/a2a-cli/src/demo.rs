@@ -123,7 +123,7 @@ fn describe_event(e: &StreamResponse) -> String {
             let text = s
                 .status
                 .as_ref()
-                .and_then(|st| st.message.as_ref())
+                .and_then(|st| st.message.as_deref())
                 .map(|m| format!("  \"{}\"", clip(&message_text(&m.parts), 90)))
                 .unwrap_or_default();
             format!("status {}{text}", s.state().as_str_name())

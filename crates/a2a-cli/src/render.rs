@@ -260,7 +260,7 @@ pub fn task(t: &mut Text, task: &Task, verbose: bool) {
     if let Some(ts) = task.status_timestamp() {
         t.field("Updated", ts.to_string());
     }
-    if let Some(m) = task.status.as_ref().and_then(|s| s.message.as_ref()) {
+    if let Some(m) = task.status.as_ref().and_then(|s| s.message.as_deref()) {
         let text = m.text();
         if !text.is_empty() && !text.contains('\n') {
             t.field("Status Message", &text);
@@ -367,7 +367,7 @@ pub fn event(t: &mut Text, ev: &StreamResponse, verbose: bool) {
             t.field("Task ID", &s.task_id);
             t.field("Context ID", &s.context_id);
             t.field("State", state_label(s.state()));
-            if let Some(m) = s.status.as_ref().and_then(|st| st.message.as_ref()) {
+            if let Some(m) = s.status.as_ref().and_then(|st| st.message.as_deref()) {
                 let text = m.text();
                 if !text.is_empty() {
                     t.field("Status Message", &text);

@@ -391,7 +391,7 @@ async fn killed_replica(purge_events: bool) {
     let why = failed
         .status
         .as_ref()
-        .and_then(|s| s.message.as_ref())
+        .and_then(|s| s.message.as_deref())
         .map(Message::text)
         .unwrap_or_default();
     assert!(why.contains("replica"), "status message {why:?}");

@@ -131,7 +131,7 @@ async fn killed_server_restarts_with_every_task_and_none_working() {
             let why = t
                 .status
                 .as_ref()
-                .and_then(|s| s.message.as_ref())
+                .and_then(|s| s.message.as_deref())
                 .map(Message::text)
                 .unwrap_or_default();
             assert!(why.contains("restarted"), "{id}: status message {why:?}");

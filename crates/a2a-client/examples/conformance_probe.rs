@@ -37,7 +37,7 @@ async fn probe(url: &str, binding: Binding) -> Result<(), ClientError> {
         task.state(),
         task.status
             .as_ref()
-            .and_then(|s| s.message.as_ref())
+            .and_then(|s| s.message.as_deref())
             .map(Message::text)
     );
 

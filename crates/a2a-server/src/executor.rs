@@ -223,7 +223,7 @@ impl TaskUpdater {
     /// Sets any status, with an optional message.
     pub async fn set_status(&self, state: TaskState, message: Option<Message>) -> A2aResult<()> {
         let mut status = TaskStatus::new(state);
-        status.message = message;
+        status.message = message.map(Box::new);
         self.manager
             .emit(
                 &self.live,

@@ -242,7 +242,9 @@ async fn create_and_get(s: Stores) {
     let me = owner("acme", "alice");
     let mut t = task("t-create", "ctx", TaskState::Working, 1_700_000_000_123);
     if let Some(st) = t.status.as_mut() {
-        st.message = Some(Message::agent_text("working on it").with_message_id("m-status"));
+        st.message = Some(Box::new(
+            Message::agent_text("working on it").with_message_id("m-status"),
+        ));
     }
     t.artifacts.push(Artifact::new(
         "mixed",
@@ -347,7 +349,7 @@ async fn update_semantics(s: Stores) {
     s.store.create(&me, t).await.unwrap();
 
     let working = TaskStatus {
-        message: Some(Message::agent_text("started")),
+        message: Some(Box::new(Message::agent_text("started"))),
         ..status(TaskState::Working, 2000)
     };
     let state = s

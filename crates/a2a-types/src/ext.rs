@@ -79,7 +79,7 @@ impl TaskStatus {
 
     /// Attaches a status message.
     pub fn with_message(mut self, message: Message) -> Self {
-        self.message = Some(message);
+        self.message = Some(Box::new(message));
         self
     }
 }

@@ -105,7 +105,7 @@ impl AgentExecutor for DepCompatAgent {
 fn awaiting(task: &Task) -> Option<String> {
     task.status
         .as_ref()
-        .and_then(|s| s.message.as_ref())
+        .and_then(|s| s.message.as_deref())
         .and_then(|m| m.metadata_value(AWAITING_KEY))
         .and_then(|v| v.as_str().map(str::to_owned))
 }
@@ -682,7 +682,7 @@ async fn refine(ctx: &RequestContext, task: &TaskUpdater) -> A2aResult<()> {
         .task
         .as_ref()
         .and_then(|t| t.status.as_ref())
-        .and_then(|s| s.message.as_ref())
+        .and_then(|s| s.message.as_deref())
         .and_then(|m| m.metadata_value(CANDIDATES_KEY))
         .and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or_else(|| candidates_of(&ctx.reference_tasks));

@@ -78,7 +78,7 @@ pub fn apply_update(task: &mut Task, update: TaskUpdate) -> A2aResult<()> {
                 ));
             }
             if let Some(m) = &status.message {
-                task.history.push(m.clone());
+                task.history.push(Message::clone(m));
             }
             task.status = Some(status);
         }
