@@ -885,8 +885,7 @@ impl RequestHandler {
         let id = sub.task_id().to_owned();
         drop(sub);
         match self.inner.manager.shared_task(&id, history).await? {
-            Some(Ok(shared)) => Ok(SendAnswer::Task(shared)),
-            Some(Err(copy)) => Ok(SendAnswer::Response(copy.into())),
+            Some(task) => Ok(SendAnswer::Task(task)),
             None => match last_task {
                 Some(t) => Ok(SendAnswer::Response((*t).into())),
                 None => Err(A2aError::internal("the task ended without being stored")),
@@ -1300,7 +1299,8 @@ type Run = futures::future::BoxFuture<'static, ()>;
 pub(crate) enum SendAnswer {
     /// A message, or a task copied (or cut to the history asked for).
     Response(SendMessageResponse),
-    /// The task as the in-memory store holds it: shared, not copied.
+    /// A task: as the in-memory store holds it (shared, not copied), or a
+    /// copy of its own.
     Task(Arc<Task>),
 }
 
@@ -1488,8 +1488,11 @@ mod tests {
             ..Default::default()
         };
         match h.send_answer(&ctx, req).await.unwrap() {
-            SendAnswer::Response(r) => assert!(r.task().unwrap().history.is_empty()),
-            SendAnswer::Task(_) => panic!("a cut history is a copy"),
+            SendAnswer::Task(t) => {
+                assert!(t.history.is_empty());
+                assert_eq!(Arc::strong_count(&t), 1, "a cut history is a copy");
+            }
+            SendAnswer::Response(_) => panic!("a task is answered"),
         }
     }
 

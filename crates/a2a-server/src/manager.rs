@@ -202,21 +202,17 @@ impl TaskManager {
     }
 
     /// A task as stored: shared with the store when it is in memory and
-    /// its whole history is asked for, a copy otherwise.
+    /// its whole history is asked for, a copy of its own otherwise.
     pub(crate) async fn shared_task(
         &self,
         id: &str,
         history_length: Option<usize>,
-    ) -> A2aResult<Option<Result<Arc<Task>, Task>>> {
-        match self.store.as_memory() {
-            Some(memory) if history_length.is_none() => Ok(memory.get_shared(id).map(Ok)),
-            Some(memory) => Ok(memory.get_now(id, history_length).map(|s| Err(s.task))),
-            None => Ok(self
-                .store
-                .get(id, history_length)
-                .await?
-                .map(|s| Err(s.task))),
-        }
+    ) -> A2aResult<Option<Arc<Task>>> {
+        Ok(match self.store.as_memory() {
+            Some(memory) if history_length.is_none() => memory.get_shared(id),
+            Some(memory) => memory.get_now(id, history_length).map(|s| Arc::new(s.task)),
+            None => (self.store.get(id, history_length).await?).map(|s| Arc::new(s.task)),
+        })
     }
 
     /// The push configs of a task, read from the store once per live state

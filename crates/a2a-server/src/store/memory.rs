@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use dashmap::DashMap;
 use parking_lot::Mutex;
 
+use super::task_table::{Slot, TaskTable};
 use super::{
     Cursor, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update, check_open,
 };
@@ -38,26 +39,17 @@ impl Default for MemoryStoreConfig {
     }
 }
 
-struct Entry {
-    owner: Owner,
-    /// Shared with the answers that read it (a blocking `SendMessage`
-    /// answers with the stored task itself); an update copies it only
-    /// while such an answer still holds it.
-    task: Arc<Task>,
-}
-
 type Map<V> = DashMap<String, V, ahash::RandomState>;
 
-/// Finished tasks with the time they finished, oldest first (the task, not
-/// its id: no copy of the id to keep, and eviction reads the task it frees
-/// anyway).
-type FinishedQueue = VecDeque<(Instant, Arc<Task>)>;
+/// Finished tasks with the time they finished, oldest first. Each keeps the
+/// hash of its id: eviction finds the task's slot without reading the task.
+type FinishedQueue = VecDeque<(Instant, u64, Arc<Task>)>;
 
 /// A [`TaskStore`] in process memory. Nothing survives a restart.
 pub struct MemoryStore {
-    /// Entries are updated under their shard's lock: an update is short,
-    /// and a lock per task would cost every task an allocation.
-    tasks: Map<Entry>,
+    /// Tasks are updated under their shard's lock: an update is short, and
+    /// a lock per task would cost every task an allocation.
+    tasks: TaskTable,
     push: Map<Vec<TaskPushNotificationConfig>>,
     /// Whether a push config was ever stored (eviction skips the push map
     /// otherwise).
@@ -65,7 +57,7 @@ pub struct MemoryStore {
     /// Finished tasks in the order they finished, one queue per group of
     /// threads: eviction pops the fronts (see [`home_queue`]).
     finished: Box<[Mutex<FinishedQueue>]>,
-    /// Number of tasks held (`DashMap::len` locks every shard).
+    /// Number of tasks held (counting would lock every shard).
     count: AtomicUsize,
     config: MemoryStoreConfig,
 }
@@ -80,7 +72,7 @@ impl MemoryStore {
     /// A store with the given limits.
     pub fn new(config: MemoryStoreConfig) -> Self {
         Self {
-            tasks: Map::default(),
+            tasks: TaskTable::default(),
             push: Map::default(),
             any_push: AtomicBool::new(false),
             finished: (0..FINISHED_QUEUES)
@@ -106,11 +98,11 @@ impl MemoryStore {
     /// over its limits. Every [`OTHER_QUEUE_EVERY`] finishes a thread also
     /// looks at another queue, so the tasks finished by threads that went
     /// quiet still expire.
-    fn finished_now(&self, task: Arc<Task>) {
+    fn finished_now(&self, hash: u64, task: Arc<Task>) {
         let now = Instant::now();
         let (home, turn) = home_queue();
         let n = self.finished.len();
-        self.finished[home % n].lock().push_back((now, task));
+        self.finished[home % n].lock().push_back((now, hash, task));
         let ttl = self.config.terminal_ttl;
         self.evict(home % n, now, ttl, Some(EVICT_PER_WRITE));
         if turn % OTHER_QUEUE_EVERY == 0 || self.len() > self.config.max_tasks {
@@ -146,7 +138,7 @@ impl MemoryStore {
                         None => break,
                     },
                 };
-                let Some((at, _)) = queue.front() else {
+                let Some((at, _, _)) = queue.front() else {
                     break;
                 };
                 let expired = now.saturating_duration_since(*at) >= max_age;
@@ -156,8 +148,8 @@ impl MemoryStore {
                 queue.pop_front()
             };
             // The task is freed outside of the queue's lock.
-            let Some((_, task)) = id else { break };
-            if self.tasks.remove(&task.id).is_some() {
+            let Some((_, hash, task)) = id else { break };
+            if self.tasks.remove_exact(hash, &task).is_some() {
                 self.count.fetch_sub(1, Ordering::Relaxed);
             }
             if self.any_push.load(Ordering::Relaxed) {
@@ -200,47 +192,39 @@ impl MemoryStore {
     /// [`TaskStore::create`], without a future.
     pub(crate) fn create_now(&self, owner: &Owner, task: Task) -> A2aResult<()> {
         let task = Arc::new(task);
-        match self.tasks.entry(task.id.clone()) {
-            dashmap::Entry::Occupied(o) => {
-                return Err(A2aError::internal(format!(
-                    "task id {} already exists",
-                    o.key()
-                )));
-            }
-            dashmap::Entry::Vacant(v) => {
-                v.insert(Entry {
-                    owner: owner.clone(),
-                    task: Arc::clone(&task),
-                });
-                self.count.fetch_add(1, Ordering::Relaxed);
-            }
+        let hash = self.tasks.hash(&task.id);
+        if !self.tasks.insert(hash, Slot::new(Arc::clone(&task), owner)) {
+            return Err(A2aError::internal(format!(
+                "task id {} already exists",
+                task.id
+            )));
         }
+        self.count.fetch_add(1, Ordering::Relaxed);
         if task.state().is_terminal() {
-            self.finished_now(task);
+            self.finished_now(hash, task);
         }
         Ok(())
     }
 
     /// [`TaskStore::update`], without a future.
     pub(crate) fn update_now(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
-        let finished = {
-            let mut e = self
-                .tasks
-                .get_mut(task_id)
-                .ok_or_else(|| A2aError::task_not_found(task_id))?;
+        let hash = self.tasks.hash(task_id);
+        let applied = self.tasks.write(hash, task_id, |slot| {
             // Refused before the task is copied for writing.
-            check_open(&e.task)?;
-            apply_update(Arc::make_mut(&mut e.task), update)?;
-            let state = e.task.state();
+            check_open(&slot.task)?;
+            apply_update(Arc::make_mut(&mut slot.task), update)?;
+            let state = slot.task.state();
             // Nothing changes a terminal task, so this happens once.
-            (state, state.is_terminal().then(|| Arc::clone(&e.task)))
-        };
-        match finished {
-            (state, Some(task)) => {
-                self.finished_now(task);
+            Ok((state, state.is_terminal().then(|| Arc::clone(&slot.task))))
+        });
+        match applied {
+            None => Err(A2aError::task_not_found(task_id)),
+            Some(Err(e)) => Err(e),
+            Some(Ok((state, Some(task)))) => {
+                self.finished_now(hash, task);
                 Ok(state)
             }
-            (state, None) => Ok(state),
+            Some(Ok((state, None))) => Ok(state),
         }
     }
 
@@ -250,16 +234,18 @@ impl MemoryStore {
         task_id: &str,
         history_length: Option<usize>,
     ) -> Option<StoredTask> {
-        let e = self.tasks.get(task_id)?;
-        Some(StoredTask {
-            owner: e.owner.clone(),
-            task: copy_task(&e.task, history_length, true),
-        })
+        self.tasks
+            .read(self.tasks.hash(task_id), task_id, |slot| StoredTask {
+                owner: slot.owner(),
+                task: copy_task(&slot.task, history_length, true),
+            })
     }
 
     /// The stored task itself (shared, not copied).
     pub(crate) fn get_shared(&self, task_id: &str) -> Option<Arc<Task>> {
-        self.tasks.get(task_id).map(|e| Arc::clone(&e.task))
+        self.tasks.read(self.tasks.hash(task_id), task_id, |slot| {
+            Arc::clone(&slot.task)
+        })
     }
 }
 
@@ -287,31 +273,22 @@ impl TaskStore for MemoryStore {
 
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
         let mut keys: Vec<(Cursor, Arc<Task>)> = Vec::new();
-        for item in self.tasks.iter() {
-            let e = item.value();
-            if e.owner != *owner {
-                continue;
+        self.tasks.for_each(|slot| {
+            let t = &slot.task;
+            let skip = !slot.is_owned_by(owner)
+                || query
+                    .context_id
+                    .as_deref()
+                    .is_some_and(|c| c != t.context_id)
+                || query.state.is_some_and(|s| s != t.state())
+                || query.status_after.is_some_and(|after| {
+                    t.status_timestamp()
+                        .is_none_or(|ts| ts.as_millis() < after.as_millis())
+                });
+            if !skip {
+                keys.push((Cursor::of(t), Arc::clone(t)));
             }
-            let t = &e.task;
-            if query
-                .context_id
-                .as_deref()
-                .is_some_and(|c| c != t.context_id)
-            {
-                continue;
-            }
-            if query.state.is_some_and(|s| s != t.state()) {
-                continue;
-            }
-            if let Some(after) = query.status_after {
-                if t.status_timestamp()
-                    .is_none_or(|ts| ts.as_millis() < after.as_millis())
-                {
-                    continue;
-                }
-            }
-            keys.push((Cursor::of(t), Arc::clone(t)));
-        }
+        });
         let total = keys.len();
         // Most recently updated first; ties broken by id, descending.
         keys.sort_unstable_by(|a, b| b.0.cmp(&a.0));
@@ -336,15 +313,14 @@ impl TaskStore for MemoryStore {
 
     async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
         let mut out = Vec::new();
-        for item in self.tasks.iter() {
-            let e = item.value();
-            if matches!(e.task.state(), TaskState::Submitted | TaskState::Working) {
+        self.tasks.for_each(|slot| {
+            if matches!(slot.task.state(), TaskState::Submitted | TaskState::Working) {
                 out.push(StoredTask {
-                    owner: e.owner.clone(),
-                    task: Task::clone(&e.task),
+                    owner: slot.owner(),
+                    task: Task::clone(&slot.task),
                 });
             }
-        }
+        });
         Ok(out)
     }
 

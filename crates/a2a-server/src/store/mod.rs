@@ -13,6 +13,7 @@ pub mod postgres;
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod task_table;
 
 pub use memory::{MemoryStore, MemoryStoreConfig};
 #[cfg(feature = "postgres")]
