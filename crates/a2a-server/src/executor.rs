@@ -11,7 +11,7 @@ use a2a_types::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::manager::{LiveTask, TaskManager};
+use crate::manager::{Emit, LiveTask, TaskManager};
 use crate::store::TaskUpdate;
 
 /// The agent: turns incoming messages into a reply or a task's progress.
@@ -98,8 +98,10 @@ pub struct RequestContext {
     /// The message the client sent (with `taskId` and `contextId` filled in).
     pub message: Message,
     /// The task this message continues, as it was before the message
-    /// arrived (`None` for a new request).
-    pub task: Option<Task>,
+    /// arrived (`None` for a new request). Boxed, like the configuration:
+    /// most requests have neither, and the context travels inside every
+    /// agent's future.
+    pub task: Option<Box<Task>>,
     /// The id of the task (new or continued). A new task only comes into
     /// existence with the agent's first task event.
     pub task_id: String,
@@ -116,7 +118,7 @@ pub struct RequestContext {
     /// The request's metadata.
     pub metadata: Option<Struct>,
     /// The request's configuration (accepted output modes...).
-    pub configuration: Option<SendMessageConfiguration>,
+    pub configuration: Option<Box<SendMessageConfiguration>>,
     /// Whether the client follows the request as a stream.
     pub streaming: bool,
     pub(crate) cancel: CancellationToken,
@@ -221,98 +223,148 @@ impl TaskUpdater {
     }
 
     /// Sets any status, with an optional message.
-    pub async fn set_status(&self, state: TaskState, message: Option<Message>) -> A2aResult<()> {
+    pub fn set_status(&self, state: TaskState, message: Option<Message>) -> Update<'_> {
         let mut status = TaskStatus::new(state);
         status.message = message.map(Box::new);
-        self.manager
-            .emit(
-                &self.live,
-                TaskUpdate::Status {
-                    status,
-                    metadata: None,
-                },
-            )
-            .await
+        self.update(TaskUpdate::Status {
+            status,
+            metadata: None,
+        })
+    }
+
+    fn update(&self, update: TaskUpdate) -> Update<'_> {
+        Update {
+            updater: self,
+            step: Step::Ready(Some(Ok(update))),
+        }
     }
 
     /// Moves the task to `TASK_STATE_WORKING`.
-    pub async fn start_work(&self) -> A2aResult<()> {
-        self.set_status(TaskState::Working, None).await
+    pub fn start_work(&self) -> Update<'_> {
+        self.set_status(TaskState::Working, None)
     }
 
     /// Stays working, with a progress message.
-    pub async fn progress(&self, text: impl Into<String>) -> A2aResult<()> {
+    pub fn progress(&self, text: impl Into<String>) -> Update<'_> {
         self.set_status(TaskState::Working, Some(self.text_message(text)))
-            .await
     }
 
     /// Adds (or replaces) a whole artifact.
-    pub async fn add_artifact(&self, artifact: Artifact) -> A2aResult<()> {
-        self.artifact_chunk(artifact, false, true).await
+    pub fn add_artifact(&self, artifact: Artifact) -> Update<'_> {
+        self.artifact_chunk(artifact, false, true)
     }
 
     /// Sends an artifact chunk: with `append` its parts are added to the
     /// artifact with the same id; `last_chunk` marks the end of it.
-    pub async fn artifact_chunk(
-        &self,
-        artifact: Artifact,
-        append: bool,
-        last_chunk: bool,
-    ) -> A2aResult<()> {
+    pub fn artifact_chunk(&self, artifact: Artifact, append: bool, last_chunk: bool) -> Update<'_> {
         if artifact.artifact_id.is_empty() {
-            return Err(A2aError::internal("an artifact needs an artifactId"));
+            return Update {
+                updater: self,
+                step: Step::Ready(Some(Err(Box::new(A2aError::internal(
+                    "an artifact needs an artifactId",
+                ))))),
+            };
         }
-        self.manager
-            .emit(
-                &self.live,
-                TaskUpdate::Artifact {
-                    artifact,
-                    append,
-                    last_chunk,
-                    metadata: None,
-                },
-            )
-            .await
+        self.update(TaskUpdate::Artifact {
+            artifact,
+            append,
+            last_chunk,
+            metadata: None,
+        })
     }
 
     /// Completes the task.
-    pub async fn complete(&self) -> A2aResult<()> {
-        self.set_status(TaskState::Completed, None).await
+    pub fn complete(&self) -> Update<'_> {
+        self.set_status(TaskState::Completed, None)
     }
 
     /// Completes the task with a final message.
-    pub async fn complete_with(&self, text: impl Into<String>) -> A2aResult<()> {
+    pub fn complete_with(&self, text: impl Into<String>) -> Update<'_> {
         self.set_status(TaskState::Completed, Some(self.text_message(text)))
-            .await
     }
 
     /// Fails the task, saying why.
-    pub async fn fail(&self, reason: impl Into<String>) -> A2aResult<()> {
+    pub fn fail(&self, reason: impl Into<String>) -> Update<'_> {
         self.set_status(TaskState::Failed, Some(self.text_message(reason)))
-            .await
     }
 
     /// Rejects the task (the agent will not do it), saying why.
-    pub async fn reject(&self, reason: impl Into<String>) -> A2aResult<()> {
+    pub fn reject(&self, reason: impl Into<String>) -> Update<'_> {
         self.set_status(TaskState::Rejected, Some(self.text_message(reason)))
-            .await
     }
 
     /// Cancels the task.
-    pub async fn cancel(&self) -> A2aResult<()> {
-        self.set_status(TaskState::Canceled, None).await
+    pub fn cancel(&self) -> Update<'_> {
+        self.set_status(TaskState::Canceled, None)
     }
 
     /// Asks the client for more input (`TASK_STATE_INPUT_REQUIRED`).
-    pub async fn require_input(&self, question: impl Into<String>) -> A2aResult<()> {
+    pub fn require_input(&self, question: impl Into<String>) -> Update<'_> {
         self.set_status(TaskState::InputRequired, Some(self.text_message(question)))
-            .await
     }
 
     /// Asks the client for authorization (`TASK_STATE_AUTH_REQUIRED`).
-    pub async fn require_auth(&self, what: impl Into<String>) -> A2aResult<()> {
+    pub fn require_auth(&self, what: impl Into<String>) -> Update<'_> {
         self.set_status(TaskState::AuthRequired, Some(self.text_message(what)))
-            .await
+    }
+}
+
+/// One update of a task by a [`TaskUpdater`]: a future that applies it
+/// when polled, and resolves once it is stored and published. Like any
+/// future it does nothing unless awaited.
+///
+/// A named type rather than an `async fn`: it holds the update once (an
+/// async function would keep its arguments and the update built from
+/// them), which keeps every agent's future smaller.
+#[must_use = "an update does nothing unless awaited"]
+pub struct Update<'a> {
+    updater: &'a TaskUpdater,
+    step: Step<'a>,
+}
+
+enum Step<'a> {
+    /// Not polled yet: the update, or why it cannot be made.
+    Ready(Option<Result<TaskUpdate, Box<A2aError>>>),
+    /// Being applied.
+    Applying(Emit<'a>),
+}
+
+impl std::fmt::Debug for Update<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Update")
+            .field("task_id", &self.updater.live.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Future for Update<'_> {
+    type Output = A2aResult<()>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<A2aResult<()>> {
+        // Every field is Unpin (an update's own future is boxed).
+        let this = self.get_mut();
+        if let Step::Ready(ready) = &mut this.step {
+            let update = match ready.take() {
+                Some(Ok(update)) => update,
+                Some(Err(e)) => return std::task::Poll::Ready(Err(*e)),
+                None => {
+                    return std::task::Poll::Ready(Err(A2aError::internal(
+                        "an update was awaited twice",
+                    )));
+                }
+            };
+            let updater = this.updater;
+            this.step = Step::Applying(updater.manager.emit(&updater.live, update));
+        }
+        match &mut this.step {
+            Step::Applying(emit) => std::pin::Pin::new(emit).poll(cx),
+            Step::Ready(_) => {
+                std::task::Poll::Ready(Err(A2aError::internal("an update was awaited twice")))
+            }
+        }
     }
 }
 

@@ -710,14 +710,14 @@ impl RequestHandler {
         let manager = &self.inner.manager;
         let rctx = RequestContext {
             message,
-            task: existing,
+            task: existing.map(Box::new),
             task_id: live.id.clone(),
             context_id: live.context_id.clone(),
             reference_tasks: launch.reference_tasks,
             extensions,
             caller: (!live.owner.principal.is_empty()).then(|| live.owner.principal.clone()),
             metadata: launch.metadata,
-            configuration: launch.configuration,
+            configuration: launch.configuration.map(Box::new),
             streaming: launch.streaming,
             cancel: live.cancel.clone(),
         };
@@ -1041,7 +1041,7 @@ impl RequestHandler {
             message: stored.task.history.last().cloned().unwrap_or_default(),
             task_id: stored.task.id.clone(),
             context_id: stored.task.context_id.clone(),
-            task: Some(stored.task),
+            task: Some(Box::new(stored.task)),
             reference_tasks: Vec::new(),
             extensions: self.extensions(ctx).unwrap_or_default(),
             caller: (!owner.principal.is_empty()).then(|| owner.principal.clone()),

@@ -23,7 +23,7 @@ pub use a2a_types as types;
 pub use a2a_types::{A2aError, A2aResult, AgentCard};
 pub use auth::{Authenticator, BearerTokens, NoAuth};
 pub use bus::EventBus;
-pub use executor::{AgentExecutor, RequestContext, TaskUpdater};
+pub use executor::{AgentExecutor, RequestContext, TaskUpdater, Update};
 pub use handler::{CallContext, EventStream, HandlerBuilder, HandlerConfig, RequestHandler};
 pub use http_common::DEFAULT_MAX_BODY_BYTES;
 pub use push::{PushConfig, PushSender, PushSigner, RetryPolicy, UrlPolicy};

@@ -142,7 +142,8 @@ impl LiveTask {
 
 /// The future of [`TaskManager::emit`]: applied already, or to be.
 pub(crate) enum Emit<'a> {
-    Done(Option<A2aResult<()>>),
+    /// The error boxed: this future lives inside agents' futures.
+    Done(Option<Result<(), Box<A2aError>>>),
     Later(BoxFuture<'a, A2aResult<()>>),
 }
 
@@ -155,10 +156,10 @@ impl std::future::Future for Emit<'_> {
     ) -> std::task::Poll<A2aResult<()>> {
         // Both variants are Unpin (the future is pinned in its box).
         match self.get_mut() {
-            Emit::Done(done) => std::task::Poll::Ready(
-                done.take()
-                    .unwrap_or_else(|| Err(A2aError::internal("an event was awaited twice"))),
-            ),
+            Emit::Done(done) => std::task::Poll::Ready(match done.take() {
+                Some(result) => result.map_err(|e| *e),
+                None => Err(A2aError::internal("an event was awaited twice")),
+            }),
             Emit::Later(f) => f.as_mut().poll(cx),
         }
     }
@@ -831,11 +832,11 @@ impl TaskManager {
     pub(crate) fn emit<'a>(&'a self, live: &'a LiveTask, update: TaskUpdate) -> Emit<'a> {
         let mut slot = Some(update);
         if let Some(done) = self.emit_now(live, &mut slot) {
-            return Emit::Done(Some(done));
+            return Emit::Done(Some(done.map_err(Box::new)));
         }
         match slot {
             Some(update) => Emit::Later(Box::pin(self.emit_inner(live, Box::new(update)))),
-            None => Emit::Done(Some(Err(A2aError::internal("an event was lost")))),
+            None => Emit::Done(Some(Err(Box::new(A2aError::internal("an event was lost"))))),
         }
     }
 
