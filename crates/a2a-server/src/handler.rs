@@ -732,7 +732,9 @@ impl RequestHandler {
                 .catch_unwind()
                 .await
                 .map_err(|p| panic_text(&*p));
-            manager.finish_run(&live, outcome).await;
+            if let Some(finishing) = manager.finish_run(&live, outcome) {
+                finishing.await;
+            }
         });
         (sub, run)
     }

@@ -730,13 +730,43 @@ impl TaskManager {
 
     /// Called when an executor run ends: fails a task the agent left
     /// unfinished, turns an early error into the request's answer, and
-    /// releases the live state.
+    /// releases the live state. Done at once in the usual case; otherwise
+    /// the returned future does it.
     pub(crate) fn finish_run<'a>(
         &'a self,
         live: &'a LiveTask,
         outcome: Result<A2aResult<()>, String>,
-    ) -> BoxFuture<'a, ()> {
-        Box::pin(self.finish_run_inner(live, outcome))
+    ) -> Option<BoxFuture<'a, ()>> {
+        if matches!(outcome, Ok(Ok(()))) && self.finish_settled_now(live) {
+            return None;
+        }
+        Some(Box::pin(self.finish_run_inner(live, outcome)))
+    }
+
+    /// The usual end of a run, without a future: the agent returned after
+    /// its turn ended (a final or interrupted state, or its message), the
+    /// task was not canceled meanwhile, and nobody else holds `order`.
+    /// Returns whether the run is finished; otherwise nothing changed.
+    fn finish_settled_now(&self, live: &LiveTask) -> bool {
+        let Ok(guard) = live.order.try_lock() else {
+            return false;
+        };
+        {
+            let mut flags = live.flags.lock();
+            let settled = if flags.created {
+                flags.state.ends_turn()
+                    && (flags.state.is_terminal() || !live.cancel.is_cancelled())
+            } else {
+                flags.replied
+            };
+            if !settled {
+                return false;
+            }
+            flags.running -= 1;
+        }
+        drop(guard);
+        self.release(live);
+        true
     }
 
     async fn finish_run_inner(&self, live: &LiveTask, outcome: Result<A2aResult<()>, String>) {
