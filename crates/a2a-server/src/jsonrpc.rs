@@ -7,8 +7,9 @@
 
 use std::borrow::Cow;
 
+use a2a_types::fast_json;
 use a2a_types::jsonrpc::methods;
-use a2a_types::{A2aError, ErrorKind};
+use a2a_types::{A2aError, ErrorKind, Task};
 use axum::extract::{Request, State};
 use axum::response::Response;
 use futures::StreamExt;
@@ -17,7 +18,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
-use crate::handler::{CallContext, EventStream};
+use crate::handler::{CallContext, EventStream, SendAnswer};
 use crate::http_common::{
     HttpState, call_context, is_json, json_response, read_body, sse_response,
 };
@@ -38,14 +39,41 @@ const NULL_ID: &str = "null";
 
 /// Writes `{"jsonrpc":"2.0","id":<id>,"result":<result>}`.
 fn result_body<T: serde::Serialize>(id: &str, result: &T) -> Result<Vec<u8>, A2aError> {
-    let mut out = Vec::with_capacity(256);
+    result_body_with(id, 256, |out| serde_json::to_writer(out, result))
+}
+
+/// [`result_body`] with the result written by `write`.
+fn result_body_with(
+    id: &str,
+    capacity: usize,
+    write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+) -> Result<Vec<u8>, A2aError> {
+    let mut out = Vec::with_capacity(capacity);
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     out.extend_from_slice(id.as_bytes());
     out.extend_from_slice(b",\"result\":");
-    serde_json::to_writer(&mut out, result)
-        .map_err(|e| A2aError::internal(format!("could not encode the result: {e}")))?;
+    write(&mut out).map_err(|e| A2aError::internal(format!("could not encode the result: {e}")))?;
     out.push(b'}');
     Ok(out)
+}
+
+/// A task as the result (`GetTask`, or inside `SendMessage`'s answer),
+/// written by the task writer rather than serde.
+fn task_response(id: &str, task: &Task, in_send: bool) -> Response {
+    let body = result_body_with(id, 1024, |out| {
+        if in_send {
+            out.extend_from_slice(b"{\"task\":");
+        }
+        fast_json::write_task(out, task)?;
+        if in_send {
+            out.push(b'}');
+        }
+        Ok(())
+    });
+    match body {
+        Ok(body) => respond(body),
+        Err(e) => error_response(id, &e),
+    }
 }
 
 fn error_body(id: &str, error: &A2aError) -> Vec<u8> {
@@ -189,8 +217,20 @@ where
             };
         }
         match &*method {
-            methods::SEND_MESSAGE => unary!(send_answer),
-            methods::GET_TASK => unary!(get_task),
+            methods::SEND_MESSAGE => match params(p) {
+                Ok(req) => match Box::pin(h.send_answer(&ctx, req)).await {
+                    Ok(SendAnswer::Task(task)) => task_response(id, &task, true),
+                    other => finish(id, other),
+                },
+                Err(e) => error_response(id, &e),
+            },
+            methods::GET_TASK => match params(p) {
+                Ok(req) => match Box::pin(h.get_task(&ctx, req)).await {
+                    Ok(task) => task_response(id, &task, false),
+                    Err(e) => error_response(id, &e),
+                },
+                Err(e) => error_response(id, &e),
+            },
             methods::LIST_TASKS => unary!(list_tasks),
             methods::CANCEL_TASK => unary!(cancel_task),
             methods::CREATE_PUSH_CONFIG => unary!(create_task_push_notification_config),

@@ -9,7 +9,7 @@ use a2a_types::{
     A2aError, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, ErrorKind,
     GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
     ListTaskPushNotificationConfigsRequest, ListTasksRequest, MEDIA_TYPE, SendMessageRequest,
-    SubscribeToTaskRequest, TaskPushNotificationConfig, TaskState, Timestamp,
+    SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState, Timestamp,
 };
 use axum::extract::Request;
 use axum::extract::State;
@@ -18,7 +18,7 @@ use futures::StreamExt;
 use http::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
-use crate::handler::EventStream;
+use crate::handler::{EventStream, SendAnswer};
 use crate::http_common::{
     HttpState, call_context, decode, is_json, json_response, query_pairs, read_body, sse_response,
 };
@@ -140,6 +140,24 @@ fn ok_json<T: serde::Serialize>(result: Result<T, A2aError>) -> Response {
     }
 }
 
+/// A task as the body (`GetTask`, or inside `SendMessage`'s answer),
+/// written by the task writer rather than serde.
+fn task_json(task: &Task, in_send: bool) -> Response {
+    let mut body = Vec::with_capacity(1024);
+    if in_send {
+        body.extend_from_slice(b"{\"task\":");
+    }
+    if let Err(e) = a2a_types::fast_json::write_task(&mut body, task) {
+        return error_response(&A2aError::internal(format!(
+            "could not encode the response: {e}"
+        )));
+    }
+    if in_send {
+        body.push(b'}');
+    }
+    json_response(StatusCode::OK, MEDIA_TYPE, body)
+}
+
 fn parse_body<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, A2aError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
@@ -247,7 +265,10 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
                 if req.tenant.is_empty() {
                     req.tenant = tenant;
                 }
-                ok_json(h.send_answer(&ctx, req).await)
+                match h.send_answer(&ctx, req).await {
+                    Ok(SendAnswer::Task(task)) => task_json(&task, true),
+                    other => ok_json(other),
+                }
             }
             Err(e) => error_response(&e),
         },
@@ -265,8 +286,8 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
             Err(e) => error_response(&e),
         },
         Route::GetTask(id) => match history() {
-            Ok(history_length) => ok_json(
-                h.get_task(
+            Ok(history_length) => match h
+                .get_task(
                     &ctx,
                     GetTaskRequest {
                         tenant,
@@ -274,8 +295,11 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
                         history_length,
                     },
                 )
-                .await,
-            ),
+                .await
+            {
+                Ok(task) => task_json(&task, false),
+                Err(e) => error_response(&e),
+            },
             Err(e) => error_response(&e),
         },
         Route::Cancel(id) => match parse_body::<CancelTaskRequest>(&bytes) {

@@ -26,6 +26,8 @@
 mod card;
 mod error;
 mod ext;
+#[doc(hidden)]
+pub mod fast_json;
 pub mod json;
 pub mod jsonrpc;
 mod list;

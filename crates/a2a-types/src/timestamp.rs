@@ -78,34 +78,44 @@ fn put_digits(out: &mut [u8], at: usize, width: usize, mut n: u32) {
     }
 }
 
+impl Timestamp {
+    /// The RFC 3339 form of a timestamp of the years 0..=9999 (all real
+    /// ones), written without the string chrono would allocate: every task,
+    /// status and event carries a timestamp. The text is `buf[..len]`.
+    pub(crate) fn rfc3339_bytes(&self) -> Option<([u8; 30], usize)> {
+        use chrono::{Datelike, Timelike};
+        let d = self.to_datetime()?;
+        if !(0..=9999).contains(&d.year()) || d.nanosecond() >= 1_000_000_000 {
+            return None;
+        }
+        let nanos = d.nanosecond();
+        let (digits, frac) = if nanos % 1_000_000 == 0 {
+            (3, nanos / 1_000_000)
+        } else if nanos % 1000 == 0 {
+            (6, nanos / 1000)
+        } else {
+            (9, nanos)
+        };
+        let mut out = *b"0000-00-00T00:00:00.000000000Z";
+        put_digits(&mut out, 0, 4, d.year() as u32);
+        put_digits(&mut out, 5, 2, d.month());
+        put_digits(&mut out, 8, 2, d.day());
+        put_digits(&mut out, 11, 2, d.hour());
+        put_digits(&mut out, 14, 2, d.minute());
+        put_digits(&mut out, 17, 2, d.second());
+        put_digits(&mut out, 20, digits, frac);
+        out[20 + digits] = b'Z';
+        Some((out, 21 + digits))
+    }
+}
+
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use chrono::{Datelike, Timelike};
+        if let Some((buf, len)) = self.rfc3339_bytes() {
+            let text = std::str::from_utf8(&buf[..len]).map_err(|_| fmt::Error)?;
+            return f.write_str(text);
+        }
         match self.to_datetime() {
-            // Years 0..=9999 (all real ones) are written here, without the
-            // string chrono would allocate: every task, status and event
-            // carries a timestamp.
-            Some(d) if (0..=9999).contains(&d.year()) && d.nanosecond() < 1_000_000_000 => {
-                let nanos = d.nanosecond();
-                let (digits, frac) = if nanos % 1_000_000 == 0 {
-                    (3, nanos / 1_000_000)
-                } else if nanos % 1000 == 0 {
-                    (6, nanos / 1000)
-                } else {
-                    (9, nanos)
-                };
-                let mut out = *b"0000-00-00T00:00:00.000000000Z";
-                put_digits(&mut out, 0, 4, d.year() as u32);
-                put_digits(&mut out, 5, 2, d.month());
-                put_digits(&mut out, 8, 2, d.day());
-                put_digits(&mut out, 11, 2, d.hour());
-                put_digits(&mut out, 14, 2, d.minute());
-                put_digits(&mut out, 17, 2, d.second());
-                put_digits(&mut out, 20, digits, frac);
-                out[20 + digits] = b'Z';
-                let text = std::str::from_utf8(&out[..21 + digits]).map_err(|_| fmt::Error)?;
-                f.write_str(text)
-            }
             Some(d) => {
                 let format = if self.nanos % 1_000_000 == 0 {
                     SecondsFormat::Millis
