@@ -874,19 +874,26 @@ impl RequestHandler {
             drop(run);
             if let Some(item) = item {
                 let event = item.map_err(|e| *e)?;
-                let event = Arc::try_unwrap(event).unwrap_or_else(|shared| (*shared).clone());
-                match event.payload {
-                    Some(stream_response::Payload::Message(m)) => {
-                        return Ok(SendAnswer::Response(m.into()));
+                // A status (or the bare signal that the turn ended) says to
+                // read the task; a message or a task is the answer itself.
+                if matches!(
+                    event.payload,
+                    Some(stream_response::Payload::Message(_) | stream_response::Payload::Task(_))
+                ) {
+                    let event = Arc::try_unwrap(event).unwrap_or_else(|shared| (*shared).clone());
+                    match event.payload {
+                        Some(stream_response::Payload::Message(m)) => {
+                            return Ok(SendAnswer::Response(m.into()));
+                        }
+                        Some(stream_response::Payload::Task(t)) => last_task = Some(Box::new(t)),
+                        _ => {}
                     }
-                    Some(stream_response::Payload::Task(t)) => last_task = Some(Box::new(t)),
-                    _ => {}
                 }
             }
         }
-        let id = sub.task_id().to_owned();
+        let stored = self.inner.manager.shared_task(sub.task_id(), history).await;
         drop(sub);
-        match self.inner.manager.shared_task(&id, history).await? {
+        match stored? {
             Some(task) => Ok(SendAnswer::Task(task)),
             None => match last_task {
                 Some(t) => Ok(SendAnswer::Response((*t).into())),

@@ -37,6 +37,27 @@ type PushTargets = Arc<[TaskPushNotificationConfig]>;
 /// (boxed, to keep queue slots small).
 pub(crate) type Item = Result<Arc<StreamResponse>, Box<A2aError>>;
 
+/// What an applied update publishes.
+enum Publish {
+    /// Its event, to every subscriber that wants it.
+    Event(Arc<StreamResponse>),
+    /// A status that ends the turn, wanted only by requests waiting for
+    /// the end of the turn: they are told the turn ended (and read the
+    /// task), and no event is built.
+    Settled,
+    /// Nothing: nobody wants it.
+    Nothing,
+}
+
+impl Publish {
+    fn event(&self) -> Option<&Arc<StreamResponse>> {
+        match self {
+            Publish::Event(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 enum Sub {
     /// Every event, in a bounded queue.
     Stream {
@@ -90,6 +111,11 @@ struct Flags {
 }
 
 impl Flags {
+    /// Whether a stream subscriber is there (it wants every event).
+    fn streaming(&self) -> bool {
+        self.subs.iter().any(|s| matches!(s, Sub::Stream { .. }))
+    }
+
     /// Whether any subscriber wants an event (final: it ends the turn).
     fn wants(&self, is_final: bool) -> bool {
         self.subs.iter().any(|s| match s {
@@ -111,6 +137,20 @@ pub(crate) struct LiveTask {
 }
 
 impl LiveTask {
+    /// Tells the requests waiting for the end of the turn that it ended
+    /// (an event without payload: they read the task).
+    fn settle(&self, flags: &mut Flags, signal: &Arc<StreamResponse>) {
+        flags.subs.retain_mut(|s| match s {
+            Sub::Final(slot) => {
+                if let Some(tx) = slot.take() {
+                    let _ = tx.send(Ok(Arc::clone(signal)));
+                }
+                false
+            }
+            _ => true,
+        });
+    }
+
     fn publish(&self, flags: &mut Flags, item: Item) {
         let is_final = item.as_ref().map_or(true, |ev| ev.ends_stream());
         flags.subs.retain_mut(|s| {
@@ -173,6 +213,8 @@ pub(crate) struct TaskManager {
     pub(crate) push: Option<PushSender>,
     /// Several replicas: the event bus (set by `with_bus`).
     cluster: Option<cluster::Cluster>,
+    /// The signal of [`Publish::Settled`] (shared: no event is built).
+    settled: Arc<StreamResponse>,
 }
 
 impl TaskManager {
@@ -187,6 +229,7 @@ impl TaskManager {
             queue_capacity: queue_capacity.max(2),
             push,
             cluster: None,
+            settled: Arc::new(StreamResponse::default()),
         }
     }
 
@@ -620,28 +663,35 @@ impl TaskManager {
         };
         // Built before the update moves into the store; shared (and small
         // across the store's await) from the start.
-        let event = Self::event_of(live, &update, targets.is_some());
+        let publish = Self::event_of(live, &update, targets.is_some());
         let state = self.write_update(live, update).await?;
-        Self::publish_applied(live, state, event.as_ref());
-        if let (Some(targets), Some(event)) = (targets, event) {
-            Box::pin(self.push_event(live, &targets, &event)).await;
+        self.publish_applied(live, state, &publish);
+        if let (Some(targets), Some(event)) = (targets, publish.event()) {
+            Box::pin(self.push_event(live, &targets, event)).await;
         }
         Ok(())
     }
 
-    /// The event of an update, when a subscriber (or the push sender)
-    /// wants it.
-    fn event_of(live: &LiveTask, update: &TaskUpdate, pushed: bool) -> Option<Arc<StreamResponse>> {
-        match update {
+    /// What an update publishes: its event when a subscriber (or the push
+    /// sender) wants it.
+    fn event_of(live: &LiveTask, update: &TaskUpdate, pushed: bool) -> Publish {
+        let event = match update {
             TaskUpdate::Status { status, metadata } => {
                 let is_final = status.state().ends_turn();
-                (pushed || live.flags.lock().wants(is_final)).then(|| {
-                    StreamResponse::from(TaskStatusUpdateEvent {
-                        task_id: live.id.clone(),
-                        context_id: live.context_id.clone(),
-                        status: Some(status.clone()),
-                        metadata: metadata.clone(),
-                    })
+                if !pushed {
+                    let flags = live.flags.lock();
+                    if !flags.wants(is_final) {
+                        return Publish::Nothing;
+                    }
+                    if !flags.streaming() {
+                        return Publish::Settled;
+                    }
+                }
+                StreamResponse::from(TaskStatusUpdateEvent {
+                    task_id: live.id.clone(),
+                    context_id: live.context_id.clone(),
+                    status: Some(status.clone()),
+                    metadata: metadata.clone(),
                 })
             }
             TaskUpdate::Artifact {
@@ -649,7 +699,10 @@ impl TaskManager {
                 append,
                 last_chunk,
                 metadata,
-            } => (pushed || live.flags.lock().wants(false)).then(|| {
+            } => {
+                if !pushed && !live.flags.lock().wants(false) {
+                    return Publish::Nothing;
+                }
                 StreamResponse::from(TaskArtifactUpdateEvent {
                     task_id: live.id.clone(),
                     context_id: live.context_id.clone(),
@@ -658,19 +711,21 @@ impl TaskManager {
                     last_chunk: *last_chunk,
                     metadata: metadata.clone(),
                 })
-            }),
-            TaskUpdate::UserMessage(_) => None,
-        }
-        .map(Arc::new)
+            }
+            TaskUpdate::UserMessage(_) => return Publish::Nothing,
+        };
+        Publish::Event(Arc::new(event))
     }
 
     /// An update was applied: the task's new state, and its event to the
     /// subscribers.
-    fn publish_applied(live: &LiveTask, state: TaskState, event: Option<&Arc<StreamResponse>>) {
+    fn publish_applied(&self, live: &LiveTask, state: TaskState, publish: &Publish) {
         let mut flags = live.flags.lock();
         flags.state = state;
-        if let Some(event) = event {
-            live.publish(&mut flags, Ok(Arc::clone(event)));
+        match publish {
+            Publish::Event(event) => live.publish(&mut flags, Ok(Arc::clone(event))),
+            Publish::Settled => live.settle(&mut flags, &self.settled),
+            Publish::Nothing => {}
         }
     }
 
@@ -703,9 +758,9 @@ impl TaskManager {
                 }
             }
         }
-        let event = Self::event_of(live, &update, false);
+        let publish = Self::event_of(live, &update, false);
         Some(memory.update_now(&live.id, update).map(|state| {
-            Self::publish_applied(live, state, event.as_ref());
+            self.publish_applied(live, state, &publish);
         }))
     }
 
