@@ -10,21 +10,30 @@ use a2a_types::{AgentCard, AgentSkill, Artifact, new_id};
 pub struct EchoAgent;
 
 impl AgentExecutor for EchoAgent {
-    async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
-        task.start_work().await?;
-        let text = ctx.text();
-        let words: Vec<&str> = text.split_inclusive(' ').collect();
-        if ctx.streaming && words.len() > 1 {
-            let id = new_id();
-            for (i, word) in words.iter().enumerate() {
-                let chunk = Artifact::text("echo", *word).with_id(&id);
-                task.artifact_chunk(chunk, i > 0, i + 1 == words.len())
-                    .await?;
+    // Not an `async fn`: the future keeps only what the agent uses (the
+    // text, and whether to stream), not the request context (an async fn
+    // keeps its arguments twice).
+    fn execute(
+        &self,
+        ctx: RequestContext,
+        task: TaskUpdater,
+    ) -> impl Future<Output = A2aResult<()>> + Send {
+        let (text, streaming) = (ctx.text(), ctx.streaming);
+        async move {
+            task.start_work().await?;
+            let words: Vec<&str> = text.split_inclusive(' ').collect();
+            if streaming && words.len() > 1 {
+                let id = new_id();
+                for (i, word) in words.iter().enumerate() {
+                    let chunk = Artifact::text("echo", *word).with_id(&id);
+                    task.artifact_chunk(chunk, i > 0, i + 1 == words.len())
+                        .await?;
+                }
+            } else {
+                task.add_artifact(Artifact::text("echo", text)).await?;
             }
-        } else {
-            task.add_artifact(Artifact::text("echo", text)).await?;
+            task.complete().await
         }
-        task.complete().await
     }
 }
 

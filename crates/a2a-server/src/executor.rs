@@ -40,6 +40,13 @@ use crate::store::TaskUpdate;
 ///     }
 /// }
 /// ```
+///
+/// Every request's agent future is allocated on the heap. An `async fn`
+/// keeps its arguments twice (as passed, and as bound in its body), so an
+/// agent that needs only part of the context can keep its future small by
+/// taking that part first and returning an `async move` block: `fn
+/// execute(..) -> impl Future<Output = A2aResult<()>> + Send { let text =
+/// ctx.text(); async move { .. } }` (as the bundled echo agent does).
 pub trait AgentExecutor: Send + Sync + 'static {
     /// Handles one incoming message.
     fn execute(
