@@ -29,6 +29,8 @@ use crate::store::{Owner, StoredTask, TaskStore, TaskUpdate};
 
 // Several replicas (an event bus): see `manager/cluster.rs`.
 mod cluster;
+// The lock that orders a task's updates.
+mod order;
 
 /// The push-notification configs of a task (shared, read on every event).
 type PushTargets = Arc<[TaskPushNotificationConfig]>;
@@ -132,7 +134,7 @@ pub(crate) struct LiveTask {
     pub(crate) context_id: String,
     pub(crate) owner: Owner,
     pub(crate) cancel: CancellationToken,
-    order: tokio::sync::Mutex<()>,
+    order: order::OrderLock,
     flags: Mutex<Flags>,
 }
 
@@ -316,7 +318,7 @@ impl TaskManager {
             context_id,
             owner,
             cancel: CancellationToken::new(),
-            order: tokio::sync::Mutex::new(()),
+            order: order::OrderLock::default(),
             flags: Mutex::new(Flags {
                 created: false,
                 replied: false,
@@ -383,7 +385,7 @@ impl TaskManager {
                         context_id: stored.task.context_id.clone(),
                         owner: stored.owner.clone(),
                         cancel: CancellationToken::new(),
-                        order: tokio::sync::Mutex::new(()),
+                        order: order::OrderLock::default(),
                         flags: Mutex::new(Flags {
                             created: true,
                             replied: false,
@@ -549,10 +551,13 @@ impl TaskManager {
 
     /// The task to create for a live task not created yet (`None` when it
     /// exists), with the inline push config to store with it; the caller
-    /// holds `order`.
+    /// holds `order`. The task is submitted when the first event that
+    /// needs it comes: at that event's time, when it has one (now
+    /// otherwise).
     fn first_task(
         &self,
         live: &LiveTask,
+        trigger: Option<&TaskUpdate>,
     ) -> A2aResult<Option<(Task, Option<TaskPushNotificationConfig>)>> {
         let (first, inline_push) = {
             let mut flags = live.flags.lock();
@@ -566,10 +571,18 @@ impl TaskManager {
             }
             (flags.first_message.take(), flags.inline_push.take())
         };
+        let at = match trigger {
+            Some(TaskUpdate::Status { status, .. }) => status.timestamp,
+            _ => None,
+        };
+        let mut status = TaskStatus::new(TaskState::Submitted);
+        if at.is_some() {
+            status.timestamp = at;
+        }
         let task = Task {
             id: live.id.clone(),
             context_id: live.context_id.clone(),
-            status: Some(TaskStatus::new(TaskState::Submitted)),
+            status: Some(status),
             artifacts: Vec::new(),
             history: first.into_iter().collect(),
             metadata: None,
@@ -588,8 +601,8 @@ impl TaskManager {
         }
     }
 
-    async fn create_locked(&self, live: &LiveTask) -> A2aResult<()> {
-        let Some((task, inline_push)) = self.first_task(live)? else {
+    async fn create_locked(&self, live: &LiveTask, trigger: Option<&TaskUpdate>) -> A2aResult<()> {
+        let Some((task, inline_push)) = self.first_task(live, trigger)? else {
             return Ok(());
         };
         let wanted = live.flags.lock().wants(false);
@@ -636,7 +649,7 @@ impl TaskManager {
     /// Creates the task (in `SUBMITTED`) if it does not exist yet.
     async fn ensure_created_inner(&self, live: &LiveTask) -> A2aResult<()> {
         let _guard = live.order.lock().await;
-        self.create_locked(live).await
+        self.create_locked(live, None).await
     }
 
     /// Applies an update to the task (creating it first if needed) and
@@ -646,7 +659,7 @@ impl TaskManager {
         if !live.flags.lock().created {
             // Once per task: boxed, so that the future of every event does
             // not carry the creation's state.
-            Box::pin(self.create_locked(live)).await?;
+            Box::pin(self.create_locked(live, Some(&update))).await?;
         }
         self.apply_locked(live, update).await
     }
@@ -745,7 +758,7 @@ impl TaskManager {
         let created = live.flags.lock().created;
         if !created {
             // Without push there is no inline config to store.
-            match self.first_task(live) {
+            match self.first_task(live, Some(&update)) {
                 Err(e) => return Some(Err(e)),
                 Ok(None) => {}
                 Ok(Some((task, _))) => {
