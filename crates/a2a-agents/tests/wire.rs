@@ -676,6 +676,39 @@ async fn jsonrpc_bad_input(server: &ServerHandle, task: &str, unknown: &str) {
             ErrorKind::TaskNotFound,
         ),
         (
+            // Params before the method: read by the general path.
+            "params before method",
+            {
+                let mut m = message_json("tck-complete-task");
+                m["taskId"] = json!(unknown);
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"params":{},"method":"SendMessage"}}"#,
+                    send_params(m)
+                )
+            },
+            json!(1),
+            ErrorKind::TaskNotFound,
+        ),
+        (
+            "SendMessage with params twice",
+            {
+                let p = send_params(message_json("tck-complete-task"));
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{p},"params":{p}}}"#
+                )
+            },
+            Value::Null,
+            ErrorKind::InvalidRequest,
+        ),
+        (
+            "SendMessage with jsonrpc 1.0",
+            json!({"jsonrpc": "1.0", "id": 1, "method": "SendMessage",
+                   "params": send_params(message_json("tck-complete-task"))})
+            .to_string(),
+            json!(1),
+            ErrorKind::InvalidRequest,
+        ),
+        (
             "message to an unknown task",
             rpc(
                 "SendMessage",
