@@ -129,7 +129,7 @@ impl MemoryStore {
         let queue = &self.finished[q];
         let mut evicted = 0;
         while limit.is_none_or(|l| evicted < l) {
-            let id = {
+            let next = {
                 let mut queue = match limit {
                     None => queue.lock(),
                     // Someone else is evicting: they will get to it.
@@ -148,7 +148,7 @@ impl MemoryStore {
                 queue.pop_front()
             };
             // The task is freed outside of the queue's lock.
-            let Some((_, hash, task)) = id else { break };
+            let Some((_, hash, task)) = next else { break };
             if self.tasks.remove_exact(hash, &task).is_some() {
                 self.count.fetch_sub(1, Ordering::Relaxed);
             }
