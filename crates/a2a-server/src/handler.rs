@@ -876,12 +876,11 @@ impl RequestHandler {
                 let event = item.map_err(|e| *e)?;
                 // A status (or the bare signal that the turn ended) says to
                 // read the task; a message or a task is the answer itself.
-                if matches!(
-                    event.payload,
-                    Some(stream_response::Payload::Message(_) | stream_response::Payload::Task(_))
-                ) {
-                    let event = Arc::try_unwrap(event).unwrap_or_else(|shared| (*shared).clone());
-                    match event.payload {
+                if let Some(
+                    stream_response::Payload::Message(_) | stream_response::Payload::Task(_),
+                ) = &event.payload
+                {
+                    match Arc::unwrap_or_clone(event).payload {
                         Some(stream_response::Payload::Message(m)) => {
                             return Ok(SendAnswer::Response(m.into()));
                         }
