@@ -36,11 +36,11 @@ where
     B: hyper::body::Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    match Limited::new(body, limit).collect().await {
+    match collect(Limited::new(body, limit)).await {
         // The bytes may share the connection's read buffer; that is fine
         // while the request is handled (with the buffer capped, hyper
         // reads into a fresh buffer rather than growing a shared one).
-        Ok(collected) => Ok(collected.to_bytes()),
+        Ok(bytes) => Ok(bytes),
         Err(e) => {
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some()
@@ -58,6 +58,33 @@ where
             }
         }
     }
+}
+
+/// The data of a body. A body that comes in one frame (the usual case) is
+/// returned as it is, without the list `BodyExt::collect` keeps.
+async fn collect<B: hyper::body::Body<Data = Bytes>>(body: B) -> Result<Bytes, B::Error> {
+    let mut body = std::pin::pin!(body);
+    let mut first: Option<Bytes> = None;
+    let mut joined: Option<bytes::BytesMut> = None;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue; // trailers
+        };
+        match (&first, &mut joined) {
+            (None, _) => first = Some(data),
+            (Some(head), None) => {
+                let mut all = bytes::BytesMut::with_capacity(head.len() + data.len());
+                all.extend_from_slice(head);
+                all.extend_from_slice(&data);
+                joined = Some(all);
+            }
+            (Some(_), Some(all)) => all.extend_from_slice(&data),
+        }
+    }
+    Ok(match (joined, first) {
+        (Some(all), _) => all.freeze(),
+        (None, first) => first.unwrap_or_default(),
+    })
 }
 
 /// The call context of an HTTP request. `A2A-Version` may also come as a
@@ -202,6 +229,44 @@ impl CardEndpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A body sent in the given frames (a trailers frame where `None`).
+    fn framed(
+        frames: &[Option<&'static str>],
+    ) -> impl hyper::body::Body<Data = Bytes, Error = std::convert::Infallible> {
+        let frames: Vec<_> = frames
+            .iter()
+            .map(|f| {
+                Ok(match f {
+                    Some(text) => hyper::body::Frame::data(Bytes::from_static(text.as_bytes())),
+                    None => hyper::body::Frame::trailers(http::HeaderMap::new()),
+                })
+            })
+            .collect();
+        http_body_util::StreamBody::new(futures::stream::iter(frames))
+    }
+
+    #[tokio::test]
+    async fn bodies_are_read_whole_in_any_framing() {
+        let read = |frames| read_body(framed(frames), 1024);
+        assert_eq!(read(&[]).await.unwrap(), "");
+        assert_eq!(read(&[Some("{\"a\":1}")]).await.unwrap(), "{\"a\":1}");
+        assert_eq!(
+            read(&[Some("ab"), Some(""), Some("cd"), None, Some("e")])
+                .await
+                .unwrap(),
+            "abcde"
+        );
+        let too_big = read_body(framed(&[Some("0123456789"), Some("0123456789")]), 15)
+            .await
+            .unwrap_err();
+        assert_eq!(too_big.kind, ErrorKind::InvalidRequest);
+        assert!(
+            too_big.message.contains("limit of 15 bytes"),
+            "{}",
+            too_big.message
+        );
+    }
 
     #[test]
     fn query_parsing() {
