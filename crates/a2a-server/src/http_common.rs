@@ -60,6 +60,23 @@ where
     }
 }
 
+/// A task answer's JSON: the task (`GetTask`), or `{"task": ...}` (the
+/// `SendMessage` response), written by the task writer rather than serde.
+pub(crate) fn write_task_answer(
+    out: &mut Vec<u8>,
+    task: &a2a_types::Task,
+    in_send: bool,
+) -> serde_json::Result<()> {
+    if in_send {
+        out.extend_from_slice(b"{\"task\":");
+    }
+    a2a_types::fast_json::write_task(out, task)?;
+    if in_send {
+        out.push(b'}');
+    }
+    Ok(())
+}
+
 /// The data of a body. A body that comes in one frame (the usual case) is
 /// returned as it is, without the list `BodyExt::collect` keeps.
 async fn collect<B: hyper::body::Body<Data = Bytes>>(body: B) -> Result<Bytes, B::Error> {

@@ -7,7 +7,6 @@
 
 use std::borrow::Cow;
 
-use a2a_types::fast_json;
 use a2a_types::jsonrpc::methods;
 use a2a_types::{A2aError, ErrorKind, Task};
 use axum::extract::{Request, State};
@@ -20,7 +19,7 @@ use serde_json::value::RawValue;
 
 use crate::handler::{CallContext, EventStream, SendAnswer};
 use crate::http_common::{
-    HttpState, call_context, is_json, json_response, read_body, sse_response,
+    HttpState, call_context, is_json, json_response, read_body, sse_response, write_task_answer,
 };
 
 #[derive(Deserialize)]
@@ -60,16 +59,7 @@ fn result_body_with(
 /// A task as the result (`GetTask`, or inside `SendMessage`'s answer),
 /// written by the task writer rather than serde.
 fn task_response(id: &str, task: &Task, in_send: bool) -> Response {
-    let body = result_body_with(id, 1024, |out| {
-        if in_send {
-            out.extend_from_slice(b"{\"task\":");
-        }
-        fast_json::write_task(out, task)?;
-        if in_send {
-            out.push(b'}');
-        }
-        Ok(())
-    });
+    let body = result_body_with(id, 1024, |out| write_task_answer(out, task, in_send));
     match body {
         Ok(body) => respond(body),
         Err(e) => error_response(id, &e),

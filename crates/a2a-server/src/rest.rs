@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use crate::handler::{EventStream, SendAnswer};
 use crate::http_common::{
     HttpState, call_context, decode, is_json, json_response, query_pairs, read_body, sse_response,
+    write_task_answer,
 };
 
 /// A REST route, resolved from the method and path.
@@ -144,16 +145,10 @@ fn ok_json<T: serde::Serialize>(result: Result<T, A2aError>) -> Response {
 /// written by the task writer rather than serde.
 fn task_json(task: &Task, in_send: bool) -> Response {
     let mut body = Vec::with_capacity(1024);
-    if in_send {
-        body.extend_from_slice(b"{\"task\":");
-    }
-    if let Err(e) = a2a_types::fast_json::write_task(&mut body, task) {
+    if let Err(e) = write_task_answer(&mut body, task, in_send) {
         return error_response(&A2aError::internal(format!(
             "could not encode the response: {e}"
         )));
-    }
-    if in_send {
-        body.push(b'}');
     }
     json_response(StatusCode::OK, MEDIA_TYPE, body)
 }
