@@ -130,6 +130,8 @@ start() {
 
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 cpu_ticks() { python3 -c 'import sys; f=open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")",1)[1].split(); print(int(f[11])+int(f[12]))' "$1"; }
+# Times the server's threads were preempted (nonvoluntary context switches).
+preemptions() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^nonvoluntary_ctxt_switches:/ {n += $2} END {print n + 0}'; }
 
 # shellcheck disable=SC2206
 A2A_ARGV=(${A2A_CMD//\{port\}/$P1})
@@ -184,7 +186,7 @@ check bare "$P2"
 # load NAME TEST C [ROUND]: one oha run; stores oha's JSON and the CPU ticks
 # used (files suffixed with the round).
 load() {
-    local name=$1 test=$2 c=$3 round=${4:-1} pid port t0 t1
+    local name=$1 test=$2 c=$3 round=${4:-1} pid port t0 t1 s0 s1
     pid=PID_$name
     pid=${!pid}
     if [[ $name == a2a ]]; then port=$P1; else port=$P2; fi
@@ -195,9 +197,12 @@ load() {
         args+=(-H 'A2A-Version: 1.0' "http://127.0.0.1:$port/.well-known/agent-card.json")
     fi
     t0=$(cpu_ticks "$pid")
+    s0=$(preemptions "$pid")
     "${PIN_CLIENT[@]}" "$OHA" "${args[@]}" >/dev/null || die "oha failed ($name $test)"
     t1=$(cpu_ticks "$pid")
+    s1=$(preemptions "$pid")
     echo $((t1 - t0)) >"$WORK/cpu-$name-$test-$round.txt"
+    echo $((s1 - s0)) >"$WORK/preempt-$name-$test-$round.txt"
     kill -0 "$pid" 2>/dev/null || die "$name died during $test (log: $(tail -5 "$WORK/$name.log"))"
     log "$name $test c=$c round $round: $(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["summary"]; print("%.0f req/s" % s["requestsPerSec"])' "$WORK/oha-$name-$test-$round.json")"
 }
@@ -279,12 +284,14 @@ def load_round(name, test, r):
     ok = codes.get("200", 0)
     errs = {k: v for k, v in o.get("errorDistribution", {}).items() if "deadline" not in k}
     ticks = int(open(f"{work}/cpu-{name}-{test}-{r}.txt").read())
+    preempted = int(open(f"{work}/preempt-{name}-{test}-{r}.txt").read())
     lat = o["latencyPercentiles"]
     return {
         "rps": o["summary"]["requestsPerSec"] * (ok / n if n else 0),  # successes only
         "p50": (lat.get("p50") or 0) * 1e3,
         "p99": (lat.get("p99") or 0) * 1e3,
         "cpu_us": ticks / clk / n * 1e6 if n else float("nan"),
+        "preempt": preempted / n if n else float("nan"),
         "n": n, "non200": n - ok, "errors": errs,
         "size": o["summary"].get("sizePerRequest") or 0,
     }
@@ -292,7 +299,7 @@ def load_round(name, test, r):
 def load(name, test):
     """The median of each figure over the rounds; failures summed."""
     runs = [load_round(name, test, r) for r in range(1, rounds + 1)]
-    out = {k: statistics.median(x[k] for x in runs) for k in ("rps", "p50", "p99", "cpu_us", "size")}
+    out = {k: statistics.median(x[k] for x in runs) for k in ("rps", "p50", "p99", "cpu_us", "preempt", "size")}
     out["n"] = sum(x["n"] for x in runs)
     out["non200"] = sum(x["non200"] for x in runs)
     out["errors"] = {}
@@ -343,6 +350,9 @@ for test, label, rps_min in [("send-c1", "SendMessage c=1", None), ("send-c16", 
     rc = a["cpu_us"] / b["cpu_us"] if b["cpu_us"] else float("nan")
     row("", "CPU us/req", f"{b['cpu_us']:.1f}", f"{a['cpu_us']:.1f}", fr(rc), "<= 1.50" if send else "",
         (rc <= 1.5) if send else None)
+    # How often the load generator took the server's core: a busier server
+    # is preempted more, and each preemption costs it CPU and cache.
+    row("", "preempted /req", f"{b['preempt']:.3f}", f"{a['preempt']:.3f}", "")
     for name, x in (("bare", b), ("a2a", a)):
         if x["non200"] or x["errors"]:
             notes.append(f"{label}: {name} had {x['non200']} non-200 answers, errors {x['errors']}")
