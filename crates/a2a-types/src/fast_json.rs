@@ -16,30 +16,15 @@ use crate::proto::{Artifact, Message, Part, Role, Task, TaskState, TaskStatus, p
 /// part of the task.
 pub fn write_task(out: &mut Vec<u8>, task: &Task) -> serde_json::Result<()> {
     let mut o = Obj::open(out);
-    if !task.id.is_empty() {
-        o.key("id");
-        string(o.out, &task.id);
-    }
-    if !task.context_id.is_empty() {
-        o.key("contextId");
-        string(o.out, &task.context_id);
-    }
+    o.text("id", &task.id);
+    o.text("contextId", &task.context_id);
     if let Some(status) = &task.status {
         o.key("status");
         write_status(o.out, status)?;
     }
-    if !task.artifacts.is_empty() {
-        o.key("artifacts");
-        list(o.out, &task.artifacts, write_artifact)?;
-    }
-    if !task.history.is_empty() {
-        o.key("history");
-        list(o.out, &task.history, write_message)?;
-    }
-    if let Some(metadata) = &task.metadata {
-        o.key("metadata");
-        serde_json::to_writer(&mut *o.out, metadata)?;
-    }
+    o.list("artifacts", &task.artifacts, write_artifact)?;
+    o.list("history", &task.history, write_message)?;
+    o.serde("metadata", task.metadata.as_ref())?;
     o.close();
     Ok(())
 }
@@ -47,39 +32,17 @@ pub fn write_task(out: &mut Vec<u8>, task: &Task) -> serde_json::Result<()> {
 /// Appends the JSON of a message.
 pub fn write_message(out: &mut Vec<u8>, m: &Message) -> serde_json::Result<()> {
     let mut o = Obj::open(out);
-    if !m.message_id.is_empty() {
-        o.key("messageId");
-        string(o.out, &m.message_id);
-    }
-    if !m.context_id.is_empty() {
-        o.key("contextId");
-        string(o.out, &m.context_id);
-    }
-    if !m.task_id.is_empty() {
-        o.key("taskId");
-        string(o.out, &m.task_id);
-    }
+    o.text("messageId", &m.message_id);
+    o.text("contextId", &m.context_id);
+    o.text("taskId", &m.task_id);
     if m.role != 0 {
         let role = Role::try_from(m.role).map_err(|_| invalid_variant(m.role))?;
-        o.key("role");
-        string(o.out, role.as_str_name());
+        o.text("role", role.as_str_name());
     }
-    if !m.parts.is_empty() {
-        o.key("parts");
-        list(o.out, &m.parts, write_part)?;
-    }
-    if let Some(metadata) = &m.metadata {
-        o.key("metadata");
-        serde_json::to_writer(&mut *o.out, metadata)?;
-    }
-    if !m.extensions.is_empty() {
-        o.key("extensions");
-        strings(o.out, &m.extensions);
-    }
-    if !m.reference_task_ids.is_empty() {
-        o.key("referenceTaskIds");
-        strings(o.out, &m.reference_task_ids);
-    }
+    o.list("parts", &m.parts, write_part)?;
+    o.serde("metadata", m.metadata.as_ref())?;
+    o.strings("extensions", &m.extensions);
+    o.strings("referenceTaskIds", &m.reference_task_ids);
     o.close();
     Ok(())
 }
@@ -88,8 +51,7 @@ fn write_status(out: &mut Vec<u8>, s: &TaskStatus) -> serde_json::Result<()> {
     let mut o = Obj::open(out);
     if s.state != 0 {
         let state = TaskState::try_from(s.state).map_err(|_| invalid_variant(s.state))?;
-        o.key("state");
-        string(o.out, state.as_str_name());
+        o.text("state", state.as_str_name());
     }
     if let Some(message) = &s.message {
         o.key("message");
@@ -113,30 +75,12 @@ fn write_status(out: &mut Vec<u8>, s: &TaskStatus) -> serde_json::Result<()> {
 
 fn write_artifact(out: &mut Vec<u8>, a: &Artifact) -> serde_json::Result<()> {
     let mut o = Obj::open(out);
-    if !a.artifact_id.is_empty() {
-        o.key("artifactId");
-        string(o.out, &a.artifact_id);
-    }
-    if !a.name.is_empty() {
-        o.key("name");
-        string(o.out, &a.name);
-    }
-    if !a.description.is_empty() {
-        o.key("description");
-        string(o.out, &a.description);
-    }
-    if !a.parts.is_empty() {
-        o.key("parts");
-        list(o.out, &a.parts, write_part)?;
-    }
-    if let Some(metadata) = &a.metadata {
-        o.key("metadata");
-        serde_json::to_writer(&mut *o.out, metadata)?;
-    }
-    if !a.extensions.is_empty() {
-        o.key("extensions");
-        strings(o.out, &a.extensions);
-    }
+    o.text("artifactId", &a.artifact_id);
+    o.text("name", &a.name);
+    o.text("description", &a.description);
+    o.list("parts", &a.parts, write_part)?;
+    o.serde("metadata", a.metadata.as_ref())?;
+    o.strings("extensions", &a.extensions);
     o.close();
     Ok(())
 }
@@ -148,18 +92,10 @@ fn write_part(out: &mut Vec<u8>, p: &Part) -> serde_json::Result<()> {
         _ => return serde_json::to_writer(out, p),
     };
     let mut o = Obj::open(out);
-    if let Some(metadata) = &p.metadata {
-        o.key("metadata");
-        serde_json::to_writer(&mut *o.out, metadata)?;
-    }
-    if !p.filename.is_empty() {
-        o.key("filename");
-        string(o.out, &p.filename);
-    }
-    if !p.media_type.is_empty() {
-        o.key("mediaType");
-        string(o.out, &p.media_type);
-    }
+    o.serde("metadata", p.metadata.as_ref())?;
+    o.text("filename", &p.filename);
+    o.text("mediaType", &p.media_type);
+    // The content is written even when empty (a oneof that is set).
     o.key("text");
     string(o.out, text);
     o.close();
@@ -193,36 +129,68 @@ impl<'a> Obj<'a> {
         self.out.extend_from_slice(b"\":");
     }
 
+    /// A string member, left out when empty (as ProtoJSON does).
+    fn text(&mut self, key: &str, value: &str) {
+        if !value.is_empty() {
+            self.key(key);
+            string(self.out, value);
+        }
+    }
+
+    /// A list of strings, left out when empty.
+    fn strings(&mut self, key: &str, items: &[String]) {
+        if items.is_empty() {
+            return;
+        }
+        self.key(key);
+        self.out.push(b'[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            string(self.out, item);
+        }
+        self.out.push(b']');
+    }
+
+    /// A list of objects written by `write`, left out when empty.
+    fn list<T>(
+        &mut self,
+        key: &str,
+        items: &[T],
+        write: fn(&mut Vec<u8>, &T) -> serde_json::Result<()>,
+    ) -> serde_json::Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        self.key(key);
+        self.out.push(b'[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            write(self.out, item)?;
+        }
+        self.out.push(b']');
+        Ok(())
+    }
+
+    /// A rare member (metadata), written by `serde_json` when present.
+    fn serde<T: serde::Serialize>(
+        &mut self,
+        key: &str,
+        value: Option<&T>,
+    ) -> serde_json::Result<()> {
+        if let Some(value) = value {
+            self.key(key);
+            serde_json::to_writer(&mut *self.out, value)?;
+        }
+        Ok(())
+    }
+
     fn close(self) {
         self.out.push(b'}');
     }
-}
-
-fn list<T>(
-    out: &mut Vec<u8>,
-    items: &[T],
-    write: fn(&mut Vec<u8>, &T) -> serde_json::Result<()>,
-) -> serde_json::Result<()> {
-    out.push(b'[');
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write(out, item)?;
-    }
-    out.push(b']');
-    Ok(())
-}
-
-fn strings(out: &mut Vec<u8>, items: &[String]) {
-    out.push(b'[');
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        string(out, item);
-    }
-    out.push(b']');
 }
 
 /// A JSON string. Most strings (ids, names, plain text) need no escaping
