@@ -890,7 +890,15 @@ impl RequestHandler {
                 }
             }
         }
-        let stored = self.inner.manager.shared_task(sub.task_id(), history).await;
+        let stored = match sub.take_turn_task() {
+            Some(task) if history.is_none_or(|n| n >= task.history.len()) => Ok(Some(task)),
+            Some(task) => {
+                let mut task = Task::clone(&task);
+                task.truncate_history(history);
+                Ok(Some(Arc::new(task)))
+            }
+            None => self.inner.manager.shared_task(sub.task_id(), history).await,
+        };
         drop(sub);
         match stored? {
             Some(task) => Ok(SendAnswer::Task(task)),
@@ -1479,8 +1487,21 @@ mod tests {
         let SendAnswer::Task(shared) = &answer else {
             panic!("the in-memory store's task is shared");
         };
-        // The store and the answer hold the same task.
-        assert!(Arc::strong_count(shared) >= 2);
+        // The store packed the finished task: the answer is the task the
+        // last update left (handed over, not decoded), equal to what the
+        // store gives back.
+        assert_eq!(Arc::strong_count(shared), 1);
+        let stored = h
+            .get_task(
+                &ctx,
+                a2a_types::GetTaskRequest {
+                    id: shared.id.clone(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(stored, **shared);
         let json = serde_json::to_value(&answer).unwrap();
         let response = answer.into_response();
         assert_eq!(json, serde_json::to_value(&response).unwrap());

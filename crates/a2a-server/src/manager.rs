@@ -110,6 +110,11 @@ struct Flags {
     subs: Vec<Sub>,
     /// Several replicas: where the subscribers are in the event log.
     remote: cluster::Remote,
+    /// The task as the last update that ended the turn left it, while a
+    /// request waiting for the end of the turn has not taken it: a terminal
+    /// task is packed in the in-memory store, and this spares the request
+    /// decoding it (or any store read).
+    turn_task: Option<Arc<Task>>,
 }
 
 impl Flags {
@@ -242,7 +247,7 @@ impl TaskManager {
         history_length: Option<usize>,
     ) -> A2aResult<Option<StoredTask>> {
         match self.store.as_memory() {
-            Some(memory) => Ok(memory.get_now(id, history_length)),
+            Some(memory) => memory.get_now(id, history_length),
             None => self.store.get(id, history_length).await,
         }
     }
@@ -255,8 +260,10 @@ impl TaskManager {
         history_length: Option<usize>,
     ) -> A2aResult<Option<Arc<Task>>> {
         Ok(match self.store.as_memory() {
-            Some(memory) if history_length.is_none() => memory.get_shared(id),
-            Some(memory) => memory.get_now(id, history_length).map(|s| Arc::new(s.task)),
+            Some(memory) if history_length.is_none() => memory.get_shared(id)?,
+            Some(memory) => memory
+                .get_now(id, history_length)?
+                .map(|s| Arc::new(s.task)),
             None => (self.store.get(id, history_length).await?).map(|s| Arc::new(s.task)),
         })
     }
@@ -332,6 +339,7 @@ impl TaskManager {
                 push_targets: self.push.as_ref().map(|_| Arc::from(Vec::new())),
                 subs: Vec::with_capacity(1),
                 remote: cluster::Remote::new_task(),
+                turn_task: None,
             }),
         });
         let sub = {
@@ -397,6 +405,7 @@ impl TaskManager {
                             push_targets: None,
                             subs: Vec::new(),
                             remote: cluster::Remote::default(),
+                            turn_task: None,
                         }),
                     })
                 })
@@ -462,7 +471,7 @@ impl TaskManager {
         let (live, ()) = self.attach(stored, |_, _, flags| flags.running += 1);
         let guard = live.order.lock().await;
         let result = async {
-            let state = self
+            let (state, _) = self
                 .write_update(&live, Box::new(TaskUpdate::UserMessage(message)))
                 .await?;
             // A stream continuing a task starts with the task as it is now.
@@ -677,8 +686,8 @@ impl TaskManager {
         // Built before the update moves into the store; shared (and small
         // across the store's await) from the start.
         let publish = Self::event_of(live, &update, targets.is_some());
-        let state = self.write_update(live, update).await?;
-        self.publish_applied(live, state, &publish);
+        let (state, task) = self.write_update(live, update).await?;
+        self.publish_applied(live, state, &publish, task);
         if let (Some(targets), Some(event)) = (targets, publish.event()) {
             Box::pin(self.push_event(live, &targets, event)).await;
         }
@@ -731,10 +740,20 @@ impl TaskManager {
     }
 
     /// An update was applied: the task's new state, and its event to the
-    /// subscribers.
-    fn publish_applied(&self, live: &LiveTask, state: TaskState, publish: &Publish) {
+    /// subscribers. `task` is the task when the update ended the turn (see
+    /// [`Subscription::take_turn_task`]).
+    fn publish_applied(
+        &self,
+        live: &LiveTask,
+        state: TaskState,
+        publish: &Publish,
+        task: Option<Arc<Task>>,
+    ) {
         let mut flags = live.flags.lock();
         flags.state = state;
+        let waited_for =
+            task.is_some() && flags.subs.iter().any(|s| matches!(s, Sub::Final(Some(_))));
+        flags.turn_task = task.filter(|_| waited_for);
         match publish {
             Publish::Event(event) => live.publish(&mut flags, Ok(Arc::clone(event))),
             Publish::Settled => live.settle(&mut flags, &self.settled),
@@ -772,8 +791,8 @@ impl TaskManager {
             }
         }
         let publish = Self::event_of(live, &update, false);
-        Some(memory.update_now(&live.id, update).map(|state| {
-            self.publish_applied(live, state, &publish);
+        Some(memory.update_now(&live.id, update).map(|(state, task)| {
+            self.publish_applied(live, state, &publish, task);
         }))
     }
 
@@ -1044,6 +1063,13 @@ impl Subscription {
     /// The task this subscription follows.
     pub(crate) fn task_id(&self) -> &str {
         &self.live.id
+    }
+
+    /// The task as the turn ended, when the store handed it over with the
+    /// update that ended it (the in-memory store does) and no other
+    /// waiting request took it first. Read the store otherwise.
+    pub(crate) fn take_turn_task(&self) -> Option<Arc<Task>> {
+        self.live.flags.lock().turn_task.take()
     }
 }
 

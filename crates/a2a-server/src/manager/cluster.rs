@@ -138,21 +138,21 @@ impl TaskManager {
         &self,
         live: &LiveTask,
         update: Box<TaskUpdate>,
-    ) -> A2aResult<TaskState> {
+    ) -> A2aResult<(TaskState, Option<Arc<Task>>)> {
         if self.bus().is_none() {
             if let Some(memory) = self.store.as_memory() {
                 return memory.update_now(&live.id, *update);
             }
-            return self.store.update(&live.id, *update).await;
+            return Ok((self.store.update(&live.id, *update).await?, None));
         }
         match self.store.update_logged(&live.id, *update).await {
             Ok((state, Some(span))) => {
                 self.catch_up_locked(live, Some(span.before)).await;
                 let mut f = live.flags.lock();
                 f.remote.seq = Some(f.remote.seq.map_or(span.after, |s| s.max(span.after)));
-                Ok(state)
+                Ok((state, None))
             }
-            Ok((state, None)) => Ok(state),
+            Ok((state, None)) => Ok((state, None)),
             Err(e) => {
                 // Refused by the state machine, typically because the task
                 // ended on another replica: the subscribers here learn it

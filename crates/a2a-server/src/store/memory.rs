@@ -10,9 +10,11 @@ use async_trait::async_trait;
 use dashmap::DashMap;
 use parking_lot::Mutex;
 
-use super::task_table::{Slot, TaskTable};
+use super::packed::PackedTask;
+use super::task_table::{Held, Slot, TaskTable};
 use super::{
-    Cursor, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update, check_open,
+    Cursor, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update,
+    check_open, closed_error,
 };
 
 /// The most finished tasks one write evicts (a sweep has no limit).
@@ -41,9 +43,12 @@ impl Default for MemoryStoreConfig {
 
 type Map<V> = DashMap<String, V, ahash::RandomState>;
 
-/// Finished tasks with the time they finished, oldest first. Each keeps the
-/// hash of its id: eviction finds the task's slot without reading the task.
-type FinishedQueue = VecDeque<(Instant, u64, Arc<Task>)>;
+/// Finished tasks with the time they finished, oldest first: the hash of
+/// each one's id and its token (see [`PackedTask`]), with which eviction
+/// finds the task's slot without reading the task.
+///
+/// [`PackedTask`]: super::packed::PackedTask
+type FinishedQueue = VecDeque<(Instant, u64, usize)>;
 
 /// A [`TaskStore`] in process memory. Nothing survives a restart.
 pub struct MemoryStore {
@@ -98,11 +103,11 @@ impl MemoryStore {
     /// over its limits. Every [`OTHER_QUEUE_EVERY`] finishes a thread also
     /// looks at another queue, so the tasks finished by threads that went
     /// quiet still expire.
-    fn finished_now(&self, hash: u64, task: Arc<Task>) {
+    fn finished_now(&self, hash: u64, token: usize) {
         let now = Instant::now();
         let (home, turn) = home_queue();
         let n = self.finished.len();
-        self.finished[home % n].lock().push_back((now, hash, task));
+        self.finished[home % n].lock().push_back((now, hash, token));
         let ttl = self.config.terminal_ttl;
         self.evict(home % n, now, ttl, Some(EVICT_PER_WRITE));
         if turn % OTHER_QUEUE_EVERY == 0 || self.len() > self.config.max_tasks {
@@ -148,12 +153,12 @@ impl MemoryStore {
                 queue.pop_front()
             };
             // The task is freed outside of the queue's lock.
-            let Some((_, hash, task)) = next else { break };
-            if self.tasks.remove_exact(hash, &task).is_some() {
+            let Some((_, hash, token)) = next else { break };
+            if let Some(slot) = self.tasks.remove_exact(hash, token) {
                 self.count.fetch_sub(1, Ordering::Relaxed);
-            }
-            if self.any_push.load(Ordering::Relaxed) {
-                self.push.remove(&task.id);
+                if self.any_push.load(Ordering::Relaxed) {
+                    self.push.remove(slot.id());
+                }
             }
             evicted += 1;
         }
@@ -191,40 +196,58 @@ fn home_queue() -> (usize, usize) {
 impl MemoryStore {
     /// [`TaskStore::create`], without a future.
     pub(crate) fn create_now(&self, owner: &Owner, task: Task) -> A2aResult<()> {
-        let task = Arc::new(task);
         let hash = self.tasks.hash(&task.id);
-        if !self.tasks.insert(hash, Slot::new(Arc::clone(&task), owner)) {
+        let slot = Slot::new(Arc::new(task), owner);
+        let token = slot.token();
+        if let Err(slot) = self.tasks.insert(hash, slot) {
             return Err(A2aError::internal(format!(
                 "task id {} already exists",
-                task.id
+                slot.id()
             )));
         }
         self.count.fetch_add(1, Ordering::Relaxed);
-        if task.state().is_terminal() {
-            self.finished_now(hash, task);
+        if let Some(token) = token {
+            self.finished_now(hash, token);
         }
         Ok(())
     }
 
-    /// [`TaskStore::update`], without a future.
-    pub(crate) fn update_now(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
+    /// [`TaskStore::update`], without a future. Also returns the task when
+    /// its new state ends the agent's turn (terminal or interrupted), for
+    /// the request waiting for that: a task that reached a terminal state
+    /// is packed, and the one returned is then the only unpacked copy.
+    pub(crate) fn update_now(
+        &self,
+        task_id: &str,
+        update: TaskUpdate,
+    ) -> A2aResult<(TaskState, Option<Arc<Task>>)> {
         let hash = self.tasks.hash(task_id);
         let applied = self.tasks.write(hash, task_id, |slot| {
+            let Held::Open(task) = &mut slot.held else {
+                return Err(closed_error(slot.id(), slot.state()));
+            };
             // Refused before the task is copied for writing.
-            check_open(&slot.task)?;
-            apply_update(Arc::make_mut(&mut slot.task), update)?;
-            let state = slot.task.state();
+            check_open(task)?;
+            apply_update(Arc::make_mut(task), update)?;
+            let state = task.state();
+            if !state.is_terminal() {
+                return Ok((state, None, state.ends_turn().then(|| Arc::clone(task))));
+            }
             // Nothing changes a terminal task, so this happens once.
-            Ok((state, state.is_terminal().then(|| Arc::clone(&slot.task))))
+            let (token, task) = slot
+                .finish()
+                .ok_or_else(|| A2aError::internal("a finished task was packed twice"))?;
+            Ok((state, Some(token), Some(task)))
         });
         match applied {
             None => Err(A2aError::task_not_found(task_id)),
             Some(Err(e)) => Err(e),
-            Some(Ok((state, Some(task)))) => {
-                self.finished_now(hash, task);
-                Ok(state)
+            Some(Ok((state, token, task))) => {
+                if let Some(token) = token {
+                    self.finished_now(hash, token);
+                }
+                Ok((state, task))
             }
-            Some(Ok((state, None))) => Ok(state),
         }
     }
 
@@ -233,19 +256,30 @@ impl MemoryStore {
         &self,
         task_id: &str,
         history_length: Option<usize>,
-    ) -> Option<StoredTask> {
+    ) -> A2aResult<Option<StoredTask>> {
         self.tasks
-            .read(self.tasks.hash(task_id), task_id, |slot| StoredTask {
-                owner: slot.owner(),
-                task: copy_task(&slot.task, history_length, true),
+            .read(self.tasks.hash(task_id), task_id, |slot| {
+                let task = match &slot.held {
+                    Held::Open(t) => copy_task(t, history_length, true),
+                    Held::Finished(p) => {
+                        let mut t = p.unpack()?;
+                        t.truncate_history(history_length);
+                        t
+                    }
+                };
+                Ok(StoredTask {
+                    owner: slot.owner(),
+                    task,
+                })
             })
+            .transpose()
     }
 
-    /// The stored task itself (shared, not copied).
-    pub(crate) fn get_shared(&self, task_id: &str) -> Option<Arc<Task>> {
-        self.tasks.read(self.tasks.hash(task_id), task_id, |slot| {
-            Arc::clone(&slot.task)
-        })
+    /// The stored task: itself (shared, not copied) while it is open.
+    pub(crate) fn get_shared(&self, task_id: &str) -> A2aResult<Option<Arc<Task>>> {
+        self.tasks
+            .read(self.tasks.hash(task_id), task_id, Slot::task)
+            .transpose()
     }
 }
 
@@ -260,7 +294,7 @@ impl TaskStore for MemoryStore {
     }
 
     async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
-        self.update_now(task_id, update)
+        self.update_now(task_id, update).map(|(state, _)| state)
     }
 
     async fn get(
@@ -268,25 +302,38 @@ impl TaskStore for MemoryStore {
         task_id: &str,
         history_length: Option<usize>,
     ) -> A2aResult<Option<StoredTask>> {
-        Ok(self.get_now(task_id, history_length))
+        self.get_now(task_id, history_length)
     }
 
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
-        let mut keys: Vec<(Cursor, Arc<Task>)> = Vec::new();
+        // What the scan found, without decoding packed tasks: only the page
+        // is decoded.
+        enum Found {
+            Open(Arc<Task>),
+            Finished(PackedTask),
+        }
+        let mut keys: Vec<(Cursor, Found)> = Vec::new();
         self.tasks.for_each(|slot| {
-            let t = &slot.task;
+            let timestamp = slot.status_timestamp();
             let skip = !slot.is_owned_by(owner)
                 || query
                     .context_id
                     .as_deref()
-                    .is_some_and(|c| c != t.context_id)
-                || query.state.is_some_and(|s| s != t.state())
+                    .is_some_and(|c| c != slot.context_id())
+                || query.state.is_some_and(|s| s != slot.state())
                 || query.status_after.is_some_and(|after| {
-                    t.status_timestamp()
-                        .is_none_or(|ts| ts.as_millis() < after.as_millis())
+                    timestamp.is_none_or(|ts| ts.as_millis() < after.as_millis())
                 });
             if !skip {
-                keys.push((Cursor::of(t), Arc::clone(t)));
+                let cursor = Cursor {
+                    millis: timestamp.map_or(0, |t| t.as_millis()),
+                    id: slot.id().to_owned(),
+                };
+                let found = match &slot.held {
+                    Held::Open(t) => Found::Open(Arc::clone(t)),
+                    Held::Finished(p) => Found::Finished(p.clone()),
+                };
+                keys.push((cursor, found));
             }
         });
         let total = keys.len();
@@ -298,12 +345,18 @@ impl TaskStore for MemoryStore {
         };
         let end = (start + query.page_size).min(keys.len());
         let mut tasks = Vec::with_capacity(end - start);
-        for (_, task) in &keys[start..end] {
-            tasks.push(copy_task(
-                task,
-                query.history_length,
-                query.include_artifacts,
-            ));
+        for (_, found) in &keys[start..end] {
+            tasks.push(match found {
+                Found::Open(t) => copy_task(t, query.history_length, query.include_artifacts),
+                Found::Finished(p) => {
+                    let mut t = p.unpack()?;
+                    t.truncate_history(query.history_length);
+                    if !query.include_artifacts {
+                        t.artifacts.clear();
+                    }
+                    t
+                }
+            });
         }
         let next = (end < keys.len())
             .then(|| keys[end - 1].0.clone())
@@ -314,10 +367,12 @@ impl TaskStore for MemoryStore {
     async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
         let mut out = Vec::new();
         self.tasks.for_each(|slot| {
-            if matches!(slot.task.state(), TaskState::Submitted | TaskState::Working) {
+            if let Held::Open(task) = &slot.held
+                && matches!(task.state(), TaskState::Submitted | TaskState::Working)
+            {
                 out.push(StoredTask {
                     owner: slot.owner(),
-                    task: Task::clone(&slot.task),
+                    task: Task::clone(task),
                 });
             }
         });

@@ -7,6 +7,7 @@
 //! terminal-state rule.
 
 mod memory;
+mod packed;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -111,14 +112,18 @@ pub fn apply_update(task: &mut Task, update: TaskUpdate) -> A2aResult<()> {
 pub(crate) fn check_open(task: &Task) -> A2aResult<()> {
     let current = task.state();
     if current.is_terminal() {
-        return Err(A2aError::unsupported(format!(
-            "Task {} is {} and can no longer change",
-            task.id,
-            current.short_name()
-        ))
-        .with_metadata("taskId", task.id.clone()));
+        return Err(closed_error(&task.id, current));
     }
     Ok(())
+}
+
+/// The error for an update to a task in the terminal state `state`.
+pub(crate) fn closed_error(id: &str, state: TaskState) -> A2aError {
+    A2aError::unsupported(format!(
+        "Task {id} is {} and can no longer change",
+        state.short_name()
+    ))
+    .with_metadata("taskId", id.to_owned())
 }
 
 /// Appends a chunk to an artifact: its parts follow the existing ones; a
