@@ -17,7 +17,7 @@ use a2a_types::{
 };
 use bytes::Bytes;
 use futures::{FutureExt, Stream};
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 
 use crate::auth::{Authenticator, NoAuth};
 use crate::bus::EventBus;
@@ -50,16 +50,23 @@ impl CallContext {
     pub fn v1() -> Self {
         let mut headers = HeaderMap::new();
         headers.insert(
-            "a2a-version",
+            A2A_VERSION.clone(),
             http::HeaderValue::from_static(a2a_types::PROTOCOL_VERSION),
         );
         Self { headers }
     }
 
-    fn header(&self, name: &str) -> Option<&str> {
+    fn header(&self, name: &HeaderName) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 }
+
+/// The `A2A-Version` service parameter (header names are lower-case).
+/// Looked up by a ready name: a name given as text is parsed on every
+/// lookup.
+pub(crate) static A2A_VERSION: HeaderName = HeaderName::from_static("a2a-version");
+/// The `A2A-Extensions` service parameter.
+pub(crate) static A2A_EXTENSIONS: HeaderName = HeaderName::from_static("a2a-extensions");
 
 /// Tunables of the request handler.
 #[derive(Debug, Clone)]
@@ -358,7 +365,7 @@ impl RequestHandler {
 
     /// Checks the version and authenticates: the preamble of every call.
     fn admit(&self, ctx: &CallContext, tenant: &str) -> A2aResult<Owner> {
-        let requested = ctx.header("a2a-version").unwrap_or_default();
+        let requested = ctx.header(&A2A_VERSION).unwrap_or_default();
         let mm = major_minor(requested);
         if !self.inner.config.versions.iter().any(|v| *v == mm) {
             let supported: Vec<&str> = self
@@ -386,7 +393,7 @@ impl RequestHandler {
     fn extensions(&self, ctx: &CallContext) -> A2aResult<Vec<String>> {
         let requested: Vec<String> = ctx
             .headers
-            .get_all("a2a-extensions")
+            .get_all(&A2A_EXTENSIONS)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))

@@ -14,7 +14,7 @@ use futures::{Stream, StreamExt};
 use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use http_body_util::{BodyExt, Limited};
 
-use crate::handler::{CallContext, RequestHandler};
+use crate::handler::{A2A_VERSION, CallContext, RequestHandler};
 
 /// Default limit of a request body.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
@@ -107,10 +107,10 @@ async fn collect<B: hyper::body::Body<Data = Bytes>>(body: B) -> Result<Bytes, B
 /// The call context of an HTTP request. `A2A-Version` may also come as a
 /// query parameter (spec 3.6.1); the header wins when both are present.
 pub(crate) fn call_context(mut headers: HeaderMap, uri: &Uri) -> CallContext {
-    if !headers.contains_key("a2a-version") {
+    if !headers.contains_key(&A2A_VERSION) {
         if let Some(v) = uri.query().and_then(|q| query_value(q, "A2A-Version")) {
             if let Ok(v) = HeaderValue::from_str(&v) {
-                headers.insert("a2a-version", v);
+                headers.insert(A2A_VERSION.clone(), v);
             }
         }
     }

@@ -697,11 +697,20 @@ impl TaskManager {
     /// What an update publishes: its event when a subscriber (or the push
     /// sender) wants it.
     fn event_of(live: &LiveTask, update: &TaskUpdate, pushed: bool) -> Publish {
+        match update {
+            TaskUpdate::UserMessage(_) => Publish::Nothing,
+            _ if pushed => Self::event_for(live, None, update),
+            _ => Self::event_for(live, Some(&live.flags.lock()), update),
+        }
+    }
+
+    /// [`Self::event_of`] with the flags of the task locked already
+    /// (`None` when the push sender wants every event).
+    fn event_for(live: &LiveTask, flags: Option<&Flags>, update: &TaskUpdate) -> Publish {
         let event = match update {
             TaskUpdate::Status { status, metadata } => {
                 let is_final = status.state().ends_turn();
-                if !pushed {
-                    let flags = live.flags.lock();
+                if let Some(flags) = flags {
                     if !flags.wants(is_final) {
                         return Publish::Nothing;
                     }
@@ -722,7 +731,7 @@ impl TaskManager {
                 last_chunk,
                 metadata,
             } => {
-                if !pushed && !live.flags.lock().wants(false) {
+                if flags.is_some_and(|f| !f.wants(false)) {
                     return Publish::Nothing;
                 }
                 StreamResponse::from(TaskArtifactUpdateEvent {
@@ -749,14 +758,25 @@ impl TaskManager {
         publish: &Publish,
         task: Option<Arc<Task>>,
     ) {
-        let mut flags = live.flags.lock();
+        self.publish_applied_locked(live, &mut live.flags.lock(), state, publish, task);
+    }
+
+    /// [`Self::publish_applied`] with the flags of the task locked already.
+    fn publish_applied_locked(
+        &self,
+        live: &LiveTask,
+        flags: &mut Flags,
+        state: TaskState,
+        publish: &Publish,
+        task: Option<Arc<Task>>,
+    ) {
         flags.state = state;
         let waited_for =
             task.is_some() && flags.subs.iter().any(|s| matches!(s, Sub::Final(Some(_))));
         flags.turn_task = task.filter(|_| waited_for);
         match publish {
-            Publish::Event(event) => live.publish(&mut flags, Ok(Arc::clone(event))),
-            Publish::Settled => live.settle(&mut flags, &self.settled),
+            Publish::Event(event) => live.publish(flags, Ok(Arc::clone(event))),
+            Publish::Settled => live.settle(flags, &self.settled),
             Publish::Nothing => {}
         }
     }
@@ -774,8 +794,9 @@ impl TaskManager {
             return None;
         };
         let update = slot.take()?;
-        let created = live.flags.lock().created;
-        if !created {
+        let mut flags = live.flags.lock();
+        if !flags.created {
+            drop(flags);
             // Without push there is no inline config to store.
             match self.first_task(live, Some(&update)) {
                 Err(e) => return Some(Err(e)),
@@ -789,10 +810,14 @@ impl TaskManager {
                     Self::mark_created(live, event.as_ref(), wanted);
                 }
             }
+            flags = live.flags.lock();
         }
-        let publish = Self::event_of(live, &update, false);
+        // The flags stay locked through the store's update (which takes
+        // the task's shard lock, never the other way round): one lock for
+        // deciding the event and publishing it.
+        let publish = Self::event_for(live, Some(&flags), &update);
         Some(memory.update_now(&live.id, update).map(|(state, task)| {
-            self.publish_applied(live, state, &publish, task);
+            self.publish_applied_locked(live, &mut flags, state, &publish, task);
         }))
     }
 
