@@ -5,6 +5,15 @@
 //! events, protocol errors by their A2A name and the tool's own as
 //! `A2ACLI_ERR_*`, exit codes 0-5.
 
+// The server's requests are served by any worker thread, so memory is often
+// freed on another thread than the one that allocated it (hyper's 8 KiB read
+// buffers and request headers, which are too large for glibc's per-thread
+// caches). glibc then takes the owning arena's lock, and under load the two
+// threads wait on each other (futex calls); mimalloc frees such memory
+// without a lock. Measured: see benches/README.md.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod agent;
 mod card;
 mod chat;

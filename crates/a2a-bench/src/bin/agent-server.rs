@@ -9,6 +9,15 @@
 //! CLI, whose other commands (client, SQLite and PostgreSQL stores, chat)
 //! make a larger binary with more resident code.
 
+// The server's requests are served by any worker thread, so memory is often
+// freed on another thread than the one that allocated it (hyper's 8 KiB read
+// buffers and request headers, which are too large for glibc's per-thread
+// caches). glibc then takes the owning arena's lock, and under load the two
+// threads wait on each other (futex calls); mimalloc frees such memory
+// without a lock. Measured: see benches/README.md.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,6 +9,11 @@
 //! It runs no A2A logic: whatever the real server costs on top of this is the
 //! price of the protocol implementation.
 
+// The same allocator as the A2A servers (see agent-server.rs), so that the
+// comparison measures the A2A logic, not the allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::{Ipv4Addr, SocketAddr};
 
 use axum::{
