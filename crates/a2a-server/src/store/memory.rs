@@ -449,7 +449,7 @@ fn copy_task(t: &Task, history: Option<usize>, artifacts: bool) -> Task {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use a2a_types::{Message, TaskStatus, Timestamp};
+    use a2a_types::{Message, Part, TaskStatus, Timestamp};
 
     fn task(id: &str, ctx: &str, state: TaskState, millis: i64) -> Task {
         Task {
@@ -516,6 +516,81 @@ mod tests {
     }
 
     /// One working task (`open`), then `n` completed ones `t0`, `t1`...
+    #[tokio::test]
+    async fn open_and_finished_tasks_read_and_list_alike() {
+        let s = MemoryStore::default();
+        let me = Owner::default();
+        let mut done = task("done", "c", TaskState::Working, 2000);
+        done.artifacts = vec![a2a_types::Artifact::new("out", vec![Part::text("x")])];
+        s.create(&me, done.clone()).await.unwrap();
+        s.create(&me, task("open", "c", TaskState::Working, 1000))
+            .await
+            .unwrap();
+        // The update that finishes a task hands it over, and packs it.
+        let (state, finished) = s
+            .update_now(
+                "done",
+                TaskUpdate::Status {
+                    status: TaskStatus {
+                        state: TaskState::Completed as i32,
+                        message: None,
+                        timestamp: Some(Timestamp::from_millis(3000)),
+                    },
+                    metadata: None,
+                },
+            )
+            .unwrap();
+        assert_eq!(state, TaskState::Completed);
+        let finished = finished.expect("the finished task is handed over");
+        assert_eq!(finished.artifacts, done.artifacts);
+        let read = s.get("done", None).await.unwrap().unwrap().task;
+        assert_eq!(read, *finished);
+        assert_eq!(*s.get_shared("done").unwrap().unwrap(), *finished);
+        // A finished task refuses updates as before.
+        let err = s
+            .update("done", TaskUpdate::UserMessage(Message::user_text("more")))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, a2a_types::ErrorKind::UnsupportedOperation);
+        // An interrupted state is handed over too; a working one is not.
+        let (_, handed) = s
+            .update_now(
+                "open",
+                TaskUpdate::Status {
+                    status: TaskStatus {
+                        state: TaskState::InputRequired as i32,
+                        message: None,
+                        timestamp: Some(Timestamp::from_millis(1500)),
+                    },
+                    metadata: None,
+                },
+            )
+            .unwrap();
+        assert!(handed.is_some());
+
+        let all = TaskQuery {
+            page_size: 10,
+            include_artifacts: true,
+            ..Default::default()
+        };
+        let page = s.list(&me, &all).await.unwrap();
+        let ids: Vec<_> = page.tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["done", "open"], "newest status first");
+        assert_eq!(page.tasks[0], *finished);
+        let completed = TaskQuery {
+            state: Some(TaskState::Completed),
+            ..all.clone()
+        };
+        let page = s.list(&me, &completed).await.unwrap();
+        assert_eq!(page.total, 1);
+        let after = TaskQuery {
+            status_after: Some(Timestamp::from_millis(2500)),
+            ..all
+        };
+        assert_eq!(s.list(&me, &after).await.unwrap().total, 1);
+        assert!(s.unfinished().await.unwrap().is_empty());
+    }
+
     async fn fill(s: &MemoryStore, open: &str, n: i64) {
         let me = Owner::default();
         s.create(&me, task(open, "c", TaskState::Working, 1))
