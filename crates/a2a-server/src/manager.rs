@@ -771,8 +771,11 @@ impl TaskManager {
         task: Option<Arc<Task>>,
     ) {
         flags.state = state;
-        let waited_for =
-            task.is_some() && flags.subs.iter().any(|s| matches!(s, Sub::Final(Some(_))));
+        let waited_for = task.is_some()
+            && flags
+                .subs
+                .iter()
+                .any(|s| matches!(s, Sub::Final(Some(tx)) if !tx.is_closed()));
         flags.turn_task = task.filter(|_| waited_for);
         match publish {
             Publish::Event(event) => live.publish(flags, Ok(Arc::clone(event))),
