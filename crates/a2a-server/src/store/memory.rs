@@ -451,15 +451,27 @@ mod tests {
     use super::*;
     use a2a_types::{Message, Part, TaskStatus, Timestamp};
 
+    fn status(state: TaskState, millis: i64) -> TaskStatus {
+        TaskStatus {
+            state: state as i32,
+            message: None,
+            timestamp: Some(Timestamp::from_millis(millis)),
+        }
+    }
+
+    /// A status update to `state` at `millis`.
+    fn to(state: TaskState, millis: i64) -> TaskUpdate {
+        TaskUpdate::Status {
+            status: status(state, millis),
+            metadata: None,
+        }
+    }
+
     fn task(id: &str, ctx: &str, state: TaskState, millis: i64) -> Task {
         Task {
             id: id.into(),
             context_id: ctx.into(),
-            status: Some(TaskStatus {
-                state: state as i32,
-                message: None,
-                timestamp: Some(Timestamp::from_millis(millis)),
-            }),
+            status: Some(status(state, millis)),
             history: vec![Message::user_text("a"), Message::user_text("b")],
             ..Default::default()
         }
@@ -528,17 +540,7 @@ mod tests {
             .unwrap();
         // The update that finishes a task hands it over, and packs it.
         let (state, finished) = s
-            .update_now(
-                "done",
-                TaskUpdate::Status {
-                    status: TaskStatus {
-                        state: TaskState::Completed as i32,
-                        message: None,
-                        timestamp: Some(Timestamp::from_millis(3000)),
-                    },
-                    metadata: None,
-                },
-            )
+            .update_now("done", to(TaskState::Completed, 3000))
             .unwrap();
         assert_eq!(state, TaskState::Completed);
         let finished = finished.expect("the finished task is handed over");
@@ -553,18 +555,10 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind, a2a_types::ErrorKind::UnsupportedOperation);
         // An interrupted state is handed over too; a working one is not.
+        let (_, handed) = s.update_now("open", to(TaskState::Working, 1200)).unwrap();
+        assert!(handed.is_none());
         let (_, handed) = s
-            .update_now(
-                "open",
-                TaskUpdate::Status {
-                    status: TaskStatus {
-                        state: TaskState::InputRequired as i32,
-                        message: None,
-                        timestamp: Some(Timestamp::from_millis(1500)),
-                    },
-                    metadata: None,
-                },
-            )
+            .update_now("open", to(TaskState::InputRequired, 1500))
             .unwrap();
         assert!(handed.is_some());
 
