@@ -10,7 +10,6 @@ use async_trait::async_trait;
 use dashmap::DashMap;
 use parking_lot::Mutex;
 
-use super::packed::PackedTask;
 use super::task_table::{Held, Slot, TaskTable};
 use super::{
     Cursor, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update,
@@ -259,17 +258,9 @@ impl MemoryStore {
     ) -> A2aResult<Option<StoredTask>> {
         self.tasks
             .read(self.tasks.hash(task_id), task_id, |slot| {
-                let task = match &slot.held {
-                    Held::Open(t) => copy_task(t, history_length, true),
-                    Held::Finished(p) => {
-                        let mut t = p.unpack()?;
-                        t.truncate_history(history_length);
-                        t
-                    }
-                };
                 Ok(StoredTask {
                     owner: slot.owner(),
-                    task,
+                    task: slot.held.copy(history_length, true)?,
                 })
             })
             .transpose()
@@ -308,11 +299,7 @@ impl TaskStore for MemoryStore {
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
         // What the scan found, without decoding packed tasks: only the page
         // is decoded.
-        enum Found {
-            Open(Arc<Task>),
-            Finished(PackedTask),
-        }
-        let mut keys: Vec<(Cursor, Found)> = Vec::new();
+        let mut keys: Vec<(Cursor, Held)> = Vec::new();
         self.tasks.for_each(|slot| {
             let timestamp = slot.status_timestamp();
             let skip = !slot.is_owned_by(owner)
@@ -329,11 +316,7 @@ impl TaskStore for MemoryStore {
                     millis: timestamp.map_or(0, |t| t.as_millis()),
                     id: slot.id().to_owned(),
                 };
-                let found = match &slot.held {
-                    Held::Open(t) => Found::Open(Arc::clone(t)),
-                    Held::Finished(p) => Found::Finished(p.clone()),
-                };
-                keys.push((cursor, found));
+                keys.push((cursor, slot.held.clone()));
             }
         });
         let total = keys.len();
@@ -345,18 +328,8 @@ impl TaskStore for MemoryStore {
         };
         let end = (start + query.page_size).min(keys.len());
         let mut tasks = Vec::with_capacity(end - start);
-        for (_, found) in &keys[start..end] {
-            tasks.push(match found {
-                Found::Open(t) => copy_task(t, query.history_length, query.include_artifacts),
-                Found::Finished(p) => {
-                    let mut t = p.unpack()?;
-                    t.truncate_history(query.history_length);
-                    if !query.include_artifacts {
-                        t.artifacts.clear();
-                    }
-                    t
-                }
-            });
+        for (_, held) in &keys[start..end] {
+            tasks.push(held.copy(query.history_length, query.include_artifacts)?);
         }
         let next = (end < keys.len())
             .then(|| keys[end - 1].0.clone())
@@ -424,25 +397,6 @@ impl TaskStore for MemoryStore {
         let before = configs.len();
         configs.retain(|c| c.id != id);
         Ok(configs.len() != before)
-    }
-}
-
-/// Copies a task, taking only the last `history` messages (all when
-/// `None`) and the artifacts only when asked, so nothing is cloned that the
-/// answer would drop.
-fn copy_task(t: &Task, history: Option<usize>, artifacts: bool) -> Task {
-    let keep = history.map_or(t.history.len(), |n| n.min(t.history.len()));
-    Task {
-        id: t.id.clone(),
-        context_id: t.context_id.clone(),
-        status: t.status.clone(),
-        artifacts: if artifacts {
-            t.artifacts.clone()
-        } else {
-            Vec::new()
-        },
-        history: t.history[t.history.len() - keep..].to_vec(),
-        metadata: t.metadata.clone(),
     }
 }
 

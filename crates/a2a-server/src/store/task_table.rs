@@ -22,7 +22,8 @@ use super::packed::PackedTask;
 /// Number of shards (a power of two).
 const SHARDS: usize = 32;
 
-/// What a slot holds.
+/// What a slot holds (cloned cheaply: a listing keeps what it found).
+#[derive(Clone)]
 pub(super) enum Held {
     /// A task that can still change. Shared with the answers that read it
     /// (a blocking `SendMessage` answers with the stored task itself); an
@@ -111,7 +112,6 @@ impl Slot {
             Held::Finished(p) => p.unpack().map(Arc::new),
         }
     }
-
     /// Who may see the task.
     pub(super) fn owner(&self) -> Owner {
         self.owner.as_deref().cloned().unwrap_or_default()
@@ -121,6 +121,39 @@ impl Slot {
         match &self.owner {
             Some(o) => **o == *owner,
             None => owner.tenant.is_empty() && owner.principal.is_empty(),
+        }
+    }
+}
+
+impl Held {
+    /// A copy of the task with only the last `history` messages (all when
+    /// `None`), and its artifacts only when asked: nothing is cloned or
+    /// kept that the answer would drop.
+    pub(super) fn copy(&self, history: Option<usize>, artifacts: bool) -> A2aResult<Task> {
+        match self {
+            Held::Open(t) => {
+                let keep = history.map_or(t.history.len(), |n| n.min(t.history.len()));
+                Ok(Task {
+                    id: t.id.clone(),
+                    context_id: t.context_id.clone(),
+                    status: t.status.clone(),
+                    artifacts: if artifacts {
+                        t.artifacts.clone()
+                    } else {
+                        Vec::new()
+                    },
+                    history: t.history[t.history.len() - keep..].to_vec(),
+                    metadata: t.metadata.clone(),
+                })
+            }
+            Held::Finished(p) => {
+                let mut t = p.unpack()?;
+                t.truncate_history(history);
+                if !artifacts {
+                    t.artifacts = Vec::new();
+                }
+                Ok(t)
+            }
         }
     }
 }
