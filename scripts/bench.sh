@@ -80,14 +80,14 @@ fi
 # ---------------------------------------------------------------- build
 A2A_CMD=${BENCH_A2A_CMD:-}
 if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
-    log "building a2a-bench and a2a-cli (release)"
-    cargo build --release -p a2a-bench -p a2a-cli || die "cargo build --release -p a2a-bench -p a2a-cli failed"
+    log "building agentwire-bench and agentwire-cli (release)"
+    cargo build --release -p agentwire-bench -p agentwire-cli || die "cargo build --release -p agentwire-bench -p agentwire-cli failed"
 fi
 BARE=$ROOT/target/release/bare-server
 PROBE=$ROOT/target/release/stream-probe
 AGENT=$ROOT/target/release/agent-server
 CLI=$ROOT/target/release/a2a
-[[ -x $BARE && -x $PROBE && -x $AGENT ]] || die "target/release/bare-server, stream-probe or agent-server missing (cargo build --release -p a2a-bench)"
+[[ -x $BARE && -x $PROBE && -x $AGENT ]] || die "target/release/bare-server, stream-probe or agent-server missing (cargo build --release -p agentwire-bench)"
 if [[ -z $A2A_CMD ]]; then
     A2A_CMD="$AGENT --agent echo --port {port}"
 fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Interop: our Rust client (the `a2a` command over a2a-client) against the
+# Interop: our Rust client (the `a2a` command over agentwire-client) against the
 # official Python A2A SDK's server (reference_server.py, PyPI a2a-sdk 1.x)
 # over JSON-RPC, HTTP+JSON and gRPC.
 #
@@ -7,7 +7,7 @@
 #
 # Starts reference_server.py on free loopback ports (venv as in run.sh),
 # waits for its agent card, then runs
-#   cargo test -p a2a-cli --test interop_python
+#   cargo test -p agentwire-cli --test interop_python
 # with A2A_INTEROP_PY_URL pointing at it, and stops the server.
 # Exit code: cargo's (0 = all passed); 2 for setup problems.
 set -euo pipefail
@@ -82,12 +82,12 @@ then
   exit 2
 fi
 
-log "running cargo test -p a2a-cli --test interop_python against $BASE_URL"
+log "running cargo test -p agentwire-cli --test interop_python against $BASE_URL"
 set +e
 (
   cd "$REPO_ROOT"
   A2A_INTEROP_PY_URL="$BASE_URL" timeout --kill-after=10 900 \
-    cargo test --locked -p a2a-cli --test interop_python "$@" -- --test-threads=1
+    cargo test --locked -p agentwire-cli --test interop_python "$@" -- --test-threads=1
 )
 RC=$?
 set -e

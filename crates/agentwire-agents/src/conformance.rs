@@ -1,0 +1,200 @@
+//! The conformance agent (system under test of the A2A TCK).
+//!
+//! Its behaviour is chosen by the prefix of the incoming `messageId`, as the
+//! TCK scenarios (`core_operations.feature`, `streaming.feature`) describe;
+//! every protocol rule (errors, capability checks, contextId/taskId
+//! semantics) is the runtime's, not the agent's. Conformance runs reuse one
+//! messageId for many requests, which is fine: the runtime does not treat a
+//! repeated messageId as a duplicate.
+
+use std::time::Duration;
+
+use agentwire_server::{A2aResult, AgentExecutor, RequestContext, TaskUpdater};
+use agentwire_types::{AgentCard, AgentSkill, Artifact, Part, new_id};
+
+/// The TCK's system under test.
+#[derive(Debug, Clone)]
+pub struct ConformanceAgent {
+    /// The TCK's streaming timeout; the long-running resubscription
+    /// scenario waits twice this long before completing.
+    pub streaming_timeout: Duration,
+}
+
+impl Default for ConformanceAgent {
+    fn default() -> Self {
+        Self {
+            streaming_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What the agent does for a messageId prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    CompleteTask,
+    ArtifactText,
+    ArtifactFile,
+    ArtifactFileUrl,
+    ArtifactData,
+    MessageResponse,
+    InputRequired,
+    Reject,
+    /// working, a text artifact, completed.
+    StreamText(&'static str),
+    StreamCompletedOnly,
+    StreamFile,
+    StreamChunked,
+    LongRunning,
+}
+
+/// Prefixes in matching order: longer prefixes that extend shorter ones
+/// come first (`tck-artifact-file-url` before `tck-artifact-file`).
+const PREFIXES: &[(&str, Scenario)] = &[
+    ("tck-complete-task", Scenario::CompleteTask),
+    ("tck-artifact-text", Scenario::ArtifactText),
+    ("tck-artifact-file-url", Scenario::ArtifactFileUrl),
+    ("tck-artifact-file", Scenario::ArtifactFile),
+    ("tck-artifact-data", Scenario::ArtifactData),
+    ("tck-message-response", Scenario::MessageResponse),
+    ("tck-input-required", Scenario::InputRequired),
+    ("tck-reject-task", Scenario::Reject),
+    (
+        "tck-stream-001",
+        Scenario::StreamText("Stream hello from TCK"),
+    ),
+    ("tck-stream-002", Scenario::StreamCompletedOnly),
+    (
+        "tck-stream-003",
+        Scenario::StreamText("Stream task lifecycle"),
+    ),
+    (
+        "tck-stream-ordering-001",
+        Scenario::StreamText("Ordered output"),
+    ),
+    (
+        "tck-stream-artifact-text",
+        Scenario::StreamText("Streamed text content"),
+    ),
+    ("tck-stream-artifact-file", Scenario::StreamFile),
+    ("tck-stream-artifact-chunked", Scenario::StreamChunked),
+    ("test-resubscribe-message-id", Scenario::LongRunning),
+];
+
+fn scenario(message_id: &str) -> Scenario {
+    PREFIXES
+        .iter()
+        .find(|(prefix, _)| message_id.starts_with(prefix))
+        .map_or(Scenario::CompleteTask, |(_, s)| *s)
+}
+
+fn output_file() -> Part {
+    Part::file(&b"Generated file content"[..], "output.txt", "text/plain")
+}
+
+impl AgentExecutor for ConformanceAgent {
+    async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+        match scenario(&ctx.message.message_id) {
+            Scenario::CompleteTask => task.complete_with("Hello from TCK").await,
+            Scenario::ArtifactText => {
+                task.add_artifact(Artifact::text("result", "Generated text content"))
+                    .await?;
+                task.complete().await
+            }
+            Scenario::ArtifactFile => {
+                task.add_artifact(Artifact::new("output.txt", vec![output_file()]))
+                    .await?;
+                task.complete().await
+            }
+            Scenario::ArtifactFileUrl => {
+                let part = Part::url("https://example.com/output.txt")
+                    .with_filename("output.txt")
+                    .with_media_type("text/plain");
+                task.add_artifact(Artifact::new("output.txt", vec![part]))
+                    .await?;
+                task.complete().await
+            }
+            Scenario::ArtifactData => {
+                let data = serde_json::json!({"key": "value", "count": 42});
+                task.add_artifact(Artifact::new("data", vec![Part::data(data)]))
+                    .await?;
+                task.complete().await
+            }
+            Scenario::MessageResponse => task.reply_text("Direct message response").await,
+            Scenario::InputRequired => task.require_input("Please provide more input").await,
+            Scenario::Reject => task.reject("rejected").await,
+            Scenario::StreamText(text) => {
+                task.start_work().await?;
+                task.add_artifact(Artifact::text("result", text)).await?;
+                task.complete().await
+            }
+            Scenario::StreamCompletedOnly => task.complete().await,
+            Scenario::StreamFile => {
+                task.start_work().await?;
+                task.add_artifact(Artifact::new("output.txt", vec![output_file()]))
+                    .await?;
+                task.complete().await
+            }
+            Scenario::StreamChunked => {
+                task.start_work().await?;
+                let id = new_id();
+                task.artifact_chunk(
+                    Artifact::text("result", "chunk-1 ").with_id(&id),
+                    false,
+                    false,
+                )
+                .await?;
+                task.artifact_chunk(Artifact::text("result", "chunk-2").with_id(&id), true, true)
+                    .await?;
+                task.complete().await
+            }
+            Scenario::LongRunning => {
+                task.start_work().await?;
+                tokio::select! {
+                    () = tokio::time::sleep(self.streaming_timeout * 2) => task.complete().await,
+                    // Canceled meanwhile: the runtime records the cancellation.
+                    () = ctx.canceled() => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// The conformance agent's card.
+pub fn card() -> AgentCard {
+    AgentCard::new(
+        "A2A Rust Conformance Agent",
+        "System under test for the A2A conformance kit: behaviour is selected by messageId prefixes.",
+        env!("CARGO_PKG_VERSION"),
+    )
+    .with_streaming(true)
+    .with_input_modes(["text/plain", "application/json"])
+    .with_output_modes(["text/plain", "application/json"])
+    .with_skill(
+        AgentSkill::new(
+            "tck",
+            "Conformance scenarios",
+            "Completes, rejects, streams or asks for input depending on the messageId prefix (tck-complete-task, tck-stream-001, ...)",
+            ["conformance", "tck", "test"],
+        )
+        .with_example("tck-complete-task"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_pick_the_longest_match() {
+        assert_eq!(
+            scenario("tck-artifact-file-url-1"),
+            Scenario::ArtifactFileUrl
+        );
+        assert_eq!(scenario("tck-artifact-file-9"), Scenario::ArtifactFile);
+        assert_eq!(
+            scenario("tck-stream-artifact-chunked"),
+            Scenario::StreamChunked
+        );
+        assert_eq!(scenario("anything-else"), Scenario::CompleteTask);
+    }
+}

@@ -1,0 +1,560 @@
+//! From the global options to a connected agent: card resolution,
+//! transport and version negotiation (CLI SPEC 13), credentials (12.1),
+//! service parameters, and the `--debug` wire log with credentials redacted.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use agentwire_client::card::{CardOrigin, CardResolver, ResolvedCard};
+use agentwire_client::{
+    Binding, CallOptions, Client, ClientResult, Credentials, EventStream, Transport,
+    select_interfaces,
+};
+use agentwire_types::{
+    AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse,
+    SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
+};
+use futures::StreamExt;
+use serde::Serialize;
+
+use crate::Globals;
+use crate::error::{CliError, ErrorContext};
+
+/// Service parameters whose values are never secret.
+const PUBLIC_PARAMS: &[&str] = &["a2a-version", "a2a-extensions"];
+
+/// What every command needs from the options, before any network call.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub reference: Option<String>,
+    pub credentials: Credentials,
+    pub service_params: Vec<(String, String)>,
+    pub bindings: Vec<Binding>,
+    pub version: String,
+    pub debug: bool,
+    pub insecure: bool,
+}
+
+impl Settings {
+    pub fn from_globals(g: &Globals) -> Result<Self, CliError> {
+        let mut service_params = Vec::new();
+        for p in &g.svc_param {
+            let Some((k, v)) = p.split_once(':') else {
+                return Err(CliError::usage(format!(
+                    "--svc-param {p:?}: expected KEY:VALUE (e.g. x-trace-id:abc123)"
+                )));
+            };
+            let k = k.trim();
+            if k.is_empty() {
+                return Err(CliError::usage(format!("--svc-param {p:?}: empty key")));
+            }
+            service_params.push((k.to_owned(), v.trim().to_owned()));
+        }
+        let mut bindings = Vec::new();
+        for t in &g.transport {
+            let b = Binding::parse(t).ok_or_else(|| {
+                CliError::usage(format!(
+                    "--transport {t:?}: unknown binding (use JSONRPC, HTTP+JSON or GRPC)"
+                ))
+            })?;
+            if !bindings.contains(&b) {
+                bindings.push(b);
+            }
+        }
+        let version = g.a2a_version.trim().to_owned();
+        let major = version.split('.').next().unwrap_or_default();
+        if major != "1" {
+            return Err(CliError::usage(format!(
+                "--a2a-version {version}: this tool speaks A2A 1.x only (never below 1.0)"
+            ))
+            .with_hint("omit --a2a-version to use 1.0"));
+        }
+        let mut credentials = Credentials::new();
+        credentials.bearer = g.bearer.clone().filter(|s| !s.is_empty());
+        credentials.api_key = g.api_key.clone().filter(|s| !s.is_empty());
+        Ok(Self {
+            reference: g.agent_card.clone().filter(|s| !s.trim().is_empty()),
+            credentials,
+            service_params,
+            bindings,
+            version,
+            debug: g.debug,
+            insecure: g.insecure,
+        })
+    }
+
+    /// Whether the caller supplied any credential.
+    pub fn credentials_given(&self) -> bool {
+        !self.credentials.is_empty()
+            || self.service_params.iter().any(|(k, _)| {
+                k.eq_ignore_ascii_case("authorization") || k.eq_ignore_ascii_case("x-api-key")
+            })
+    }
+
+    pub fn reference(&self) -> Result<&str, CliError> {
+        self.reference.as_deref().ok_or_else(|| {
+            CliError::usage("no agent given")
+                .with_hint("pass --agent-card <host:port | URL | file> (or set A2ACLI_AGENT_CARD)")
+        })
+    }
+
+    pub fn http_client(&self) -> Result<reqwest::Client, CliError> {
+        if self.insecure {
+            eprintln!(
+                "warning: --insecure: TLS certificates are NOT verified; use this only for development"
+            );
+            if self.credentials_given() {
+                eprintln!(
+                    "warning: credentials will be sent over a connection whose certificate is not verified"
+                );
+            }
+        }
+        reqwest::Client::builder()
+            .connect_timeout(agentwire_client::DEFAULT_CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .user_agent(concat!("agentwire-cli/", env!("CARGO_PKG_VERSION")))
+            .danger_accept_invalid_certs(self.insecure)
+            .build()
+            .map_err(|e| CliError::internal(format!("cannot build the HTTP client: {e}")))
+    }
+
+    pub fn resolver(&self, http: reqwest::Client) -> CardResolver {
+        let mut r = CardResolver::new().with_http_client(http);
+        if let Some(dir) = crate::config::cache_dir() {
+            r = r.with_cache_dir(dir);
+        }
+        r
+    }
+
+    pub fn error_context(&self, card: Option<&AgentCard>) -> ErrorContext {
+        ErrorContext {
+            credentials_given: self.credentials_given(),
+            auth_hint: card.and_then(auth_hint),
+            ..Default::default()
+        }
+    }
+
+    /// Resolves the card of `--agent-card`.
+    pub async fn resolve_card(&self, http: &reqwest::Client) -> Result<ResolvedCard, CliError> {
+        let reference = self.reference()?;
+        let started = Instant::now();
+        let resolved = self
+            .resolver(http.clone())
+            .resolve(reference)
+            .await
+            .map_err(|e| {
+                let ctx = ErrorContext {
+                    resolving_card: true,
+                    ..Default::default()
+                };
+                CliError::from_client(&e, &ctx)
+            })?;
+        if self.debug {
+            let how = match resolved.origin {
+                CardOrigin::Fetched => "fetched",
+                CardOrigin::Cached => "from the cache (fresh)",
+                CardOrigin::Revalidated => "revalidated (304 Not Modified)",
+                CardOrigin::File => "read from a file",
+                CardOrigin::Extended => "extended card",
+            };
+            tracing::debug!(
+                "agent card {} {how} in {:?}",
+                resolved.location,
+                started.elapsed()
+            );
+        }
+        Ok(resolved)
+    }
+}
+
+/// A hint naming what the card's security schemes ask for.
+pub fn auth_hint(card: &AgentCard) -> Option<String> {
+    let schemes = agentwire_client::auth::describe_schemes(card);
+    if schemes.is_empty() {
+        return None;
+    }
+    let mut flags = Vec::new();
+    if agentwire_client::auth::accepts_bearer(card) {
+        flags.push("--bearer <token> (or A2ACLI_BEARER)");
+    }
+    if agentwire_client::auth::accepts_api_key(card) {
+        flags.push("--api-key <key> (or A2ACLI_API_KEY)");
+    }
+    let how = if flags.is_empty() {
+        "a credential this tool cannot obtain yet".to_owned()
+    } else {
+        flags.join(" or ")
+    };
+    Some(format!(
+        "the agent declares {}: pass {how}",
+        schemes.join("; ")
+    ))
+}
+
+/// A connected agent.
+pub struct Agent {
+    pub card: AgentCard,
+    pub client: Logged,
+    pub settings: Settings,
+}
+
+impl Agent {
+    /// Resolves the card and negotiates the interface.
+    pub async fn connect(g: &Globals) -> Result<Self, CliError> {
+        let settings = Settings::from_globals(g)?;
+        let http = settings.http_client()?;
+        let resolved = settings.resolve_card(&http).await?;
+        Self::with_card(settings, http, resolved.card)
+    }
+
+    pub fn with_card(
+        settings: Settings,
+        http: reqwest::Client,
+        card: AgentCard,
+    ) -> Result<Self, CliError> {
+        let ctx = settings.error_context(Some(&card));
+        // The caller's order first; when the card offers none of those
+        // bindings, the card's own order (CLI SPEC 13.1).
+        let (bindings, prefer) = if settings.bindings.is_empty() {
+            (Binding::ALL.to_vec(), false)
+        } else if select_interfaces(&card, &settings.bindings, true).is_ok() {
+            (settings.bindings.clone(), true)
+        } else {
+            eprintln!(
+                "warning: the agent offers none of the requested transports ({}); using the card's order",
+                settings
+                    .bindings
+                    .iter()
+                    .map(|b| b.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            (Binding::ALL.to_vec(), false)
+        };
+        let mut options = CallOptions::new();
+        options
+            .service_params
+            .push(("A2A-Version".into(), settings.version.clone()));
+        options
+            .service_params
+            .extend(settings.service_params.iter().cloned());
+        let client = Client::builder()
+            .bindings(bindings)
+            .prefer_binding_order(prefer)
+            .http_client(http.clone())
+            .credentials(settings.credentials.clone())
+            .options(options)
+            .build(card.clone())
+            .map_err(|e| CliError::from_client(&e, &ctx))?;
+        if settings.debug {
+            for (i, (b, iface)) in client.interfaces().iter().enumerate() {
+                tracing::debug!(
+                    "interface {}: {b} {} (protocolVersion {}{}){}",
+                    i + 1,
+                    iface.url,
+                    iface.protocol_version,
+                    if iface.tenant.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", tenant {}", iface.tenant)
+                    },
+                    if i == 0 { " <- selected" } else { "" }
+                );
+            }
+            tracing::debug!("A2A-Version: {}", settings.version);
+        }
+        let secrets: Vec<String> = {
+            let placed = settings.credentials.placement(Some(&card));
+            placed
+                .headers
+                .iter()
+                .chain(placed.query.iter())
+                .map(|(_, v)| v.clone())
+                .chain(settings.service_params.iter().map(|(_, v)| v.clone()))
+                .filter(|v| !v.is_empty())
+                .collect()
+        };
+        Ok(Self {
+            card,
+            client: Logged {
+                inner: client,
+                debug: settings.debug,
+                secrets: Arc::new(secrets),
+            },
+            settings,
+        })
+    }
+
+    pub fn error_context(&self) -> ErrorContext {
+        self.settings.error_context(Some(&self.card))
+    }
+
+    /// Maps a client error with this agent's context.
+    pub fn err(&self, e: &agentwire_client::ClientError) -> CliError {
+        CliError::from_client(e, &self.error_context())
+    }
+
+    /// Maps a client error about a task.
+    pub fn task_err(&self, e: &agentwire_client::ClientError, task_id: &str) -> CliError {
+        let mut ctx = self.error_context();
+        ctx.task_id = Some(task_id.to_owned());
+        CliError::from_client(e, &ctx)
+    }
+
+    /// The `--agent-card` value, for resume hints.
+    pub fn reference(&self) -> &str {
+        self.settings.reference.as_deref().unwrap_or("<agent>")
+    }
+}
+
+/// The client, logging every exchange under `--debug` (service parameter
+/// values and credentials redacted).
+#[derive(Clone)]
+pub struct Logged {
+    pub inner: Client,
+    debug: bool,
+    secrets: Arc<Vec<String>>,
+}
+
+impl Logged {
+    /// The request as the client will send it: with the selected
+    /// interface's tenant (CLI SPEC 13.1), so the log shows the wire.
+    fn with_tenant<R>(&self, mut request: R, field: impl FnOnce(&mut R) -> &mut String) -> R {
+        if let Some(i) = self.inner.interface() {
+            i.tenant.clone_into(field(&mut request));
+        }
+        request
+    }
+
+    fn redact(&self, text: String) -> String {
+        let mut out = text;
+        for s in self.secrets.iter() {
+            if s.len() >= 2 {
+                out = out.replace(s.as_str(), "<redacted>");
+            }
+        }
+        out
+    }
+
+    fn log_request<R: Serialize>(&self, op: &str, req: &R, options: &CallOptions) {
+        if !self.debug {
+            return;
+        }
+        let iface = self
+            .inner
+            .interface()
+            .map(|i| format!("{} {}", i.protocol_binding, i.url))
+            .unwrap_or_default();
+        let params: Vec<String> = self
+            .inner
+            .options()
+            .merged(options)
+            .service_params
+            .iter()
+            .map(|(k, v)| {
+                if PUBLIC_PARAMS.contains(&k.to_ascii_lowercase().as_str()) {
+                    format!("{k}: {v}")
+                } else {
+                    format!("{k}: <redacted>")
+                }
+            })
+            .collect();
+        let body = serde_json::to_string(req).unwrap_or_default();
+        tracing::debug!(
+            "--> {op} via {iface} [{}] {}",
+            params.join(", "),
+            self.redact(body)
+        );
+    }
+
+    fn log_response<R: Serialize>(&self, op: &str, started: Instant, res: &ClientResult<R>) {
+        if !self.debug {
+            return;
+        }
+        match res {
+            Ok(r) => tracing::debug!(
+                "<-- {op} {:?} {}",
+                started.elapsed(),
+                self.redact(serde_json::to_string(r).unwrap_or_default())
+            ),
+            Err(e) => tracing::debug!("<-- {op} {:?} error: {e:?}", started.elapsed()),
+        }
+    }
+
+    fn log_stream(
+        &self,
+        op: &'static str,
+        started: Instant,
+        s: ClientResult<EventStream>,
+    ) -> ClientResult<EventStream> {
+        if !self.debug {
+            return s;
+        }
+        match s {
+            Ok(stream) => {
+                tracing::debug!("<-- {op} stream open after {:?}", started.elapsed());
+                let me = self.clone();
+                Ok(Box::pin(stream.inspect(move |ev| match ev {
+                    Ok(e) => tracing::debug!(
+                        "<-- {op} event {}",
+                        me.redact(serde_json::to_string(e).unwrap_or_default())
+                    ),
+                    Err(e) => tracing::debug!("<-- {op} stream error: {e:?}"),
+                })))
+            }
+            Err(e) => {
+                tracing::debug!("<-- {op} {:?} error: {e:?}", started.elapsed());
+                Err(e)
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Transport for Logged {
+    async fn send_message(
+        &self,
+        request: SendMessageRequest,
+        options: &CallOptions,
+    ) -> ClientResult<SendMessageResponse> {
+        self.log_request("SendMessage", &request, options);
+        let started = Instant::now();
+        let res = Transport::send_message(&self.inner, request, options).await;
+        self.log_response("SendMessage", started, &res);
+        res
+    }
+
+    async fn get_task(&self, request: GetTaskRequest, options: &CallOptions) -> ClientResult<Task> {
+        let request = self.with_tenant(request, |r| &mut r.tenant);
+        self.log_request("GetTask", &request, options);
+        let started = Instant::now();
+        let res = Transport::get_task(&self.inner, request, options).await;
+        self.log_response("GetTask", started, &res);
+        res
+    }
+
+    async fn list_tasks(
+        &self,
+        request: ListTasksRequest,
+        options: &CallOptions,
+    ) -> ClientResult<ListTasksResponse> {
+        self.log_request("ListTasks", &request, options);
+        let started = Instant::now();
+        let res = Transport::list_tasks(&self.inner, request, options).await;
+        self.log_response("ListTasks", started, &res);
+        res
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskRequest,
+        options: &CallOptions,
+    ) -> ClientResult<Task> {
+        self.log_request("CancelTask", &request, options);
+        let started = Instant::now();
+        let res = Transport::cancel_task(&self.inner, request, options).await;
+        self.log_response("CancelTask", started, &res);
+        res
+    }
+
+    async fn create_task_push_notification_config(
+        &self,
+        request: TaskPushNotificationConfig,
+        options: &CallOptions,
+    ) -> ClientResult<TaskPushNotificationConfig> {
+        self.log_request("CreateTaskPushNotificationConfig", &request, options);
+        let started = Instant::now();
+        let res =
+            Transport::create_task_push_notification_config(&self.inner, request, options).await;
+        self.log_response("CreateTaskPushNotificationConfig", started, &res);
+        res
+    }
+
+    async fn get_task_push_notification_config(
+        &self,
+        request: GetTaskPushNotificationConfigRequest,
+        options: &CallOptions,
+    ) -> ClientResult<TaskPushNotificationConfig> {
+        self.log_request("GetTaskPushNotificationConfig", &request, options);
+        let started = Instant::now();
+        let res = Transport::get_task_push_notification_config(&self.inner, request, options).await;
+        self.log_response("GetTaskPushNotificationConfig", started, &res);
+        res
+    }
+
+    async fn list_task_push_notification_configs(
+        &self,
+        request: ListTaskPushNotificationConfigsRequest,
+        options: &CallOptions,
+    ) -> ClientResult<ListTaskPushNotificationConfigsResponse> {
+        self.log_request("ListTaskPushNotificationConfigs", &request, options);
+        let started = Instant::now();
+        let res =
+            Transport::list_task_push_notification_configs(&self.inner, request, options).await;
+        self.log_response("ListTaskPushNotificationConfigs", started, &res);
+        res
+    }
+
+    async fn get_extended_agent_card(
+        &self,
+        request: GetExtendedAgentCardRequest,
+        options: &CallOptions,
+    ) -> ClientResult<AgentCard> {
+        self.log_request("GetExtendedAgentCard", &request, options);
+        let started = Instant::now();
+        let res = Transport::get_extended_agent_card(&self.inner, request, options).await;
+        self.log_response("GetExtendedAgentCard", started, &res);
+        res
+    }
+
+    async fn delete_task_push_notification_config(
+        &self,
+        request: DeleteTaskPushNotificationConfigRequest,
+        options: &CallOptions,
+    ) -> ClientResult<()> {
+        let request = self.with_tenant(request, |r| &mut r.tenant);
+        self.log_request("DeleteTaskPushNotificationConfig", &request, options);
+        let started = Instant::now();
+        let res =
+            Transport::delete_task_push_notification_config(&self.inner, request, options).await;
+        self.log_response(
+            "DeleteTaskPushNotificationConfig",
+            started,
+            &res.as_ref()
+                .map(|()| serde_json::json!({}))
+                .map_err(clone_err),
+        );
+        res
+    }
+
+    async fn send_streaming_message(
+        &self,
+        request: SendMessageRequest,
+        options: &CallOptions,
+    ) -> ClientResult<EventStream> {
+        let request = self.with_tenant(request, |r| &mut r.tenant);
+        self.log_request("SendStreamingMessage", &request, options);
+        let started = Instant::now();
+        let s = Transport::send_streaming_message(&self.inner, request, options).await;
+        self.log_stream("SendStreamingMessage", started, s)
+    }
+
+    async fn subscribe_to_task(
+        &self,
+        request: SubscribeToTaskRequest,
+        options: &CallOptions,
+    ) -> ClientResult<EventStream> {
+        let request = self.with_tenant(request, |r| &mut r.tenant);
+        self.log_request("SubscribeToTask", &request, options);
+        let started = Instant::now();
+        let s = Transport::subscribe_to_task(&self.inner, request, options).await;
+        self.log_stream("SubscribeToTask", started, s)
+    }
+}
+
+fn clone_err(e: &agentwire_client::ClientError) -> agentwire_client::ClientError {
+    agentwire_client::ClientError::InvalidResponse(e.to_string())
+}

@@ -1,0 +1,235 @@
+//! `a2a card get`: resolve, show and validate an Agent Card (CLI SPEC 10.1).
+
+use agentwire_client::{Binding, select_interfaces};
+use agentwire_types::{AgentCard, ErrorKind};
+use clap::{Args, Subcommand};
+
+use crate::agent::{Agent, Settings};
+use crate::error::{CliError, a2a_error_name, code, exit};
+use crate::render::{self, Text};
+use crate::{Globals, OutputFormat};
+
+#[derive(Subcommand, Debug)]
+pub enum CardCommand {
+    /// Fetch and show the agent card (identity, capabilities, interfaces, security, skills).
+    Get(GetArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// Check the card against the A2A schema's required fields and rules.
+    #[arg(long)]
+    pub validate: bool,
+    /// Fetch the authenticated extended card (needs credentials the public card declares).
+    #[arg(long)]
+    pub extended: bool,
+}
+
+pub async fn run(g: &Globals, cmd: CardCommand) -> Result<u8, CliError> {
+    let CardCommand::Get(args) = cmd;
+    let settings = Settings::from_globals(g)?;
+    let http = settings.http_client()?;
+    let resolved = settings.resolve_card(&http).await?;
+    let mut card = resolved.card;
+    let mut extended = false;
+    if args.extended {
+        card = fetch_extended(settings.clone(), http, card).await?;
+        extended = true;
+    }
+    let problems = if args.validate {
+        validate(&card)
+    } else {
+        Vec::new()
+    };
+    if args.validate && !problems.is_empty() {
+        let mut e = CliError::new(
+            code::CARD_INVALID,
+            exit::FAILURE,
+            format!("the agent card is invalid: {}", problems.join("; ")),
+        );
+        e.hint = Some("the agent's card must be fixed by its publisher".into());
+        if g.output == OutputFormat::Text {
+            let mut t = Text::new();
+            t.field("Valid", "no");
+            for p in &problems {
+                t.field("Problem", p);
+            }
+            t.print();
+        }
+        return Err(e);
+    }
+    let selected = selected_interface(&card, &settings.bindings);
+    match g.output {
+        OutputFormat::Json => render::print_json(&card)?,
+        OutputFormat::Text => {
+            let mut t = Text::new();
+            t.field("Source", &resolved.location);
+            if extended {
+                t.field("Card", "extended");
+            }
+            match &selected {
+                Some(s) => t.field("Selected Interface", s),
+                None => t.field("Selected Interface", "(none usable: no A2A 1.x interface)"),
+            };
+            if args.validate {
+                t.field("Valid", "yes");
+            }
+            render::card(&mut t, &card, g.verbose);
+            t.print();
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// The interface the tool would use (CLI SPEC 10.1: the card selects the
+/// transport).
+fn selected_interface(card: &AgentCard, prefer: &[Binding]) -> Option<String> {
+    let picked = if prefer.is_empty() {
+        select_interfaces(card, &Binding::ALL, false).ok()
+    } else {
+        select_interfaces(card, prefer, true)
+            .ok()
+            .or_else(|| select_interfaces(card, &Binding::ALL, false).ok())
+    }?;
+    let (b, i) = picked.into_iter().next()?;
+    Some(format!("{b} {}", i.url))
+}
+
+async fn fetch_extended(
+    mut settings: Settings,
+    http: reqwest::Client,
+    card: AgentCard,
+) -> Result<AgentCard, CliError> {
+    if !card.supports_extended_card() {
+        return Err(CliError::new(
+            &a2a_error_name(ErrorKind::UnsupportedOperation),
+            exit::FAILURE,
+            "the agent card does not declare capabilities.extendedAgentCard",
+        )
+        .with_hint("this agent has no extended card; use `a2a card get` without --extended"));
+    }
+    // Only credentials a scheme of the public card accepts are presented
+    // (CLI SPEC 12.4).
+    let accepted = agentwire_client::auth::accepted_by(&card, &settings.credentials);
+    if accepted != settings.credentials {
+        eprintln!(
+            "warning: not sending credentials the agent card declares no scheme for (see its security schemes with `a2a card get`)"
+        );
+    }
+    settings.credentials = accepted;
+    if settings.credentials.is_empty() && !settings.credentials_given() {
+        let hint = crate::agent::auth_hint(&card).unwrap_or_else(|| {
+            "the card declares no security scheme, so no credential can be presented for its extended card".into()
+        });
+        return Err(CliError::new(
+            code::CREDENTIALS_MISSING,
+            exit::AUTH,
+            "the extended agent card needs credentials",
+        )
+        .with_hint(hint));
+    }
+    let reference = settings.reference()?.to_owned();
+    let resolver = settings.resolver(http.clone());
+    let agent = Agent::with_card(settings, http, card)?;
+    resolver
+        .fetch_extended(
+            &reference,
+            &agent.client,
+            &agentwire_client::CallOptions::new(),
+        )
+        .await
+        .map_err(|e| agent.err(&e))
+}
+
+/// Checks the card's required fields (spec 4.4) and internal references.
+pub fn validate(card: &AgentCard) -> Vec<String> {
+    let mut p = Vec::new();
+    let mut need = |ok: bool, what: &str| {
+        if !ok {
+            p.push(what.to_owned());
+        }
+    };
+    need(!card.name.trim().is_empty(), "name is required");
+    need(
+        !card.description.trim().is_empty(),
+        "description is required",
+    );
+    need(!card.version.trim().is_empty(), "version is required");
+    need(card.capabilities.is_some(), "capabilities is required");
+    need(
+        !card.supported_interfaces.is_empty(),
+        "supportedInterfaces must list at least one interface",
+    );
+    need(
+        !card.default_input_modes.is_empty(),
+        "defaultInputModes must not be empty",
+    );
+    need(
+        !card.default_output_modes.is_empty(),
+        "defaultOutputModes must not be empty",
+    );
+    for (n, i) in card.supported_interfaces.iter().enumerate() {
+        let at = format!("supportedInterfaces[{n}]");
+        if i.url.trim().is_empty() {
+            p.push(format!("{at}.url is required"));
+        }
+        if i.protocol_binding.trim().is_empty() {
+            p.push(format!("{at}.protocolBinding is required"));
+        }
+        if i.protocol_version.trim().is_empty() {
+            p.push(format!("{at}.protocolVersion is required"));
+        }
+        if Binding::parse(&i.protocol_binding) == Some(Binding::Grpc) {
+            continue;
+        }
+        if Binding::parse(&i.protocol_binding).is_some()
+            && reqwest::Url::parse(&i.url).map_or(true, |u| !matches!(u.scheme(), "http" | "https"))
+        {
+            p.push(format!("{at}.url {:?} is not an http(s) URL", i.url));
+        }
+    }
+    for (n, s) in card.skills.iter().enumerate() {
+        let at = format!("skills[{n}]");
+        if s.id.trim().is_empty() {
+            p.push(format!("{at}.id is required"));
+        }
+        if s.name.trim().is_empty() {
+            p.push(format!("{at}.name is required"));
+        }
+        if s.description.trim().is_empty() {
+            p.push(format!("{at}.description is required"));
+        }
+        if s.tags.is_empty() {
+            p.push(format!("{at}.tags must not be empty"));
+        }
+    }
+    for (n, r) in card.security_requirements.iter().enumerate() {
+        for name in r.schemes.keys() {
+            if !card.security_schemes.contains_key(name) {
+                p.push(format!(
+                    "securityRequirements[{n}] names {name:?}, which securitySchemes does not declare"
+                ));
+            }
+        }
+    }
+    for (name, s) in &card.security_schemes {
+        if s.scheme.is_none() {
+            p.push(format!("securitySchemes.{name} declares no scheme"));
+        }
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_card_has_problems() {
+        let p = validate(&AgentCard::default());
+        assert!(p.iter().any(|s| s.contains("name")), "{p:?}");
+        assert!(p.iter().any(|s| s.contains("supportedInterfaces")), "{p:?}");
+        let good = agentwire_agents::echo::card().with_interface("http://127.0.0.1:1/", "JSONRPC");
+        assert!(validate(&good).is_empty(), "{:?}", validate(&good));
+    }
+}

@@ -1,0 +1,367 @@
+//! `a2a demo`: the story of seed 003 end to end, in one command.
+//!
+//! The command serves the Dependency Compatibility Agent on a free loopback
+//! port, in this process, and runs the release coordinator against it
+//! (`agentwire_agents::coordinator`): card discovery, a quick question answered
+//! with a Message, the analysis Task that stops in input-required, the
+//! answer in the same task, the streamed report (status updates and
+//! artifact chunks), completion, the refinement as a new task (which asks
+//! which artifact is meant), and the client ledger with the two versions of
+//! the report. Each step is printed as it happens; `-o json` prints the raw
+//! protocol exchange instead, one JSON object per line.
+
+use std::io::Write;
+use std::time::Duration;
+
+use agentwire_agents::coordinator::{
+    ReleaseCoordinator, StoryEvent, payment_service_files, to_json,
+};
+use agentwire_agents::depcompat::{self, DepCompatAgent};
+use agentwire_client::Binding;
+use agentwire_server::A2aServer;
+use agentwire_types::{Part, StreamResponse, stream_response};
+use base64::Engine;
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::error::{CliError, exit};
+use crate::{Globals, OutputFormat};
+
+/// Options of `a2a demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// The release coordinator's goal.
+    #[arg(long, default_value = "upgrade payment-service to Node 24")]
+    pub goal: String,
+}
+
+/// Prints a line, ignoring a closed stdout.
+fn out(line: impl AsRef<str>) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{}", line.as_ref());
+    let _ = o.flush();
+}
+
+/// The first 8 characters of an id.
+fn short(id: &str) -> String {
+    id.chars().take(8).collect()
+}
+
+/// One line of text, at most `n` characters.
+fn clip(s: &str, n: usize) -> String {
+    let one: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() <= n {
+        one
+    } else {
+        format!("{}...", one.chars().take(n).collect::<String>())
+    }
+}
+
+/// A request body (ProtoJSON `SendMessageRequest`) in one line.
+fn describe_request(body: &Value) -> String {
+    let m = &body["message"];
+    let mut parts = Vec::new();
+    for p in m["parts"].as_array().into_iter().flatten() {
+        let mut d = if let Some(t) = p["text"].as_str() {
+            format!("text \"{}\"", clip(t, 70))
+        } else if let Some(raw) = p["raw"].as_str() {
+            let size = base64::engine::general_purpose::STANDARD
+                .decode(raw)
+                .map_or(0, |b| b.len());
+            format!(
+                "file {} ({size} bytes)",
+                p["filename"].as_str().unwrap_or("(unnamed)")
+            )
+        } else if !p["data"].is_null() {
+            format!("data {}", clip(&p["data"].to_string(), 60))
+        } else {
+            "a part".to_owned()
+        };
+        if let Some(id) = p["metadata"]["artifactId"].as_str() {
+            d.push_str(&format!(" [metadata artifactId {}]", short(id)));
+        }
+        parts.push(d);
+    }
+    let mut s = parts.join(" + ");
+    if let Some(t) = m["taskId"].as_str() {
+        s.push_str(&format!("; taskId {}", short(t)));
+    }
+    if let Some(c) = m["contextId"].as_str() {
+        s.push_str(&format!("; contextId {}", short(c)));
+    }
+    if let Some(refs) = m["referenceTaskIds"].as_array() {
+        let refs: Vec<String> = refs.iter().filter_map(Value::as_str).map(short).collect();
+        s.push_str(&format!("; referenceTaskIds [{}]", refs.join(", ")));
+    }
+    s
+}
+
+fn message_text(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .filter_map(Part::as_text)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A streamed event in one line.
+fn describe_event(e: &StreamResponse) -> String {
+    match &e.payload {
+        Some(stream_response::Payload::Task(t)) => format!(
+            "Task {} {} (context {}){}",
+            short(&t.id),
+            t.state().as_str_name(),
+            short(&t.context_id),
+            if t.state().is_interrupted() {
+                "  (the task as it was; this turn's events follow)"
+            } else {
+                ""
+            }
+        ),
+        Some(stream_response::Payload::Message(m)) => {
+            format!("Message \"{}\"", clip(&message_text(&m.parts), 90))
+        }
+        Some(stream_response::Payload::StatusUpdate(s)) => {
+            let text = s
+                .status
+                .as_ref()
+                .and_then(|st| st.message.as_deref())
+                .map(|m| format!("  \"{}\"", clip(&message_text(&m.parts), 90)))
+                .unwrap_or_default();
+            format!("status {}{text}", s.state().as_str_name())
+        }
+        Some(stream_response::Payload::ArtifactUpdate(a)) => {
+            let art = a.artifact.clone().unwrap_or_default();
+            let what: Vec<String> = art
+                .parts
+                .iter()
+                .map(|p| {
+                    if let Some(t) = p.as_text() {
+                        let title = t.lines().find(|l| l.starts_with('#')).unwrap_or("");
+                        format!("{} lines {}", t.lines().count(), clip(title, 50))
+                    } else if p.as_data().is_some() {
+                        "a data part (the structured report)".to_owned()
+                    } else {
+                        "a part".to_owned()
+                    }
+                })
+                .collect();
+            let name = if art.name.is_empty() {
+                "(chunk)".to_owned()
+            } else {
+                art.name
+            };
+            format!(
+                "artifact {name} {}: {}{}{}",
+                short(&art.artifact_id),
+                what.join(", "),
+                if a.append { "  append" } else { "" },
+                if a.last_chunk { "  lastChunk" } else { "" }
+            )
+        }
+        None => "(empty event)".to_owned(),
+    }
+}
+
+/// Runs the demo.
+pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
+    let json_out = matches!(g.output, OutputFormat::Json);
+    let bindings: Vec<Binding> = if g.transport.is_empty() {
+        // Seed 003 picks HTTP+JSON; the others remain as fallbacks.
+        vec![Binding::HttpJson, Binding::JsonRpc, Binding::Grpc]
+    } else {
+        let mut b = Vec::new();
+        for name in &g.transport {
+            b.push(Binding::parse(name).ok_or_else(|| {
+                CliError::usage(format!(
+                    "--transport {name}: not a binding (JSONRPC, HTTP+JSON, GRPC)"
+                ))
+            })?);
+        }
+        b
+    };
+
+    // The server keeps its tasks in SQLite, the default of `a2a serve`: a
+    // file of its own, removed when the demo ends.
+    let db = std::env::temp_dir().join(format!("a2a-demo-{}.db", std::process::id()));
+    let _cleanup = RemoveOnDrop(db.clone());
+    let store = agentwire_server::store::SqliteStore::open(&db)
+        .await
+        .map_err(|e| CliError::internal(format!("cannot open the SQLite task store: {e}")))?;
+    let server = A2aServer::new(depcompat::card(), DepCompatAgent)
+        .store(std::sync::Arc::new(store))
+        .bind("127.0.0.1:0")
+        .await
+        .map_err(|e| CliError::internal(format!("cannot listen on a loopback port: {e}")))?
+        .spawn();
+    let url = server.base_url();
+    if !json_out {
+        out("a2a demo: seed 003 end to end. A release coordinator (the client) delegates a");
+        out("dependency analysis to the Dependency Compatibility Agent (the server), both in");
+        out("this process, speaking A2A over loopback.");
+        out("");
+        out(format!(
+            "Serving the Dependency Compatibility Agent on {url} (JSON-RPC, HTTP+JSON, gRPC),"
+        ));
+        out(format!("tasks kept in SQLite at {}", db.display()));
+        out(format!("Goal: {}", args.goal));
+    }
+
+    let coordinator = ReleaseCoordinator::new()
+        .with_bindings(bindings)
+        .with_wait(g.timeout.unwrap_or(Duration::from_secs(30)));
+    let mut step = 0;
+    let mut printer = |e: StoryEvent| {
+        if json_out {
+            let line = match e {
+                StoryEvent::Card { url, card } => json!({
+                    "type": "card", "method": "GET", "url": url, "body": to_json(&card)
+                }),
+                StoryEvent::Request {
+                    method,
+                    binding,
+                    body,
+                } => json!({"type": "request", "method": method, "binding": binding, "body": body}),
+                StoryEvent::Response { method, body } => {
+                    json!({"type": "response", "method": method, "body": body})
+                }
+                StoryEvent::Event { method, event } => {
+                    json!({"type": "event", "method": method, "body": to_json(&event)})
+                }
+                StoryEvent::Step(_) | StoryEvent::Say(_) => return,
+            };
+            out(line.to_string());
+            return;
+        }
+        match e {
+            StoryEvent::Step(title) => {
+                step += 1;
+                out("");
+                out(format!("[{step}] {title}"));
+            }
+            StoryEvent::Say(s) => out(format!("    {s}")),
+            StoryEvent::Card { url, card } => {
+                out(format!("    GET {url}"));
+                let bindings: Vec<&str> = card
+                    .supported_interfaces
+                    .iter()
+                    .map(|i| i.protocol_binding.as_str())
+                    .collect();
+                out(format!(
+                    "    <- card \"{}\" {}: {} skills, interfaces {}, input {}, output {}",
+                    card.name,
+                    card.version,
+                    card.skills.len(),
+                    bindings.join(", "),
+                    card.default_input_modes.join(", "),
+                    card.default_output_modes.join(", ")
+                ));
+            }
+            StoryEvent::Request {
+                method,
+                binding,
+                body,
+            } => out(format!(
+                "    -> {method} ({binding}): {}",
+                describe_request(&body)
+            )),
+            StoryEvent::Response { method, body } => {
+                let what = if let Some(m) = body.get("message") {
+                    let text: Vec<&str> = m["parts"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|p| p["text"].as_str())
+                        .collect();
+                    format!(
+                        "Message (no task; contextId {}) \"{}\"",
+                        short(m["contextId"].as_str().unwrap_or("")),
+                        clip(&text.join(" "), 90)
+                    )
+                } else if let Some(t) = body.get("task") {
+                    format!(
+                        "Task {} {}",
+                        short(t["id"].as_str().unwrap_or("")),
+                        t["status"]["state"].as_str().unwrap_or("")
+                    )
+                } else {
+                    clip(&body.to_string(), 90)
+                };
+                out(format!("    <- {method}: {what}"));
+            }
+            StoryEvent::Event { event, .. } => {
+                let ends = event.ends_stream();
+                out(format!("    <- {}", describe_event(&event)));
+                if ends && !matches!(event.payload, Some(stream_response::Payload::Task(_))) {
+                    out("       (the agent closes the stream here)");
+                }
+            }
+        }
+    };
+    let result = coordinator
+        .run(&url, &args.goal, &payment_service_files(), &mut printer)
+        .await;
+    let _ = server.shutdown().await;
+    let outcome = result.map_err(|e| CliError::internal(format!("the demo failed: {e}")))?;
+    if json_out {
+        return Ok(exit::OK);
+    }
+    let report = &outcome.json_report["summary"];
+    out("");
+    out(format!(
+        "Done over {}: 1 message, 2 tasks ({} and {}), {} artifact chunks streamed; verdict {} ({} high, {} medium, {} low).",
+        outcome
+            .binding
+            .map_or_else(|| "?".to_owned(), |b| b.as_str().to_owned()),
+        short(&outcome.analysis.id),
+        short(&outcome.refinement.id),
+        outcome.chunks,
+        report["verdict"].as_str().unwrap_or("?"),
+        report["high"],
+        report["medium"],
+        report["low"],
+    ));
+    let v = outcome.markdown_versions.len();
+    out(format!(
+        "The final report ({}, version {v} of {v}, accepted in the ledger):",
+        depcompat::MARKDOWN_REPORT
+    ));
+    out("");
+    out(outcome.final_markdown.trim_end());
+    Ok(exit::OK)
+}
+
+/// Removes the demo's database files when the demo ends.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_read_in_one_line() {
+        let body = json!({"message": {
+            "parts": [
+                {"text": "Check the dependencies"},
+                {"raw": "aGVsbG8=", "filename": "package.json"},
+                {"text": "The Markdown report", "metadata": {"artifactId": "0123456789"}}
+            ],
+            "contextId": "abcdefghijk",
+            "referenceTaskIds": ["t1234567890"]
+        }});
+        assert_eq!(
+            describe_request(&body),
+            "text \"Check the dependencies\" + file package.json (5 bytes) + text \"The Markdown report\" [metadata artifactId 01234567]; contextId abcdefgh; referenceTaskIds [t1234567]"
+        );
+    }
+}

@@ -1,0 +1,764 @@
+//! `a2a send`: send a message to start or continue an interaction
+//! (CLI SPEC 10.2): blocking by default, `--async`, `--stream`.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use agentwire_client::follow::{FollowOptions, PollOptions, TaskView, follow, wait_for_task};
+use agentwire_client::{CallOptions, EventStream, Transport};
+use agentwire_types::{
+    GetTaskRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
+    SendMessageResponse, StreamResponse, Task, send_message_response, stream_response,
+};
+use clap::Args;
+use clap::parser::ValueSource;
+use futures::StreamExt;
+
+use crate::agent::Agent;
+use crate::error::{CliError, ErrorContext, code, exit};
+use crate::render::{self, Text};
+use crate::{Globals, OutputFormat};
+
+#[derive(Args, Debug)]
+pub struct SendArgs {
+    /// Message text (a text part; the part flags below may add more).
+    #[arg(value_name = "TEXT")]
+    pub message: Vec<String>,
+    /// A text part (repeatable; parts keep their command-line order).
+    #[arg(long = "text", value_name = "STRING")]
+    pub text: Vec<String>,
+    /// A file part: a local path (sent inline) or an http(s) URL (sent as a reference).
+    #[arg(long = "file", value_name = "PATH|URL")]
+    pub file: Vec<String>,
+    /// A data part from a JSON file, or `-` for standard input.
+    #[arg(long = "data", value_name = "PATH|-")]
+    pub data: Vec<String>,
+    /// Media type of the part flag just before it (otherwise inferred from the file name).
+    #[arg(long = "media-type", value_name = "TYPE")]
+    pub media_type: Vec<String>,
+    /// The messageId (default: a new UUID); reuse it when retrying a turn.
+    #[arg(long, value_name = "ID")]
+    pub message_id: Option<String>,
+    /// A task this message refers to (referenceTaskIds), repeatable.
+    #[arg(long = "reference-task", value_name = "TASK_ID")]
+    pub reference_task: Vec<String>,
+    /// An output media type the caller accepts, repeatable.
+    #[arg(long = "accept", value_name = "TYPE")]
+    pub accepted_output_modes: Vec<String>,
+    /// An extension to activate (A2A-Extensions), repeatable.
+    #[arg(long = "extension", value_name = "URI")]
+    pub extensions: Vec<String>,
+    /// How many history messages the returned task carries.
+    #[arg(long, value_name = "N")]
+    pub history: Option<i32>,
+    #[command(flatten)]
+    pub push: crate::push::InlinePushArgs,
+}
+
+/// How the caller wants to wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Wait,
+    Async,
+    Stream,
+}
+
+fn mode(g: &Globals, sub: &clap::ArgMatches) -> Result<Mode, CliError> {
+    let explicit = |id: &str| sub.value_source(id) == Some(ValueSource::CommandLine);
+    let (mut async_, wait) = (g.async_, g.wait);
+    if async_ && wait {
+        match (explicit("async_"), explicit("wait")) {
+            (true, true) => {
+                return Err(CliError::usage("--async and --wait contradict each other"));
+            }
+            (false, true) => async_ = false, // the flag beats the configured default
+            _ => {}
+        }
+    }
+    if g.stream {
+        if async_ && explicit("async_") {
+            return Err(CliError::usage(
+                "--stream and --async contradict each other (--stream follows the task live)",
+            ));
+        }
+        return Ok(Mode::Stream);
+    }
+    Ok(if async_ { Mode::Async } else { Mode::Wait })
+}
+
+/// The parts, in command-line order, with `--media-type` bound to the part
+/// flag just before it.
+fn build_parts(args: &SendArgs, sub: &clap::ArgMatches) -> Result<Vec<Part>, CliError> {
+    #[derive(Debug)]
+    enum Item<'a> {
+        Text(&'a str),
+        File(&'a str),
+        Data(&'a str),
+        MediaType(&'a str),
+    }
+    let mut items: Vec<(usize, Item<'_>)> = Vec::new();
+    let idx = |id: &str| -> Vec<usize> {
+        sub.indices_of(id)
+            .map(Iterator::collect)
+            .unwrap_or_default()
+    };
+    for (i, v) in idx("message").into_iter().zip(&args.message) {
+        items.push((i, Item::Text(v)));
+    }
+    for (i, v) in idx("text").into_iter().zip(&args.text) {
+        items.push((i, Item::Text(v)));
+    }
+    for (i, v) in idx("file").into_iter().zip(&args.file) {
+        items.push((i, Item::File(v)));
+    }
+    for (i, v) in idx("data").into_iter().zip(&args.data) {
+        items.push((i, Item::Data(v)));
+    }
+    for (i, v) in idx("media_type").into_iter().zip(&args.media_type) {
+        items.push((i, Item::MediaType(v)));
+    }
+    items.sort_by_key(|(i, _)| *i);
+    let mut parts: Vec<Part> = Vec::new();
+    let mut typed = false; // the last part already got a --media-type
+    let mut stdin_used = false;
+    for (_, item) in items {
+        match item {
+            Item::Text(s) => {
+                parts.push(Part::text(s));
+                typed = false;
+            }
+            Item::File(f) => {
+                parts.push(file_part(f)?);
+                typed = false;
+            }
+            Item::Data(d) => {
+                let raw = if d == "-" {
+                    if stdin_used {
+                        return Err(CliError::usage("--data - may be given once"));
+                    }
+                    stdin_used = true;
+                    let mut s = String::new();
+                    std::io::stdin()
+                        .read_to_string(&mut s)
+                        .map_err(|e| CliError::usage(format!("cannot read stdin: {e}")))?;
+                    s
+                } else {
+                    std::fs::read_to_string(d)
+                        .map_err(|e| CliError::usage(format!("--data {d}: {e}")))?
+                };
+                let value: serde_json::Value = serde_json::from_str(&raw)
+                    .map_err(|e| CliError::usage(format!("--data {d}: not valid JSON ({e})")))?;
+                parts.push(Part::data(value));
+                typed = false;
+            }
+            Item::MediaType(m) => {
+                let Some(last) = parts.last_mut() else {
+                    return Err(CliError::usage(format!(
+                        "--media-type {m} must follow the part it describes (--text, --file or --data)"
+                    )));
+                };
+                if typed {
+                    return Err(CliError::usage(format!(
+                        "--media-type {m}: the part before it already has a media type"
+                    )));
+                }
+                last.media_type = m.to_owned();
+                typed = true;
+            }
+        }
+    }
+    Ok(parts)
+}
+
+/// A media type from a file name, when the caller named none.
+pub fn infer_media_type(name: &str) -> &'static str {
+    let ext = Path::new(name)
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    match ext.as_str() {
+        "txt" | "text" | "log" => "text/plain",
+        "md" | "markdown" => "text/markdown",
+        "csv" => "text/csv",
+        "html" | "htm" => "text/html",
+        "json" => "application/json",
+        "xml" => "application/xml",
+        "yaml" | "yml" => "application/yaml",
+        "pdf" => "application/pdf",
+        "zip" => "application/zip",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        "mp3" => "audio/mpeg",
+        "wav" => "audio/wav",
+        "mp4" => "video/mp4",
+        _ => "application/octet-stream",
+    }
+}
+
+fn file_part(f: &str) -> Result<Part, CliError> {
+    if f.starts_with("http://") || f.starts_with("https://") {
+        let name = f
+            .split(['?', '#'])
+            .next()
+            .and_then(|u| u.rsplit('/').next())
+            .unwrap_or_default()
+            .to_owned();
+        let mut p = Part::url(f);
+        if !name.is_empty() {
+            p.media_type = infer_media_type(&name).to_owned();
+            p.filename = name;
+        }
+        return Ok(p);
+    }
+    let path = f.strip_prefix("file://").unwrap_or(f);
+    let bytes = std::fs::read(path).map_err(|e| CliError::usage(format!("--file {f}: {e}")))?;
+    let name = Path::new(path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(Part::file(bytes, name.clone(), infer_media_type(&name)))
+}
+
+/// Parses `--metadata`.
+pub fn metadata(g: &Globals) -> Result<Option<agentwire_types::Struct>, CliError> {
+    let Some(raw) = &g.metadata else {
+        return Ok(None);
+    };
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(serde_json::Value::Object(map)) => Ok(Some(agentwire_types::json::to_struct(map))),
+        Ok(_) => Err(CliError::usage(
+            "--metadata must be a JSON object, e.g. '{\"k\":\"v\"}'",
+        )),
+        Err(e) => Err(CliError::usage(format!(
+            "--metadata is not valid JSON: {e}"
+        ))),
+    }
+}
+
+pub async fn run(g: &Globals, args: SendArgs, sub: &clap::ArgMatches) -> Result<u8, CliError> {
+    let mode = mode(g, sub)?;
+    let parts = build_parts(&args, sub)?;
+    if parts.is_empty() {
+        return Err(CliError::usage("nothing to send")
+            .with_hint("give the text as an argument, or use --text, --file or --data"));
+    }
+    let mut message = Message::new(Role::User, parts);
+    if let Some(id) = &args.message_id {
+        message.message_id.clone_from(id);
+    }
+    if let Some(c) = &g.context_id {
+        message.context_id.clone_from(c);
+    }
+    if let Some(t) = &g.task_id {
+        message.task_id.clone_from(t);
+    }
+    message.reference_task_ids = args.reference_task.clone();
+    message.metadata = metadata(g)?;
+    let agent = Agent::connect(g).await?;
+    args.push.check(&agent)?;
+    let mut call = CallOptions::new();
+    call.extensions = args.extensions.clone();
+    let configuration = SendMessageConfiguration {
+        task_push_notification_config: args.push.config(),
+        accepted_output_modes: args.accepted_output_modes.clone(),
+        history_length: args.history,
+        return_immediately: mode == Mode::Async,
+    };
+    let request = SendMessageRequest {
+        message: Some(message),
+        configuration: Some(configuration),
+        metadata: None,
+        ..Default::default()
+    };
+    let mut ctx = agent.error_context();
+    ctx.continuing = g.task_id.is_some();
+    ctx.task_id = g.task_id.clone();
+    match mode {
+        Mode::Async => {
+            let resp = agent
+                .client
+                .send_message(request, &call)
+                .await
+                .map_err(|e| CliError::from_client(&e, &ctx))?;
+            output_response(g, &agent, &resp)?;
+            Ok(exit::OK)
+        }
+        Mode::Wait => wait(g, &agent, request, &call, &ctx, args.history).await,
+        Mode::Stream => stream(g, &agent, request, &call, &ctx).await,
+    }
+}
+
+/// Prints a `SendMessageResponse`.
+pub fn output_response(
+    g: &Globals,
+    agent: &Agent,
+    resp: &SendMessageResponse,
+) -> Result<(), CliError> {
+    if g.output == OutputFormat::Json {
+        if let Some(t) = resp.task() {
+            if let (Some(w), _) = render::outcome_notes(t, agent.reference()) {
+                eprintln!("warning: {w}");
+            }
+        }
+        return render::print_json(resp);
+    }
+    match &resp.payload {
+        Some(send_message_response::Payload::Task(t)) => {
+            render::print_task_text(t, agent.reference(), g.verbose)
+        }
+        Some(send_message_response::Payload::Message(m)) => {
+            let mut t = Text::new();
+            t.field("Response", "message (no task was created)");
+            render::message(&mut t, m, g.verbose);
+            t.print();
+        }
+        None => {
+            let mut t = Text::new();
+            t.field("Response", "empty");
+            t.print();
+        }
+    }
+    Ok(())
+}
+
+/// A spinner on a terminal's stderr while waiting (text output only).
+pub struct Spinner {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    handle: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Spinner {
+    pub fn start(g: &Globals, what: String) -> Self {
+        if g.output != OutputFormat::Text || g.debug || !std::io::stderr().is_terminal() {
+            return Self {
+                stop: None,
+                handle: None,
+            };
+        }
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+        let handle = tokio::spawn(async move {
+            const FRAMES: [&str; 4] = ["|", "/", "-", "\\"];
+            let started = Instant::now();
+            let mut i = 0usize;
+            loop {
+                {
+                    let mut e = std::io::stderr().lock();
+                    let _ = write!(
+                        e,
+                        "\r{} {what} ({}s) ",
+                        FRAMES[i % FRAMES.len()],
+                        started.elapsed().as_secs()
+                    );
+                    let _ = e.flush();
+                }
+                i += 1;
+                tokio::select! {
+                    _ = &mut rx => break,
+                    () = tokio::time::sleep(Duration::from_millis(120)) => {}
+                }
+            }
+            let mut e = std::io::stderr().lock();
+            let _ = write!(e, "\r\x1b[2K");
+            let _ = e.flush();
+        });
+        Self {
+            stop: Some(tx),
+            handle: Some(handle),
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            let _ = h.await;
+        }
+    }
+}
+
+/// The default: wait until the task is terminal or interrupted. Streams
+/// when the card declares streaming (the task id is known at once, and a
+/// dropped stream falls back to resubscribing and polling), else blocks on
+/// `SendMessage` and polls if the agent returned early.
+async fn wait(
+    g: &Globals,
+    agent: &Agent,
+    request: SendMessageRequest,
+    call: &CallOptions,
+    ctx: &ErrorContext,
+    history: Option<i32>,
+) -> Result<u8, CliError> {
+    let deadline = g.timeout.map(|t| Instant::now() + t);
+    let spinner = Spinner::start(g, format!("waiting for {}", agent.card.name));
+    let known_task: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(ctx.task_id.clone());
+    // A message that continues a task is sent with the blocking
+    // SendMessage: some agents open the stream of a continued task with
+    // its previous (interrupted) state and close it there.
+    let continuing = request
+        .message
+        .as_ref()
+        .is_some_and(|m| !m.task_id.is_empty());
+    let work = async {
+        if agent.card.supports_streaming() && !continuing {
+            let events = agent
+                .client
+                .send_streaming_message(request.clone(), call)
+                .await
+                .map_err(|e| CliError::from_client(&e, ctx))?;
+            let opts = FollowOptions {
+                call: call.clone(),
+                ..Default::default()
+            };
+            let mut events = follow(agent.client.clone(), Some(events), None, opts);
+            let mut view = TaskView::new();
+            while let Some(ev) = events.next().await {
+                match ev {
+                    Ok(ev) => {
+                        let mut known = known_task.lock().unwrap_or_else(|p| p.into_inner());
+                        if known.is_none() {
+                            if let Some(id) = ev.task_id() {
+                                *known = Some(id.to_owned());
+                                if std::io::stderr().is_terminal() && g.output == OutputFormat::Text
+                                {
+                                    tracing::info!("task {id} started");
+                                }
+                            }
+                        }
+                        view.apply(&ev);
+                    }
+                    Err(e) => {
+                        let task_id = view.task().map(|t| t.id);
+                        match task_id {
+                            // The stream failed for good: poll to the end.
+                            Some(id) if e.kind().is_none() => {
+                                tracing::debug!("stream failed ({e}); polling task {id}");
+                                let task = poll(g, agent, &id, deadline, call, history).await?;
+                                return Ok(SendMessageResponse::from(task));
+                            }
+                            _ => return Err(CliError::from_client(&e, ctx)),
+                        }
+                    }
+                }
+            }
+            if let Some(m) = view.message() {
+                return Ok(SendMessageResponse::from(m.clone()));
+            }
+            let Some(task) = view.task() else {
+                return Err(CliError::internal(
+                    "the agent closed the stream without answering",
+                ));
+            };
+            if !task.state().ends_turn() {
+                let task = poll(g, agent, &task.id, deadline, call, history).await?;
+                return Ok(SendMessageResponse::from(task));
+            }
+            // The authoritative snapshot (history included), as a blocking
+            // SendMessage would return it.
+            let req = GetTaskRequest {
+                id: task.id.clone(),
+                history_length: history,
+                ..Default::default()
+            };
+            Ok(SendMessageResponse::from(
+                agent.client.get_task(req, call).await.unwrap_or(task),
+            ))
+        } else {
+            let resp = agent
+                .client
+                .send_message(request.clone(), call)
+                .await
+                .map_err(|e| CliError::from_client(&e, ctx))?;
+            match resp.task() {
+                Some(t) if !t.state().ends_turn() => {
+                    let task = poll(g, agent, &t.id, deadline, call, history).await?;
+                    Ok(SendMessageResponse::from(task))
+                }
+                _ => Ok(resp),
+            }
+        }
+    };
+    let outcome = tokio::select! {
+        r = async {
+            match g.timeout {
+                Some(t) => tokio::time::timeout(t, work).await.unwrap_or_else(|_| {
+                    Err(timeout_error(g, known_task.lock().unwrap_or_else(|p| p.into_inner()).as_deref()))
+                }),
+                None => work.await,
+            }
+        } => r,
+        _ = tokio::signal::ctrl_c() => Err(interrupted(known_task.lock().unwrap_or_else(|p| p.into_inner()).as_deref())),
+    };
+    spinner.stop().await;
+    let resp = outcome?;
+    output_response(g, agent, &resp)?;
+    Ok(exit::OK)
+}
+
+fn timeout_error(g: &Globals, task: Option<&str>) -> CliError {
+    let waited = g.timeout.unwrap_or_default();
+    match task {
+        Some(id) => CliError::new(
+            code::TIMEOUT,
+            exit::TIMEOUT,
+            format!(
+                "task {id} did not reach a terminal or interrupted state within {:.1}s",
+                waited.as_secs_f64()
+            ),
+        )
+        .with_hint(format!(
+            "the task keeps running: follow it with `a2a task get --wait {id}` or `a2a task subscribe {id}`"
+        )),
+        None => CliError::new(
+            code::TIMEOUT,
+            exit::TIMEOUT,
+            format!("no answer within {:.1}s", waited.as_secs_f64()),
+        )
+        .with_hint("raise --timeout, or use --async and poll with `a2a task get --wait`"),
+    }
+}
+
+fn interrupted(task: Option<&str>) -> CliError {
+    let e = CliError::internal("interrupted");
+    match task {
+        Some(id) => e.with_hint(format!(
+            "task {id} keeps running: follow it with `a2a task get --wait {id}`"
+        )),
+        None => e,
+    }
+}
+
+async fn poll(
+    g: &Globals,
+    agent: &Agent,
+    task_id: &str,
+    deadline: Option<Instant>,
+    call: &CallOptions,
+    history: Option<i32>,
+) -> Result<Task, CliError> {
+    let poll = PollOptions {
+        interval: g.poll_interval,
+        max_interval: None,
+        timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+        history_length: history,
+    };
+    wait_for_task(&agent.client, task_id, &poll, call, |t| {
+        tracing::debug!("poll: task {} is {}", t.id, render::state_label(t.state()));
+    })
+    .await
+    .map_err(|e| agent.task_err(&e, task_id))
+}
+
+/// `--stream`: every event as it arrives (JSONL with `-o json`).
+async fn stream(
+    g: &Globals,
+    agent: &Agent,
+    request: SendMessageRequest,
+    call: &CallOptions,
+    ctx: &ErrorContext,
+) -> Result<u8, CliError> {
+    if !agent.card.supports_streaming() {
+        // Capability checked before the call (CLI SPEC 13.3): fall back to
+        // a blocking send, still one object per line.
+        eprintln!("warning: the agent card does not declare streaming; sending without streaming");
+        let resp = agent
+            .client
+            .send_message(request, call)
+            .await
+            .map_err(|e| CliError::from_client(&e, ctx))?;
+        let ev = match resp.payload {
+            Some(send_message_response::Payload::Task(t)) => StreamResponse::from(t),
+            Some(send_message_response::Payload::Message(m)) => StreamResponse::from(m),
+            None => StreamResponse::default(),
+        };
+        let mut printer = EventPrinter::new(g, agent.reference());
+        printer.event(&ev)?;
+        printer.finish();
+        return Ok(exit::OK);
+    }
+    let events = agent
+        .client
+        .send_streaming_message(request, call)
+        .await
+        .map_err(|e| CliError::from_client(&e, ctx))?;
+    let opts = FollowOptions {
+        call: call.clone(),
+        ..Default::default()
+    };
+    let events = follow(agent.client.clone(), Some(events), None, opts);
+    print_stream(g, agent, events, ctx).await
+}
+
+/// Prints a stream of events until it ends (used by `send --stream` and
+/// `task subscribe --stream`).
+pub async fn print_stream(
+    g: &Globals,
+    agent: &Agent,
+    mut events: EventStream,
+    ctx: &ErrorContext,
+) -> Result<u8, CliError> {
+    let mut printer = EventPrinter::new(g, agent.reference());
+    let deadline = g.timeout.map(|t| tokio::time::Instant::now() + t);
+    loop {
+        let next = async {
+            match deadline {
+                Some(d) => tokio::time::timeout_at(d, events.next()).await.ok(),
+                None => Some(events.next().await),
+            }
+        };
+        let item = tokio::select! {
+            n = next => n,
+            _ = tokio::signal::ctrl_c() => {
+                printer.finish();
+                return Err(interrupted(printer.task_id()));
+            }
+        };
+        match item {
+            None => {
+                printer.finish();
+                return Err(timeout_error(g, printer.task_id()));
+            }
+            Some(None) => break,
+            Some(Some(Ok(ev))) => printer.event(&ev)?,
+            Some(Some(Err(e))) => {
+                printer.finish();
+                let mut ctx = ctx.clone();
+                ctx.task_id = printer.task_id().map(str::to_owned).or(ctx.task_id);
+                return Err(CliError::from_client(&e, &ctx));
+            }
+        }
+    }
+    printer.finish();
+    Ok(exit::OK)
+}
+
+/// Prints events: JSONL, labelled text, or live text on a terminal.
+pub struct EventPrinter {
+    json: bool,
+    live: bool,
+    verbose: bool,
+    reference: String,
+    view: TaskView,
+    /// Live mode: the artifact whose text is being printed.
+    open_artifact: Option<String>,
+    task_id: Option<String>,
+}
+
+impl EventPrinter {
+    pub fn new(g: &Globals, reference: &str) -> Self {
+        Self {
+            json: g.output == OutputFormat::Json,
+            live: g.output == OutputFormat::Text && std::io::stdout().is_terminal(),
+            verbose: g.verbose,
+            reference: reference.to_owned(),
+            view: TaskView::new(),
+            open_artifact: None,
+            task_id: None,
+        }
+    }
+
+    pub fn task_id(&self) -> Option<&str> {
+        self.task_id.as_deref()
+    }
+
+    pub fn event(&mut self, ev: &StreamResponse) -> Result<(), CliError> {
+        self.view.apply(ev);
+        if self.task_id.is_none() {
+            self.task_id = ev.task_id().map(str::to_owned);
+        }
+        if self.json {
+            return render::print_json(ev);
+        }
+        if self.live {
+            self.live_event(ev);
+            return Ok(());
+        }
+        let mut t = Text::new();
+        render::event(&mut t, ev, self.verbose);
+        t.print();
+        Ok(())
+    }
+
+    fn live_event(&mut self, ev: &StreamResponse) {
+        let mut out = std::io::stdout().lock();
+        match &ev.payload {
+            Some(stream_response::Payload::ArtifactUpdate(a)) => {
+                let Some(art) = &a.artifact else { return };
+                let texts: Vec<&str> = art.parts.iter().filter_map(Part::as_text).collect();
+                let only_text = texts.len() == art.parts.len();
+                if a.append && self.open_artifact.as_deref() == Some(&art.artifact_id) && only_text
+                {
+                    let _ = write!(out, "{}", render::sanitize(&texts.concat()));
+                } else {
+                    if self.open_artifact.take().is_some() {
+                        let _ = writeln!(out, "\n");
+                    }
+                    let mut t = Text::new();
+                    t.field(
+                        "Artifact",
+                        if art.name.is_empty() {
+                            "(unnamed)"
+                        } else {
+                            &art.name
+                        },
+                    );
+                    if only_text {
+                        let _ = write!(
+                            out,
+                            "{}Text:\n{}",
+                            t.as_str(),
+                            render::sanitize(&texts.concat())
+                        );
+                        self.open_artifact = Some(art.artifact_id.clone());
+                    } else {
+                        render::parts(&mut t, &art.parts, self.verbose);
+                        let _ = write!(out, "{}", t.as_str());
+                    }
+                }
+                if a.last_chunk && self.open_artifact.take().is_some() {
+                    let _ = writeln!(out, "\n");
+                }
+            }
+            _ => {
+                if self.open_artifact.take().is_some() {
+                    let _ = writeln!(out, "\n");
+                }
+                let mut t = Text::new();
+                render::event(&mut t, ev, self.verbose);
+                let _ = write!(out, "{}", t.as_str());
+            }
+        }
+        let _ = out.flush();
+    }
+
+    /// Restates the identifiers and the state (CLI SPEC 11.2 under
+    /// `--stream`) and names a paused or unsuccessful outcome.
+    pub fn finish(&mut self) {
+        if self.json {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        if self.open_artifact.take().is_some() {
+            let _ = writeln!(out, "\n");
+        }
+        if let Some(task) = self.view.task() {
+            let mut t = Text::new();
+            t.field("Final", "yes");
+            render::task_head(&mut t, &task);
+            let (warn, next) = render::outcome_notes(&task, &self.reference);
+            if let Some(n) = next {
+                t.field("Next", n);
+            }
+            let _ = write!(out, "{}", t.as_str());
+            let _ = out.flush();
+            if let Some(w) = warn {
+                eprintln!("warning: {w}");
+            }
+        }
+    }
+}

@@ -1,0 +1,637 @@
+//! `a2a task ...`: get (and poll), cancel, list, subscribe, download
+//! artifacts, push-notification configs.
+
+use std::path::{Path, PathBuf};
+
+use agentwire_client::follow::{FollowOptions, PollOptions, TaskView, follow, wait_for_task};
+use agentwire_client::{CallOptions, Transport};
+use agentwire_types::{
+    AuthenticationInfo, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, ErrorKind,
+    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
+    ListTasksRequest, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState, part,
+};
+use clap::{Args, Subcommand};
+use futures::StreamExt;
+
+use crate::agent::Agent;
+use crate::error::{CliError, a2a_error_name, exit};
+use crate::render::{self, Text};
+use crate::send::{Spinner, print_stream};
+use crate::{Globals, OutputFormat};
+
+#[derive(Subcommand, Debug)]
+pub enum TaskCommand {
+    /// Show a task: state, artifacts, history (--wait polls until it is terminal or interrupted).
+    Get(GetArgs),
+    /// Cancel a task and show its resulting state.
+    Cancel(IdArg),
+    /// List tasks, newest first (filter with --context-id and --status).
+    List(ListArgs),
+    /// Follow a task's live events (SubscribeToTask), resubscribing if the connection drops.
+    Subscribe(IdArg),
+    /// Save a task's artifacts to files.
+    Download(DownloadArgs),
+    /// Manage a task's push-notification configurations.
+    PushConfig {
+        #[command(subcommand)]
+        command: PushCommand,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct IdArg {
+    /// The task id (or --task-id).
+    #[arg(value_name = "TASK_ID")]
+    pub id: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// The task id (or --task-id).
+    #[arg(value_name = "TASK_ID")]
+    pub id: Option<String>,
+    /// How many of the most recent history messages to include.
+    #[arg(long, value_name = "N")]
+    pub history: Option<i32>,
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Only tasks in this state (e.g. working, input-required, TASK_STATE_COMPLETED).
+    #[arg(long, value_name = "STATE")]
+    pub status: Option<String>,
+    /// Tasks per page.
+    #[arg(long, value_name = "N")]
+    pub page_size: Option<i32>,
+    /// The page to read (nextPageToken of the previous page).
+    #[arg(long, value_name = "TOKEN")]
+    pub page_token: Option<String>,
+    /// History messages per task.
+    #[arg(long, value_name = "N")]
+    pub history: Option<i32>,
+    /// Include each task's artifacts.
+    #[arg(long)]
+    pub include_artifacts: bool,
+    /// Follow nextPageToken and list every page.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DownloadArgs {
+    /// The task id (or --task-id).
+    #[arg(value_name = "TASK_ID")]
+    pub id: Option<String>,
+    /// Directory to write into.
+    #[arg(long, short = 'd', default_value = ".", value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Only this artifact.
+    #[arg(long, value_name = "ID")]
+    pub artifact_id: Option<String>,
+    /// Overwrite existing files.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PushCommand {
+    /// Create a push-notification config for a task.
+    Create(PushCreateArgs),
+    /// Show one config.
+    Get(PushIdArgs),
+    /// List a task's configs.
+    List(IdArg),
+    /// Delete one config.
+    Delete(PushIdArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PushCreateArgs {
+    /// The task id (or --task-id).
+    #[arg(value_name = "TASK_ID")]
+    pub id: Option<String>,
+    /// The webhook URL the agent calls.
+    #[arg(long, value_name = "URL")]
+    pub url: String,
+    /// A token the agent sends back with each notification.
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// The config id (default: chosen by the agent).
+    #[arg(long = "config-id", value_name = "ID")]
+    pub config_id: Option<String>,
+    /// Authentication scheme the agent uses to call the webhook (e.g. Bearer).
+    #[arg(long, value_name = "SCHEME")]
+    pub auth_scheme: Option<String>,
+    /// Credentials for that scheme.
+    #[arg(long, value_name = "CREDENTIALS", requires = "auth_scheme")]
+    pub auth_credentials: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PushIdArgs {
+    /// The task id.
+    #[arg(value_name = "TASK_ID")]
+    pub id: String,
+    /// The config id.
+    #[arg(value_name = "CONFIG_ID")]
+    pub config_id: String,
+}
+
+fn task_id(g: &Globals, positional: Option<String>) -> Result<String, CliError> {
+    positional
+        .or_else(|| g.task_id.clone())
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| CliError::usage("no task given: pass the task id (or --task-id)"))
+}
+
+pub async fn run(g: &Globals, cmd: TaskCommand) -> Result<u8, CliError> {
+    match cmd {
+        TaskCommand::Get(a) => get(g, a).await,
+        TaskCommand::Cancel(a) => cancel(g, a).await,
+        TaskCommand::List(a) => list(g, a).await,
+        TaskCommand::Subscribe(a) => subscribe(g, a).await,
+        TaskCommand::Download(a) => download(g, a).await,
+        TaskCommand::PushConfig { command } => push(g, command).await,
+    }
+}
+
+fn print_task(g: &Globals, agent: &Agent, task: &Task) -> Result<(), CliError> {
+    match g.output {
+        OutputFormat::Json => {
+            if let (Some(w), _) = render::outcome_notes(task, agent.reference()) {
+                eprintln!("warning: {w}");
+            }
+            render::print_json(task)
+        }
+        OutputFormat::Text => {
+            render::print_task_text(task, agent.reference(), g.verbose);
+            Ok(())
+        }
+    }
+}
+
+async fn get(g: &Globals, a: GetArgs) -> Result<u8, CliError> {
+    let id = task_id(g, a.id)?;
+    let agent = Agent::connect(g).await?;
+    let call = CallOptions::new();
+    let task = if g.wait {
+        let poll = PollOptions {
+            interval: g.poll_interval,
+            max_interval: None,
+            timeout: g.timeout,
+            history_length: a.history,
+        };
+        let spinner = Spinner::start(g, format!("waiting for task {id}"));
+        let res = tokio::select! {
+            r = wait_for_task(&agent.client, &id, &poll, &call, |t| {
+                tracing::debug!("poll: {} is {}", t.id, render::state_label(t.state()));
+            }) => r.map_err(|e| agent.task_err(&e, &id)),
+            _ = tokio::signal::ctrl_c() => Err(CliError::internal("interrupted")
+                .with_hint(format!("task {id} keeps running; poll it again with `a2a task get --wait {id}`"))),
+        };
+        spinner.stop().await;
+        res?
+    } else {
+        let req = GetTaskRequest {
+            id: id.clone(),
+            history_length: a.history,
+            ..Default::default()
+        };
+        agent
+            .client
+            .get_task(req, &call)
+            .await
+            .map_err(|e| agent.task_err(&e, &id))?
+    };
+    print_task(g, &agent, &task)?;
+    Ok(exit::OK)
+}
+
+async fn cancel(g: &Globals, a: IdArg) -> Result<u8, CliError> {
+    let id = task_id(g, a.id)?;
+    let agent = Agent::connect(g).await?;
+    let call = CallOptions::new();
+    let req = CancelTaskRequest {
+        id: id.clone(),
+        metadata: crate::send::metadata(g)?,
+        ..Default::default()
+    };
+    let task = match agent.client.cancel_task(req, &call).await {
+        Ok(t) => t,
+        Err(e) if e.kind() == Some(ErrorKind::TaskNotCancelable) => {
+            // Idempotent: a task that is already canceled is what was asked.
+            let get = GetTaskRequest {
+                id: id.clone(),
+                ..Default::default()
+            };
+            match agent.client.get_task(get, &call).await {
+                Ok(t) if t.state() == TaskState::Canceled => t,
+                Ok(t) => {
+                    return Err(agent.task_err(&e, &id).with_hint(format!(
+                        "task {id} already ended {}; nothing to cancel",
+                        render::state_label(t.state())
+                    )));
+                }
+                Err(_) => return Err(agent.task_err(&e, &id)),
+            }
+        }
+        Err(e) => return Err(agent.task_err(&e, &id)),
+    };
+    print_task(g, &agent, &task)?;
+    Ok(exit::OK)
+}
+
+async fn list(g: &Globals, a: ListArgs) -> Result<u8, CliError> {
+    let status = match &a.status {
+        Some(s) => TaskState::parse(s).ok_or_else(|| {
+            CliError::usage(format!(
+                "--status {s}: unknown state (submitted, working, input-required, auth-required, completed, failed, canceled, rejected)"
+            ))
+        })? as i32,
+        None => 0,
+    };
+    let agent = Agent::connect(g).await?;
+    let call = CallOptions::new();
+    let mut req = ListTasksRequest {
+        context_id: g.context_id.clone().unwrap_or_default(),
+        status,
+        page_size: a.page_size,
+        page_token: a.page_token.clone().unwrap_or_default(),
+        history_length: a.history,
+        include_artifacts: a.include_artifacts.then_some(true),
+        ..Default::default()
+    };
+    let mut pages = Vec::new();
+    loop {
+        let page = agent
+            .client
+            .list_tasks(req.clone(), &call)
+            .await
+            .map_err(|e| agent.err(&e))?;
+        let next = page.next_page_token.clone();
+        pages.push(page);
+        if !a.all || next.is_empty() || pages.len() >= 1000 {
+            break;
+        }
+        req.page_token = next;
+    }
+    match (g.output, g.stream) {
+        (OutputFormat::Json, true) => {
+            for t in pages.iter().flat_map(|p| &p.tasks) {
+                render::print_json(t)?;
+            }
+        }
+        (OutputFormat::Json, false) => {
+            let mut merged = pages.remove(0);
+            for p in pages {
+                merged.tasks.extend(p.tasks);
+                merged.next_page_token = p.next_page_token;
+            }
+            render::print_json(&merged)?;
+        }
+        (OutputFormat::Text, _) => {
+            let count: usize = pages.iter().map(|p| p.tasks.len()).sum();
+            let last = pages.last().cloned().unwrap_or_default();
+            let mut t = Text::new();
+            t.field("Tasks", count.to_string());
+            t.field("Total", last.total_size.to_string());
+            if !last.next_page_token.is_empty() {
+                t.field("Next Page Token", &last.next_page_token);
+            }
+            for task in pages.iter().flat_map(|p| &p.tasks) {
+                t.blank();
+                render::task_head(&mut t, task);
+                if let Some(ts) = task.status_timestamp() {
+                    t.field("Updated", ts.to_string());
+                }
+                if a.include_artifacts {
+                    t.field("Artifacts", task.artifacts.len().to_string());
+                }
+            }
+            t.print();
+        }
+    }
+    Ok(exit::OK)
+}
+
+async fn subscribe(g: &Globals, a: IdArg) -> Result<u8, CliError> {
+    let id = task_id(g, a.id)?;
+    let agent = Agent::connect(g).await?;
+    if !agent.card.supports_streaming() {
+        return Err(CliError::new(
+            &a2a_error_name(ErrorKind::UnsupportedOperation),
+            exit::FAILURE,
+            "the agent card does not declare streaming, so tasks cannot be subscribed to",
+        )
+        .with_hint(format!("poll instead: a2a task get --wait {id}")));
+    }
+    let call = CallOptions::new();
+    let mut ctx = agent.error_context();
+    ctx.task_id = Some(id.clone());
+    // Open the subscription here so that refusals (unknown task, terminal
+    // task) surface as they are; `follow` then survives dropped connections.
+    let first = agent
+        .client
+        .subscribe_to_task(
+            SubscribeToTaskRequest {
+                id: id.clone(),
+                ..Default::default()
+            },
+            &call,
+        )
+        .await
+        .map_err(|e| CliError::from_client(&e, &ctx))?;
+    let opts = FollowOptions {
+        call: call.clone(),
+        ..Default::default()
+    };
+    let events = follow(agent.client.clone(), Some(first), Some(id.clone()), opts);
+    if g.stream {
+        return print_stream(g, &agent, events, &ctx).await;
+    }
+    let mut events = events;
+    let mut view = TaskView::new();
+    let deadline = g.timeout.map(|t| tokio::time::Instant::now() + t);
+    loop {
+        let next = async {
+            match deadline {
+                Some(d) => tokio::time::timeout_at(d, events.next()).await.ok(),
+                None => Some(events.next().await),
+            }
+        };
+        match next.await {
+            None => {
+                return Err(CliError::from_client(
+                    &agentwire_client::ClientError::WaitTimeout {
+                        task_id: id.clone(),
+                        waited: g.timeout.unwrap_or_default(),
+                        last_state: view.state().unwrap_or_default().short_name().into(),
+                    },
+                    &ctx,
+                ));
+            }
+            Some(None) => break,
+            Some(Some(Ok(ev))) => view.apply(&ev),
+            Some(Some(Err(e))) => return Err(CliError::from_client(&e, &ctx)),
+        }
+    }
+    let task = view
+        .task()
+        .ok_or_else(|| CliError::internal("the subscription ended without a task"))?;
+    print_task(g, &agent, &task)?;
+    Ok(exit::OK)
+}
+
+/// A safe file name: the last path component, no leading dots.
+fn safe_name(name: &str) -> Option<String> {
+    let base = Path::new(name).file_name()?.to_string_lossy().into_owned();
+    let base = base.trim_start_matches('.').trim().to_owned();
+    (!base.is_empty()).then_some(base)
+}
+
+fn extension_for(media_type: &str) -> &'static str {
+    match media_type {
+        "text/plain" => "txt",
+        "text/markdown" => "md",
+        "text/csv" => "csv",
+        "text/html" => "html",
+        "application/json" => "json",
+        "application/pdf" => "pdf",
+        "image/png" => "png",
+        "image/jpeg" => "jpg",
+        "image/svg+xml" => "svg",
+        _ => "bin",
+    }
+}
+
+async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
+    let id = task_id(g, a.id)?;
+    let agent = Agent::connect(g).await?;
+    let task = agent
+        .client
+        .get_task(
+            GetTaskRequest {
+                id: id.clone(),
+                ..Default::default()
+            },
+            &CallOptions::new(),
+        )
+        .await
+        .map_err(|e| agent.task_err(&e, &id))?;
+    let artifacts: Vec<_> = task
+        .artifacts
+        .iter()
+        .filter(|x| {
+            a.artifact_id
+                .as_deref()
+                .is_none_or(|want| x.artifact_id == want)
+        })
+        .collect();
+    if let Some(want) = &a.artifact_id {
+        if artifacts.is_empty() {
+            return Err(CliError::usage(format!("task {id} has no artifact {want}"))
+                .with_hint(format!("list its artifacts with `a2a task get {id}`")));
+        }
+    }
+    std::fs::create_dir_all(&a.dir)
+        .map_err(|e| CliError::internal(format!("cannot create {}: {e}", a.dir.display())))?;
+    let mut saved: Vec<(String, String)> = Vec::new();
+    let mut skipped: Vec<String> = Vec::new();
+    for art in &artifacts {
+        let stem = safe_name(&art.name).unwrap_or_else(|| format!("artifact-{}", art.artifact_id));
+        let many = art.parts.len() > 1;
+        for (n, p) in art.parts.iter().enumerate() {
+            let suffix = if many {
+                format!("-{}", n + 1)
+            } else {
+                String::new()
+            };
+            let (bytes, media): (Vec<u8>, String) = match &p.content {
+                Some(part::Content::Raw(b)) => (b.to_vec(), p.media_type.clone()),
+                Some(part::Content::Text(s)) => (
+                    s.as_bytes().to_vec(),
+                    if p.media_type.is_empty() {
+                        "text/plain".into()
+                    } else {
+                        p.media_type.clone()
+                    },
+                ),
+                Some(part::Content::Data(_)) => {
+                    let v = p.as_data().unwrap_or_default();
+                    (
+                        serde_json::to_vec_pretty(&v).unwrap_or_default(),
+                        "application/json".into(),
+                    )
+                }
+                Some(part::Content::Url(u)) => {
+                    skipped.push(format!("{u} (a URL: fetch it yourself)"));
+                    continue;
+                }
+                None => continue,
+            };
+            let name = match safe_name(&p.filename) {
+                Some(f) if !many => f,
+                Some(f) => format!("{n}-{f}", n = n + 1),
+                None => {
+                    let has_ext = Path::new(&stem).extension().is_some();
+                    if has_ext && !many {
+                        stem.clone()
+                    } else {
+                        format!("{stem}{suffix}.{}", extension_for(&media))
+                    }
+                }
+            };
+            let path = a.dir.join(&name);
+            if path.exists() && !a.force {
+                return Err(CliError::usage(format!(
+                    "{} exists; not overwriting it",
+                    path.display()
+                ))
+                .with_hint("pass --force to overwrite, or --dir to write elsewhere"));
+            }
+            std::fs::write(&path, &bytes)
+                .map_err(|e| CliError::internal(format!("cannot write {}: {e}", path.display())))?;
+            saved.push((
+                path.display().to_string(),
+                format!("{media}, {} bytes", bytes.len()),
+            ));
+        }
+    }
+    match g.output {
+        OutputFormat::Json => {
+            render::print_json(&task)?;
+            for (p, _) in &saved {
+                eprintln!("saved {p}");
+            }
+        }
+        OutputFormat::Text => {
+            let mut t = Text::new();
+            render::task_head(&mut t, &task);
+            t.field("Saved Files", saved.len().to_string());
+            for (p, what) in &saved {
+                t.field("Saved", format!("{p} ({what})"));
+            }
+            for s in &skipped {
+                t.field("Not Downloaded", s);
+            }
+            t.print();
+        }
+    }
+    for s in &skipped {
+        eprintln!("warning: not downloaded: {s}");
+    }
+    Ok(exit::OK)
+}
+
+async fn push(g: &Globals, cmd: PushCommand) -> Result<u8, CliError> {
+    let agent = Agent::connect(g).await?;
+    if !agent.card.supports_push_notifications() {
+        // Checked on the card before calling (CLI SPEC 13.3).
+        return Err(CliError::new(
+            &a2a_error_name(ErrorKind::PushNotificationNotSupported),
+            exit::FAILURE,
+            "the agent card does not declare capabilities.pushNotifications",
+        )
+        .with_hint("this agent does not support push notifications; follow tasks with `a2a task subscribe` or `a2a task get --wait`"));
+    }
+    push_call(g, &agent, cmd).await
+}
+
+/// The push-config calls, without the capability check (the agent's own
+/// answer decides).
+pub async fn push_call(g: &Globals, agent: &Agent, cmd: PushCommand) -> Result<u8, CliError> {
+    let call = CallOptions::new();
+    let json = g.output == OutputFormat::Json;
+    match cmd {
+        PushCommand::Create(a) => {
+            let id = task_id(g, a.id)?;
+            let req = TaskPushNotificationConfig {
+                id: a.config_id.unwrap_or_default(),
+                task_id: id.clone(),
+                url: a.url,
+                token: a.token.unwrap_or_default(),
+                authentication: a.auth_scheme.map(|scheme| AuthenticationInfo {
+                    scheme,
+                    credentials: a.auth_credentials.unwrap_or_default(),
+                }),
+                ..Default::default()
+            };
+            let c = agent
+                .client
+                .create_task_push_notification_config(req, &call)
+                .await
+                .map_err(|e| agent.task_err(&e, &id))?;
+            if json {
+                render::print_json(&c)?;
+            } else {
+                let mut t = Text::new();
+                render::push_config(&mut t, &c);
+                t.print();
+            }
+        }
+        PushCommand::Get(a) => {
+            let req = GetTaskPushNotificationConfigRequest {
+                task_id: a.id.clone(),
+                id: a.config_id,
+                ..Default::default()
+            };
+            let c = agent
+                .client
+                .get_task_push_notification_config(req, &call)
+                .await
+                .map_err(|e| agent.task_err(&e, &a.id))?;
+            if json {
+                render::print_json(&c)?;
+            } else {
+                let mut t = Text::new();
+                render::push_config(&mut t, &c);
+                t.print();
+            }
+        }
+        PushCommand::List(a) => {
+            let id = task_id(g, a.id)?;
+            let req = ListTaskPushNotificationConfigsRequest {
+                task_id: id.clone(),
+                ..Default::default()
+            };
+            let list = agent
+                .client
+                .list_task_push_notification_configs(req, &call)
+                .await
+                .map_err(|e| agent.task_err(&e, &id))?;
+            if json {
+                render::print_json(&list)?;
+            } else {
+                let mut t = Text::new();
+                t.field("Task ID", &id);
+                t.field("Configs", list.configs.len().to_string());
+                for c in &list.configs {
+                    t.blank();
+                    render::push_config(&mut t, c);
+                }
+                t.print();
+            }
+        }
+        PushCommand::Delete(a) => {
+            let req = DeleteTaskPushNotificationConfigRequest {
+                task_id: a.id.clone(),
+                id: a.config_id.clone(),
+                ..Default::default()
+            };
+            agent
+                .client
+                .delete_task_push_notification_config(req, &call)
+                .await
+                .map_err(|e| agent.task_err(&e, &a.id))?;
+            if json {
+                render::print_json(&serde_json::json!({}))?;
+            } else {
+                let mut t = Text::new();
+                t.field("Task ID", &a.id);
+                t.field("Deleted Config ID", &a.config_id);
+                t.print();
+            }
+        }
+    }
+    Ok(exit::OK)
+}

@@ -1,0 +1,247 @@
+//! Interop: our client (the `a2a` command, hence `agentwire-client`) against the
+//! official Python SDK's server (`interop/python/reference_server.py`,
+//! PyPI `a2a-sdk` 1.x) over JSON-RPC, HTTP+JSON and gRPC.
+//!
+//! Runs only when `A2A_INTEROP_PY_URL` names that server (as
+//! `interop/python/client_interop.sh` does in CI); otherwise each test
+//! returns at once, saying so.
+
+mod common;
+
+use common::Env;
+use serde_json::Value;
+
+const BINDINGS: [&str; 3] = ["JSONRPC", "HTTP+JSON", "GRPC"];
+
+fn target() -> Option<String> {
+    match std::env::var("A2A_INTEROP_PY_URL") {
+        Ok(u) if !u.trim().is_empty() => Some(u),
+        _ => {
+            eprintln!("A2A_INTEROP_PY_URL is not set: Python SDK interop not run");
+            None
+        }
+    }
+}
+
+fn id(prefix: &str) -> String {
+    format!("{prefix}-{}", agentwire_types::new_id())
+}
+
+#[test]
+fn card_discovery_and_validation() {
+    let Some(url) = target() else { return };
+    let env = Env::new();
+    let out = env.run(&["card", "get", "--validate", "-a", &url]);
+    out.expect(0);
+    assert_eq!(out.field("Valid").as_deref(), Some("yes"));
+    let card = env.run(&["card", "get", "-a", &url, "-o", "json"]).json();
+    let bindings: Vec<&str> = card["supportedInterfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["protocolBinding"].as_str().unwrap())
+        .collect();
+    for b in BINDINGS {
+        assert!(bindings.contains(&b), "{b} missing from {bindings:?}");
+    }
+}
+
+#[test]
+fn send_get_list_over_each_binding() {
+    let Some(url) = target() else { return };
+    let env = Env::new();
+    for b in BINDINGS {
+        let run = |args: &[&str]| {
+            let mut a = args.to_vec();
+            a.extend(["-a", &url, "--transport", b, "-o", "json"]);
+            env.run(&a)
+        };
+        // A completed task.
+        let out = run(&["send", "--message-id", &id("tck-complete-task"), "hello"]);
+        out.expect(0);
+        let t = out.json()["task"].clone();
+        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{b}");
+        let task_id = t["id"].as_str().unwrap().to_owned();
+        let ctx = t["contextId"].as_str().unwrap().to_owned();
+        // An artifact.
+        let v = run(&["send", "--message-id", &id("tck-artifact-text"), "art"]).json();
+        assert_eq!(
+            v["task"]["artifacts"][0]["parts"][0]["text"], "Generated text content",
+            "{b}"
+        );
+        // A direct message.
+        let v = run(&["send", "--message-id", &id("tck-message-response"), "msg"]).json();
+        assert!(v.get("message").is_some(), "{b}: {v}");
+        // GetTask.
+        let g = run(&["task", "get", &task_id]).json();
+        assert_eq!(g["id"], task_id.as_str(), "{b}");
+        assert_eq!(g["status"]["state"], "TASK_STATE_COMPLETED");
+        // ListTasks by context.
+        let l = run(&["task", "list", "--context-id", &ctx]).json();
+        assert!(
+            l["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["id"] == task_id.as_str()),
+            "{b}: {l}"
+        );
+        // Errors by their A2A names.
+        let out = run(&["task", "get", "no-such-task"]);
+        out.expect(1);
+        assert_eq!(out.json()["error"]["code"], "TaskNotFoundError", "{b}");
+        let out = run(&["task", "cancel", &task_id]);
+        out.expect(1);
+        assert_eq!(out.json()["error"]["code"], "TaskNotCancelableError", "{b}");
+    }
+}
+
+#[test]
+fn streaming_and_chunk_assembly_over_each_binding() {
+    let Some(url) = target() else { return };
+    let env = Env::new();
+    for b in BINDINGS {
+        let out = env.run(&[
+            "send",
+            "-a",
+            &url,
+            "--transport",
+            b,
+            "--stream",
+            "-o",
+            "json",
+            "--message-id",
+            &id("tck-stream-artifact-chunked"),
+            "chunks",
+        ]);
+        out.expect(0);
+        let lines = out.jsonl();
+        assert!(lines[0].get("task").is_some(), "{b}: {}", out.stdout);
+        let last = lines.last().unwrap();
+        let state = last
+            .pointer("/statusUpdate/status/state")
+            .or_else(|| last.pointer("/task/status/state"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        assert_eq!(state, "TASK_STATE_COMPLETED", "{b}");
+        // The blocking default (which streams underneath) assembles chunks.
+        let v = env
+            .run(&[
+                "send",
+                "-a",
+                &url,
+                "--transport",
+                b,
+                "-o",
+                "json",
+                "--message-id",
+                &id("tck-stream-artifact-chunked"),
+                "chunks",
+            ])
+            .json();
+        let text: String = v["task"]["artifacts"][0]["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect();
+        assert_eq!(text, "chunk-1 chunk-2", "{b}");
+    }
+}
+
+#[test]
+fn input_required_round_trip_and_cancel_over_each_binding() {
+    let Some(url) = target() else { return };
+    let env = Env::new();
+    for b in BINDINGS {
+        let run = |args: &[&str]| {
+            let mut a = args.to_vec();
+            a.extend(["-a", &url, "--transport", b, "-o", "json"]);
+            env.run(&a)
+        };
+        let v = run(&["send", "--message-id", &id("tck-input-required"), "start"]).json();
+        assert_eq!(
+            v["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+            "{b}"
+        );
+        let task_id = v["task"]["id"].as_str().unwrap().to_owned();
+        let v = run(&["send", "--task-id", &task_id, "here is more"]).json();
+        assert_eq!(v["task"]["id"], task_id.as_str());
+        assert_eq!(
+            v["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{b}: {v}"
+        );
+        // Another one, canceled while it waits.
+        let v = run(&["send", "--message-id", &id("tck-input-required"), "start"]).json();
+        let task_id = v["task"]["id"].as_str().unwrap().to_owned();
+        let t = run(&["task", "cancel", &task_id]).json();
+        assert_eq!(t["status"]["state"], "TASK_STATE_CANCELED", "{b}");
+    }
+}
+
+#[test]
+fn push_config_errors_keep_their_name() {
+    let Some(url) = target() else { return };
+    let env = Env::new();
+    // The reference card does not declare push notifications: refused from
+    // the card. Claiming it does (a card file) lets the SDK server answer.
+    let out = env.run(&[
+        "task",
+        "push-config",
+        "list",
+        "t-1",
+        "-a",
+        &url,
+        "-o",
+        "json",
+    ]);
+    out.expect(1);
+    assert_eq!(
+        out.json()["error"]["code"],
+        "PushNotificationNotSupportedError"
+    );
+    let mut card = env.run(&["card", "get", "-a", &url, "-o", "json"]).json();
+    card["capabilities"]["pushNotifications"] = Value::Bool(true);
+    std::fs::write(env.cwd().join("push.json"), card.to_string()).unwrap();
+    let v = env
+        .run(&[
+            "send",
+            "-a",
+            "./push.json",
+            "-o",
+            "json",
+            "--message-id",
+            &id("tck-input-required"),
+            "x",
+        ])
+        .json();
+    let task_id = v["task"]["id"].as_str().unwrap().to_owned();
+    for b in BINDINGS {
+        let out = env.run(&[
+            "task",
+            "push-config",
+            "create",
+            &task_id,
+            "--url",
+            "https://hooks.example.com/a2a",
+            "-a",
+            "./push.json",
+            "--transport",
+            b,
+            "-o",
+            "json",
+        ]);
+        // Either the SDK stores it, or it refuses with an A2A error name.
+        if out.code == 0 {
+            let c = out.json();
+            assert_eq!(c["taskId"], task_id.as_str(), "{b}");
+        } else {
+            out.expect(1);
+            let code = out.json()["error"]["code"].as_str().unwrap().to_owned();
+            assert!(
+                code.ends_with("Error") && !code.starts_with("A2ACLI_"),
+                "{b}: {code}"
+            );
+        }
+    }
+}

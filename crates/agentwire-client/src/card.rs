@@ -1,0 +1,831 @@
+//! Finding an Agent Card (spec 8.2): from the well-known URI of a host or
+//! origin, from a direct card URL, or from a file (direct configuration).
+//!
+//! - [`fetch_agent_card`]: one GET, no cache.
+//! - [`CardResolver`]: resolves any reference (`localhost:8080`,
+//!   `https://agent.example`, `https://x/card.json`, `./card.json`,
+//!   `file:///etc/agent.json`), honours HTTP caching (spec 8.6:
+//!   `Cache-Control: max-age`, `no-cache`, `no-store`; `ETag` revalidated
+//!   with `If-None-Match`), optionally keeps its cache on disk between
+//!   processes, and replaces a cached public card by the agent's extended
+//!   card once fetched with credentials ([`CardResolver::fetch_extended`]).
+//!
+//! A 0.x card (top-level `url`, no `supportedInterfaces`) is recognised and
+//! refused with a clear [`ClientError::NoCompatibleInterface`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agentwire_types::{AGENT_CARD_PATH, AgentCard, GetExtendedAgentCardRequest};
+use serde_json::Value;
+
+use crate::error::{ClientError, ClientResult, truncate_body};
+use crate::http::{
+    MAX_ERROR_BODY, default_http_client, map_reqwest_error, read_body, service_headers,
+};
+use crate::transport::CallOptions;
+
+/// The URL to fetch a card from, given what a user typed:
+///
+/// - a URL whose path ends in `.json` is used as it is;
+/// - otherwise the well-known path is appended to the URL's path (an origin
+///   gives `{origin}/.well-known/agent-card.json`; an agent mounted under a
+///   prefix gives `{origin}/{prefix}/.well-known/agent-card.json`);
+/// - without a scheme (`localhost:8080`, `10.0.0.5:9000/agent`), `http://`
+///   is assumed.
+///
+/// ```
+/// use agentwire_client::card::agent_card_url;
+/// assert_eq!(
+///     agent_card_url("localhost:8080").unwrap(),
+///     "http://localhost:8080/.well-known/agent-card.json"
+/// );
+/// assert_eq!(
+///     agent_card_url("https://agents.example.com/cards/echo.json").unwrap(),
+///     "https://agents.example.com/cards/echo.json"
+/// );
+/// ```
+pub fn agent_card_url(input: &str) -> ClientResult<String> {
+    let input = input.trim();
+    if input.is_empty() {
+        return Err(ClientError::InvalidRequest("empty agent URL".into()));
+    }
+    let with_scheme = if input.contains("://") {
+        input.to_owned()
+    } else {
+        format!("http://{input}")
+    };
+    let mut url = reqwest::Url::parse(&with_scheme)
+        .map_err(|e| ClientError::InvalidRequest(format!("invalid agent URL {input:?}: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ClientError::InvalidRequest(format!(
+            "agent URL {input:?} must be http:// or https://"
+        )));
+    }
+    if url.path().ends_with(".json") {
+        return Ok(url.into());
+    }
+    url.set_fragment(None);
+    url.set_query(None);
+    let path = format!("{}{AGENT_CARD_PATH}", url.path().trim_end_matches('/'));
+    url.set_path(&path);
+    Ok(url.into())
+}
+
+/// Fetches and decodes an agent card with the default HTTP client.
+///
+/// `url` is an origin, a base URL or a card URL (see [`agent_card_url`]).
+/// A card of an A2A 0.x agent (a top-level `url`, no `supportedInterfaces`)
+/// is refused with [`ClientError::NoCompatibleInterface`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), agentwire_client::ClientError> {
+/// let card = agentwire_client::fetch_agent_card("http://127.0.0.1:8080").await?;
+/// println!("{} {}", card.name, card.version);
+/// # Ok(()) }
+/// ```
+pub async fn fetch_agent_card(url: &str) -> ClientResult<AgentCard> {
+    fetch_agent_card_with(&default_http_client(), url, &CallOptions::new()).await
+}
+
+/// Fetches a card with a given HTTP client and options (service parameters
+/// such as `Authorization` are sent as headers; the timeout bounds the GET).
+pub async fn fetch_agent_card_with(
+    http: &reqwest::Client,
+    url: &str,
+    options: &CallOptions,
+) -> ClientResult<AgentCard> {
+    let card_url = agent_card_url(url)?;
+    let mut rb = http
+        .get(&card_url)
+        .headers(service_headers(options)?)
+        .header(http::header::ACCEPT, "application/json");
+    if let Some(t) = options.timeout {
+        rb = rb.timeout(t);
+    }
+    let resp = rb
+        .send()
+        .await
+        .map_err(|e| map_reqwest_error(e, &card_url))?;
+    let status = resp.status();
+    let body = read_body(resp, &card_url).await?;
+    if !status.is_success() {
+        return Err(card_http_error(&card_url, status.as_u16(), &body));
+    }
+    parse_card_at(&card_url, &body)
+}
+
+fn card_http_error(card_url: &str, status: u16, body: &[u8]) -> ClientError {
+    if matches!(status, 404 | 410) {
+        return ClientError::CardNotFound {
+            location: card_url.to_owned(),
+            message: format!("HTTP {status}"),
+        };
+    }
+    ClientError::Http {
+        status,
+        body: truncate_body(body, MAX_ERROR_BODY),
+    }
+}
+
+fn parse_card_at(location: &str, body: &[u8]) -> ClientResult<AgentCard> {
+    parse_agent_card(body).map_err(|e| match e {
+        ClientError::InvalidResponse(m) => {
+            ClientError::InvalidResponse(format!("agent card at {location}: {m}"))
+        }
+        other => other,
+    })
+}
+
+/// Where an agent card reference points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CardLocation {
+    /// An HTTP(S) URL to GET (the well-known path already appended).
+    Url(String),
+    /// A local file.
+    File(PathBuf),
+}
+
+/// Classifies a card reference as the `a2a` command's `--agent-card` does:
+///
+/// - `file://...` is a file; so is anything that exists on disk, and a
+///   path starting with `/`, `./`, `../` or `~/`;
+/// - anything else is a host, an origin or a URL (see [`agent_card_url`]).
+///
+/// ```
+/// use agentwire_client::card::{CardLocation, card_location};
+/// assert_eq!(
+///     card_location("localhost:9999").unwrap(),
+///     CardLocation::Url("http://localhost:9999/.well-known/agent-card.json".into())
+/// );
+/// assert!(matches!(card_location("file:///tmp/card.json").unwrap(), CardLocation::File(_)));
+/// assert!(matches!(card_location("./card.json").unwrap(), CardLocation::File(_)));
+/// ```
+pub fn card_location(reference: &str) -> ClientResult<CardLocation> {
+    let r = reference.trim();
+    if r.is_empty() {
+        return Err(ClientError::InvalidRequest(
+            "empty agent card reference".into(),
+        ));
+    }
+    if let Some(path) = r.strip_prefix("file://") {
+        return Ok(CardLocation::File(PathBuf::from(path)));
+    }
+    if !r.contains("://") {
+        let looks_like_path = r.starts_with('/')
+            || r.starts_with("./")
+            || r.starts_with("../")
+            || r.starts_with("~/")
+            || r.starts_with('.');
+        if looks_like_path || Path::new(r).is_file() {
+            let path = match r.strip_prefix("~/") {
+                Some(rest) => std::env::var_os("HOME")
+                    .map_or_else(|| PathBuf::from(r), |h| PathBuf::from(h).join(rest)),
+                None => PathBuf::from(r),
+            };
+            return Ok(CardLocation::File(path));
+        }
+    }
+    agent_card_url(r).map(CardLocation::Url)
+}
+
+/// Reads an agent card from a file (direct configuration, spec 8.2).
+pub fn read_agent_card_file(path: &Path) -> ClientResult<AgentCard> {
+    let location = path.display().to_string();
+    let body = std::fs::read(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            ClientError::CardNotFound {
+                location: location.clone(),
+                message: "no such file".into(),
+            }
+        } else {
+            ClientError::InvalidRequest(format!("cannot read agent card {location}: {e}"))
+        }
+    })?;
+    parse_card_at(&location, &body)
+}
+
+/// How [`CardResolver::resolve`] obtained a card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CardOrigin {
+    /// Fetched over HTTP (no usable cache entry).
+    Fetched,
+    /// Served from the cache, still fresh (`max-age`).
+    Cached,
+    /// The cache entry was revalidated (`304 Not Modified`).
+    Revalidated,
+    /// Read from a file.
+    File,
+    /// The extended card fetched with credentials, kept in memory.
+    Extended,
+}
+
+/// A resolved card and where it came from.
+#[derive(Debug, Clone)]
+pub struct ResolvedCard {
+    /// The card.
+    pub card: AgentCard,
+    /// The URL it was fetched from, or the file it was read from.
+    pub location: String,
+    /// How it was obtained.
+    pub origin: CardOrigin,
+}
+
+#[derive(Debug, Clone)]
+struct CacheEntry {
+    card: AgentCard,
+    /// The raw body (persisted in the disk cache).
+    body: Option<Value>,
+    etag: Option<String>,
+    /// Fresh until then (`None`: revalidate every time).
+    fresh_until: Option<SystemTime>,
+    extended: bool,
+}
+
+/// What `Cache-Control` allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CachePolicy {
+    store: bool,
+    max_age: Option<Duration>,
+}
+
+fn cache_policy(headers: &http::HeaderMap) -> CachePolicy {
+    let mut policy = CachePolicy {
+        store: true,
+        max_age: None,
+    };
+    for value in headers.get_all(http::header::CACHE_CONTROL) {
+        let Ok(value) = value.to_str() else { continue };
+        for directive in value.split(',') {
+            let d = directive.trim().to_ascii_lowercase();
+            if d == "no-store" {
+                policy.store = false;
+            } else if d == "no-cache" {
+                policy.max_age = Some(Duration::ZERO);
+            } else if let Some(n) = d.strip_prefix("max-age=") {
+                if let Ok(secs) = n.trim_matches('"').parse::<u64>() {
+                    policy.max_age = Some(policy.max_age.map_or(Duration::from_secs(secs), |m| {
+                        m.min(Duration::from_secs(secs))
+                    }));
+                }
+            }
+        }
+    }
+    policy
+}
+
+/// Resolves card references with an HTTP cache (spec 8.6).
+///
+/// Cheap to clone; clones share the cache.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), agentwire_client::ClientError> {
+/// use agentwire_client::card::{CardOrigin, CardResolver};
+/// let resolver = CardResolver::new();
+/// let first = resolver.resolve("localhost:8080").await?;
+/// assert_eq!(first.origin, CardOrigin::Fetched);
+/// // Within the card's max-age no request is made at all; after it, the
+/// // ETag is revalidated with If-None-Match.
+/// let again = resolver.resolve("localhost:8080").await?;
+/// println!("{} ({:?})", again.card.name, again.origin);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct CardResolver {
+    http: reqwest::Client,
+    entries: Arc<Mutex<HashMap<String, CacheEntry>>>,
+    cache_dir: Option<PathBuf>,
+    timeout: Option<Duration>,
+}
+
+impl Default for CardResolver {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CardResolver {
+    /// A resolver with the default HTTP client and an in-memory cache.
+    pub fn new() -> Self {
+        Self {
+            http: default_http_client(),
+            entries: Arc::default(),
+            cache_dir: None,
+            timeout: None,
+        }
+    }
+
+    /// Uses this HTTP client.
+    pub fn with_http_client(mut self, http: reqwest::Client) -> Self {
+        self.http = http;
+        self
+    }
+
+    /// Also keeps public cards (with their `ETag` and freshness) as files in
+    /// `dir`, so separate processes share the cache. Extended cards are
+    /// never written to disk.
+    pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Bounds each card request.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Resolves a reference (see [`card_location`]).
+    pub async fn resolve(&self, reference: &str) -> ClientResult<ResolvedCard> {
+        match card_location(reference)? {
+            CardLocation::File(path) => Ok(ResolvedCard {
+                card: read_agent_card_file(&path)?,
+                location: path.display().to_string(),
+                origin: CardOrigin::File,
+            }),
+            CardLocation::Url(url) => self.fetch_url(&url).await,
+        }
+    }
+
+    /// The card at a card URL, from the cache when it allows.
+    pub async fn fetch_url(&self, url: &str) -> ClientResult<ResolvedCard> {
+        let cached = self.entry(url);
+        if let Some(e) = &cached {
+            let fresh = e.extended || e.fresh_until.is_some_and(|t| SystemTime::now() < t);
+            if fresh {
+                return Ok(ResolvedCard {
+                    card: e.card.clone(),
+                    location: url.to_owned(),
+                    origin: if e.extended {
+                        CardOrigin::Extended
+                    } else {
+                        CardOrigin::Cached
+                    },
+                });
+            }
+        }
+        let mut rb = self
+            .http
+            .get(url)
+            .header(http::header::ACCEPT, "application/json");
+        if let Some(etag) = cached.as_ref().and_then(|e| e.etag.as_deref()) {
+            rb = rb.header(http::header::IF_NONE_MATCH, etag);
+        }
+        if let Some(t) = self.timeout {
+            rb = rb.timeout(t);
+        }
+        let resp = rb.send().await.map_err(|e| map_reqwest_error(e, url))?;
+        let status = resp.status();
+        let policy = cache_policy(resp.headers());
+        let etag = resp
+            .headers()
+            .get(http::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let fresh_until = policy.max_age.map(|a| SystemTime::now() + a);
+        if status == reqwest::StatusCode::NOT_MODIFIED {
+            if let Some(mut e) = cached {
+                e.fresh_until = fresh_until;
+                if etag.is_some() {
+                    e.etag = etag;
+                }
+                let card = e.card.clone();
+                self.store(url, e, policy.store);
+                return Ok(ResolvedCard {
+                    card,
+                    location: url.to_owned(),
+                    origin: CardOrigin::Revalidated,
+                });
+            }
+            return Err(ClientError::invalid_response(format!(
+                "{url} answered 304 Not Modified to a request that was not conditional"
+            )));
+        }
+        let body = read_body(resp, url).await?;
+        if !status.is_success() {
+            return Err(card_http_error(url, status.as_u16(), &body));
+        }
+        let card = parse_card_at(url, &body)?;
+        let entry = CacheEntry {
+            card: card.clone(),
+            body: serde_json::from_slice(&body).ok(),
+            etag,
+            fresh_until,
+            extended: false,
+        };
+        self.store(url, entry, policy.store);
+        Ok(ResolvedCard {
+            card,
+            location: url.to_owned(),
+            origin: CardOrigin::Fetched,
+        })
+    }
+
+    /// Fetches the extended card through `transport` (spec 3.1.11; the
+    /// caller passes the credentials in `options`) and caches it in memory
+    /// in place of the public card of `reference`, so later resolutions of
+    /// that reference in this process see the extended card.
+    pub async fn fetch_extended<T: crate::Transport + ?Sized>(
+        &self,
+        reference: &str,
+        transport: &T,
+        options: &CallOptions,
+    ) -> ClientResult<AgentCard> {
+        let card = transport
+            .get_extended_agent_card(GetExtendedAgentCardRequest::default(), options)
+            .await?;
+        if let Ok(CardLocation::Url(url)) = card_location(reference) {
+            if let Ok(mut map) = self.entries.lock() {
+                map.insert(
+                    url,
+                    CacheEntry {
+                        card: card.clone(),
+                        body: None,
+                        etag: None,
+                        fresh_until: None,
+                        extended: true,
+                    },
+                );
+            }
+        }
+        Ok(card)
+    }
+
+    /// Forgets what is cached for a reference (memory and disk).
+    pub fn invalidate(&self, reference: &str) {
+        if let Ok(CardLocation::Url(url)) = card_location(reference) {
+            if let Ok(mut map) = self.entries.lock() {
+                map.remove(&url);
+            }
+            if let Some(path) = self.disk_path(&url) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
+    fn entry(&self, url: &str) -> Option<CacheEntry> {
+        if let Some(e) = self.entries.lock().ok()?.get(url) {
+            return Some(e.clone());
+        }
+        let e = self.read_disk(url)?;
+        if let Ok(mut map) = self.entries.lock() {
+            map.insert(url.to_owned(), e.clone());
+        }
+        Some(e)
+    }
+
+    fn store(&self, url: &str, entry: CacheEntry, allowed: bool) {
+        if !allowed {
+            if let Ok(mut map) = self.entries.lock() {
+                map.remove(url);
+            }
+            if let Some(path) = self.disk_path(url) {
+                let _ = std::fs::remove_file(path);
+            }
+            return;
+        }
+        self.write_disk(url, &entry);
+        if let Ok(mut map) = self.entries.lock() {
+            map.insert(url.to_owned(), entry);
+        }
+    }
+
+    fn disk_path(&self, url: &str) -> Option<PathBuf> {
+        let dir = self.cache_dir.as_ref()?;
+        let name: String = url
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        Some(dir.join(format!("{name}.json")))
+    }
+
+    fn read_disk(&self, url: &str) -> Option<CacheEntry> {
+        let path = self.disk_path(url)?;
+        let raw: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+        if raw.get("url")?.as_str()? != url {
+            return None;
+        }
+        let body = raw.get("card")?.clone();
+        let card = parse_agent_card(&serde_json::to_vec(&body).ok()?).ok()?;
+        Some(CacheEntry {
+            card,
+            body: Some(body),
+            etag: raw.get("etag").and_then(Value::as_str).map(str::to_owned),
+            fresh_until: raw
+                .get("freshUntil")
+                .and_then(Value::as_u64)
+                .map(|s| UNIX_EPOCH + Duration::from_secs(s)),
+            extended: false,
+        })
+    }
+
+    fn write_disk(&self, url: &str, entry: &CacheEntry) {
+        let (Some(path), Some(body)) = (self.disk_path(url), &entry.body) else {
+            return;
+        };
+        if entry.extended {
+            return;
+        }
+        let fresh = entry
+            .fresh_until
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map(|d| d.as_secs());
+        let doc = serde_json::json!({
+            "url": url, "etag": entry.etag, "freshUntil": fresh, "card": body,
+        });
+        if let Some(dir) = path.parent() {
+            if std::fs::create_dir_all(dir).is_err() {
+                return;
+            }
+        }
+        if let Ok(bytes) = serde_json::to_vec(&doc) {
+            // Best effort: a cache that cannot be written is only slower.
+            let tmp = path.with_extension("tmp");
+            if std::fs::write(&tmp, bytes).is_ok() {
+                let _ = std::fs::rename(&tmp, &path);
+            }
+        }
+    }
+}
+
+/// Decodes an agent card (ProtoJSON), refusing 0.x cards with a clear error.
+pub fn parse_agent_card(body: &[u8]) -> ClientResult<AgentCard> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ClientError::invalid_response(format!("not JSON: {e}")))?;
+    let Some(obj) = value.as_object() else {
+        return Err(ClientError::invalid_response("not a JSON object"));
+    };
+    let has_interfaces = ["supportedInterfaces", "supported_interfaces"]
+        .iter()
+        .filter_map(|k| obj.get(*k))
+        .any(|v| v.as_array().is_some_and(|a| !a.is_empty()));
+    if !has_interfaces {
+        if let Some(url) = obj.get("url").and_then(Value::as_str) {
+            let version = obj
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("0.x");
+            return Err(ClientError::NoCompatibleInterface(format!(
+                "the agent card is an A2A {version} card (top-level \"url\": {url:?}, no \
+                 \"supportedInterfaces\"); this client speaks A2A 1.0 and does not fall back to 0.x"
+            )));
+        }
+    }
+    serde_json::from_value(value)
+        .map_err(|e| ClientError::invalid_response(format!("invalid agent card: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn card_urls() {
+        for (input, want) in [
+            (
+                "http://127.0.0.1:8080",
+                "http://127.0.0.1:8080/.well-known/agent-card.json",
+            ),
+            (
+                "http://127.0.0.1:8080/",
+                "http://127.0.0.1:8080/.well-known/agent-card.json",
+            ),
+            (
+                "127.0.0.1:8080",
+                "http://127.0.0.1:8080/.well-known/agent-card.json",
+            ),
+            (
+                "localhost:9",
+                "http://localhost:9/.well-known/agent-card.json",
+            ),
+            (
+                "https://a.example/agents/echo/",
+                "https://a.example/agents/echo/.well-known/agent-card.json",
+            ),
+            (
+                "https://a.example/x?y=1#z",
+                "https://a.example/x/.well-known/agent-card.json",
+            ),
+            ("https://a.example/card.json", "https://a.example/card.json"),
+            (
+                "https://a.example/card.json?v=2",
+                "https://a.example/card.json?v=2",
+            ),
+            (
+                "http://h:1/.well-known/agent-card.json",
+                "http://h:1/.well-known/agent-card.json",
+            ),
+        ] {
+            assert_eq!(agent_card_url(input).unwrap(), want, "{input}");
+        }
+        assert!(agent_card_url("").is_err());
+        assert!(agent_card_url("ftp://h/").is_err());
+    }
+
+    #[test]
+    fn v1_card_parses() {
+        let body = json!({
+            "name": "Echo", "description": "d", "version": "1.0.0",
+            "supportedInterfaces": [{"url": "http://h:1/", "protocolBinding": "JSONRPC",
+                                      "protocolVersion": "1.0"}],
+            "capabilities": {"streaming": true},
+            "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+            "skills": [], "futureField": 1
+        });
+        let card = parse_agent_card(&serde_json::to_vec(&body).unwrap()).unwrap();
+        assert_eq!(card.supported_interfaces[0].protocol_binding, "JSONRPC");
+        assert!(card.supports_streaming());
+    }
+
+    #[test]
+    fn v0_card_is_refused_clearly() {
+        let body = json!({
+            "name": "Old", "description": "d", "version": "1", "protocolVersion": "0.3.0",
+            "url": "http://h:1/a2a", "preferredTransport": "JSONRPC",
+            "capabilities": {}, "defaultInputModes": [], "defaultOutputModes": [], "skills": []
+        });
+        let err = parse_agent_card(&serde_json::to_vec(&body).unwrap()).unwrap_err();
+        assert!(
+            matches!(err, ClientError::NoCompatibleInterface(_)),
+            "{err:?}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains("0.3.0") && msg.contains("http://h:1/a2a"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn garbage_is_an_invalid_response() {
+        assert!(matches!(
+            parse_agent_card(b"<html>"),
+            Err(ClientError::InvalidResponse(_))
+        ));
+        assert!(matches!(
+            parse_agent_card(b"[]"),
+            Err(ClientError::InvalidResponse(_))
+        ));
+    }
+
+    #[test]
+    fn cache_control_directives() {
+        let mut h = http::HeaderMap::new();
+        h.insert(
+            http::header::CACHE_CONTROL,
+            "public, max-age=300".parse().unwrap(),
+        );
+        assert_eq!(
+            cache_policy(&h),
+            CachePolicy {
+                store: true,
+                max_age: Some(Duration::from_secs(300))
+            }
+        );
+        h.insert(http::header::CACHE_CONTROL, "no-cache".parse().unwrap());
+        assert_eq!(cache_policy(&h).max_age, Some(Duration::ZERO));
+        h.insert(http::header::CACHE_CONTROL, "no-store".parse().unwrap());
+        assert!(!cache_policy(&h).store);
+        assert_eq!(cache_policy(&http::HeaderMap::new()).max_age, None);
+    }
+
+    #[test]
+    fn references_are_classified() {
+        assert!(matches!(
+            card_location("https://a.example").unwrap(),
+            CardLocation::Url(u) if u == "https://a.example/.well-known/agent-card.json"
+        ));
+        assert_eq!(
+            card_location("file:///x/card.json").unwrap(),
+            CardLocation::File(PathBuf::from("/x/card.json"))
+        );
+        assert_eq!(
+            card_location("../card.json").unwrap(),
+            CardLocation::File(PathBuf::from("../card.json"))
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("agent.json");
+        std::fs::write(&file, "{}").unwrap();
+        assert_eq!(
+            card_location(file.to_str().unwrap()).unwrap(),
+            CardLocation::File(file.clone())
+        );
+        assert!(card_location("  ").is_err());
+    }
+
+    #[test]
+    fn card_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = read_agent_card_file(&dir.path().join("nope.json")).unwrap_err();
+        assert!(
+            matches!(missing, ClientError::CardNotFound { .. }),
+            "{missing:?}"
+        );
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, "not json").unwrap();
+        assert!(matches!(
+            read_agent_card_file(&bad),
+            Err(ClientError::InvalidResponse(_))
+        ));
+        let good = dir.path().join("good.json");
+        let card = AgentCard::new("File Agent", "d", "1").with_interface("http://h:1/", "JSONRPC");
+        std::fs::write(&good, serde_json::to_vec(&card).unwrap()).unwrap();
+        assert_eq!(read_agent_card_file(&good).unwrap().name, "File Agent");
+    }
+
+    async fn echo_server() -> agentwire_server::ServerHandle {
+        agentwire_server::A2aServer::new(
+            agentwire_agents::echo::card(),
+            agentwire_agents::echo::EchoAgent,
+        )
+        .bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .spawn()
+    }
+
+    #[tokio::test]
+    async fn resolver_caches_and_revalidates_with_the_etag() {
+        let server = echo_server().await;
+        let dir = tempfile::tempdir().unwrap();
+        let resolver = CardResolver::new().with_cache_dir(dir.path());
+        let host = server.base_url().trim_start_matches("http://").to_owned();
+        let first = resolver.resolve(&host).await.unwrap();
+        assert_eq!(first.origin, CardOrigin::Fetched);
+        assert_eq!(first.card.name, "Echo Agent");
+        // Fresh (max-age=300): no request at all.
+        let second = resolver.resolve(&server.base_url()).await.unwrap();
+        assert_eq!(second.origin, CardOrigin::Cached);
+        // Another process sharing the disk cache, once the entry is stale,
+        // revalidates with If-None-Match and gets 304.
+        let file = std::fs::read_dir(dir.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let mut doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert!(doc["etag"].is_string(), "{doc}");
+        doc["freshUntil"] = serde_json::json!(0);
+        std::fs::write(&file, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let other = CardResolver::new().with_cache_dir(dir.path());
+        let third = other.resolve(&server.base_url()).await.unwrap();
+        assert_eq!(third.origin, CardOrigin::Revalidated);
+        assert_eq!(third.card, first.card);
+        // A card URL that does not exist.
+        let err = resolver
+            .resolve(&format!("{}/nope/card.json", server.base_url()))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ClientError::CardNotFound { .. }), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn extended_card_replaces_the_public_one() {
+        use std::sync::Arc;
+        let card = agentwire_agents::echo::card();
+        let mut caps = card.capabilities.clone().unwrap_or_default();
+        caps.extended_agent_card = Some(true);
+        let public = AgentCard {
+            capabilities: Some(caps),
+            ..card
+        };
+        let extended = AgentCard {
+            description: "the extended card".into(),
+            ..public.clone()
+        };
+        let server = agentwire_server::A2aServer::new(public, agentwire_agents::echo::EchoAgent)
+            .extended_card(extended)
+            .authenticator(Arc::new(
+                agentwire_server::BearerTokens::new().with_token("t0k", "alice"),
+            ))
+            .bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .spawn();
+        let resolver = CardResolver::new();
+        let public = resolver.resolve(&server.base_url()).await.unwrap();
+        assert_ne!(public.card.description, "the extended card");
+        let client = crate::Client::builder()
+            .credentials(crate::Credentials::new().with_bearer("t0k"))
+            .build(public.card)
+            .unwrap();
+        let ext = resolver
+            .fetch_extended(&server.base_url(), &client, &CallOptions::new())
+            .await
+            .unwrap();
+        assert_eq!(ext.description, "the extended card");
+        let again = resolver.resolve(&server.base_url()).await.unwrap();
+        assert_eq!(again.origin, CardOrigin::Extended);
+        assert_eq!(again.card.description, "the extended card");
+    }
+}

@@ -1,0 +1,894 @@
+//! Streaming helpers: whole artifacts out of chunks, a task view built from
+//! events, following a task across dropped connections, and polling.
+//!
+//! - [`ArtifactAssembler`]: applies `TaskArtifactUpdateEvent`s (`append`,
+//!   `lastChunk`) and gives whole artifacts.
+//! - [`TaskView`]: the task as a stream of events leaves it (the `Task`
+//!   snapshot, then status and artifact updates).
+//! - [`follow`]: a stream of a task's events that survives dropped
+//!   connections: it resubscribes (`SubscribeToTask`) and reconciles with
+//!   `GetTask`, so a final state is never missed.
+//! - [`wait_for_task`]: polls `GetTask` until a terminal or interrupted
+//!   state, with an interval, bounded backoff and a timeout.
+//!
+//! ```no_run
+//! # async fn demo(client: agentwire_client::Client) -> Result<(), agentwire_client::ClientError> {
+//! use agentwire_client::follow::{FollowOptions, TaskView, follow};
+//! use agentwire_types::Message;
+//! use futures::StreamExt;
+//!
+//! let events = client.stream(Message::user_text("write the report")).await?;
+//! // Keep following even if the connection drops half-way.
+//! let mut events = follow(client.clone(), Some(events), None, FollowOptions::default());
+//! let mut view = TaskView::new();
+//! while let Some(event) = events.next().await {
+//!     view.apply(&event?);
+//! }
+//! let task = view.task().expect("a task");
+//! for artifact in &task.artifacts {
+//!     println!("{}: {}", artifact.name, artifact.text_content());
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use agentwire_types::{
+    Artifact, ErrorKind, GetTaskRequest, Message, StreamResponse, SubscribeToTaskRequest, Task,
+    TaskArtifactUpdateEvent, TaskState, TaskStatus, stream_response,
+};
+use futures::StreamExt;
+
+use crate::error::{ClientError, ClientResult};
+use crate::transport::{CallOptions, EventStream, Transport};
+
+/// Builds whole artifacts from artifact update events.
+///
+/// An event with `append: false` sets the artifact (a new one, or a
+/// replacement of the artifact with the same id); `append: true` adds its
+/// parts to the artifact with that id. `lastChunk` marks it complete.
+///
+/// ```
+/// use agentwire_client::follow::ArtifactAssembler;
+/// use agentwire_types::{Artifact, TaskArtifactUpdateEvent};
+///
+/// let mut asm = ArtifactAssembler::new();
+/// let mut first = TaskArtifactUpdateEvent::new("t", "c", Artifact::text("report", "Hello, ").with_id("a1"));
+/// asm.push(&first);
+/// let mut second = TaskArtifactUpdateEvent::new("t", "c", Artifact::text("report", "world").with_id("a1"));
+/// second.append = true;
+/// second.last_chunk = true;
+/// asm.push(&second);
+/// assert_eq!(asm.artifacts().len(), 1);
+/// assert_eq!(asm.artifacts()[0].text_content(), "Hello, world");
+/// assert!(asm.is_complete("a1"));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ArtifactAssembler {
+    artifacts: Vec<Artifact>,
+    complete: HashSet<String>,
+}
+
+impl ArtifactAssembler {
+    /// No artifacts yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts from the artifacts of a task snapshot (all complete).
+    pub fn from_artifacts(artifacts: Vec<Artifact>) -> Self {
+        let complete = artifacts.iter().map(|a| a.artifact_id.clone()).collect();
+        Self {
+            artifacts,
+            complete,
+        }
+    }
+
+    /// Applies one event; returns the artifact as it now stands.
+    pub fn push(&mut self, event: &TaskArtifactUpdateEvent) -> Option<&Artifact> {
+        let incoming = event.artifact.as_ref()?;
+        let id = incoming.artifact_id.clone();
+        let pos = self.artifacts.iter().position(|a| a.artifact_id == id);
+        let index = match (pos, event.append) {
+            (Some(i), true) => {
+                let a = &mut self.artifacts[i];
+                a.parts.extend(incoming.parts.iter().cloned());
+                if a.name.is_empty() {
+                    a.name.clone_from(&incoming.name);
+                }
+                if a.description.is_empty() {
+                    a.description.clone_from(&incoming.description);
+                }
+                if let Some(meta) = &incoming.metadata {
+                    let m = a.metadata.get_or_insert_with(Default::default);
+                    m.fields
+                        .extend(meta.fields.iter().map(|(k, v)| (k.clone(), v.clone())));
+                }
+                for e in &incoming.extensions {
+                    if !a.extensions.contains(e) {
+                        a.extensions.push(e.clone());
+                    }
+                }
+                i
+            }
+            (Some(i), false) => {
+                self.artifacts[i] = incoming.clone();
+                self.complete.remove(&id);
+                i
+            }
+            (None, _) => {
+                self.artifacts.push(incoming.clone());
+                self.artifacts.len() - 1
+            }
+        };
+        if event.last_chunk {
+            self.complete.insert(id);
+        }
+        self.artifacts.get(index)
+    }
+
+    /// The artifacts so far, in the order they first appeared.
+    pub fn artifacts(&self) -> &[Artifact] {
+        &self.artifacts
+    }
+
+    /// Whether the artifact's last chunk arrived (or it came whole in a
+    /// task snapshot).
+    pub fn is_complete(&self, artifact_id: &str) -> bool {
+        self.complete.contains(artifact_id)
+    }
+
+    /// The artifacts.
+    pub fn into_artifacts(self) -> Vec<Artifact> {
+        self.artifacts
+    }
+}
+
+/// The task (or direct message) a stream of events describes.
+///
+/// ```
+/// use agentwire_client::follow::TaskView;
+/// use agentwire_types::{StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent};
+///
+/// let mut view = TaskView::new();
+/// view.apply(&StreamResponse::from(Task {
+///     id: "t".into(),
+///     context_id: "c".into(),
+///     status: Some(TaskStatus::new(TaskState::Submitted)),
+///     ..Default::default()
+/// }));
+/// view.apply(&StreamResponse::from(TaskStatusUpdateEvent::new(
+///     "t", "c", TaskStatus::new(TaskState::Completed),
+/// )));
+/// assert_eq!(view.state(), Some(TaskState::Completed));
+/// assert!(view.is_final());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct TaskView {
+    task: Option<Task>,
+    message: Option<Message>,
+    artifacts: ArtifactAssembler,
+}
+
+impl TaskView {
+    /// Nothing seen yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, event: &StreamResponse) {
+        match &event.payload {
+            Some(stream_response::Payload::Task(t)) => {
+                self.artifacts = ArtifactAssembler::from_artifacts(t.artifacts.clone());
+                self.task = Some(t.clone());
+            }
+            Some(stream_response::Payload::Message(m)) => {
+                if let Some(t) = &mut self.task {
+                    t.history.push(m.clone());
+                } else {
+                    self.message = Some(m.clone());
+                }
+            }
+            Some(stream_response::Payload::StatusUpdate(e)) => {
+                let t = self.task_entry(&e.task_id, &e.context_id);
+                t.status = e.status.clone();
+            }
+            Some(stream_response::Payload::ArtifactUpdate(e)) => {
+                self.task_entry(&e.task_id, &e.context_id);
+                self.artifacts.push(e);
+            }
+            None => {}
+        }
+    }
+
+    fn task_entry(&mut self, task_id: &str, context_id: &str) -> &mut Task {
+        self.task.get_or_insert_with(|| Task {
+            id: task_id.to_owned(),
+            context_id: context_id.to_owned(),
+            status: Some(TaskStatus {
+                state: TaskState::Submitted as i32,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+
+    /// The task with its assembled artifacts, once any task event arrived.
+    pub fn task(&self) -> Option<Task> {
+        let mut t = self.task.clone()?;
+        t.artifacts = self.artifacts.artifacts().to_vec();
+        Some(t)
+    }
+
+    /// The direct message, when the agent answered with one instead of a
+    /// task.
+    pub fn message(&self) -> Option<&Message> {
+        self.message.as_ref()
+    }
+
+    /// The artifacts so far.
+    pub fn artifacts(&self) -> &ArtifactAssembler {
+        &self.artifacts
+    }
+
+    /// The task's state, once known.
+    pub fn state(&self) -> Option<TaskState> {
+        self.task.as_ref().map(Task::state)
+    }
+
+    /// Whether the interaction is over for now: a direct message, or a task
+    /// in a terminal or interrupted state.
+    pub fn is_final(&self) -> bool {
+        self.message.is_some() || self.state().is_some_and(TaskState::ends_turn)
+    }
+}
+
+/// How [`follow`] reconnects.
+#[derive(Debug, Clone)]
+pub struct FollowOptions {
+    /// Reconnections in a row without receiving an event before giving up.
+    pub max_reconnects: u32,
+    /// Wait before the first reconnection (doubled each time, at most 8 s).
+    pub backoff: Duration,
+    /// Options of every call.
+    pub call: CallOptions,
+}
+
+impl Default for FollowOptions {
+    fn default() -> Self {
+        Self {
+            max_reconnects: 5,
+            backoff: Duration::from_millis(200),
+            call: CallOptions::default(),
+        }
+    }
+}
+
+/// Whether a stream error may be survived by reconnecting.
+fn reconnectable(e: &ClientError) -> bool {
+    matches!(
+        e,
+        ClientError::Connect { .. } | ClientError::Transport { .. } | ClientError::Timeout { .. }
+    )
+}
+
+struct FollowState<T> {
+    transport: T,
+    task_id: Option<String>,
+    current: Option<EventStream>,
+    options: FollowOptions,
+    failures: u32,
+    done: bool,
+    last_error: Option<ClientError>,
+}
+
+enum Step {
+    Yield(Box<ClientResult<StreamResponse>>),
+    Continue,
+    End,
+}
+
+impl Step {
+    fn ok(event: StreamResponse) -> Self {
+        Step::Yield(Box::new(Ok(event)))
+    }
+
+    fn err(e: ClientError) -> Self {
+        Step::Yield(Box::new(Err(e)))
+    }
+}
+
+/// Follows a task to its end, surviving dropped connections.
+///
+/// `initial` is a stream already open (from `SendStreamingMessage` or
+/// `SubscribeToTask`); without it, the task `task_id` is subscribed to.
+/// When the stream fails with a connection error, or ends before a
+/// terminal or interrupted state, the task is read with `GetTask`: if it
+/// reached such a state, that `Task` is yielded as the last event;
+/// otherwise the task is subscribed to again (the first event of the new
+/// subscription is the current `Task`, so nothing is missed). A task that
+/// cannot be subscribed to because it already ended yields its `Task` from
+/// `GetTask`. After [`FollowOptions::max_reconnects`] failures in a row the
+/// last error is yielded and the stream ends.
+pub fn follow<T>(
+    transport: T,
+    initial: Option<EventStream>,
+    task_id: Option<String>,
+    options: FollowOptions,
+) -> EventStream
+where
+    T: Transport + Send + Sync + 'static,
+{
+    let state = FollowState {
+        transport,
+        task_id,
+        current: initial,
+        options,
+        failures: 0,
+        done: false,
+        last_error: None,
+    };
+    let stream = futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if st.done {
+                return None;
+            }
+            match st.step().await {
+                Step::Yield(item) => return Some((*item, st)),
+                Step::Continue => continue,
+                Step::End => return None,
+            }
+        }
+    });
+    Box::pin(stream)
+}
+
+impl<T: Transport + Send + Sync> FollowState<T> {
+    async fn step(&mut self) -> Step {
+        let Some(stream) = self.current.as_mut() else {
+            return self.subscribe().await;
+        };
+        match stream.next().await {
+            Some(Ok(event)) => {
+                self.failures = 0;
+                if self.task_id.is_none() {
+                    self.task_id = event.task_id().map(str::to_owned);
+                }
+                if event.ends_stream() {
+                    self.done = true;
+                }
+                Step::ok(event)
+            }
+            Some(Err(e)) if reconnectable(&e) && self.task_id.is_some() => {
+                tracing::debug!(error = %e, "stream dropped; reconciling with GetTask");
+                self.current = None;
+                self.last_error = Some(e);
+                self.reconcile().await
+            }
+            Some(Err(e)) => {
+                self.done = true;
+                Step::err(e)
+            }
+            None => {
+                self.current = None;
+                if self.task_id.is_none() {
+                    // A stream that closed before saying anything.
+                    return Step::End;
+                }
+                tracing::debug!("stream closed before a final state; reconciling with GetTask");
+                self.reconcile().await
+            }
+        }
+    }
+
+    /// Reads the task; yields it when final, otherwise lets the next step
+    /// resubscribe.
+    async fn reconcile(&mut self) -> Step {
+        self.failures += 1;
+        if self.failures > self.options.max_reconnects {
+            self.done = true;
+            let e = self
+                .last_error
+                .take()
+                .unwrap_or_else(|| ClientError::Transport {
+                    message: "the event stream kept closing before the task reached a final state"
+                        .into(),
+                    source: None,
+                });
+            return Step::err(e);
+        }
+        let shift = self.failures.saturating_sub(1).min(6);
+        let wait = (self.options.backoff * (1u32 << shift)).min(Duration::from_secs(8));
+        tokio::time::sleep(wait).await;
+        let Some(id) = self.task_id.clone() else {
+            return Step::End;
+        };
+        let req = GetTaskRequest {
+            id,
+            ..Default::default()
+        };
+        match self.transport.get_task(req, &self.options.call).await {
+            Ok(task) if task.state().ends_turn() => {
+                self.done = true;
+                Step::ok(StreamResponse::from(task))
+            }
+            Ok(_) => Step::Continue,
+            Err(e) if reconnectable(&e) => {
+                self.last_error = Some(e);
+                Step::Continue
+            }
+            Err(e) => {
+                self.done = true;
+                Step::err(e)
+            }
+        }
+    }
+
+    async fn subscribe(&mut self) -> Step {
+        let Some(id) = self.task_id.clone() else {
+            self.done = true;
+            return Step::err(ClientError::InvalidRequest(
+                "follow: neither a stream nor a task id".into(),
+            ));
+        };
+        let req = SubscribeToTaskRequest {
+            id: id.clone(),
+            ..Default::default()
+        };
+        match self
+            .transport
+            .subscribe_to_task(req, &self.options.call)
+            .await
+        {
+            Ok(s) => {
+                self.current = Some(s);
+                Step::Continue
+            }
+            // Subscribing to a task that already ended is refused (spec
+            // 3.1.6): its final state is read instead.
+            Err(e) if e.kind() == Some(ErrorKind::UnsupportedOperation) => {
+                let req = GetTaskRequest {
+                    id,
+                    ..Default::default()
+                };
+                self.done = true;
+                match self.transport.get_task(req, &self.options.call).await {
+                    Ok(task) if task.state().ends_turn() => Step::ok(StreamResponse::from(task)),
+                    Ok(_) | Err(_) => Step::err(e),
+                }
+            }
+            Err(e) if reconnectable(&e) => {
+                self.last_error = Some(e);
+                self.reconcile().await
+            }
+            Err(e) => {
+                self.done = true;
+                Step::err(e)
+            }
+        }
+    }
+}
+
+/// How [`wait_for_task`] polls.
+#[derive(Debug, Clone)]
+pub struct PollOptions {
+    /// Time between two polls at first (default 2 s).
+    pub interval: Duration,
+    /// The interval grows by half after each poll up to this bound
+    /// (default: 4 times `interval`, at least `interval`).
+    pub max_interval: Option<Duration>,
+    /// Give up after this long ([`ClientError::WaitTimeout`]).
+    pub timeout: Option<Duration>,
+    /// `historyLength` of each `GetTask`.
+    pub history_length: Option<i32>,
+}
+
+impl Default for PollOptions {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(2),
+            max_interval: None,
+            timeout: None,
+            history_length: None,
+        }
+    }
+}
+
+/// Polls `GetTask` until the task is terminal or interrupted
+/// (`TASK_STATE_UNSPECIFIED` is neither: polling goes on), calling
+/// `on_poll` with every task read. Never busy-loops: the wait between polls
+/// is at least `interval` (at least 10 ms) and grows by half up to
+/// `max_interval`.
+///
+/// ```no_run
+/// # async fn demo(client: agentwire_client::Client) -> Result<(), agentwire_client::ClientError> {
+/// use std::time::Duration;
+/// use agentwire_client::CallOptions;
+/// use agentwire_client::follow::{PollOptions, wait_for_task};
+/// let opts = PollOptions {
+///     interval: Duration::from_millis(500),
+///     timeout: Some(Duration::from_secs(60)),
+///     ..Default::default()
+/// };
+/// let task = wait_for_task(&client, "task-1", &opts, &CallOptions::new(), |t| {
+///     eprintln!("{:?}", t.state());
+/// })
+/// .await?;
+/// # Ok(()) }
+/// ```
+pub async fn wait_for_task<T, F>(
+    transport: &T,
+    task_id: &str,
+    poll: &PollOptions,
+    call: &CallOptions,
+    mut on_poll: F,
+) -> ClientResult<Task>
+where
+    T: Transport + ?Sized,
+    F: FnMut(&Task),
+{
+    let started = Instant::now();
+    let deadline = poll.timeout.map(|t| started + t);
+    let floor = poll.interval.max(Duration::from_millis(10));
+    let ceiling = poll.max_interval.unwrap_or(floor * 4).max(floor);
+    let mut interval = floor;
+    let mut last_state = TaskState::Unspecified;
+    loop {
+        let req = GetTaskRequest {
+            id: task_id.to_owned(),
+            history_length: poll.history_length,
+            ..Default::default()
+        };
+        let get = transport.get_task(req, call);
+        let task = match deadline {
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(left, get).await {
+                    Ok(r) => r?,
+                    Err(_) => return Err(wait_timeout(task_id, started, last_state)),
+                }
+            }
+            None => get.await?,
+        };
+        last_state = task.state();
+        on_poll(&task);
+        if last_state.ends_turn() {
+            return Ok(task);
+        }
+        if let Some(d) = deadline {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(wait_timeout(task_id, started, last_state));
+            }
+            tokio::time::sleep(interval.min(left)).await;
+            if Instant::now() >= d {
+                return Err(wait_timeout(task_id, started, last_state));
+            }
+        } else {
+            tokio::time::sleep(interval).await;
+        }
+        interval = (interval + interval / 2).min(ceiling);
+    }
+}
+
+fn wait_timeout(task_id: &str, started: Instant, last: TaskState) -> ClientError {
+    ClientError::WaitTimeout {
+        task_id: task_id.to_owned(),
+        waited: started.elapsed(),
+        last_state: last.short_name().to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use agentwire_types::{
+        AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+        GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest,
+        ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+        ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse,
+        TaskPushNotificationConfig, TaskStatusUpdateEvent,
+    };
+
+    fn task(state: TaskState) -> Task {
+        Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: Some(TaskStatus::new(state)),
+            ..Default::default()
+        }
+    }
+
+    /// A transport whose subscriptions and GetTask answers are scripted.
+    #[derive(Default)]
+    struct Scripted {
+        subscriptions: Mutex<Vec<Vec<ClientResult<StreamResponse>>>>,
+        states: Mutex<Vec<TaskState>>,
+        gets: AtomicUsize,
+        subscribes: AtomicUsize,
+    }
+
+    fn unsupported() -> ClientError {
+        ClientError::InvalidRequest("not scripted".into())
+    }
+
+    #[async_trait::async_trait]
+    impl Transport for Scripted {
+        async fn send_message(
+            &self,
+            _: SendMessageRequest,
+            _: &CallOptions,
+        ) -> ClientResult<SendMessageResponse> {
+            Err(unsupported())
+        }
+        async fn send_streaming_message(
+            &self,
+            _: SendMessageRequest,
+            _: &CallOptions,
+        ) -> ClientResult<EventStream> {
+            Err(unsupported())
+        }
+        async fn get_task(&self, _: GetTaskRequest, _: &CallOptions) -> ClientResult<Task> {
+            self.gets.fetch_add(1, Ordering::SeqCst);
+            let mut states = self.states.lock().unwrap();
+            let s = if states.len() > 1 {
+                states.remove(0)
+            } else {
+                states[0]
+            };
+            Ok(task(s))
+        }
+        async fn list_tasks(
+            &self,
+            _: ListTasksRequest,
+            _: &CallOptions,
+        ) -> ClientResult<ListTasksResponse> {
+            Err(unsupported())
+        }
+        async fn cancel_task(&self, _: CancelTaskRequest, _: &CallOptions) -> ClientResult<Task> {
+            Err(unsupported())
+        }
+        async fn subscribe_to_task(
+            &self,
+            _: SubscribeToTaskRequest,
+            _: &CallOptions,
+        ) -> ClientResult<EventStream> {
+            self.subscribes.fetch_add(1, Ordering::SeqCst);
+            let mut subs = self.subscriptions.lock().unwrap();
+            if subs.is_empty() {
+                return Err(ClientError::from(agentwire_types::A2aError::unsupported(
+                    "task is terminal",
+                )));
+            }
+            Ok(Box::pin(futures::stream::iter(subs.remove(0))))
+        }
+        async fn create_task_push_notification_config(
+            &self,
+            _: TaskPushNotificationConfig,
+            _: &CallOptions,
+        ) -> ClientResult<TaskPushNotificationConfig> {
+            Err(unsupported())
+        }
+        async fn get_task_push_notification_config(
+            &self,
+            _: GetTaskPushNotificationConfigRequest,
+            _: &CallOptions,
+        ) -> ClientResult<TaskPushNotificationConfig> {
+            Err(unsupported())
+        }
+        async fn list_task_push_notification_configs(
+            &self,
+            _: ListTaskPushNotificationConfigsRequest,
+            _: &CallOptions,
+        ) -> ClientResult<ListTaskPushNotificationConfigsResponse> {
+            Err(unsupported())
+        }
+        async fn delete_task_push_notification_config(
+            &self,
+            _: DeleteTaskPushNotificationConfigRequest,
+            _: &CallOptions,
+        ) -> ClientResult<()> {
+            Err(unsupported())
+        }
+        async fn get_extended_agent_card(
+            &self,
+            _: GetExtendedAgentCardRequest,
+            _: &CallOptions,
+        ) -> ClientResult<AgentCard> {
+            Err(unsupported())
+        }
+    }
+
+    fn status(state: TaskState) -> ClientResult<StreamResponse> {
+        Ok(StreamResponse::from(TaskStatusUpdateEvent::new(
+            "t1",
+            "c1",
+            TaskStatus::new(state),
+        )))
+    }
+
+    fn reset() -> ClientResult<StreamResponse> {
+        Err(ClientError::Transport {
+            message: "connection reset".into(),
+            source: None,
+        })
+    }
+
+    fn fast() -> FollowOptions {
+        FollowOptions {
+            backoff: Duration::from_millis(1),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn resubscribes_after_a_drop_and_sees_the_final_state() {
+        let t = std::sync::Arc::new(Scripted::default());
+        *t.subscriptions.lock().unwrap() = vec![
+            vec![Ok(task(TaskState::Working).into()), reset()],
+            vec![
+                Ok(task(TaskState::Working).into()),
+                status(TaskState::Completed),
+            ],
+        ];
+        *t.states.lock().unwrap() = vec![TaskState::Working];
+        let events: Vec<_> = follow(t.clone(), None, Some("t1".into()), fast())
+            .collect()
+            .await;
+        let states: Vec<_> = events
+            .iter()
+            .map(|e| e.as_ref().unwrap().state().unwrap())
+            .collect();
+        assert_eq!(
+            states,
+            [TaskState::Working, TaskState::Working, TaskState::Completed]
+        );
+        assert_eq!(t.subscribes.load(Ordering::SeqCst), 2);
+        assert_eq!(t.gets.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_final_state_reached_while_disconnected_comes_from_get_task() {
+        let t = std::sync::Arc::new(Scripted::default());
+        // The first stream dies; meanwhile the task completed.
+        *t.subscriptions.lock().unwrap() = vec![vec![Ok(task(TaskState::Working).into()), reset()]];
+        *t.states.lock().unwrap() = vec![TaskState::Completed];
+        let events: Vec<_> = follow(t.clone(), None, Some("t1".into()), fast())
+            .collect()
+            .await;
+        assert_eq!(events.len(), 2);
+        let last = events[1].as_ref().unwrap();
+        assert!(matches!(
+            last.payload,
+            Some(stream_response::Payload::Task(_))
+        ));
+        assert_eq!(last.state(), Some(TaskState::Completed));
+    }
+
+    #[tokio::test]
+    async fn a_stream_closed_early_is_reconciled_too() {
+        let t = std::sync::Arc::new(Scripted::default());
+        let initial: EventStream = Box::pin(futures::stream::iter(vec![Ok(StreamResponse::from(
+            task(TaskState::Working),
+        ))]));
+        *t.states.lock().unwrap() = vec![TaskState::InputRequired];
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, fast())
+            .collect()
+            .await;
+        assert_eq!(
+            events.last().unwrap().as_ref().unwrap().state(),
+            Some(TaskState::InputRequired)
+        );
+        assert_eq!(t.subscribes.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn gives_up_after_repeated_failures() {
+        let t = std::sync::Arc::new(Scripted::default());
+        *t.subscriptions.lock().unwrap() = (0..10).map(|_| vec![reset()]).collect();
+        *t.states.lock().unwrap() = vec![TaskState::Working];
+        let opts = FollowOptions {
+            max_reconnects: 3,
+            ..fast()
+        };
+        let events: Vec<_> = follow(t.clone(), None, Some("t1".into()), opts)
+            .collect()
+            .await;
+        assert!(events.last().unwrap().is_err());
+        assert_eq!(t.gets.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn terminal_task_subscription_yields_the_task() {
+        let t = std::sync::Arc::new(Scripted::default());
+        *t.states.lock().unwrap() = vec![TaskState::Completed];
+        let events: Vec<_> = follow(t.clone(), None, Some("t1".into()), fast())
+            .collect()
+            .await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            events[0].as_ref().unwrap().state(),
+            Some(TaskState::Completed)
+        );
+    }
+
+    #[tokio::test]
+    async fn polling_stops_on_interrupt_and_skips_unspecified() {
+        let t = Scripted::default();
+        *t.states.lock().unwrap() = vec![
+            TaskState::Working,
+            TaskState::Unspecified,
+            TaskState::AuthRequired,
+        ];
+        let poll = PollOptions {
+            interval: Duration::from_millis(10),
+            timeout: Some(Duration::from_secs(5)),
+            ..Default::default()
+        };
+        let mut seen = Vec::new();
+        let task = wait_for_task(&t, "t1", &poll, &CallOptions::new(), |t| {
+            seen.push(t.state())
+        })
+        .await
+        .unwrap();
+        assert_eq!(task.state(), TaskState::AuthRequired);
+        assert_eq!(
+            seen,
+            [
+                TaskState::Working,
+                TaskState::Unspecified,
+                TaskState::AuthRequired
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn polling_times_out() {
+        let t = Scripted::default();
+        *t.states.lock().unwrap() = vec![TaskState::Working];
+        let poll = PollOptions {
+            interval: Duration::from_millis(20),
+            timeout: Some(Duration::from_millis(120)),
+            ..Default::default()
+        };
+        let started = Instant::now();
+        let err = wait_for_task(&t, "t1", &poll, &CallOptions::new(), |_| {})
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ClientError::WaitTimeout { .. }), "{err:?}");
+        let polls = t.gets.load(Ordering::SeqCst);
+        // Backoff: far fewer polls than 120 / 20 + 1 at a fixed pace would
+        // allow would mean a sleep bug; more would mean a busy loop.
+        assert!((2..=7).contains(&polls), "{polls} polls");
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+
+    #[test]
+    fn assembler_replaces_and_appends() {
+        let mut asm = ArtifactAssembler::new();
+        let ev = |text: &str, append: bool, last: bool| {
+            let mut e =
+                TaskArtifactUpdateEvent::new("t", "c", Artifact::text("doc", text).with_id("a"));
+            e.append = append;
+            e.last_chunk = last;
+            e
+        };
+        asm.push(&ev("one ", false, false));
+        asm.push(&ev("two", true, false));
+        assert_eq!(asm.artifacts()[0].text_content(), "one two");
+        assert!(!asm.is_complete("a"));
+        asm.push(&ev("fresh", false, true));
+        assert_eq!(asm.artifacts()[0].text_content(), "fresh");
+        assert!(asm.is_complete("a"));
+        // An append for an unknown artifact starts it.
+        let mut other = ev("x", true, true);
+        other.artifact.as_mut().unwrap().artifact_id = "b".into();
+        asm.push(&other);
+        assert_eq!(asm.artifacts().len(), 2);
+    }
+}

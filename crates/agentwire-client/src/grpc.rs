@@ -1,0 +1,535 @@
+//! The gRPC binding (spec 10) over a tonic [`Channel`], using the client
+//! stub generated from the project's proto.
+
+use std::time::Duration;
+
+use agentwire_types::proto::a2a_service_client::A2aServiceClient;
+use agentwire_types::{
+    A2aError, AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse,
+    SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
+};
+use futures::StreamExt;
+use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::error::{ClientError, ClientResult, error_chain};
+use crate::http::DEFAULT_CONNECT_TIMEOUT;
+use crate::transport::{CallOptions, EventStream, TenantField, Transport, end_after_error};
+
+/// The gRPC transport.
+///
+/// Accepts the URL forms agent cards use for gRPC: a bare `host:port`,
+/// `http://host:port` or `grpc://host:port` (plaintext HTTP/2, "h2c"), and
+/// `https://` / `grpcs://` (TLS, with the crate feature `grpc-tls`).
+/// Service parameters travel as metadata with lowercase names, along with
+/// `a2a-version: 1.0` and `a2a-extensions`.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), agentwire_client::ClientError> {
+/// use agentwire_client::{CallOptions, GrpcTransport, Transport};
+/// use agentwire_types::{Message, SendMessageRequest};
+/// let grpc = GrpcTransport::connect("127.0.0.1:50051").await?;
+/// let req = SendMessageRequest {
+///     message: Some(Message::user_text("hello")),
+///     ..Default::default()
+/// };
+/// let answer = grpc.send_message(req, &CallOptions::new()).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct GrpcTransport {
+    client: A2aServiceClient<Channel>,
+    url: String,
+    tenant: String,
+}
+
+/// The endpoint for a gRPC interface URL.
+pub(crate) fn endpoint_uri(url: &str) -> ClientResult<(String, bool)> {
+    let trimmed = url.trim();
+    let (scheme, rest) = match trimmed.split_once("://") {
+        Some((scheme, rest)) => (scheme.to_ascii_lowercase(), rest),
+        None => ("http".to_owned(), trimmed),
+    };
+    let tls = match scheme.as_str() {
+        "http" | "grpc" => false,
+        "https" | "grpcs" => true,
+        other => {
+            return Err(ClientError::InvalidRequest(format!(
+                "unsupported gRPC URL scheme {other:?} in {url:?} (use host:port, http://, grpc://, https:// or grpcs://)"
+            )));
+        }
+    };
+    // gRPC has no path prefix: keep the authority only.
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() {
+        return Err(ClientError::InvalidRequest(format!(
+            "gRPC URL {url:?} names no host"
+        )));
+    }
+    let uri = format!("{}://{authority}", if tls { "https" } else { "http" });
+    Ok((uri, tls))
+}
+
+fn endpoint(url: &str) -> ClientResult<Endpoint> {
+    let (uri, tls) = endpoint_uri(url)?;
+    let ep = Endpoint::from_shared(uri.clone())
+        .map_err(|e| ClientError::InvalidRequest(format!("invalid gRPC URL {url:?}: {e}")))?
+        .connect_timeout(DEFAULT_CONNECT_TIMEOUT)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_while_idle(false);
+    if tls {
+        return tls_endpoint(ep, url);
+    }
+    Ok(ep)
+}
+
+#[cfg(feature = "grpc-tls")]
+fn tls_endpoint(ep: Endpoint, url: &str) -> ClientResult<Endpoint> {
+    ep.tls_config(tonic::transport::ClientTlsConfig::new().with_webpki_roots())
+        .map_err(|e| ClientError::InvalidRequest(format!("TLS setup for {url:?}: {e}")))
+}
+
+#[cfg(not(feature = "grpc-tls"))]
+fn tls_endpoint(_ep: Endpoint, url: &str) -> ClientResult<Endpoint> {
+    Err(ClientError::InvalidRequest(format!(
+        "gRPC over TLS ({url}) needs the `grpc-tls` feature of agentwire-client; \
+         this build only speaks plaintext gRPC (host:port, http://, grpc://)"
+    )))
+}
+
+impl GrpcTransport {
+    /// A transport that connects on first use (and reconnects when the
+    /// connection drops). Must be called within a Tokio runtime.
+    pub fn new(url: impl Into<String>) -> ClientResult<Self> {
+        let url = url.into();
+        let channel = endpoint(&url)?.connect_lazy();
+        Ok(Self::from_channel(channel, url))
+    }
+
+    /// A transport connected now: fails with [`ClientError::Connect`] when
+    /// the agent cannot be reached.
+    pub async fn connect(url: impl Into<String>) -> ClientResult<Self> {
+        let url = url.into();
+        let channel = endpoint(&url)?
+            .connect()
+            .await
+            .map_err(|e| ClientError::Connect {
+                url: url.clone(),
+                message: error_chain(&e),
+                source: Some(Box::new(e)),
+            })?;
+        Ok(Self::from_channel(channel, url))
+    }
+
+    /// A transport over a channel configured by the caller (TLS, load
+    /// balancing, interceptors at the tower level...).
+    pub fn from_channel(channel: Channel, url: impl Into<String>) -> Self {
+        Self {
+            client: A2aServiceClient::new(channel).max_decoding_message_size(64 * 1024 * 1024),
+            url: url.into(),
+            tenant: String::new(),
+        }
+    }
+
+    /// Sets the tenant used for requests that name none.
+    pub fn with_tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = tenant.into();
+        self
+    }
+
+    /// The interface URL this transport was made for.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn request<T: TenantField>(
+        &self,
+        mut message: T,
+        options: &CallOptions,
+        deadline: bool,
+    ) -> ClientResult<tonic::Request<T>> {
+        message.fill_tenant(&self.tenant);
+        let mut req = tonic::Request::new(message);
+        let md = req.metadata_mut();
+        md.insert(
+            "a2a-version",
+            AsciiMetadataValue::from_static(agentwire_types::PROTOCOL_VERSION),
+        );
+        let mut replaced_version = false;
+        for (name, value) in &options.service_params {
+            let key = AsciiMetadataKey::from_bytes(name.to_ascii_lowercase().as_bytes()).map_err(
+                |_| {
+                    ClientError::InvalidRequest(format!(
+                        "invalid service parameter name {name:?} for gRPC metadata"
+                    ))
+                },
+            )?;
+            let value = AsciiMetadataValue::try_from(value.as_str()).map_err(|_| {
+                ClientError::InvalidRequest(format!("invalid value for service parameter {name}"))
+            })?;
+            if key == "a2a-version" && !replaced_version {
+                md.remove("a2a-version");
+                replaced_version = true;
+            }
+            md.append(key, value);
+        }
+        if let Some(ext) = options.extensions_value() {
+            let joined = match md.get("a2a-extensions").and_then(|v| v.to_str().ok()) {
+                Some(existing) => format!("{existing},{ext}"),
+                None => ext,
+            };
+            let value = AsciiMetadataValue::try_from(joined.as_str()).map_err(|_| {
+                ClientError::InvalidRequest(format!("invalid extension URI in {joined:?}"))
+            })?;
+            md.insert("a2a-extensions", value);
+        }
+        if let (true, Some(t)) = (deadline, options.timeout) {
+            req.set_timeout(t);
+        }
+        Ok(req)
+    }
+
+    async fn unary<T, R, F, Fut>(
+        &self,
+        message: T,
+        options: &CallOptions,
+        call: F,
+    ) -> ClientResult<R>
+    where
+        T: TenantField,
+        F: FnOnce(A2aServiceClient<Channel>, tonic::Request<T>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<R>, tonic::Status>>,
+    {
+        let req = self.request(message, options, true)?;
+        let fut = call(self.client.clone(), req);
+        let res = match options.timeout {
+            Some(d) => tokio::time::timeout(d, fut)
+                .await
+                .map_err(|_| self.timeout())?,
+            None => fut.await,
+        };
+        res.map(tonic::Response::into_inner)
+            .map_err(|s| self.status_error(s))
+    }
+
+    async fn stream<T, F, Fut>(
+        &self,
+        message: T,
+        options: &CallOptions,
+        call: F,
+    ) -> ClientResult<EventStream>
+    where
+        T: TenantField,
+        F: FnOnce(A2aServiceClient<Channel>, tonic::Request<T>) -> Fut,
+        Fut: Future<
+            Output = Result<
+                tonic::Response<tonic::Streaming<agentwire_types::StreamResponse>>,
+                tonic::Status,
+            >,
+        >,
+    {
+        // No grpc-timeout on streams: the deadline would cut a long task's
+        // stream. The timeout bounds the wait for the response headers.
+        let req = self.request(message, options, false)?;
+        let fut = call(self.client.clone(), req);
+        let res = match options.timeout {
+            Some(d) => tokio::time::timeout(d, fut)
+                .await
+                .map_err(|_| self.timeout())?,
+            None => fut.await,
+        };
+        let streaming = res.map_err(|s| self.status_error(s))?.into_inner();
+        let url = self.url.clone();
+        let events = streaming.map(move |item| item.map_err(|s| status_to_error(s, &url)));
+        Ok(end_after_error(events))
+    }
+
+    fn timeout(&self) -> ClientError {
+        ClientError::Timeout {
+            url: self.url.clone(),
+        }
+    }
+
+    fn status_error(&self, status: tonic::Status) -> ClientError {
+        status_to_error(status, &self.url)
+    }
+}
+
+/// Classifies a gRPC status: a failure to connect (found in the status'
+/// source chain) is [`ClientError::Connect`]; other statuses made by the
+/// client's own channel (deadline, reset, broken stream) are timeouts or
+/// transport errors; statuses the server sent are A2A errors.
+pub(crate) fn status_to_error(status: tonic::Status, url: &str) -> ClientError {
+    if is_connect_failure(&status) {
+        let message = error_chain(&status);
+        return ClientError::Connect {
+            url: url.to_owned(),
+            message,
+            source: Some(Box::new(status)),
+        };
+    }
+    if is_local_status(&status) {
+        let timed_out = matches!(
+            status.code(),
+            tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
+        ) && status.message().to_ascii_lowercase().contains("timeout");
+        if timed_out {
+            return ClientError::Timeout {
+                url: url.to_owned(),
+            };
+        }
+        return ClientError::Transport {
+            message: format!(
+                "{}: {}",
+                agentwire_types::grpc_status_name(status.code() as i32),
+                error_chain(&status)
+            ),
+            source: Some(Box::new(status)),
+        };
+    }
+    ClientError::A2a(A2aError::from_grpc_status(&status))
+}
+
+/// Whether the channel could not connect (refused, DNS, connect timeout):
+/// tonic keeps the connector's error in the status' source chain.
+fn is_connect_failure(status: &tonic::Status) -> bool {
+    let mut cur = std::error::Error::source(status);
+    while let Some(e) = cur {
+        if e.downcast_ref::<tonic::ConnectError>().is_some() {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
+}
+
+/// A status the server sent carries response metadata (at least the
+/// `content-type` of the response headers) or error details; one made
+/// locally by the channel has neither.
+fn is_local_status(status: &tonic::Status) -> bool {
+    status.metadata().is_empty() && status.details().is_empty()
+}
+
+#[async_trait::async_trait]
+impl Transport for GrpcTransport {
+    async fn send_message(
+        &self,
+        request: SendMessageRequest,
+        options: &CallOptions,
+    ) -> ClientResult<SendMessageResponse> {
+        self.unary(request, options, |mut c, r| async move {
+            c.send_message(r).await
+        })
+        .await
+    }
+
+    async fn send_streaming_message(
+        &self,
+        request: SendMessageRequest,
+        options: &CallOptions,
+    ) -> ClientResult<EventStream> {
+        self.stream(request, options, |mut c, r| async move {
+            c.send_streaming_message(r).await
+        })
+        .await
+    }
+
+    async fn get_task(&self, request: GetTaskRequest, options: &CallOptions) -> ClientResult<Task> {
+        self.unary(
+            request,
+            options,
+            |mut c, r| async move { c.get_task(r).await },
+        )
+        .await
+    }
+
+    async fn list_tasks(
+        &self,
+        request: ListTasksRequest,
+        options: &CallOptions,
+    ) -> ClientResult<ListTasksResponse> {
+        self.unary(
+            request,
+            options,
+            |mut c, r| async move { c.list_tasks(r).await },
+        )
+        .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskRequest,
+        options: &CallOptions,
+    ) -> ClientResult<Task> {
+        self.unary(request, options, |mut c, r| async move {
+            c.cancel_task(r).await
+        })
+        .await
+    }
+
+    async fn subscribe_to_task(
+        &self,
+        request: SubscribeToTaskRequest,
+        options: &CallOptions,
+    ) -> ClientResult<EventStream> {
+        self.stream(request, options, |mut c, r| async move {
+            c.subscribe_to_task(r).await
+        })
+        .await
+    }
+
+    async fn create_task_push_notification_config(
+        &self,
+        request: TaskPushNotificationConfig,
+        options: &CallOptions,
+    ) -> ClientResult<TaskPushNotificationConfig> {
+        self.unary(request, options, |mut c, r| async move {
+            c.create_task_push_notification_config(r).await
+        })
+        .await
+    }
+
+    async fn get_task_push_notification_config(
+        &self,
+        request: GetTaskPushNotificationConfigRequest,
+        options: &CallOptions,
+    ) -> ClientResult<TaskPushNotificationConfig> {
+        self.unary(request, options, |mut c, r| async move {
+            c.get_task_push_notification_config(r).await
+        })
+        .await
+    }
+
+    async fn list_task_push_notification_configs(
+        &self,
+        request: ListTaskPushNotificationConfigsRequest,
+        options: &CallOptions,
+    ) -> ClientResult<ListTaskPushNotificationConfigsResponse> {
+        self.unary(request, options, |mut c, r| async move {
+            c.list_task_push_notification_configs(r).await
+        })
+        .await
+    }
+
+    async fn delete_task_push_notification_config(
+        &self,
+        request: DeleteTaskPushNotificationConfigRequest,
+        options: &CallOptions,
+    ) -> ClientResult<()> {
+        self.unary(request, options, |mut c, r| async move {
+            c.delete_task_push_notification_config(r).await
+        })
+        .await
+        .map(|_empty| ())
+    }
+
+    async fn get_extended_agent_card(
+        &self,
+        request: GetExtendedAgentCardRequest,
+        options: &CallOptions,
+    ) -> ClientResult<AgentCard> {
+        self.unary(request, options, |mut c, r| async move {
+            c.get_extended_agent_card(r).await
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentwire_types::ErrorKind;
+
+    #[test]
+    fn url_forms() {
+        for (input, want) in [
+            ("127.0.0.1:50051", "http://127.0.0.1:50051"),
+            ("http://127.0.0.1:50051", "http://127.0.0.1:50051"),
+            ("grpc://agent.local:443/", "http://agent.local:443"),
+            ("GRPC://h:1", "http://h:1"),
+            ("[::1]:9000", "http://[::1]:9000"),
+            ("localhost:8080/ignored/path", "http://localhost:8080"),
+        ] {
+            assert_eq!(
+                endpoint_uri(input).unwrap(),
+                (want.to_owned(), false),
+                "{input}"
+            );
+        }
+        assert_eq!(
+            endpoint_uri("grpcs://h:443").unwrap(),
+            ("https://h:443".to_owned(), true)
+        );
+        assert!(endpoint_uri("ws://h:1").is_err());
+        assert!(endpoint_uri("http://").is_err());
+    }
+
+    #[cfg(not(feature = "grpc-tls"))]
+    #[test]
+    fn tls_without_feature_is_a_clear_error() {
+        let e = endpoint("https://agent.example.com").unwrap_err();
+        assert!(e.to_string().contains("grpc-tls"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn metadata() {
+        let t = GrpcTransport::new("127.0.0.1:1")
+            .unwrap()
+            .with_tenant("acme");
+        let opts = CallOptions::new()
+            .with_service_param("Authorization", "Bearer x")
+            .with_extension("urn:a")
+            .with_extension("urn:b");
+        let req = t.request(GetTaskRequest::default(), &opts, true).unwrap();
+        let md = req.metadata();
+        assert_eq!(md.get("a2a-version").unwrap(), "1.0");
+        assert_eq!(md.get("a2a-extensions").unwrap(), "urn:a,urn:b");
+        assert_eq!(md.get("authorization").unwrap(), "Bearer x");
+        assert_eq!(req.get_ref().tenant, "acme");
+        let bad = CallOptions::new().with_service_param("bad key", "x");
+        assert!(t.request(GetTaskRequest::default(), &bad, true).is_err());
+    }
+
+    #[test]
+    fn statuses_from_the_server_are_a2a_errors() {
+        let status = A2aError::task_not_found("t-1").to_grpc_status();
+        let e = status_to_error(status, "h:1");
+        assert_eq!(e.kind(), Some(ErrorKind::TaskNotFound));
+        // A connection lost mid-call must not look like "unreachable" (the
+        // client would then resend the request elsewhere).
+        let local = tonic::Status::unavailable("error reading a body from connection: reset");
+        let e = status_to_error(local, "h:1");
+        assert!(matches!(e, ClientError::Transport { .. }), "{e:?}");
+        let local = tonic::Status::cancelled("Timeout expired");
+        assert!(status_to_error(local, "h:1").is_timeout());
+    }
+
+    #[tokio::test]
+    async fn connection_refused_is_unreachable() {
+        // Bind then drop a listener to get a port nobody listens on.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let t = GrpcTransport::new(format!("127.0.0.1:{port}")).unwrap();
+        let err = t
+            .get_task(
+                GetTaskRequest {
+                    id: "x".into(),
+                    ..Default::default()
+                },
+                &CallOptions::new(),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.is_unreachable(), "{err:?}");
+        let err = GrpcTransport::connect(format!("127.0.0.1:{port}"))
+            .await
+            .unwrap_err();
+        assert!(err.is_unreachable(), "{err:?}");
+    }
+}

@@ -1,0 +1,208 @@
+//! What the two HTTP bindings (JSON-RPC and HTTP+JSON) share: the default
+//! `reqwest` client, service parameters as headers, error classification and
+//! response plumbing.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt, TryStreamExt};
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::error::{ClientError, error_chain};
+use crate::sse::{self, SseEvent};
+use crate::transport::CallOptions;
+
+/// How long establishing a TCP (and TLS) connection may take with the
+/// default HTTP client before the agent counts as unreachable.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bytes of a response body kept in [`ClientError::Http`].
+pub(crate) const MAX_ERROR_BODY: usize = 4096;
+
+/// The process-wide default HTTP client (connection pool shared by every
+/// transport that is not given its own).
+pub fn default_http_client() -> reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .connect_timeout(DEFAULT_CONNECT_TIMEOUT)
+                .tcp_nodelay(true)
+                .user_agent(concat!("agentwire/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .unwrap_or_else(|_| reqwest::Client::new())
+        })
+        .clone()
+}
+
+/// The headers of one call: `A2A-Version`, `A2A-Extensions`, then the
+/// caller's service parameters (a parameter with the name of one of the
+/// former replaces it, except `A2A-Extensions` which is joined).
+pub(crate) fn service_headers(options: &CallOptions) -> Result<HeaderMap, ClientError> {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        HeaderName::from_static("a2a-version"),
+        HeaderValue::from_static(agentwire_types::PROTOCOL_VERSION),
+    );
+    let extensions_name = HeaderName::from_static("a2a-extensions");
+    let mut replaced_version = false;
+    for (name, value) in &options.service_params {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            ClientError::InvalidRequest(format!("invalid service parameter name {name:?}"))
+        })?;
+        let value = HeaderValue::from_str(value).map_err(|_| {
+            ClientError::InvalidRequest(format!("invalid value for service parameter {name}"))
+        })?;
+        if name == "a2a-version" && !replaced_version {
+            headers.remove(&name);
+            replaced_version = true;
+        }
+        headers.append(name, value);
+    }
+    if let Some(ext) = options.extensions_value() {
+        let joined = match headers.get(&extensions_name).and_then(|v| v.to_str().ok()) {
+            Some(existing) => format!("{existing},{ext}"),
+            None => ext,
+        };
+        let value = HeaderValue::from_str(&joined).map_err(|_| {
+            ClientError::InvalidRequest(format!("invalid extension URI in {joined:?}"))
+        })?;
+        headers.insert(extensions_name, value);
+    }
+    Ok(headers)
+}
+
+/// Classifies a `reqwest` error.
+pub(crate) fn map_reqwest_error(e: reqwest::Error, url: &str) -> ClientError {
+    if e.is_connect() {
+        ClientError::Connect {
+            url: url.to_owned(),
+            message: connect_message(&e),
+            source: Some(Box::new(e)),
+        }
+    } else if e.is_timeout() {
+        ClientError::Timeout {
+            url: url.to_owned(),
+        }
+    } else if e.is_builder() {
+        ClientError::InvalidRequest(error_chain(&e))
+    } else {
+        ClientError::Transport {
+            message: error_chain(&e),
+            source: Some(Box::new(e)),
+        }
+    }
+}
+
+/// The innermost, most telling part of a connect error ("Connection refused
+/// (os error 111)", "dns error: ...").
+fn connect_message(e: &reqwest::Error) -> String {
+    let mut parts = Vec::new();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = cur {
+        parts.push(s.to_string());
+        cur = s.source();
+    }
+    if e.is_timeout() && !parts.iter().any(|p| p.contains("timed out")) {
+        parts.push("connect timed out".into());
+    }
+    parts.retain(|p| !p.is_empty() && p != "client error (Connect)");
+    if parts.is_empty() {
+        e.to_string()
+    } else {
+        parts.join(": ")
+    }
+}
+
+/// Sends a request, bounding the time until the response headers arrive by
+/// `timeout` (used for streams, whose body may last long).
+pub(crate) async fn send_with_header_timeout(
+    rb: reqwest::RequestBuilder,
+    timeout: Option<Duration>,
+    url: &str,
+) -> Result<reqwest::Response, ClientError> {
+    let fut = rb.send();
+    let res = match timeout {
+        Some(d) => tokio::time::timeout(d, fut)
+            .await
+            .map_err(|_| ClientError::Timeout {
+                url: url.to_owned(),
+            })?,
+        None => fut.await,
+    };
+    res.map_err(|e| map_reqwest_error(e, url))
+}
+
+/// Reads a whole body.
+pub(crate) async fn read_body(resp: reqwest::Response, url: &str) -> Result<Bytes, ClientError> {
+    resp.bytes().await.map_err(|e| map_reqwest_error(e, url))
+}
+
+/// Whether a response carries an event stream.
+pub(crate) fn is_event_stream(resp: &reqwest::Response) -> bool {
+    resp.headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
+        })
+}
+
+/// The events of an SSE response.
+pub(crate) fn sse_events(
+    resp: reqwest::Response,
+    url: &str,
+) -> impl Stream<Item = Result<SseEvent, ClientError>> + Send + use<> {
+    let url = url.to_owned();
+    let body = resp
+        .bytes_stream()
+        .map_err(move |e| map_reqwest_error(e, &url))
+        .boxed();
+    sse::events(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_extensions_and_params() {
+        let opts = CallOptions::new()
+            .with_service_param("Authorization", "Bearer x")
+            .with_extension("urn:a")
+            .with_extension("urn:b");
+        let h = service_headers(&opts).unwrap();
+        assert_eq!(h["a2a-version"], "1.0");
+        assert_eq!(h["a2a-extensions"], "urn:a,urn:b");
+        assert_eq!(h["authorization"], "Bearer x");
+    }
+
+    #[test]
+    fn caller_may_replace_the_version_and_join_extensions() {
+        let opts = CallOptions::new()
+            .with_service_param("A2A-Version", "0.3")
+            .with_service_param("A2A-Extensions", "urn:x")
+            .with_extension("urn:y");
+        let h = service_headers(&opts).unwrap();
+        assert_eq!(h.get_all("a2a-version").iter().count(), 1);
+        assert_eq!(h["a2a-version"], "0.3");
+        assert_eq!(h["a2a-extensions"], "urn:x,urn:y");
+    }
+
+    #[test]
+    fn bad_header_names_are_request_errors() {
+        let opts = CallOptions::new().with_service_param("bad header", "x");
+        assert!(matches!(
+            service_headers(&opts),
+            Err(ClientError::InvalidRequest(_))
+        ));
+        let opts = CallOptions::new().with_service_param("x-ok", "line\nbreak");
+        assert!(matches!(
+            service_headers(&opts),
+            Err(ClientError::InvalidRequest(_))
+        ));
+    }
+}

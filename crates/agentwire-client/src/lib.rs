@@ -1,0 +1,112 @@
+//! A client for agents speaking the A2A (Agent2Agent) protocol v1.0.
+//!
+//! Three layers, each usable on its own:
+//!
+//! 1. **Transports** ([`Transport`]): the eleven A2A operations over one
+//!    binding: [`JsonRpcTransport`] (JSON-RPC 2.0 over HTTP, spec 9),
+//!    [`RestTransport`] (HTTP+JSON, spec 11) and [`GrpcTransport`] (gRPC,
+//!    spec 10). Requests and responses are the protocol types of
+//!    [`agentwire_types`]; streams are [`EventStream`]s; every failure is a
+//!    [`ClientError`] whose A2A error kind does not depend on the binding.
+//! 2. **[`Client`]**: built from an [`agentwire_types::AgentCard`], it picks the
+//!    first usable interface (spec 8.3: binding accepted, protocol version
+//!    1.x), sets the interface's `tenant` on every request, and falls back to
+//!    the next interface only when one cannot be reached. It never downgrades
+//!    to an A2A 0.x interface.
+//! 3. **Card discovery** ([`fetch_agent_card`], [`card::CardResolver`]):
+//!    the agent card from a host, an origin, a card URL or a file, with HTTP
+//!    caching (`Cache-Control`, `ETag`), 0.x cards recognised and refused
+//!    clearly, and the extended card replacing the public one once fetched.
+//! 4. **Interceptors and credentials** (module [`auth`]): code that sees
+//!    every call's options, and bearer tokens / API keys placed where the
+//!    card's security schemes say.
+//! 5. **Streaming helpers** (module [`follow`]): whole artifacts from chunks,
+//!    a task view built from events, following a task across dropped
+//!    connections (resubscribe + reconcile with `GetTask`), polling with an
+//!    interval and a timeout.
+//! 6. **The ledger** (module [`ledger`]): contexts, tasks, artifact version
+//!    chains, the accepted version and the tasks waiting for the user, in
+//!    memory or in SQLite, with `continue_task`, `refine` and `accept`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), agentwire_client::ClientError> {
+//! use agentwire_client::{Binding, CallOptions, Client};
+//! use agentwire_types::{Message, TaskState};
+//! use futures::StreamExt;
+//!
+//! // Discover the agent and talk to it over the interface it prefers.
+//! let client = Client::builder()
+//!     .bindings([Binding::JsonRpc, Binding::Grpc])
+//!     .options(CallOptions::new().with_bearer_token("s3cret"))
+//!     .connect("http://127.0.0.1:8080")
+//!     .await?;
+//!
+//! // Request / response.
+//! let answer = client.send_text("What's new in payment-service?").await?;
+//! if let Some(task) = answer.task() {
+//!     if task.state() == TaskState::InputRequired {
+//!         let follow_up = Message::user_text("Node.js 22")
+//!             .with_task_id(&task.id)
+//!             .with_context_id(&task.context_id);
+//!         client.send(follow_up).await?;
+//!     }
+//! }
+//!
+//! // Streaming.
+//! let mut events = client.stream(Message::user_text("report, please")).await?;
+//! while let Some(event) = events.next().await {
+//!     let event = event?;
+//!     if let Some(state) = event.state() {
+//!         println!("now {}", state.short_name());
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Errors keep the A2A kind whatever the binding:
+//!
+//! ```no_run
+//! # async fn demo(client: agentwire_client::Client) {
+//! use agentwire_types::ErrorKind;
+//! match client.get_task("no-such-task").await {
+//!     Err(e) if e.kind() == Some(ErrorKind::TaskNotFound) => println!("gone"),
+//!     Err(e) if e.is_unreachable() => println!("agent down: {e}"),
+//!     Err(e) => println!("failed: {e}"),
+//!     Ok(task) => println!("{:?}", task.state()),
+//! }
+//! # }
+//! ```
+#![warn(missing_docs)]
+
+pub mod auth;
+pub mod card;
+mod client;
+mod error;
+pub mod follow;
+mod grpc;
+mod http;
+mod jsonrpc;
+pub mod ledger;
+mod rest;
+pub mod sse;
+mod transport;
+#[cfg(feature = "webhook")]
+pub mod webhook;
+
+#[cfg(test)]
+mod testutil;
+#[cfg(test)]
+mod wire_tests;
+
+pub use auth::{Credentials, Interceptor, Operation};
+pub use card::{CardResolver, fetch_agent_card};
+pub use client::{Client, ClientBuilder, select_interfaces};
+pub use error::{BoxError, ClientError, ClientResult};
+pub use grpc::GrpcTransport;
+pub use http::{DEFAULT_CONNECT_TIMEOUT, default_http_client};
+pub use jsonrpc::JsonRpcTransport;
+pub use rest::RestTransport;
+pub use transport::{Binding, CallOptions, EventStream, Transport};
+
+/// The data model crate, re-exported for convenience.
+pub use agentwire_types;

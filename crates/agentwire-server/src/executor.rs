@@ -1,0 +1,390 @@
+//! What an agent author implements ([`AgentExecutor`]) and what the agent
+//! receives: the [`RequestContext`] and the [`TaskUpdater`] through which it
+//! answers.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use agentwire_types::{
+    A2aError, A2aResult, Artifact, Message, Part, Role, SendMessageConfiguration, Struct, Task,
+    TaskState, TaskStatus,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::manager::{Emit, LiveTask, TaskManager};
+use crate::store::TaskUpdate;
+
+/// The agent: turns incoming messages into a reply or a task's progress.
+///
+/// `execute` is called once per message sent to the agent (a new request or
+/// a message continuing an interrupted task). It answers through the
+/// [`TaskUpdater`]: either one plain [`Message`] with
+/// [`TaskUpdater::reply`], or task events (`start_work`, `add_artifact`,
+/// `complete`, `require_input`...). It should return once the task is in a
+/// terminal or interrupted state; a task left unfinished when `execute`
+/// returns is marked failed, and an error returned after the task exists
+/// fails the task with that error's message. An error returned before any
+/// answer goes back to the client as that error.
+///
+/// ```
+/// use agentwire_server::{AgentExecutor, RequestContext, TaskUpdater};
+/// use agentwire_types::{A2aResult, Artifact};
+///
+/// struct Echo;
+///
+/// impl AgentExecutor for Echo {
+///     async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+///         task.start_work().await?;
+///         task.add_artifact(Artifact::text("echo", ctx.text())).await?;
+///         task.complete().await
+///     }
+/// }
+/// ```
+///
+/// Every request's agent future is allocated on the heap. An `async fn`
+/// keeps its arguments twice (as passed, and as bound in its body), so an
+/// agent that needs only part of the context can keep its future small by
+/// taking that part first and returning an `async move` block: `fn
+/// execute(..) -> impl Future<Output = A2aResult<()>> + Send { let text =
+/// ctx.text(); async move { .. } }` (as the bundled echo agent does).
+pub trait AgentExecutor: Send + Sync + 'static {
+    /// Handles one incoming message.
+    fn execute(
+        &self,
+        ctx: RequestContext,
+        task: TaskUpdater,
+    ) -> impl Future<Output = A2aResult<()>> + Send;
+
+    /// Called when a client cancels the task, after the cancellation token
+    /// seen by `execute` has fired. The runtime marks the task canceled
+    /// afterwards if the agent did not, so the default does nothing.
+    fn cancel(
+        &self,
+        ctx: RequestContext,
+        task: TaskUpdater,
+    ) -> impl Future<Output = A2aResult<()>> + Send {
+        let _ = (ctx, task);
+        async { Ok(()) }
+    }
+}
+
+/// Object-safe form of [`AgentExecutor`] used inside the runtime.
+pub(crate) trait DynExecutor: Send + Sync + 'static {
+    fn execute_boxed(
+        &self,
+        ctx: RequestContext,
+        task: TaskUpdater,
+    ) -> futures::future::BoxFuture<'_, A2aResult<()>>;
+    fn cancel_boxed(
+        &self,
+        ctx: RequestContext,
+        task: TaskUpdater,
+    ) -> futures::future::BoxFuture<'_, A2aResult<()>>;
+}
+
+impl<E: AgentExecutor> DynExecutor for E {
+    fn execute_boxed(
+        &self,
+        ctx: RequestContext,
+        task: TaskUpdater,
+    ) -> futures::future::BoxFuture<'_, A2aResult<()>> {
+        Box::pin(self.execute(ctx, task))
+    }
+    fn cancel_boxed(
+        &self,
+        ctx: RequestContext,
+        task: TaskUpdater,
+    ) -> futures::future::BoxFuture<'_, A2aResult<()>> {
+        Box::pin(self.cancel(ctx, task))
+    }
+}
+
+/// Everything the agent knows about one incoming request.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    /// The message the client sent (with `taskId` and `contextId` filled in).
+    pub message: Message,
+    /// The task this message continues, as it was before the message
+    /// arrived (`None` for a new request). Boxed, like the configuration:
+    /// most requests have neither, and the context travels inside every
+    /// agent's future.
+    pub task: Option<Box<Task>>,
+    /// The id of the task (new or continued). A new task only comes into
+    /// existence with the agent's first task event.
+    pub task_id: String,
+    /// The context id (the client's, or a fresh one).
+    pub context_id: String,
+    /// The tasks named in `referenceTaskIds` that exist and are visible to
+    /// the caller.
+    pub reference_tasks: Vec<Task>,
+    /// Extensions the client asked for (`A2A-Extensions`) that the agent
+    /// declares in its card.
+    pub extensions: Vec<String>,
+    /// The authenticated caller, if any.
+    pub caller: Option<String>,
+    /// The request's metadata.
+    pub metadata: Option<Struct>,
+    /// The request's configuration (accepted output modes...).
+    pub configuration: Option<Box<SendMessageConfiguration>>,
+    /// Whether the client follows the request as a stream.
+    pub streaming: bool,
+    pub(crate) cancel: CancellationToken,
+}
+
+impl RequestContext {
+    /// The text parts of the incoming message, joined with newlines.
+    pub fn text(&self) -> String {
+        self.message.text()
+    }
+
+    /// The media types the client accepts for the answer (empty: any).
+    pub fn accepted_output_modes(&self) -> &[String] {
+        self.configuration
+            .as_ref()
+            .map_or(&[], |c| c.accepted_output_modes.as_slice())
+    }
+
+    /// Whether the client asked for `extension` and the agent supports it.
+    pub fn has_extension(&self, uri: &str) -> bool {
+        self.extensions.iter().any(|e| e == uri)
+    }
+
+    /// Whether the task has been canceled.
+    pub fn is_canceled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Completes when the task is canceled; use it in `select!` around long
+    /// work.
+    pub async fn canceled(&self) {
+        self.cancel.cancelled().await;
+    }
+}
+
+/// The agent's handle to answer a request: a plain message, or the events
+/// of the task. Cheap to clone.
+///
+/// Every method is checked by the task manager: after a terminal state
+/// nothing more is accepted (the call fails), and a reply [`Message`] is
+/// only possible before the task exists.
+#[derive(Clone)]
+pub struct TaskUpdater {
+    pub(crate) manager: Arc<TaskManager>,
+    pub(crate) live: Arc<LiveTask>,
+}
+
+impl std::fmt::Debug for TaskUpdater {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskUpdater")
+            .field("task_id", &self.live.id)
+            .field("context_id", &self.live.context_id)
+            .finish()
+    }
+}
+
+impl TaskUpdater {
+    /// The task id.
+    pub fn task_id(&self) -> &str {
+        &self.live.id
+    }
+
+    /// The context id.
+    pub fn context_id(&self) -> &str {
+        &self.live.context_id
+    }
+
+    /// Whether the task has been canceled (stop working when it has).
+    pub fn is_canceled(&self) -> bool {
+        self.live.cancel.is_cancelled()
+    }
+
+    /// A message from the agent in this task's context and task.
+    pub fn agent_message(&self, parts: Vec<Part>) -> Message {
+        let mut m = Message::new(Role::Agent, parts);
+        m.context_id.clone_from(&self.live.context_id);
+        m.task_id.clone_from(&self.live.id);
+        m
+    }
+
+    fn text_message(&self, text: impl Into<String>) -> Message {
+        self.agent_message(vec![Part::text(text)])
+    }
+
+    /// Answers with a single message instead of a task. Only possible as
+    /// the first answer to a new request.
+    pub async fn reply(&self, mut message: Message) -> A2aResult<()> {
+        message.role = Role::Agent as i32;
+        message.context_id.clone_from(&self.live.context_id);
+        message.task_id.clear();
+        self.manager.reply(&self.live, message).await
+    }
+
+    /// Answers with a single text message instead of a task.
+    pub async fn reply_text(&self, text: impl Into<String>) -> A2aResult<()> {
+        self.reply(Message::agent_text(text)).await
+    }
+
+    /// Creates the task in `TASK_STATE_SUBMITTED` if it does not exist yet.
+    pub async fn submit(&self) -> A2aResult<()> {
+        self.manager.ensure_created(&self.live).await
+    }
+
+    /// Sets any status, with an optional message.
+    pub fn set_status(&self, state: TaskState, message: Option<Message>) -> Update<'_> {
+        let mut status = TaskStatus::new(state);
+        status.message = message.map(Box::new);
+        self.update(TaskUpdate::Status {
+            status,
+            metadata: None,
+        })
+    }
+
+    fn update(&self, update: TaskUpdate) -> Update<'_> {
+        Update {
+            updater: self,
+            step: Step::Ready(Some(Ok(update))),
+        }
+    }
+
+    /// Moves the task to `TASK_STATE_WORKING`.
+    pub fn start_work(&self) -> Update<'_> {
+        self.set_status(TaskState::Working, None)
+    }
+
+    /// Stays working, with a progress message.
+    pub fn progress(&self, text: impl Into<String>) -> Update<'_> {
+        self.set_status(TaskState::Working, Some(self.text_message(text)))
+    }
+
+    /// Adds (or replaces) a whole artifact.
+    pub fn add_artifact(&self, artifact: Artifact) -> Update<'_> {
+        self.artifact_chunk(artifact, false, true)
+    }
+
+    /// Sends an artifact chunk: with `append` its parts are added to the
+    /// artifact with the same id; `last_chunk` marks the end of it.
+    pub fn artifact_chunk(&self, artifact: Artifact, append: bool, last_chunk: bool) -> Update<'_> {
+        if artifact.artifact_id.is_empty() {
+            return Update {
+                updater: self,
+                step: Step::Ready(Some(Err(Box::new(A2aError::internal(
+                    "an artifact needs an artifactId",
+                ))))),
+            };
+        }
+        self.update(TaskUpdate::Artifact {
+            artifact,
+            append,
+            last_chunk,
+            metadata: None,
+        })
+    }
+
+    /// Completes the task.
+    pub fn complete(&self) -> Update<'_> {
+        self.set_status(TaskState::Completed, None)
+    }
+
+    /// Completes the task with a final message.
+    pub fn complete_with(&self, text: impl Into<String>) -> Update<'_> {
+        self.set_status(TaskState::Completed, Some(self.text_message(text)))
+    }
+
+    /// Fails the task, saying why.
+    pub fn fail(&self, reason: impl Into<String>) -> Update<'_> {
+        self.set_status(TaskState::Failed, Some(self.text_message(reason)))
+    }
+
+    /// Rejects the task (the agent will not do it), saying why.
+    pub fn reject(&self, reason: impl Into<String>) -> Update<'_> {
+        self.set_status(TaskState::Rejected, Some(self.text_message(reason)))
+    }
+
+    /// Cancels the task.
+    pub fn cancel(&self) -> Update<'_> {
+        self.set_status(TaskState::Canceled, None)
+    }
+
+    /// Asks the client for more input (`TASK_STATE_INPUT_REQUIRED`).
+    pub fn require_input(&self, question: impl Into<String>) -> Update<'_> {
+        self.set_status(TaskState::InputRequired, Some(self.text_message(question)))
+    }
+
+    /// Asks the client for authorization (`TASK_STATE_AUTH_REQUIRED`).
+    pub fn require_auth(&self, what: impl Into<String>) -> Update<'_> {
+        self.set_status(TaskState::AuthRequired, Some(self.text_message(what)))
+    }
+}
+
+/// One update of a task by a [`TaskUpdater`]: a future that applies it
+/// when polled, and resolves once it is stored and published. Like any
+/// future it does nothing unless awaited.
+///
+/// A named type rather than an `async fn`: it holds the update once (an
+/// async function would keep its arguments and the update built from
+/// them), which keeps every agent's future smaller.
+#[must_use = "an update does nothing unless awaited"]
+pub struct Update<'a> {
+    updater: &'a TaskUpdater,
+    step: Step<'a>,
+}
+
+enum Step<'a> {
+    /// Not polled yet: the update, or why it cannot be made.
+    Ready(Option<Result<TaskUpdate, Box<A2aError>>>),
+    /// Being applied.
+    Applying(Emit<'a>),
+}
+
+impl std::fmt::Debug for Update<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Update")
+            .field("task_id", &self.updater.live.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Future for Update<'_> {
+    type Output = A2aResult<()>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<A2aResult<()>> {
+        // Every field is Unpin (an update's own future is boxed).
+        let this = self.get_mut();
+        if let Step::Ready(ready) = &mut this.step {
+            let update = match ready.take() {
+                Some(Ok(update)) => update,
+                Some(Err(e)) => return std::task::Poll::Ready(Err(*e)),
+                None => {
+                    return std::task::Poll::Ready(Err(A2aError::internal(
+                        "an update was awaited twice",
+                    )));
+                }
+            };
+            let updater = this.updater;
+            this.step = Step::Applying(updater.manager.emit(&updater.live, update));
+        }
+        match &mut this.step {
+            Step::Applying(emit) => std::pin::Pin::new(emit).poll(cx),
+            Step::Ready(_) => {
+                std::task::Poll::Ready(Err(A2aError::internal("an update was awaited twice")))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// An agent that completes every task at once.
+    pub(crate) struct Nop;
+
+    impl AgentExecutor for Nop {
+        async fn execute(&self, _ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+            task.complete().await
+        }
+    }
+}

@@ -1,0 +1,692 @@
+//! The gRPC binding (spec 10): the generated `lf.a2a.v1.A2AService` served
+//! by tonic, as a thin adapter over [`RequestHandler`].
+//!
+//! Every protocol rule lives in the handler; this module only maps:
+//!
+//! - Service parameters (`a2a-version`, `a2a-extensions`, `authorization`)
+//!   come from the call's gRPC metadata, whose keys are lower-case, and are
+//!   handed to the handler as a [`CallContext`].
+//! - Errors become a gRPC status ([`A2aError::to_grpc_status`]): the code of
+//!   spec 5.4, the error's message, and details carrying a
+//!   `google.rpc.ErrorInfo` (reason, domain `a2a-protocol.org`, metadata)
+//!   plus a `google.rpc.BadRequest` for invalid fields. tonic writes them as
+//!   `grpc-status`, `grpc-message` and `grpc-status-details-bin`, so the
+//!   three always agree.
+//! - Streaming calls (`SendStreamingMessage`, `SubscribeToTask`): an error
+//!   before the stream starts is the call's status; an error after it is the
+//!   stream's final status (no event follows it).
+//!
+//! [`A2aError::to_grpc_status`]: agentwire_types::A2aError::to_grpc_status
+
+use std::fmt;
+use std::pin::Pin;
+
+use agentwire_types::proto::a2a_service_server::{A2aService, A2aServiceServer};
+use agentwire_types::{
+    A2aResult, AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse,
+    SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
+};
+use futures::{Stream, StreamExt};
+use tonic::{Request, Response, Status};
+
+use crate::handler::{CallContext, EventStream, RequestHandler};
+
+/// Default limit of a decoded request message: 10 MiB, like the request
+/// body limit of the HTTP bindings. A larger request is refused by tonic
+/// with an error status before it reaches the handler.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 10 * 1024 * 1024;
+
+/// The response stream of the server-streaming methods.
+pub type GrpcEventStream = Pin<Box<dyn Stream<Item = Result<StreamResponse, Status>> + Send>>;
+
+/// The `A2AService` implementation: decodes calls into [`RequestHandler`]
+/// calls and encodes what it returns. Serve it with [`grpc_service`].
+#[derive(Clone)]
+pub struct GrpcBinding {
+    handler: RequestHandler,
+}
+
+impl GrpcBinding {
+    /// A binding serving `handler`.
+    pub fn new(handler: RequestHandler) -> Self {
+        Self { handler }
+    }
+
+    /// The handler behind the binding.
+    pub fn handler(&self) -> &RequestHandler {
+        &self.handler
+    }
+}
+
+impl fmt::Debug for GrpcBinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GrpcBinding")
+            .field("agent", &self.handler.agent_card().name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The tonic service of the gRPC binding, accepting request messages of up
+/// to `max_message_bytes` (decoded size; [`DEFAULT_MAX_MESSAGE_BYTES`] is a
+/// sensible default). A larger request is refused by tonic with an error
+/// status (tonic 0.14 uses `OUT_OF_RANGE`) and never reaches the handler.
+/// Responses are not limited.
+pub fn grpc_service(
+    handler: RequestHandler,
+    max_message_bytes: usize,
+) -> A2aServiceServer<GrpcBinding> {
+    A2aServiceServer::new(GrpcBinding::new(handler)).max_decoding_message_size(max_message_bytes)
+}
+
+/// Splits a call into its service parameters and its request message.
+fn split<T>(request: Request<T>) -> (CallContext, T) {
+    let (metadata, _extensions, message) = request.into_parts();
+    (CallContext::new(metadata.into_headers()), message)
+}
+
+/// A unary answer.
+fn respond<T>(result: A2aResult<T>) -> Result<Response<T>, Status> {
+    result.map(Response::new).map_err(|e| e.to_grpc_status())
+}
+
+/// A streaming answer: the handler's error before the stream starts is the
+/// call's status.
+fn respond_stream(result: A2aResult<EventStream>) -> Result<Response<GrpcEventStream>, Status> {
+    result
+        .map(|events| Response::new(grpc_events(events)))
+        .map_err(|e| e.to_grpc_status())
+}
+
+/// The handler's events as gRPC stream items: an error is the last item,
+/// which tonic sends as the stream's final status.
+fn grpc_events(mut events: EventStream) -> GrpcEventStream {
+    Box::pin(async_stream::stream! {
+        while let Some(item) = events.next().await {
+            match item {
+                Ok(event) => yield Ok(event),
+                Err(e) => {
+                    yield Err(e.to_grpc_status());
+                    break;
+                }
+            }
+        }
+    })
+}
+
+#[tonic::async_trait]
+impl A2aService for GrpcBinding {
+    async fn send_message(
+        &self,
+        request: Request<SendMessageRequest>,
+    ) -> Result<Response<SendMessageResponse>, Status> {
+        let (ctx, req) = split(request);
+        respond(self.handler.send_message(&ctx, req).await)
+    }
+
+    type SendStreamingMessageStream = GrpcEventStream;
+
+    async fn send_streaming_message(
+        &self,
+        request: Request<SendMessageRequest>,
+    ) -> Result<Response<Self::SendStreamingMessageStream>, Status> {
+        let (ctx, req) = split(request);
+        respond_stream(self.handler.send_streaming_message(&ctx, req).await)
+    }
+
+    async fn get_task(&self, request: Request<GetTaskRequest>) -> Result<Response<Task>, Status> {
+        let (ctx, req) = split(request);
+        respond(self.handler.get_task(&ctx, req).await)
+    }
+
+    async fn list_tasks(
+        &self,
+        request: Request<ListTasksRequest>,
+    ) -> Result<Response<ListTasksResponse>, Status> {
+        let (ctx, req) = split(request);
+        respond(self.handler.list_tasks(&ctx, req).await)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: Request<CancelTaskRequest>,
+    ) -> Result<Response<Task>, Status> {
+        let (ctx, req) = split(request);
+        respond(self.handler.cancel_task(&ctx, req).await)
+    }
+
+    type SubscribeToTaskStream = GrpcEventStream;
+
+    async fn subscribe_to_task(
+        &self,
+        request: Request<SubscribeToTaskRequest>,
+    ) -> Result<Response<Self::SubscribeToTaskStream>, Status> {
+        let (ctx, req) = split(request);
+        respond_stream(self.handler.subscribe_to_task(&ctx, req).await)
+    }
+
+    async fn create_task_push_notification_config(
+        &self,
+        request: Request<TaskPushNotificationConfig>,
+    ) -> Result<Response<TaskPushNotificationConfig>, Status> {
+        let (ctx, req) = split(request);
+        respond(
+            self.handler
+                .create_task_push_notification_config(&ctx, req)
+                .await,
+        )
+    }
+
+    async fn get_task_push_notification_config(
+        &self,
+        request: Request<GetTaskPushNotificationConfigRequest>,
+    ) -> Result<Response<TaskPushNotificationConfig>, Status> {
+        let (ctx, req) = split(request);
+        respond(
+            self.handler
+                .get_task_push_notification_config(&ctx, req)
+                .await,
+        )
+    }
+
+    async fn list_task_push_notification_configs(
+        &self,
+        request: Request<ListTaskPushNotificationConfigsRequest>,
+    ) -> Result<Response<ListTaskPushNotificationConfigsResponse>, Status> {
+        let (ctx, req) = split(request);
+        respond(
+            self.handler
+                .list_task_push_notification_configs(&ctx, req)
+                .await,
+        )
+    }
+
+    async fn get_extended_agent_card(
+        &self,
+        request: Request<GetExtendedAgentCardRequest>,
+    ) -> Result<Response<AgentCard>, Status> {
+        let (ctx, req) = split(request);
+        respond(self.handler.get_extended_agent_card(&ctx, req).await)
+    }
+
+    async fn delete_task_push_notification_config(
+        &self,
+        request: Request<DeleteTaskPushNotificationConfigRequest>,
+    ) -> Result<Response<pbjson_types::Empty>, Status> {
+        let (ctx, req) = split(request);
+        let result = self
+            .handler
+            .delete_task_push_notification_config(&ctx, req)
+            .await;
+        respond(result.map(|()| pbjson_types::Empty {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use agentwire_types::{
+        A2aError, AgentExtension, Artifact, ERROR_DOMAIN, ERROR_INFO_TYPE, ErrorKind, Message,
+        TaskState, stream_response::Payload,
+    };
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use prost::Message as _;
+    use tonic::Code;
+    use tonic::codegen::Service;
+    use tonic::metadata::MetadataValue;
+
+    use super::*;
+    use crate::{AgentExecutor, BearerTokens, RequestContext, TaskUpdater};
+
+    /// Echoes the text as an artifact and completes; "ask" stops at
+    /// input-required instead.
+    struct Echo;
+
+    impl AgentExecutor for Echo {
+        async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+            task.start_work().await?;
+            if ctx.text() == "ask" {
+                return task.require_input("more, please").await;
+            }
+            task.add_artifact(Artifact::text("echo", ctx.text()))
+                .await?;
+            task.complete().await
+        }
+    }
+
+    const EXT: &str = "https://example.com/ext/required/v1";
+
+    fn card() -> AgentCard {
+        AgentCard::new("Echo", "Repeats what you say", "1.0.0").with_streaming(true)
+    }
+
+    fn binding() -> GrpcBinding {
+        GrpcBinding::new(RequestHandler::builder(card(), Echo).build())
+    }
+
+    /// A request carrying `a2a-version: 1.0`.
+    fn v1<T>(message: T) -> Request<T> {
+        let mut request = Request::new(message);
+        request
+            .metadata_mut()
+            .insert("a2a-version", MetadataValue::from_static("1.0"));
+        request
+    }
+
+    fn send(text: &str) -> SendMessageRequest {
+        SendMessageRequest {
+            message: Some(Message::user_text(text)),
+            ..Default::default()
+        }
+    }
+
+    fn get(id: &str) -> GetTaskRequest {
+        GetTaskRequest {
+            id: id.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    /// The wire form of `google.rpc.Status` and the details we look at.
+    mod rpc {
+        use std::collections::HashMap;
+
+        #[derive(Clone, PartialEq, prost::Message)]
+        pub struct Status {
+            #[prost(int32, tag = "1")]
+            pub code: i32,
+            #[prost(string, tag = "2")]
+            pub message: String,
+            #[prost(message, repeated, tag = "3")]
+            pub details: Vec<Any>,
+        }
+
+        #[derive(Clone, PartialEq, prost::Message)]
+        pub struct Any {
+            #[prost(string, tag = "1")]
+            pub type_url: String,
+            #[prost(bytes = "vec", tag = "2")]
+            pub value: Vec<u8>,
+        }
+
+        #[derive(Clone, PartialEq, prost::Message)]
+        pub struct ErrorInfo {
+            #[prost(string, tag = "1")]
+            pub reason: String,
+            #[prost(string, tag = "2")]
+            pub domain: String,
+            #[prost(map = "string, string", tag = "3")]
+            pub metadata: HashMap<String, String>,
+        }
+    }
+
+    /// Checks that a status is a well-formed A2A error of `code` and `kind`
+    /// (consistent code and message in the `google.rpc.Status` details, an
+    /// ErrorInfo with the reason and the A2A domain) and returns it decoded.
+    fn expect_error(status: &Status, code: Code, kind: ErrorKind) -> A2aError {
+        assert_eq!(status.code(), code, "{status:?}");
+        let rpc = rpc::Status::decode(status.details()).expect("google.rpc.Status details");
+        assert_eq!(rpc.code, code as i32);
+        assert_eq!(rpc.message, status.message());
+        let info = rpc
+            .details
+            .iter()
+            .find(|d| d.type_url == ERROR_INFO_TYPE)
+            .expect("an ErrorInfo detail");
+        let info = rpc::ErrorInfo::decode(info.value.as_slice()).expect("ErrorInfo");
+        assert_eq!(info.reason, kind.reason());
+        assert_eq!(info.domain, ERROR_DOMAIN);
+        let err = A2aError::from_grpc_status(status);
+        assert_eq!(err.kind, kind);
+        assert_eq!(err.message, status.message());
+        let metadata: HashMap<String, String> = err.metadata.clone().into_iter().collect();
+        assert_eq!(info.metadata, metadata);
+        err
+    }
+
+    async fn collect(stream: GrpcEventStream) -> Vec<Result<StreamResponse, Status>> {
+        tokio::time::timeout(Duration::from_secs(10), stream.collect::<Vec<_>>())
+            .await
+            .expect("the stream ended")
+    }
+
+    #[tokio::test]
+    async fn send_returns_the_completed_task_with_its_artifact() {
+        let b = binding();
+        let res = b
+            .send_message(v1(send("hello")))
+            .await
+            .unwrap()
+            .into_inner();
+        let task = res.task().expect("a task").clone();
+        assert_eq!(task.state(), TaskState::Completed);
+        assert_eq!(task.artifacts.len(), 1);
+        assert_eq!(task.artifacts[0].name, "echo");
+        assert_eq!(task.artifacts[0].text_content(), "hello");
+        assert!(!task.context_id.is_empty());
+
+        let got = b.get_task(v1(get(&task.id))).await.unwrap().into_inner();
+        assert_eq!(got.id, task.id);
+        assert_eq!(got.state(), TaskState::Completed);
+
+        let list = b
+            .list_tasks(v1(ListTasksRequest::default()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(list.total_size, 1);
+        assert_eq!(list.tasks[0].id, task.id);
+    }
+
+    #[tokio::test]
+    async fn missing_version_is_version_not_supported() {
+        let b = binding();
+        let status = b
+            .send_message(Request::new(send("hello")))
+            .await
+            .unwrap_err();
+        let err = expect_error(
+            &status,
+            Code::FailedPrecondition,
+            ErrorKind::VersionNotSupported,
+        );
+        assert_eq!(err.metadata["supportedVersions"], "1.0");
+
+        // The same on a streaming call: the call's status, no stream.
+        let status = b
+            .send_streaming_message(Request::new(send("hello")))
+            .await
+            .err()
+            .expect("an error status");
+        expect_error(
+            &status,
+            Code::FailedPrecondition,
+            ErrorKind::VersionNotSupported,
+        );
+    }
+
+    #[tokio::test]
+    async fn unknown_task_is_not_found() {
+        let b = binding();
+        let status = b.get_task(v1(get("nope"))).await.unwrap_err();
+        let err = expect_error(&status, Code::NotFound, ErrorKind::TaskNotFound);
+        assert_eq!(err.metadata["taskId"], "nope");
+
+        let cancel = CancelTaskRequest {
+            id: "nope".into(),
+            ..Default::default()
+        };
+        let status = b.cancel_task(v1(cancel)).await.unwrap_err();
+        expect_error(&status, Code::NotFound, ErrorKind::TaskNotFound);
+
+        let sub = SubscribeToTaskRequest {
+            id: "nope".into(),
+            ..Default::default()
+        };
+        let status = b.subscribe_to_task(v1(sub)).await.err().expect("an error");
+        expect_error(&status, Code::NotFound, ErrorKind::TaskNotFound);
+    }
+
+    #[tokio::test]
+    async fn invalid_params_carry_bad_request() {
+        let b = binding();
+        let req = SendMessageRequest::default();
+        let status = b.send_message(v1(req)).await.unwrap_err();
+        let err = expect_error(&status, Code::InvalidArgument, ErrorKind::InvalidParams);
+        assert_eq!(err.field_violations[0].field, "message");
+    }
+
+    #[tokio::test]
+    async fn streaming_yields_the_task_then_events_until_completed() {
+        let b = binding();
+        let stream = b
+            .send_streaming_message(v1(send("stream me")))
+            .await
+            .unwrap()
+            .into_inner();
+        let events: Vec<StreamResponse> = collect(stream)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        let Some(Payload::Task(task)) = &events[0].payload else {
+            panic!("the first event is not the task: {:?}", events[0]);
+        };
+        let task_id = task.id.clone();
+        let mut states = Vec::new();
+        let mut artifact_text = String::new();
+        for event in &events[1..] {
+            assert_eq!(event.task_id(), Some(task_id.as_str()));
+            match event.payload.as_ref().expect("a payload") {
+                Payload::StatusUpdate(s) => states.push(s.state()),
+                Payload::ArtifactUpdate(a) => {
+                    artifact_text.push_str(&a.artifact.as_ref().unwrap().text_content());
+                }
+                other => panic!("unexpected event {other:?}"),
+            }
+        }
+        assert_eq!(states, [TaskState::Working, TaskState::Completed]);
+        assert_eq!(artifact_text, "stream me");
+        assert_eq!(
+            events.last().unwrap().state(),
+            Some(TaskState::Completed),
+            "the stream ends at the terminal state"
+        );
+    }
+
+    #[tokio::test]
+    async fn subscribe_follows_a_task_until_canceled() {
+        let b = binding();
+        let res = b.send_message(v1(send("ask"))).await.unwrap().into_inner();
+        let task = res.task().unwrap().clone();
+        assert_eq!(task.state(), TaskState::InputRequired);
+
+        let sub = SubscribeToTaskRequest {
+            id: task.id.clone(),
+            ..Default::default()
+        };
+        let mut stream = b
+            .subscribe_to_task(v1(sub.clone()))
+            .await
+            .unwrap()
+            .into_inner();
+        let first = stream.next().await.unwrap().unwrap();
+        assert!(matches!(&first.payload, Some(Payload::Task(t)) if t.id == task.id));
+        assert_eq!(first.state(), Some(TaskState::InputRequired));
+
+        let cancel = CancelTaskRequest {
+            id: task.id.clone(),
+            ..Default::default()
+        };
+        let canceled = b
+            .cancel_task(v1(cancel.clone()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(canceled.state(), TaskState::Canceled);
+        let rest = collect(stream).await;
+        let last = rest.last().expect("an event").as_ref().unwrap();
+        assert_eq!(last.state(), Some(TaskState::Canceled));
+
+        // A terminal task can be neither subscribed to nor canceled.
+        let status = b.subscribe_to_task(v1(sub)).await.err().expect("an error");
+        expect_error(
+            &status,
+            Code::FailedPrecondition,
+            ErrorKind::UnsupportedOperation,
+        );
+        let status = b.cancel_task(v1(cancel)).await.unwrap_err();
+        let err = expect_error(
+            &status,
+            Code::FailedPrecondition,
+            ErrorKind::TaskNotCancelable,
+        );
+        assert_eq!(err.metadata["state"], "TASK_STATE_CANCELED");
+    }
+
+    #[tokio::test]
+    async fn a_mid_stream_error_is_the_last_item() {
+        let events: EventStream = Box::pin(futures::stream::iter([
+            Ok(StreamResponse::from(Task::default())),
+            Err(A2aError::task_not_found("gone")),
+            Ok(StreamResponse::from(Task::default())),
+        ]));
+        let items = collect(grpc_events(events)).await;
+        assert_eq!(items.len(), 2);
+        assert!(items[0].is_ok());
+        let status = items[1].as_ref().unwrap_err();
+        expect_error(status, Code::NotFound, ErrorKind::TaskNotFound);
+    }
+
+    #[tokio::test]
+    async fn push_configs_and_extended_card_are_refused() {
+        let b = binding();
+        let push = ErrorKind::PushNotificationNotSupported;
+        let code = Code::FailedPrecondition;
+        let status = b
+            .create_task_push_notification_config(v1(TaskPushNotificationConfig::default()))
+            .await
+            .unwrap_err();
+        expect_error(&status, code, push);
+        let status = b
+            .get_task_push_notification_config(v1(Default::default()))
+            .await
+            .unwrap_err();
+        expect_error(&status, code, push);
+        let status = b
+            .list_task_push_notification_configs(v1(Default::default()))
+            .await
+            .unwrap_err();
+        expect_error(&status, code, push);
+        let status = b
+            .delete_task_push_notification_config(v1(Default::default()))
+            .await
+            .unwrap_err();
+        expect_error(&status, code, push);
+        let status = b
+            .get_extended_agent_card(v1(Default::default()))
+            .await
+            .unwrap_err();
+        expect_error(&status, code, ErrorKind::UnsupportedOperation);
+    }
+
+    #[tokio::test]
+    async fn authorization_and_extensions_come_from_metadata() {
+        let mut card = card();
+        card.capabilities
+            .get_or_insert_with(Default::default)
+            .extensions
+            .push(AgentExtension {
+                uri: EXT.into(),
+                required: true,
+                ..Default::default()
+            });
+        let auth = BearerTokens::new().with_token("secret", "alice");
+        let handler = RequestHandler::builder(card, Echo)
+            .authenticator(Arc::new(auth))
+            .extended_card(AgentCard::new("Echo+", "More echo", "1.0.0"))
+            .build();
+        let b = GrpcBinding::new(handler);
+
+        let status = b
+            .get_extended_agent_card(v1(Default::default()))
+            .await
+            .unwrap_err();
+        expect_error(&status, Code::Unauthenticated, ErrorKind::Unauthenticated);
+
+        let authorized = |mut r: Request<SendMessageRequest>| {
+            r.metadata_mut()
+                .insert("authorization", MetadataValue::from_static("Bearer secret"));
+            r
+        };
+        let mut req = v1(GetExtendedAgentCardRequest::default());
+        req.metadata_mut()
+            .insert("authorization", MetadataValue::from_static("Bearer secret"));
+        let ext = b.get_extended_agent_card(req).await.unwrap().into_inner();
+        assert_eq!(ext.name, "Echo+");
+
+        let status = b
+            .send_message(authorized(v1(send("hi"))))
+            .await
+            .unwrap_err();
+        let err = expect_error(
+            &status,
+            Code::FailedPrecondition,
+            ErrorKind::ExtensionSupportRequired,
+        );
+        assert_eq!(err.metadata["extension"], EXT);
+
+        let mut req = authorized(v1(send("hi")));
+        req.metadata_mut()
+            .insert("a2a-extensions", MetadataValue::from_static(EXT));
+        let res = b.send_message(req).await.unwrap().into_inner();
+        assert_eq!(res.task().unwrap().state(), TaskState::Completed);
+    }
+
+    /// One gRPC frame holding `message`.
+    fn frame(message: &impl prost::Message) -> Bytes {
+        let body = message.encode_to_vec();
+        let mut out = Vec::with_capacity(5 + body.len());
+        out.push(0);
+        out.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());
+        out.extend_from_slice(&body);
+        out.into()
+    }
+
+    /// Calls `method` through the tonic service, as a client would: returns
+    /// the final status and the response body.
+    async fn wire_call(
+        svc: &mut A2aServiceServer<GrpcBinding>,
+        method: &str,
+        body: Bytes,
+    ) -> (Status, Bytes) {
+        let req = http::Request::builder()
+            .method("POST")
+            .uri(format!("http://localhost/lf.a2a.v1.A2AService/{method}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .header("A2A-Version", "1.0")
+            .body(Full::new(body))
+            .unwrap();
+        let res = svc.call(req).await.unwrap();
+        let (parts, body) = res.into_parts();
+        let collected = body.collect().await.unwrap();
+        // Errors before any message come "trailers-only", in the headers.
+        let trailers = collected.trailers().cloned().unwrap_or(parts.headers);
+        let status = Status::from_header_map(&trailers).expect("a grpc-status");
+        (status, collected.to_bytes())
+    }
+
+    #[tokio::test]
+    async fn over_the_wire_with_a_message_size_limit() {
+        let handler = RequestHandler::builder(card(), Echo).build();
+        let mut svc = grpc_service(handler, 1024);
+
+        let (status, body) = wire_call(&mut svc, "SendMessage", frame(&send("wire"))).await;
+        assert_eq!(status.code(), Code::Ok, "{status:?}");
+        let res = SendMessageResponse::decode(&body[5..]).unwrap();
+        let task = res.task().unwrap();
+        assert_eq!(task.artifacts[0].text_content(), "wire");
+
+        let (status, _) = wire_call(&mut svc, "GetTask", frame(&get("nope"))).await;
+        let err = expect_error(&status, Code::NotFound, ErrorKind::TaskNotFound);
+        assert_eq!(err.metadata["taskId"], "nope");
+
+        // Too big: refused by tonic (tonic 0.14 says OUT_OF_RANGE; gRPC
+        // implementations commonly say RESOURCE_EXHAUSTED), not a crash.
+        let big = send(&"x".repeat(2048));
+        let (status, _) = wire_call(&mut svc, "SendMessage", frame(&big)).await;
+        assert!(
+            matches!(status.code(), Code::OutOfRange | Code::ResourceExhausted),
+            "{status:?}"
+        );
+        let (status, _) = wire_call(&mut svc, "SendMessage", frame(&send("again"))).await;
+        assert_eq!(status.code(), Code::Ok, "{status:?}");
+    }
+}

@@ -1,0 +1,283 @@
+//! The JSON-RPC 2.0 binding (spec 9): `POST` a request object, get a
+//! response object; the two streaming methods answer with Server-Sent
+//! Events, each event a JSON-RPC response carrying the request's id.
+//!
+//! Errors are answered with HTTP 200 and a JSON-RPC `error` object whose
+//! `data` holds a `google.rpc.ErrorInfo` (spec 9.5).
+
+use std::borrow::Cow;
+
+use agentwire_types::jsonrpc::methods;
+use agentwire_types::{A2aError, ErrorKind, Task};
+use axum::extract::{Request, State};
+use axum::response::Response;
+use futures::StreamExt;
+use http::StatusCode;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+
+use crate::handler::{CallContext, EventStream, SendAnswer};
+use crate::http_common::{
+    HttpState, call_context, is_json, json_response, read_body, sse_response, write_task_answer,
+};
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+const NULL_ID: &str = "null";
+
+/// Writes `{"jsonrpc":"2.0","id":<id>,"result":<result>}`.
+fn result_body<T: serde::Serialize>(id: &str, result: &T) -> Result<Vec<u8>, A2aError> {
+    result_body_with(id, 256, |out| serde_json::to_writer(out, result))
+}
+
+/// [`result_body`] with the result written by `write`.
+fn result_body_with(
+    id: &str,
+    capacity: usize,
+    write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+) -> Result<Vec<u8>, A2aError> {
+    let mut out = Vec::with_capacity(capacity);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b",\"result\":");
+    write(&mut out).map_err(|e| A2aError::internal(format!("could not encode the result: {e}")))?;
+    out.push(b'}');
+    Ok(out)
+}
+
+/// A task as the result (`GetTask`, or inside `SendMessage`'s answer),
+/// written by the task writer rather than serde.
+fn task_response(id: &str, task: &Task, in_send: bool) -> Response {
+    let body = result_body_with(id, 1024, |out| write_task_answer(out, task, in_send));
+    match body {
+        Ok(body) => respond(body),
+        Err(e) => error_response(id, &e),
+    }
+}
+
+fn error_body(id: &str, error: &A2aError) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b",\"error\":");
+    // Serializing a serde_json::Value cannot fail.
+    let _ = serde_json::to_writer(&mut out, &error.to_jsonrpc_error());
+    out.push(b'}');
+    out
+}
+
+fn respond(body: Vec<u8>) -> Response {
+    json_response(StatusCode::OK, "application/json", body)
+}
+
+fn error_response(id: &str, error: &A2aError) -> Response {
+    respond(error_body(id, error))
+}
+
+/// The params of a method as the request type (`{}` when absent).
+fn params<T: DeserializeOwned + Default>(params: Option<&RawValue>) -> Result<T, A2aError> {
+    match params {
+        None => Ok(T::default()),
+        Some(raw) if raw.get() == "null" => Ok(T::default()),
+        Some(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+            if raw.get().trim_start().starts_with('{') {
+                A2aError::invalid_params("params", e.to_string())
+            } else {
+                A2aError::invalid_params("params", "params must be an object")
+            }
+        }),
+    }
+}
+
+/// `POST /`: one JSON-RPC request (as routed by axum).
+pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> Response {
+    // The parts are moved out (the `HeaderMap` and `Uri` extractors clone).
+    let (parts, body) = request.into_parts();
+    serve(&state, call_context(parts.headers, &parts.uri), body).await
+}
+
+/// One JSON-RPC request, with any body type: the accept loop calls this
+/// directly for `POST /` (no routing, no boxed body), with the call context
+/// already taken from the request's head.
+// Not an `async fn`, which would keep its arguments twice in its future
+// (see `RequestHandler::send_message`).
+#[allow(clippy::manual_async_fn)]
+pub(crate) fn serve<B>(
+    state: &HttpState,
+    ctx: CallContext,
+    body: B,
+) -> impl Future<Output = Response> + Send + '_
+where
+    B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    async move {
+        let bytes = match read_body(body, state.max_body_bytes).await {
+            Ok(b) => b,
+            Err(e) => return error_response(NULL_ID, &e),
+        };
+        let envelope: Envelope<'_> = match serde_json::from_slice(&bytes) {
+            Ok(e) => e,
+            Err(e) if is_json(&bytes) => {
+                let what = if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+                    "batch requests are not supported; send one request object".to_owned()
+                } else {
+                    format!("not a JSON-RPC request object: {e}")
+                };
+                return error_response(NULL_ID, &A2aError::new(ErrorKind::InvalidRequest, what));
+            }
+            Err(e) => {
+                return error_response(
+                    NULL_ID,
+                    &A2aError::new(ErrorKind::ParseError, format!("Invalid JSON payload: {e}")),
+                );
+            }
+        };
+        let id = match envelope.id.map(RawValue::get) {
+            Some(id)
+                if id.starts_with('"')
+                    || id == "null"
+                    || id.starts_with('-')
+                    || id.as_bytes()[0].is_ascii_digit() =>
+            {
+                id
+            }
+            Some(_) => {
+                return error_response(
+                    NULL_ID,
+                    &A2aError::new(
+                        ErrorKind::InvalidRequest,
+                        "id must be a string, a number or null",
+                    ),
+                );
+            }
+            None => {
+                return error_response(
+                    NULL_ID,
+                    &A2aError::new(
+                        ErrorKind::InvalidRequest,
+                        "id is required (notifications are not supported)",
+                    ),
+                );
+            }
+        };
+        if envelope.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+            return error_response(
+                id,
+                &A2aError::new(ErrorKind::InvalidRequest, "jsonrpc must be \"2.0\""),
+            );
+        }
+        // Borrowed from the body unless it has escapes.
+        let method: Cow<'_, str> = match envelope.method.map(|m| {
+            serde_json::from_str::<&str>(m.get())
+                .map(Cow::Borrowed)
+                .or_else(|_| serde_json::from_str::<String>(m.get()).map(Cow::Owned))
+        }) {
+            Some(Ok(m)) => m,
+            _ => {
+                return error_response(
+                    id,
+                    &A2aError::new(ErrorKind::InvalidRequest, "method must be a string"),
+                );
+            }
+        };
+        let h = &state.handler;
+        let p = envelope.params;
+        // Each method's future is boxed on its own: the future of this
+        // function (which axum boxes) stays small instead of being as large as
+        // the largest method's.
+        macro_rules! unary {
+            ($call:ident) => {
+                match params(p) {
+                    Ok(req) => finish(id, Box::pin(h.$call(&ctx, req)).await),
+                    Err(e) => error_response(id, &e),
+                }
+            };
+        }
+        match &*method {
+            methods::SEND_MESSAGE => match params(p) {
+                Ok(req) => match Box::pin(h.send_answer(&ctx, req)).await {
+                    Ok(SendAnswer::Task(task)) => task_response(id, &task, true),
+                    other => finish(id, other),
+                },
+                Err(e) => error_response(id, &e),
+            },
+            methods::GET_TASK => match params(p) {
+                Ok(req) => match Box::pin(h.get_task(&ctx, req)).await {
+                    Ok(task) => task_response(id, &task, false),
+                    Err(e) => error_response(id, &e),
+                },
+                Err(e) => error_response(id, &e),
+            },
+            methods::LIST_TASKS => unary!(list_tasks),
+            methods::CANCEL_TASK => unary!(cancel_task),
+            methods::CREATE_PUSH_CONFIG => unary!(create_task_push_notification_config),
+            methods::GET_PUSH_CONFIG => unary!(get_task_push_notification_config),
+            methods::LIST_PUSH_CONFIGS => unary!(list_task_push_notification_configs),
+            methods::DELETE_PUSH_CONFIG => match params(p) {
+                Ok(req) => {
+                    match Box::pin(h.delete_task_push_notification_config(&ctx, req)).await {
+                        Ok(()) => {
+                            respond(result_body(id, &serde_json::json!({})).unwrap_or_default())
+                        }
+                        Err(e) => error_response(id, &e),
+                    }
+                }
+                Err(e) => error_response(id, &e),
+            },
+            methods::GET_EXTENDED_AGENT_CARD => unary!(get_extended_agent_card),
+            methods::SEND_STREAMING_MESSAGE => match params(p) {
+                Ok(req) => stream(id, Box::pin(h.send_streaming_message(&ctx, req)).await),
+                Err(e) => error_response(id, &e),
+            },
+            methods::SUBSCRIBE_TO_TASK => match params(p) {
+                Ok(req) => stream(id, Box::pin(h.subscribe_to_task(&ctx, req)).await),
+                Err(e) => error_response(id, &e),
+            },
+            other => error_response(
+                id,
+                &A2aError::new(
+                    ErrorKind::MethodNotFound,
+                    format!("Method not found: {other}"),
+                )
+                .with_metadata("method", other),
+            ),
+        }
+    }
+}
+
+fn finish<T: serde::Serialize>(id: &str, result: Result<T, A2aError>) -> Response {
+    match result.and_then(|r| result_body(id, &r)) {
+        Ok(body) => respond(body),
+        Err(e) => error_response(id, &e),
+    }
+}
+
+fn stream(id: &str, result: Result<EventStream, A2aError>) -> Response {
+    let events = match result {
+        Ok(s) => s,
+        Err(e) => return error_response(id, &e),
+    };
+    let id = id.to_owned();
+    sse_response(events.map(
+        move |item| match item.and_then(|ev| result_body(&id, &ev)) {
+            Ok(body) => (None, String::from_utf8(body).unwrap_or_default()),
+            Err(e) => (
+                Some("error"),
+                String::from_utf8(error_body(&id, &e)).unwrap_or_default(),
+            ),
+        },
+    ))
+}

@@ -1,0 +1,458 @@
+//! The HTTP+JSON (REST) binding (spec 11): resource URLs, query parameters
+//! for GET/DELETE, `application/a2a+json` bodies, errors as
+//! `{"error": {code, status, message, details}}`, and SSE streams.
+//!
+//! Every route also exists under a `/{tenant}` prefix; the tenant goes into
+//! the request's `tenant` field.
+
+use agentwire_types::{
+    A2aError, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, ErrorKind,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTasksRequest, MEDIA_TYPE, SendMessageRequest,
+    SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState, Timestamp,
+};
+use axum::extract::Request;
+use axum::extract::State;
+use axum::response::Response;
+use futures::StreamExt;
+use http::{Method, StatusCode};
+use serde::de::DeserializeOwned;
+
+use crate::handler::{EventStream, SendAnswer};
+use crate::http_common::{
+    HttpState, call_context, decode, is_json, json_response, query_pairs, read_body, sse_response,
+    write_task_answer,
+};
+
+/// A REST route, resolved from the method and path.
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    Send,
+    Stream,
+    ListTasks,
+    GetTask(String),
+    Cancel(String),
+    Subscribe(String),
+    CreatePush(String),
+    ListPush(String),
+    GetPush(String, String),
+    DeletePush(String, String),
+    ExtendedCard,
+}
+
+/// Resolves a path (without query) into the tenant and the route, or an
+/// error naming what is wrong (unknown path: 404, known path with another
+/// method: 405).
+fn resolve(method: &Method, path: &str) -> Result<(String, Route), (StatusCode, String)> {
+    let segments: Vec<String> = path.trim_matches('/').split('/').map(decode).collect();
+    let is_root = |s: &str| {
+        matches!(
+            s,
+            "message:send" | "message:stream" | "tasks" | "extendedAgentCard"
+        )
+    };
+    let (tenant, rest) = match segments.first() {
+        Some(first) if !is_root(first) && segments.len() > 1 && is_root(&segments[1]) => {
+            (first.clone(), &segments[1..])
+        }
+        _ => (String::new(), &segments[..]),
+    };
+    let not_found = || (StatusCode::NOT_FOUND, format!("no A2A operation at {path}"));
+    let wrong_method = || {
+        (
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{method} is not allowed on {path}"),
+        )
+    };
+    let expect =
+        |allowed: &[Method], route: Route| -> Result<(String, Route), (StatusCode, String)> {
+            if allowed.contains(method) {
+                Ok((tenant.clone(), route))
+            } else {
+                Err(wrong_method())
+            }
+        };
+    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+    match rest.as_slice() {
+        ["message:send"] => expect(&[Method::POST], Route::Send),
+        ["message:stream"] => expect(&[Method::POST], Route::Stream),
+        ["extendedAgentCard"] => expect(&[Method::GET], Route::ExtendedCard),
+        ["tasks"] => expect(&[Method::GET], Route::ListTasks),
+        ["tasks", id] => {
+            if let Some(id) = id.strip_suffix(":cancel") {
+                expect(&[Method::POST], Route::Cancel(id.to_owned()))
+            } else if let Some(id) = id.strip_suffix(":subscribe") {
+                // The proto maps it to GET, the spec's table to POST: both.
+                expect(
+                    &[Method::GET, Method::POST],
+                    Route::Subscribe(id.to_owned()),
+                )
+            } else if id.is_empty() {
+                Err(not_found())
+            } else {
+                expect(&[Method::GET], Route::GetTask((*id).to_owned()))
+            }
+        }
+        ["tasks", id, "pushNotificationConfigs"] => match *method {
+            Method::POST => Ok((tenant.clone(), Route::CreatePush((*id).to_owned()))),
+            Method::GET => Ok((tenant.clone(), Route::ListPush((*id).to_owned()))),
+            _ => Err(wrong_method()),
+        },
+        ["tasks", id, "pushNotificationConfigs", cfg] => match *method {
+            Method::GET => Ok((
+                tenant.clone(),
+                Route::GetPush((*id).to_owned(), (*cfg).to_owned()),
+            )),
+            Method::DELETE => Ok((
+                tenant.clone(),
+                Route::DeletePush((*id).to_owned(), (*cfg).to_owned()),
+            )),
+            _ => Err(wrong_method()),
+        },
+        _ => Err(not_found()),
+    }
+}
+
+fn error_response(e: &A2aError) -> Response {
+    let status =
+        StatusCode::from_u16(e.kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    error_response_with_status(e, status)
+}
+
+/// An error answered with a given HTTP status (405, 413...); `error.code`
+/// of the body is that status too (spec 11.6).
+fn error_response_with_status(e: &A2aError, status: StatusCode) -> Response {
+    let mut body = e.to_http_body();
+    body["error"]["code"] = status.as_u16().into();
+    json_response(
+        status,
+        MEDIA_TYPE,
+        serde_json::to_vec(&body).unwrap_or_default(),
+    )
+}
+
+fn ok_json<T: serde::Serialize>(result: Result<T, A2aError>) -> Response {
+    match result.and_then(|v| {
+        serde_json::to_vec(&v)
+            .map_err(|e| A2aError::internal(format!("could not encode the response: {e}")))
+    }) {
+        Ok(body) => json_response(StatusCode::OK, MEDIA_TYPE, body),
+        Err(e) => error_response(&e),
+    }
+}
+
+/// A task as the body (`GetTask`, or inside `SendMessage`'s answer),
+/// written by the task writer rather than serde.
+fn task_json(task: &Task, in_send: bool) -> Response {
+    let mut body = Vec::with_capacity(1024);
+    if let Err(e) = write_task_answer(&mut body, task, in_send) {
+        return error_response(&A2aError::internal(format!(
+            "could not encode the response: {e}"
+        )));
+    }
+    json_response(StatusCode::OK, MEDIA_TYPE, body)
+}
+
+fn parse_body<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, A2aError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        if is_json(bytes) {
+            A2aError::invalid_params("", e.to_string())
+        } else {
+            A2aError::new(ErrorKind::ParseError, format!("Invalid JSON payload: {e}"))
+        }
+    })
+}
+
+fn parse_int(field: &str, v: &str) -> Result<i32, A2aError> {
+    v.trim()
+        .parse()
+        .map_err(|_| A2aError::invalid_params(field, format!("must be an integer, got {v:?}")))
+}
+
+fn parse_bool(field: &str, v: &str) -> Result<bool, A2aError> {
+    match v.trim() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(A2aError::invalid_params(
+            field,
+            format!("must be true or false, got {v:?}"),
+        )),
+    }
+}
+
+/// Query parameters of `GET /tasks` (camelCase, snake_case accepted).
+fn list_request(query: &str, tenant: String) -> Result<ListTasksRequest, A2aError> {
+    let mut req = ListTasksRequest {
+        tenant,
+        ..Default::default()
+    };
+    for (k, v) in query_pairs(query) {
+        match k.as_str() {
+            "contextId" | "context_id" => req.context_id = v,
+            "status" => {
+                let state = TaskState::parse(&v).ok_or_else(|| {
+                    A2aError::invalid_params(
+                        "status",
+                        format!("unknown task state {v:?}; use e.g. TASK_STATE_WORKING"),
+                    )
+                })?;
+                req.status = state as i32;
+            }
+            "pageSize" | "page_size" => req.page_size = Some(parse_int("pageSize", &v)?),
+            "pageToken" | "page_token" => req.page_token = v,
+            "historyLength" | "history_length" => {
+                req.history_length = Some(parse_int("historyLength", &v)?)
+            }
+            "statusTimestampAfter" | "status_timestamp_after" => {
+                req.status_timestamp_after = Some(Timestamp::parse(&v).map_err(|_| {
+                    A2aError::invalid_params(
+                        "statusTimestampAfter",
+                        format!(
+                            "must be an ISO 8601 timestamp such as 2025-11-09T10:30:00Z, got {v:?}"
+                        ),
+                    )
+                })?);
+            }
+            "includeArtifacts" | "include_artifacts" => {
+                req.include_artifacts = Some(parse_bool("includeArtifacts", &v)?);
+            }
+            "tenant" if req.tenant.is_empty() => req.tenant = v,
+            _ => {}
+        }
+    }
+    Ok(req)
+}
+
+/// Any request of the binding.
+pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> Response {
+    // The parts are moved out (the `HeaderMap` and `Uri` extractors clone).
+    let (parts, body) = request.into_parts();
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    let (tenant, route) = match resolve(&method, uri.path()) {
+        Ok(r) => r,
+        Err((status, message)) => {
+            let e = A2aError::new(ErrorKind::MethodNotFound, message);
+            return error_response_with_status(&e, status);
+        }
+    };
+    let query = uri.query().unwrap_or_default().to_owned();
+    let bytes = match read_body(body, state.max_body_bytes).await {
+        Ok(b) => b,
+        Err(e) if e.metadata.contains_key("limitBytes") => {
+            return error_response_with_status(&e, StatusCode::PAYLOAD_TOO_LARGE);
+        }
+        Err(e) => return error_response(&e),
+    };
+    let ctx = call_context(headers, &uri);
+    let h = &state.handler;
+    let history = || -> Result<Option<i32>, A2aError> {
+        query_pairs(&query)
+            .find(|(k, _)| k == "historyLength" || k == "history_length")
+            .map(|(_, v)| parse_int("historyLength", &v))
+            .transpose()
+    };
+    match route {
+        Route::Send => match parse_body::<SendMessageRequest>(&bytes) {
+            Ok(mut req) => {
+                if req.tenant.is_empty() {
+                    req.tenant = tenant;
+                }
+                match h.send_answer(&ctx, req).await {
+                    Ok(SendAnswer::Task(task)) => task_json(&task, true),
+                    other => ok_json(other),
+                }
+            }
+            Err(e) => error_response(&e),
+        },
+        Route::Stream => match parse_body::<SendMessageRequest>(&bytes) {
+            Ok(mut req) => {
+                if req.tenant.is_empty() {
+                    req.tenant = tenant;
+                }
+                stream(h.send_streaming_message(&ctx, req).await)
+            }
+            Err(e) => error_response(&e),
+        },
+        Route::ListTasks => match list_request(&query, tenant) {
+            Ok(req) => ok_json(h.list_tasks(&ctx, req).await),
+            Err(e) => error_response(&e),
+        },
+        Route::GetTask(id) => match history() {
+            Ok(history_length) => match h
+                .get_task(
+                    &ctx,
+                    GetTaskRequest {
+                        tenant,
+                        id,
+                        history_length,
+                    },
+                )
+                .await
+            {
+                Ok(task) => task_json(&task, false),
+                Err(e) => error_response(&e),
+            },
+            Err(e) => error_response(&e),
+        },
+        Route::Cancel(id) => match parse_body::<CancelTaskRequest>(&bytes) {
+            Ok(mut req) => {
+                req.id = id;
+                req.tenant = tenant;
+                ok_json(h.cancel_task(&ctx, req).await)
+            }
+            Err(e) => error_response(&e),
+        },
+        Route::Subscribe(id) => stream(
+            h.subscribe_to_task(&ctx, SubscribeToTaskRequest { tenant, id })
+                .await,
+        ),
+        Route::CreatePush(task_id) => match parse_body::<TaskPushNotificationConfig>(&bytes) {
+            Ok(mut req) => {
+                req.task_id = task_id;
+                req.tenant = tenant;
+                ok_json(h.create_task_push_notification_config(&ctx, req).await)
+            }
+            Err(e) => error_response(&e),
+        },
+        Route::ListPush(task_id) => {
+            let mut req = ListTaskPushNotificationConfigsRequest {
+                tenant,
+                task_id,
+                ..Default::default()
+            };
+            for (k, v) in query_pairs(&query) {
+                match k.as_str() {
+                    "pageSize" | "page_size" => match parse_int("pageSize", &v) {
+                        Ok(n) => req.page_size = n,
+                        Err(e) => return error_response(&e),
+                    },
+                    "pageToken" | "page_token" => req.page_token = v,
+                    _ => {}
+                }
+            }
+            ok_json(h.list_task_push_notification_configs(&ctx, req).await)
+        }
+        Route::GetPush(task_id, id) => ok_json(
+            h.get_task_push_notification_config(
+                &ctx,
+                GetTaskPushNotificationConfigRequest {
+                    tenant,
+                    task_id,
+                    id,
+                },
+            )
+            .await,
+        ),
+        Route::DeletePush(task_id, id) => {
+            match h
+                .delete_task_push_notification_config(
+                    &ctx,
+                    DeleteTaskPushNotificationConfigRequest {
+                        tenant,
+                        task_id,
+                        id,
+                    },
+                )
+                .await
+            {
+                Ok(()) => json_response(StatusCode::OK, MEDIA_TYPE, b"{}".to_vec()),
+                Err(e) => error_response(&e),
+            }
+        }
+        Route::ExtendedCard => ok_json(
+            h.get_extended_agent_card(&ctx, GetExtendedAgentCardRequest { tenant })
+                .await,
+        ),
+    }
+}
+
+fn stream(result: Result<EventStream, A2aError>) -> Response {
+    let events = match result {
+        Ok(s) => s,
+        Err(e) => return error_response(&e),
+    };
+    sse_response(events.map(|item| {
+        match item.and_then(|ev| {
+            serde_json::to_string(&ev)
+                .map_err(|e| A2aError::internal(format!("could not encode an event: {e}")))
+        }) {
+            Ok(data) => (None, data),
+            Err(e) => (Some("error"), e.to_http_body().to_string()),
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        let ok = |m: Method, p: &str| resolve(&m, p).unwrap();
+        assert_eq!(
+            ok(Method::POST, "/message:send"),
+            (String::new(), Route::Send)
+        );
+        assert_eq!(
+            ok(Method::POST, "/acme/message:stream"),
+            ("acme".into(), Route::Stream)
+        );
+        assert_eq!(ok(Method::GET, "/tasks"), (String::new(), Route::ListTasks));
+        assert_eq!(
+            ok(Method::GET, "/tasks/t-1"),
+            (String::new(), Route::GetTask("t-1".into()))
+        );
+        assert_eq!(
+            ok(Method::GET, "/tasks/tasks"),
+            (String::new(), Route::GetTask("tasks".into()))
+        );
+        assert_eq!(
+            ok(Method::POST, "/t1/tasks/x:cancel"),
+            ("t1".into(), Route::Cancel("x".into()))
+        );
+        assert_eq!(
+            ok(Method::GET, "/tasks/x:subscribe"),
+            (String::new(), Route::Subscribe("x".into()))
+        );
+        assert_eq!(
+            ok(Method::POST, "/tasks/x:subscribe"),
+            (String::new(), Route::Subscribe("x".into()))
+        );
+        assert_eq!(
+            ok(Method::DELETE, "/a/tasks/x/pushNotificationConfigs/c%201"),
+            ("a".into(), Route::DeletePush("x".into(), "c 1".into()))
+        );
+        assert_eq!(
+            ok(Method::GET, "/extendedAgentCard"),
+            (String::new(), Route::ExtendedCard)
+        );
+        assert_eq!(
+            resolve(&Method::GET, "/message:send").unwrap_err().0,
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+        assert_eq!(
+            resolve(&Method::GET, "/nothing/here/at/all").unwrap_err().0,
+            StatusCode::NOT_FOUND
+        );
+    }
+
+    #[test]
+    fn list_query() {
+        let r = list_request(
+            "contextId=c&status=TASK_STATE_WORKING&pageSize=10&includeArtifacts=true&statusTimestampAfter=2025-11-09T10:30:00Z",
+            String::new(),
+        )
+        .unwrap();
+        assert_eq!(r.context_id, "c");
+        assert_eq!(r.status(), TaskState::Working);
+        assert_eq!(r.page_size, Some(10));
+        assert_eq!(r.include_artifacts, Some(true));
+        assert!(r.status_timestamp_after.is_some());
+        let e = list_request("status=TASK_STATE_RUNNING", String::new()).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidParams);
+        assert!(list_request("pageSize=ten", String::new()).is_err());
+    }
+}

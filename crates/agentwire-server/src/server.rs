@@ -1,0 +1,392 @@
+//! Serving an agent: one axum router carrying the agent card, JSON-RPC
+//! (`POST /`), HTTP+JSON (the REST paths) and gRPC (the
+//! `/lf.a2a.v1.A2AService/*` paths, HTTP/2), all on one port.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire_types::{AGENT_CARD_PATH, AgentCard, binding};
+use axum::Router;
+use axum::routing::{get, post};
+use http::HeaderMap;
+
+use crate::auth::Authenticator;
+use crate::handler::{HandlerBuilder, HandlerConfig, RequestHandler};
+use crate::http_common::{CardEndpoint, DEFAULT_MAX_BODY_BYTES, HttpState};
+use crate::store::TaskStore;
+use crate::{AgentExecutor, jsonrpc, rest};
+
+/// Options of the HTTP router.
+#[derive(Debug, Clone)]
+pub struct RouterOptions {
+    /// Largest accepted request body (bytes); larger ones are refused with
+    /// a clear error.
+    pub max_body_bytes: usize,
+    /// Serve gRPC on the same port.
+    pub grpc: bool,
+}
+
+impl Default for RouterOptions {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            grpc: true,
+        }
+    }
+}
+
+/// The axum router serving `handler` over every binding, to mount in an
+/// application of your own or to serve as is.
+pub fn router(handler: RequestHandler, options: &RouterOptions) -> Router {
+    let card = CardEndpoint::new(&handler);
+    let state = HttpState {
+        handler: handler.clone(),
+        max_body_bytes: options.max_body_bytes,
+    };
+    let mut router = Router::new()
+        .route(
+            AGENT_CARD_PATH,
+            get(move |headers: HeaderMap| {
+                let card = card.clone();
+                async move { card.respond(&headers) }
+            }),
+        )
+        .route("/", post(jsonrpc::handle));
+    if let Some(jwks) = handler.push_jwks_json() {
+        router = router.route(
+            crate::push::JWKS_PATH,
+            get(move || async move {
+                (
+                    [(http::header::CONTENT_TYPE, "application/jwk-set+json")],
+                    jwks,
+                )
+            }),
+        );
+    }
+    if options.grpc {
+        let grpc = crate::grpc::grpc_service(handler, options.max_body_bytes);
+        router = router.route_service("/lf.a2a.v1.A2AService/{method}", grpc);
+    }
+    router.fallback(rest::handle).with_state(state)
+}
+
+/// An agent server: the card, the agent, and how to serve them.
+///
+/// ```no_run
+/// use agentwire_server::{A2aServer, AgentExecutor, RequestContext, TaskUpdater};
+/// use agentwire_types::{A2aResult, AgentCard, Artifact};
+///
+/// struct Echo;
+/// impl AgentExecutor for Echo {
+///     async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+///         task.add_artifact(Artifact::text("echo", ctx.text())).await?;
+///         task.complete().await
+///     }
+/// }
+///
+/// # async fn run() -> std::io::Result<()> {
+/// let card = AgentCard::new("Echo", "Repeats what you say", "1.0.0");
+/// A2aServer::new(card, Echo).serve("127.0.0.1:8080").await
+/// # }
+/// ```
+pub struct A2aServer {
+    builder: HandlerBuilder,
+    public_url: Option<String>,
+    options: RouterOptions,
+    recover_on_start: bool,
+    retention: Option<Duration>,
+}
+
+impl A2aServer {
+    /// A server for `executor`, described by `card`. Streaming is declared
+    /// unless the card says otherwise.
+    pub fn new<E: AgentExecutor>(mut card: AgentCard, executor: E) -> Self {
+        let caps = card.capabilities.get_or_insert_with(Default::default);
+        caps.streaming.get_or_insert(true);
+        Self {
+            builder: RequestHandler::builder(card, executor),
+            public_url: None,
+            options: RouterOptions::default(),
+            recover_on_start: true,
+            retention: None,
+        }
+    }
+
+    /// Uses this task store (default: in memory).
+    pub fn store(mut self, store: Arc<dyn TaskStore>) -> Self {
+        self.builder = self.builder.store(store);
+        self
+    }
+
+    /// Follows the tasks of the other replicas sharing the store (see
+    /// [`crate::bus`] and [`crate::store::postgres::connect_cluster`]).
+    /// Also turns off the start-up recovery ([`Self::recover_on_start`]):
+    /// the working tasks of a shared store may be running on other
+    /// replicas.
+    pub fn bus(mut self, bus: Arc<dyn crate::EventBus>) -> Self {
+        self.builder = self.builder.bus(bus);
+        self.recover_on_start = false;
+        self
+    }
+
+    /// Authenticates callers.
+    pub fn authenticator(mut self, auth: Arc<dyn Authenticator>) -> Self {
+        self.builder = self.builder.authenticator(auth);
+        self
+    }
+
+    /// Serves an extended agent card to authenticated callers.
+    pub fn extended_card(mut self, card: AgentCard) -> Self {
+        self.builder = self.builder.extended_card(card);
+        self
+    }
+
+    /// Sends push notifications (and declares them in the card); see
+    /// [`crate::push`].
+    pub fn push(mut self, push: crate::PushConfig) -> Self {
+        self.builder = self.builder.push(push);
+        self
+    }
+
+    /// Handler tunables.
+    pub fn config(mut self, config: HandlerConfig) -> Self {
+        self.builder = self.builder.config(config);
+        self
+    }
+
+    /// Largest accepted request body in bytes (default 10 MiB). (Request
+    /// heads are limited to [`crate::MAX_HEAD_BYTES`], answered with 431
+    /// beyond.)
+    pub fn max_body_bytes(mut self, n: usize) -> Self {
+        self.options.max_body_bytes = n;
+        self
+    }
+
+    /// Whether to serve gRPC on the same port (default yes).
+    pub fn grpc(mut self, on: bool) -> Self {
+        self.options.grpc = on;
+        self
+    }
+
+    /// The base URL to advertise in the card (default: `http://` and the
+    /// bound address), for servers behind a proxy.
+    pub fn public_url(mut self, url: impl Into<String>) -> Self {
+        self.public_url = Some(url.into().trim_end_matches('/').to_owned());
+        self
+    }
+
+    /// Whether to fail, when starting, the tasks a previous run of this
+    /// server left working (default yes). Turn it off when several replicas
+    /// share one store: their tasks may be running elsewhere.
+    pub fn recover_on_start(mut self, on: bool) -> Self {
+        self.recover_on_start = on;
+        self
+    }
+
+    /// Purges terminal tasks older than `age` from the store, every minute
+    /// (off by default).
+    pub fn retention(mut self, age: Duration) -> Self {
+        self.retention = Some(age);
+        self
+    }
+
+    /// Binds the address, completes the card's interfaces from it (unless
+    /// the card lists its own) and builds the handler.
+    pub async fn bind(
+        mut self,
+        addr: impl tokio::net::ToSocketAddrs,
+    ) -> std::io::Result<BoundServer> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        let base = self
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{local}"));
+        let card = self.builder.card_mut();
+        if card.supported_interfaces.is_empty() {
+            let grpc_addr = base
+                .split_once("://")
+                .map_or(base.as_str(), |(_, rest)| rest)
+                .to_owned();
+            *card = std::mem::take(card)
+                .with_interface(format!("{base}/"), binding::JSONRPC)
+                .with_interface(base.clone(), binding::HTTP_JSON);
+            if self.options.grpc {
+                *card = std::mem::take(card).with_interface(grpc_addr, binding::GRPC);
+            }
+        }
+        let handler = self.builder.build();
+        if self.recover_on_start {
+            handler
+                .recover_orphaned_tasks()
+                .await
+                .map_err(|e| std::io::Error::other(format!("crash recovery failed: {e}")))?;
+        }
+        if let Some(age) = self.retention {
+            let store = std::sync::Arc::clone(handler.store());
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(60));
+                loop {
+                    tick.tick().await;
+                    match store.purge_terminal_older_than(age).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(purged = n, "retention: purged old terminal tasks"),
+                        Err(e) => tracing::warn!(error = %e, "retention purge failed"),
+                    }
+                }
+            });
+        }
+        let router = router(handler.clone(), &self.options);
+        let direct = crate::serve::Direct {
+            rpc: HttpState {
+                handler: handler.clone(),
+                max_body_bytes: self.options.max_body_bytes,
+            },
+            card: CardEndpoint::new(&handler),
+        };
+        Ok(BoundServer {
+            listener,
+            router,
+            direct,
+            handler,
+            local,
+        })
+    }
+
+    /// Binds and serves until Ctrl-C.
+    pub async fn serve(self, addr: impl tokio::net::ToSocketAddrs) -> std::io::Result<()> {
+        self.bind(addr).await?.run_until(shutdown_signal()).await
+    }
+}
+
+/// Completes on Ctrl-C (or SIGTERM on Unix).
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
+
+/// A server bound to its address, ready to run.
+pub struct BoundServer {
+    listener: tokio::net::TcpListener,
+    router: Router,
+    direct: crate::serve::Direct,
+    handler: RequestHandler,
+    local: SocketAddr,
+}
+
+impl BoundServer {
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The request handler (for in-process calls).
+    pub fn handler(&self) -> &RequestHandler {
+        &self.handler
+    }
+
+    /// The card as served.
+    pub fn agent_card(&self) -> &AgentCard {
+        self.handler.agent_card()
+    }
+
+    /// Serves until `shutdown` completes; then stops accepting, lets open
+    /// requests finish for up to five seconds, and returns.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let stopped = Arc::clone(&stop);
+        let serve = crate::serve::serve(self.listener, self.router, self.direct, async move {
+            shutdown.await;
+            stopped.notify_one();
+        });
+        tokio::select! {
+            r = serve => r,
+            () = async {
+                stop.notified().await;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            } => Ok(()),
+        }
+    }
+
+    /// Serves in a background task; the handle stops it when dropped or
+    /// when [`ServerHandle::shutdown`] is called.
+    pub fn spawn(self) -> ServerHandle {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let local = self.local;
+        let handler = self.handler.clone();
+        let task = tokio::spawn(self.run_until(async move {
+            let _ = rx.await;
+        }));
+        ServerHandle {
+            local,
+            handler,
+            stop: Some(tx),
+            task,
+        }
+    }
+}
+
+/// A server running in the background.
+pub struct ServerHandle {
+    local: SocketAddr,
+    handler: RequestHandler,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl ServerHandle {
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// `http://` and the address.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.local)
+    }
+
+    /// The request handler.
+    pub fn handler(&self) -> &RequestHandler {
+        &self.handler
+    }
+
+    /// Stops the server and waits for it.
+    pub async fn shutdown(mut self) -> std::io::Result<()> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        (&mut self.task)
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        self.task.abort();
+    }
+}

@@ -1,0 +1,425 @@
+//! Task persistence.
+//!
+//! A [`TaskStore`] keeps tasks (with their owner), applies updates to them and
+//! answers queries. The rules of how an update changes a task live once, in
+//! [`apply_update`]; every store calls it, so the in-memory store and the
+//! database stores cannot disagree on artifact merging, history or the
+//! terminal-state rule.
+
+mod memory;
+mod packed;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod task_table;
+
+pub use memory::{MemoryStore, MemoryStoreConfig};
+#[cfg(feature = "postgres")]
+pub use postgres::{PgEventBus, PostgresStore};
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
+
+use agentwire_types::{
+    A2aError, A2aResult, Artifact, Message, Struct, Task, TaskPushNotificationConfig, TaskState,
+    TaskStatus, Timestamp,
+};
+use async_trait::async_trait;
+
+/// Who may see a task: the authenticated principal and the tenant it was
+/// created under. Anonymous callers share the empty owner.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Owner {
+    /// The tenant (routing identifier) of the request, or empty.
+    pub tenant: String,
+    /// The authenticated principal, or empty for anonymous callers.
+    pub principal: String,
+}
+
+/// One change to a task, as produced by an agent or by the runtime.
+#[derive(Debug, Clone)]
+pub enum TaskUpdate {
+    /// A new status. Its message, if any, is also appended to the history.
+    Status {
+        /// The new status.
+        status: TaskStatus,
+        /// Event metadata.
+        metadata: Option<Struct>,
+    },
+    /// A whole artifact or a chunk of one.
+    Artifact {
+        /// The artifact (or chunk).
+        artifact: Artifact,
+        /// Append the parts to the artifact with the same id.
+        append: bool,
+        /// This is the last chunk of the artifact.
+        last_chunk: bool,
+        /// Event metadata.
+        metadata: Option<Struct>,
+    },
+    /// A message from the client continuing the task (history only).
+    UserMessage(Message),
+}
+
+/// Applies an update to a task: the task state machine.
+///
+/// - Nothing changes a task in a terminal state (`UnsupportedOperation`).
+/// - A status replaces the status; its message joins the history.
+/// - An artifact with `append` adds its parts to the artifact with the same
+///   id (or starts it); without `append` it replaces (or adds) the artifact.
+pub fn apply_update(task: &mut Task, update: TaskUpdate) -> A2aResult<()> {
+    check_open(task)?;
+    match update {
+        TaskUpdate::Status { status, .. } => {
+            if status.state() == TaskState::Unspecified {
+                return Err(A2aError::invalid_params(
+                    "status.state",
+                    "must not be TASK_STATE_UNSPECIFIED",
+                ));
+            }
+            if let Some(m) = &status.message {
+                task.history.push(Message::clone(m));
+            }
+            task.status = Some(status);
+        }
+        TaskUpdate::Artifact {
+            artifact, append, ..
+        } => {
+            let existing = task
+                .artifacts
+                .iter_mut()
+                .find(|a| a.artifact_id == artifact.artifact_id);
+            match (existing, append) {
+                (Some(a), true) => merge_chunk(a, artifact),
+                (Some(a), false) => *a = artifact,
+                (None, _) => {
+                    // Most tasks have one artifact: no room for four.
+                    if task.artifacts.capacity() == 0 {
+                        task.artifacts.reserve_exact(1);
+                    }
+                    task.artifacts.push(artifact);
+                }
+            }
+        }
+        TaskUpdate::UserMessage(m) => task.history.push(m),
+    }
+    Ok(())
+}
+
+/// Refuses any change to a task in a terminal state.
+pub(crate) fn check_open(task: &Task) -> A2aResult<()> {
+    let current = task.state();
+    if current.is_terminal() {
+        return Err(closed_error(&task.id, current));
+    }
+    Ok(())
+}
+
+/// The error for an update to a task in the terminal state `state`.
+pub(crate) fn closed_error(id: &str, state: TaskState) -> A2aError {
+    A2aError::unsupported(format!(
+        "Task {id} is {} and can no longer change",
+        state.short_name()
+    ))
+    .with_metadata("taskId", id.to_owned())
+}
+
+/// Appends a chunk to an artifact: its parts follow the existing ones; a
+/// name or description fills an empty one; extensions and metadata merge.
+fn merge_chunk(a: &mut Artifact, chunk: Artifact) {
+    a.parts.extend(chunk.parts);
+    if a.name.is_empty() {
+        a.name = chunk.name;
+    }
+    if a.description.is_empty() {
+        a.description = chunk.description;
+    }
+    for ext in chunk.extensions {
+        if !a.extensions.contains(&ext) {
+            a.extensions.push(ext);
+        }
+    }
+    if let Some(meta) = chunk.metadata {
+        a.metadata
+            .get_or_insert_with(Default::default)
+            .fields
+            .extend(meta.fields);
+    }
+}
+
+/// Where a write went in a store's event log (stores that keep one: a
+/// [`PostgresStore`] built with [`PostgresStore::with_event_log`]).
+/// Positions grow with every event; within one task they follow the order
+/// in which the writes were applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogSpan {
+    /// The position of the task's last event before this write (0: none).
+    pub before: i64,
+    /// The position of this write's event (`before` when it wrote none, as
+    /// for [`TaskUpdate::UserMessage`]).
+    pub after: i64,
+}
+
+/// A stored task with its owner.
+#[derive(Debug, Clone)]
+pub struct StoredTask {
+    /// Who may see it.
+    pub owner: Owner,
+    /// The task.
+    pub task: Task,
+}
+
+/// Filters and page of a task listing (already validated).
+#[derive(Debug, Clone, Default)]
+pub struct TaskQuery {
+    /// Only tasks of this context.
+    pub context_id: Option<String>,
+    /// Only tasks in this state.
+    pub state: Option<TaskState>,
+    /// Only tasks whose status timestamp is at or after this time.
+    pub status_after: Option<Timestamp>,
+    /// Page size (1..=100).
+    pub page_size: usize,
+    /// Continue after this cursor.
+    pub cursor: Option<Cursor>,
+    /// Keep at most this many history messages per task.
+    pub history_length: Option<usize>,
+    /// Include artifacts.
+    pub include_artifacts: bool,
+}
+
+/// A position in the listing order (status timestamp descending, then id
+/// descending), encoded as an opaque page token.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cursor {
+    /// Status timestamp in milliseconds.
+    pub millis: i64,
+    /// Task id.
+    pub id: String,
+}
+
+impl Cursor {
+    /// The opaque token form.
+    pub fn encode(&self) -> String {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(format!("{}:{}", self.millis, self.id))
+    }
+
+    /// Parses a token produced by [`Cursor::encode`].
+    pub fn decode(token: &str) -> Option<Self> {
+        use base64::Engine;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token)
+            .ok()?;
+        let raw = String::from_utf8(raw).ok()?;
+        let (millis, id) = raw.split_once(':')?;
+        Some(Self {
+            millis: millis.parse().ok()?,
+            id: id.to_owned(),
+        })
+    }
+
+    /// The sort key of a task.
+    pub fn of(task: &Task) -> Self {
+        Self {
+            millis: task.status_timestamp().map_or(0, |t| t.as_millis()),
+            id: task.id.clone(),
+        }
+    }
+}
+
+/// One page of tasks.
+#[derive(Debug, Clone, Default)]
+pub struct TaskPage {
+    /// The tasks, most recently updated first.
+    pub tasks: Vec<Task>,
+    /// Where the next page starts, if there is one.
+    pub next: Option<Cursor>,
+    /// How many tasks match the filters in all.
+    pub total: usize,
+}
+
+/// Persistence of tasks and push-notification configs.
+///
+/// Implementations must apply updates with [`apply_update`] atomically per
+/// task and keep tasks visible only to their [`Owner`]. The runtime
+/// serialises the updates of one task, so a store needs no ordering of its
+/// own beyond atomicity.
+#[async_trait]
+pub trait TaskStore: Send + Sync + 'static {
+    /// This store as the in-memory store, when it is one: the runtime then
+    /// calls it directly, without a boxed future per call. Other stores
+    /// keep the default.
+    #[doc(hidden)]
+    fn as_memory(&self) -> Option<&MemoryStore> {
+        None
+    }
+
+    /// Stores a new task. Fails if the id exists.
+    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()>;
+
+    /// Applies an update and returns the task's new state.
+    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState>;
+
+    /// [`TaskStore::create`], also saying where the task's first event (the
+    /// task itself) went in the store's event log, for a store that keeps
+    /// one (the default keeps none and says `None`).
+    async fn create_logged(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
+        self.create(owner, task).await.map(|()| None)
+    }
+
+    /// [`TaskStore::update`], also saying where the update's event went in
+    /// the store's event log, for a store that keeps one (the default keeps
+    /// none and says `None`). The task manager uses it to order the events
+    /// of other replicas with its own.
+    async fn update_logged(
+        &self,
+        task_id: &str,
+        update: TaskUpdate,
+    ) -> A2aResult<(TaskState, Option<LogSpan>)> {
+        self.update(task_id, update)
+            .await
+            .map(|state| (state, None))
+    }
+
+    /// The task with its owner (`None` when unknown). `history_length`
+    /// limits the history as in spec 3.2.4.
+    async fn get(
+        &self,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> A2aResult<Option<StoredTask>>;
+
+    /// A page of the owner's tasks.
+    async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage>;
+
+    /// Stores (creates or replaces) a push-notification config.
+    async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()>;
+
+    /// A push-notification config of a task.
+    async fn get_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> A2aResult<Option<TaskPushNotificationConfig>>;
+
+    /// All push-notification configs of a task.
+    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<TaskPushNotificationConfig>>;
+
+    /// Deletes a push-notification config; true when it existed.
+    async fn delete_push_config(&self, task_id: &str, id: &str) -> A2aResult<bool>;
+
+    /// Retention: deletes the tasks in a terminal state that last changed
+    /// more than `age` ago, with their push-notification configs, and
+    /// returns how many tasks were deleted. Call it from a timer.
+    ///
+    /// The durable stores implement it; the default deletes nothing, which
+    /// suits stores that expire tasks on their own (the memory store evicts
+    /// finished tasks after its TTL).
+    async fn purge_terminal_older_than(&self, age: std::time::Duration) -> A2aResult<u64> {
+        let _ = age;
+        Ok(0)
+    }
+
+    /// Tasks whose agent was at work on them (`TASK_STATE_SUBMITTED` or
+    /// `TASK_STATE_WORKING`), with their history: what a server finds after
+    /// a crash. Interrupted tasks are not included: they wait for the client,
+    /// not for an agent. The default finds none, which suits stores that do
+    /// not survive the process.
+    async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
+        Ok(Vec::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(state: TaskState) -> Task {
+        Task {
+            id: "t".into(),
+            context_id: "c".into(),
+            status: Some(TaskStatus::new(state)),
+            ..Default::default()
+        }
+    }
+
+    fn chunk(id: &str, text: &str, append: bool) -> TaskUpdate {
+        TaskUpdate::Artifact {
+            artifact: Artifact::text("a", text).with_id(id),
+            append,
+            last_chunk: false,
+            metadata: None,
+        }
+    }
+
+    #[test]
+    fn chunks_merge_into_one_artifact() {
+        let mut t = task(TaskState::Working);
+        apply_update(&mut t, chunk("a1", "one ", false)).unwrap();
+        for _ in 0..99 {
+            apply_update(&mut t, chunk("a1", "x", true)).unwrap();
+        }
+        assert_eq!(t.artifacts.len(), 1);
+        assert_eq!(t.artifacts[0].parts.len(), 100);
+        apply_update(&mut t, chunk("a1", "replaced", false)).unwrap();
+        assert_eq!(t.artifacts[0].text_content(), "replaced");
+        apply_update(&mut t, chunk("a2", "second", true)).unwrap();
+        assert_eq!(t.artifacts.len(), 2);
+    }
+
+    #[test]
+    fn terminal_tasks_are_immutable() {
+        for state in [
+            TaskState::Completed,
+            TaskState::Failed,
+            TaskState::Canceled,
+            TaskState::Rejected,
+        ] {
+            let mut t = task(state);
+            let before = t.clone();
+            let err = apply_update(
+                &mut t,
+                TaskUpdate::Status {
+                    status: TaskStatus::new(TaskState::Working),
+                    metadata: None,
+                },
+            )
+            .unwrap_err();
+            assert_eq!(err.kind, agentwire_types::ErrorKind::UnsupportedOperation);
+            assert!(apply_update(&mut t, chunk("a", "x", false)).is_err());
+            assert_eq!(t, before);
+        }
+    }
+
+    #[test]
+    fn status_messages_join_history() {
+        let mut t = task(TaskState::Working);
+        let status = TaskStatus::new(TaskState::InputRequired)
+            .with_message(Message::agent_text("which version?"));
+        apply_update(
+            &mut t,
+            TaskUpdate::Status {
+                status,
+                metadata: None,
+            },
+        )
+        .unwrap();
+        apply_update(&mut t, TaskUpdate::UserMessage(Message::user_text("22"))).unwrap();
+        assert_eq!(t.state(), TaskState::InputRequired);
+        assert_eq!(t.history.len(), 2);
+    }
+
+    #[test]
+    fn cursor_round_trip() {
+        let c = Cursor {
+            millis: 1234,
+            id: "a:b".into(),
+        };
+        assert_eq!(Cursor::decode(&c.encode()), Some(c));
+        assert_eq!(Cursor::decode("!!"), None);
+    }
+}

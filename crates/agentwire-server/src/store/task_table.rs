@@ -1,0 +1,326 @@
+//! The in-memory store's table of tasks: a hash table split into shards,
+//! each behind its own lock, whose slots are three words: an open task
+//! (shared) or a finished one (packed, see `packed.rs`), and its owner.
+//!
+//! The slots hold no copy of the task id: a task is found by hashing the id
+//! and comparing it with the id inside the task. Eviction, which runs on
+//! every finished task and reaches tasks that have long left the caches,
+//! finds a slot by the hash it kept and the address of the packed task, so
+//! it reads neither the task nor a key before it frees them. Small slots
+//! keep the table itself small, which matters for the same reason.
+
+use std::sync::Arc;
+
+use agentwire_types::{A2aResult, Task, TaskState, Timestamp};
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
+use parking_lot::RwLock;
+
+use super::Owner;
+use super::packed::PackedTask;
+
+/// Number of shards (a power of two).
+const SHARDS: usize = 32;
+
+/// What a slot holds (cloned cheaply: a listing keeps what it found).
+#[derive(Clone)]
+pub(super) enum Held {
+    /// A task that can still change. Shared with the answers that read it
+    /// (a blocking `SendMessage` answers with the stored task itself); an
+    /// update copies it only while such an answer still holds it.
+    Open(Arc<Task>),
+    /// A task in a terminal state: packed, as it will not change again.
+    Finished(PackedTask),
+}
+
+/// One stored task.
+pub(super) struct Slot {
+    pub(super) held: Held,
+    /// `None` for the anonymous owner (no tenant, no principal).
+    owner: Option<Box<Owner>>,
+}
+
+impl Slot {
+    /// A slot for a task: packed at once when it is already terminal.
+    pub(super) fn new(task: Arc<Task>, owner: &Owner) -> Self {
+        let anonymous = owner.tenant.is_empty() && owner.principal.is_empty();
+        let held = if task.state().is_terminal() {
+            Held::Finished(PackedTask::pack(&task))
+        } else {
+            Held::Open(task)
+        };
+        Self {
+            held,
+            owner: (!anonymous).then(|| Box::new(owner.clone())),
+        }
+    }
+
+    /// Packs the task (it reached a terminal state): returns its token for
+    /// the eviction queue, and the task as it was.
+    pub(super) fn finish(&mut self) -> Option<(usize, Arc<Task>)> {
+        let Held::Open(task) = &self.held else {
+            return None;
+        };
+        let packed = PackedTask::pack(task);
+        let token = packed.token();
+        match std::mem::replace(&mut self.held, Held::Finished(packed)) {
+            Held::Open(task) => Some((token, task)),
+            Held::Finished(_) => None,
+        }
+    }
+
+    /// The eviction token of a finished task.
+    pub(super) fn token(&self) -> Option<usize> {
+        match &self.held {
+            Held::Finished(p) => Some(p.token()),
+            Held::Open(_) => None,
+        }
+    }
+
+    pub(super) fn id(&self) -> &str {
+        match &self.held {
+            Held::Open(t) => &t.id,
+            Held::Finished(p) => p.id(),
+        }
+    }
+
+    pub(super) fn context_id(&self) -> &str {
+        match &self.held {
+            Held::Open(t) => &t.context_id,
+            Held::Finished(p) => p.context_id(),
+        }
+    }
+
+    pub(super) fn state(&self) -> TaskState {
+        match &self.held {
+            Held::Open(t) => t.state(),
+            Held::Finished(p) => p.state(),
+        }
+    }
+
+    pub(super) fn status_timestamp(&self) -> Option<Timestamp> {
+        match &self.held {
+            Held::Open(t) => t.status_timestamp(),
+            Held::Finished(p) => p.status_timestamp(),
+        }
+    }
+
+    /// The task, shared when it is open, decoded when it is packed.
+    pub(super) fn task(&self) -> A2aResult<Arc<Task>> {
+        match &self.held {
+            Held::Open(t) => Ok(Arc::clone(t)),
+            Held::Finished(p) => p.unpack().map(Arc::new),
+        }
+    }
+    /// Who may see the task.
+    pub(super) fn owner(&self) -> Owner {
+        self.owner.as_deref().cloned().unwrap_or_default()
+    }
+
+    pub(super) fn is_owned_by(&self, owner: &Owner) -> bool {
+        match &self.owner {
+            Some(o) => **o == *owner,
+            None => owner.tenant.is_empty() && owner.principal.is_empty(),
+        }
+    }
+}
+
+impl Held {
+    /// A copy of the task with only the last `history` messages (all when
+    /// `None`), and its artifacts only when asked: nothing is cloned or
+    /// kept that the answer would drop.
+    pub(super) fn copy(&self, history: Option<usize>, artifacts: bool) -> A2aResult<Task> {
+        match self {
+            Held::Open(t) => {
+                let keep = history.map_or(t.history.len(), |n| n.min(t.history.len()));
+                Ok(Task {
+                    id: t.id.clone(),
+                    context_id: t.context_id.clone(),
+                    status: t.status.clone(),
+                    artifacts: if artifacts {
+                        t.artifacts.clone()
+                    } else {
+                        Vec::new()
+                    },
+                    history: t.history[t.history.len() - keep..].to_vec(),
+                    metadata: t.metadata.clone(),
+                })
+            }
+            Held::Finished(p) => {
+                let mut t = p.unpack()?;
+                t.truncate_history(history);
+                if !artifacts {
+                    t.artifacts = Vec::new();
+                }
+                Ok(t)
+            }
+        }
+    }
+}
+
+/// Tasks by id.
+pub(super) struct TaskTable {
+    hasher: ahash::RandomState,
+    shards: Box<[RwLock<HashTable<Slot>>]>,
+}
+
+impl Default for TaskTable {
+    fn default() -> Self {
+        Self {
+            hasher: ahash::RandomState::new(),
+            shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
+        }
+    }
+}
+
+impl TaskTable {
+    /// The hash of a task id (the table's and the eviction queue's).
+    pub(super) fn hash(&self, id: &str) -> u64 {
+        self.hasher.hash_one(id)
+    }
+
+    fn shard(&self, hash: u64) -> &RwLock<HashTable<Slot>> {
+        // Bits the shard's own table does not use to place the slot.
+        &self.shards[(hash >> 40) as usize & (SHARDS - 1)]
+    }
+
+    /// Adds a task; gives the slot back (and adds nothing) when one with
+    /// the same id is there.
+    pub(super) fn insert(&self, hash: u64, slot: Slot) -> Result<(), Slot> {
+        let mut shard = self.shard(hash).write();
+        match shard.entry(hash, |s| s.id() == slot.id(), |s| self.hash(s.id())) {
+            Entry::Occupied(_) => Err(slot),
+            Entry::Vacant(v) => {
+                v.insert(slot);
+                Ok(())
+            }
+        }
+    }
+
+    /// `f` on the task with this id, under its shard's read lock.
+    pub(super) fn read<R>(&self, hash: u64, id: &str, f: impl FnOnce(&Slot) -> R) -> Option<R> {
+        let shard = self.shard(hash).read();
+        shard.find(hash, |s| s.id() == id).map(f)
+    }
+
+    /// `f` on the task with this id, under its shard's write lock.
+    pub(super) fn write<R>(
+        &self,
+        hash: u64,
+        id: &str,
+        f: impl FnOnce(&mut Slot) -> R,
+    ) -> Option<R> {
+        let mut shard = self.shard(hash).write();
+        shard.find_mut(hash, |s| s.id() == id).map(f)
+    }
+
+    /// Removes the finished task with this token (found by the address of
+    /// its encoding: the task is not read). The slot is dropped by the
+    /// caller, outside the lock.
+    pub(super) fn remove_exact(&self, hash: u64, token: usize) -> Option<Slot> {
+        let mut shard = self.shard(hash).write();
+        match shard.find_entry(hash, |s| s.token() == Some(token)) {
+            Ok(entry) => Some(entry.remove().0),
+            Err(_) => None,
+        }
+    }
+
+    /// `f` on every task, one shard (read-locked) at a time.
+    pub(super) fn for_each(&self, mut f: impl FnMut(&Slot)) {
+        for shard in self.shards.iter() {
+            for slot in shard.read().iter() {
+                f(slot);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(id: &str) -> Arc<Task> {
+        Arc::new(Task {
+            id: id.into(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn slots_are_three_words() {
+        assert_eq!(
+            std::mem::size_of::<Slot>(),
+            3 * std::mem::size_of::<usize>()
+        );
+    }
+
+    #[test]
+    fn finds_inserts_once_and_removes_by_address() {
+        let t = TaskTable::default();
+        let bob = Owner {
+            principal: "bob".into(),
+            ..Default::default()
+        };
+        for i in 0..1000 {
+            let id = format!("t{i}");
+            let owner = if i % 2 == 0 { &bob } else { &Owner::default() };
+            assert!(t.insert(t.hash(&id), Slot::new(task(&id), owner)).is_ok());
+        }
+        let h = t.hash("t7");
+        assert!(
+            t.insert(h, Slot::new(task("t7"), &bob)).is_err(),
+            "ids are unique"
+        );
+        assert_eq!(t.read(h, "t7", |s| s.owner()), Some(Owner::default()));
+        let h4 = t.hash("t4");
+        assert!(t.read(h4, "t4", |s| s.is_owned_by(&bob)).unwrap());
+        assert!(
+            !t.read(h4, "t4", |s| s.is_owned_by(&Owner::default()))
+                .unwrap()
+        );
+        assert_eq!(t.read(t.hash("nope"), "nope", |_| ()), None);
+
+        // Open tasks are not removed by token; a finished one is, by its own
+        // token only.
+        assert!(t.read(h, "t7", |s| s.token()).unwrap().is_none());
+        let (token, before) = t.write(h, "t7", |s| s.finish()).unwrap().unwrap();
+        assert_eq!(before.id, "t7");
+        assert!(
+            t.write(h, "t7", |s| s.finish()).unwrap().is_none(),
+            "packed once"
+        );
+        assert_eq!(t.read(h, "t7", |s| s.token()).unwrap(), Some(token));
+        assert_eq!(t.read(h, "t7", |s| s.id().to_owned()).unwrap(), "t7");
+        assert_eq!(*t.read(h, "t7", |s| s.task()).unwrap().unwrap(), *before);
+        assert!(t.remove_exact(h, token ^ 1).is_none());
+        assert!(t.remove_exact(t.hash("t8"), token).is_none());
+        assert!(t.remove_exact(h, token).is_some());
+        assert!(t.read(h, "t7", |_| ()).is_none());
+        assert!(t.remove_exact(h, token).is_none());
+
+        // A task stored terminal is packed at once.
+        let done = Arc::new(Task {
+            id: "done".into(),
+            context_id: "c".into(),
+            status: Some(agentwire_types::TaskStatus::new(TaskState::Completed)),
+            ..Default::default()
+        });
+        let hd = t.hash("done");
+        assert!(t.insert(hd, Slot::new(Arc::clone(&done), &bob)).is_ok());
+        let slot_state = t.read(hd, "done", |s| {
+            (s.token().is_some(), s.state(), s.context_id().to_owned())
+        });
+        assert_eq!(
+            slot_state.unwrap(),
+            (true, TaskState::Completed, "c".to_owned())
+        );
+        assert!(
+            t.insert(hd, Slot::new(done, &bob)).is_err(),
+            "ids are unique, packed or not"
+        );
+
+        let mut n = 0;
+        t.for_each(|_| n += 1);
+        assert_eq!(n, 1000);
+    }
+}

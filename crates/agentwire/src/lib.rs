@@ -1,0 +1,58 @@
+//! The A2A (Agent2Agent) protocol v1.0 in Rust, in one dependency.
+//!
+//! `agentwire` re-exports the project's libraries so that an application
+//! adds one crate and picks the sides it needs:
+//!
+//! | feature | module | what it is |
+//! | --- | --- | --- |
+//! | (always) | [`types`] | the data model: protocol types with ProtoJSON serde, constructors, [`A2aError`] |
+//! | `server` | `server` | the agent runtime: [`AgentExecutor`](server::AgentExecutor), [`A2aServer`](server::A2aServer), stores, the three bindings on one port |
+//! | `client` | `client` | the client: card discovery, negotiation, the three transports, streams, the ledger |
+//! | `full` | both | |
+//!
+//! ```toml
+//! [dependencies]
+//! agentwire = { version = "0.1", features = ["server"] }
+//! ```
+//!
+//! The smallest agent (the echo agent of the `agentwire-server` examples):
+//!
+//! ```no_run
+//! # #[cfg(feature = "server")]
+//! # mod agent {
+//! use agentwire::server::{A2aServer, AgentExecutor, RequestContext, TaskUpdater};
+//! use agentwire::types::{A2aResult, AgentCard, AgentSkill, Artifact};
+//!
+//! struct Echo;
+//!
+//! impl AgentExecutor for Echo {
+//!     async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+//!         task.start_work().await?;
+//!         task.add_artifact(Artifact::text("echo", ctx.text())).await?;
+//!         task.complete().await
+//!     }
+//! }
+//!
+//! pub async fn serve() -> std::io::Result<()> {
+//!     let card = AgentCard::new("Echo", "Repeats what you say", "1.0.0")
+//!         .with_skill(AgentSkill::new("echo", "Echo", "Repeats the text", ["echo"]));
+//!     A2aServer::new(card, Echo).serve("127.0.0.1:8080").await
+//! }
+//! # }
+//! # fn main() {}
+//! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
+
+pub use agentwire_types as types;
+pub use agentwire_types::{A2aError, A2aResult};
+
+/// The agent runtime (the `agentwire-server` crate).
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
+pub use agentwire_server as server;
+
+/// The client (the `agentwire-client` crate).
+#[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
+pub use agentwire_client as client;
