@@ -98,11 +98,19 @@ enum Subst {
         why: &'static str,
     },
     /// A command containing `when` is run with the variable `var` naming
-    /// another bundled agent, which the harness serves (once per block).
+    /// (as `127.0.0.1:PORT`) another agent, which the harness serves once
+    /// per block with `serve` (`{port}`: a free port).
     CommandAgent {
         when: &'static str,
-        agent: &'static str,
+        serve: &'static str,
         var: &'static str,
+        why: &'static str,
+    },
+    /// A command containing `when` needs a terminal: it is run in a
+    /// pseudo-terminal (`script`, from util-linux) and typed `input`.
+    Terminal {
+        when: &'static str,
+        input: &'static str,
         why: &'static str,
     },
     /// The placeholder `name`, in a command containing `when` (the first
@@ -190,9 +198,20 @@ const SUBSTITUTIONS: &[Subst] = &[
     },
     Subst::CommandAgent {
         when: "--task-id <taskId> \"Node.js 22\"",
-        agent: "depcompat",
+        serve: "a2a serve --agent depcompat --port {port} --store memory",
         var: "A",
         why: "the answer to a task that really waits for its Node.js version: the depcompat agent's",
+    },
+    Subst::CommandAgent {
+        when: "-a $B --extended",
+        serve: "A2A_TOKEN=$TOKEN cargo run -p agentwire-server --example extended_card -- {port}",
+        var: "B",
+        why: "the agent with an extended card that the comment of that line starts",
+    },
+    Subst::Terminal {
+        when: "a2a chat",
+        input: "hello\n/quit\n",
+        why: "interactive: one turn typed, then /quit",
     },
     Subst::Placeholder {
         name: "<taskId>",
@@ -292,8 +311,6 @@ struct Expect {
     status: i32,
     /// A piece of its standard output.
     stdout: Option<&'static str>,
-    /// Its standard input.
-    stdin: Option<&'static str>,
     /// A background job that must end by itself before the block's end.
     ends_by_itself: bool,
 }
@@ -303,7 +320,6 @@ const fn expect(when: &'static str, stdout: &'static str) -> Expect {
         when,
         status: 0,
         stdout: Some(stdout),
-        stdin: None,
         ends_by_itself: false,
     }
 }
@@ -312,7 +328,6 @@ const DEFAULT_EXPECT: Expect = Expect {
     when: "",
     status: 0,
     stdout: None,
-    stdin: None,
     ends_by_itself: false,
 };
 
@@ -331,10 +346,7 @@ const EXPECT: &[Expect] = &[
     expect("--push-url", "State: COMPLETED"),
     expect("a2a task get", "State: COMPLETED"),
     expect("a2a task cancel", "State: CANCELED"),
-    Expect {
-        stdin: Some("hello\n"),
-        ..expect("a2a chat", "hello")
-    },
+    expect("a2a chat", "hello"),
     Expect {
         ends_by_itself: true,
         ..expect("a2a webhook", "COMPLETED")
@@ -525,12 +537,15 @@ fn describe_substitutions() -> String {
             } => format!("a block of {doc}: the harness first runs `{serve} &` ({why})"),
             Subst::CommandAgent {
                 when,
-                agent,
+                serve,
                 var,
                 why,
             } => format!(
-                "commands with {when:?}: ${var} is a {agent} agent the harness serves ({why})"
+                "commands with {when:?}: ${var} is the agent of `{serve}`, served by the harness ({why})"
             ),
+            Subst::Terminal { when, input, why } => {
+                format!("commands with {when:?}: run in a pseudo-terminal, typed {input:?} ({why})")
+            }
             Subst::Placeholder {
                 name,
                 when,
@@ -628,6 +643,7 @@ impl Harness {
         c.args(["build", "-q", "--workspace", "--example", name])
             .env("CARGO_TARGET_DIR", &self.target_dir)
             .current_dir(&self.root);
+        forget_test_env(&mut c);
         match self.profile.as_str() {
             "debug" => {}
             "release" => {
@@ -656,16 +672,42 @@ impl Harness {
     }
 }
 
+/// Removes the variables cargo sets for this test process (not for a
+/// user's shell). A nested cargo that sees them rebuilds: some build
+/// scripts (ring's) rerun when `CARGO_MANIFEST_DIR` changes, and with them
+/// every crate above, once in the test and once again in the next build.
+fn forget_test_env(c: &mut Command) {
+    for (k, _) in std::env::vars() {
+        let set_by_cargo = [
+            "CARGO_MANIFEST_",
+            "CARGO_PKG_",
+            "CARGO_BIN_",
+            "CARGO_CRATE_",
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_TARGET_TMPDIR",
+            "CARGO_RUSTC_CURRENT_DIR",
+            "OUT_DIR",
+        ]
+        .iter()
+        .any(|p| k.starts_with(p));
+        if set_by_cargo {
+            c.env_remove(k);
+        }
+    }
+}
+
 /// How a documented command is run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Kind {
     Skip(&'static str),
     /// `NAME=value`.
     Assign(String, String),
-    /// Run by bash as it is (after substitutions); `prefix` words (a
+    /// Run by bash as it is (after substitutions); after the `first`
+    /// words (`VAR=value` settings), `prefix` words (a
     /// `cargo run ... --`) are replaced by `program`.
     Run {
         program: Program,
+        first: usize,
         prefix: usize,
     },
 }
@@ -804,11 +846,24 @@ fn classify(written: &str) -> Result<Kind, String> {
             })
         })
         .ok_or("no program")?;
-    let run = |program| Ok(Kind::Run { program, prefix: 0 });
+    let run = |program| {
+        Ok(Kind::Run {
+            program,
+            first,
+            prefix: 0,
+        })
+    };
     match words[first].as_str() {
         "a2a" => run(Program::A2a),
         "curl" => run(Program::Curl),
-        "cargo" if first == 0 && words.get(1).is_some_and(|w| w == "run") => cargo_run(&words),
+        "cargo" if words.get(first + 1).is_some_and(|w| w == "run") => {
+            let (program, prefix) = cargo_run(&words[first..])?;
+            Ok(Kind::Run {
+                program,
+                first,
+                prefix,
+            })
+        }
         other => Err(format!(
             "no rule runs `{other}`: add one to docs_commands.rs (or to SKIPPED, with the reason)"
         )),
@@ -816,7 +871,7 @@ fn classify(written: &str) -> Result<Kind, String> {
 }
 
 /// `cargo run [-q] [--release] -p PACKAGE [--example NAME] [--bin NAME] -- ARGS`.
-fn cargo_run(words: &[String]) -> Result<Kind, String> {
+fn cargo_run(words: &[String]) -> Result<(Program, usize), String> {
     let (mut package, mut example) = (None, None);
     let mut i = 2;
     while i < words.len() {
@@ -849,14 +904,8 @@ fn cargo_run(words: &[String]) -> Result<Kind, String> {
         .iter()
         .any(|s| matches!(s, Subst::CargoRun { package: p, .. } if package.as_deref() == Some(*p)));
     match (example, package) {
-        (Some(e), Some(_)) => Ok(Kind::Run {
-            program: Program::CargoExample(e),
-            prefix,
-        }),
-        (None, Some(_)) if cli => Ok(Kind::Run {
-            program: Program::CargoCli,
-            prefix,
-        }),
+        (Some(e), Some(_)) => Ok((Program::CargoExample(e), prefix)),
+        (None, Some(_)) if cli => Ok((Program::CargoCli, prefix)),
         (_, p) => Err(format!(
             "no rule runs `cargo run` of {}",
             p.as_deref().unwrap_or("no named package")
@@ -885,11 +934,7 @@ fn a2a_words(words: &[String]) -> Vec<String> {
         return words[i..].to_vec();
     }
     if words.first().is_some_and(|w| w == "cargo") {
-        if let Ok(Kind::Run {
-            program: Program::CargoCli,
-            prefix,
-        }) = cargo_run(words)
-        {
+        if let Ok((Program::CargoCli, prefix)) = cargo_run(words) {
             let mut v = vec!["a2a".to_owned()];
             v.extend_from_slice(&words[prefix..]);
             return v;
@@ -939,6 +984,24 @@ impl Outcome {
             status: Status::Failed(report),
             took: Duration::ZERO,
         }
+    }
+}
+
+/// A command to run in a pseudo-terminal, with what is typed (from
+/// [`Subst::Terminal`]); others as they are, with no input.
+fn in_terminal(written: &str, text: String) -> (String, Option<&'static str>) {
+    let terminal = SUBSTITUTIONS.iter().find_map(|s| match s {
+        Subst::Terminal { when, input, .. } if written.contains(when) => Some(*input),
+        _ => None,
+    });
+    match terminal {
+        // `script -e` exits with the command's status; the typed input is
+        // its standard input, copied to the terminal.
+        Some(input) => match shlex::try_quote(&text) {
+            Ok(q) => (format!("script -qec {q} /dev/null"), Some(input)),
+            Err(_) => (text, Some(input)),
+        },
+        None => (text, None),
     }
 }
 
@@ -1029,7 +1092,15 @@ fn run_block(h: &Harness, block: &Block) -> Vec<Outcome> {
     };
     if let Some(serve) = block_agent(block) {
         let text = b.ported(serve);
-        if let Err(e) = b.start_job(&block.place(), serve, &text, &[], DEFAULT_EXPECT, true) {
+        if let Err(e) = b.start_job(
+            &block.place(),
+            serve,
+            &text,
+            &[],
+            None,
+            DEFAULT_EXPECT,
+            true,
+        ) {
             b.outcomes.push(Outcome::failed(
                 &block.place(),
                 serve,
@@ -1077,6 +1148,7 @@ impl BlockRun<'_> {
                 c.env_remove(k);
             }
         }
+        forget_test_env(&mut c);
         let home = self.dir.path().join("home");
         let path = std::env::var_os("PATH").unwrap_or_default();
         let mut paths = vec![self.h.bin_dir.clone()];
@@ -1127,7 +1199,7 @@ impl BlockRun<'_> {
     }
 
     fn step(&mut self, place: &str, step: &Step) -> Status {
-        let (program, prefix) = match &step.kind {
+        let (program, first, prefix) = match &step.kind {
             Kind::Skip(why) => return Status::Skipped(why),
             Kind::Assign(name, _) => {
                 let text = format!("{}; printf %s \"${name}\"", self.ported(&step.written));
@@ -1140,18 +1212,31 @@ impl BlockRun<'_> {
                     Err(e) => Status::Failed(format!("  {e}")),
                 };
             }
-            Kind::Run { program, prefix } => (program.clone(), *prefix),
+            Kind::Run {
+                program,
+                first,
+                prefix,
+            } => (program.clone(), *first, *prefix),
         };
-        match self.prepare(step, &program, prefix) {
+        match self.prepare(step, &program, first, prefix) {
             Ok((text, overrides, setups)) => {
                 let expect = expectation(&step.written);
                 if step.background || is_server(&step.written) {
-                    match self.start_job(place, &step.written, &text, &overrides, expect, false) {
+                    match self.start_job(
+                        place,
+                        &step.written,
+                        &text,
+                        &overrides,
+                        None,
+                        expect,
+                        false,
+                    ) {
                         Ok(()) => Status::Ok,
                         Err(e) => Status::Failed(format!("{}{e}", setups_text(&setups))),
                     }
                 } else {
-                    match self.run(&text, &overrides, expect.stdin) {
+                    let (text, stdin) = in_terminal(&step.written, text);
+                    match self.run(&text, &overrides, stdin) {
                         Ok(r) => check(&step.written, &text, &overrides, &r, &expect)
                             .map_or(Status::Ok, |e| {
                                 Status::Failed(format!("{}{e}", setups_text(&setups)))
@@ -1164,6 +1249,41 @@ impl BlockRun<'_> {
         }
     }
 
+    /// A command with its program as run: `cargo run -p agentwire-cli --`
+    /// becomes `a2a`, `cargo run ... --example E --` the built example
+    /// (`VAR=value` words before it stay).
+    fn program_text(
+        &self,
+        text: &str,
+        program: &Program,
+        first: usize,
+        prefix: usize,
+    ) -> Result<String, String> {
+        let after_env = skip_words(text, first);
+        let env = &text[..text.len() - after_env.len()];
+        let rest = skip_words(after_env, prefix);
+        Ok(match program {
+            Program::A2a | Program::Curl => text.to_owned(),
+            Program::CargoCli => {
+                let by = SUBSTITUTIONS
+                    .iter()
+                    .find_map(|s| match s {
+                        Subst::CargoRun { by, .. } => Some(*by),
+                        _ => None,
+                    })
+                    .unwrap_or("a2a");
+                format!("{env}{by} {rest}")
+            }
+            Program::CargoExample(name) => {
+                let path = self.h.example(name).map_err(|e| format!("  {e}"))?;
+                let quoted = shlex::try_quote(&path.to_string_lossy())
+                    .map_err(|e| e.to_string())?
+                    .into_owned();
+                format!("{env}{quoted} {rest}")
+            }
+        })
+    }
+
     /// The command as run: substitutions, the program, the agent, the
     /// files and the placeholders.
     #[allow(clippy::type_complexity)]
@@ -1171,6 +1291,7 @@ impl BlockRun<'_> {
         &mut self,
         step: &Step,
         program: &Program,
+        first: usize,
         prefix: usize,
     ) -> Result<(String, Vec<(String, String)>, Setups), String> {
         let mut text = step.written.clone();
@@ -1180,35 +1301,15 @@ impl BlockRun<'_> {
             }
         }
         text = self.ported(&text);
-        let rest = skip_words(&text, prefix);
-        text = match program {
-            Program::A2a | Program::Curl => text,
-            Program::CargoCli => {
-                let by = SUBSTITUTIONS
-                    .iter()
-                    .find_map(|s| match s {
-                        Subst::CargoRun { by, .. } => Some(*by),
-                        _ => None,
-                    })
-                    .unwrap_or("a2a");
-                format!("{by} {rest}")
-            }
-            Program::CargoExample(name) => {
-                let path = self.h.example(name).map_err(|e| format!("  {e}"))?;
-                let quoted = shlex::try_quote(&path.to_string_lossy())
-                    .map_err(|e| e.to_string())?
-                    .into_owned();
-                format!("{quoted} {rest}")
-            }
-        };
+        text = self.program_text(&text, program, first, prefix)?;
         let mut overrides = Vec::new();
         for s in SUBSTITUTIONS {
             if let Subst::CommandAgent {
-                when, agent, var, ..
+                when, serve, var, ..
             } = s
             {
                 if step.written.contains(when) {
-                    let addr = self.own_agent(agent)?;
+                    let addr = self.own_agent(serve)?;
                     overrides.push(((*var).to_owned(), addr));
                 }
             }
@@ -1294,18 +1395,27 @@ impl BlockRun<'_> {
         Ok(())
     }
 
-    /// A bundled agent served by the harness on a port of its own.
-    fn own_agent(&mut self, agent: &'static str) -> Result<String, String> {
-        if let Some(a) = self.agents.get(agent) {
+    /// An agent served by the harness on a port of its own, once per
+    /// block: `serve` with `{port}` filled; its `host:port`.
+    fn own_agent(&mut self, serve: &'static str) -> Result<String, String> {
+        if let Some(a) = self.agents.get(serve) {
             return Ok(a.clone());
         }
         let port = free_port();
-        let text = format!("a2a serve --agent {agent} --port {port} --store memory");
+        let text = serve.replace("{port}", &port.to_string());
+        let text = match classify(&text) {
+            Ok(Kind::Run {
+                program,
+                first,
+                prefix,
+            }) => self.program_text(&text, &program, first, prefix)?,
+            _ => return Err(format!("  no rule runs the agent `{serve}`")),
+        };
         let place = self.block.place();
-        self.start_job(&place, &text, &text, &[], DEFAULT_EXPECT, true)
-            .map_err(|e| format!("  the {agent} agent did not start:\n{e}"))?;
+        self.start_job(&place, serve, &text, &[], Some(port), DEFAULT_EXPECT, true)
+            .map_err(|e| format!("  the agent `{serve}` did not start:\n{e}"))?;
         let addr = format!("127.0.0.1:{port}");
-        self.agents.insert(agent, addr.clone());
+        self.agents.insert(serve, addr.clone());
         Ok(addr)
     }
 
@@ -1316,10 +1426,11 @@ impl BlockRun<'_> {
         written: &str,
         text: &str,
         overrides: &[(String, String)],
+        port: Option<u16>,
         expect: Expect,
         harness: bool,
     ) -> Result<(), String> {
-        let port = port_of(text);
+        let port = port.or_else(|| port_of(text));
         // A server taking a port stops the one there before (as a reader
         // stops the server of the previous line).
         if let Some(p) = port {
@@ -1633,6 +1744,7 @@ fn the_rules_classify() {
         classify("cargo run -q --release -p agentwire-cli -- serve --port 1"),
         Ok(Kind::Run {
             program: Program::CargoCli,
+            first: 0,
             prefix: 7
         })
     );
@@ -1640,6 +1752,15 @@ fn the_rules_classify() {
         classify("cargo run -p agentwire-agents --example release_coordinator -- http://x"),
         Ok(Kind::Run {
             program: Program::CargoExample("release_coordinator".into()),
+            first: 0,
+            prefix: 7
+        })
+    );
+    assert_eq!(
+        classify("A2A_TOKEN=$TOKEN cargo run -p agentwire-server --example extended_card -- 1"),
+        Ok(Kind::Run {
+            program: Program::CargoExample("extended_card".into()),
+            first: 1,
             prefix: 7
         })
     );
