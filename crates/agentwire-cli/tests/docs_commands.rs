@@ -1039,6 +1039,34 @@ struct Job {
     stopped: bool,
 }
 
+/// What to start as a job.
+struct JobSpec<'a> {
+    place: &'a str,
+    written: &'a str,
+    /// The command as run.
+    text: &'a str,
+    overrides: &'a [(String, String)],
+    /// The port to wait for (by default the one of `--port`).
+    port: Option<u16>,
+    expect: Expect,
+    /// An agent the harness starts itself.
+    harness: bool,
+}
+
+impl<'a> JobSpec<'a> {
+    fn harness(place: &'a str, written: &'a str, text: &'a str, port: Option<u16>) -> Self {
+        JobSpec {
+            place,
+            written,
+            text,
+            overrides: &[],
+            port,
+            expect: DEFAULT_EXPECT,
+            harness: true,
+        }
+    }
+}
+
 /// The state of a block being run.
 struct BlockRun<'h> {
     h: &'h Harness,
@@ -1092,15 +1120,7 @@ fn run_block(h: &Harness, block: &Block) -> Vec<Outcome> {
     };
     if let Some(serve) = block_agent(block) {
         let text = b.ported(serve);
-        if let Err(e) = b.start_job(
-            &block.place(),
-            serve,
-            &text,
-            &[],
-            None,
-            DEFAULT_EXPECT,
-            true,
-        ) {
+        if let Err(e) = b.start_job(JobSpec::harness(&block.place(), serve, &text, None)) {
             b.outcomes.push(Outcome::failed(
                 &block.place(),
                 serve,
@@ -1222,15 +1242,15 @@ impl BlockRun<'_> {
             Ok((text, overrides, setups)) => {
                 let expect = expectation(&step.written);
                 if step.background || is_server(&step.written) {
-                    match self.start_job(
+                    match self.start_job(JobSpec {
                         place,
-                        &step.written,
-                        &text,
-                        &overrides,
-                        None,
+                        written: &step.written,
+                        text: &text,
+                        overrides: &overrides,
+                        port: None,
                         expect,
-                        false,
-                    ) {
+                        harness: false,
+                    }) {
                         Ok(()) => Status::Ok,
                         Err(e) => Status::Failed(format!("{}{e}", setups_text(&setups))),
                     }
@@ -1412,7 +1432,7 @@ impl BlockRun<'_> {
             _ => return Err(format!("  no rule runs the agent `{serve}`")),
         };
         let place = self.block.place();
-        self.start_job(&place, serve, &text, &[], Some(port), DEFAULT_EXPECT, true)
+        self.start_job(JobSpec::harness(&place, serve, &text, Some(port)))
             .map_err(|e| format!("  the agent `{serve}` did not start:\n{e}"))?;
         let addr = format!("127.0.0.1:{port}");
         self.agents.insert(serve, addr.clone());
@@ -1420,16 +1440,16 @@ impl BlockRun<'_> {
     }
 
     /// Starts a job and, when it names a port, waits for the port.
-    fn start_job(
-        &mut self,
-        place: &str,
-        written: &str,
-        text: &str,
-        overrides: &[(String, String)],
-        port: Option<u16>,
-        expect: Expect,
-        harness: bool,
-    ) -> Result<(), String> {
+    fn start_job(&mut self, spec: JobSpec<'_>) -> Result<(), String> {
+        let JobSpec {
+            place,
+            written,
+            text,
+            overrides,
+            port,
+            expect,
+            harness,
+        } = spec;
         let port = port.or_else(|| port_of(text));
         // A server taking a port stops the one there before (as a reader
         // stops the server of the previous line).
