@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use agentwire_client::follow::{FollowOptions, PollOptions, TaskView, follow, wait_for_task};
+use agentwire_client::follow::{
+    FollowOptions, OpenedBy, PollOptions, TaskView, follow, wait_for_task,
+};
 use agentwire_client::{CallOptions, Transport};
 use agentwire_types::{
     AuthenticationInfo, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, ErrorKind,
@@ -343,6 +345,7 @@ async fn subscribe(g: &Globals, a: IdArg) -> Result<u8, CliError> {
         .map_err(|e| CliError::from_client(&e, &ctx))?;
     let opts = FollowOptions {
         call: call.clone(),
+        opened_by: OpenedBy::SubscribeToTask,
         ..Default::default()
     };
     let events = follow(agent.client.clone(), Some(first), Some(id.clone()), opts);
