@@ -29,7 +29,13 @@ pub async fn run(g: &Globals, cmd: CardCommand) -> Result<u8, CliError> {
     let CardCommand::Get(args) = cmd;
     let settings = Settings::from_globals(g)?;
     let http = settings.http_client()?;
-    let resolved = settings.resolve_card(&http).await?;
+    let mut resolved = settings.resolve_card(&http).await?;
+    if args.extended {
+        // Refused below when the card does not declare one: make sure of it.
+        resolved = settings
+            .confirm_card(&http, resolved, AgentCard::supports_extended_card)
+            .await?;
+    }
     let mut card = resolved.card;
     let mut extended = false;
     if args.extended {

@@ -157,6 +157,10 @@ pub struct Globals {
     #[arg(long, global = true, env = "A2ACLI_INSECURE")]
     pub insecure: bool,
 
+    /// Fetch the agent card afresh instead of using the cached copy (the new card replaces it).
+    #[arg(long, global = true, env = "A2ACLI_NO_CACHE")]
+    pub no_cache: bool,
+
     /// Metadata for the message / request payload, as a JSON object.
     #[arg(long, global = true, env = "A2ACLI_METADATA", value_name = "JSON")]
     pub metadata: Option<String>,
@@ -455,6 +459,11 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     ("task_id", "A2ACLI_TASK_ID", ""),
     ("debug", "A2ACLI_DEBUG", "false"),
     ("insecure", "A2ACLI_INSECURE", "false (TLS verification on)"),
+    (
+        "no_cache",
+        "A2ACLI_NO_CACHE",
+        "false (cached cards are used as their Cache-Control allows)",
+    ),
     ("metadata", "A2ACLI_METADATA", ""),
     ("output", "A2ACLI_OUTPUT", "text"),
     ("poll_interval", "A2ACLI_POLL_INTERVAL", "2s"),
@@ -555,6 +564,7 @@ fn current_value(g: &Globals, id: &str) -> String {
         "task_id" => g.task_id.clone().unwrap_or_default(),
         "debug" => g.debug.to_string(),
         "insecure" => g.insecure.to_string(),
+        "no_cache" => g.no_cache.to_string(),
         "metadata" => g.metadata.clone().unwrap_or_default(),
         "output" => format!("{:?}", g.output).to_ascii_lowercase(),
         "poll_interval" => format!("{:?}", g.poll_interval),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use agentwire_client::follow::{FollowOptions, PollOptions, TaskView, follow, wait_for_task};
 use agentwire_client::{CallOptions, EventStream, Transport};
 use agentwire_types::{
-    GetTaskRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
+    AgentCard, GetTaskRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
     SendMessageResponse, StreamResponse, Task, send_message_response, stream_response,
 };
 use clap::Args;
@@ -259,7 +259,16 @@ pub async fn run(g: &Globals, args: SendArgs, sub: &clap::ArgMatches) -> Result<
     }
     message.reference_task_ids = args.reference_task.clone();
     message.metadata = metadata(g)?;
-    let agent = Agent::connect(g).await?;
+    let mut agent = Agent::connect(g).await?;
+    // The card's word decides below: a cached card is made sure of first.
+    if args.push.push_url.is_some() {
+        agent
+            .confirm(AgentCard::supports_push_notifications)
+            .await?;
+    }
+    if mode == Mode::Stream {
+        agent.confirm(AgentCard::supports_streaming).await?;
+    }
     args.push.check(&agent)?;
     let mut call = CallOptions::new();
     call.extensions = args.extensions.clone();

@@ -106,6 +106,11 @@ pub struct ServeArgs {
     /// finished ones leave first; tasks still open are never dropped).
     #[arg(long, default_value_t = 10_000, env = "A2A_MAX_TASKS")]
     pub max_tasks: usize,
+    /// How long clients may use the agent card without asking again (e.g.
+    /// `5m`), sent as Cache-Control max-age. By default clients revalidate
+    /// it before each use (no-cache), so a changed card is seen at once.
+    #[arg(long, env = "A2A_CARD_MAX_AGE", value_parser = parse_age, value_name = "DURATION")]
+    pub card_max_age: Option<Duration>,
 }
 
 /// Parses an age such as `90s`, `30m`, `24h` or `7d` (a bare number is
@@ -315,6 +320,9 @@ async fn bind(
     }
     if let Some(age) = args.retention {
         server = server.retention(age);
+    }
+    if let Some(age) = args.card_max_age {
+        server = server.card_max_age(age);
     }
     if let Some(url) = &args.public_url {
         server = server.public_url(url);

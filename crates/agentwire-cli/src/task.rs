@@ -3,12 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
-use agentwire_client::follow::{FollowOptions, PollOptions, TaskView, follow, wait_for_task};
+use agentwire_client::follow::{
+    FollowOptions, OpenedBy, PollOptions, TaskView, follow, wait_for_task,
+};
 use agentwire_client::{CallOptions, Transport};
 use agentwire_types::{
-    AuthenticationInfo, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, ErrorKind,
-    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
-    ListTasksRequest, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState, part,
+    AgentCard, AuthenticationInfo, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    ErrorKind, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTasksRequest, SubscribeToTaskRequest, Task,
+    TaskPushNotificationConfig, TaskState, part,
 };
 use clap::{Args, Subcommand};
 use futures::StreamExt;
@@ -316,8 +319,8 @@ async fn list(g: &Globals, a: ListArgs) -> Result<u8, CliError> {
 
 async fn subscribe(g: &Globals, a: IdArg) -> Result<u8, CliError> {
     let id = task_id(g, a.id)?;
-    let agent = Agent::connect(g).await?;
-    if !agent.card.supports_streaming() {
+    let mut agent = Agent::connect(g).await?;
+    if !agent.confirm(AgentCard::supports_streaming).await? {
         return Err(CliError::new(
             &a2a_error_name(ErrorKind::UnsupportedOperation),
             exit::FAILURE,
@@ -343,6 +346,7 @@ async fn subscribe(g: &Globals, a: IdArg) -> Result<u8, CliError> {
         .map_err(|e| CliError::from_client(&e, &ctx))?;
     let opts = FollowOptions {
         call: call.clone(),
+        opened_by: OpenedBy::SubscribeToTask,
         ..Default::default()
     };
     let events = follow(agent.client.clone(), Some(first), Some(id.clone()), opts);
@@ -524,8 +528,11 @@ async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
 }
 
 async fn push(g: &Globals, cmd: PushCommand) -> Result<u8, CliError> {
-    let agent = Agent::connect(g).await?;
-    if !agent.card.supports_push_notifications() {
+    let mut agent = Agent::connect(g).await?;
+    if !agent
+        .confirm(AgentCard::supports_push_notifications)
+        .await?
+    {
         // Checked on the card before calling (CLI SPEC 13.3).
         return Err(CliError::new(
             &a2a_error_name(ErrorKind::PushNotificationNotSupported),
