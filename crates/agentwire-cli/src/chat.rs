@@ -60,7 +60,7 @@ pub struct ChatArgs {
 }
 
 /// The commands, in the order `/help` lists them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Cmd {
     File,
     Data,
