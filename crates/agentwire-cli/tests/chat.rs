@@ -228,3 +228,75 @@ async fn chat_with_redirected_output_prints_labelled_text() {
     assert!(s.contains("Refines: "), "{s}");
     assert!(s.contains("Accepted: yes"), "{s}");
 }
+
+/// `--save-history`: the lines typed come back in the next session (the
+/// up arrow), from a file of mode 600 under the state directory; a line
+/// that looks like a credential, a reply to an authorization request and a
+/// line starting with a space are never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saved_history_comes_back_without_credentials() {
+    let (server, _) = lab().await;
+    let env = Env::new();
+    let h = host(&server);
+    let file = env.home().join(".state/a2a-cli/chat-history");
+    let chat = |save: bool| {
+        let mut cmd = pty::command(pty::a2a(), env.home(), &env.cwd());
+        cmd.args(["chat", "-a", &h]);
+        if save {
+            cmd.arg("--save-history");
+        }
+        let mut t = Pty::spawn(cmd);
+        t.expect("/quit leaves.");
+        t
+    };
+    let mut t = chat(true);
+    t.line("hello there");
+    t.expect("COMPLETED");
+    t.line("my api key is k-123");
+    t.expect("COMPLETED");
+    t.line(" off the record");
+    t.expect("COMPLETED");
+    t.line("auth");
+    t.expect("needs authorization");
+    t.line("the code is 777");
+    t.expect("COMPLETED");
+    t.line("/versions");
+    t.expect("echo v1");
+    t.line("/quit");
+    assert_eq!(t.wait(), 0, "{}", t.screen());
+    let kept = pty::read(&file);
+    assert!(
+        kept.contains("hello there") && kept.contains("/versions"),
+        "{kept}"
+    );
+    for secret in ["k-123", "off the record", "777"] {
+        assert!(!kept.contains(secret), "{secret:?} kept in\n{kept}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file)
+            .expect("the file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    // The next session recalls the lines with the up arrow: /quit, then
+    // /versions.
+    let mut t = chat(true);
+    t.send("\u{1b}[A");
+    t.send("\u{1b}[A");
+    t.send("\r");
+    t.expect("/versions");
+    t.expect("No artifact in this conversation yet.");
+    t.line("/quit");
+    assert_eq!(t.wait(), 0, "{}", t.screen());
+    // Without --save-history nothing is read or written.
+    let before = pty::read(&file);
+    let mut t = chat(false);
+    t.line("unsaved words");
+    t.expect("COMPLETED");
+    t.line("/quit");
+    assert_eq!(t.wait(), 0, "{}", t.screen());
+    assert_eq!(pty::read(&file), before);
+}
