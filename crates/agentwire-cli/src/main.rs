@@ -21,6 +21,7 @@ mod config;
 mod conformance;
 mod demo;
 mod error;
+mod progress;
 mod push;
 mod render;
 mod send;

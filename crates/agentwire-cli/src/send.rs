@@ -3,7 +3,7 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use agentwire_client::follow::{FollowOptions, PollOptions, TaskView, follow, wait_for_task};
 use agentwire_client::{CallOptions, EventStream, Transport};
@@ -17,6 +17,7 @@ use futures::StreamExt;
 
 use crate::agent::Agent;
 use crate::error::{CliError, ErrorContext, code, exit};
+use crate::progress::Progress;
 use crate::render::{self, Text};
 use crate::{Globals, OutputFormat};
 
@@ -335,62 +336,6 @@ pub fn output_response(
     Ok(())
 }
 
-/// A spinner on a terminal's stderr while waiting (text output only).
-pub struct Spinner {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Spinner {
-    pub fn start(g: &Globals, what: String) -> Self {
-        if g.output != OutputFormat::Text || g.debug || !std::io::stderr().is_terminal() {
-            return Self {
-                stop: None,
-                handle: None,
-            };
-        }
-        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
-        let handle = tokio::spawn(async move {
-            const FRAMES: [&str; 4] = ["|", "/", "-", "\\"];
-            let started = Instant::now();
-            let mut i = 0usize;
-            loop {
-                {
-                    let mut e = std::io::stderr().lock();
-                    let _ = write!(
-                        e,
-                        "\r{} {what} ({}s) ",
-                        FRAMES[i % FRAMES.len()],
-                        started.elapsed().as_secs()
-                    );
-                    let _ = e.flush();
-                }
-                i += 1;
-                tokio::select! {
-                    _ = &mut rx => break,
-                    () = tokio::time::sleep(Duration::from_millis(120)) => {}
-                }
-            }
-            let mut e = std::io::stderr().lock();
-            let _ = write!(e, "\r\x1b[2K");
-            let _ = e.flush();
-        });
-        Self {
-            stop: Some(tx),
-            handle: Some(handle),
-        }
-    }
-
-    pub async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(h) = self.handle.take() {
-            let _ = h.await;
-        }
-    }
-}
-
 /// The default: wait until the task is terminal or interrupted. Streams
 /// when the card declares streaming (the task id is known at once, and a
 /// dropped stream falls back to resubscribing and polling), else blocks on
@@ -404,7 +349,7 @@ async fn wait(
     history: Option<i32>,
 ) -> Result<u8, CliError> {
     let deadline = g.timeout.map(|t| Instant::now() + t);
-    let spinner = Spinner::start(g, format!("waiting for {}", agent.card.name));
+    let progress = Progress::start(g, format!("waiting for {}", agent.card.name));
     let known_task: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(ctx.task_id.clone());
     // A message that continues a task is sent with the blocking
     // SendMessage: some agents open the stream of a continued task with
@@ -439,6 +384,7 @@ async fn wait(
                                 }
                             }
                         }
+                        progress.event(&ev);
                         view.apply(&ev);
                     }
                     Err(e) => {
@@ -447,7 +393,8 @@ async fn wait(
                             // The stream failed for good: poll to the end.
                             Some(id) if e.kind().is_none() => {
                                 tracing::debug!("stream failed ({e}); polling task {id}");
-                                let task = poll(g, agent, &id, deadline, call, history).await?;
+                                let task =
+                                    poll(g, agent, &id, deadline, call, history, &progress).await?;
                                 return Ok(SendMessageResponse::from(task));
                             }
                             _ => return Err(CliError::from_client(&e, ctx)),
@@ -464,7 +411,7 @@ async fn wait(
                 ));
             };
             if !task.state().ends_turn() {
-                let task = poll(g, agent, &task.id, deadline, call, history).await?;
+                let task = poll(g, agent, &task.id, deadline, call, history, &progress).await?;
                 return Ok(SendMessageResponse::from(task));
             }
             // The authoritative snapshot (history included), as a blocking
@@ -485,7 +432,7 @@ async fn wait(
                 .map_err(|e| CliError::from_client(&e, ctx))?;
             match resp.task() {
                 Some(t) if !t.state().ends_turn() => {
-                    let task = poll(g, agent, &t.id, deadline, call, history).await?;
+                    let task = poll(g, agent, &t.id, deadline, call, history, &progress).await?;
                     Ok(SendMessageResponse::from(task))
                 }
                 _ => Ok(resp),
@@ -503,7 +450,7 @@ async fn wait(
         } => r,
         _ = tokio::signal::ctrl_c() => Err(interrupted(known_task.lock().unwrap_or_else(|p| p.into_inner()).as_deref())),
     };
-    spinner.stop().await;
+    progress.finish();
     let resp = outcome?;
     output_response(g, agent, &resp)?;
     Ok(exit::OK)
@@ -549,6 +496,7 @@ async fn poll(
     deadline: Option<Instant>,
     call: &CallOptions,
     history: Option<i32>,
+    progress: &Progress,
 ) -> Result<Task, CliError> {
     let poll = PollOptions {
         interval: g.poll_interval,
@@ -558,6 +506,7 @@ async fn poll(
     };
     wait_for_task(&agent.client, task_id, &poll, call, |t| {
         tracing::debug!("poll: task {} is {}", t.id, render::state_label(t.state()));
+        progress.task(t);
     })
     .await
     .map_err(|e| agent.task_err(&e, task_id))

@@ -18,8 +18,9 @@ use futures::StreamExt;
 
 use crate::agent::Agent;
 use crate::error::{CliError, a2a_error_name, exit};
+use crate::progress::Progress;
 use crate::render::{self, Text};
-use crate::send::{Spinner, print_stream};
+use crate::send::print_stream;
 use crate::{Globals, OutputFormat};
 
 #[derive(Subcommand, Debug)]
@@ -184,15 +185,16 @@ async fn get(g: &Globals, a: GetArgs) -> Result<u8, CliError> {
             timeout: g.timeout,
             history_length: a.history,
         };
-        let spinner = Spinner::start(g, format!("waiting for task {id}"));
+        let progress = Progress::start(g, format!("waiting for task {id}"));
         let res = tokio::select! {
             r = wait_for_task(&agent.client, &id, &poll, &call, |t| {
                 tracing::debug!("poll: {} is {}", t.id, render::state_label(t.state()));
+                progress.task(t);
             }) => r.map_err(|e| agent.task_err(&e, &id)),
             _ = tokio::signal::ctrl_c() => Err(CliError::internal("interrupted")
                 .with_hint(format!("task {id} keeps running; poll it again with `a2a task get --wait {id}`"))),
         };
-        spinner.stop().await;
+        progress.finish();
         res?
     } else {
         let req = GetTaskRequest {
@@ -356,6 +358,7 @@ async fn subscribe(g: &Globals, a: IdArg) -> Result<u8, CliError> {
     let mut events = events;
     let mut view = TaskView::new();
     let deadline = g.timeout.map(|t| tokio::time::Instant::now() + t);
+    let progress = Progress::start(g, format!("following task {id}"));
     loop {
         let next = async {
             match deadline {
@@ -375,10 +378,14 @@ async fn subscribe(g: &Globals, a: IdArg) -> Result<u8, CliError> {
                 ));
             }
             Some(None) => break,
-            Some(Some(Ok(ev))) => view.apply(&ev),
+            Some(Some(Ok(ev))) => {
+                progress.event(&ev);
+                view.apply(&ev);
+            }
             Some(Some(Err(e))) => return Err(CliError::from_client(&e, &ctx)),
         }
     }
+    progress.finish();
     let task = view
         .task()
         .ok_or_else(|| CliError::internal("the subscription ended without a task"))?;
