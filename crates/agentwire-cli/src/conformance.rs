@@ -21,6 +21,8 @@ pub struct ConformanceArgs {
     /// Exit with status 1 when a check fails.
     #[arg(long)]
     pub strict: bool,
+    #[command(flatten)]
+    pub conn: crate::ConnOpts,
 }
 
 struct Check {

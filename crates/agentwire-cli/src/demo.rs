@@ -33,6 +33,17 @@ pub struct DemoArgs {
     /// The release coordinator's goal.
     #[arg(long, default_value = "upgrade payment-service to Node 24")]
     pub goal: String,
+    #[command(flatten)]
+    pub timeout: crate::TimeoutOpt,
+    #[command(flatten)]
+    pub transport: crate::TransportOpt,
+}
+
+impl crate::Apply for DemoArgs {
+    fn apply(&self, g: &mut Globals) {
+        self.transport.apply(g);
+        self.timeout.apply(g);
+    }
 }
 
 /// Prints a line, ignoring a closed stdout.

@@ -122,6 +122,17 @@ pub struct WebhookArgs {
     /// the sending agent retries later. Default: no limit.
     #[arg(long, value_name = "PER_SECOND")]
     pub rate_limit: Option<u32>,
+    #[command(flatten)]
+    pub timeout: crate::TimeoutOpt,
+    #[command(flatten)]
+    pub agent: crate::AgentOpts,
+}
+
+impl crate::Apply for WebhookArgs {
+    fn apply(&self, g: &mut Globals) {
+        self.agent.apply(g);
+        self.timeout.apply(g);
+    }
 }
 
 /// `a2a webhook`: receives, verifies and prints push notifications.

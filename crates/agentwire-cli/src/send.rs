@@ -18,7 +18,10 @@ use futures::StreamExt;
 use crate::agent::Agent;
 use crate::error::{CliError, ErrorContext, code, exit};
 use crate::render::{self, Text};
-use crate::{Globals, OutputFormat};
+use crate::{
+    Apply, AsyncOpt, ConnOpts, ContextIdOpt, Globals, MetadataOpt, OutputFormat, PollOpts,
+    StreamOpt, TaskIdOpt, TimeoutOpt,
+};
 
 #[derive(Args, Debug)]
 pub struct SendArgs {
@@ -54,6 +57,35 @@ pub struct SendArgs {
     pub history: Option<i32>,
     #[command(flatten)]
     pub push: crate::push::InlinePushArgs,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
+    #[command(flatten)]
+    pub context: ContextIdOpt,
+    #[command(flatten)]
+    pub metadata: MetadataOpt,
+    #[command(flatten)]
+    pub stream: StreamOpt,
+    #[command(flatten)]
+    pub async_: AsyncOpt,
+    #[command(flatten)]
+    pub poll: PollOpts,
+    #[command(flatten)]
+    pub timeout: TimeoutOpt,
+    #[command(flatten)]
+    pub conn: ConnOpts,
+}
+
+impl Apply for SendArgs {
+    fn apply(&self, g: &mut Globals) {
+        self.conn.apply(g);
+        self.task.apply(g);
+        self.context.apply(g);
+        self.metadata.apply(g);
+        self.stream.apply(g);
+        self.async_.apply(g);
+        self.poll.apply(g);
+        self.timeout.apply(g);
+    }
 }
 
 /// How the caller wants to wait.

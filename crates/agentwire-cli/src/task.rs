@@ -17,7 +17,7 @@ use crate::agent::Agent;
 use crate::error::{CliError, a2a_error_name, exit};
 use crate::render::{self, Text};
 use crate::send::{Spinner, print_stream};
-use crate::{Globals, OutputFormat};
+use crate::{Globals, OutputFormat, PollOpts, StreamOpt, TaskIdOpt, TimeoutOpt};
 
 #[derive(Subcommand, Debug)]
 pub enum TaskCommand {
@@ -28,7 +28,7 @@ pub enum TaskCommand {
     /// List tasks, newest first (filter with --context-id and --status).
     List(ListArgs),
     /// Follow a task's live events (SubscribeToTask), resubscribing if the connection drops.
-    Subscribe(IdArg),
+    Subscribe(SubscribeArgs),
     /// Save a task's artifacts to files.
     Download(DownloadArgs),
     /// Manage a task's push-notification configurations.
@@ -39,13 +39,17 @@ pub enum TaskCommand {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("task_id", |a| a.help(crate::TASK_ID_HELP)))]
 pub struct IdArg {
     /// The task id (or --task-id).
     #[arg(value_name = "TASK_ID")]
     pub id: Option<String>,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("task_id", |a| a.help(crate::TASK_ID_HELP)))]
 pub struct GetArgs {
     /// The task id (or --task-id).
     #[arg(value_name = "TASK_ID")]
@@ -53,6 +57,26 @@ pub struct GetArgs {
     /// How many of the most recent history messages to include.
     #[arg(long, value_name = "N")]
     pub history: Option<i32>,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
+    #[command(flatten)]
+    pub poll: PollOpts,
+    #[command(flatten)]
+    pub timeout: TimeoutOpt,
+}
+
+#[derive(Args, Debug)]
+#[command(mut_arg("task_id", |a| a.help(crate::TASK_ID_HELP)))]
+pub struct SubscribeArgs {
+    /// The task id (or --task-id).
+    #[arg(value_name = "TASK_ID")]
+    pub id: Option<String>,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
+    #[command(flatten)]
+    pub stream: StreamOpt,
+    #[command(flatten)]
+    pub timeout: TimeoutOpt,
 }
 
 #[derive(Args, Debug)]
@@ -75,9 +99,16 @@ pub struct ListArgs {
     /// Follow nextPageToken and list every page.
     #[arg(long)]
     pub all: bool,
+    /// Only tasks of this context.
+    #[arg(long, env = "A2ACLI_CONTEXT_ID", value_name = "ID")]
+    pub context_id: Option<String>,
+    /// With -o json: one Task per line (JSONL) instead of one document. Never read from the environment.
+    #[arg(long)]
+    pub stream: bool,
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("task_id", |a| a.help(crate::TASK_ID_HELP)))]
 pub struct DownloadArgs {
     /// The task id (or --task-id).
     #[arg(value_name = "TASK_ID")]
@@ -91,6 +122,8 @@ pub struct DownloadArgs {
     /// Overwrite existing files.
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
 }
 
 #[derive(Subcommand, Debug)]
@@ -106,6 +139,7 @@ pub enum PushCommand {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("task_id", |a| a.help(crate::TASK_ID_HELP)))]
 pub struct PushCreateArgs {
     /// The task id (or --task-id).
     #[arg(value_name = "TASK_ID")]
@@ -125,6 +159,8 @@ pub struct PushCreateArgs {
     /// Credentials for that scheme.
     #[arg(long, value_name = "CREDENTIALS", requires = "auth_scheme")]
     pub auth_credentials: Option<String>,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
 }
 
 #[derive(Args, Debug)]
@@ -146,12 +182,26 @@ fn task_id(g: &Globals, positional: Option<String>) -> Result<String, CliError> 
 
 pub async fn run(g: &Globals, cmd: TaskCommand) -> Result<u8, CliError> {
     match cmd {
-        TaskCommand::Get(a) => get(g, a).await,
-        TaskCommand::Cancel(a) => cancel(g, a).await,
-        TaskCommand::List(a) => list(g, a).await,
-        TaskCommand::Subscribe(a) => subscribe(g, a).await,
-        TaskCommand::Download(a) => download(g, a).await,
-        TaskCommand::PushConfig { command } => push(g, command).await,
+        TaskCommand::Get(a) => get(&g.with(&a.task).with(&a.poll).with(&a.timeout), a).await,
+        TaskCommand::Cancel(a) => cancel(&g.with(&a.task), a).await,
+        TaskCommand::List(a) => {
+            let mut g = g.clone();
+            g.context_id.clone_from(&a.context_id);
+            g.stream = a.stream;
+            list(&g, a).await
+        }
+        TaskCommand::Subscribe(a) => {
+            subscribe(&g.with(&a.task).with(&a.stream).with(&a.timeout), a).await
+        }
+        TaskCommand::Download(a) => download(&g.with(&a.task), a).await,
+        TaskCommand::PushConfig { command } => {
+            let g = match &command {
+                PushCommand::Create(a) => g.with(&a.task),
+                PushCommand::List(a) => g.with(&a.task),
+                PushCommand::Get(_) | PushCommand::Delete(_) => g.clone(),
+            };
+            push(&g, command).await
+        }
     }
 }
 
@@ -314,7 +364,7 @@ async fn list(g: &Globals, a: ListArgs) -> Result<u8, CliError> {
     Ok(exit::OK)
 }
 
-async fn subscribe(g: &Globals, a: IdArg) -> Result<u8, CliError> {
+async fn subscribe(g: &Globals, a: SubscribeArgs) -> Result<u8, CliError> {
     let id = task_id(g, a.id)?;
     let agent = Agent::connect(g).await?;
     if !agent.card.supports_streaming() {

@@ -1598,13 +1598,20 @@ fn help_version_and_completion() {
         "completion",
         "chat",
         "[default: text]",
-        "[default: 1.0]",
-        "[default: 2s]",
         "A2ACLI_OUTPUT",
     ] {
         assert!(
             out.stdout.contains(needle),
             "--help lacks {needle}:\n{}",
+            out.stdout
+        );
+    }
+    // The defaults of the client options, on the commands that take them.
+    let out = env.run(&["send", "--help"]);
+    for needle in ["[default: 1.0]", "[default: 2s]", "A2ACLI_TRANSPORT"] {
+        assert!(
+            out.stdout.contains(needle),
+            "send --help lacks {needle}:\n{}",
             out.stdout
         );
     }
@@ -1620,7 +1627,7 @@ fn help_version_and_completion() {
         assert!(out.stdout.starts_with("a2a "), "{}", out.stdout);
     }
     // --svc-param is not documented as a credential flag.
-    let out = env.run(&["--help"]);
+    let out = env.run(&["send", "--help"]);
     let line = out
         .stdout
         .lines()
