@@ -207,7 +207,9 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
         .spawn();
     let url = server.base_url();
     if !json_out {
-        out("a2a demo: seed 003 end to end. A release coordinator (the client) delegates a");
+        out(
+            "a2a demo: the bundled example end to end. A release coordinator (the client) delegates a",
+        );
         out("dependency analysis to the Dependency Compatibility Agent (the server), both in");
         out("this process, speaking A2A over loopback.");
         out("");

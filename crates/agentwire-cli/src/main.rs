@@ -49,6 +49,12 @@ file (./.env found upwards from the working directory, or --config FILE; then
 ~/.config/a2a-cli/.env), and is read by the commands that take the option. Precedence:
 flag > environment > local file > global file > default. --stream is never read from
 the environment. `a2a config show` lists every setting and where it came from.
+`a2a serve` reads its own options from A2A_SERVE_<OPTION> (see a2a serve --help).
+
+Durations (--timeout, --poll-interval, and the server's) are a number and a unit:
+500ms, 2s, 1.5s, 1m, 24h, 7d, or combined (1h 30m); a bare number is seconds.
+Log filtering follows RUST_LOG (e.g. RUST_LOG=info for the server's requests);
+--debug turns on the client's diagnostics.
 
 Credentials passed as flags are visible in the process table and in shell history:
 prefer A2ACLI_BEARER / A2ACLI_API_KEY (or a .env file with mode 600).
@@ -76,8 +82,8 @@ pub struct Cli {
     #[command(flatten)]
     pub common: CommonOpts,
 
-    /// Print the version and exit.
-    #[arg(short = 'v', long = "version", action = ArgAction::Version)]
+    /// Print the version and exit (also -V).
+    #[arg(short = 'v', short_alias = 'V', long = "version", action = ArgAction::Version)]
     version: Option<bool>,
 
     #[command(subcommand)]
@@ -224,7 +230,7 @@ pub struct PollOpts {
     #[arg(long, env = "A2ACLI_WAIT", alias = "watch")]
     pub wait: bool,
 
-    /// Time between two polls while waiting (e.g. 500ms, 2s, 1m).
+    /// Time between two polls while waiting (a duration: 500ms, 2s, 1m).
     #[arg(long, env = "A2ACLI_POLL_INTERVAL", default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
     pub poll_interval: Duration,
 }
@@ -232,7 +238,7 @@ pub struct PollOpts {
 /// `--timeout` (the commands that wait).
 #[derive(Args, Debug, Clone, Default)]
 pub struct TimeoutOpt {
-    /// Give up waiting after this long (exit 5).
+    /// Give up waiting after this long (exit 5; a duration: 30s, 2m, 1h).
     #[arg(long, env = "A2ACLI_TIMEOUT", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Option<Duration>,
 }
@@ -477,28 +483,16 @@ pub enum ConfigCommand {
     Show,
 }
 
-/// Parses `500ms`, `2s`, `1.5s`, `3m`, `1h` or a bare number of seconds.
+/// Parses the value of every duration option (client and server alike):
+/// a number and a unit as the `humantime` crate reads them (`500ms`, `2s`,
+/// `1.5s`, `1m`, `24h`, `7d`, or combined: `1h 30m`). A bare number is a
+/// number of seconds, as both former parsers of the tool read it.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let n: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?} (examples: 500ms, 2s, 1m)"))?;
-    if !n.is_finite() || n < 0.0 {
-        return Err(format!("invalid duration {s:?}"));
-    }
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" | "sec" => n,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("unknown unit in {s:?} (use ms, s, m or h)")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("invalid duration {s:?}"))
+    let t = s.trim();
+    let bare = !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.');
+    let with_unit = if bare { format!("{t}s") } else { t.to_owned() };
+    humantime::parse_duration(&with_unit)
+        .map_err(|e| format!("{t:?} is not a duration ({e}); examples: 500ms, 2s, 1m, 24h, 7d"))
 }
 
 /// Whether the raw arguments ask for JSON output (used before clap could
@@ -589,6 +583,39 @@ fn command_path(args: &[OsString]) -> String {
 /// The credential options of the client.
 const CLIENT_CREDENTIALS: &[&str] = &["--bearer", "--api-key"];
 
+/// The log filter: `--debug` (the client's diagnostics), else `RUST_LOG`,
+/// else the deprecated `A2A_LOG`, else errors only; and a warning to print.
+fn log_filter(debug: bool) -> (tracing_subscriber::EnvFilter, Option<String>) {
+    use tracing_subscriber::EnvFilter;
+    if debug {
+        return (
+            EnvFilter::new("warn,a2a=debug,agentwire_client=debug"),
+            None,
+        );
+    }
+    let quiet = || EnvFilter::new("error");
+    for (var, deprecated) in [("RUST_LOG", false), ("A2A_LOG", true)] {
+        let Some(value) = std::env::var_os(var) else {
+            continue;
+        };
+        let value = value.to_string_lossy().into_owned();
+        return match EnvFilter::try_new(&value) {
+            Ok(f) if deprecated => (
+                f,
+                Some("A2A_LOG is deprecated and will be removed: set RUST_LOG instead".into()),
+            ),
+            Ok(f) => (f, None),
+            Err(e) => (
+                quiet(),
+                Some(format!(
+                    "{var}={value:?} is not a log filter ({e}); logging errors only"
+                )),
+            ),
+        };
+    }
+    (quiet(), None)
+}
+
 /// Prints a failure per the error contract and gives its exit status.
 pub fn report_error(e: &CliError, json: bool) -> u8 {
     if json {
@@ -607,10 +634,13 @@ pub fn report_error(e: &CliError, json: bool) -> u8 {
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     let json = wants_json(&args);
-    let loaded = match config::load(&args) {
+    let mut loaded = match config::load(&args) {
         Ok(l) => l,
         Err(e) => return ExitCode::from(report_error(&e, json)),
     };
+    if command_path(&args) == "a2a serve" {
+        loaded.warnings.extend(serve::adopt_legacy_env());
+    }
     let matches = match Cli::command().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => {
@@ -635,21 +665,17 @@ fn main() -> ExitCode {
         }
     };
     let json = cli.common.output == OutputFormat::Json;
-    let filter = if cli.common.debug {
-        "warn,a2a=debug,agentwire_client=debug"
-    } else {
-        "error"
-    };
+    let (filter, log_warning) = log_filter(cli.common.debug);
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("A2A_LOG")
-                .unwrap_or_else(|_| filter.into()),
-        )
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .without_time()
         .with_target(false)
         .init();
+    if let Some(w) = log_warning {
+        eprintln!("warning: {w}");
+    }
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
@@ -832,13 +858,20 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        let ok = |s: &str, d: Duration| assert_eq!(parse_duration(s), Ok(d), "{s}");
+        ok("500ms", Duration::from_millis(500));
+        ok("2s", Duration::from_secs(2));
+        ok("1.5s", Duration::from_millis(1500));
+        ok("1m", Duration::from_secs(60));
+        ok("24h", Duration::from_secs(86_400));
+        ok("7d", Duration::from_secs(7 * 86_400));
+        ok("1h 30m", Duration::from_secs(5400));
+        ok("0", Duration::ZERO);
+        ok("30", Duration::from_secs(30));
+        ok("1.5", Duration::from_millis(1500));
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("3 weeks").is_err());
+        assert!(parse_duration("").is_err());
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub enum AgentName {
     /// The A2A conformance kit's system under test.
     Conformance,
     /// The Dependency Compatibility Agent (npm / Cargo projects against a
-    /// target runtime; seed 003).
+    /// target runtime; the agent of `a2a demo`).
     #[value(name = "depcompat", alias = "dependency-compatibility")]
     DepCompat,
     /// Every bundled agent, each on its own port: echo on PORT, depcompat on
@@ -64,66 +64,145 @@ fn store_for(spec: &str, agent: AgentName) -> anyhow::Result<String> {
     Ok(format!("sqlite:{}", p.with_file_name(file).display()))
 }
 
+/// The environment of `a2a serve`, shown in its help.
+const SERVE_AFTER_HELP: &str = "\
+Every option of a2a serve can also be set in the environment as A2A_SERVE_<OPTION>
+(the long option in upper snake case): A2A_SERVE_AGENT, A2A_SERVE_HOST, A2A_SERVE_PORT,
+A2A_SERVE_PUBLIC_URL, A2A_SERVE_NO_GRPC, A2A_SERVE_MAX_BODY_BYTES,
+A2A_SERVE_TCK_STREAMING_TIMEOUT, A2A_SERVE_STORE, A2A_SERVE_REPLICA_TIMEOUT,
+A2A_SERVE_RETENTION, A2A_SERVE_MAX_TASKS. A flag wins over the variable. The former
+names (A2A_HOST, A2A_PORT, A2A_PUBLIC_URL, A2A_STORE, A2A_REPLICA_TIMEOUT, A2A_RETENTION,
+A2A_MAX_TASKS) still work, with a warning, and will be removed. The client's A2ACLI_*
+settings do not apply to the server.
+
+Durations are a number and a unit: 500ms, 2s, 1m, 24h, 7d, or combined (1h 30m);
+a bare number is seconds.
+Logs go to stderr, filtered by RUST_LOG (e.g. RUST_LOG=info).";
+
 /// Options of `a2a serve`.
 #[derive(Args, Debug)]
+#[command(after_help = SERVE_AFTER_HELP)]
 pub struct ServeArgs {
     /// Which agent to serve.
-    #[arg(long, value_enum, default_value = "echo")]
+    #[arg(long, value_enum, default_value = "echo", env = "A2A_SERVE_AGENT")]
     pub agent: AgentName,
     /// Address to listen on (loopback by default).
-    #[arg(long, default_value = "127.0.0.1", env = "A2A_HOST")]
+    #[arg(long, default_value = "127.0.0.1", env = "A2A_SERVE_HOST")]
     pub host: String,
     /// Port to listen on (0 picks a free one).
-    #[arg(long, short, default_value_t = 8080, env = "A2A_PORT")]
+    #[arg(long, short, default_value_t = 8080, env = "A2A_SERVE_PORT")]
     pub port: u16,
     /// Base URL advertised in the agent card (default: http://HOST:PORT).
-    #[arg(long, env = "A2A_PUBLIC_URL")]
+    #[arg(long, env = "A2A_SERVE_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
     /// Do not serve gRPC.
-    #[arg(long)]
+    #[arg(long, env = "A2A_SERVE_NO_GRPC")]
     pub no_grpc: bool,
     /// Largest accepted request body, in bytes.
-    #[arg(long, default_value_t = agentwire_server::DEFAULT_MAX_BODY_BYTES)]
+    #[arg(
+        long,
+        default_value_t = agentwire_server::DEFAULT_MAX_BODY_BYTES,
+        env = "A2A_SERVE_MAX_BODY_BYTES",
+        value_name = "BYTES"
+    )]
     pub max_body_bytes: usize,
-    /// Conformance agent: the TCK's streaming timeout in milliseconds.
-    #[arg(long, default_value_t = 2000)]
-    pub tck_streaming_timeout_ms: u64,
+    /// Conformance agent: how long the TCK's streaming scenarios keep a stream open.
+    #[arg(
+        long,
+        default_value = "2s",
+        value_parser = crate::parse_duration,
+        env = "A2A_SERVE_TCK_STREAMING_TIMEOUT",
+        value_name = "DURATION"
+    )]
+    pub tck_streaming_timeout: Duration,
+    /// The same in milliseconds (the former spelling of --tck-streaming-timeout).
+    #[arg(
+        long,
+        hide = true,
+        conflicts_with = "tck_streaming_timeout",
+        value_name = "MS"
+    )]
+    pub tck_streaming_timeout_ms: Option<u64>,
     /// Where tasks are kept: `sqlite:PATH` (a file, created if needed),
     /// `memory` (lost on exit) or `postgres://...` (shared by replicas).
-    #[arg(long, default_value = "sqlite:a2a-tasks.db", env = "A2A_STORE")]
+    #[arg(long, default_value = "sqlite:a2a-tasks.db", env = "A2A_SERVE_STORE")]
     pub store: String,
     /// With a shared PostgreSQL store: after how long without a sign of
     /// life another replica counts as gone, and its working tasks are
     /// failed (their agent went with it).
-    #[arg(long, default_value = "30s", env = "A2A_REPLICA_TIMEOUT", value_parser = parse_age)]
+    #[arg(
+        long,
+        default_value = "30s",
+        env = "A2A_SERVE_REPLICA_TIMEOUT",
+        value_parser = crate::parse_duration,
+        value_name = "DURATION"
+    )]
     pub replica_timeout: Duration,
     /// Purge terminal tasks older than this (e.g. `30m`, `24h`, `7d`); off
     /// by default, except in the memory store, which keeps finished tasks
     /// for 10 minutes.
-    #[arg(long, env = "A2A_RETENTION", value_parser = parse_age)]
+    #[arg(
+        long,
+        env = "A2A_SERVE_RETENTION",
+        value_parser = crate::parse_duration,
+        value_name = "DURATION"
+    )]
     pub retention: Option<Duration>,
     /// With `--store memory`: how many tasks are held at most (the oldest
     /// finished ones leave first; tasks still open are never dropped).
-    #[arg(long, default_value_t = 10_000, env = "A2A_MAX_TASKS")]
+    #[arg(
+        long,
+        default_value_t = 10_000,
+        env = "A2A_SERVE_MAX_TASKS",
+        value_name = "N"
+    )]
     pub max_tasks: usize,
 }
 
-/// Parses an age such as `90s`, `30m`, `24h` or `7d` (a bare number is
-/// seconds).
-fn parse_age(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not an age such as 30m, 24h or 7d"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
-        _ => return Err(format!("unknown unit {unit:?} in {s:?}; use s, m, h or d")),
-    };
-    Ok(Duration::from_secs(secs))
+impl ServeArgs {
+    /// The conformance agent's streaming timeout (either spelling).
+    fn tck_streaming_timeout(&self) -> Duration {
+        self.tck_streaming_timeout_ms
+            .map_or(self.tck_streaming_timeout, Duration::from_millis)
+    }
+}
+
+/// The former environment variables of `a2a serve`, with their current
+/// names.
+const LEGACY_ENV: &[(&str, &str)] = &[
+    ("A2A_HOST", "A2A_SERVE_HOST"),
+    ("A2A_PORT", "A2A_SERVE_PORT"),
+    ("A2A_PUBLIC_URL", "A2A_SERVE_PUBLIC_URL"),
+    ("A2A_STORE", "A2A_SERVE_STORE"),
+    ("A2A_REPLICA_TIMEOUT", "A2A_SERVE_REPLICA_TIMEOUT"),
+    ("A2A_RETENTION", "A2A_SERVE_RETENTION"),
+    ("A2A_MAX_TASKS", "A2A_SERVE_MAX_TASKS"),
+];
+
+/// Carries the former variables over to their current names (where those
+/// are unset), with a deprecation warning for each.
+///
+/// Must run before any other thread exists (it sets the environment).
+pub fn adopt_legacy_env() -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (old, new) in LEGACY_ENV {
+        let Some(value) = std::env::var_os(old) else {
+            continue;
+        };
+        if std::env::var_os(new).is_some() {
+            warnings.push(format!(
+                "{old} is deprecated and ignored here: {new} is set"
+            ));
+            continue;
+        }
+        // SAFETY: called from `main` before the async runtime or any other
+        // thread exists, so nothing reads the environment concurrently.
+        unsafe { std::env::set_var(new, value) };
+        warnings.push(format!(
+            "{old} is deprecated and will be removed: set {new} instead"
+        ));
+    }
+    warnings
 }
 
 /// Opens the task store named by `--store`. Returns it with the event bus
@@ -166,7 +245,7 @@ async fn open_store(spec: &str, args: &ServeArgs) -> anyhow::Result<Opened> {
         let store = agentwire_server::store::PostgresStore::connect(spec)
             .await
             .and_then(|s| s.with_event_log(&replica))
-            .context("cannot open the PostgreSQL task store (check --store / A2A_STORE)")?;
+            .context("cannot open the PostgreSQL task store (check --store / A2A_SERVE_STORE)")?;
         let bus = agentwire_server::store::PgEventBus::new(&store)
             .context("cannot start the event bus")?
             .liveness(replica_timeout / 6, replica_timeout);
@@ -290,7 +369,7 @@ async fn bind(
         AgentName::Conformance => A2aServer::new(
             conformance::card(),
             conformance::ConformanceAgent {
-                streaming_timeout: Duration::from_millis(args.tck_streaming_timeout_ms),
+                streaming_timeout: args.tck_streaming_timeout(),
             },
         ),
         AgentName::DepCompat => A2aServer::new(depcompat::card(), depcompat::DepCompatAgent),
@@ -355,7 +434,7 @@ fn try_lines(agent: AgentName, url: &str) -> Vec<String> {
                 format!(
                     "a2a send -a {url} --stream --text \"Check payment-service for Node.js 24\" --file {dir}/package.json --file {dir}/package-lock.json"
                 ),
-                "a2a demo   (the whole seed 003 story, with its own server)".to_owned(),
+                "a2a demo   (the whole example story, with its own server)".to_owned(),
             ]
         }
     }
@@ -378,12 +457,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ages_and_redaction() {
-        assert_eq!(parse_age("90").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_age("30m").unwrap(), Duration::from_secs(1800));
-        assert_eq!(parse_age("7d").unwrap(), Duration::from_secs(7 * 86_400));
-        assert!(parse_age("soon").is_err());
-        assert!(parse_age("3w").is_err());
+    fn stores_and_redaction() {
         assert_eq!(
             redact_store("postgres://a2a:secret@127.0.0.1:5432/db"),
             "postgres://a2a:***@127.0.0.1:5432/db"

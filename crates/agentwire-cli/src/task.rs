@@ -144,20 +144,32 @@ pub struct PushCreateArgs {
     /// The task id (or --task-id).
     #[arg(value_name = "TASK_ID")]
     pub id: Option<String>,
-    /// The webhook URL the agent calls.
-    #[arg(long, value_name = "URL")]
+    // The same names as the inline push config of `a2a send` (the former
+    // --url, --token, --auth-scheme and --auth-credentials are hidden
+    // aliases).
+    /// The webhook URL the agent calls (e.g. one `a2a webhook` listens on).
+    #[arg(long = "push-url", alias = "url", value_name = "URL")]
     pub url: String,
-    /// A token the agent sends back with each notification.
-    #[arg(long, value_name = "TOKEN")]
+    /// Token the agent sends back with each notification (X-A2A-Notification-Token).
+    #[arg(long = "push-token", alias = "token", value_name = "TOKEN")]
     pub token: Option<String>,
     /// The config id (default: chosen by the agent).
     #[arg(long = "config-id", value_name = "ID")]
     pub config_id: Option<String>,
     /// Authentication scheme the agent uses to call the webhook (e.g. Bearer).
-    #[arg(long, value_name = "SCHEME")]
+    #[arg(
+        long = "push-auth-scheme",
+        alias = "auth-scheme",
+        value_name = "SCHEME"
+    )]
     pub auth_scheme: Option<String>,
     /// Credentials for that scheme.
-    #[arg(long, value_name = "CREDENTIALS", requires = "auth_scheme")]
+    #[arg(
+        long = "push-auth-credentials",
+        alias = "auth-credentials",
+        value_name = "CREDENTIALS",
+        requires = "auth_scheme"
+    )]
     pub auth_credentials: Option<String>,
     #[command(flatten)]
     pub task: TaskIdOpt,

@@ -17,8 +17,9 @@ const SERVE_LIMIT: Duration = Duration::from_secs(30);
 
 /// What became of an `a2a serve` run.
 enum Served {
-    /// It is serving: its first line of output (the process is killed).
-    Up(String),
+    /// It is serving: its first line of output and what it printed on
+    /// stderr before it (the process is killed).
+    Up(String, String),
     /// It exited: its status and standard error.
     Exited(i32, String),
 }
@@ -57,7 +58,11 @@ fn serve_once(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> Served {
         Ok((n, line)) if n > 0 => {
             let _ = child.kill();
             let _ = child.wait();
-            Served::Up(line)
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            Served::Up(line, err)
         }
         Ok(_) => {
             // stdout closed: the process is ending.
@@ -241,9 +246,212 @@ fn the_environment_only_feeds_the_commands_an_option_belongs_to() {
             ("A2ACLI_ASYNC", "maybe"),
         ],
     ) {
-        Served::Up(line) => assert!(line.starts_with("Serving "), "{line}"),
+        Served::Up(line, _) => assert!(line.starts_with("Serving "), "{line}"),
         Served::Exited(code, err) => panic!("a2a serve exited with {code}: {err}"),
     }
     // Where the option applies, a bad value is still refused.
     env.run(&["send", "-a", "127.0.0.1:9", "hi"]).expect(2);
+}
+
+// ----- one syntax, one naming scheme ---------------------------------------
+
+/// A free loopback port.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Serves, expecting the server up; its first line and stderr.
+fn serving(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> (String, String) {
+    match serve_once(env, args, vars) {
+        Served::Up(line, err) => (line, err),
+        Served::Exited(code, err) => panic!("a2a serve {args:?} exited with {code}: {err}"),
+    }
+}
+
+#[test]
+fn one_duration_syntax_for_every_duration_option() {
+    let env = Env::new();
+    // Client options: what people type (7d and 1h 30m are new), through
+    // the parser to the unreachable agent (exit 3), never a usage error.
+    for d in ["500ms", "2s", "1.5s", "1m", "24h", "7d", "1h 30m"] {
+        let out = env.run(&["send", "-a", "127.0.0.1:9", "--timeout", d, "hi"]);
+        assert_eq!(out.code, 3, "--timeout {d}: {}", out.stderr);
+        let out = env.run(&[
+            "task",
+            "get",
+            "-a",
+            "127.0.0.1:9",
+            "t",
+            "--wait",
+            "--poll-interval",
+            d,
+        ]);
+        assert_eq!(out.code, 3, "--poll-interval {d}: {}", out.stderr);
+    }
+    // A bare number is seconds, as it was.
+    let out = env.run(&["send", "-a", "127.0.0.1:9", "--timeout", "30", "hi"]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    let out = env.run(&[
+        "send",
+        "-a",
+        "127.0.0.1:9",
+        "--timeout",
+        "soon",
+        "-o",
+        "json",
+    ]);
+    out.expect(2);
+    let msg = out.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(msg.contains("500ms, 2s, 1m, 24h, 7d"), "{msg}");
+    // Server options: the same parser.
+    for d in ["1h 30m", "7d", "90s", "1.5h"] {
+        serving(
+            &env,
+            &["--store", "memory", "--port", "0", "--retention", d],
+            &[],
+        );
+    }
+    serving(
+        &env,
+        &["--store", "memory", "--port", "0", "--retention", "3600"],
+        &[],
+    );
+    // The conformance agent's streaming timeout is a duration too (the
+    // former millisecond option still works).
+    let (line, _) = serving(
+        &env,
+        &[
+            "--agent",
+            "conformance",
+            "--store",
+            "memory",
+            "--port",
+            "0",
+            "--tck-streaming-timeout",
+            "3s",
+        ],
+        &[],
+    );
+    assert!(line.starts_with("Serving "), "{line}");
+    serving(
+        &env,
+        &[
+            "--agent",
+            "conformance",
+            "--store",
+            "memory",
+            "--port",
+            "0",
+            "--tck-streaming-timeout-ms",
+            "3000",
+        ],
+        &[],
+    );
+}
+
+#[test]
+fn one_naming_scheme_for_variables_and_options() {
+    let env = Env::new();
+    // The server's options come from A2A_SERVE_*, as its help says.
+    let help = env.run(&["serve", "--help"]).stdout;
+    for v in [
+        "A2A_SERVE_STORE",
+        "A2A_SERVE_PORT",
+        "A2A_SERVE_RETENTION",
+        "RUST_LOG",
+    ] {
+        assert!(help.contains(v), "serve --help lacks {v}:\n{help}");
+    }
+    let port = free_port().to_string();
+    let (line, err) = serving(
+        &env,
+        &[],
+        &[("A2A_SERVE_PORT", &port), ("A2A_SERVE_STORE", "memory")],
+    );
+    assert!(line.contains(&format!(":{port}")), "{line}");
+    assert!(!err.contains("deprecated"), "{err}");
+    // The former names still work, with a warning.
+    let port = free_port().to_string();
+    let (line, err) = serving(
+        &env,
+        &[],
+        &[
+            ("A2A_PORT", &port),
+            ("A2A_STORE", "memory"),
+            ("A2A_RETENTION", "3600"),
+        ],
+    );
+    assert!(line.contains(&format!(":{port}")), "{line}");
+    for w in [
+        "A2A_PORT is deprecated",
+        "A2A_SERVE_PORT",
+        "A2A_STORE is deprecated",
+        "A2A_RETENTION is deprecated",
+    ] {
+        assert!(err.contains(w), "no {w:?} in {err}");
+    }
+    // RUST_LOG filters the logs (A2A_LOG is the deprecated name).
+    let quiet = env.run(&["send", "-a", "127.0.0.1:9", "hi"]);
+    let loud = env.run_with(&["send", "-a", "127.0.0.1:9", "hi"], |c| {
+        c.env("RUST_LOG", "debug");
+    });
+    assert_eq!((quiet.code, loud.code), (3, 3));
+    assert!(
+        loud.stderr.contains("DEBUG") && !quiet.stderr.contains("DEBUG"),
+        "{}",
+        loud.stderr
+    );
+    let out = env.run_with(&["send", "-a", "127.0.0.1:9", "hi"], |c| {
+        c.env("A2A_LOG", "debug");
+    });
+    assert!(
+        out.stderr.contains("A2A_LOG is deprecated"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("DEBUG"), "{}", out.stderr);
+    // -V as well as -v.
+    for flag in ["-V", "-v", "--version"] {
+        let out = env.run(&[flag]);
+        out.expect(0);
+        assert!(out.stdout.starts_with("a2a "), "{flag}: {}", out.stdout);
+    }
+    // One name for the push notification options of send, push-config
+    // create and webhook (the former ones are hidden aliases).
+    let create = env.run(&["task", "push-config", "create", "--help"]).stdout;
+    let webhook = env.run(&["webhook", "--help"]).stdout;
+    let send = env.run(&["send", "--help"]).stdout;
+    for o in [
+        "--push-url",
+        "--push-token",
+        "--push-auth-scheme",
+        "--push-auth-credentials",
+    ] {
+        assert!(lists_option(&create, o) && lists_option(&send, o), "{o}");
+    }
+    assert!(lists_option(&webhook, "--push-token") && lists_option(&webhook, "--task-id"));
+    for (help, old) in [
+        (&create, "--url"),
+        (&create, "--token"),
+        (&webhook, "--token"),
+        (&webhook, "--task"),
+    ] {
+        assert!(!lists_option(help, old), "{old} is listed");
+    }
+    let out = env.run(&[
+        "task",
+        "push-config",
+        "create",
+        "-a",
+        "127.0.0.1:9",
+        "t",
+        "--url",
+        "http://127.0.0.1:1/",
+        "--token",
+        "x",
+    ]);
+    assert_eq!(out.code, 3, "the former spellings: {}", out.stderr);
 }
