@@ -38,6 +38,9 @@ pub mod code {
     pub const AUTH_FAILED: &str = "A2ACLI_ERR_AUTH_FAILED";
     pub const TIMEOUT: &str = "A2ACLI_ERR_TIMEOUT";
     pub const INTERNAL: &str = "A2ACLI_ERR_INTERNAL";
+    /// A failure of `a2a serve` (a vendor code: the server is not the
+    /// client the `A2ACLI_ERR_*` registry is about). Not printed in text.
+    pub const SERVE_FAILED: &str = "AGENTWIRE_SERVE_FAILED";
 }
 
 /// One failure of an invocation.

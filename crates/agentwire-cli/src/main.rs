@@ -624,7 +624,11 @@ pub fn report_error(e: &CliError, json: bool) -> u8 {
         let _ = out.flush();
     }
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "error: {} ({})", e.message, e.code);
+    if e.code == error::code::SERVE_FAILED {
+        let _ = writeln!(err, "error: {}", e.message);
+    } else {
+        let _ = writeln!(err, "error: {} ({})", e.message, e.code);
+    }
     if let Some(h) = &e.hint {
         let _ = writeln!(err, "hint: {h}");
     }
@@ -734,10 +738,7 @@ async fn run(
         Command::Conformance(args) => conformance::run(&g.with(&args.conn), args).await,
         Command::Webhook(args) => push::webhook(&g.with(&args), args).await,
         Command::Demo(args) => demo::run(&g.with(&args), args).await,
-        Command::Serve(args) => serve::run(args)
-            .await
-            .map(|()| exit::OK)
-            .map_err(|e| CliError::internal(format!("{e:#}"))),
+        Command::Serve(args) => serve::run(args).await.map(|()| exit::OK),
     }
 }
 

@@ -455,3 +455,170 @@ fn one_naming_scheme_for_variables_and_options() {
     ]);
     assert_eq!(out.code, 3, "the former spellings: {}", out.stderr);
 }
+
+// ----- the start-up errors of a2a serve --------------------------------------
+
+/// Runs `a2a serve ARGS` expecting it to stop by itself within a bound.
+fn serve_fails(env: &Env, args: &[&str]) -> Out {
+    let mut all = vec!["serve"];
+    all.extend_from_slice(args);
+    env.run_with(&all, |c| {
+        c.timeout(Duration::from_secs(20));
+    })
+}
+
+/// The `error:` lines of a run.
+fn error_lines(out: &Out) -> Vec<String> {
+    out.stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn serve_refuses_unknown_stores_and_options_that_do_not_apply() {
+    let env = Env::new();
+    for store in ["redis://127.0.0.1/0", "memroy", "tasks.db", "sqlite:"] {
+        let out = serve_fails(&env, &["--port", "0", "--store", store]);
+        out.expect(2);
+        if store != "sqlite:" {
+            for form in ["memory", "sqlite:PATH", "postgres://"] {
+                assert!(out.stderr.contains(form), "{store}: {}", out.stderr);
+            }
+        }
+        let out = serve_fails(&env, &["--port", "0", "--store", store, "-o", "json"]);
+        out.expect(2);
+        assert_eq!(out.json()["error"]["code"], "A2ACLI_ERR_USAGE");
+    }
+    // A mistyped store is not a file of that name.
+    assert!(!env.cwd().join("memroy").exists());
+    // Options that mean nothing for the chosen store or agent.
+    let refused: &[(&[&str], &str)] = &[
+        (&["--port", "0", "--max-tasks", "5"], "--max-tasks"),
+        (
+            &["--port", "0", "--store", "sqlite:t.db", "--max-tasks", "5"],
+            "--max-tasks",
+        ),
+        (
+            &[
+                "--port",
+                "0",
+                "--store",
+                "memory",
+                "--replica-timeout",
+                "5s",
+            ],
+            "--replica-timeout",
+        ),
+        (
+            &[
+                "--port",
+                "0",
+                "--store",
+                "memory",
+                "--agent",
+                "echo",
+                "--tck-streaming-timeout",
+                "3s",
+            ],
+            "--tck-streaming-timeout",
+        ),
+        (
+            &[
+                "--port",
+                "0",
+                "--agent",
+                "all",
+                "--store",
+                "postgres://u@127.0.0.1:1/db",
+            ],
+            "--agent all",
+        ),
+    ];
+    for (args, what) in refused {
+        let out = serve_fails(&env, args);
+        out.expect(2);
+        assert!(
+            error_lines(&out).iter().any(|l| l.contains(what)),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    let out = env.run_with(&["serve", "--port", "0"], |c| {
+        c.env("A2A_SERVE_MAX_TASKS", "5")
+            .timeout(Duration::from_secs(20));
+    });
+    out.expect(2);
+    assert!(out.stderr.contains("A2A_SERVE_MAX_TASKS"), "{}", out.stderr);
+    // Where they apply, they are taken.
+    serving(
+        &env,
+        &["--store", "memory", "--port", "0", "--max-tasks", "5"],
+        &[],
+    );
+}
+
+#[test]
+fn serve_start_up_failures_are_printed_once_without_client_codes() {
+    let env = Env::new();
+    // A store that cannot be opened.
+    let out = serve_fails(
+        &env,
+        &["--port", "0", "--store", "sqlite:no-such-dir/tasks.db"],
+    );
+    out.expect(1);
+    let errors = error_lines(&out);
+    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    assert!(errors[0].contains("no-such-dir/tasks.db"), "{}", errors[0]);
+    assert!(!out.stderr.contains("ERROR"), "logged too:\n{}", out.stderr);
+    assert!(!out.stderr.contains("A2ACLI_ERR"), "{}", out.stderr);
+    assert!(out.stderr.contains("hint: "), "{}", out.stderr);
+    let out = serve_fails(
+        &env,
+        &[
+            "--port",
+            "0",
+            "--store",
+            "sqlite:no-such-dir/tasks.db",
+            "-o",
+            "json",
+        ],
+    );
+    out.expect(1);
+    let code = out.json()["error"]["code"].as_str().unwrap().to_owned();
+    assert!(!code.starts_with("A2ACLI_ERR_"), "{code}");
+    // PostgreSQL refusing the connection: the connect error, at once (the
+    // pool alone retried for 30 seconds and then said it timed out).
+    let closed = free_port();
+    let url = format!("postgres://a2a:secret@127.0.0.1:{closed}/tasks");
+    let out = serve_fails(&env, &["--port", "0", "--store", &url]);
+    out.expect(1);
+    let errors = error_lines(&out);
+    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    assert!(
+        errors[0].contains("cannot connect to PostgreSQL") && errors[0].contains("refused"),
+        "{}",
+        errors[0]
+    );
+    assert!(!out.stderr.contains("secret"), "{}", out.stderr);
+    // PostgreSQL that never answers: a connect timeout of a few seconds.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = silent.local_addr().expect("addr").port();
+    let url = format!("postgres://a2a@127.0.0.1:{port}/tasks");
+    let out = serve_fails(&env, &["--port", "0", "--store", &url]);
+    out.expect(1);
+    let errors = error_lines(&out);
+    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    assert!(errors[0].contains("connect timeout"), "{}", errors[0]);
+    drop(silent);
+    // A port that is taken.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port().to_string();
+    let out = serve_fails(&env, &["--port", &port, "--store", "memory"]);
+    out.expect(1);
+    let errors = error_lines(&out);
+    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    assert!(errors[0].contains("cannot listen"), "{}", errors[0]);
+    assert!(!out.stderr.contains("A2ACLI_ERR"), "{}", out.stderr);
+}
