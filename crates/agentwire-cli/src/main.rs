@@ -712,14 +712,14 @@ async fn run(
 ) -> Result<u8, CliError> {
     let g = Globals::new(&cli.common);
     match cli.command {
-        Command::Card { command, conn } => card::run(&g.with(&conn), command).await,
+        Command::Card { command, conn } => card::run(&for_agent(g.with(&conn)), command).await,
         Command::Send(args) => {
             let sub = matches
                 .subcommand_matches("send")
                 .ok_or_else(|| CliError::internal("send without its arguments"))?;
-            send::run(&g.with(&args), args, sub).await
+            send::run(&for_agent(g.with(&args)), args, sub).await
         }
-        Command::Task { command, conn } => task::run(&g.with(&conn), command).await,
+        Command::Task { command, conn } => task::run(&for_agent(g.with(&conn)), command).await,
         Command::Config {
             command: ConfigCommand::Show,
         } => show_config(&g, matches, loaded),
@@ -734,12 +734,21 @@ async fn run(
             task,
             context,
             conn,
-        } => chat::run(&g.with(&conn).with(&task).with(&context), args).await,
-        Command::Conformance(args) => conformance::run(&g.with(&args.conn), args).await,
-        Command::Webhook(args) => push::webhook(&g.with(&args), args).await,
+        } => chat::run(&for_agent(g.with(&conn).with(&task).with(&context)), args).await,
+        Command::Conformance(args) => conformance::run(&for_agent(g.with(&args.conn)), args).await,
+        Command::Webhook(args) => push::webhook(&for_agent(g.with(&args)), args).await,
         Command::Demo(args) => demo::run(&g.with(&args), args).await,
         Command::Serve(args) => serve::run(args).await.map(|()| exit::OK),
     }
+}
+
+/// The settings of a command that talks to an agent: its `-a` is recorded
+/// for the hints (complete commands to paste).
+fn for_agent(g: Globals) -> Globals {
+    if let Some(reference) = &g.agent_card {
+        error::set_agent(reference);
+    }
+    g
 }
 
 /// The settings `config show` reports: (flag id, variable, built-in default).

@@ -70,9 +70,10 @@ impl InlinePushArgs {
                 exit::FAILURE,
                 "the agent card does not declare capabilities.pushNotifications",
             )
-            .with_hint(
-                "drop --push-url, and follow the task with --stream or `a2a task get --wait`",
-            ));
+            .with_hint(format!(
+                "drop --push-url, and follow the task with --stream or `{}`",
+                crate::error::paste("task get", "--wait <taskId>")
+            )));
         }
         Ok(())
     }

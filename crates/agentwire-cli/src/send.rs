@@ -16,7 +16,7 @@ use clap::parser::ValueSource;
 use futures::StreamExt;
 
 use crate::agent::Agent;
-use crate::error::{CliError, ErrorContext, code, exit};
+use crate::error::{CliError, ErrorContext, code, exit, paste};
 use crate::render::{self, Text};
 use crate::{
     Apply, AsyncOpt, ConnOpts, ContextIdOpt, Globals, MetadataOpt, OutputFormat, PollOpts,
@@ -544,14 +544,19 @@ fn timeout_error(g: &Globals, task: Option<&str>) -> CliError {
             ),
         )
         .with_hint(format!(
-            "the task keeps running: follow it with `a2a task get --wait {id}` or `a2a task subscribe {id}`"
+            "the task keeps running: follow it with `{}` or `{}`",
+            paste("task get", &format!("--wait {id}")),
+            paste("task subscribe", id)
         )),
         None => CliError::new(
             code::TIMEOUT,
             exit::TIMEOUT,
             format!("no answer within {:.1}s", waited.as_secs_f64()),
         )
-        .with_hint("raise --timeout, or use --async and poll with `a2a task get --wait`"),
+        .with_hint(format!(
+            "raise --timeout, or use --async and poll with `{}`",
+            paste("task get", "--wait <taskId>")
+        )),
     }
 }
 
@@ -559,7 +564,8 @@ fn interrupted(task: Option<&str>) -> CliError {
     let e = CliError::internal("interrupted");
     match task {
         Some(id) => e.with_hint(format!(
-            "task {id} keeps running: follow it with `a2a task get --wait {id}`"
+            "task {id} keeps running: follow it with `{}`",
+            paste("task get", &format!("--wait {id}"))
         )),
         None => e,
     }

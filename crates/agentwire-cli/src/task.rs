@@ -14,7 +14,7 @@ use clap::{Args, Subcommand};
 use futures::StreamExt;
 
 use crate::agent::Agent;
-use crate::error::{CliError, a2a_error_name, exit};
+use crate::error::{CliError, a2a_error_name, exit, paste};
 use crate::render::{self, Text};
 use crate::send::{Spinner, print_stream};
 use crate::{Globals, OutputFormat, PollOpts, StreamOpt, TaskIdOpt, TimeoutOpt};
@@ -249,7 +249,7 @@ async fn get(g: &Globals, a: GetArgs) -> Result<u8, CliError> {
                 tracing::debug!("poll: {} is {}", t.id, render::state_label(t.state()));
             }) => r.map_err(|e| agent.task_err(&e, &id)),
             _ = tokio::signal::ctrl_c() => Err(CliError::internal("interrupted")
-                .with_hint(format!("task {id} keeps running; poll it again with `a2a task get --wait {id}`"))),
+                .with_hint(format!("task {id} keeps running; poll it again with `{}`", paste("task get", &format!("--wait {id}"))))),
         };
         spinner.stop().await;
         res?
@@ -385,14 +385,17 @@ async fn subscribe(g: &Globals, a: SubscribeArgs) -> Result<u8, CliError> {
             exit::FAILURE,
             "the agent card does not declare streaming, so tasks cannot be subscribed to",
         )
-        .with_hint(format!("poll instead: a2a task get --wait {id}")));
+        .with_hint(format!(
+            "poll instead: `{}`",
+            paste("task get", &format!("--wait {id}"))
+        )));
     }
     let call = CallOptions::new();
     let mut ctx = agent.error_context();
     ctx.task_id = Some(id.clone());
     // Open the subscription here so that refusals (unknown task, terminal
     // task) surface as they are; `follow` then survives dropped connections.
-    let first = agent
+    let first = match agent
         .client
         .subscribe_to_task(
             SubscribeToTaskRequest {
@@ -402,7 +405,10 @@ async fn subscribe(g: &Globals, a: SubscribeArgs) -> Result<u8, CliError> {
             &call,
         )
         .await
-        .map_err(|e| CliError::from_client(&e, &ctx))?;
+    {
+        Ok(s) => s,
+        Err(e) => return Err(subscribe_refused(&agent, &e, &id, &ctx).await),
+    };
     let opts = FollowOptions {
         call: call.clone(),
         ..Default::default()
@@ -442,6 +448,41 @@ async fn subscribe(g: &Globals, a: SubscribeArgs) -> Result<u8, CliError> {
         .ok_or_else(|| CliError::internal("the subscription ended without a task"))?;
     print_task(g, &agent, &task)?;
     Ok(exit::OK)
+}
+
+/// A refused subscription: when the task is already finished (agents
+/// refuse to subscribe to a terminal task), says so and how to see its
+/// result; otherwise the agent's error as it is.
+async fn subscribe_refused(
+    agent: &Agent,
+    e: &agentwire_client::ClientError,
+    id: &str,
+    ctx: &crate::error::ErrorContext,
+) -> CliError {
+    let err = CliError::from_client(e, ctx);
+    if e.kind().is_none() || e.kind() == Some(ErrorKind::TaskNotFound) {
+        return err;
+    }
+    let req = GetTaskRequest {
+        id: id.to_owned(),
+        history_length: Some(0),
+        ..Default::default()
+    };
+    match agent.client.get_task(req, &CallOptions::new()).await {
+        Ok(t) if t.state().is_terminal() => CliError {
+            message: format!(
+                "task {id} is already finished ({}): there is nothing left to follow",
+                render::state_label(t.state())
+            ),
+            hint: Some(format!(
+                "see its result with `{}` (or save its artifacts with `{}`)",
+                paste("task get", id),
+                paste("task download", id)
+            )),
+            ..err
+        },
+        _ => err,
+    }
 }
 
 /// A safe file name: the last path component, no leading dots.
@@ -491,8 +532,12 @@ async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
         .collect();
     if let Some(want) = &a.artifact_id {
         if artifacts.is_empty() {
-            return Err(CliError::usage(format!("task {id} has no artifact {want}"))
-                .with_hint(format!("list its artifacts with `a2a task get {id}`")));
+            return Err(
+                CliError::usage(format!("task {id} has no artifact {want}")).with_hint(format!(
+                    "list its artifacts with `{}`",
+                    paste("task get", &id)
+                )),
+            );
         }
     }
     std::fs::create_dir_all(&a.dir)
@@ -594,9 +639,45 @@ async fn push(g: &Globals, cmd: PushCommand) -> Result<u8, CliError> {
             exit::FAILURE,
             "the agent card does not declare capabilities.pushNotifications",
         )
-        .with_hint("this agent does not support push notifications; follow tasks with `a2a task subscribe` or `a2a task get --wait`"));
+        .with_hint(format!(
+            "this agent does not support push notifications; follow tasks with `{}` or `{}`",
+            paste("task subscribe", "<taskId>"),
+            paste("task get", "--wait <taskId>")
+        )));
     }
     push_call(g, &agent, cmd).await
+}
+
+/// A failed call on one push config. Agents answer `TaskNotFoundError`
+/// for a config id the task does not have (the protocol has no error of
+/// its own for it): when the task exists, the config is what is missing,
+/// and the message and hint say so (the error keeps the agent's name).
+async fn config_err(
+    agent: &Agent,
+    e: &agentwire_client::ClientError,
+    task_id: &str,
+    config_id: &str,
+) -> CliError {
+    let err = agent.task_err(e, task_id);
+    if e.kind() != Some(ErrorKind::TaskNotFound) {
+        return err;
+    }
+    let req = GetTaskRequest {
+        id: task_id.to_owned(),
+        history_length: Some(0),
+        ..Default::default()
+    };
+    match agent.client.get_task(req, &CallOptions::new()).await {
+        Ok(_) => CliError {
+            message: format!("task {task_id} has no push notification config {config_id}"),
+            hint: Some(format!(
+                "the task exists; list its configs with `{}`",
+                paste("task push-config list", task_id)
+            )),
+            ..err
+        },
+        Err(_) => err,
+    }
 }
 
 /// The push-config calls, without the capability check (the agent's own
@@ -634,14 +715,17 @@ pub async fn push_call(g: &Globals, agent: &Agent, cmd: PushCommand) -> Result<u
         PushCommand::Get(a) => {
             let req = GetTaskPushNotificationConfigRequest {
                 task_id: a.id.clone(),
-                id: a.config_id,
+                id: a.config_id.clone(),
                 ..Default::default()
             };
-            let c = agent
+            let c = match agent
                 .client
                 .get_task_push_notification_config(req, &call)
                 .await
-                .map_err(|e| agent.task_err(&e, &a.id))?;
+            {
+                Ok(c) => c,
+                Err(e) => return Err(config_err(agent, &e, &a.id, &a.config_id).await),
+            };
             if json {
                 render::print_json(&c)?;
             } else {
@@ -680,11 +764,13 @@ pub async fn push_call(g: &Globals, agent: &Agent, cmd: PushCommand) -> Result<u
                 id: a.config_id.clone(),
                 ..Default::default()
             };
-            agent
+            if let Err(e) = agent
                 .client
                 .delete_task_push_notification_config(req, &call)
                 .await
-                .map_err(|e| agent.task_err(&e, &a.id))?;
+            {
+                return Err(config_err(agent, &e, &a.id, &a.config_id).await);
+            }
             if json {
                 render::print_json(&serde_json::json!({}))?;
             } else {

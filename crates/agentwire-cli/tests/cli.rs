@@ -761,7 +761,7 @@ async fn timeout_exits_5_and_names_the_task() -> T {
     let e = out.json();
     assert_eq!(e["error"]["code"], "A2ACLI_ERR_TIMEOUT");
     let hint = e["error"]["hint"].as_str().unwrap();
-    assert!(hint.contains("task get --wait "), "{hint}");
+    assert!(hint.contains(&format!("task get -a {h} --wait ")), "{hint}");
     // Polling honours --timeout and --poll-interval.
     let v = env
         .run(&["send", "-a", &h, "--async", "-o", "json", "slow 20000"])
@@ -815,7 +815,7 @@ async fn interrupting_a_wait_keeps_the_task_id() -> T {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("interrupted") && err.contains("task get --wait"),
+        err.contains("interrupted") && err.contains(&format!("task get -a {h} --wait")),
         "{err}"
     );
     Ok(())
