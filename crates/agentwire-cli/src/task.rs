@@ -14,7 +14,7 @@ use clap::{Args, Subcommand};
 use futures::StreamExt;
 
 use crate::agent::Agent;
-use crate::error::{CliError, a2a_error_name, exit, paste};
+use crate::error::{CliError, a2a_error_name, code, exit, paste};
 use crate::render::{self, Text};
 use crate::send::{Spinner, print_stream};
 use crate::{Globals, OutputFormat, PollOpts, StreamOpt, TaskIdOpt, TimeoutOpt};
@@ -493,18 +493,171 @@ fn safe_name(name: &str) -> Option<String> {
 }
 
 fn extension_for(media_type: &str) -> &'static str {
-    match media_type {
+    // The media type without parameters (`text/plain; charset=utf-8`).
+    let media = media_type.split(';').next().unwrap_or_default().trim();
+    match media {
         "text/plain" => "txt",
         "text/markdown" => "md",
         "text/csv" => "csv",
         "text/html" => "html",
         "application/json" => "json",
+        "application/xml" | "text/xml" => "xml",
+        "application/yaml" | "text/yaml" => "yaml",
         "application/pdf" => "pdf",
+        "application/zip" => "zip",
         "image/png" => "png",
         "image/jpeg" => "jpg",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
         "image/svg+xml" => "svg",
+        "audio/mpeg" => "mp3",
+        "audio/wav" => "wav",
+        "video/mp4" => "mp4",
         _ => "bin",
     }
+}
+
+/// One file `task download` writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Planned {
+    name: String,
+    bytes: Vec<u8>,
+    media: String,
+    /// How many parts went into it.
+    parts: usize,
+}
+
+/// What a run of parts of one artifact is, for joining.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Raw,
+    Data,
+}
+
+/// Consecutive parts of one artifact that make one file: text or bytes of
+/// one media type (and file name) are joined, as a streamed artifact comes
+/// in chunks; each data part stands alone (JSON documents do not join).
+struct Run {
+    kind: Kind,
+    media: String,
+    filename: String,
+    bytes: Vec<u8>,
+    parts: usize,
+}
+
+/// The files of one artifact (`names` holds the names planned so far, so
+/// that no two files of one download share a name), and the parts that
+/// are not downloaded (URLs).
+fn plan_artifact(
+    art: &agentwire_types::Artifact,
+    names: &mut std::collections::HashSet<String>,
+) -> (Vec<Planned>, Vec<String>) {
+    let mut runs: Vec<Run> = Vec::new();
+    let mut skipped = Vec::new();
+    for p in &art.parts {
+        let (kind, media, bytes) = match &p.content {
+            Some(part::Content::Text(s)) => (
+                Kind::Text,
+                if p.media_type.is_empty() {
+                    "text/plain".to_owned()
+                } else {
+                    p.media_type.clone()
+                },
+                s.as_bytes().to_vec(),
+            ),
+            Some(part::Content::Raw(b)) => (
+                Kind::Raw,
+                if p.media_type.is_empty() {
+                    "application/octet-stream".to_owned()
+                } else {
+                    p.media_type.clone()
+                },
+                b.to_vec(),
+            ),
+            Some(part::Content::Data(_)) => (
+                Kind::Data,
+                "application/json".to_owned(),
+                serde_json::to_vec_pretty(&p.as_data().unwrap_or_default()).unwrap_or_default(),
+            ),
+            Some(part::Content::Url(u)) => {
+                skipped.push(format!("{u} (a URL: fetch it yourself)"));
+                continue;
+            }
+            None => continue,
+        };
+        let filename = safe_name(&p.filename).unwrap_or_default();
+        match runs.last_mut() {
+            Some(r)
+                if kind != Kind::Data
+                    && r.kind == kind
+                    && r.media == media
+                    && (filename.is_empty() || filename == r.filename) =>
+            {
+                r.bytes.extend_from_slice(&bytes);
+                r.parts += 1;
+            }
+            _ => runs.push(Run {
+                kind,
+                media,
+                filename,
+                bytes,
+                parts: 1,
+            }),
+        }
+    }
+    let base = safe_name(&art.name).unwrap_or_else(|| format!("artifact-{}", art.artifact_id));
+    let base_path = Path::new(&base);
+    let stem = base_path
+        .file_stem()
+        .map_or_else(|| base.clone(), |s| s.to_string_lossy().into_owned());
+    let has_ext = base_path.extension().is_some();
+    let single = runs.len() == 1;
+    let files = runs
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let ext = extension_for(&r.media);
+            let name = match (single, r.filename.is_empty()) {
+                // One file: the part's own file name, else the artifact's
+                // name (with an extension for its media type if it has none).
+                (true, false) => r.filename.clone(),
+                (true, true) if has_ext => base.clone(),
+                (true, true) => format!("{base}.{ext}"),
+                // Several: the artifact's name, then the part's file name or
+                // its position.
+                (false, false) => format!("{stem}-{}", r.filename),
+                (false, true) => format!("{stem}-part{}.{ext}", i + 1),
+            };
+            Planned {
+                name: unique(name, names),
+                bytes: r.bytes,
+                media: r.media,
+                parts: r.parts,
+            }
+        })
+        .collect();
+    (files, skipped)
+}
+
+/// `name`, or `name` with `-2`, `-3`... before its extension when a file
+/// of this download already has it.
+fn unique(name: String, names: &mut std::collections::HashSet<String>) -> String {
+    if names.insert(name.clone()) {
+        return name;
+    }
+    let p = Path::new(&name);
+    let stem = p
+        .file_stem()
+        .map_or_else(|| name.clone(), |s| s.to_string_lossy().into_owned());
+    let ext = p
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    (2..)
+        .map(|n| format!("{stem}-{n}{ext}"))
+        .find(|candidate| names.insert(candidate.clone()))
+        .unwrap_or(name)
 }
 
 async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
@@ -540,69 +693,53 @@ async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
             );
         }
     }
+    let mut names = std::collections::HashSet::new();
+    let mut files = Vec::new();
+    let mut skipped = Vec::new();
+    for art in &artifacts {
+        let (f, s) = plan_artifact(art, &mut names);
+        files.extend(f);
+        skipped.extend(s);
+    }
+    // Nothing is written when a file is in the way.
+    if !a.force {
+        let existing: Vec<String> = files
+            .iter()
+            .map(|f| a.dir.join(&f.name))
+            .filter(|p| p.exists())
+            .map(|p| p.display().to_string())
+            .collect();
+        if !existing.is_empty() {
+            return Err(CliError::new(
+                code::INTERNAL,
+                exit::FAILURE,
+                format!(
+                    "{} already exist{}; nothing was written",
+                    existing.join(", "),
+                    if existing.len() == 1 { "s" } else { "" }
+                ),
+            )
+            .with_hint(format!(
+                "pass --force to overwrite, or --dir to write elsewhere: `{}`",
+                paste("task download", &format!("{id} --dir <DIR>"))
+            )));
+        }
+    }
     std::fs::create_dir_all(&a.dir)
         .map_err(|e| CliError::internal(format!("cannot create {}: {e}", a.dir.display())))?;
     let mut saved: Vec<(String, String)> = Vec::new();
-    let mut skipped: Vec<String> = Vec::new();
-    for art in &artifacts {
-        let stem = safe_name(&art.name).unwrap_or_else(|| format!("artifact-{}", art.artifact_id));
-        let many = art.parts.len() > 1;
-        for (n, p) in art.parts.iter().enumerate() {
-            let suffix = if many {
-                format!("-{}", n + 1)
-            } else {
-                String::new()
-            };
-            let (bytes, media): (Vec<u8>, String) = match &p.content {
-                Some(part::Content::Raw(b)) => (b.to_vec(), p.media_type.clone()),
-                Some(part::Content::Text(s)) => (
-                    s.as_bytes().to_vec(),
-                    if p.media_type.is_empty() {
-                        "text/plain".into()
-                    } else {
-                        p.media_type.clone()
-                    },
-                ),
-                Some(part::Content::Data(_)) => {
-                    let v = p.as_data().unwrap_or_default();
-                    (
-                        serde_json::to_vec_pretty(&v).unwrap_or_default(),
-                        "application/json".into(),
-                    )
-                }
-                Some(part::Content::Url(u)) => {
-                    skipped.push(format!("{u} (a URL: fetch it yourself)"));
-                    continue;
-                }
-                None => continue,
-            };
-            let name = match safe_name(&p.filename) {
-                Some(f) if !many => f,
-                Some(f) => format!("{n}-{f}", n = n + 1),
-                None => {
-                    let has_ext = Path::new(&stem).extension().is_some();
-                    if has_ext && !many {
-                        stem.clone()
-                    } else {
-                        format!("{stem}{suffix}.{}", extension_for(&media))
-                    }
-                }
-            };
-            let path = a.dir.join(&name);
-            if path.exists() && !a.force {
-                return Err(CliError::usage(format!(
-                    "{} exists; not overwriting it",
-                    path.display()
-                ))
-                .with_hint("pass --force to overwrite, or --dir to write elsewhere"));
-            }
-            std::fs::write(&path, &bytes)
-                .map_err(|e| CliError::internal(format!("cannot write {}: {e}", path.display())))?;
-            saved.push((
-                path.display().to_string(),
-                format!("{media}, {} bytes", bytes.len()),
-            ));
-        }
+    for f in &files {
+        let path = a.dir.join(&f.name);
+        write_file(&path, &f.bytes, a.force)?;
+        let parts = if f.parts > 1 {
+            format!(", {} parts joined", f.parts)
+        } else {
+            String::new()
+        };
+        saved.push((
+            path.display().to_string(),
+            format!("{}{parts}, {} bytes", f.media, f.bytes.len()),
+        ));
     }
     match g.output {
         OutputFormat::Json => {
@@ -628,6 +765,30 @@ async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
         eprintln!("warning: not downloaded: {s}");
     }
     Ok(exit::OK)
+}
+
+/// Writes a downloaded file: never over an existing one unless `force`
+/// (a file that appeared since the check is not overwritten either).
+fn write_file(path: &Path, bytes: &[u8], force: bool) -> Result<(), CliError> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true);
+    if force {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    options
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+        .map_err(|e| {
+            let e = CliError::internal(format!("cannot write {}: {e}", path.display()));
+            if path.exists() && !force {
+                e.with_hint("pass --force to overwrite it")
+            } else {
+                e
+            }
+        })
 }
 
 async fn push(g: &Globals, cmd: PushCommand) -> Result<u8, CliError> {
@@ -782,4 +943,68 @@ pub async fn push_call(g: &Globals, agent: &Agent, cmd: PushCommand) -> Result<u
         }
     }
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentwire_types::{Artifact, Part};
+
+    fn names(files: &[Planned]) -> Vec<&str> {
+        files.iter().map(|f| f.name.as_str()).collect()
+    }
+
+    #[test]
+    fn one_file_per_artifact_and_clear_names() {
+        let mut seen = std::collections::HashSet::new();
+        // Chunks of one media type: one file, named after the artifact.
+        let chunks = Artifact::new(
+            "report.md",
+            vec![
+                Part::text("# A").with_media_type("text/markdown"),
+                Part::text("\nb").with_media_type("text/markdown"),
+                Part::text("\nc").with_media_type("text/markdown"),
+            ],
+        );
+        let (files, skipped) = plan_artifact(&chunks, &mut seen);
+        assert_eq!(names(&files), ["report.md"]);
+        assert_eq!(files[0].bytes, b"# A\nb\nc");
+        assert_eq!(files[0].parts, 3);
+        assert!(skipped.is_empty());
+        // The same name again gets a suffix before its extension.
+        let (files, _) = plan_artifact(&chunks, &mut seen);
+        assert_eq!(names(&files), ["report-2.md"]);
+        // Distinct parts: the artifact's stem, then the file name or position.
+        let mixed = Artifact::new(
+            "bundle.zip",
+            vec![
+                Part::text("a"),
+                Part::data(serde_json::json!({"k": 1})),
+                Part::data(serde_json::json!({"k": 2})),
+                Part::file(&b"x"[..], "img.png", "image/png"),
+                Part::url("https://example.com/big.csv"),
+            ],
+        );
+        let (files, skipped) = plan_artifact(&mixed, &mut seen);
+        assert_eq!(
+            names(&files),
+            [
+                "bundle-part1.txt",
+                "bundle-part2.json",
+                "bundle-part3.json",
+                "bundle-img.png"
+            ]
+        );
+        assert_eq!(skipped.len(), 1);
+        // One file part: its own name.
+        let one = Artifact::new("x", vec![Part::file(&b"y"[..], "data.csv", "text/csv")]);
+        assert_eq!(names(&plan_artifact(&one, &mut seen).0), ["data.csv"]);
+        // No name: the artifact id, and an extension for the media type.
+        let mut anon = Artifact::new("", vec![Part::text("t")]);
+        anon.artifact_id = "a1".into();
+        assert_eq!(
+            names(&plan_artifact(&anon, &mut seen).0),
+            ["artifact-a1.txt"]
+        );
+    }
 }

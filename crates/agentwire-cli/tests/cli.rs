@@ -1027,11 +1027,13 @@ async fn task_download_saves_artifacts() -> T {
     out.expect(0);
     assert_text_floor(&out.stdout);
     let dir = env.cwd().join("out");
+    // Distinct parts of one artifact: the artifact's name, then the part's
+    // file name or its position.
     assert_eq!(
-        std::fs::read(dir.join("1-report.bin"))?,
+        std::fs::read(dir.join("bundle-report.bin"))?,
         b"\x00\x01binary-report"
     );
-    let data: Value = serde_json::from_slice(&std::fs::read(dir.join("bundle-2.json"))?)?;
+    let data: Value = serde_json::from_slice(&std::fs::read(dir.join("bundle-part2.json"))?)?;
     assert_eq!(data["rows"], 3);
     assert_eq!(
         std::fs::read_to_string(dir.join("notes.md"))?,
@@ -1041,9 +1043,25 @@ async fn task_download_saves_artifacts() -> T {
         out.stdout
             .contains("Not Downloaded: https://example.com/big.csv")
     );
-    // No silent overwrite.
-    let out = env.run(&["task", "download", "-a", &h, id, "--dir", "out"]);
-    out.expect(2);
+    // No silent overwrite; a file in the way is a failure (not a usage
+    // error), named, with the way out, and nothing is written.
+    let out = env.run(&[
+        "task", "download", "-a", &h, id, "--dir", "out", "-o", "json",
+    ]);
+    out.expect(1);
+    let e = &out.json()["error"];
+    assert_eq!(e["code"], "A2ACLI_ERR_INTERNAL");
+    assert!(e["message"].as_str().unwrap().contains("notes.md"), "{e}");
+    assert!(e["hint"].as_str().unwrap().contains("--force"), "{e}");
+    std::fs::create_dir_all(env.cwd().join("out3"))?;
+    std::fs::write(env.cwd().join("out3/notes.md"), "mine")?;
+    env.run(&["task", "download", "-a", &h, id, "--dir", "out3"])
+        .expect(1);
+    assert!(!env.cwd().join("out3/bundle-report.bin").exists());
+    assert_eq!(
+        std::fs::read_to_string(env.cwd().join("out3/notes.md"))?,
+        "mine"
+    );
     env.run(&["task", "download", "-a", &h, id, "--dir", "out", "--force"])
         .expect(0);
     // JSON: the Task on stdout, the files on stderr.
@@ -1053,6 +1071,34 @@ async fn task_download_saves_artifacts() -> T {
     out.expect(0);
     assert_eq!(out.json()["id"], id);
     assert!(out.stderr.contains("saved "));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_download_writes_one_file_per_streamed_artifact() -> T {
+    let (server, _) = lab().await;
+    let env = Env::new();
+    let h = host(&server);
+    // An artifact streamed in three chunks, and two artifacts of one name.
+    let v = env.run(&["send", "-a", &h, "-o", "json", "chunks"]).json();
+    let id = v["task"]["id"].as_str().unwrap();
+    assert_eq!(
+        v["task"]["artifacts"][0]["parts"].as_array().map(Vec::len),
+        Some(3)
+    );
+    let out = env.run(&["task", "download", "-a", &h, id, "--dir", "out"]);
+    out.expect(0);
+    assert_text_floor(&out.stdout);
+    let dir = env.cwd().join("out");
+    let names: Vec<String> = std::fs::read_dir(&dir)?
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(names, vec!["story.txt".to_owned()], "{}", out.stdout);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("story.txt"))?,
+        "alpha beta gamma"
+    );
+    assert!(out.stdout.contains("3 parts joined"), "{}", out.stdout);
     Ok(())
 }
 
