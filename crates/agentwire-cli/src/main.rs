@@ -464,7 +464,7 @@ pub enum Command {
         #[command(flatten)]
         conn: ConnOpts,
     },
-    /// Smoke-check a live agent against the A2A conformance (TCK) scenarios.
+    /// Smoke-check a live agent against the A2A conformance (TCK) scenarios (most need `a2a serve --agent conformance`).
     Conformance(conformance::ConformanceArgs),
     /// Receive push notifications: a local webhook that verifies and prints them.
     Webhook(push::WebhookArgs),

@@ -1741,14 +1741,24 @@ async fn conformance_smoke_check_passes_on_the_conformance_agent() -> T {
     ))
     .await;
     let env = Env::new();
-    let out = env.run(&["conformance", "-a", &host(&server), "--strict"]);
+    let out = env.run(&["conformance", "-a", &host(&server)]);
     out.expect(0);
     assert_text_floor(&out.stdout);
     assert_eq!(out.field("Failed").as_deref(), Some("0"));
+    assert_eq!(out.field("Skipped").as_deref(), Some("0"));
+    assert!(
+        out.field("Conformance Agent")
+            .unwrap_or_default()
+            .starts_with("yes")
+    );
+    // --strict is still accepted.
+    env.run(&["conformance", "-a", &host(&server), "--strict"])
+        .expect(0);
     let v = env
         .run(&["conformance", "-a", &host(&server), "-o", "json"])
         .json();
     assert_eq!(v["failed"], 0);
+    assert_eq!(v["conformanceAgent"], true);
     let bindings: std::collections::HashSet<&str> = v["checks"]
         .as_array()
         .unwrap()
@@ -1756,10 +1766,76 @@ async fn conformance_smoke_check_passes_on_the_conformance_agent() -> T {
         .filter_map(|c| c["binding"].as_str())
         .collect();
     assert_eq!(bindings.len(), 3);
-    // The lab agent is not a TCK agent: some checks fail, --strict says so.
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_skips_tck_checks_elsewhere_and_fails_by_default() -> T {
+    let env = Env::new();
+    // Another agent: the checks that need the conformance agent are
+    // skipped, by name; the others pass; --strict fails on the skipped.
     let (lab, _) = lab().await;
+    let out = env.run(&["conformance", "-a", &host(&lab)]);
+    out.expect(0);
+    assert_text_floor(&out.stdout);
+    assert!(
+        out.field("Conformance Agent")
+            .unwrap_or_default()
+            .starts_with("no")
+    );
+    assert_eq!(out.field("Failed").as_deref(), Some("0"));
+    assert!(
+        out.stdout.contains(
+            "Check: send: direct message\nResult: skipped: needs the TCK conformance agent"
+        ),
+        "{}",
+        out.stdout
+    );
+    let v = env
+        .run(&["conformance", "-a", &host(&lab), "-o", "json"])
+        .json();
+    assert_eq!(v["conformanceAgent"], false);
+    assert_eq!(v["skipped"], 8);
     env.run(&["conformance", "-a", &host(&lab), "--strict"])
         .expect(1);
+    // An agent whose card says it is the conformance agent but that does
+    // not act on the scenarios: exit 1, with readable expected/got lines.
+    let card = lab_card().with_skill(agentwire_types::AgentSkill::new(
+        "tck",
+        "Conformance scenarios",
+        "Claims the TCK scenarios",
+        ["tck"],
+    ));
+    let (fake, _) = lab_with(card, Recorder::default()).await;
+    let out = env.run(&["conformance", "-a", &host(&fake)]);
+    out.expect(1);
+    assert_text_floor(&out.stdout);
+    assert!(
+        out.stdout
+            .contains("Result: FAIL\nExpected: a message (no task)\nGot: a task "),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.contains('{') && !out.stdout.contains("Some("),
+        "Rust debug output:\n{}",
+        out.stdout
+    );
+    let v = env.run(&["conformance", "-a", &host(&fake), "-o", "json"]);
+    v.expect(1);
+    let v = v.json();
+    let failed: Vec<&Value> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .collect();
+    assert!(!failed.is_empty());
+    assert!(
+        failed
+            .iter()
+            .all(|c| c["expected"].is_string() && c["got"].is_string())
+    );
     Ok(())
 }
 
