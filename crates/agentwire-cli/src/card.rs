@@ -112,14 +112,18 @@ async fn fetch_extended(
             exit::FAILURE,
             "the agent card does not declare capabilities.extendedAgentCard",
         )
-        .with_hint("this agent has no extended card; use `a2a card get` without --extended"));
+        .with_hint(format!(
+            "this agent has no extended card; use `{}` without --extended",
+            crate::error::paste("card get", "")
+        )));
     }
     // Only credentials a scheme of the public card accepts are presented
     // (CLI SPEC 12.4).
     let accepted = agentwire_client::auth::accepted_by(&card, &settings.credentials);
     if accepted != settings.credentials {
         eprintln!(
-            "warning: not sending credentials the agent card declares no scheme for (see its security schemes with `a2a card get`)"
+            "warning: not sending credentials the agent card declares no scheme for (see its security schemes with `{}`)",
+            crate::error::paste("card get", "")
         );
     }
     settings.credentials = accepted;

@@ -16,10 +16,13 @@ use clap::parser::ValueSource;
 use futures::StreamExt;
 
 use crate::agent::Agent;
-use crate::error::{CliError, ErrorContext, code, exit};
+use crate::error::{CliError, ErrorContext, code, exit, paste};
 use crate::progress::Progress;
 use crate::render::{self, Text};
-use crate::{Globals, OutputFormat};
+use crate::{
+    Apply, AsyncOpt, ConnOpts, ContextIdOpt, Globals, MetadataOpt, OutputFormat, PollOpts,
+    StreamOpt, TaskIdOpt, TimeoutOpt,
+};
 
 #[derive(Args, Debug)]
 pub struct SendArgs {
@@ -55,6 +58,35 @@ pub struct SendArgs {
     pub history: Option<i32>,
     #[command(flatten)]
     pub push: crate::push::InlinePushArgs,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
+    #[command(flatten)]
+    pub context: ContextIdOpt,
+    #[command(flatten)]
+    pub metadata: MetadataOpt,
+    #[command(flatten)]
+    pub stream: StreamOpt,
+    #[command(flatten)]
+    pub async_: AsyncOpt,
+    #[command(flatten)]
+    pub poll: PollOpts,
+    #[command(flatten)]
+    pub timeout: TimeoutOpt,
+    #[command(flatten)]
+    pub conn: ConnOpts,
+}
+
+impl Apply for SendArgs {
+    fn apply(&self, g: &mut Globals) {
+        self.conn.apply(g);
+        self.task.apply(g);
+        self.context.apply(g);
+        self.metadata.apply(g);
+        self.stream.apply(g);
+        self.async_.apply(g);
+        self.poll.apply(g);
+        self.timeout.apply(g);
+    }
 }
 
 /// How the caller wants to wait.
@@ -468,14 +500,19 @@ fn timeout_error(g: &Globals, task: Option<&str>) -> CliError {
             ),
         )
         .with_hint(format!(
-            "the task keeps running: follow it with `a2a task get --wait {id}` or `a2a task subscribe {id}`"
+            "the task keeps running: follow it with `{}` or `{}`",
+            paste("task get", &format!("--wait {id}")),
+            paste("task subscribe", id)
         )),
         None => CliError::new(
             code::TIMEOUT,
             exit::TIMEOUT,
             format!("no answer within {:.1}s", waited.as_secs_f64()),
         )
-        .with_hint("raise --timeout, or use --async and poll with `a2a task get --wait`"),
+        .with_hint(format!(
+            "raise --timeout, or use --async and poll with `{}`",
+            paste("task get", "--wait <taskId>")
+        )),
     }
 }
 
@@ -483,7 +520,8 @@ fn interrupted(task: Option<&str>) -> CliError {
     let e = CliError::internal("interrupted");
     match task {
         Some(id) => e.with_hint(format!(
-            "task {id} keeps running: follow it with `a2a task get --wait {id}`"
+            "task {id} keeps running: follow it with `{}`",
+            paste("task get", &format!("--wait {id}"))
         )),
         None => e,
     }
