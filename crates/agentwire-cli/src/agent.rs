@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentwire_client::card::{CardOrigin, CardResolver, ResolvedCard};
+use agentwire_client::card::{CacheMode, CardOrigin, CardResolver, ResolvedCard};
 use agentwire_client::{
     Binding, CallOptions, Client, ClientResult, Credentials, EventStream, Transport,
     select_interfaces,
@@ -36,6 +36,8 @@ pub struct Settings {
     pub version: String,
     pub debug: bool,
     pub insecure: bool,
+    /// `--no-cache`: the card is fetched afresh, not read from the cache.
+    pub no_cache: bool,
 }
 
 impl Settings {
@@ -83,6 +85,7 @@ impl Settings {
             version,
             debug: g.debug,
             insecure: g.insecure,
+            no_cache: g.no_cache,
         })
     }
 
@@ -126,6 +129,9 @@ impl Settings {
         if let Some(dir) = crate::config::cache_dir() {
             r = r.with_cache_dir(dir);
         }
+        if self.no_cache {
+            r = r.with_cache_mode(CacheMode::Reload);
+        }
         r
     }
 
@@ -139,11 +145,43 @@ impl Settings {
 
     /// Resolves the card of `--agent-card`.
     pub async fn resolve_card(&self, http: &reqwest::Client) -> Result<ResolvedCard, CliError> {
+        let mode = if self.no_cache {
+            CacheMode::Reload
+        } else {
+            CacheMode::Default
+        };
+        self.resolve_card_with(http, mode).await
+    }
+
+    /// Before refusing an operation because the card lacks it (`has` is
+    /// false): a card taken from the cache without asking the agent may be
+    /// stale (another agent may have taken the address), so it is
+    /// revalidated first (a conditional request; the agent's current card
+    /// comes back if it changed). Cards fetched, revalidated or read from a
+    /// file are returned as they are.
+    pub async fn confirm_card(
+        &self,
+        http: &reqwest::Client,
+        resolved: ResolvedCard,
+        has: impl Fn(&AgentCard) -> bool,
+    ) -> Result<ResolvedCard, CliError> {
+        if has(&resolved.card) || resolved.origin != CardOrigin::Cached {
+            return Ok(resolved);
+        }
+        tracing::debug!("the cached agent card lacks what is asked; revalidating it");
+        self.resolve_card_with(http, CacheMode::Revalidate).await
+    }
+
+    async fn resolve_card_with(
+        &self,
+        http: &reqwest::Client,
+        mode: CacheMode,
+    ) -> Result<ResolvedCard, CliError> {
         let reference = self.reference()?;
         let started = Instant::now();
         let resolved = self
             .resolver(http.clone())
-            .resolve(reference)
+            .resolve_with(reference, mode)
             .await
             .map_err(|e| {
                 let ctx = ErrorContext {
@@ -199,6 +237,10 @@ pub struct Agent {
     pub card: AgentCard,
     pub client: Logged,
     pub settings: Settings,
+    /// How the card was obtained (a card from the cache is revalidated
+    /// before an operation is refused on its word: [`Agent::confirm`]).
+    pub origin: CardOrigin,
+    http: reqwest::Client,
 }
 
 impl Agent {
@@ -207,7 +249,38 @@ impl Agent {
         let settings = Settings::from_globals(g)?;
         let http = settings.http_client()?;
         let resolved = settings.resolve_card(&http).await?;
-        Self::with_card(settings, http, resolved.card)
+        let mut agent = Self::with_card(settings, http, resolved.card)?;
+        agent.origin = resolved.origin;
+        Ok(agent)
+    }
+
+    /// Whether the agent supports what `has` checks on its card, with the
+    /// card made sure of first when it says no: a card from the cache is
+    /// revalidated (see [`Settings::confirm_card`]), and when the agent's
+    /// card changed, the connection is set up again with the new one. Call
+    /// it before refusing an operation the card does not declare.
+    pub async fn confirm(&mut self, has: impl Fn(&AgentCard) -> bool) -> Result<bool, CliError> {
+        if has(&self.card) || self.origin != CardOrigin::Cached {
+            return Ok(has(&self.card));
+        }
+        let resolved = ResolvedCard {
+            card: self.card.clone(),
+            location: String::new(),
+            origin: self.origin,
+        };
+        let current = self
+            .settings
+            .confirm_card(&self.http, resolved, &has)
+            .await?;
+        if current.card != self.card {
+            let mut agent =
+                Self::with_card(self.settings.clone(), self.http.clone(), current.card)?;
+            agent.origin = current.origin;
+            *self = agent;
+        } else {
+            self.origin = current.origin;
+        }
+        Ok(has(&self.card))
     }
 
     pub fn with_card(
@@ -285,6 +358,9 @@ impl Agent {
                 secrets: Arc::new(secrets),
             },
             settings,
+            // The caller's card: taken as current.
+            origin: CardOrigin::Fetched,
+            http,
         })
     }
 

@@ -29,7 +29,13 @@ pub async fn run(g: &Globals, cmd: CardCommand) -> Result<u8, CliError> {
     let CardCommand::Get(args) = cmd;
     let settings = Settings::from_globals(g)?;
     let http = settings.http_client()?;
-    let resolved = settings.resolve_card(&http).await?;
+    let mut resolved = settings.resolve_card(&http).await?;
+    if args.extended {
+        // Refused below when the card does not declare one: make sure of it.
+        resolved = settings
+            .confirm_card(&http, resolved, AgentCard::supports_extended_card)
+            .await?;
+    }
     let mut card = resolved.card;
     let mut extended = false;
     if args.extended {
@@ -106,14 +112,18 @@ async fn fetch_extended(
             exit::FAILURE,
             "the agent card does not declare capabilities.extendedAgentCard",
         )
-        .with_hint("this agent has no extended card; use `a2a card get` without --extended"));
+        .with_hint(format!(
+            "this agent has no extended card; use `{}` without --extended",
+            crate::error::paste("card get", "")
+        )));
     }
     // Only credentials a scheme of the public card accepts are presented
     // (CLI SPEC 12.4).
     let accepted = agentwire_client::auth::accepted_by(&card, &settings.credentials);
     if accepted != settings.credentials {
         eprintln!(
-            "warning: not sending credentials the agent card declares no scheme for (see its security schemes with `a2a card get`)"
+            "warning: not sending credentials the agent card declares no scheme for (see its security schemes with `{}`)",
+            crate::error::paste("card get", "")
         );
     }
     settings.credentials = accepted;

@@ -33,6 +33,17 @@ pub struct DemoArgs {
     /// The release coordinator's goal.
     #[arg(long, default_value = "upgrade payment-service to Node 24")]
     pub goal: String,
+    #[command(flatten)]
+    pub timeout: crate::TimeoutOpt,
+    #[command(flatten)]
+    pub transport: crate::TransportOpt,
+}
+
+impl crate::Apply for DemoArgs {
+    fn apply(&self, g: &mut Globals) {
+        self.transport.apply(g);
+        self.timeout.apply(g);
+    }
 }
 
 /// Prints a line, ignoring a closed stdout.
@@ -196,7 +207,9 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
         .spawn();
     let url = server.base_url();
     if !json_out {
-        out("a2a demo: seed 003 end to end. A release coordinator (the client) delegates a");
+        out(
+            "a2a demo: the bundled example end to end. A release coordinator (the client) delegates a",
+        );
         out("dependency analysis to the Dependency Compatibility Agent (the server), both in");
         out("this process, speaking A2A over loopback.");
         out("");

@@ -7,6 +7,7 @@
 //! `-o json` and a short labelled message on stderr in `text`.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use agentwire_client::ClientError;
 use agentwire_types::ErrorKind;
@@ -38,6 +39,35 @@ pub mod code {
     pub const AUTH_FAILED: &str = "A2ACLI_ERR_AUTH_FAILED";
     pub const TIMEOUT: &str = "A2ACLI_ERR_TIMEOUT";
     pub const INTERNAL: &str = "A2ACLI_ERR_INTERNAL";
+    /// A failure of `a2a serve` (a vendor code: the server is not the
+    /// client the `A2ACLI_ERR_*` registry is about). Not printed in text.
+    pub const SERVE_FAILED: &str = "AGENTWIRE_SERVE_FAILED";
+}
+
+/// The agent of this invocation, as the caller named it (`-a`), for hints.
+static AGENT: OnceLock<String> = OnceLock::new();
+
+/// Records the agent this invocation talks to (one per run), so that every
+/// hint is a command the caller can paste as it is.
+pub fn set_agent(reference: &str) {
+    let reference = reference.trim();
+    if !reference.is_empty() {
+        let _ = AGENT.set(reference.to_owned());
+    }
+}
+
+/// A command to paste: `a2a COMMAND -a AGENT ARGS` (the agent of this run).
+pub fn paste(command: &str, args: &str) -> String {
+    let mut s = format!("a2a {command}");
+    if let Some(a) = AGENT.get() {
+        s.push_str(" -a ");
+        s.push_str(&crate::render::shell_quote(a));
+    }
+    if !args.is_empty() {
+        s.push(' ');
+        s.push_str(args);
+    }
+    s
 }
 
 /// One failure of an invocation.
@@ -147,10 +177,11 @@ impl CliError {
                 exit::UNREACHABLE,
                 format!("cannot reach the agent at {url}: {message}"),
             )
-            .with_hint(
+            .with_hint(format!(
                 "check that the agent is running and that the address is right \
-                 (a2a card get -a <host:port> shows what is there)",
-            ),
+                 (`{}` shows what is there)",
+                paste("card get", "")
+            )),
             ClientError::CardNotFound { location, message } => CliError::new(
                 code::CARD_NOT_FOUND,
                 exit::UNREACHABLE,
@@ -181,8 +212,9 @@ impl CliError {
                 ),
             )
             .with_hint(format!(
-                "the task keeps running: follow it with `a2a task get --wait {task_id}` \
-                 or `a2a task subscribe {task_id}`, or raise --timeout"
+                "the task keeps running: follow it with `{}` or `{}`, or raise --timeout",
+                paste("task get", &format!("--wait {task_id}")),
+                paste("task subscribe", task_id)
             )),
             ClientError::NoCompatibleInterface(m) => {
                 if m.contains("0.x") || m.contains("protocol version") {
@@ -196,15 +228,17 @@ impl CliError {
                              A2A 1.0 and never downgrades to 0.x",
                     )
                 } else {
-                    CliError::new(code::CARD_INVALID, exit::FAILURE, m.clone()).with_hint(
-                        "the card offers no interface this tool can use; see them with \
-                         `a2a card get`",
-                    )
+                    CliError::new(code::CARD_INVALID, exit::FAILURE, m.clone()).with_hint(format!(
+                        "the card offers no interface this tool can use; see them with `{}`",
+                        paste("card get", "")
+                    ))
                 }
             }
             ClientError::InvalidResponse(m) if ctx.resolving_card => {
-                CliError::new(code::CARD_INVALID, exit::FAILURE, m.clone())
-                    .with_hint("check the card with `a2a card get --validate`")
+                CliError::new(code::CARD_INVALID, exit::FAILURE, m.clone()).with_hint(format!(
+                    "check the card with `{}`",
+                    paste("card get", "--validate")
+                ))
             }
             ClientError::InvalidRequest(m) => CliError::usage(m.clone()),
             ClientError::Http { status, body } if ctx.resolving_card => CliError::new(
@@ -238,7 +272,10 @@ impl ErrorContext {
     fn timeout_hint(&self) -> String {
         match &self.task_id {
             Some(t) => {
-                format!("raise --timeout, or follow the task with `a2a task get --wait {t}`")
+                format!(
+                    "raise --timeout, or follow the task with `{}`",
+                    paste("task get", &format!("--wait {t}"))
+                )
             }
             None => "raise --timeout, or check the agent with --debug".into(),
         }
@@ -275,15 +312,20 @@ fn protocol_hint(kind: ErrorKind, ctx: &ErrorContext) -> Option<String> {
     Some(match kind {
         ErrorKind::TaskNotFound if ctx.continuing => format!(
             "no task {task} at this agent; no new task was started. Check the id \
-             (`a2a task list`); {debug}"
+             (`{}`); {debug}",
+            paste("task list", "")
         ),
         ErrorKind::TaskNotFound => {
             format!(
-                "no task {task} at this agent: check the id, or list tasks with `a2a task list`"
+                "no task {task} at this agent: check the id, or list tasks with `{}`",
+                paste("task list", "")
             )
         }
         ErrorKind::TaskNotCancelable => {
-            format!("the task already reached a terminal state; see it with `a2a task get {task}`")
+            format!(
+                "the task already reached a terminal state; see it with `{}`",
+                paste("task get", task)
+            )
         }
         ErrorKind::UnsupportedOperation if ctx.continuing => format!(
             "the agent refused to continue task {task} (a terminal task cannot be continued, \
@@ -298,18 +340,18 @@ fn protocol_hint(kind: ErrorKind, ctx: &ErrorContext) -> Option<String> {
              capabilities.pushNotifications)"
                 .into()
         }
-        ErrorKind::VersionNotSupported => {
-            "the agent does not accept this A2A version; see the versions its card lists with \
-             `a2a card get`"
-                .into()
-        }
-        ErrorKind::ContentTypeNotSupported => {
-            "the agent does not accept this media type; see its input modes with `a2a card get`"
-                .into()
-        }
-        ErrorKind::ExtendedAgentCardNotConfigured => {
-            "this agent has no extended card; use `a2a card get` without --extended".into()
-        }
+        ErrorKind::VersionNotSupported => format!(
+            "the agent does not accept this A2A version; see the versions its card lists with `{}`",
+            paste("card get", "")
+        ),
+        ErrorKind::ContentTypeNotSupported => format!(
+            "the agent does not accept this media type; see its input modes with `{}`",
+            paste("card get", "")
+        ),
+        ErrorKind::ExtendedAgentCardNotConfigured => format!(
+            "this agent has no extended card; use `{}` without --extended",
+            paste("card get", "")
+        ),
         _ if ctx.continuing => debug.into(),
         _ => return None,
     })

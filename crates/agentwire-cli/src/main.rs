@@ -21,6 +21,7 @@ mod config;
 mod conformance;
 mod demo;
 mod error;
+mod progress;
 mod push;
 mod render;
 mod send;
@@ -38,10 +39,23 @@ use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand, 
 use crate::error::{CliError, exit};
 
 const AFTER_HELP: &str = "\
-Every option can also be set as A2ACLI_<OPTION> in the environment or in a .env file
-(./.env found upwards from the working directory, or --config FILE; then
-~/.config/a2a-cli/.env). Precedence: flag > environment > local file > global file >
-default. --stream is never read from the environment.
+Each command takes the options that mean something for it (see a2a <command> --help):
+the global options below on every command; the connection options (-a, --bearer,
+--transport...) on the commands that call an agent; --wait, --async, --poll-interval,
+--timeout where the command waits; --task-id, --context-id, --metadata, --stream where
+they apply. Any other option is a usage error (exit 2).
+
+Every client option can also be set as A2ACLI_<OPTION> in the environment or in a .env
+file (./.env found upwards from the working directory, or --config FILE; then
+~/.config/a2a-cli/.env), and is read by the commands that take the option. Precedence:
+flag > environment > local file > global file > default. --stream is never read from
+the environment. `a2a config show` lists every setting and where it came from.
+`a2a serve` reads its own options from A2A_SERVE_<OPTION> (see a2a serve --help).
+
+Durations (--timeout, --poll-interval, and the server's) are a number and a unit:
+500ms, 2s, 1.5s, 1m, 24h, 7d, or combined (1h 30m); a bare number is seconds.
+Log filtering follows RUST_LOG (e.g. RUST_LOG=info for the server's requests);
+--debug turns on the client's diagnostics.
 
 Credentials passed as flags are visible in the process table and in shell history:
 prefer A2ACLI_BEARER / A2ACLI_API_KEY (or a .env file with mode 600).
@@ -67,10 +81,10 @@ Examples:
 )]
 pub struct Cli {
     #[command(flatten)]
-    pub globals: Globals,
+    pub common: CommonOpts,
 
-    /// Print the version and exit.
-    #[arg(short = 'v', long = "version", action = ArgAction::Version)]
+    /// Print the version and exit (also -V).
+    #[arg(short = 'v', short_alias = 'V', long = "version", action = ArgAction::Version)]
     version: Option<bool>,
 
     #[command(subcommand)]
@@ -86,9 +100,41 @@ pub enum OutputFormat {
     Json,
 }
 
-/// Options of every command (CLI SPEC 7.2).
+/// The options of every command (CLI SPEC 7.2): output, configuration and
+/// diagnostics. The other options of the specification's table belong to
+/// the commands they mean something for (the groups below), so a command
+/// refuses an option it would ignore, and its `--help` lists only its own.
 #[derive(Args, Debug, Clone)]
-pub struct Globals {
+#[command(next_help_heading = "Global options")]
+pub struct CommonOpts {
+    /// Load configuration from this .env file instead of the local .env.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Diagnostics on stderr: negotiation, timing, the protocol messages (credentials redacted).
+    #[arg(long, global = true, env = "A2ACLI_DEBUG")]
+    pub debug: bool,
+
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long,
+        global = true,
+        env = "A2ACLI_OUTPUT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub output: OutputFormat,
+
+    /// Show every part and field exchanged, not the concise view.
+    #[arg(long, global = true, env = "A2ACLI_VERBOSE")]
+    pub verbose: bool,
+}
+
+/// The agent, when a command only reads its card.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Connection options")]
+pub struct AgentOpts {
     /// The agent: a host or origin (the well-known card path is appended), a card URL, or a card file (file://... or a path).
     #[arg(
         short = 'a',
@@ -99,6 +145,37 @@ pub struct Globals {
     )]
     pub agent_card: Option<String>,
 
+    /// Do not verify TLS certificates (development only; prints a warning).
+    #[arg(long, global = true, env = "A2ACLI_INSECURE")]
+    pub insecure: bool,
+
+    /// Fetch the agent card afresh instead of using the cached copy (the new card replaces it).
+    #[arg(long, global = true, env = "A2ACLI_NO_CACHE")]
+    pub no_cache: bool,
+}
+
+/// The binding preference.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Connection options")]
+pub struct TransportOpt {
+    /// Preferred binding (JSONRPC, HTTP+JSON, GRPC), repeatable, best first [default: the card's order].
+    #[arg(
+        long,
+        global = true,
+        env = "A2ACLI_TRANSPORT",
+        value_delimiter = ',',
+        value_name = "BINDING"
+    )]
+    pub transport: Vec<String>,
+}
+
+/// How to reach and call an agent (the commands that call one).
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Connection options")]
+pub struct ConnOpts {
+    #[command(flatten)]
+    pub agent: AgentOpts,
+
     /// A2A protocol version to signal on every request (1.x only).
     #[arg(
         long,
@@ -108,14 +185,6 @@ pub struct Globals {
         value_name = "VERSION"
     )]
     pub a2a_version: String,
-
-    /// Do not wait: return the task identifiers at once (aliases: --return-immediately, --no-wait).
-    #[arg(long = "async", global = true, env = "A2ACLI_ASYNC", aliases = ["return-immediately", "no-wait"])]
-    pub async_: bool,
-
-    /// Wait until the task is terminal or interrupted (the default of send; on task get, poll).
-    #[arg(long, global = true, env = "A2ACLI_WAIT", alias = "watch")]
-    pub wait: bool,
 
     /// Bearer token sent as Authorization: Bearer (prefer the environment variable).
     #[arg(
@@ -137,53 +206,6 @@ pub struct Globals {
     )]
     pub api_key: Option<String>,
 
-    /// Load configuration from this .env file instead of the local .env.
-    #[arg(long, global = true, value_name = "PATH")]
-    pub config: Option<PathBuf>,
-
-    /// Start a new task in this existing context (on task list: filter by it).
-    #[arg(long, global = true, env = "A2ACLI_CONTEXT_ID", value_name = "ID")]
-    pub context_id: Option<String>,
-
-    /// Continue this existing task (e.g. one waiting for input).
-    #[arg(long, global = true, env = "A2ACLI_TASK_ID", value_name = "ID")]
-    pub task_id: Option<String>,
-
-    /// Diagnostics on stderr: negotiation, timing, the protocol messages (credentials redacted).
-    #[arg(long, global = true, env = "A2ACLI_DEBUG")]
-    pub debug: bool,
-
-    /// Do not verify TLS certificates (development only; prints a warning).
-    #[arg(long, global = true, env = "A2ACLI_INSECURE")]
-    pub insecure: bool,
-
-    /// Metadata for the message / request payload, as a JSON object.
-    #[arg(long, global = true, env = "A2ACLI_METADATA", value_name = "JSON")]
-    pub metadata: Option<String>,
-
-    /// Output format.
-    #[arg(
-        short = 'o',
-        long,
-        global = true,
-        env = "A2ACLI_OUTPUT",
-        value_enum,
-        default_value = "text"
-    )]
-    pub output: OutputFormat,
-
-    /// Time between two polls while waiting (e.g. 500ms, 2s, 1m).
-    #[arg(long, global = true, env = "A2ACLI_POLL_INTERVAL", default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
-    pub poll_interval: Duration,
-
-    /// Give up waiting after this long (exit 5).
-    #[arg(long, global = true, env = "A2ACLI_TIMEOUT", value_parser = parse_duration, value_name = "DURATION")]
-    pub timeout: Option<Duration>,
-
-    /// Follow the live event stream (JSONL with -o json). Never read from the environment.
-    #[arg(long, global = true)]
-    pub stream: bool,
-
     /// A service parameter (HTTP header / gRPC metadata), repeatable.
     #[arg(
         long = "svc-param",
@@ -194,27 +216,230 @@ pub struct Globals {
     )]
     pub svc_param: Vec<String>,
 
-    /// Preferred binding (JSONRPC, HTTP+JSON, GRPC), repeatable, best first [default: the card's order].
-    #[arg(
-        long,
-        global = true,
-        env = "A2ACLI_TRANSPORT",
-        value_delimiter = ',',
-        value_name = "BINDING"
-    )]
-    pub transport: Vec<String>,
+    #[command(flatten)]
+    pub transport: TransportOpt,
+}
 
-    /// Show every part and field exchanged, not the concise view.
-    #[arg(long, global = true, env = "A2ACLI_VERBOSE")]
+/// `--async` (send).
+#[derive(Args, Debug, Clone, Default)]
+pub struct AsyncOpt {
+    /// Do not wait: return the task identifiers at once (aliases: --return-immediately, --no-wait).
+    #[arg(long = "async", env = "A2ACLI_ASYNC", aliases = ["return-immediately", "no-wait"])]
+    pub async_: bool,
+}
+
+/// `--wait` and `--poll-interval` (send, task get).
+#[derive(Args, Debug, Clone)]
+pub struct PollOpts {
+    /// Wait until the task is terminal or interrupted (the default of send; on task get, poll).
+    #[arg(long, env = "A2ACLI_WAIT", alias = "watch")]
+    pub wait: bool,
+
+    /// Time between two polls while waiting (a duration: 500ms, 2s, 1m).
+    #[arg(long, env = "A2ACLI_POLL_INTERVAL", default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    pub poll_interval: Duration,
+}
+
+/// `--timeout` (the commands that wait).
+#[derive(Args, Debug, Clone, Default)]
+pub struct TimeoutOpt {
+    /// Give up waiting after this long (exit 5; a duration: 30s, 2m, 1h).
+    #[arg(long, env = "A2ACLI_TIMEOUT", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Option<Duration>,
+}
+
+/// `--task-id` (send, chat, and the task commands that take a task id).
+/// The task commands reword its help with [`TASK_ID_HELP`].
+#[derive(Args, Debug, Clone, Default)]
+pub struct TaskIdOpt {
+    /// Continue this existing task (e.g. one waiting for input).
+    #[arg(long, env = "A2ACLI_TASK_ID", value_name = "ID")]
+    pub task_id: Option<String>,
+}
+
+/// The help of `--task-id` on the task commands.
+pub const TASK_ID_HELP: &str = "The task (instead of the TASK_ID argument)";
+
+/// `--context-id` (send, chat, task list).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ContextIdOpt {
+    /// Start a new task in this existing context.
+    #[arg(long, env = "A2ACLI_CONTEXT_ID", value_name = "ID")]
+    pub context_id: Option<String>,
+}
+
+/// `--metadata` (send).
+#[derive(Args, Debug, Clone, Default)]
+pub struct MetadataOpt {
+    /// Metadata for the message / request payload, as a JSON object.
+    #[arg(long, env = "A2ACLI_METADATA", value_name = "JSON")]
+    pub metadata: Option<String>,
+}
+
+/// `--stream` (send, task subscribe, task list).
+#[derive(Args, Debug, Clone, Default)]
+pub struct StreamOpt {
+    /// Follow the live event stream (JSONL with -o json). Never read from the environment.
+    #[arg(long)]
+    pub stream: bool,
+}
+
+/// The settings a command runs with: the options of its groups, the
+/// built-in defaults for the others.
+#[derive(Debug, Clone)]
+pub struct Globals {
+    pub agent_card: Option<String>,
+    pub a2a_version: String,
+    pub async_: bool,
+    pub wait: bool,
+    pub bearer: Option<String>,
+    pub api_key: Option<String>,
+    pub config: Option<PathBuf>,
+    pub context_id: Option<String>,
+    pub task_id: Option<String>,
+    pub debug: bool,
+    pub insecure: bool,
+    pub no_cache: bool,
+    pub metadata: Option<String>,
+    pub output: OutputFormat,
+    pub poll_interval: Duration,
+    pub timeout: Option<Duration>,
+    pub stream: bool,
+    pub svc_param: Vec<String>,
+    pub transport: Vec<String>,
     pub verbose: bool,
 }
 
+/// The default time between two polls.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+impl Globals {
+    /// The settings of a command that takes only the common options.
+    pub fn new(c: &CommonOpts) -> Self {
+        Self {
+            agent_card: None,
+            a2a_version: "1.0".into(),
+            async_: false,
+            wait: false,
+            bearer: None,
+            api_key: None,
+            config: c.config.clone(),
+            context_id: None,
+            task_id: None,
+            debug: c.debug,
+            insecure: false,
+            no_cache: false,
+            metadata: None,
+            output: c.output,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            timeout: None,
+            stream: false,
+            svc_param: Vec::new(),
+            transport: Vec::new(),
+            verbose: c.verbose,
+        }
+    }
+
+    /// These settings with a group of options applied.
+    #[must_use]
+    pub fn with(&self, opts: &impl Apply) -> Self {
+        let mut g = self.clone();
+        opts.apply(&mut g);
+        g
+    }
+}
+
+/// A group of options, put into the settings.
+pub trait Apply {
+    fn apply(&self, g: &mut Globals);
+}
+
+impl<T: Apply> Apply for Option<T> {
+    fn apply(&self, g: &mut Globals) {
+        if let Some(o) = self {
+            o.apply(g);
+        }
+    }
+}
+
+impl Apply for AgentOpts {
+    fn apply(&self, g: &mut Globals) {
+        g.agent_card.clone_from(&self.agent_card);
+        g.insecure = self.insecure;
+        g.no_cache = self.no_cache;
+    }
+}
+
+impl Apply for TransportOpt {
+    fn apply(&self, g: &mut Globals) {
+        g.transport.clone_from(&self.transport);
+    }
+}
+
+impl Apply for ConnOpts {
+    fn apply(&self, g: &mut Globals) {
+        self.agent.apply(g);
+        g.a2a_version.clone_from(&self.a2a_version);
+        g.bearer.clone_from(&self.bearer);
+        g.api_key.clone_from(&self.api_key);
+        g.svc_param.clone_from(&self.svc_param);
+        self.transport.apply(g);
+    }
+}
+
+impl Apply for AsyncOpt {
+    fn apply(&self, g: &mut Globals) {
+        g.async_ = self.async_;
+    }
+}
+
+impl Apply for PollOpts {
+    fn apply(&self, g: &mut Globals) {
+        g.wait = self.wait;
+        g.poll_interval = self.poll_interval;
+    }
+}
+
+impl Apply for TimeoutOpt {
+    fn apply(&self, g: &mut Globals) {
+        g.timeout = self.timeout;
+    }
+}
+
+impl Apply for TaskIdOpt {
+    fn apply(&self, g: &mut Globals) {
+        g.task_id.clone_from(&self.task_id);
+    }
+}
+
+impl Apply for ContextIdOpt {
+    fn apply(&self, g: &mut Globals) {
+        g.context_id.clone_from(&self.context_id);
+    }
+}
+
+impl Apply for MetadataOpt {
+    fn apply(&self, g: &mut Globals) {
+        g.metadata.clone_from(&self.metadata);
+    }
+}
+
+impl Apply for StreamOpt {
+    fn apply(&self, g: &mut Globals) {
+        g.stream = self.stream;
+    }
+}
+
+// Parsed once per run: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Agent cards: fetch, show and validate.
     Card {
         #[command(subcommand)]
         command: card::CardCommand,
+        #[command(flatten)]
+        conn: ConnOpts,
     },
     /// Send a message to start or continue an interaction.
     Send(send::SendArgs),
@@ -222,6 +447,8 @@ pub enum Command {
     Task {
         #[command(subcommand)]
         command: task::TaskCommand,
+        #[command(flatten)]
+        conn: ConnOpts,
     },
     /// Inspect the configuration (read-only).
     Config {
@@ -235,13 +462,23 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
     /// Interactive multi-turn session (needs a terminal; never the default).
-    Chat(chat::ChatArgs),
-    /// Smoke-check a live agent against the A2A conformance (TCK) scenarios.
+    Chat {
+        #[command(flatten)]
+        args: chat::ChatArgs,
+        #[command(flatten)]
+        task: TaskIdOpt,
+        #[command(flatten)]
+        context: ContextIdOpt,
+        #[command(flatten)]
+        conn: ConnOpts,
+    },
+    /// Smoke-check a live agent against the A2A conformance (TCK) scenarios (most need `a2a serve --agent conformance`).
     Conformance(conformance::ConformanceArgs),
     /// Receive push notifications: a local webhook that verifies and prints them.
     Webhook(push::WebhookArgs),
-    /// Run seed 003 end to end: a release coordinator and the Dependency
-    /// Compatibility Agent, in-process on loopback (-o json: the raw exchange).
+    /// The bundled example end to end: a release coordinator and the
+    /// Dependency Compatibility Agent, in-process on loopback (-o json: the
+    /// raw exchange).
     Demo(demo::DemoArgs),
     /// Serve a bundled agent (echo, depcompat or conformance) on 127.0.0.1.
     #[command(alias = "demo-server")]
@@ -254,28 +491,16 @@ pub enum ConfigCommand {
     Show,
 }
 
-/// Parses `500ms`, `2s`, `1.5s`, `3m`, `1h` or a bare number of seconds.
+/// Parses the value of every duration option (client and server alike):
+/// a number and a unit as the `humantime` crate reads them (`500ms`, `2s`,
+/// `1.5s`, `1m`, `24h`, `7d`, or combined: `1h 30m`). A bare number is a
+/// number of seconds, as both former parsers of the tool read it.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let n: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?} (examples: 500ms, 2s, 1m)"))?;
-    if !n.is_finite() || n < 0.0 {
-        return Err(format!("invalid duration {s:?}"));
-    }
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" | "sec" => n,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("unknown unit in {s:?} (use ms, s, m or h)")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("invalid duration {s:?}"))
+    let t = s.trim();
+    let bare = !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.');
+    let with_unit = if bare { format!("{t}s") } else { t.to_owned() };
+    humantime::parse_duration(&with_unit)
+        .map_err(|e| format!("{t:?} is not a duration ({e}); examples: 500ms, 2s, 1m, 24h, 7d"))
 }
 
 /// Whether the raw arguments ask for JSON output (used before clap could
@@ -301,6 +526,104 @@ fn wants_json(args: &[OsString]) -> bool {
     json
 }
 
+/// Reports a command line clap refused: clap's own message in text, the
+/// error envelope in `-o json`, and a hint naming the command's help.
+fn usage_error(e: &clap::Error, args: &[OsString], json: bool) {
+    use clap::error::{ContextKind, ContextValue};
+    let first = e.to_string();
+    let first = first.lines().next().unwrap_or_default();
+    let detail = first.trim_start_matches("error: ").to_owned();
+    let command = command_path(args);
+    let arg = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(a)) => a.split('=').next().unwrap_or_default().to_owned(),
+        _ => String::new(),
+    };
+    let hint = if e.kind() == clap::error::ErrorKind::UnknownArgument && !arg.is_empty() {
+        if command == "a2a serve" && CLIENT_CREDENTIALS.contains(&arg.as_str()) {
+            format!(
+                "{arg} is a client option (send, task, card get...): `a2a serve` does not \
+                 authenticate its callers yet; see `a2a serve --help`"
+            )
+        } else {
+            format!("`{command}` does not take {arg}; see `{command} --help` for its options")
+        }
+    } else {
+        format!("see `{command} --help`")
+    };
+    if json {
+        let msg = if detail.is_empty() {
+            e.kind()
+                .as_str()
+                .unwrap_or("invalid command line")
+                .to_owned()
+        } else {
+            detail
+        };
+        report_error(&CliError::usage(msg).with_hint(hint), true);
+    } else {
+        let _ = e.print();
+        if e.kind() == clap::error::ErrorKind::UnknownArgument {
+            eprintln!("hint: {hint}");
+        }
+    }
+}
+
+/// The (sub)command named by the raw arguments, e.g. `a2a task get`.
+fn command_path(args: &[OsString]) -> String {
+    let mut cmd = Cli::command();
+    let mut path = vec!["a2a".to_owned()];
+    for a in args.iter().skip(1) {
+        let a = a.to_string_lossy();
+        if a == "--" {
+            break;
+        }
+        if a.starts_with('-') {
+            continue;
+        }
+        if let Some(sub) = cmd.find_subcommand(a.as_ref()).cloned() {
+            path.push(sub.get_name().to_owned());
+            cmd = sub;
+        }
+    }
+    path.join(" ")
+}
+
+/// The credential options of the client.
+const CLIENT_CREDENTIALS: &[&str] = &["--bearer", "--api-key"];
+
+/// The log filter: `--debug` (the client's diagnostics), else `RUST_LOG`,
+/// else the deprecated `A2A_LOG`, else errors only; and a warning to print.
+fn log_filter(debug: bool) -> (tracing_subscriber::EnvFilter, Option<String>) {
+    use tracing_subscriber::EnvFilter;
+    if debug {
+        return (
+            EnvFilter::new("warn,a2a=debug,agentwire_client=debug"),
+            None,
+        );
+    }
+    let quiet = || EnvFilter::new("error");
+    for (var, deprecated) in [("RUST_LOG", false), ("A2A_LOG", true)] {
+        let Some(value) = std::env::var_os(var) else {
+            continue;
+        };
+        let value = value.to_string_lossy().into_owned();
+        return match EnvFilter::try_new(&value) {
+            Ok(f) if deprecated => (
+                f,
+                Some("A2A_LOG is deprecated and will be removed: set RUST_LOG instead".into()),
+            ),
+            Ok(f) => (f, None),
+            Err(e) => (
+                quiet(),
+                Some(format!(
+                    "{var}={value:?} is not a log filter ({e}); logging errors only"
+                )),
+            ),
+        };
+    }
+    (quiet(), None)
+}
+
 /// Prints a failure per the error contract and gives its exit status.
 pub fn report_error(e: &CliError, json: bool) -> u8 {
     if json {
@@ -309,7 +632,11 @@ pub fn report_error(e: &CliError, json: bool) -> u8 {
         let _ = out.flush();
     }
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "error: {} ({})", e.message, e.code);
+    if e.code == error::code::SERVE_FAILED {
+        let _ = writeln!(err, "error: {}", e.message);
+    } else {
+        let _ = writeln!(err, "error: {} ({})", e.message, e.code);
+    }
     if let Some(h) = &e.hint {
         let _ = writeln!(err, "hint: {h}");
     }
@@ -319,42 +646,24 @@ pub fn report_error(e: &CliError, json: bool) -> u8 {
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     let json = wants_json(&args);
-    let loaded = match config::load(&args) {
+    let mut loaded = match config::load(&args) {
         Ok(l) => l,
         Err(e) => return ExitCode::from(report_error(&e, json)),
     };
+    if command_path(&args) == "a2a serve" {
+        loaded.warnings.extend(serve::adopt_legacy_env());
+    }
     let matches = match Cli::command().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => {
             use clap::error::ErrorKind as K;
             return match e.kind() {
-                K::DisplayHelp
-                | K::DisplayVersion
-                | K::DisplayHelpOnMissingArgumentOrSubcommand
-                    if e.kind() != K::DisplayHelpOnMissingArgumentOrSubcommand =>
-                {
+                K::DisplayHelp | K::DisplayVersion => {
                     let _ = e.print();
                     ExitCode::SUCCESS
                 }
                 _ => {
-                    if json {
-                        let msg = e.kind().as_str().map_or_else(
-                            || e.to_string().lines().next().unwrap_or_default().to_owned(),
-                            str::to_owned,
-                        );
-                        let detail = e
-                            .to_string()
-                            .lines()
-                            .next()
-                            .unwrap_or_default()
-                            .trim_start_matches("error: ")
-                            .to_owned();
-                        let ce = CliError::usage(if detail.is_empty() { msg } else { detail })
-                            .with_hint("see `a2a help` or `a2a <command> --help`");
-                        report_error(&ce, true);
-                    } else {
-                        let _ = e.print();
-                    }
+                    usage_error(&e, &args, json);
                     ExitCode::from(exit::USAGE)
                 }
             };
@@ -367,22 +676,18 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
     };
-    let json = cli.globals.output == OutputFormat::Json;
-    let filter = if cli.globals.debug {
-        "warn,a2a=debug,agentwire_client=debug"
-    } else {
-        "error"
-    };
+    let json = cli.common.output == OutputFormat::Json;
+    let (filter, log_warning) = log_filter(cli.common.debug);
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("A2A_LOG")
-                .unwrap_or_else(|_| filter.into()),
-        )
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .without_time()
         .with_target(false)
         .init();
+    if let Some(w) = log_warning {
+        eprintln!("warning: {w}");
+    }
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
@@ -413,16 +718,16 @@ async fn run(
     matches: &clap::ArgMatches,
     loaded: &config::Loaded,
 ) -> Result<u8, CliError> {
-    let g = cli.globals;
+    let g = Globals::new(&cli.common);
     match cli.command {
-        Command::Card { command } => card::run(&g, command).await,
+        Command::Card { command, conn } => card::run(&for_agent(g.with(&conn)), command).await,
         Command::Send(args) => {
             let sub = matches
                 .subcommand_matches("send")
                 .ok_or_else(|| CliError::internal("send without its arguments"))?;
-            send::run(&g, args, sub).await
+            send::run(&for_agent(g.with(&args)), args, sub).await
         }
-        Command::Task { command } => task::run(&g, command).await,
+        Command::Task { command, conn } => task::run(&for_agent(g.with(&conn)), command).await,
         Command::Config {
             command: ConfigCommand::Show,
         } => show_config(&g, matches, loaded),
@@ -432,15 +737,26 @@ async fn run(
             clap_complete::generate(shell, &mut cmd, "a2a", &mut out);
             Ok(exit::OK)
         }
-        Command::Chat(args) => chat::run(&g, args).await,
-        Command::Conformance(args) => conformance::run(&g, args).await,
-        Command::Webhook(args) => push::webhook(&g, args).await,
-        Command::Demo(args) => demo::run(&g, args).await,
-        Command::Serve(args) => serve::run(args)
-            .await
-            .map(|()| exit::OK)
-            .map_err(|e| CliError::internal(format!("{e:#}"))),
+        Command::Chat {
+            args,
+            task,
+            context,
+            conn,
+        } => chat::run(&for_agent(g.with(&conn).with(&task).with(&context)), args).await,
+        Command::Conformance(args) => conformance::run(&for_agent(g.with(&args.conn)), args).await,
+        Command::Webhook(args) => push::webhook(&for_agent(g.with(&args)), args).await,
+        Command::Demo(args) => demo::run(&g.with(&args), args).await,
+        Command::Serve(args) => serve::run(args).await.map(|()| exit::OK),
     }
+}
+
+/// The settings of a command that talks to an agent: its `-a` is recorded
+/// for the hints (complete commands to paste).
+fn for_agent(g: Globals) -> Globals {
+    if let Some(reference) = &g.agent_card {
+        error::set_agent(reference);
+    }
+    g
 }
 
 /// The settings `config show` reports: (flag id, variable, built-in default).
@@ -455,6 +771,11 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     ("task_id", "A2ACLI_TASK_ID", ""),
     ("debug", "A2ACLI_DEBUG", "false"),
     ("insecure", "A2ACLI_INSECURE", "false (TLS verification on)"),
+    (
+        "no_cache",
+        "A2ACLI_NO_CACHE",
+        "false (cached cards are used as their Cache-Control allows)",
+    ),
     ("metadata", "A2ACLI_METADATA", ""),
     ("output", "A2ACLI_OUTPUT", "text"),
     ("poll_interval", "A2ACLI_POLL_INTERVAL", "2s"),
@@ -464,30 +785,32 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     ("verbose", "A2ACLI_VERBOSE", "false"),
 ];
 
+/// The settings that are options of every command, so may come from a flag
+/// of `config show` itself.
+const COMMON_SETTINGS: &[&str] = &["debug", "output", "verbose"];
+
 fn show_config(
     g: &Globals,
     matches: &clap::ArgMatches,
     loaded: &config::Loaded,
 ) -> Result<u8, CliError> {
     use clap::parser::ValueSource;
-    let sub = matches
-        .subcommand_matches("config")
-        .and_then(|m| m.subcommand_matches("show"));
     let mut rows = Vec::new();
     for (id, var, default) in SETTINGS {
-        let source = sub
-            .and_then(|m| m.value_source(id))
-            .or_else(|| matches.value_source(id));
-        let (src, value) = match source {
-            Some(ValueSource::CommandLine) => (config::Source::Flag, current_value(g, id)),
-            Some(ValueSource::EnvVariable) => {
-                let s = match loaded.from_files.get(*var) {
-                    Some(p) => config::Source::File(p.clone()),
-                    None => config::Source::Env,
-                };
-                (s, std::env::var(var).unwrap_or_default())
-            }
-            _ => (config::Source::Default, (*default).to_owned()),
+        // The other settings are not options of `config show`: they come
+        // from the environment, a file or the default.
+        let from_flag = COMMON_SETTINGS.contains(id)
+            && matches.value_source(id) == Some(ValueSource::CommandLine);
+        let (src, value) = if from_flag {
+            (config::Source::Flag, current_value(g, id))
+        } else if let Ok(v) = std::env::var(var) {
+            let s = match loaded.from_files.get(*var) {
+                Some(p) => config::Source::File(p.clone()),
+                None => config::Source::Env,
+            };
+            (s, v)
+        } else {
+            (config::Source::Default, (*default).to_owned())
         };
         rows.push((var.to_string(), config::display_value(var, &value), src));
     }
@@ -545,22 +868,8 @@ fn show_config(
 
 fn current_value(g: &Globals, id: &str) -> String {
     match id {
-        "agent_card" => g.agent_card.clone().unwrap_or_default(),
-        "a2a_version" => g.a2a_version.clone(),
-        "async_" => g.async_.to_string(),
-        "wait" => g.wait.to_string(),
-        "bearer" => g.bearer.clone().unwrap_or_default(),
-        "api_key" => g.api_key.clone().unwrap_or_default(),
-        "context_id" => g.context_id.clone().unwrap_or_default(),
-        "task_id" => g.task_id.clone().unwrap_or_default(),
         "debug" => g.debug.to_string(),
-        "insecure" => g.insecure.to_string(),
-        "metadata" => g.metadata.clone().unwrap_or_default(),
         "output" => format!("{:?}", g.output).to_ascii_lowercase(),
-        "poll_interval" => format!("{:?}", g.poll_interval),
-        "timeout" => g.timeout.map(|t| format!("{t:?}")).unwrap_or_default(),
-        "svc_param" => g.svc_param.join(","),
-        "transport" => g.transport.join(","),
         "verbose" => g.verbose.to_string(),
         _ => String::new(),
     }
@@ -572,13 +881,20 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        let ok = |s: &str, d: Duration| assert_eq!(parse_duration(s), Ok(d), "{s}");
+        ok("500ms", Duration::from_millis(500));
+        ok("2s", Duration::from_secs(2));
+        ok("1.5s", Duration::from_millis(1500));
+        ok("1m", Duration::from_secs(60));
+        ok("24h", Duration::from_secs(86_400));
+        ok("7d", Duration::from_secs(7 * 86_400));
+        ok("1h 30m", Duration::from_secs(5400));
+        ok("0", Duration::ZERO);
+        ok("30", Duration::from_secs(30));
+        ok("1.5", Duration::from_millis(1500));
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("3 weeks").is_err());
+        assert!(parse_duration("").is_err());
     }
 
     #[test]

@@ -70,9 +70,10 @@ impl InlinePushArgs {
                 exit::FAILURE,
                 "the agent card does not declare capabilities.pushNotifications",
             )
-            .with_hint(
-                "drop --push-url, and follow the task with --stream or `a2a task get --wait`",
-            ));
+            .with_hint(format!(
+                "drop --push-url, and follow the task with --stream or `{}`",
+                crate::error::paste("task get", "--wait <taskId>")
+            )));
         }
         Ok(())
     }
@@ -87,9 +88,10 @@ pub struct WebhookArgs {
     /// Port to listen on (0 picks a free one; the URL is printed on stderr).
     #[arg(long, short, default_value_t = 0, env = "A2ACLI_WEBHOOK_PORT")]
     pub port: u16,
-    /// Require this X-A2A-Notification-Token (the --push-token / --token given to the agent).
+    /// Require this X-A2A-Notification-Token (the --push-token given to the agent).
     #[arg(
-        long,
+        long = "push-token",
+        alias = "token",
         env = "A2ACLI_WEBHOOK_TOKEN",
         hide_env_values = true,
         value_name = "TOKEN"
@@ -110,18 +112,29 @@ pub struct WebhookArgs {
     #[arg(long)]
     pub no_signature: bool,
     /// Only accept notifications about this task (repeatable; default: any task, once authenticated).
-    #[arg(long = "task", value_name = "TASK_ID")]
+    #[arg(long = "task-id", alias = "task", value_name = "ID")]
     pub tasks: Vec<String>,
     /// Exit after this many notifications.
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
-    /// Exit when a task reaches a terminal state (with --task: when all of them have).
+    /// Exit when a task reaches a terminal state (with --task-id: when all of them have).
     #[arg(long)]
     pub until_final: bool,
     /// Answer 429 beyond this many requests a second (bursts of as many);
     /// the sending agent retries later. Default: no limit.
     #[arg(long, value_name = "PER_SECOND")]
     pub rate_limit: Option<u32>,
+    #[command(flatten)]
+    pub timeout: crate::TimeoutOpt,
+    #[command(flatten)]
+    pub agent: crate::AgentOpts,
+}
+
+impl crate::Apply for WebhookArgs {
+    fn apply(&self, g: &mut Globals) {
+        self.agent.apply(g);
+        self.timeout.apply(g);
+    }
 }
 
 /// `a2a webhook`: receives, verifies and prints push notifications.
@@ -178,7 +191,7 @@ pub async fn webhook(g: &Globals, args: WebhookArgs) -> Result<u8, CliError> {
     eprintln!("webhook URL: {}", running.url());
     if proofs.is_empty() {
         eprintln!(
-            "warning: no --token, --authorization or signature check: any caller's notifications are accepted"
+            "warning: no --push-token, --authorization or signature check: any caller's notifications are accepted"
         );
     } else {
         eprintln!("verifying: {}", proofs.join(", "));

@@ -478,3 +478,321 @@ pub fn push_config(t: &mut Text, c: &TaskPushNotificationConfig) {
         t.field("Authentication", &a.scheme);
     }
 }
+
+/// Rendering for a person at a terminal: what `a2a chat` prints when its
+/// standard output is a terminal. The agent's words are shown as text
+/// (Markdown laid out for the terminal), never as `Label: value` fields;
+/// the `text` format above stays the contract of every other command and
+/// of `chat` when its output is piped.
+///
+/// Markdown goes through `termimad`: the agents' reports are Markdown with
+/// headings, lists, code and wide tables, and termimad fits tables and
+/// paragraphs to the terminal's width (a table printed as its source, or
+/// cut by the terminal, is unreadable). With `NO_COLOR` set, or a dumb
+/// terminal, the Markdown source is printed as it is (cleaned of control
+/// characters): without styles, the source is the most readable form.
+pub mod terminal {
+    use agentwire_types::{Artifact, Part, part};
+    use termimad::MadSkin;
+    use termimad::crossterm::style::Stylize;
+
+    use super::{human_size, sanitize};
+
+    /// Data parts longer than this are cut (the whole of it: `/show`).
+    pub const DATA_LINES: usize = 16;
+
+    /// How things look on this terminal.
+    pub struct Screen {
+        /// `None`: no styles (NO_COLOR, dumb terminal).
+        skin: Option<MadSkin>,
+        width: usize,
+    }
+
+    impl Screen {
+        /// The screen of the current terminal (styles unless `NO_COLOR`
+        /// or `TERM=dumb`).
+        pub fn detect() -> Self {
+            let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+                || std::env::var("TERM").is_ok_and(|t| t == "dumb");
+            let (w, _) = termimad::terminal_size();
+            let width = if w < 20 { 80 } else { usize::from(w) };
+            Self::new(!no_color, width)
+        }
+
+        pub fn new(styled: bool, width: usize) -> Self {
+            let skin = styled.then(|| {
+                let mut skin = MadSkin::default();
+                // Headings on the left, as a reader of the source expects.
+                for h in &mut skin.headers {
+                    h.align = termimad::Alignment::Left;
+                }
+                skin
+            });
+            Self { skin, width }
+        }
+
+        pub fn styled(&self) -> bool {
+            self.skin.is_some()
+        }
+
+        /// Markdown laid out for the terminal (ends with a newline).
+        pub fn markdown(&self, md: &str) -> String {
+            let clean = sanitize(md);
+            match &self.skin {
+                Some(skin) => skin.text(&clean, Some(self.width)).to_string(),
+                None => with_newline(clean),
+            }
+        }
+
+        /// Plain text as it is (ends with a newline).
+        pub fn plain(&self, text: &str) -> String {
+            with_newline(sanitize(text))
+        }
+
+        /// Text that is Markdown when its media type (or the file name of
+        /// its artifact) says so.
+        pub fn text_part(&self, text: &str, markdown: bool) -> String {
+            if markdown {
+                self.markdown(text)
+            } else {
+                self.plain(text)
+            }
+        }
+
+        /// The line that opens an artifact: `── name ──`, bold.
+        pub fn heading(&self, title: &str) -> String {
+            let title = one_line(title);
+            let line = format!("── {title} ──");
+            if self.styled() {
+                format!("{}\n", line.bold())
+            } else {
+                format!("{line}\n")
+            }
+        }
+
+        /// A secondary line (states, identifiers, hints), dimmed.
+        pub fn note(&self, text: &str) -> String {
+            let text = one_line(text);
+            if self.styled() {
+                format!("{}\n", text.dim())
+            } else {
+                format!("{text}\n")
+            }
+        }
+
+        /// What the agent asks (input or authorization), emphasised.
+        pub fn question(&self, text: &str) -> String {
+            let text = sanitize(text);
+            if self.styled() {
+                format!("{}\n", text.trim_end().bold())
+            } else {
+                with_newline(text)
+            }
+        }
+
+        /// A JSON value, pretty, cut after `max_lines` lines (with how
+        /// many were left out) unless `max_lines` is 0.
+        pub fn data(&self, value: &serde_json::Value, max_lines: usize) -> String {
+            let pretty = serde_json::to_string_pretty(value).unwrap_or_default();
+            let lines: Vec<&str> = pretty.lines().collect();
+            let mut out = String::new();
+            let shown = if max_lines == 0 {
+                lines.len()
+            } else {
+                lines.len().min(max_lines)
+            };
+            for l in &lines[..shown] {
+                out.push_str(&sanitize(l));
+                out.push('\n');
+            }
+            if shown < lines.len() {
+                out.push_str(&self.note(&format!(
+                    "… {} more lines (/show prints it whole)",
+                    lines.len() - shown
+                )));
+            }
+            out
+        }
+
+        /// A file part: its name, type and size (or URL); the bytes are
+        /// not printed.
+        pub fn file(&self, p: &Part) -> String {
+            let name = if p.filename.is_empty() {
+                "(unnamed file)"
+            } else {
+                &p.filename
+            };
+            let kind = if p.media_type.is_empty() {
+                "unknown type"
+            } else {
+                &p.media_type
+            };
+            match &p.content {
+                Some(part::Content::Raw(b)) => {
+                    self.note(&format!("file {name} ({kind}, {})", human_size(b.len())))
+                }
+                Some(part::Content::Url(u)) => self.note(&format!("file {name} ({kind}) at {u}")),
+                _ => String::new(),
+            }
+        }
+
+        /// Every part, in order: text as text, data as JSON (cut after
+        /// `data_lines`, 0 for all), files by name.
+        pub fn parts(&self, parts: &[Part], markdown: bool, data_lines: usize) -> String {
+            let mut out = String::new();
+            for p in parts {
+                match &p.content {
+                    Some(part::Content::Text(t)) => {
+                        out.push_str(&self.text_part(t, markdown || is_markdown(&p.media_type, "")))
+                    }
+                    Some(part::Content::Data(_)) => {
+                        let v = p.as_data().unwrap_or(serde_json::Value::Null);
+                        out.push_str(&self.data(&v, data_lines));
+                    }
+                    Some(part::Content::Raw(_) | part::Content::Url(_)) => {
+                        out.push_str(&self.file(p))
+                    }
+                    None => {}
+                }
+            }
+            out
+        }
+
+        /// A whole artifact: its heading, then its parts.
+        pub fn artifact(&self, a: &Artifact, title: &str, data_lines: usize) -> String {
+            let mut out = self.heading(title);
+            let md = a.parts.iter().any(|p| is_markdown(&p.media_type, &a.name));
+            out.push_str(&self.parts(&a.parts, md, data_lines));
+            out
+        }
+    }
+
+    /// Whether text is Markdown: its media type says so, or (with none)
+    /// the artifact's file name ends in `.md`.
+    pub fn is_markdown(media_type: &str, name: &str) -> bool {
+        let mt = media_type.split(';').next().unwrap_or_default().trim();
+        mt.eq_ignore_ascii_case("text/markdown")
+            || mt.eq_ignore_ascii_case("text/x-markdown")
+            || (mt.is_empty() && {
+                let n = name.to_ascii_lowercase();
+                n.ends_with(".md") || n.ends_with(".markdown")
+            })
+    }
+
+    fn with_newline(mut s: String) -> String {
+        if !s.ends_with('\n') {
+            s.push('\n');
+        }
+        s
+    }
+
+    fn one_line(s: &str) -> String {
+        sanitize(s).replace(['\n', '\r', '\t'], " ")
+    }
+
+    /// Markdown that arrives in chunks, shown as it arrives: each complete
+    /// block (up to a blank line outside a code fence) is laid out as soon
+    /// as it is there; the rest waits for the next chunk or the end.
+    /// Laying out a half-received table or code block would show it
+    /// broken, hence the block granularity.
+    #[derive(Debug, Default)]
+    pub struct MarkdownStream {
+        pending: String,
+    }
+
+    impl MarkdownStream {
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Adds a chunk; returns the Markdown now complete enough to show.
+        pub fn push(&mut self, chunk: &str) -> Option<String> {
+            self.pending.push_str(chunk);
+            let cut = ready_prefix(&self.pending);
+            if cut == 0 {
+                return None;
+            }
+            let rest = self.pending.split_off(cut);
+            Some(std::mem::replace(&mut self.pending, rest))
+        }
+
+        /// The end of the text: whatever is left.
+        pub fn finish(&mut self) -> Option<String> {
+            let rest = std::mem::take(&mut self.pending);
+            (!rest.trim().is_empty()).then_some(rest)
+        }
+    }
+
+    /// The length of the longest prefix of `s` that ends with a blank line
+    /// outside a fenced code block (0 if none).
+    fn ready_prefix(s: &str) -> usize {
+        let mut in_fence = false;
+        let mut cut = 0;
+        let mut pos = 0;
+        let mut prev_blank = false;
+        for line in s.split_inclusive('\n') {
+            pos += line.len();
+            if !line.ends_with('\n') {
+                break; // an incomplete line
+            }
+            let t = line.trim();
+            if t.starts_with("```") || t.starts_with("~~~") {
+                in_fence = !in_fence;
+            }
+            let blank = t.is_empty();
+            if blank && !in_fence && !prev_blank {
+                cut = pos;
+            }
+            prev_blank = blank;
+        }
+        cut
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn markdown_is_shown_block_by_block() {
+            let mut m = MarkdownStream::new();
+            assert_eq!(m.push("# Title\n\nfirst para"), Some("# Title\n\n".into()));
+            assert_eq!(m.push("graph\n```\ncode\n\nmore"), None);
+            assert_eq!(
+                m.push(" code\n```\n\n| a |\n"),
+                Some("first paragraph\n```\ncode\n\nmore code\n```\n\n".into())
+            );
+            assert_eq!(m.finish(), Some("| a |\n".into()));
+            assert_eq!(m.finish(), None);
+        }
+
+        #[test]
+        fn unstyled_markdown_is_its_clean_source() {
+            let s = Screen::new(false, 80);
+            assert_eq!(s.markdown("# T\n\x1b[31mred"), "# T\n\u{FFFD}[31mred\n");
+            let styled = Screen::new(true, 80).markdown("# Report\n\n- one\n- two\n");
+            assert!(styled.contains("Report") && styled.contains("one"));
+            assert!(!styled.contains("# Report"), "{styled:?}");
+        }
+
+        #[test]
+        fn long_data_is_cut() {
+            let s = Screen::new(false, 80);
+            let v = serde_json::json!({"a": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]});
+            let out = s.data(&v, 4);
+            assert_eq!(out.lines().count(), 5, "{out}");
+            assert!(
+                out.ends_with("… 10 more lines (/show prints it whole)\n"),
+                "{out}"
+            );
+            assert_eq!(s.data(&v, 0).lines().count(), 14);
+        }
+
+        #[test]
+        fn markdown_by_type_or_name() {
+            assert!(is_markdown("text/markdown; charset=utf-8", "x"));
+            assert!(is_markdown("", "report.md"));
+            assert!(!is_markdown("text/plain", "report.md"));
+            assert!(!is_markdown("", "notes.txt"));
+        }
+    }
+}

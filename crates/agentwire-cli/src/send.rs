@@ -3,12 +3,12 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use agentwire_client::follow::{FollowOptions, PollOptions, TaskView, follow, wait_for_task};
 use agentwire_client::{CallOptions, EventStream, Transport};
 use agentwire_types::{
-    GetTaskRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
+    AgentCard, GetTaskRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
     SendMessageResponse, StreamResponse, Task, send_message_response, stream_response,
 };
 use clap::Args;
@@ -16,9 +16,13 @@ use clap::parser::ValueSource;
 use futures::StreamExt;
 
 use crate::agent::Agent;
-use crate::error::{CliError, ErrorContext, code, exit};
+use crate::error::{CliError, ErrorContext, code, exit, paste};
+use crate::progress::Progress;
 use crate::render::{self, Text};
-use crate::{Globals, OutputFormat};
+use crate::{
+    Apply, AsyncOpt, ConnOpts, ContextIdOpt, Globals, MetadataOpt, OutputFormat, PollOpts,
+    StreamOpt, TaskIdOpt, TimeoutOpt,
+};
 
 #[derive(Args, Debug)]
 pub struct SendArgs {
@@ -54,6 +58,35 @@ pub struct SendArgs {
     pub history: Option<i32>,
     #[command(flatten)]
     pub push: crate::push::InlinePushArgs,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
+    #[command(flatten)]
+    pub context: ContextIdOpt,
+    #[command(flatten)]
+    pub metadata: MetadataOpt,
+    #[command(flatten)]
+    pub stream: StreamOpt,
+    #[command(flatten)]
+    pub async_: AsyncOpt,
+    #[command(flatten)]
+    pub poll: PollOpts,
+    #[command(flatten)]
+    pub timeout: TimeoutOpt,
+    #[command(flatten)]
+    pub conn: ConnOpts,
+}
+
+impl Apply for SendArgs {
+    fn apply(&self, g: &mut Globals) {
+        self.conn.apply(g);
+        self.task.apply(g);
+        self.context.apply(g);
+        self.metadata.apply(g);
+        self.stream.apply(g);
+        self.async_.apply(g);
+        self.poll.apply(g);
+        self.timeout.apply(g);
+    }
 }
 
 /// How the caller wants to wait.
@@ -259,7 +292,16 @@ pub async fn run(g: &Globals, args: SendArgs, sub: &clap::ArgMatches) -> Result<
     }
     message.reference_task_ids = args.reference_task.clone();
     message.metadata = metadata(g)?;
-    let agent = Agent::connect(g).await?;
+    let mut agent = Agent::connect(g).await?;
+    // The card's word decides below: a cached card is made sure of first.
+    if args.push.push_url.is_some() {
+        agent
+            .confirm(AgentCard::supports_push_notifications)
+            .await?;
+    }
+    if mode == Mode::Stream {
+        agent.confirm(AgentCard::supports_streaming).await?;
+    }
     args.push.check(&agent)?;
     let mut call = CallOptions::new();
     call.extensions = args.extensions.clone();
@@ -326,62 +368,6 @@ pub fn output_response(
     Ok(())
 }
 
-/// A spinner on a terminal's stderr while waiting (text output only).
-pub struct Spinner {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Spinner {
-    pub fn start(g: &Globals, what: String) -> Self {
-        if g.output != OutputFormat::Text || g.debug || !std::io::stderr().is_terminal() {
-            return Self {
-                stop: None,
-                handle: None,
-            };
-        }
-        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
-        let handle = tokio::spawn(async move {
-            const FRAMES: [&str; 4] = ["|", "/", "-", "\\"];
-            let started = Instant::now();
-            let mut i = 0usize;
-            loop {
-                {
-                    let mut e = std::io::stderr().lock();
-                    let _ = write!(
-                        e,
-                        "\r{} {what} ({}s) ",
-                        FRAMES[i % FRAMES.len()],
-                        started.elapsed().as_secs()
-                    );
-                    let _ = e.flush();
-                }
-                i += 1;
-                tokio::select! {
-                    _ = &mut rx => break,
-                    () = tokio::time::sleep(Duration::from_millis(120)) => {}
-                }
-            }
-            let mut e = std::io::stderr().lock();
-            let _ = write!(e, "\r\x1b[2K");
-            let _ = e.flush();
-        });
-        Self {
-            stop: Some(tx),
-            handle: Some(handle),
-        }
-    }
-
-    pub async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(h) = self.handle.take() {
-            let _ = h.await;
-        }
-    }
-}
-
 /// The default: wait until the task is terminal or interrupted. Streams
 /// when the card declares streaming (the task id is known at once, and a
 /// dropped stream falls back to resubscribing and polling), else blocks on
@@ -395,7 +381,7 @@ async fn wait(
     history: Option<i32>,
 ) -> Result<u8, CliError> {
     let deadline = g.timeout.map(|t| Instant::now() + t);
-    let spinner = Spinner::start(g, format!("waiting for {}", agent.card.name));
+    let progress = Progress::start(g, format!("waiting for {}", agent.card.name));
     let known_task: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(ctx.task_id.clone());
     // A message that continues a task is sent with the blocking
     // SendMessage: some agents open the stream of a continued task with
@@ -430,6 +416,7 @@ async fn wait(
                                 }
                             }
                         }
+                        progress.event(&ev);
                         view.apply(&ev);
                     }
                     Err(e) => {
@@ -438,7 +425,8 @@ async fn wait(
                             // The stream failed for good: poll to the end.
                             Some(id) if e.kind().is_none() => {
                                 tracing::debug!("stream failed ({e}); polling task {id}");
-                                let task = poll(g, agent, &id, deadline, call, history).await?;
+                                let task =
+                                    poll(g, agent, &id, deadline, call, history, &progress).await?;
                                 return Ok(SendMessageResponse::from(task));
                             }
                             _ => return Err(CliError::from_client(&e, ctx)),
@@ -455,7 +443,7 @@ async fn wait(
                 ));
             };
             if !task.state().ends_turn() {
-                let task = poll(g, agent, &task.id, deadline, call, history).await?;
+                let task = poll(g, agent, &task.id, deadline, call, history, &progress).await?;
                 return Ok(SendMessageResponse::from(task));
             }
             // The authoritative snapshot (history included), as a blocking
@@ -476,7 +464,7 @@ async fn wait(
                 .map_err(|e| CliError::from_client(&e, ctx))?;
             match resp.task() {
                 Some(t) if !t.state().ends_turn() => {
-                    let task = poll(g, agent, &t.id, deadline, call, history).await?;
+                    let task = poll(g, agent, &t.id, deadline, call, history, &progress).await?;
                     Ok(SendMessageResponse::from(task))
                 }
                 _ => Ok(resp),
@@ -494,7 +482,7 @@ async fn wait(
         } => r,
         _ = tokio::signal::ctrl_c() => Err(interrupted(known_task.lock().unwrap_or_else(|p| p.into_inner()).as_deref())),
     };
-    spinner.stop().await;
+    progress.finish();
     let resp = outcome?;
     output_response(g, agent, &resp)?;
     Ok(exit::OK)
@@ -512,14 +500,19 @@ fn timeout_error(g: &Globals, task: Option<&str>) -> CliError {
             ),
         )
         .with_hint(format!(
-            "the task keeps running: follow it with `a2a task get --wait {id}` or `a2a task subscribe {id}`"
+            "the task keeps running: follow it with `{}` or `{}`",
+            paste("task get", &format!("--wait {id}")),
+            paste("task subscribe", id)
         )),
         None => CliError::new(
             code::TIMEOUT,
             exit::TIMEOUT,
             format!("no answer within {:.1}s", waited.as_secs_f64()),
         )
-        .with_hint("raise --timeout, or use --async and poll with `a2a task get --wait`"),
+        .with_hint(format!(
+            "raise --timeout, or use --async and poll with `{}`",
+            paste("task get", "--wait <taskId>")
+        )),
     }
 }
 
@@ -527,7 +520,8 @@ fn interrupted(task: Option<&str>) -> CliError {
     let e = CliError::internal("interrupted");
     match task {
         Some(id) => e.with_hint(format!(
-            "task {id} keeps running: follow it with `a2a task get --wait {id}`"
+            "task {id} keeps running: follow it with `{}`",
+            paste("task get", &format!("--wait {id}"))
         )),
         None => e,
     }
@@ -540,6 +534,7 @@ async fn poll(
     deadline: Option<Instant>,
     call: &CallOptions,
     history: Option<i32>,
+    progress: &Progress,
 ) -> Result<Task, CliError> {
     let poll = PollOptions {
         interval: g.poll_interval,
@@ -549,6 +544,7 @@ async fn poll(
     };
     wait_for_task(&agent.client, task_id, &poll, call, |t| {
         tracing::debug!("poll: task {} is {}", t.id, render::state_label(t.state()));
+        progress.task(t);
     })
     .await
     .map_err(|e| agent.task_err(&e, task_id))

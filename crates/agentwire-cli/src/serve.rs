@@ -1,24 +1,32 @@
 //! `a2a serve`: run a bundled agent.
+//!
+//! Start-up errors are the server's own: a usage error (exit 2) for an
+//! unknown store or an option that does not apply to the chosen store or
+//! agent, found before anything is opened; otherwise a failure (exit 1)
+//! printed once, with no client error code (`A2ACLI_ERR_*` belongs to the
+//! client commands; `-o json` names it [`code::SERVE_FAILED`]).
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_agents::{conformance, depcompat, echo};
-use std::sync::Arc;
-
 use agentwire_server::A2aServer;
 use agentwire_server::store::{MemoryStore, MemoryStoreConfig, SqliteStore, TaskStore};
-use anyhow::Context;
 use clap::{Args, ValueEnum};
+use tracing::instrument::WithSubscriber;
+
+use crate::error::{CliError, code, exit};
 
 /// The bundled agents.
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AgentName {
     /// Repeats what it is sent as an artifact.
     Echo,
     /// The A2A conformance kit's system under test.
     Conformance,
     /// The Dependency Compatibility Agent (npm / Cargo projects against a
-    /// target runtime; seed 003).
+    /// target runtime; the agent of `a2a demo`).
     #[value(name = "depcompat", alias = "dependency-compatibility")]
     DepCompat,
     /// Every bundled agent, each on its own port: echo on PORT, depcompat on
@@ -39,101 +47,338 @@ impl AgentName {
     }
 }
 
-/// The store of one agent among several: `sqlite:a2a-tasks.db` becomes
-/// `sqlite:a2a-tasks-echo.db`; `memory` stays; one PostgreSQL store would
-/// mix the agents' tasks, so it is refused.
-fn store_for(spec: &str, agent: AgentName) -> anyhow::Result<String> {
-    if spec == "memory" {
-        return Ok(spec.to_owned());
-    }
-    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-        anyhow::bail!(
-            "--agent all gives each agent its own store: use --store sqlite:PATH (one file per agent) or memory"
-        );
-    }
-    let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
-    let p = std::path::Path::new(path);
-    let stem = p
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("a2a-tasks");
-    let file = match p.extension().and_then(|e| e.to_str()) {
-        Some(ext) => format!("{stem}-{}.{ext}", agent.name()),
-        None => format!("{stem}-{}", agent.name()),
-    };
-    Ok(format!("sqlite:{}", p.with_file_name(file).display()))
+/// The forms `--store` accepts, for error messages.
+const STORE_FORMS: &str = "memory, sqlite:PATH (a file, created if needed) or postgres://USER:PASSWORD@HOST:PORT/DATABASE";
+
+/// Where tasks are kept (`--store`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// In memory, lost on exit.
+    Memory,
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database (the URL as given, password included).
+    Postgres(String),
 }
+
+impl StoreSpec {
+    /// Parses `--store`: `memory`, `sqlite:PATH` (or `sqlite://PATH`),
+    /// `postgres://...` / `postgresql://...`. Anything else, a bare path
+    /// included, is refused: a mistyped `memroy` must not become a SQLite
+    /// file of that name.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        if t == "memory" {
+            return Ok(Self::Memory);
+        }
+        if t.starts_with("postgres://") || t.starts_with("postgresql://") {
+            return match t.parse::<sqlx::postgres::PgConnectOptions>() {
+                Ok(_) => Ok(Self::Postgres(t.to_owned())),
+                Err(e) => Err(format!(
+                    "{} is not a PostgreSQL URL ({e}); expected postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+                    redact(t)
+                )),
+            };
+        }
+        if let Some(rest) = t.strip_prefix("sqlite:") {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err("sqlite: needs a file path, e.g. sqlite:a2a-tasks.db".into());
+            }
+            return Ok(Self::Sqlite(PathBuf::from(path)));
+        }
+        let scheme = t.split_once(':').map(|(s, _)| s).filter(|s| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+        });
+        Err(match scheme {
+            Some(scheme) => format!("unknown kind of task store {scheme:?}: use {STORE_FORMS}"),
+            None => format!(
+                "{t:?} does not say what kind of task store it is: use {STORE_FORMS} \
+                 (for a SQLite file: sqlite:{t})"
+            ),
+        })
+    }
+
+    /// For printing: without the password.
+    pub fn display(&self) -> String {
+        match self {
+            Self::Memory => "memory".into(),
+            Self::Sqlite(p) => format!("sqlite:{}", p.display()),
+            Self::Postgres(url) => redact(url),
+        }
+    }
+
+    /// The store of one agent among several: `sqlite:a2a-tasks.db` becomes
+    /// `sqlite:a2a-tasks-echo.db`; `memory` stays (each agent its own).
+    /// PostgreSQL is refused before this is called.
+    fn for_agent(&self, agent: AgentName) -> Self {
+        match self {
+            Self::Sqlite(p) => {
+                let stem = p
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("a2a-tasks");
+                let file = match p.extension().and_then(|e| e.to_str()) {
+                    Some(ext) => format!("{stem}-{}.{ext}", agent.name()),
+                    None => format!("{stem}-{}", agent.name()),
+                };
+                Self::Sqlite(p.with_file_name(file))
+            }
+            other => other.clone(),
+        }
+    }
+}
+
+/// How long `a2a serve` waits for PostgreSQL to answer a first connection.
+const PG_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The conformance agent's streaming timeout when none is given.
+const DEFAULT_TCK_STREAMING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The replica timeout when none is given.
+const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The memory store's cap when none is given.
+const DEFAULT_MAX_TASKS: usize = 10_000;
+
+/// The environment of `a2a serve`, shown in its help.
+const SERVE_AFTER_HELP: &str = "\
+Every option of a2a serve can also be set in the environment as A2A_SERVE_<OPTION>
+(the long option in upper snake case): A2A_SERVE_AGENT, A2A_SERVE_HOST, A2A_SERVE_PORT,
+A2A_SERVE_PUBLIC_URL, A2A_SERVE_NO_GRPC, A2A_SERVE_MAX_BODY_BYTES,
+A2A_SERVE_TCK_STREAMING_TIMEOUT, A2A_SERVE_STORE, A2A_SERVE_REPLICA_TIMEOUT,
+A2A_SERVE_RETENTION, A2A_SERVE_MAX_TASKS. A flag wins over the variable. The former
+names (A2A_HOST, A2A_PORT, A2A_PUBLIC_URL, A2A_STORE, A2A_REPLICA_TIMEOUT, A2A_RETENTION,
+A2A_MAX_TASKS) still work, with a warning, and will be removed. The client's A2ACLI_*
+settings do not apply to the server.
+
+Durations are a number and a unit: 500ms, 2s, 1m, 24h, 7d, or combined (1h 30m);
+a bare number is seconds.
+Logs go to stderr, filtered by RUST_LOG (e.g. RUST_LOG=info).";
 
 /// Options of `a2a serve`.
 #[derive(Args, Debug)]
+#[command(after_help = SERVE_AFTER_HELP)]
 pub struct ServeArgs {
     /// Which agent to serve.
-    #[arg(long, value_enum, default_value = "echo")]
+    #[arg(long, value_enum, default_value = "echo", env = "A2A_SERVE_AGENT")]
     pub agent: AgentName,
     /// Address to listen on (loopback by default).
-    #[arg(long, default_value = "127.0.0.1", env = "A2A_HOST")]
+    #[arg(long, default_value = "127.0.0.1", env = "A2A_SERVE_HOST")]
     pub host: String,
     /// Port to listen on (0 picks a free one).
-    #[arg(long, short, default_value_t = 8080, env = "A2A_PORT")]
+    #[arg(long, short, default_value_t = 8080, env = "A2A_SERVE_PORT")]
     pub port: u16,
     /// Base URL advertised in the agent card (default: http://HOST:PORT).
-    #[arg(long, env = "A2A_PUBLIC_URL")]
+    #[arg(long, env = "A2A_SERVE_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
     /// Do not serve gRPC.
-    #[arg(long)]
+    #[arg(long, env = "A2A_SERVE_NO_GRPC")]
     pub no_grpc: bool,
     /// Largest accepted request body, in bytes.
-    #[arg(long, default_value_t = agentwire_server::DEFAULT_MAX_BODY_BYTES)]
+    #[arg(
+        long,
+        default_value_t = agentwire_server::DEFAULT_MAX_BODY_BYTES,
+        env = "A2A_SERVE_MAX_BODY_BYTES",
+        value_name = "BYTES"
+    )]
     pub max_body_bytes: usize,
-    /// Conformance agent: the TCK's streaming timeout in milliseconds.
-    #[arg(long, default_value_t = 2000)]
-    pub tck_streaming_timeout_ms: u64,
     /// Where tasks are kept: `sqlite:PATH` (a file, created if needed),
-    /// `memory` (lost on exit) or `postgres://...` (shared by replicas).
-    #[arg(long, default_value = "sqlite:a2a-tasks.db", env = "A2A_STORE")]
-    pub store: String,
-    /// With a shared PostgreSQL store: after how long without a sign of
-    /// life another replica counts as gone, and its working tasks are
-    /// failed (their agent went with it).
-    #[arg(long, default_value = "30s", env = "A2A_REPLICA_TIMEOUT", value_parser = parse_age)]
-    pub replica_timeout: Duration,
+    /// `memory` (lost on exit) or `postgres://USER:PASSWORD@HOST:PORT/DATABASE`
+    /// (shared by replicas; the first connection must succeed within 5s).
+    #[arg(
+        long,
+        default_value = "sqlite:a2a-tasks.db",
+        env = "A2A_SERVE_STORE",
+        value_parser = StoreSpec::parse,
+        value_name = "STORE"
+    )]
+    pub store: StoreSpec,
     /// Purge terminal tasks older than this (e.g. `30m`, `24h`, `7d`); off
     /// by default, except in the memory store, which keeps finished tasks
     /// for 10 minutes.
-    #[arg(long, env = "A2A_RETENTION", value_parser = parse_age)]
+    #[arg(
+        long,
+        env = "A2A_SERVE_RETENTION",
+        value_parser = crate::parse_duration,
+        value_name = "DURATION"
+    )]
     pub retention: Option<Duration>,
-    /// With `--store memory`: how many tasks are held at most (the oldest
-    /// finished ones leave first; tasks still open are never dropped).
-    #[arg(long, default_value_t = 10_000, env = "A2A_MAX_TASKS")]
-    pub max_tasks: usize,
+    /// With `--store memory` only: how many tasks are held at most (the
+    /// oldest finished ones leave first; tasks still open are never
+    /// dropped) [default: 10000].
+    #[arg(long, env = "A2A_SERVE_MAX_TASKS", value_name = "N")]
+    pub max_tasks: Option<usize>,
+    /// With a PostgreSQL store only: after how long without a sign of life
+    /// another replica counts as gone, and its working tasks are failed
+    /// (their agent went with it) [default: 30s].
+    #[arg(
+        long,
+        env = "A2A_SERVE_REPLICA_TIMEOUT",
+        value_parser = crate::parse_duration,
+        value_name = "DURATION"
+    )]
+    pub replica_timeout: Option<Duration>,
+    /// With the conformance agent only: how long the TCK's streaming
+    /// scenarios keep a stream open [default: 2s].
+    #[arg(
+        long,
+        value_parser = crate::parse_duration,
+        env = "A2A_SERVE_TCK_STREAMING_TIMEOUT",
+        value_name = "DURATION"
+    )]
+    pub tck_streaming_timeout: Option<Duration>,
+    /// The same in milliseconds (the former spelling of --tck-streaming-timeout).
+    #[arg(
+        long,
+        hide = true,
+        conflicts_with = "tck_streaming_timeout",
+        value_name = "MS"
+    )]
+    pub tck_streaming_timeout_ms: Option<u64>,
+    /// How long clients may use the agent card without asking again (e.g.
+    /// `5m`), sent as Cache-Control max-age. By default clients revalidate
+    /// it before each use (no-cache), so a changed card is seen at once.
+    #[arg(
+        long,
+        env = "A2A_SERVE_CARD_MAX_AGE",
+        value_parser = crate::parse_duration,
+        value_name = "DURATION"
+    )]
+    pub card_max_age: Option<Duration>,
 }
 
-/// Parses an age such as `90s`, `30m`, `24h` or `7d` (a bare number is
-/// seconds).
-fn parse_age(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not an age such as 30m, 24h or 7d"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
-        _ => return Err(format!("unknown unit {unit:?} in {s:?}; use s, m, h or d")),
-    };
-    Ok(Duration::from_secs(secs))
+impl ServeArgs {
+    /// The conformance agent's streaming timeout (either spelling).
+    fn tck_streaming_timeout(&self) -> Option<Duration> {
+        self.tck_streaming_timeout_ms
+            .map(Duration::from_millis)
+            .or(self.tck_streaming_timeout)
+    }
+
+    /// Refuses the options that mean nothing for the chosen store or agent
+    /// (they would be ignored), before anything is opened.
+    fn check(&self) -> Result<(), CliError> {
+        let from = |option: &str, var: &str| format!("{option} (or {var})");
+        if self.max_tasks.is_some() && self.store != StoreSpec::Memory {
+            return Err(CliError::usage(format!(
+                "{} applies to --store memory only; the {} store keeps every task until --retention purges it",
+                from("--max-tasks", "A2A_SERVE_MAX_TASKS"),
+                self.store_kind()
+            ))
+            .with_hint("drop --max-tasks, or serve with --store memory"));
+        }
+        if self.replica_timeout.is_some() && !matches!(self.store, StoreSpec::Postgres(_)) {
+            return Err(CliError::usage(format!(
+                "{} applies to a PostgreSQL store only (replicas sharing it); the {} store has one server",
+                from("--replica-timeout", "A2A_SERVE_REPLICA_TIMEOUT"),
+                self.store_kind()
+            ))
+            .with_hint("drop --replica-timeout, or serve with --store postgres://..."));
+        }
+        // (The hidden former spelling, in milliseconds, keeps its former
+        // behaviour: ignored by the other agents, as scripts pass it to all.)
+        if self.tck_streaming_timeout.is_some()
+            && !matches!(self.agent, AgentName::Conformance | AgentName::All)
+        {
+            return Err(CliError::usage(format!(
+                "{} applies to the conformance agent only, not to {}",
+                from("--tck-streaming-timeout", "A2A_SERVE_TCK_STREAMING_TIMEOUT"),
+                self.agent.name()
+            ))
+            .with_hint("drop it, or serve with --agent conformance"));
+        }
+        if self.agent == AgentName::All {
+            if self.public_url.is_some() {
+                return Err(CliError::usage(
+                    "--public-url names one agent, and --agent all serves three",
+                )
+                .with_hint("serve the agents one by one with --agent NAME --public-url URL"));
+            }
+            if matches!(self.store, StoreSpec::Postgres(_)) {
+                return Err(CliError::usage(
+                    "--agent all gives each agent its own store, and one PostgreSQL database would mix their tasks",
+                )
+                .with_hint("use --store sqlite:PATH (one file per agent) or --store memory"));
+            }
+        }
+        Ok(())
+    }
+
+    fn store_kind(&self) -> &'static str {
+        match self.store {
+            StoreSpec::Memory => "memory",
+            StoreSpec::Sqlite(_) => "SQLite",
+            StoreSpec::Postgres(_) => "PostgreSQL",
+        }
+    }
 }
 
-/// Opens the task store named by `--store`. Returns it with the event bus
-/// of the replicas sharing it, if it is shared (PostgreSQL): then the
-/// start-up crash recovery does not apply (its tasks may be running on
-/// other replicas).
+/// The former environment variables of `a2a serve`, with their current
+/// names.
+const LEGACY_ENV: &[(&str, &str)] = &[
+    ("A2A_HOST", "A2A_SERVE_HOST"),
+    ("A2A_PORT", "A2A_SERVE_PORT"),
+    ("A2A_PUBLIC_URL", "A2A_SERVE_PUBLIC_URL"),
+    ("A2A_STORE", "A2A_SERVE_STORE"),
+    ("A2A_REPLICA_TIMEOUT", "A2A_SERVE_REPLICA_TIMEOUT"),
+    ("A2A_RETENTION", "A2A_SERVE_RETENTION"),
+    ("A2A_MAX_TASKS", "A2A_SERVE_MAX_TASKS"),
+];
+
+/// Carries the former variables over to their current names (where those
+/// are unset), with a deprecation warning for each.
+///
+/// Must run before any other thread exists (it sets the environment).
+pub fn adopt_legacy_env() -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (old, new) in LEGACY_ENV {
+        let Some(value) = std::env::var_os(old) else {
+            continue;
+        };
+        if std::env::var_os(new).is_some() {
+            warnings.push(format!(
+                "{old} is deprecated and ignored here: {new} is set"
+            ));
+            continue;
+        }
+        // SAFETY: called from `main` before the async runtime or any other
+        // thread exists, so nothing reads the environment concurrently.
+        unsafe { std::env::set_var(new, value) };
+        warnings.push(format!(
+            "{old} is deprecated and will be removed: set {new} instead"
+        ));
+    }
+    warnings
+}
+
+/// A failure of the server (not a usage error): printed once, without a
+/// client error code.
+fn failure(message: impl Into<String>) -> CliError {
+    CliError::new(code::SERVE_FAILED, exit::FAILURE, message)
+}
+
+/// The cause in a store's error, without the store's own "task store:
+/// opening X failed:" prefix (the caller says what it was opening).
+fn cause(e: &agentwire_types::A2aError) -> String {
+    let m = e.message.as_str();
+    match m
+        .strip_prefix("task store: ")
+        .and_then(|r| r.split_once(" failed: "))
+    {
+        Some((_, cause)) => cause.to_owned(),
+        None => m.to_owned(),
+    }
+}
+
 /// A store opened by [`open_store`].
 struct Opened {
     store: Arc<dyn TaskStore>,
-    /// The replicas' event bus (PostgreSQL).
+    /// The replicas' event bus (PostgreSQL): then the start-up crash
+    /// recovery does not apply (its tasks may be running on other
+    /// replicas).
     bus: Option<Arc<dyn agentwire_server::EventBus>>,
     /// A push outbox in the same database, shared by the replicas, with
     /// their shared signing key (PostgreSQL; a SQLite store gets its
@@ -141,55 +386,105 @@ struct Opened {
     outbox: Option<agentwire_server::push::PostgresOutbox>,
 }
 
-async fn open_store(spec: &str, args: &ServeArgs) -> anyhow::Result<Opened> {
-    let replica_timeout = args.replica_timeout;
-    if spec == "memory" {
-        let mut config = MemoryStoreConfig {
-            max_tasks: args.max_tasks,
-            ..MemoryStoreConfig::default()
-        };
-        if let Some(age) = args.retention {
-            config.terminal_ttl = age;
+/// Checks that PostgreSQL answers, within [`PG_CONNECT_TIMEOUT`], with one
+/// connection: the pool of the store retries a refused connection until its
+/// own timeout and then reports only that it timed out.
+async fn probe_postgres(url: &str) -> Result<(), CliError> {
+    use sqlx::Connection;
+    let options: sqlx::postgres::PgConnectOptions = url
+        .parse()
+        .map_err(|e| CliError::usage(format!("--store {}: {e}", redact(url))))?;
+    let hint = "check that PostgreSQL runs at that address and that the user, password and \
+                database in --store (or A2A_SERVE_STORE) are right";
+    match tokio::time::timeout(
+        PG_CONNECT_TIMEOUT,
+        sqlx::PgConnection::connect_with(&options),
+    )
+    .await
+    {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            Ok(())
         }
-        return Ok(Opened {
-            store: Arc::new(MemoryStore::new(config)),
-            bus: None,
-            outbox: None,
-        });
+        Ok(Err(e)) => Err(failure(format!(
+            "cannot connect to PostgreSQL at {}: {e}",
+            redact(url)
+        ))
+        .with_hint(hint)),
+        Err(_) => Err(failure(format!(
+            "no answer from PostgreSQL at {} within {}s (connect timeout)",
+            redact(url),
+            PG_CONNECT_TIMEOUT.as_secs()
+        ))
+        .with_hint(hint)),
     }
-    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-        // Replicas sharing the database follow each other's tasks (event
-        // log and LISTEN/NOTIFY): each process is a replica of its own.
-        // A replica that stops announcing itself for `replica_timeout` is
-        // gone: the others fail its working tasks.
-        let replica = agentwire_server::bus::new_replica_id();
-        let store = agentwire_server::store::PostgresStore::connect(spec)
-            .await
-            .and_then(|s| s.with_event_log(&replica))
-            .context("cannot open the PostgreSQL task store (check --store / A2A_STORE)")?;
-        let bus = agentwire_server::store::PgEventBus::new(&store)
-            .context("cannot start the event bus")?
-            .liveness(replica_timeout / 6, replica_timeout);
-        let outbox = agentwire_server::push::PostgresOutbox::new(&store);
-        return Ok(Opened {
-            store: Arc::new(store),
-            bus: Some(Arc::new(bus)),
-            outbox: Some(outbox),
-        });
+}
+
+async fn open_store(spec: &StoreSpec, args: &ServeArgs) -> Result<Opened, CliError> {
+    match spec {
+        StoreSpec::Memory => {
+            let mut config = MemoryStoreConfig {
+                max_tasks: args.max_tasks.unwrap_or(DEFAULT_MAX_TASKS),
+                ..MemoryStoreConfig::default()
+            };
+            if let Some(age) = args.retention {
+                config.terminal_ttl = age;
+            }
+            Ok(Opened {
+                store: Arc::new(MemoryStore::new(config)),
+                bus: None,
+                outbox: None,
+            })
+        }
+        StoreSpec::Postgres(url) => {
+            probe_postgres(url).await?;
+            // Replicas sharing the database follow each other's tasks (event
+            // log and LISTEN/NOTIFY): each process is a replica of its own.
+            // A replica that stops announcing itself for `replica_timeout` is
+            // gone: the others fail its working tasks.
+            let replica_timeout = args.replica_timeout.unwrap_or(DEFAULT_REPLICA_TIMEOUT);
+            let replica = agentwire_server::bus::new_replica_id();
+            let store = agentwire_server::store::PostgresStore::connect(url)
+                .await
+                .and_then(|s| s.with_event_log(&replica))
+                .map_err(|e| {
+                    failure(format!(
+                        "cannot open the PostgreSQL task store {}: {}",
+                        redact(url),
+                        cause(&e)
+                    ))
+                })?;
+            let bus = agentwire_server::store::PgEventBus::new(&store)
+                .map_err(|e| {
+                    failure(format!(
+                        "cannot start the replicas' event bus: {}",
+                        cause(&e)
+                    ))
+                })?
+                .liveness(replica_timeout / 6, replica_timeout);
+            let outbox = agentwire_server::push::PostgresOutbox::new(&store);
+            Ok(Opened {
+                store: Arc::new(store),
+                bus: Some(Arc::new(bus)),
+                outbox: Some(outbox),
+            })
+        }
+        StoreSpec::Sqlite(path) => {
+            let store = SqliteStore::open(path).await.map_err(|e| {
+                failure(format!(
+                    "cannot open the SQLite task store {}: {}",
+                    path.display(),
+                    cause(&e)
+                ))
+                .with_hint("check that the file's directory exists and is writable")
+            })?;
+            Ok(Opened {
+                store: Arc::new(store),
+                bus: None,
+                outbox: None,
+            })
+        }
     }
-    let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
-    let path = path.strip_prefix("//").unwrap_or(path);
-    if path.is_empty() {
-        anyhow::bail!("--store sqlite: needs a file path, e.g. sqlite:a2a-tasks.db");
-    }
-    let store = SqliteStore::open(path)
-        .await
-        .with_context(|| format!("cannot open the SQLite task store {path}"))?;
-    Ok(Opened {
-        store: Arc::new(store),
-        bus: None,
-        outbox: None,
-    })
 }
 
 /// Prints a line, ignoring a closed stdout (a server must not die because
@@ -203,7 +498,8 @@ macro_rules! say {
     }};
 }
 
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+pub async fn run(args: ServeArgs) -> Result<(), CliError> {
+    args.check()?;
     let agents = match args.agent {
         AgentName::All => vec![
             AgentName::Echo,
@@ -213,13 +509,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         one => vec![one],
     };
     let several = agents.len() > 1;
-    if several && args.public_url.is_some() {
-        anyhow::bail!("--public-url names one agent: serve them one by one with --agent NAME");
-    }
     let mut servers = Vec::new();
     for (i, agent) in agents.into_iter().enumerate() {
-        let store_spec = if several {
-            store_for(&args.store, agent)?
+        let store = if several {
+            args.store.for_agent(agent)
         } else {
             args.store.clone()
         };
@@ -229,79 +522,106 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             u16::try_from(i)
                 .ok()
                 .and_then(|i| args.port.checked_add(i))
-                .context("--port leaves no room for every agent")?
+                .ok_or_else(|| {
+                    CliError::usage(format!(
+                        "--port {} leaves no room for every agent (they take PORT, PORT+1, PORT+2)",
+                        args.port
+                    ))
+                    .with_hint("use a lower --port, or --port 0 for free ones")
+                })?
         };
-        servers.push(bind(&args, agent, &store_spec, port).await?);
+        servers.push(bind(&args, agent, &store, port).await?);
     }
     say!("Press Ctrl-C to stop.");
     let runs = servers
         .into_iter()
         .map(|bound| bound.run_until(agentwire_server::shutdown_signal()));
-    futures::future::try_join_all(runs).await?;
+    futures::future::try_join_all(runs)
+        .await
+        .map_err(|e| failure(format!("the server stopped: {e}")))?;
     say!("Stopped.");
     Ok(())
 }
 
-/// The conformance agent's push set-up for a store spec (and the outbox
-/// the store's database offers, if any).
+/// The conformance agent's push set-up for a store (and the outbox the
+/// store's database offers, if any).
 async fn push_config(
-    store_spec: &str,
+    store: &StoreSpec,
     outbox: Option<agentwire_server::push::PostgresOutbox>,
-) -> anyhow::Result<agentwire_server::PushConfig> {
+) -> Result<agentwire_server::PushConfig, CliError> {
     let config = agentwire_server::PushConfig::new().allow_loopback();
     if let Some(outbox) = outbox {
         // Replicas behind one URL sign with one key.
-        let signer = outbox
-            .shared_signer()
-            .await
-            .context("cannot read or create the replicas' push signing key")?;
+        let signer = outbox.shared_signer().await.map_err(|e| {
+            failure(format!(
+                "cannot read or create the replicas' push signing key: {e}"
+            ))
+        })?;
         return Ok(config.outbox(Arc::new(outbox)).signer(signer));
     }
-    let Some(path) = sqlite_path(store_spec) else {
+    let StoreSpec::Sqlite(path) = store else {
         return Ok(config);
     };
     let outbox = agentwire_server::push::SqliteOutbox::open(path)
         .await
-        .with_context(|| format!("cannot open the push outbox in {path}"))?;
-    let signer = agentwire_server::push::PushSigner::load_or_create(format!("{path}.push-key"))
-        .with_context(|| format!("cannot load or create the push signing key beside {path}"))?;
+        .map_err(|e| {
+            failure(format!(
+                "cannot open the push outbox in {}: {e}",
+                path.display()
+            ))
+        })?;
+    let key = key_path(path);
+    let signer = agentwire_server::push::PushSigner::load_or_create(&key).map_err(|e| {
+        failure(format!(
+            "cannot load or create the push signing key {}: {e}",
+            key.display()
+        ))
+    })?;
     Ok(config.outbox(Arc::new(outbox)).signer(signer))
 }
 
-/// The file of a `sqlite:PATH` store spec (also a bare path).
-fn sqlite_path(spec: &str) -> Option<&str> {
-    if spec == "memory" || spec.contains("://") && !spec.starts_with("sqlite:") {
-        return None;
-    }
-    let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
-    let path = path.strip_prefix("//").unwrap_or(path);
-    (!path.is_empty()).then_some(path)
+/// The push signing key beside a SQLite store: `PATH.push-key`.
+fn key_path(store: &Path) -> PathBuf {
+    let mut name = store.as_os_str().to_owned();
+    name.push(".push-key");
+    PathBuf::from(name)
 }
 
 /// Builds, binds and announces one agent's server.
 async fn bind(
     args: &ServeArgs,
     agent: AgentName,
-    store_spec: &str,
+    store_spec: &StoreSpec,
     port: u16,
-) -> anyhow::Result<agentwire_server::BoundServer> {
+) -> Result<agentwire_server::BoundServer, CliError> {
     let server = match agent {
         AgentName::Echo | AgentName::All => A2aServer::new(echo::card(), echo::EchoAgent),
         AgentName::Conformance => A2aServer::new(
             conformance::card(),
             conformance::ConformanceAgent {
-                streaming_timeout: Duration::from_millis(args.tck_streaming_timeout_ms),
+                streaming_timeout: args
+                    .tck_streaming_timeout()
+                    .unwrap_or(DEFAULT_TCK_STREAMING_TIMEOUT),
             },
         ),
         AgentName::DepCompat => A2aServer::new(depcompat::card(), depcompat::DepCompatAgent),
     };
-    let Opened { store, bus, outbox } = open_store(store_spec, args).await?;
-    let server = if matches!(agent, AgentName::Conformance) {
+    // The stores log their failures; here the error returned says it all,
+    // once: opening runs without a log subscriber.
+    let quiet = || tracing::subscriber::NoSubscriber::default();
+    let Opened { store, bus, outbox } = open_store(store_spec, args)
+        .with_subscriber(quiet())
+        .await?;
+    let server = if agent == AgentName::Conformance {
         // Push notifications, to loopback webhooks only (conformance runs);
         // with a SQLite store the outbox and the signing key live beside
         // it, so a restart loses no notification and keeps the JWKS; with
         // PostgreSQL the replicas share an outbox in the database.
-        server.push(push_config(store_spec, outbox).await?)
+        server.push(
+            push_config(store_spec, outbox)
+                .with_subscriber(quiet())
+                .await?,
+        )
     } else {
         server
     };
@@ -316,14 +636,19 @@ async fn bind(
     if let Some(age) = args.retention {
         server = server.retention(age);
     }
+    if let Some(age) = args.card_max_age {
+        server = server.card_max_age(age);
+    }
     if let Some(url) = &args.public_url {
         server = server.public_url(url);
     }
     let addr = format!("{}:{port}", args.host);
-    let bound = server
-        .bind(&addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = server.bind(&addr).await.map_err(|e| {
+        failure(format!("cannot listen on {addr}: {e}")).with_hint(
+            "another program may use that port: choose another with --port (0 picks a free one), \
+             or check --host",
+        )
+    })?;
     let local = bound.local_addr();
     let card = bound.agent_card();
     say!("Serving {} on http://{local}", card.name);
@@ -331,7 +656,7 @@ async fn bind(
         "  agent card: http://{local}{}",
         agentwire_types::AGENT_CARD_PATH
     );
-    say!("  task store: {}", redact_store(store_spec));
+    say!("  task store: {}", store_spec.display());
     for i in &card.supported_interfaces {
         say!("  {:<9} {}", i.protocol_binding, i.url);
     }
@@ -355,14 +680,14 @@ fn try_lines(agent: AgentName, url: &str) -> Vec<String> {
                 format!(
                     "a2a send -a {url} --stream --text \"Check payment-service for Node.js 24\" --file {dir}/package.json --file {dir}/package-lock.json"
                 ),
-                "a2a demo   (the whole seed 003 story, with its own server)".to_owned(),
+                "a2a demo   (the whole example story, with its own server)".to_owned(),
             ]
         }
     }
 }
 
-/// The store spec without a password, for printing.
-fn redact_store(spec: &str) -> String {
+/// A URL without its password, for printing.
+fn redact(spec: &str) -> String {
     match (spec.find("://"), spec.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &spec[scheme + 3..at];
@@ -378,26 +703,54 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ages_and_redaction() {
-        assert_eq!(parse_age("90").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_age("30m").unwrap(), Duration::from_secs(1800));
-        assert_eq!(parse_age("7d").unwrap(), Duration::from_secs(7 * 86_400));
-        assert!(parse_age("soon").is_err());
-        assert!(parse_age("3w").is_err());
+    fn stores_and_redaction() {
         assert_eq!(
-            redact_store("postgres://a2a:secret@127.0.0.1:5432/db"),
+            redact("postgres://a2a:secret@127.0.0.1:5432/db"),
             "postgres://a2a:***@127.0.0.1:5432/db"
         );
-        assert_eq!(redact_store("sqlite:x.db"), "sqlite:x.db");
+        let parse = |s: &str| StoreSpec::parse(s);
+        assert_eq!(parse("memory"), Ok(StoreSpec::Memory));
         assert_eq!(
-            store_for("sqlite:a2a-tasks.db", AgentName::Echo).unwrap(),
-            "sqlite:a2a-tasks-echo.db"
+            parse("sqlite:x.db"),
+            Ok(StoreSpec::Sqlite(PathBuf::from("x.db")))
         );
         assert_eq!(
-            store_for("sqlite:data/tasks", AgentName::DepCompat).unwrap(),
-            "sqlite:data/tasks-depcompat"
+            parse("sqlite:///tmp/x.db"),
+            Ok(StoreSpec::Sqlite(PathBuf::from("/tmp/x.db")))
         );
-        assert_eq!(store_for("memory", AgentName::Echo).unwrap(), "memory");
-        assert!(store_for("postgres://u@h/db", AgentName::Echo).is_err());
+        assert!(matches!(
+            parse("postgresql://u:p@h:5432/db"),
+            Ok(StoreSpec::Postgres(_))
+        ));
+        for bad in ["redis://x", "memroy", "x.db", "sqlite:", "mysql:x"] {
+            let e = parse(bad).unwrap_err();
+            assert!(
+                e.contains("memory") && e.contains("sqlite:") && e.contains("postgres://")
+                    || bad == "sqlite:",
+                "{bad}: {e}"
+            );
+        }
+        let e = parse("postgres://u:secret@h:notaport/db").unwrap_err();
+        assert!(!e.contains("secret"), "{e}");
+        assert_eq!(
+            parse("sqlite:a2a-tasks.db")
+                .unwrap()
+                .for_agent(AgentName::Echo),
+            StoreSpec::Sqlite(PathBuf::from("a2a-tasks-echo.db"))
+        );
+        assert_eq!(
+            parse("sqlite:data/tasks")
+                .unwrap()
+                .for_agent(AgentName::DepCompat),
+            StoreSpec::Sqlite(PathBuf::from("data/tasks-depcompat"))
+        );
+        assert_eq!(
+            StoreSpec::Memory.for_agent(AgentName::Echo),
+            StoreSpec::Memory
+        );
+        assert_eq!(
+            key_path(Path::new("data/t.db")),
+            PathBuf::from("data/t.db.push-key")
+        );
     }
 }

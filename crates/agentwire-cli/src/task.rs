@@ -3,21 +3,25 @@
 
 use std::path::{Path, PathBuf};
 
-use agentwire_client::follow::{FollowOptions, PollOptions, TaskView, follow, wait_for_task};
+use agentwire_client::follow::{
+    FollowOptions, OpenedBy, PollOptions, TaskView, follow, wait_for_task,
+};
 use agentwire_client::{CallOptions, Transport};
 use agentwire_types::{
-    AuthenticationInfo, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, ErrorKind,
-    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
-    ListTasksRequest, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState, part,
+    AgentCard, AuthenticationInfo, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    ErrorKind, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTasksRequest, SubscribeToTaskRequest, Task,
+    TaskPushNotificationConfig, TaskState, part,
 };
 use clap::{Args, Subcommand};
 use futures::StreamExt;
 
 use crate::agent::Agent;
-use crate::error::{CliError, a2a_error_name, exit};
+use crate::error::{CliError, a2a_error_name, code, exit, paste};
+use crate::progress::Progress;
 use crate::render::{self, Text};
-use crate::send::{Spinner, print_stream};
-use crate::{Globals, OutputFormat};
+use crate::send::print_stream;
+use crate::{Globals, OutputFormat, PollOpts, StreamOpt, TaskIdOpt, TimeoutOpt};
 
 #[derive(Subcommand, Debug)]
 pub enum TaskCommand {
@@ -28,7 +32,7 @@ pub enum TaskCommand {
     /// List tasks, newest first (filter with --context-id and --status).
     List(ListArgs),
     /// Follow a task's live events (SubscribeToTask), resubscribing if the connection drops.
-    Subscribe(IdArg),
+    Subscribe(SubscribeArgs),
     /// Save a task's artifacts to files.
     Download(DownloadArgs),
     /// Manage a task's push-notification configurations.
@@ -39,13 +43,17 @@ pub enum TaskCommand {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("task_id", |a| a.help(crate::TASK_ID_HELP)))]
 pub struct IdArg {
     /// The task id (or --task-id).
     #[arg(value_name = "TASK_ID")]
     pub id: Option<String>,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("task_id", |a| a.help(crate::TASK_ID_HELP)))]
 pub struct GetArgs {
     /// The task id (or --task-id).
     #[arg(value_name = "TASK_ID")]
@@ -53,6 +61,26 @@ pub struct GetArgs {
     /// How many of the most recent history messages to include.
     #[arg(long, value_name = "N")]
     pub history: Option<i32>,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
+    #[command(flatten)]
+    pub poll: PollOpts,
+    #[command(flatten)]
+    pub timeout: TimeoutOpt,
+}
+
+#[derive(Args, Debug)]
+#[command(mut_arg("task_id", |a| a.help(crate::TASK_ID_HELP)))]
+pub struct SubscribeArgs {
+    /// The task id (or --task-id).
+    #[arg(value_name = "TASK_ID")]
+    pub id: Option<String>,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
+    #[command(flatten)]
+    pub stream: StreamOpt,
+    #[command(flatten)]
+    pub timeout: TimeoutOpt,
 }
 
 #[derive(Args, Debug)]
@@ -75,9 +103,16 @@ pub struct ListArgs {
     /// Follow nextPageToken and list every page.
     #[arg(long)]
     pub all: bool,
+    /// Only tasks of this context.
+    #[arg(long, env = "A2ACLI_CONTEXT_ID", value_name = "ID")]
+    pub context_id: Option<String>,
+    /// With -o json: one Task per line (JSONL) instead of one document. Never read from the environment.
+    #[arg(long)]
+    pub stream: bool,
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("task_id", |a| a.help(crate::TASK_ID_HELP)))]
 pub struct DownloadArgs {
     /// The task id (or --task-id).
     #[arg(value_name = "TASK_ID")]
@@ -91,6 +126,8 @@ pub struct DownloadArgs {
     /// Overwrite existing files.
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
 }
 
 #[derive(Subcommand, Debug)]
@@ -106,25 +143,40 @@ pub enum PushCommand {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("task_id", |a| a.help(crate::TASK_ID_HELP)))]
 pub struct PushCreateArgs {
     /// The task id (or --task-id).
     #[arg(value_name = "TASK_ID")]
     pub id: Option<String>,
-    /// The webhook URL the agent calls.
-    #[arg(long, value_name = "URL")]
+    // The same names as the inline push config of `a2a send` (the former
+    // --url, --token, --auth-scheme and --auth-credentials are hidden
+    // aliases).
+    /// The webhook URL the agent calls (e.g. one `a2a webhook` listens on).
+    #[arg(long = "push-url", alias = "url", value_name = "URL")]
     pub url: String,
-    /// A token the agent sends back with each notification.
-    #[arg(long, value_name = "TOKEN")]
+    /// Token the agent sends back with each notification (X-A2A-Notification-Token).
+    #[arg(long = "push-token", alias = "token", value_name = "TOKEN")]
     pub token: Option<String>,
     /// The config id (default: chosen by the agent).
     #[arg(long = "config-id", value_name = "ID")]
     pub config_id: Option<String>,
     /// Authentication scheme the agent uses to call the webhook (e.g. Bearer).
-    #[arg(long, value_name = "SCHEME")]
+    #[arg(
+        long = "push-auth-scheme",
+        alias = "auth-scheme",
+        value_name = "SCHEME"
+    )]
     pub auth_scheme: Option<String>,
     /// Credentials for that scheme.
-    #[arg(long, value_name = "CREDENTIALS", requires = "auth_scheme")]
+    #[arg(
+        long = "push-auth-credentials",
+        alias = "auth-credentials",
+        value_name = "CREDENTIALS",
+        requires = "auth_scheme"
+    )]
     pub auth_credentials: Option<String>,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
 }
 
 #[derive(Args, Debug)]
@@ -146,12 +198,26 @@ fn task_id(g: &Globals, positional: Option<String>) -> Result<String, CliError> 
 
 pub async fn run(g: &Globals, cmd: TaskCommand) -> Result<u8, CliError> {
     match cmd {
-        TaskCommand::Get(a) => get(g, a).await,
-        TaskCommand::Cancel(a) => cancel(g, a).await,
-        TaskCommand::List(a) => list(g, a).await,
-        TaskCommand::Subscribe(a) => subscribe(g, a).await,
-        TaskCommand::Download(a) => download(g, a).await,
-        TaskCommand::PushConfig { command } => push(g, command).await,
+        TaskCommand::Get(a) => get(&g.with(&a.task).with(&a.poll).with(&a.timeout), a).await,
+        TaskCommand::Cancel(a) => cancel(&g.with(&a.task), a).await,
+        TaskCommand::List(a) => {
+            let mut g = g.clone();
+            g.context_id.clone_from(&a.context_id);
+            g.stream = a.stream;
+            list(&g, a).await
+        }
+        TaskCommand::Subscribe(a) => {
+            subscribe(&g.with(&a.task).with(&a.stream).with(&a.timeout), a).await
+        }
+        TaskCommand::Download(a) => download(&g.with(&a.task), a).await,
+        TaskCommand::PushConfig { command } => {
+            let g = match &command {
+                PushCommand::Create(a) => g.with(&a.task),
+                PushCommand::List(a) => g.with(&a.task),
+                PushCommand::Get(_) | PushCommand::Delete(_) => g.clone(),
+            };
+            push(&g, command).await
+        }
     }
 }
 
@@ -181,15 +247,16 @@ async fn get(g: &Globals, a: GetArgs) -> Result<u8, CliError> {
             timeout: g.timeout,
             history_length: a.history,
         };
-        let spinner = Spinner::start(g, format!("waiting for task {id}"));
+        let progress = Progress::start(g, format!("waiting for task {id}"));
         let res = tokio::select! {
             r = wait_for_task(&agent.client, &id, &poll, &call, |t| {
                 tracing::debug!("poll: {} is {}", t.id, render::state_label(t.state()));
+                progress.task(t);
             }) => r.map_err(|e| agent.task_err(&e, &id)),
             _ = tokio::signal::ctrl_c() => Err(CliError::internal("interrupted")
-                .with_hint(format!("task {id} keeps running; poll it again with `a2a task get --wait {id}`"))),
+                .with_hint(format!("task {id} keeps running; poll it again with `{}`", paste("task get", &format!("--wait {id}"))))),
         };
-        spinner.stop().await;
+        progress.finish();
         res?
     } else {
         let req = GetTaskRequest {
@@ -314,23 +381,26 @@ async fn list(g: &Globals, a: ListArgs) -> Result<u8, CliError> {
     Ok(exit::OK)
 }
 
-async fn subscribe(g: &Globals, a: IdArg) -> Result<u8, CliError> {
+async fn subscribe(g: &Globals, a: SubscribeArgs) -> Result<u8, CliError> {
     let id = task_id(g, a.id)?;
-    let agent = Agent::connect(g).await?;
-    if !agent.card.supports_streaming() {
+    let mut agent = Agent::connect(g).await?;
+    if !agent.confirm(AgentCard::supports_streaming).await? {
         return Err(CliError::new(
             &a2a_error_name(ErrorKind::UnsupportedOperation),
             exit::FAILURE,
             "the agent card does not declare streaming, so tasks cannot be subscribed to",
         )
-        .with_hint(format!("poll instead: a2a task get --wait {id}")));
+        .with_hint(format!(
+            "poll instead: `{}`",
+            paste("task get", &format!("--wait {id}"))
+        )));
     }
     let call = CallOptions::new();
     let mut ctx = agent.error_context();
     ctx.task_id = Some(id.clone());
     // Open the subscription here so that refusals (unknown task, terminal
     // task) surface as they are; `follow` then survives dropped connections.
-    let first = agent
+    let first = match agent
         .client
         .subscribe_to_task(
             SubscribeToTaskRequest {
@@ -340,9 +410,13 @@ async fn subscribe(g: &Globals, a: IdArg) -> Result<u8, CliError> {
             &call,
         )
         .await
-        .map_err(|e| CliError::from_client(&e, &ctx))?;
+    {
+        Ok(s) => s,
+        Err(e) => return Err(subscribe_refused(&agent, &e, &id, &ctx).await),
+    };
     let opts = FollowOptions {
         call: call.clone(),
+        opened_by: OpenedBy::SubscribeToTask,
         ..Default::default()
     };
     let events = follow(agent.client.clone(), Some(first), Some(id.clone()), opts);
@@ -352,6 +426,7 @@ async fn subscribe(g: &Globals, a: IdArg) -> Result<u8, CliError> {
     let mut events = events;
     let mut view = TaskView::new();
     let deadline = g.timeout.map(|t| tokio::time::Instant::now() + t);
+    let progress = Progress::start(g, format!("following task {id}"));
     loop {
         let next = async {
             match deadline {
@@ -371,15 +446,54 @@ async fn subscribe(g: &Globals, a: IdArg) -> Result<u8, CliError> {
                 ));
             }
             Some(None) => break,
-            Some(Some(Ok(ev))) => view.apply(&ev),
+            Some(Some(Ok(ev))) => {
+                progress.event(&ev);
+                view.apply(&ev);
+            }
             Some(Some(Err(e))) => return Err(CliError::from_client(&e, &ctx)),
         }
     }
+    progress.finish();
     let task = view
         .task()
         .ok_or_else(|| CliError::internal("the subscription ended without a task"))?;
     print_task(g, &agent, &task)?;
     Ok(exit::OK)
+}
+
+/// A refused subscription: when the task is already finished (agents
+/// refuse to subscribe to a terminal task), says so and how to see its
+/// result; otherwise the agent's error as it is.
+async fn subscribe_refused(
+    agent: &Agent,
+    e: &agentwire_client::ClientError,
+    id: &str,
+    ctx: &crate::error::ErrorContext,
+) -> CliError {
+    let err = CliError::from_client(e, ctx);
+    if e.kind().is_none() || e.kind() == Some(ErrorKind::TaskNotFound) {
+        return err;
+    }
+    let req = GetTaskRequest {
+        id: id.to_owned(),
+        history_length: Some(0),
+        ..Default::default()
+    };
+    match agent.client.get_task(req, &CallOptions::new()).await {
+        Ok(t) if t.state().is_terminal() => CliError {
+            message: format!(
+                "task {id} is already finished ({}): there is nothing left to follow",
+                render::state_label(t.state())
+            ),
+            hint: Some(format!(
+                "see its result with `{}` (or save its artifacts with `{}`)",
+                paste("task get", id),
+                paste("task download", id)
+            )),
+            ..err
+        },
+        _ => err,
+    }
 }
 
 /// A safe file name: the last path component, no leading dots.
@@ -390,18 +504,171 @@ fn safe_name(name: &str) -> Option<String> {
 }
 
 fn extension_for(media_type: &str) -> &'static str {
-    match media_type {
+    // The media type without parameters (`text/plain; charset=utf-8`).
+    let media = media_type.split(';').next().unwrap_or_default().trim();
+    match media {
         "text/plain" => "txt",
         "text/markdown" => "md",
         "text/csv" => "csv",
         "text/html" => "html",
         "application/json" => "json",
+        "application/xml" | "text/xml" => "xml",
+        "application/yaml" | "text/yaml" => "yaml",
         "application/pdf" => "pdf",
+        "application/zip" => "zip",
         "image/png" => "png",
         "image/jpeg" => "jpg",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
         "image/svg+xml" => "svg",
+        "audio/mpeg" => "mp3",
+        "audio/wav" => "wav",
+        "video/mp4" => "mp4",
         _ => "bin",
     }
+}
+
+/// One file `task download` writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Planned {
+    name: String,
+    bytes: Vec<u8>,
+    media: String,
+    /// How many parts went into it.
+    parts: usize,
+}
+
+/// What a run of parts of one artifact is, for joining.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Raw,
+    Data,
+}
+
+/// Consecutive parts of one artifact that make one file: text or bytes of
+/// one media type (and file name) are joined, as a streamed artifact comes
+/// in chunks; each data part stands alone (JSON documents do not join).
+struct Run {
+    kind: Kind,
+    media: String,
+    filename: String,
+    bytes: Vec<u8>,
+    parts: usize,
+}
+
+/// The files of one artifact (`names` holds the names planned so far, so
+/// that no two files of one download share a name), and the parts that
+/// are not downloaded (URLs).
+fn plan_artifact(
+    art: &agentwire_types::Artifact,
+    names: &mut std::collections::HashSet<String>,
+) -> (Vec<Planned>, Vec<String>) {
+    let mut runs: Vec<Run> = Vec::new();
+    let mut skipped = Vec::new();
+    for p in &art.parts {
+        let (kind, media, bytes) = match &p.content {
+            Some(part::Content::Text(s)) => (
+                Kind::Text,
+                if p.media_type.is_empty() {
+                    "text/plain".to_owned()
+                } else {
+                    p.media_type.clone()
+                },
+                s.as_bytes().to_vec(),
+            ),
+            Some(part::Content::Raw(b)) => (
+                Kind::Raw,
+                if p.media_type.is_empty() {
+                    "application/octet-stream".to_owned()
+                } else {
+                    p.media_type.clone()
+                },
+                b.to_vec(),
+            ),
+            Some(part::Content::Data(_)) => (
+                Kind::Data,
+                "application/json".to_owned(),
+                serde_json::to_vec_pretty(&p.as_data().unwrap_or_default()).unwrap_or_default(),
+            ),
+            Some(part::Content::Url(u)) => {
+                skipped.push(format!("{u} (a URL: fetch it yourself)"));
+                continue;
+            }
+            None => continue,
+        };
+        let filename = safe_name(&p.filename).unwrap_or_default();
+        match runs.last_mut() {
+            Some(r)
+                if kind != Kind::Data
+                    && r.kind == kind
+                    && r.media == media
+                    && (filename.is_empty() || filename == r.filename) =>
+            {
+                r.bytes.extend_from_slice(&bytes);
+                r.parts += 1;
+            }
+            _ => runs.push(Run {
+                kind,
+                media,
+                filename,
+                bytes,
+                parts: 1,
+            }),
+        }
+    }
+    let base = safe_name(&art.name).unwrap_or_else(|| format!("artifact-{}", art.artifact_id));
+    let base_path = Path::new(&base);
+    let stem = base_path
+        .file_stem()
+        .map_or_else(|| base.clone(), |s| s.to_string_lossy().into_owned());
+    let has_ext = base_path.extension().is_some();
+    let single = runs.len() == 1;
+    let files = runs
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let ext = extension_for(&r.media);
+            let name = match (single, r.filename.is_empty()) {
+                // One file: the part's own file name, else the artifact's
+                // name (with an extension for its media type if it has none).
+                (true, false) => r.filename.clone(),
+                (true, true) if has_ext => base.clone(),
+                (true, true) => format!("{base}.{ext}"),
+                // Several: the artifact's name, then the part's file name or
+                // its position.
+                (false, false) => format!("{stem}-{}", r.filename),
+                (false, true) => format!("{stem}-part{}.{ext}", i + 1),
+            };
+            Planned {
+                name: unique(name, names),
+                bytes: r.bytes,
+                media: r.media,
+                parts: r.parts,
+            }
+        })
+        .collect();
+    (files, skipped)
+}
+
+/// `name`, or `name` with `-2`, `-3`... before its extension when a file
+/// of this download already has it.
+fn unique(name: String, names: &mut std::collections::HashSet<String>) -> String {
+    if names.insert(name.clone()) {
+        return name;
+    }
+    let p = Path::new(&name);
+    let stem = p
+        .file_stem()
+        .map_or_else(|| name.clone(), |s| s.to_string_lossy().into_owned());
+    let ext = p
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    (2..)
+        .map(|n| format!("{stem}-{n}{ext}"))
+        .find(|candidate| names.insert(candidate.clone()))
+        .unwrap_or(name)
 }
 
 async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
@@ -429,73 +696,61 @@ async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
         .collect();
     if let Some(want) = &a.artifact_id {
         if artifacts.is_empty() {
-            return Err(CliError::usage(format!("task {id} has no artifact {want}"))
-                .with_hint(format!("list its artifacts with `a2a task get {id}`")));
+            return Err(
+                CliError::usage(format!("task {id} has no artifact {want}")).with_hint(format!(
+                    "list its artifacts with `{}`",
+                    paste("task get", &id)
+                )),
+            );
+        }
+    }
+    let mut names = std::collections::HashSet::new();
+    let mut files = Vec::new();
+    let mut skipped = Vec::new();
+    for art in &artifacts {
+        let (f, s) = plan_artifact(art, &mut names);
+        files.extend(f);
+        skipped.extend(s);
+    }
+    // Nothing is written when a file is in the way.
+    if !a.force {
+        let existing: Vec<String> = files
+            .iter()
+            .map(|f| a.dir.join(&f.name))
+            .filter(|p| p.exists())
+            .map(|p| p.display().to_string())
+            .collect();
+        if !existing.is_empty() {
+            return Err(CliError::new(
+                code::INTERNAL,
+                exit::FAILURE,
+                format!(
+                    "{} already exist{}; nothing was written",
+                    existing.join(", "),
+                    if existing.len() == 1 { "s" } else { "" }
+                ),
+            )
+            .with_hint(format!(
+                "pass --force to overwrite, or --dir to write elsewhere: `{}`",
+                paste("task download", &format!("{id} --dir <DIR>"))
+            )));
         }
     }
     std::fs::create_dir_all(&a.dir)
         .map_err(|e| CliError::internal(format!("cannot create {}: {e}", a.dir.display())))?;
     let mut saved: Vec<(String, String)> = Vec::new();
-    let mut skipped: Vec<String> = Vec::new();
-    for art in &artifacts {
-        let stem = safe_name(&art.name).unwrap_or_else(|| format!("artifact-{}", art.artifact_id));
-        let many = art.parts.len() > 1;
-        for (n, p) in art.parts.iter().enumerate() {
-            let suffix = if many {
-                format!("-{}", n + 1)
-            } else {
-                String::new()
-            };
-            let (bytes, media): (Vec<u8>, String) = match &p.content {
-                Some(part::Content::Raw(b)) => (b.to_vec(), p.media_type.clone()),
-                Some(part::Content::Text(s)) => (
-                    s.as_bytes().to_vec(),
-                    if p.media_type.is_empty() {
-                        "text/plain".into()
-                    } else {
-                        p.media_type.clone()
-                    },
-                ),
-                Some(part::Content::Data(_)) => {
-                    let v = p.as_data().unwrap_or_default();
-                    (
-                        serde_json::to_vec_pretty(&v).unwrap_or_default(),
-                        "application/json".into(),
-                    )
-                }
-                Some(part::Content::Url(u)) => {
-                    skipped.push(format!("{u} (a URL: fetch it yourself)"));
-                    continue;
-                }
-                None => continue,
-            };
-            let name = match safe_name(&p.filename) {
-                Some(f) if !many => f,
-                Some(f) => format!("{n}-{f}", n = n + 1),
-                None => {
-                    let has_ext = Path::new(&stem).extension().is_some();
-                    if has_ext && !many {
-                        stem.clone()
-                    } else {
-                        format!("{stem}{suffix}.{}", extension_for(&media))
-                    }
-                }
-            };
-            let path = a.dir.join(&name);
-            if path.exists() && !a.force {
-                return Err(CliError::usage(format!(
-                    "{} exists; not overwriting it",
-                    path.display()
-                ))
-                .with_hint("pass --force to overwrite, or --dir to write elsewhere"));
-            }
-            std::fs::write(&path, &bytes)
-                .map_err(|e| CliError::internal(format!("cannot write {}: {e}", path.display())))?;
-            saved.push((
-                path.display().to_string(),
-                format!("{media}, {} bytes", bytes.len()),
-            ));
-        }
+    for f in &files {
+        let path = a.dir.join(&f.name);
+        write_file(&path, &f.bytes, a.force)?;
+        let parts = if f.parts > 1 {
+            format!(", {} parts joined", f.parts)
+        } else {
+            String::new()
+        };
+        saved.push((
+            path.display().to_string(),
+            format!("{}{parts}, {} bytes", f.media, f.bytes.len()),
+        ));
     }
     match g.output {
         OutputFormat::Json => {
@@ -523,18 +778,81 @@ async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
     Ok(exit::OK)
 }
 
+/// Writes a downloaded file: never over an existing one unless `force`
+/// (a file that appeared since the check is not overwritten either).
+fn write_file(path: &Path, bytes: &[u8], force: bool) -> Result<(), CliError> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true);
+    if force {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    options
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+        .map_err(|e| {
+            let e = CliError::internal(format!("cannot write {}: {e}", path.display()));
+            if path.exists() && !force {
+                e.with_hint("pass --force to overwrite it")
+            } else {
+                e
+            }
+        })
+}
+
 async fn push(g: &Globals, cmd: PushCommand) -> Result<u8, CliError> {
-    let agent = Agent::connect(g).await?;
-    if !agent.card.supports_push_notifications() {
+    let mut agent = Agent::connect(g).await?;
+    if !agent
+        .confirm(AgentCard::supports_push_notifications)
+        .await?
+    {
         // Checked on the card before calling (CLI SPEC 13.3).
         return Err(CliError::new(
             &a2a_error_name(ErrorKind::PushNotificationNotSupported),
             exit::FAILURE,
             "the agent card does not declare capabilities.pushNotifications",
         )
-        .with_hint("this agent does not support push notifications; follow tasks with `a2a task subscribe` or `a2a task get --wait`"));
+        .with_hint(format!(
+            "this agent does not support push notifications; follow tasks with `{}` or `{}`",
+            paste("task subscribe", "<taskId>"),
+            paste("task get", "--wait <taskId>")
+        )));
     }
     push_call(g, &agent, cmd).await
+}
+
+/// A failed call on one push config. Agents answer `TaskNotFoundError`
+/// for a config id the task does not have (the protocol has no error of
+/// its own for it): when the task exists, the config is what is missing,
+/// and the message and hint say so (the error keeps the agent's name).
+async fn config_err(
+    agent: &Agent,
+    e: &agentwire_client::ClientError,
+    task_id: &str,
+    config_id: &str,
+) -> CliError {
+    let err = agent.task_err(e, task_id);
+    if e.kind() != Some(ErrorKind::TaskNotFound) {
+        return err;
+    }
+    let req = GetTaskRequest {
+        id: task_id.to_owned(),
+        history_length: Some(0),
+        ..Default::default()
+    };
+    match agent.client.get_task(req, &CallOptions::new()).await {
+        Ok(_) => CliError {
+            message: format!("task {task_id} has no push notification config {config_id}"),
+            hint: Some(format!(
+                "the task exists; list its configs with `{}`",
+                paste("task push-config list", task_id)
+            )),
+            ..err
+        },
+        Err(_) => err,
+    }
 }
 
 /// The push-config calls, without the capability check (the agent's own
@@ -572,14 +890,17 @@ pub async fn push_call(g: &Globals, agent: &Agent, cmd: PushCommand) -> Result<u
         PushCommand::Get(a) => {
             let req = GetTaskPushNotificationConfigRequest {
                 task_id: a.id.clone(),
-                id: a.config_id,
+                id: a.config_id.clone(),
                 ..Default::default()
             };
-            let c = agent
+            let c = match agent
                 .client
                 .get_task_push_notification_config(req, &call)
                 .await
-                .map_err(|e| agent.task_err(&e, &a.id))?;
+            {
+                Ok(c) => c,
+                Err(e) => return Err(config_err(agent, &e, &a.id, &a.config_id).await),
+            };
             if json {
                 render::print_json(&c)?;
             } else {
@@ -618,11 +939,13 @@ pub async fn push_call(g: &Globals, agent: &Agent, cmd: PushCommand) -> Result<u
                 id: a.config_id.clone(),
                 ..Default::default()
             };
-            agent
+            if let Err(e) = agent
                 .client
                 .delete_task_push_notification_config(req, &call)
                 .await
-                .map_err(|e| agent.task_err(&e, &a.id))?;
+            {
+                return Err(config_err(agent, &e, &a.id, &a.config_id).await);
+            }
             if json {
                 render::print_json(&serde_json::json!({}))?;
             } else {
@@ -634,4 +957,68 @@ pub async fn push_call(g: &Globals, agent: &Agent, cmd: PushCommand) -> Result<u
         }
     }
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentwire_types::{Artifact, Part};
+
+    fn names(files: &[Planned]) -> Vec<&str> {
+        files.iter().map(|f| f.name.as_str()).collect()
+    }
+
+    #[test]
+    fn one_file_per_artifact_and_clear_names() {
+        let mut seen = std::collections::HashSet::new();
+        // Chunks of one media type: one file, named after the artifact.
+        let chunks = Artifact::new(
+            "report.md",
+            vec![
+                Part::text("# A").with_media_type("text/markdown"),
+                Part::text("\nb").with_media_type("text/markdown"),
+                Part::text("\nc").with_media_type("text/markdown"),
+            ],
+        );
+        let (files, skipped) = plan_artifact(&chunks, &mut seen);
+        assert_eq!(names(&files), ["report.md"]);
+        assert_eq!(files[0].bytes, b"# A\nb\nc");
+        assert_eq!(files[0].parts, 3);
+        assert!(skipped.is_empty());
+        // The same name again gets a suffix before its extension.
+        let (files, _) = plan_artifact(&chunks, &mut seen);
+        assert_eq!(names(&files), ["report-2.md"]);
+        // Distinct parts: the artifact's stem, then the file name or position.
+        let mixed = Artifact::new(
+            "bundle.zip",
+            vec![
+                Part::text("a"),
+                Part::data(serde_json::json!({"k": 1})),
+                Part::data(serde_json::json!({"k": 2})),
+                Part::file(&b"x"[..], "img.png", "image/png"),
+                Part::url("https://example.com/big.csv"),
+            ],
+        );
+        let (files, skipped) = plan_artifact(&mixed, &mut seen);
+        assert_eq!(
+            names(&files),
+            [
+                "bundle-part1.txt",
+                "bundle-part2.json",
+                "bundle-part3.json",
+                "bundle-img.png"
+            ]
+        );
+        assert_eq!(skipped.len(), 1);
+        // One file part: its own name.
+        let one = Artifact::new("x", vec![Part::file(&b"y"[..], "data.csv", "text/csv")]);
+        assert_eq!(names(&plan_artifact(&one, &mut seen).0), ["data.csv"]);
+        // No name: the artifact id, and an extension for the media type.
+        let mut anon = Artifact::new("", vec![Part::text("t")]);
+        anon.artifact_id = "a1".into();
+        assert_eq!(
+            names(&plan_artifact(&anon, &mut seen).0),
+            ["artifact-a1.txt"]
+        );
+    }
 }

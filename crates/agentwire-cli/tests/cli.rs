@@ -761,7 +761,7 @@ async fn timeout_exits_5_and_names_the_task() -> T {
     let e = out.json();
     assert_eq!(e["error"]["code"], "A2ACLI_ERR_TIMEOUT");
     let hint = e["error"]["hint"].as_str().unwrap();
-    assert!(hint.contains("task get --wait "), "{hint}");
+    assert!(hint.contains(&format!("task get -a {h} --wait ")), "{hint}");
     // Polling honours --timeout and --poll-interval.
     let v = env
         .run(&["send", "-a", &h, "--async", "-o", "json", "slow 20000"])
@@ -815,7 +815,7 @@ async fn interrupting_a_wait_keeps_the_task_id() -> T {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("interrupted") && err.contains("task get --wait"),
+        err.contains("interrupted") && err.contains(&format!("task get -a {h} --wait")),
         "{err}"
     );
     Ok(())
@@ -1027,11 +1027,13 @@ async fn task_download_saves_artifacts() -> T {
     out.expect(0);
     assert_text_floor(&out.stdout);
     let dir = env.cwd().join("out");
+    // Distinct parts of one artifact: the artifact's name, then the part's
+    // file name or its position.
     assert_eq!(
-        std::fs::read(dir.join("1-report.bin"))?,
+        std::fs::read(dir.join("bundle-report.bin"))?,
         b"\x00\x01binary-report"
     );
-    let data: Value = serde_json::from_slice(&std::fs::read(dir.join("bundle-2.json"))?)?;
+    let data: Value = serde_json::from_slice(&std::fs::read(dir.join("bundle-part2.json"))?)?;
     assert_eq!(data["rows"], 3);
     assert_eq!(
         std::fs::read_to_string(dir.join("notes.md"))?,
@@ -1041,9 +1043,25 @@ async fn task_download_saves_artifacts() -> T {
         out.stdout
             .contains("Not Downloaded: https://example.com/big.csv")
     );
-    // No silent overwrite.
-    let out = env.run(&["task", "download", "-a", &h, id, "--dir", "out"]);
-    out.expect(2);
+    // No silent overwrite; a file in the way is a failure (not a usage
+    // error), named, with the way out, and nothing is written.
+    let out = env.run(&[
+        "task", "download", "-a", &h, id, "--dir", "out", "-o", "json",
+    ]);
+    out.expect(1);
+    let e = &out.json()["error"];
+    assert_eq!(e["code"], "A2ACLI_ERR_INTERNAL");
+    assert!(e["message"].as_str().unwrap().contains("notes.md"), "{e}");
+    assert!(e["hint"].as_str().unwrap().contains("--force"), "{e}");
+    std::fs::create_dir_all(env.cwd().join("out3"))?;
+    std::fs::write(env.cwd().join("out3/notes.md"), "mine")?;
+    env.run(&["task", "download", "-a", &h, id, "--dir", "out3"])
+        .expect(1);
+    assert!(!env.cwd().join("out3/bundle-report.bin").exists());
+    assert_eq!(
+        std::fs::read_to_string(env.cwd().join("out3/notes.md"))?,
+        "mine"
+    );
     env.run(&["task", "download", "-a", &h, id, "--dir", "out", "--force"])
         .expect(0);
     // JSON: the Task on stdout, the files on stderr.
@@ -1053,6 +1071,34 @@ async fn task_download_saves_artifacts() -> T {
     out.expect(0);
     assert_eq!(out.json()["id"], id);
     assert!(out.stderr.contains("saved "));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_download_writes_one_file_per_streamed_artifact() -> T {
+    let (server, _) = lab().await;
+    let env = Env::new();
+    let h = host(&server);
+    // An artifact streamed in three chunks, and two artifacts of one name.
+    let v = env.run(&["send", "-a", &h, "-o", "json", "chunks"]).json();
+    let id = v["task"]["id"].as_str().unwrap();
+    assert_eq!(
+        v["task"]["artifacts"][0]["parts"].as_array().map(Vec::len),
+        Some(3)
+    );
+    let out = env.run(&["task", "download", "-a", &h, id, "--dir", "out"]);
+    out.expect(0);
+    assert_text_floor(&out.stdout);
+    let dir = env.cwd().join("out");
+    let names: Vec<String> = std::fs::read_dir(&dir)?
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(names, vec!["story.txt".to_owned()], "{}", out.stdout);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("story.txt"))?,
+        "alpha beta gamma"
+    );
+    assert!(out.stdout.contains("3 parts joined"), "{}", out.stdout);
     Ok(())
 }
 
@@ -1598,13 +1644,20 @@ fn help_version_and_completion() {
         "completion",
         "chat",
         "[default: text]",
-        "[default: 1.0]",
-        "[default: 2s]",
         "A2ACLI_OUTPUT",
     ] {
         assert!(
             out.stdout.contains(needle),
             "--help lacks {needle}:\n{}",
+            out.stdout
+        );
+    }
+    // The defaults of the client options, on the commands that take them.
+    let out = env.run(&["send", "--help"]);
+    for needle in ["[default: 1.0]", "[default: 2s]", "A2ACLI_TRANSPORT"] {
+        assert!(
+            out.stdout.contains(needle),
+            "send --help lacks {needle}:\n{}",
             out.stdout
         );
     }
@@ -1620,7 +1673,7 @@ fn help_version_and_completion() {
         assert!(out.stdout.starts_with("a2a "), "{}", out.stdout);
     }
     // --svc-param is not documented as a credential flag.
-    let out = env.run(&["--help"]);
+    let out = env.run(&["send", "--help"]);
     let line = out
         .stdout
         .lines()
@@ -1645,40 +1698,8 @@ fn help_version_and_completion() {
 
 // ----- chat, conformance, demo server -----------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chat_carries_context_and_task_and_tracks_versions() -> T {
-    let (server, _) = lab().await;
-    let env = Env::new();
-    let h = host(&server);
-    let script = "ask\nlarge\npaint a boat\n/refine 2 make it red\n/versions\n/accept 3\n/versions\n/context\n/quit\n";
-    let out = env.run_stdin(&["chat", "-a", &h], script);
-    out.expect(0);
-    let s = &out.stdout;
-    assert!(
-        !s.contains('\u{1b}'),
-        "no control sequences without a terminal"
-    );
-    assert!(s.contains("State: INPUT_REQUIRED"), "{s}");
-    assert!(
-        s.contains("you said: large"),
-        "the reply continued the waiting task:\n{s}"
-    );
-    // One context throughout.
-    let ctxs: std::collections::HashSet<&str> = s
-        .lines()
-        .filter_map(|l| l.strip_prefix("Context ID: "))
-        .collect();
-    assert_eq!(ctxs.len(), 1, "{s}");
-    // The refinement is version 2 of the echo artifact, and accepted.
-    assert!(s.contains("Artifact Version: echo v2"), "{s}");
-    assert!(s.contains("Refines: "), "{s}");
-    assert!(s.contains("Accepted: yes"), "{s}");
-    assert!(s.contains("Note: Accepted "), "{s}");
-    // A failing line ends a non-interactive session with its status.
-    let out = env.run_stdin(&["chat", "-a", &h], "/accept 99\nhello\n");
-    out.expect(2);
-    Ok(())
-}
+// `a2a chat` needs a terminal: its tests drive it in a pseudo-terminal
+// (tests/chat.rs).
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_smoke_check_passes_on_the_conformance_agent() -> T {
@@ -1688,14 +1709,24 @@ async fn conformance_smoke_check_passes_on_the_conformance_agent() -> T {
     ))
     .await;
     let env = Env::new();
-    let out = env.run(&["conformance", "-a", &host(&server), "--strict"]);
+    let out = env.run(&["conformance", "-a", &host(&server)]);
     out.expect(0);
     assert_text_floor(&out.stdout);
     assert_eq!(out.field("Failed").as_deref(), Some("0"));
+    assert_eq!(out.field("Skipped").as_deref(), Some("0"));
+    assert!(
+        out.field("Conformance Agent")
+            .unwrap_or_default()
+            .starts_with("yes")
+    );
+    // --strict is still accepted.
+    env.run(&["conformance", "-a", &host(&server), "--strict"])
+        .expect(0);
     let v = env
         .run(&["conformance", "-a", &host(&server), "-o", "json"])
         .json();
     assert_eq!(v["failed"], 0);
+    assert_eq!(v["conformanceAgent"], true);
     let bindings: std::collections::HashSet<&str> = v["checks"]
         .as_array()
         .unwrap()
@@ -1703,10 +1734,76 @@ async fn conformance_smoke_check_passes_on_the_conformance_agent() -> T {
         .filter_map(|c| c["binding"].as_str())
         .collect();
     assert_eq!(bindings.len(), 3);
-    // The lab agent is not a TCK agent: some checks fail, --strict says so.
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_skips_tck_checks_elsewhere_and_fails_by_default() -> T {
+    let env = Env::new();
+    // Another agent: the checks that need the conformance agent are
+    // skipped, by name; the others pass; --strict fails on the skipped.
     let (lab, _) = lab().await;
+    let out = env.run(&["conformance", "-a", &host(&lab)]);
+    out.expect(0);
+    assert_text_floor(&out.stdout);
+    assert!(
+        out.field("Conformance Agent")
+            .unwrap_or_default()
+            .starts_with("no")
+    );
+    assert_eq!(out.field("Failed").as_deref(), Some("0"));
+    assert!(
+        out.stdout.contains(
+            "Check: send: direct message\nResult: skipped: needs the TCK conformance agent"
+        ),
+        "{}",
+        out.stdout
+    );
+    let v = env
+        .run(&["conformance", "-a", &host(&lab), "-o", "json"])
+        .json();
+    assert_eq!(v["conformanceAgent"], false);
+    assert_eq!(v["skipped"], 8);
     env.run(&["conformance", "-a", &host(&lab), "--strict"])
         .expect(1);
+    // An agent whose card says it is the conformance agent but that does
+    // not act on the scenarios: exit 1, with readable expected/got lines.
+    let card = lab_card().with_skill(agentwire_types::AgentSkill::new(
+        "tck",
+        "Conformance scenarios",
+        "Claims the TCK scenarios",
+        ["tck"],
+    ));
+    let (fake, _) = lab_with(card, Recorder::default()).await;
+    let out = env.run(&["conformance", "-a", &host(&fake)]);
+    out.expect(1);
+    assert_text_floor(&out.stdout);
+    assert!(
+        out.stdout
+            .contains("Result: FAIL\nExpected: a message (no task)\nGot: a task "),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.contains('{') && !out.stdout.contains("Some("),
+        "Rust debug output:\n{}",
+        out.stdout
+    );
+    let v = env.run(&["conformance", "-a", &host(&fake), "-o", "json"]);
+    v.expect(1);
+    let v = v.json();
+    let failed: Vec<&Value> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .collect();
+    assert!(!failed.is_empty());
+    assert!(
+        failed
+            .iter()
+            .all(|c| c["expected"].is_string() && c["got"].is_string())
+    );
     Ok(())
 }
 

@@ -5,10 +5,13 @@
 //! - [`CardResolver`]: resolves any reference (`localhost:8080`,
 //!   `https://agent.example`, `https://x/card.json`, `./card.json`,
 //!   `file:///etc/agent.json`), honours HTTP caching (spec 8.6:
-//!   `Cache-Control: max-age`, `no-cache`, `no-store`; `ETag` revalidated
-//!   with `If-None-Match`), optionally keeps its cache on disk between
-//!   processes, and replaces a cached public card by the agent's extended
-//!   card once fetched with credentials ([`CardResolver::fetch_extended`]).
+//!   `Cache-Control: max-age`, `no-cache`, `no-store`; a stale card is
+//!   revalidated with `If-None-Match` / `If-Modified-Since`), optionally
+//!   keeps its cache on disk between processes, and replaces a cached
+//!   public card by the agent's extended card once fetched with credentials
+//!   ([`CardResolver::fetch_extended`]). [`CacheMode`] bypasses the cache
+//!   ([`CacheMode::Reload`]) or revalidates even a fresh card
+//!   ([`CacheMode::Revalidate`], [`CardResolver::revalidate`]).
 //!
 //! A 0.x card (top-level `url`, no `supportedInterfaces`) is recognised and
 //! refused with a clear [`ClientError::NoCompatibleInterface`].
@@ -233,12 +236,35 @@ pub struct ResolvedCard {
     pub origin: CardOrigin,
 }
 
+/// How [`CardResolver`] uses its cache for one resolution (the modes of
+/// the same names in HTTP caching).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CacheMode {
+    /// A fresh cached card (within its `max-age`) is used without a
+    /// request; a stale one is revalidated with a conditional request
+    /// (`If-None-Match` with its `ETag`, `If-Modified-Since` with its
+    /// `Last-Modified`), which a `304 Not Modified` confirms.
+    #[default]
+    Default,
+    /// Even a fresh cached card is revalidated with a conditional request
+    /// before use: one round trip, no download while it is unchanged. An
+    /// extended card is kept when the public card is unchanged.
+    Revalidate,
+    /// The cache is not read: the card is fetched with an unconditional
+    /// request, and the answer replaces what was cached (an extended card
+    /// too).
+    Reload,
+}
+
 #[derive(Debug, Clone)]
 struct CacheEntry {
     card: AgentCard,
     /// The raw body (persisted in the disk cache).
     body: Option<Value>,
+    /// Validators of the public card (for an extended card: of the public
+    /// card it was fetched beside).
     etag: Option<String>,
+    last_modified: Option<String>,
     /// Fresh until then (`None`: revalidate every time).
     fresh_until: Option<SystemTime>,
     extended: bool,
@@ -282,14 +308,23 @@ fn cache_policy(headers: &http::HeaderMap) -> CachePolicy {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), agentwire_client::ClientError> {
-/// use agentwire_client::card::{CardOrigin, CardResolver};
+/// use agentwire_client::card::{CacheMode, CardOrigin, CardResolver};
 /// let resolver = CardResolver::new();
 /// let first = resolver.resolve("localhost:8080").await?;
 /// assert_eq!(first.origin, CardOrigin::Fetched);
-/// // Within the card's max-age no request is made at all; after it, the
-/// // ETag is revalidated with If-None-Match.
+/// // Within the card's max-age no request is made at all; after it (or
+/// // at once with `Cache-Control: no-cache`), the card is revalidated
+/// // with If-None-Match / If-Modified-Since.
 /// let again = resolver.resolve("localhost:8080").await?;
 /// println!("{} ({:?})", again.card.name, again.origin);
+/// // Before acting on what a cached card lacks: make sure it is current.
+/// if !again.card.supports_streaming() && again.origin == CardOrigin::Cached {
+///     let current = resolver.revalidate("localhost:8080").await?;
+///     println!("streaming: {}", current.card.supports_streaming());
+/// }
+/// // Or ignore the cache altogether.
+/// let fresh = resolver.resolve_with("localhost:8080", CacheMode::Reload).await?;
+/// assert_eq!(fresh.origin, CardOrigin::Fetched);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
@@ -298,6 +333,7 @@ pub struct CardResolver {
     entries: Arc<Mutex<HashMap<String, CacheEntry>>>,
     cache_dir: Option<PathBuf>,
     timeout: Option<Duration>,
+    mode: CacheMode,
 }
 
 impl Default for CardResolver {
@@ -314,6 +350,7 @@ impl CardResolver {
             entries: Arc::default(),
             cache_dir: None,
             timeout: None,
+            mode: CacheMode::Default,
         }
     }
 
@@ -337,22 +374,55 @@ impl CardResolver {
         self
     }
 
+    /// How [`Self::resolve`] and [`Self::fetch_url`] use the cache (default
+    /// [`CacheMode::Default`]); [`CacheMode::Reload`] bypasses it.
+    pub fn with_cache_mode(mut self, mode: CacheMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
     /// Resolves a reference (see [`card_location`]).
     pub async fn resolve(&self, reference: &str) -> ClientResult<ResolvedCard> {
+        self.resolve_with(reference, self.mode).await
+    }
+
+    /// Resolves a reference, using the cache as `mode` says (a file is
+    /// read in every mode).
+    pub async fn resolve_with(
+        &self,
+        reference: &str,
+        mode: CacheMode,
+    ) -> ClientResult<ResolvedCard> {
         match card_location(reference)? {
             CardLocation::File(path) => Ok(ResolvedCard {
                 card: read_agent_card_file(&path)?,
                 location: path.display().to_string(),
                 origin: CardOrigin::File,
             }),
-            CardLocation::Url(url) => self.fetch_url(&url).await,
+            CardLocation::Url(url) => self.fetch_url_with(&url, mode).await,
         }
+    }
+
+    /// Resolves a reference and makes sure the card is current: a cached
+    /// card is revalidated even when still fresh ([`CacheMode::Revalidate`]).
+    /// Use it before refusing an operation because a cached card does not
+    /// declare it: the agent may have changed since.
+    pub async fn revalidate(&self, reference: &str) -> ClientResult<ResolvedCard> {
+        self.resolve_with(reference, CacheMode::Revalidate).await
     }
 
     /// The card at a card URL, from the cache when it allows.
     pub async fn fetch_url(&self, url: &str) -> ClientResult<ResolvedCard> {
-        let cached = self.entry(url);
-        if let Some(e) = &cached {
+        self.fetch_url_with(url, self.mode).await
+    }
+
+    /// The card at a card URL, using the cache as `mode` says.
+    pub async fn fetch_url_with(&self, url: &str, mode: CacheMode) -> ClientResult<ResolvedCard> {
+        let cached = match mode {
+            CacheMode::Reload => None,
+            CacheMode::Default | CacheMode::Revalidate => self.entry(url),
+        };
+        if let (Some(e), CacheMode::Default) = (&cached, mode) {
             let fresh = e.extended || e.fresh_until.is_some_and(|t| SystemTime::now() < t);
             if fresh {
                 return Ok(ResolvedCard {
@@ -373,17 +443,23 @@ impl CardResolver {
         if let Some(etag) = cached.as_ref().and_then(|e| e.etag.as_deref()) {
             rb = rb.header(http::header::IF_NONE_MATCH, etag);
         }
+        if let Some(date) = cached.as_ref().and_then(|e| e.last_modified.as_deref()) {
+            rb = rb.header(http::header::IF_MODIFIED_SINCE, date);
+        }
         if let Some(t) = self.timeout {
             rb = rb.timeout(t);
         }
         let resp = rb.send().await.map_err(|e| map_reqwest_error(e, url))?;
         let status = resp.status();
         let policy = cache_policy(resp.headers());
-        let etag = resp
-            .headers()
-            .get(http::header::ETAG)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let header = |name: http::header::HeaderName| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let etag = header(http::header::ETAG);
+        let last_modified = header(http::header::LAST_MODIFIED);
         let fresh_until = policy.max_age.map(|a| SystemTime::now() + a);
         if status == reqwest::StatusCode::NOT_MODIFIED {
             if let Some(mut e) = cached {
@@ -391,12 +467,20 @@ impl CardResolver {
                 if etag.is_some() {
                     e.etag = etag;
                 }
+                if last_modified.is_some() {
+                    e.last_modified = last_modified;
+                }
                 let card = e.card.clone();
+                let origin = if e.extended {
+                    CardOrigin::Extended
+                } else {
+                    CardOrigin::Revalidated
+                };
                 self.store(url, e, policy.store);
                 return Ok(ResolvedCard {
                     card,
                     location: url.to_owned(),
-                    origin: CardOrigin::Revalidated,
+                    origin,
                 });
             }
             return Err(ClientError::invalid_response(format!(
@@ -412,6 +496,7 @@ impl CardResolver {
             card: card.clone(),
             body: serde_json::from_slice(&body).ok(),
             etag,
+            last_modified,
             fresh_until,
             extended: false,
         };
@@ -437,13 +522,17 @@ impl CardResolver {
             .get_extended_agent_card(GetExtendedAgentCardRequest::default(), options)
             .await?;
         if let Ok(CardLocation::Url(url)) = card_location(reference) {
+            // The public card's validators stay: revalidating them tells
+            // whether the agent (and so its extended card) changed.
+            let public = self.entry(&url);
             if let Ok(mut map) = self.entries.lock() {
                 map.insert(
                     url,
                     CacheEntry {
                         card: card.clone(),
                         body: None,
-                        etag: None,
+                        etag: public.as_ref().and_then(|e| e.etag.clone()),
+                        last_modified: public.and_then(|e| e.last_modified),
                         fresh_until: None,
                         extended: true,
                     },
@@ -519,6 +608,10 @@ impl CardResolver {
             card,
             body: Some(body),
             etag: raw.get("etag").and_then(Value::as_str).map(str::to_owned),
+            last_modified: raw
+                .get("lastModified")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
             fresh_until: raw
                 .get("freshUntil")
                 .and_then(Value::as_u64)
@@ -539,7 +632,8 @@ impl CardResolver {
             .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
             .map(|d| d.as_secs());
         let doc = serde_json::json!({
-            "url": url, "etag": entry.etag, "freshUntil": fresh, "card": body,
+            "url": url, "etag": entry.etag, "lastModified": entry.last_modified,
+            "freshUntil": fresh, "card": body,
         });
         if let Some(dir) = path.parent() {
             if std::fs::create_dir_all(dir).is_err() {
@@ -743,18 +837,34 @@ mod tests {
     }
 
     async fn echo_server() -> agentwire_server::ServerHandle {
-        agentwire_server::A2aServer::new(
-            agentwire_agents::echo::card(),
-            agentwire_agents::echo::EchoAgent,
-        )
-        .bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .spawn()
+        echo_server_on("127.0.0.1:0", None, true).await
+    }
+
+    /// The echo agent on `addr`, with a card max-age and streaming or not.
+    async fn echo_server_on(
+        addr: &str,
+        max_age: Option<Duration>,
+        streaming: bool,
+    ) -> agentwire_server::ServerHandle {
+        let card = agentwire_agents::echo::card().with_streaming(streaming);
+        let mut server = agentwire_server::A2aServer::new(card, agentwire_agents::echo::EchoAgent);
+        if let Some(age) = max_age {
+            server = server.card_max_age(age);
+        }
+        server.bind(addr).await.unwrap().spawn()
+    }
+
+    fn disk_entry(dir: &Path) -> PathBuf {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
     }
 
     #[tokio::test]
-    async fn resolver_caches_and_revalidates_with_the_etag() {
+    async fn resolver_revalidates_a_no_cache_card_every_time() {
         let server = echo_server().await;
         let dir = tempfile::tempdir().unwrap();
         let resolver = CardResolver::new().with_cache_dir(dir.path());
@@ -762,31 +872,98 @@ mod tests {
         let first = resolver.resolve(&host).await.unwrap();
         assert_eq!(first.origin, CardOrigin::Fetched);
         assert_eq!(first.card.name, "Echo Agent");
-        // Fresh (max-age=300): no request at all.
+        // `Cache-Control: no-cache`: kept, but confirmed by a 304 first.
         let second = resolver.resolve(&server.base_url()).await.unwrap();
-        assert_eq!(second.origin, CardOrigin::Cached);
-        // Another process sharing the disk cache, once the entry is stale,
-        // revalidates with If-None-Match and gets 304.
-        let file = std::fs::read_dir(dir.path())
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
+        assert_eq!(second.origin, CardOrigin::Revalidated);
+        assert_eq!(second.card, first.card);
+        // Another process sharing the disk cache revalidates too, with the
+        // ETag, or with Last-Modified alone when there is no ETag.
+        let file = disk_entry(dir.path());
         let mut doc: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
         assert!(doc["etag"].is_string(), "{doc}");
-        doc["freshUntil"] = serde_json::json!(0);
-        std::fs::write(&file, serde_json::to_vec(&doc).unwrap()).unwrap();
+        assert!(doc["lastModified"].is_string(), "{doc}");
         let other = CardResolver::new().with_cache_dir(dir.path());
         let third = other.resolve(&server.base_url()).await.unwrap();
         assert_eq!(third.origin, CardOrigin::Revalidated);
-        assert_eq!(third.card, first.card);
+        doc["etag"] = Value::Null;
+        std::fs::write(&file, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let by_date = CardResolver::new().with_cache_dir(dir.path());
+        let fourth = by_date.resolve(&server.base_url()).await.unwrap();
+        assert_eq!(fourth.origin, CardOrigin::Revalidated);
+        assert_eq!(fourth.card, first.card);
+        // Reload: no conditional request, a new download.
+        let reloaded = resolver
+            .resolve_with(&server.base_url(), CacheMode::Reload)
+            .await
+            .unwrap();
+        assert_eq!(reloaded.origin, CardOrigin::Fetched);
         // A card URL that does not exist.
         let err = resolver
             .resolve(&format!("{}/nope/card.json", server.base_url()))
             .await
             .unwrap_err();
         assert!(matches!(err, ClientError::CardNotFound { .. }), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn a_fresh_card_is_used_until_revalidated_or_reloaded() {
+        // An agent whose card may be kept 10 minutes, without streaming.
+        let old = echo_server_on("127.0.0.1:0", Some(Duration::from_secs(600)), false).await;
+        let addr = old.local_addr().to_string();
+        let dir = tempfile::tempdir().unwrap();
+        let resolver = CardResolver::new().with_cache_dir(dir.path());
+        let first = resolver.resolve(&addr).await.unwrap();
+        assert_eq!(first.origin, CardOrigin::Fetched);
+        assert!(!first.card.supports_streaming());
+        assert_eq!(
+            resolver.resolve(&addr).await.unwrap().origin,
+            CardOrigin::Cached
+        );
+        // Unchanged: revalidation confirms it (304).
+        let same = resolver.revalidate(&addr).await.unwrap();
+        assert_eq!(same.origin, CardOrigin::Revalidated);
+        assert_eq!(same.card, first.card);
+
+        // Another agent takes the address, with streaming.
+        old.shutdown().await.unwrap();
+        let new = echo_server_on(&addr, Some(Duration::from_secs(600)), true).await;
+        // Within max-age the old card is still used, here and in another
+        // process sharing the cache...
+        let stale = resolver.resolve(&addr).await.unwrap();
+        assert_eq!(stale.origin, CardOrigin::Cached);
+        assert!(!stale.card.supports_streaming());
+        let stale_dir = tempfile::tempdir().unwrap();
+        let entry = disk_entry(dir.path());
+        std::fs::copy(&entry, stale_dir.path().join(entry.file_name().unwrap())).unwrap();
+        let other = CardResolver::new().with_cache_dir(stale_dir.path());
+        let stale = other.resolve(&addr).await.unwrap();
+        assert_eq!(stale.origin, CardOrigin::Cached);
+        assert!(!stale.card.supports_streaming());
+        // ... until it is revalidated (the ETag no longer matches: the new
+        // card comes back) ...
+        let current = resolver.revalidate(&addr).await.unwrap();
+        assert_eq!(current.origin, CardOrigin::Fetched);
+        assert!(current.card.supports_streaming());
+        assert!(
+            resolver
+                .resolve(&addr)
+                .await
+                .unwrap()
+                .card
+                .supports_streaming()
+        );
+        // ... or the cache is bypassed (and the new card replaces the old).
+        let reloading = CardResolver::new()
+            .with_cache_dir(stale_dir.path())
+            .with_cache_mode(CacheMode::Reload);
+        let reloaded = reloading.resolve(&addr).await.unwrap();
+        assert_eq!(reloaded.origin, CardOrigin::Fetched);
+        assert!(reloaded.card.supports_streaming());
+        let after = CardResolver::new().with_cache_dir(stale_dir.path());
+        let after = after.resolve(&addr).await.unwrap();
+        assert_eq!(after.origin, CardOrigin::Cached);
+        assert!(after.card.supports_streaming());
+        drop(new);
     }
 
     #[tokio::test]
@@ -827,5 +1004,16 @@ mod tests {
         let again = resolver.resolve(&server.base_url()).await.unwrap();
         assert_eq!(again.origin, CardOrigin::Extended);
         assert_eq!(again.card.description, "the extended card");
+        // Revalidated against the public card's ETag: unchanged, so the
+        // extended card stays; a reload gives the public card.
+        let checked = resolver.revalidate(&server.base_url()).await.unwrap();
+        assert_eq!(checked.origin, CardOrigin::Extended);
+        assert_eq!(checked.card.description, "the extended card");
+        let reloaded = resolver
+            .resolve_with(&server.base_url(), CacheMode::Reload)
+            .await
+            .unwrap();
+        assert_eq!(reloaded.origin, CardOrigin::Fetched);
+        assert_ne!(reloaded.card.description, "the extended card");
     }
 }

@@ -240,9 +240,33 @@ impl TaskView {
 
     /// Whether the interaction is over for now: a direct message, or a task
     /// in a terminal or interrupted state.
+    ///
+    /// This is the state of the task as the events so far describe it.
+    /// Right after the `Task` snapshot that opens the stream of a message
+    /// continuing a task, it is still the interrupted state that message
+    /// answers: to know whether a stream is over, use [`ends_interaction`]
+    /// on each event (or read the stream [`follow`] gives to its end).
     pub fn is_final(&self) -> bool {
         self.message.is_some() || self.state().is_some_and(TaskState::ends_turn)
     }
+}
+
+/// The call that opened the stream given to [`follow`]: it decides what
+/// the stream's first event, a `Task` snapshot, means.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OpenedBy {
+    /// `SendStreamingMessage` (the default). The opening `Task` shows the
+    /// task as it stood when the message arrived; for a message that
+    /// continues a task waiting for input, that is still the interrupted
+    /// state the message answers. So the opening `Task` ends the stream
+    /// only when it is already terminal; otherwise the stream ends at a
+    /// status event in a terminal or interrupted state.
+    #[default]
+    SendStreamingMessage,
+    /// `SubscribeToTask`. The opening `Task` is the task's current state:
+    /// when it is terminal or interrupted, that is the end (an interrupted
+    /// task waits for its caller; nothing follows until it answers).
+    SubscribeToTask,
 }
 
 /// How [`follow`] reconnects.
@@ -254,6 +278,10 @@ pub struct FollowOptions {
     pub backoff: Duration,
     /// Options of every call.
     pub call: CallOptions,
+    /// What opened the stream given to [`follow`] (default
+    /// `SendStreamingMessage`). Streams `follow` opens itself are
+    /// subscriptions.
+    pub opened_by: OpenedBy,
 }
 
 impl Default for FollowOptions {
@@ -262,7 +290,52 @@ impl Default for FollowOptions {
             max_reconnects: 5,
             backoff: Duration::from_millis(200),
             call: CallOptions::default(),
+            opened_by: OpenedBy::default(),
         }
+    }
+}
+
+/// Whether `event` ends the interaction for now, given the call that
+/// opened its stream and whether it is the stream's first event (spec
+/// 3.1.2, 3.1.6).
+///
+/// - A `Message` as the first event is the whole answer (a message-only
+///   stream).
+/// - A `Task` as the first event is a snapshot: it ends the stream when it
+///   is terminal, and, for a subscription (the current state), when it is
+///   interrupted too. The snapshot opening the stream of a message that
+///   continues a task shows the state before that message (typically the
+///   input-required state it answers): never the end.
+/// - Afterwards, a status update (or a later `Task`) in a terminal or
+///   interrupted state ends it.
+///
+/// ```
+/// use agentwire_client::follow::{OpenedBy, ends_interaction};
+/// use agentwire_types::{StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent};
+///
+/// let waiting = StreamResponse::from(Task {
+///     id: "t".into(),
+///     context_id: "c".into(),
+///     status: Some(TaskStatus::new(TaskState::InputRequired)),
+///     ..Default::default()
+/// });
+/// // The answer's stream opens with the question's state: not the end.
+/// assert!(!ends_interaction(&waiting, true, OpenedBy::SendStreamingMessage));
+/// // A subscription to a task waiting for input: nothing more will come.
+/// assert!(ends_interaction(&waiting, true, OpenedBy::SubscribeToTask));
+/// let done = StreamResponse::from(TaskStatusUpdateEvent::new(
+///     "t", "c", TaskStatus::new(TaskState::Completed),
+/// ));
+/// assert!(ends_interaction(&done, false, OpenedBy::SendStreamingMessage));
+/// ```
+pub fn ends_interaction(event: &StreamResponse, first: bool, opened_by: OpenedBy) -> bool {
+    match &event.payload {
+        Some(stream_response::Payload::Message(_)) => first,
+        Some(stream_response::Payload::Task(t)) if first => match opened_by {
+            OpenedBy::SendStreamingMessage => t.state().is_terminal(),
+            OpenedBy::SubscribeToTask => t.state().ends_turn(),
+        },
+        _ => event.state().is_some_and(TaskState::ends_turn),
     }
 }
 
@@ -278,6 +351,10 @@ struct FollowState<T> {
     transport: T,
     task_id: Option<String>,
     current: Option<EventStream>,
+    /// What opened `current`.
+    opened_by: OpenedBy,
+    /// The next event is the first of `current`.
+    first: bool,
     options: FollowOptions,
     failures: u32,
     done: bool,
@@ -302,8 +379,14 @@ impl Step {
 
 /// Follows a task to its end, surviving dropped connections.
 ///
-/// `initial` is a stream already open (from `SendStreamingMessage` or
-/// `SubscribeToTask`); without it, the task `task_id` is subscribed to.
+/// `initial` is a stream already open (from `SendStreamingMessage`, or from
+/// `SubscribeToTask` with [`FollowOptions::opened_by`] saying so); without
+/// it, the task `task_id` is subscribed to. The stream ends after the
+/// event that ends the interaction (see [`ends_interaction`]): a status
+/// event in a terminal or interrupted state, never the `Task` snapshot
+/// opening the stream of a message that continues a task (it shows the
+/// state that message answers).
+///
 /// When the stream fails with a connection error, or ends before a
 /// terminal or interrupted state, the task is read with `GetTask`: if it
 /// reached such a state, that `Task` is yielded as the last event;
@@ -325,6 +408,8 @@ where
         transport,
         task_id,
         current: initial,
+        opened_by: options.opened_by,
+        first: true,
         options,
         failures: 0,
         done: false,
@@ -356,7 +441,8 @@ impl<T: Transport + Send + Sync> FollowState<T> {
                 if self.task_id.is_none() {
                     self.task_id = event.task_id().map(str::to_owned);
                 }
-                if event.ends_stream() {
+                let first = std::mem::take(&mut self.first);
+                if ends_interaction(&event, first, self.opened_by) {
                     self.done = true;
                 }
                 Step::ok(event)
@@ -443,7 +529,10 @@ impl<T: Transport + Send + Sync> FollowState<T> {
             .await
         {
             Ok(s) => {
+                // A subscription opens with the task's current state.
                 self.current = Some(s);
+                self.opened_by = OpenedBy::SubscribeToTask;
+                self.first = true;
                 Step::Continue
             }
             // Subscribing to a task that already ended is refused (spec
@@ -785,6 +874,120 @@ mod tests {
             Some(TaskState::InputRequired)
         );
         assert_eq!(t.subscribes.load(Ordering::SeqCst), 0);
+    }
+
+    fn artifact_chunk(text: &str, append: bool, last: bool) -> ClientResult<StreamResponse> {
+        let mut e =
+            TaskArtifactUpdateEvent::new("t1", "c1", Artifact::text("report", text).with_id("a1"));
+        e.append = append;
+        e.last_chunk = last;
+        Ok(StreamResponse::from(e))
+    }
+
+    #[tokio::test]
+    async fn a_continued_task_is_followed_past_its_opening_snapshot() {
+        // The stream of an answer opens with the task as it was (waiting
+        // for input), then the agent works and completes.
+        let t = std::sync::Arc::new(Scripted::default());
+        let initial: EventStream = Box::pin(futures::stream::iter(vec![
+            Ok(StreamResponse::from(task(TaskState::InputRequired))),
+            status(TaskState::Working),
+            artifact_chunk("Hello, ", false, false),
+            artifact_chunk("world", true, true),
+            status(TaskState::Completed),
+        ]));
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, fast())
+            .collect()
+            .await;
+        assert_eq!(events.len(), 5);
+        let mut view = TaskView::new();
+        for e in &events {
+            view.apply(e.as_ref().unwrap());
+        }
+        let done = view.task().unwrap();
+        assert_eq!(done.state(), TaskState::Completed);
+        assert_eq!(done.artifacts[0].text_content(), "Hello, world");
+        assert_eq!(t.gets.load(Ordering::SeqCst), 0);
+        assert_eq!(t.subscribes.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_state_reached_on_the_stream_ends_it() {
+        let t = std::sync::Arc::new(Scripted::default());
+        let initial: EventStream = Box::pin(futures::stream::iter(vec![
+            Ok(StreamResponse::from(task(TaskState::InputRequired))),
+            status(TaskState::Working),
+            status(TaskState::AuthRequired),
+            status(TaskState::Working),
+        ]));
+        let states: Vec<_> = follow(t.clone(), Some(initial), None, fast())
+            .map(|e| e.unwrap().state().unwrap())
+            .collect()
+            .await;
+        assert_eq!(
+            states,
+            [
+                TaskState::InputRequired,
+                TaskState::Working,
+                TaskState::AuthRequired
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn complete_answers_in_one_object_end_the_stream() {
+        let t = std::sync::Arc::new(Scripted::default());
+        // A terminal Task first: the whole answer.
+        let initial: EventStream = Box::pin(futures::stream::iter(vec![
+            Ok(StreamResponse::from(task(TaskState::Completed))),
+            status(TaskState::Working),
+        ]));
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, fast())
+            .collect()
+            .await;
+        assert_eq!(events.len(), 1);
+        // A message-only stream.
+        let initial: EventStream = Box::pin(futures::stream::iter(vec![
+            Ok(StreamResponse::from(Message::user_text("hi"))),
+            status(TaskState::Working),
+        ]));
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, fast())
+            .collect()
+            .await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(t.gets.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_subscription_to_a_waiting_task_ends_at_its_snapshot() {
+        // Opened by the caller.
+        let t = std::sync::Arc::new(Scripted::default());
+        let initial: EventStream = Box::pin(futures::stream::iter(vec![
+            Ok(StreamResponse::from(task(TaskState::InputRequired))),
+            status(TaskState::Working),
+        ]));
+        let opts = FollowOptions {
+            opened_by: OpenedBy::SubscribeToTask,
+            ..fast()
+        };
+        let events: Vec<_> = follow(t.clone(), Some(initial), Some("t1".into()), opts)
+            .collect()
+            .await;
+        assert_eq!(events.len(), 1);
+        // Opened by follow itself.
+        *t.subscriptions.lock().unwrap() = vec![vec![
+            Ok(task(TaskState::InputRequired).into()),
+            status(TaskState::Working),
+        ]];
+        let events: Vec<_> = follow(t.clone(), None, Some("t1".into()), fast())
+            .collect()
+            .await;
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            events[0].as_ref().unwrap().state(),
+            Some(TaskState::InputRequired)
+        );
+        assert_eq!(t.gets.load(Ordering::SeqCst), 0);
     }
 
     #[tokio::test]

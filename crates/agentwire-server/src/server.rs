@@ -26,6 +26,13 @@ pub struct RouterOptions {
     pub max_body_bytes: usize,
     /// Serve gRPC on the same port.
     pub grpc: bool,
+    /// How long clients may use the agent card without asking again
+    /// (`Cache-Control: public, max-age=N`). `None` (the default) sends
+    /// `Cache-Control: no-cache`: clients keep the card but revalidate it
+    /// before each use (a conditional request, answered `304 Not Modified`
+    /// while it is unchanged), so a new card is seen at once. Every answer
+    /// carries an `ETag` and a `Last-Modified`.
+    pub card_max_age: Option<Duration>,
 }
 
 impl Default for RouterOptions {
@@ -33,6 +40,7 @@ impl Default for RouterOptions {
         Self {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             grpc: true,
+            card_max_age: None,
         }
     }
 }
@@ -40,7 +48,15 @@ impl Default for RouterOptions {
 /// The axum router serving `handler` over every binding, to mount in an
 /// application of your own or to serve as is.
 pub fn router(handler: RequestHandler, options: &RouterOptions) -> Router {
-    let card = CardEndpoint::new(&handler);
+    let card = CardEndpoint::new(&handler, options.card_max_age);
+    router_with_card(handler, options, card)
+}
+
+fn router_with_card(
+    handler: RequestHandler,
+    options: &RouterOptions,
+    card: CardEndpoint,
+) -> Router {
     let state = HttpState {
         handler: handler.clone(),
         max_body_bytes: options.max_body_bytes,
@@ -164,6 +180,18 @@ impl A2aServer {
         self
     }
 
+    /// How long clients may use the agent card without asking again: sent
+    /// as `Cache-Control: public, max-age=N` (whole seconds). By default the
+    /// card is sent with `Cache-Control: no-cache`, so clients revalidate
+    /// it (`If-None-Match` / `If-Modified-Since`, answered `304 Not
+    /// Modified`) before each use. A production deployment whose card
+    /// changes rarely sets a few minutes here; clients then see a new card
+    /// only once their copy is that old.
+    pub fn card_max_age(mut self, age: Duration) -> Self {
+        self.options.card_max_age = Some(age);
+        self
+    }
+
     /// Whether to serve gRPC on the same port (default yes).
     pub fn grpc(mut self, on: bool) -> Self {
         self.options.grpc = on;
@@ -238,13 +266,15 @@ impl A2aServer {
                 }
             });
         }
-        let router = router(handler.clone(), &self.options);
+        // One card endpoint (one Last-Modified) for both paths.
+        let card = CardEndpoint::new(&handler, self.options.card_max_age);
+        let router = router_with_card(handler.clone(), &self.options, card.clone());
         let direct = crate::serve::Direct {
             rpc: HttpState {
                 handler: handler.clone(),
                 max_body_bytes: self.options.max_body_bytes,
             },
-            card: CardEndpoint::new(&handler),
+            card,
         };
         Ok(BoundServer {
             listener,

@@ -105,7 +105,12 @@ impl Env {
     pub fn cmd(&self) -> assert_cmd::Command {
         let mut c = assert_cmd::Command::cargo_bin("a2a").expect("the a2a binary");
         for (k, _) in std::env::vars() {
-            if k.starts_with("A2ACLI_") || k.starts_with("XDG_") || k == "A2A_LOG" {
+            if k.starts_with("A2ACLI_")
+                || k.starts_with("XDG_")
+                || k.starts_with("A2A_SERVE_")
+                || k == "A2A_LOG"
+                || k == "RUST_LOG"
+            {
                 c.env_remove(k);
             }
         }
