@@ -296,8 +296,9 @@ async fn bind(
         AgentName::DepCompat => A2aServer::new(depcompat::card(), depcompat::DepCompatAgent),
     };
     let Opened { store, bus, outbox } = open_store(store_spec, args).await?;
-    let server = if matches!(agent, AgentName::Conformance) {
-        // Push notifications, to loopback webhooks only (conformance runs);
+    let server = if matches!(agent, AgentName::Conformance | AgentName::Echo) {
+        // Push notifications, loopback webhooks included (conformance runs,
+        // `a2a webhook` beside the echo agent);
         // with a SQLite store the outbox and the signing key live beside
         // it, so a restart loses no notification and keeps the JWKS; with
         // PostgreSQL the replicas share an outbox in the database.

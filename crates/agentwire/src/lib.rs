@@ -56,3 +56,10 @@ pub use agentwire_server as server;
 #[cfg(feature = "client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub use agentwire_client as client;
+
+/// The project's README, whose Rust snippets ("Writing an agent", "The
+/// client library") are compiled as this crate's doctests, so that they
+/// cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
