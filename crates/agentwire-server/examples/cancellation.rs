@@ -1,8 +1,8 @@
 //! Cancellation: long work that stops as soon as the client cancels the
 //! task. `CancelTask` fires `ctx.canceled()` (the agent leaves its loop at
-//! once), then calls the agent's optional `cancel` hook (here: it says
-//! why in the final status); the runtime marks the task canceled whatever
-//! the agent does, and refuses its later updates.
+//! once), then calls the agent's optional `cancel` hook (the place to
+//! release what the work held); the runtime marks the task canceled
+//! whatever the agent does, and refuses its later updates.
 //!
 //! ```sh
 //! cargo run -p agentwire-server --example cancellation           # 127.0.0.1:8080
@@ -14,10 +14,7 @@
 use std::time::Duration;
 
 use agentwire_server::{A2aServer, AgentExecutor, RequestContext, TaskUpdater};
-use agentwire_types::{A2aResult, AgentCard, AgentSkill, Part, TaskState};
-
-/// What the final status says when the countdown is canceled.
-pub const STOPPED: &str = "Countdown stopped; nothing was launched.";
+use agentwire_types::{A2aResult, AgentCard, AgentSkill};
 
 /// Counts down a minute, a progress status every second.
 pub struct Countdown;
@@ -36,11 +33,13 @@ impl AgentExecutor for Countdown {
         task.complete_with("Liftoff!").await
     }
 
-    /// Called after `ctx.canceled()` fired: release what the work held,
-    /// and (optionally) end the task with a message of your own.
-    async fn cancel(&self, _ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
-        let why = task.agent_message(vec![Part::text(STOPPED)]);
-        task.set_status(TaskState::Canceled, Some(why)).await
+    /// Called after `ctx.canceled()` fired, with the task as it was:
+    /// release what the work held (files, connections, other agents'
+    /// tasks). There is no need to record the cancellation: the runtime
+    /// does.
+    async fn cancel(&self, ctx: RequestContext, _task: TaskUpdater) -> A2aResult<()> {
+        println!("task {} canceled: nothing to clean up", ctx.task_id);
+        Ok(())
     }
 }
 
