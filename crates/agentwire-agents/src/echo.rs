@@ -142,11 +142,7 @@ fn long_job(
             if ctx.is_canceled() {
                 return Ok(());
             }
-            task.progress(format!(
-                "working: step {i} of {steps} (cancel with `a2a task cancel {}`)",
-                task.task_id()
-            ))
-            .await?;
+            task.progress(format!("step {i} of {steps}")).await?;
             tokio::select! {
                 () = tokio::time::sleep(step) => {}
                 () = ctx.canceled() => return Ok(()),
@@ -414,7 +410,7 @@ mod tests {
                 }
                 _ => None,
             })
-            .filter(|t| t.starts_with("working: step"))
+            .filter(|t| t.starts_with("step "))
             .count();
         assert_eq!(progress, 3);
         let id = events[0].task_id().unwrap().to_owned();
