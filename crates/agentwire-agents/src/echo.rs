@@ -109,21 +109,29 @@ impl AgentExecutor for EchoAgent {
     }
 }
 
-/// The text back as one artifact (word chunks when streaming).
-async fn echo(text: String, streaming: bool, task: TaskUpdater) -> A2aResult<()> {
-    task.start_work().await?;
-    let words: Vec<&str> = text.split_inclusive(' ').collect();
-    if streaming && words.len() > 1 {
-        let id = new_id();
-        for (i, word) in words.iter().enumerate() {
-            let chunk = Artifact::text("echo", *word).with_id(&id);
-            task.artifact_chunk(chunk, i > 0, i + 1 == words.len())
-                .await?;
+/// The text back as one artifact (word chunks when streaming). An `async
+/// move` block rather than an `async fn`, which would keep its arguments
+/// twice.
+fn echo(
+    text: String,
+    streaming: bool,
+    task: TaskUpdater,
+) -> impl Future<Output = A2aResult<()>> + Send {
+    async move {
+        task.start_work().await?;
+        let words: Vec<&str> = text.split_inclusive(' ').collect();
+        if streaming && words.len() > 1 {
+            let id = new_id();
+            for (i, word) in words.iter().enumerate() {
+                let chunk = Artifact::text("echo", *word).with_id(&id);
+                task.artifact_chunk(chunk, i > 0, i + 1 == words.len())
+                    .await?;
+            }
+        } else {
+            task.add_artifact(Artifact::text("echo", text)).await?;
         }
-    } else {
-        task.add_artifact(Artifact::text("echo", text)).await?;
+        task.complete().await
     }
-    task.complete().await
 }
 
 /// Works for `duration` in steps of a second, a progress status at the

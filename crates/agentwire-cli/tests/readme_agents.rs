@@ -183,8 +183,17 @@ fn a_multi_part_send_is_acknowledged_part_by_part() {
     // The README's command as it is (text output)...
     let out = env.run_stdin(&readme, params);
     out.expect(0);
-    assert_eq!(out.field("State").as_deref(), Some("COMPLETED"), "{}", out.stdout);
-    assert!(out.stdout.contains("\"filename\": \"report.pdf\""), "{}", out.stdout);
+    assert_eq!(
+        out.field("State").as_deref(),
+        Some("COMPLETED"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("\"filename\": \"report.pdf\""),
+        "{}",
+        out.stdout
+    );
     // ...and in JSON, checked part by part.
     let mut json_args = readme.to_vec();
     json_args.extend(["-o", "json"]);
@@ -194,7 +203,10 @@ fn a_multi_part_send_is_acknowledged_part_by_part() {
     let task = task_of(&v);
     assert_eq!(state(&v), "TASK_STATE_COMPLETED", "{v}");
     let artifacts = task["artifacts"].as_array().expect("artifacts");
-    let names: Vec<&str> = artifacts.iter().filter_map(|a| a["name"].as_str()).collect();
+    let names: Vec<&str> = artifacts
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .collect();
     assert_eq!(names, ["echo", "parts", "data"], "{v}");
     assert_eq!(artifacts[0]["parts"][0]["text"], "summarise");
     let described = &artifacts[1]["parts"][0]["data"];
@@ -347,16 +359,21 @@ fn a_long_job_is_listed_pushed_and_canceled() {
     let o = receiving.join().expect("webhook thread");
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     let events: Vec<Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
-    let last = events.last().unwrap_or_else(|| panic!("no notification: {stderr}"));
+    let last = events
+        .last()
+        .unwrap_or_else(|| panic!("no notification: {stderr}"));
     assert_eq!(last["statusUpdate"]["taskId"], task.as_str(), "{stdout}");
     assert_eq!(
-        last["statusUpdate"]["status"]["state"],
-        "TASK_STATE_CANCELED",
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_CANCELED",
         "{stdout}"
     );
 }
@@ -371,7 +388,14 @@ fn task_get_wait_and_subscribe_follow_a_long_job_to_its_end() {
     let followed = id(&start_async(&env, &a, "slow 8"));
     let mut subscribe = env.cmd();
     subscribe.args([
-        "task", "subscribe", "-a", &a, &followed, "--stream", "-o", "json",
+        "task",
+        "subscribe",
+        "-a",
+        &a,
+        &followed,
+        "--stream",
+        "-o",
+        "json",
     ]);
     let subscribing = std::thread::spawn(move || subscribe.output().expect("run a2a"));
 
@@ -425,8 +449,7 @@ fn task_get_wait_and_subscribe_follow_a_long_job_to_its_end() {
     );
     let last = events.last().expect("events");
     assert_eq!(
-        last["statusUpdate"]["status"]["state"],
-        "TASK_STATE_COMPLETED",
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
         "{}",
         out.stdout
     );
@@ -440,7 +463,12 @@ async fn the_extended_card_with_a_bearer_token() {
     // a2a card get -a $B --extended --bearer $TOKEN
     let out = env.run(&["card", "get", "-a", &a, "--extended", "--bearer", "s3cret"]);
     out.expect(0);
-    assert_eq!(out.field("Card").as_deref(), Some("extended"), "{}", out.stdout);
+    assert_eq!(
+        out.field("Card").as_deref(),
+        Some("extended"),
+        "{}",
+        out.stdout
+    );
     let out = env.run(&[
         "card",
         "get",

@@ -41,6 +41,26 @@
 //! # }
 //! # fn main() {}
 //! ```
+//!
+//! The smallest client (feature `client`):
+//!
+//! ```no_run
+//! # #[cfg(feature = "client")]
+//! # async fn hello() -> Result<(), agentwire::client::ClientError> {
+//! let client = agentwire::client::Client::connect("http://127.0.0.1:8080").await?;
+//! let answer = client.send_text("hello").await?;
+//! if let Some(task) = answer.task() {
+//!     println!("task {} is {}", task.id, task.state().short_name());
+//! }
+//! # Ok(()) }
+//! # fn main() {}
+//! ```
+//!
+//! More, runnable: the examples of `agentwire-server` (an agent each:
+//! hello, streamed artifact, multi-turn, cancellation, push notifications,
+//! an axum application, an extended card) and of `agentwire-client` (hello,
+//! the ledger); the README's snippets are compiled as this crate's
+//! doctests.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
