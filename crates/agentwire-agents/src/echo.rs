@@ -112,6 +112,7 @@ impl AgentExecutor for EchoAgent {
 /// The text back as one artifact (word chunks when streaming). An `async
 /// move` block rather than an `async fn`, which would keep its arguments
 /// twice.
+#[allow(clippy::manual_async_fn)]
 fn echo(
     text: String,
     streaming: bool,
