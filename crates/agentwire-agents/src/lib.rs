@@ -1,7 +1,9 @@
 //! Agents bundled with the project, written on the public API only.
 //!
 //! - [`echo::EchoAgent`]: repeats the text it receives as an artifact
-//!   (streamed word by word when the client streams).
+//!   (streamed word by word when the client streams); also runs a
+//!   cancelable long job (`slow`, `long job`) and describes the files and
+//!   data it is sent.
 //! - [`depcompat::DepCompatAgent`]: the Dependency Compatibility Agent of
 //!   seed 003: checks an npm or Cargo project against a target runtime and
 //!   target package versions, asks for what is missing (input-required),

@@ -612,8 +612,9 @@ async fn bind(
     let Opened { store, bus, outbox } = open_store(store_spec, args)
         .with_subscriber(quiet())
         .await?;
-    let server = if agent == AgentName::Conformance {
-        // Push notifications, to loopback webhooks only (conformance runs);
+    let server = if matches!(agent, AgentName::Conformance | AgentName::Echo) {
+        // Push notifications, loopback webhooks included (conformance runs,
+        // `a2a webhook` beside the echo agent);
         // with a SQLite store the outbox and the signing key live beside
         // it, so a restart loses no notification and keeps the JWKS; with
         // PostgreSQL the replicas share an outbox in the database.

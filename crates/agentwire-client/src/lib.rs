@@ -1,5 +1,21 @@
 //! A client for agents speaking the A2A (Agent2Agent) protocol v1.0.
 //!
+//! The smallest client: discover the agent by its card, send it a message.
+//!
+//! ```no_run
+//! # async fn hello() -> Result<(), agentwire_client::ClientError> {
+//! let client = agentwire_client::Client::connect("http://127.0.0.1:8080").await?;
+//! let answer = client.send_text("hello").await?;
+//! if let Some(task) = answer.task() {
+//!     println!("task {} is {}", task.id, task.state().short_name());
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Runnable: `cargo run -p agentwire-client --example hello --
+//! http://127.0.0.1:8080` (and `--example ledger`: the ledger below), e.g.
+//! against `cargo run -p agentwire-server --example echo`.
+//!
 //! Three layers, each usable on its own:
 //!
 //! 1. **Transports** ([`Transport`]): the eleven A2A operations over one

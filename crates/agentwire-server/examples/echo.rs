@@ -1,10 +1,19 @@
-//! An echo agent in about 20 lines: `cargo run -p agentwire-server --example echo`
-//! then `curl http://127.0.0.1:8080/.well-known/agent-card.json` (another
-//! address: `--example echo -- 127.0.0.1:9000`).
+//! The hello agent: the smallest agent there is, the one of the README's
+//! "Writing an agent". Every message becomes a completed task whose one
+//! artifact repeats the text.
+//!
+//! ```sh
+//! cargo run -p agentwire-server --example echo           # 127.0.0.1:8080
+//! cargo run -p agentwire-server --example echo -- 9000   # another port
+//! a2a send -a 127.0.0.1:8080 "hello"                     # or the hello client:
+//! cargo run -p agentwire-client --example hello -- http://127.0.0.1:8080
+//! ```
+
 use agentwire_server::{A2aServer, AgentExecutor, RequestContext, TaskUpdater};
 use agentwire_types::{A2aResult, AgentCard, AgentSkill, Artifact};
 
-struct Echo;
+/// The agent.
+pub struct Echo;
 
 impl AgentExecutor for Echo {
     async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
@@ -15,15 +24,32 @@ impl AgentExecutor for Echo {
     }
 }
 
-#[tokio::main]
-async fn main() -> std::io::Result<()> {
+/// The agent with its card, ready to bind.
+pub fn server() -> A2aServer {
     let card = AgentCard::new("Echo", "Repeats what you say", "1.0.0").with_skill(AgentSkill::new(
         "echo",
         "Echo",
         "Repeats the text",
         ["echo"],
     ));
-    let addr = std::env::args().nth(1);
-    let addr = addr.as_deref().unwrap_or("127.0.0.1:8080");
-    A2aServer::new(card, Echo).serve(addr).await
+    A2aServer::new(card, Echo)
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let port = port_from_args()?;
+    println!("Echo agent on http://127.0.0.1:{port} (Ctrl-C stops it)");
+    server().serve(("127.0.0.1", port)).await
+}
+
+/// The port given as the first argument, 8080 without one.
+fn port_from_args() -> std::io::Result<u16> {
+    std::env::args().nth(1).map_or(Ok(8080), |p| {
+        p.parse().map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{p:?} is not a port number (1-65535)"),
+            )
+        })
+    })
 }

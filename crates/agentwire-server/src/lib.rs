@@ -2,6 +2,40 @@
 //! [`A2aServer`] with your [`AgentCard`], and it serves JSON-RPC, HTTP+JSON
 //! and gRPC on one port, with the agent card at
 //! `/.well-known/agent-card.json`.
+//!
+//! The smallest agent: every message becomes a completed task whose
+//! artifact repeats the text.
+//!
+//! ```no_run
+//! use agentwire_server::{A2aServer, AgentExecutor, RequestContext, TaskUpdater};
+//! use agentwire_types::{A2aResult, AgentCard, AgentSkill, Artifact};
+//!
+//! struct Echo;
+//!
+//! impl AgentExecutor for Echo {
+//!     async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+//!         task.start_work().await?;
+//!         task.add_artifact(Artifact::text("echo", ctx.text())).await?;
+//!         task.complete().await
+//!     }
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> std::io::Result<()> {
+//!     let card = AgentCard::new("Echo", "Repeats what you say", "1.0.0")
+//!         .with_skill(AgentSkill::new("echo", "Echo", "Repeats the text", ["echo"]));
+//!     A2aServer::new(card, Echo).serve("127.0.0.1:8080").await
+//! }
+//! ```
+//!
+//! The crate's examples (`cargo run -p agentwire-server --example NAME`;
+//! each serves on 127.0.0.1:8080, or on the port given as argument) show
+//! one thing each: `echo` (the agent above), `streamed_artifact`
+//! ([`TaskUpdater::artifact_chunk`]), `input_required` (a multi-turn
+//! agent), `cancellation` (`ctx.canceled()` and the `cancel` hook),
+//! `push_notifications` ([`PushConfig`]), `axum_app` ([`router`] in an
+//! application of your own) and `extended_card` (an extended card for
+//! callers with a bearer token).
 #![warn(missing_docs)]
 
 pub mod auth;

@@ -41,6 +41,26 @@
 //! # }
 //! # fn main() {}
 //! ```
+//!
+//! The smallest client (feature `client`):
+//!
+//! ```no_run
+//! # #[cfg(feature = "client")]
+//! # async fn hello() -> Result<(), agentwire::client::ClientError> {
+//! let client = agentwire::client::Client::connect("http://127.0.0.1:8080").await?;
+//! let answer = client.send_text("hello").await?;
+//! if let Some(task) = answer.task() {
+//!     println!("task {} is {}", task.id, task.state().short_name());
+//! }
+//! # Ok(()) }
+//! # fn main() {}
+//! ```
+//!
+//! More, runnable: the examples of `agentwire-server` (an agent each:
+//! hello, streamed artifact, multi-turn, cancellation, push notifications,
+//! an axum application, an extended card) and of `agentwire-client` (hello,
+//! the ledger); the README's snippets are compiled as this crate's
+//! doctests.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
@@ -56,3 +76,10 @@ pub use agentwire_server as server;
 #[cfg(feature = "client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub use agentwire_client as client;
+
+/// The project's README, whose Rust snippets ("Writing an agent", "The
+/// client library") are compiled as this crate's doctests, so that they
+/// cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -4,7 +4,7 @@
 //! suite.
 //!
 //! ```text
-//! cargo run -p agentwire-client --example conformance_probe -- http://127.0.0.1:8080
+//! cargo run -p agentwire-bench --example conformance_probe -- http://127.0.0.1:8080
 //! ```
 
 use std::time::Duration;

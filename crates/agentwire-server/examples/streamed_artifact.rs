@@ -1,0 +1,80 @@
+//! A streamed artifact: the agent writes a Markdown report piece by piece
+//! with `artifact_chunk` (the first chunk creates the artifact, the next
+//! ones are appended, the last one says so). A streaming client sees each
+//! chunk as it is written; `GetTask` shows the one merged artifact.
+//!
+//! ```sh
+//! cargo run -p agentwire-server --example streamed_artifact           # 127.0.0.1:8080
+//! cargo run -p agentwire-server --example streamed_artifact -- 9000   # another port
+//! a2a send -a 127.0.0.1:8080 --stream "coffee"
+//! ```
+
+use std::time::Duration;
+
+use agentwire_server::{A2aServer, AgentExecutor, RequestContext, TaskUpdater};
+use agentwire_types::{A2aResult, AgentCard, AgentSkill, Artifact, new_id};
+
+/// Writes a short report on the topic it is sent.
+pub struct Reporter;
+
+impl AgentExecutor for Reporter {
+    async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+        let topic = ctx.text();
+        let chunks = [
+            format!("# A report on {topic}\n\n"),
+            "## Findings\n\nEverything is in order.\n\n".to_owned(),
+            "## Next steps\n\nNone: this is an example.\n".to_owned(),
+        ];
+        task.start_work().await?;
+        // Every chunk of one artifact carries the same artifact id.
+        let id = new_id();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let piece = Artifact::text("report.md", chunk.as_str()).with_id(&id);
+            let append = i > 0;
+            let last_chunk = i + 1 == chunks.len();
+            task.artifact_chunk(piece, append, last_chunk).await?;
+            // Real work would happen here; the pause makes the stream visible.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        task.complete().await
+    }
+}
+
+/// The agent with its card (streaming is declared by default), ready to bind.
+pub fn server() -> A2aServer {
+    let card = AgentCard::new(
+        "Reporter",
+        "Writes a short report, streamed as it goes",
+        "1.0.0",
+    )
+    .with_output_modes(["text/markdown"])
+    .with_skill(
+        AgentSkill::new(
+            "report",
+            "Report",
+            "A Markdown report on a topic",
+            ["report"],
+        )
+        .with_example("coffee"),
+    );
+    A2aServer::new(card, Reporter)
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let port = port_from_args()?;
+    println!("Reporter agent on http://127.0.0.1:{port} (Ctrl-C stops it)");
+    server().serve(("127.0.0.1", port)).await
+}
+
+/// The port given as the first argument, 8080 without one.
+fn port_from_args() -> std::io::Result<u16> {
+    std::env::args().nth(1).map_or(Ok(8080), |p| {
+        p.parse().map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{p:?} is not a port number (1-65535)"),
+            )
+        })
+    })
+}
