@@ -410,6 +410,7 @@ async fn replicas_serve_one_push_signing_key() {
     };
     let a = Replica::start("conformance", &schema.url);
     let b = Replica::start("conformance", &schema.url);
+    agentwire_client::install_crypto_provider();
     let http = reqwest::Client::new();
     let mut jwks = Vec::new();
     for r in [&a, &b] {
