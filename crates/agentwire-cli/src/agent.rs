@@ -115,6 +115,7 @@ impl Settings {
                 );
             }
         }
+        agentwire_client::install_crypto_provider();
         reqwest::Client::builder()
             .connect_timeout(agentwire_client::DEFAULT_CONNECT_TIMEOUT)
             .tcp_nodelay(true)

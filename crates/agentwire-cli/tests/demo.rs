@@ -134,6 +134,7 @@ async fn serve_all_agents() {
         .filter(|l| l.trim().starts_with("try: a2a "))
         .count();
     let mut names = Vec::new();
+    agentwire_client::install_crypto_provider();
     for url in &cards {
         let card: Value = reqwest::get(url)
             .await

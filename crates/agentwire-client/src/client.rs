@@ -19,11 +19,15 @@ use futures::future::BoxFuture;
 use crate::auth::{Credentials, Interceptor, Operation};
 use crate::card::fetch_agent_card_with;
 use crate::error::{ClientError, ClientResult};
+#[cfg(feature = "grpc")]
 use crate::grpc::GrpcTransport;
 use crate::http::default_http_client;
 use crate::jsonrpc::JsonRpcTransport;
 use crate::rest::RestTransport;
 use crate::transport::{Binding, CallOptions, EventStream, TenantField, Transport};
+
+/// Why a `GRPC` interface is not used by a build without gRPC.
+const GRPC_MISSING: &str = "gRPC is not compiled in: enable the `grpc` feature of agentwire-client";
 
 /// Whether an interface's `protocolVersion` is a 1.x version.
 fn is_v1(version: &str) -> bool {
@@ -71,7 +75,7 @@ pub fn select_interfaces(
         .filter(|i| is_v1(&i.protocol_version))
         .filter_map(|i| {
             Binding::parse(&i.protocol_binding)
-                .filter(|b| bindings.contains(b))
+                .filter(|b| bindings.contains(b) && b.is_available())
                 .map(|b| (b, i))
         })
         .collect();
@@ -103,10 +107,19 @@ pub fn select_interfaces(
                 format!("{} {version} at {}", i.protocol_binding, i.url)
             })
             .collect();
-        let accepted: Vec<&str> = bindings.iter().map(|b| b.as_str()).collect();
+        let accepted: Vec<&str> = bindings
+            .iter()
+            .filter(|b| b.is_available())
+            .map(|b| b.as_str())
+            .collect();
+        let missing = if bindings.iter().any(|b| !b.is_available()) {
+            format!(" ({GRPC_MISSING})")
+        } else {
+            String::new()
+        };
         return Err(ClientError::NoCompatibleInterface(format!(
             "none of the card's interfaces is usable: it offers {}; this client accepts {} \
-             with protocol version 1.x",
+             with protocol version 1.x{missing}",
             offered.join(", "),
             accepted.join(", ")
         )));
@@ -146,7 +159,10 @@ impl Candidate {
                     .with_http_client(http.clone())
                     .with_query_params(query.iter().cloned()),
             ),
+            #[cfg(feature = "grpc")]
             Binding::Grpc => Arc::new(GrpcTransport::new(iface.url.clone())?),
+            #[cfg(not(feature = "grpc"))]
+            Binding::Grpc => return Err(ClientError::NoCompatibleInterface(GRPC_MISSING.into())),
         };
         Ok(self.transport.get_or_init(|| t).clone())
     }

@@ -20,12 +20,29 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes of a response body kept in [`ClientError::Http`].
 pub(crate) const MAX_ERROR_BODY: usize = 4096;
 
+/// Makes *ring* the process's rustls crypto provider, unless one is
+/// installed already (an application's own choice is kept).
+///
+/// reqwest is built without a TLS crypto provider of its own, so that one
+/// provider, *ring*, serves HTTPS, gRPC over TLS and PostgreSQL TLS alike;
+/// building a `reqwest::Client` before the process has a provider panics.
+/// The clients this crate builds call this first; call it before building
+/// a `reqwest::Client` of your own (for [`crate::ClientBuilder::http_client`]
+/// and the like). Calling it again does nothing.
+pub fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // An error means another thread installed one meanwhile: as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 /// The process-wide default HTTP client (connection pool shared by every
 /// transport that is not given its own).
 pub fn default_http_client() -> reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
+            install_crypto_provider();
             reqwest::Client::builder()
                 .connect_timeout(DEFAULT_CONNECT_TIMEOUT)
                 .tcp_nodelay(true)

@@ -92,6 +92,19 @@
 //! }
 //! # }
 //! ```
+//!
+//! # Features
+//!
+//! | feature | default | what it adds |
+//! | --- | --- | --- |
+//! | `grpc` | yes | the gRPC transport ([`GrpcTransport`]); without it, `GRPC` interfaces of a card are skipped and the client speaks JSON-RPC and HTTP+JSON only (no tonic) |
+//! | `grpc-tls` | no | gRPC over TLS (`https://`, `grpcs://`), with the webpki roots; implies `grpc` |
+//! | `sqlite` | no | the SQLite ledger store (`ledger::SqliteStore`, `Ledger::open`), with a bundled SQLite |
+//! | `webhook` | no | the push-notification webhook receiver (module `webhook`, an axum router) |
+//!
+//! HTTP(S) goes through reqwest with rustls and the *ring* crypto provider;
+//! certificates are checked against the system's roots.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 pub mod auth;
@@ -99,6 +112,7 @@ pub mod card;
 mod client;
 mod error;
 pub mod follow;
+#[cfg(feature = "grpc")]
 mod grpc;
 mod http;
 mod jsonrpc;
@@ -107,6 +121,7 @@ mod rest;
 pub mod sse;
 mod transport;
 #[cfg(feature = "webhook")]
+#[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
 pub mod webhook;
 
 #[cfg(test)]
@@ -118,8 +133,10 @@ pub use auth::{Credentials, Interceptor, Operation};
 pub use card::{CardResolver, fetch_agent_card};
 pub use client::{Client, ClientBuilder, select_interfaces};
 pub use error::{BoxError, ClientError, ClientResult};
+#[cfg(feature = "grpc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
 pub use grpc::GrpcTransport;
-pub use http::{DEFAULT_CONNECT_TIMEOUT, default_http_client};
+pub use http::{DEFAULT_CONNECT_TIMEOUT, default_http_client, install_crypto_provider};
 pub use jsonrpc::JsonRpcTransport;
 pub use rest::RestTransport;
 pub use transport::{Binding, CallOptions, EventStream, Transport};

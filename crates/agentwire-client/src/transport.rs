@@ -43,6 +43,15 @@ impl Binding {
     /// The three standard bindings in the client's default preference order.
     pub const ALL: [Binding; 3] = [Binding::JsonRpc, Binding::HttpJson, Binding::Grpc];
 
+    /// Whether this build of the client can use the binding: always, except
+    /// gRPC without the `grpc` feature (such interfaces are then skipped).
+    pub const fn is_available(self) -> bool {
+        match self {
+            Binding::Grpc => cfg!(feature = "grpc"),
+            Binding::JsonRpc | Binding::HttpJson => true,
+        }
+    }
+
     /// The name used in agent cards: `JSONRPC`, `HTTP+JSON` or `GRPC`.
     pub fn as_str(self) -> &'static str {
         match self {

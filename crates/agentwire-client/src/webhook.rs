@@ -984,6 +984,7 @@ mod tests {
             .build();
         r.expect_task("t1");
         let hook = r.bind("127.0.0.1:0").await.unwrap();
+        crate::install_crypto_provider();
         let http = reqwest::Client::new();
         let mut codes = Vec::new();
         for i in 0..8 {

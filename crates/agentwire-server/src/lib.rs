@@ -36,6 +36,18 @@
 //! `push_notifications` ([`PushConfig`]), `axum_app` ([`router`] in an
 //! application of your own) and `extended_card` (an extended card for
 //! callers with a bearer token).
+//!
+//! # Features
+//!
+//! | feature | default | what it adds |
+//! | --- | --- | --- |
+//! | `sqlite` | no | `store::SqliteStore` (tasks in an embedded SQLite database, bundled: no system library) and `push::SqliteOutbox` (push notifications that survive a restart) |
+//! | `postgres` | no | `store::PostgresStore` (tasks in PostgreSQL, shared by several replicas; pure Rust driver, rustls) and the PostgreSQL push outbox |
+//!
+//! Without them tasks live in memory (`store::MemoryStore`, bounded by
+//! age and count). The three bindings, gRPC included, and push
+//! notifications are always there.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 pub mod auth;

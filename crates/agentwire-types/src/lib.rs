@@ -21,6 +21,15 @@
 //! assert_eq!(back.text(), "hello");
 //! assert!(TaskState::Completed.is_terminal());
 //! ```
+//!
+//! # Features
+//!
+//! | feature | default | what it adds |
+//! | --- | --- | --- |
+//! | `grpc` | yes | the tonic service and client of `lf.a2a.v1.A2AService` (in [`proto`]) and `A2aError` to and from a gRPC status with `google.rpc.ErrorInfo` |
+//!
+//! Without `grpc` the crate is the data model and its JSON alone (no tonic).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 mod card;

@@ -241,6 +241,7 @@ pub fn expect_kind<T>(result: ClientResult<T>, kind: ErrorKind, what: impl Displ
 
 /// A plain HTTP client that adds no A2A headers.
 pub fn raw_http() -> reqwest::Client {
+    agentwire_client::install_crypto_provider();
     reqwest::Client::builder()
         .timeout(WAIT)
         .build()
@@ -500,6 +501,7 @@ pub async fn grpc_wire(
     payload: &[u8],
     version: bool,
 ) -> GrpcWire {
+    agentwire_client::install_crypto_provider();
     let http = reqwest::Client::builder()
         .http2_prior_knowledge()
         .timeout(WAIT)

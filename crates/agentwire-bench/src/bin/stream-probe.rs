@@ -172,6 +172,7 @@ fn run(args: Args) -> anyhow::Result<bool> {
 }
 
 fn client(timeout: Duration) -> anyhow::Result<reqwest::Client> {
+    agentwire_client::install_crypto_provider();
     Ok(reqwest::Client::builder()
         .no_proxy()
         .http1_only()

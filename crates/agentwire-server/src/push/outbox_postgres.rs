@@ -400,6 +400,7 @@ mod tests {
     }
 
     #[tokio::test]
+    #[ignore = "needs PostgreSQL: set A2A_TEST_POSTGRES_URL (bash .ci/postgres start)"]
     async fn replicas_get_one_signing_key() {
         let Some((store, db)) = schema().await else {
             return;
@@ -424,6 +425,7 @@ mod tests {
     }
 
     #[tokio::test]
+    #[ignore = "needs PostgreSQL: set A2A_TEST_POSTGRES_URL (bash .ci/postgres start)"]
     async fn postgres_outbox_contract() {
         let Some((store, db)) = schema().await else {
             return;
@@ -436,6 +438,7 @@ mod tests {
     /// Two replicas leasing at once split the streams between them, and
     /// every notification is handed out exactly once, in stream order.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PostgreSQL: set A2A_TEST_POSTGRES_URL (bash .ci/postgres start)"]
     async fn replicas_share_the_work_without_overlap() {
         let Some((store, db)) = schema().await else {
             return;

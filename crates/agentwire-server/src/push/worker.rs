@@ -67,6 +67,11 @@ impl Worker {
         wake: Arc<Notify>,
         stop: CancellationToken,
     ) -> A2aResult<Self> {
+        // reqwest is built without a crypto provider of its own (see the
+        // workspace's Cargo.toml): *ring*, unless the application chose one.
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         let http = reqwest::Client::builder()
             .dns_resolver(Arc::new(GuardedResolver {
                 policy: Arc::clone(&settings.policy),
