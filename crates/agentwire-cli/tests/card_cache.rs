@@ -262,6 +262,7 @@ async fn serve_sends_no_cache_unless_a_max_age_is_chosen() {
         (&["--card-max-age", "5m"][..], "public, max-age=300"),
     ] {
         let (mut child, url) = serve_child(&env, extra).await;
+        agentwire_client::install_crypto_provider();
         let resp = reqwest::get(&url).await;
         let _ = child.kill();
         let _ = child.wait();

@@ -14,6 +14,13 @@ use agentwire_types::{AGENT_CARD_PATH, AgentCard};
 use http::{HeaderMap, StatusCode, header};
 use tower::ServiceExt;
 
+/// A plain HTTP client. reqwest is built without a TLS crypto provider of
+/// its own (the project uses ring's): one is installed first.
+fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
 struct Idle;
 
 impl AgentExecutor for Idle {
@@ -52,7 +59,7 @@ impl Answer {
 }
 
 async fn get(server: &ServerHandle, headers: &[(header::HeaderName, &str)]) -> Answer {
-    let mut rb = reqwest::Client::new()
+    let mut rb = http()
         .get(format!("{}{AGENT_CARD_PATH}", server.base_url()))
         .timeout(Duration::from_secs(10));
     for (k, v) in headers {

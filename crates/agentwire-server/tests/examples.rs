@@ -7,6 +7,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+/// A plain HTTP client. reqwest is built without a TLS crypto provider of
+/// its own (the project uses ring's): one is installed first.
+fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
 #[allow(dead_code)]
 #[path = "../examples/axum_app.rs"]
 mod axum_app;
@@ -19,7 +26,7 @@ mod push_notifications;
 const LIMIT: Duration = Duration::from_secs(30);
 
 async fn rpc(url: &str, method: &str, params: Value) -> Value {
-    reqwest::Client::new()
+    http()
         .post(url)
         .header("A2A-Version", "1.0")
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
@@ -41,14 +48,18 @@ async fn the_axum_app_serves_its_route_and_the_agent() {
     tokio::spawn(async move { axum::serve(listener, app).await });
     let base = format!("http://{addr}");
     let run = async {
-        let health = reqwest::get(format!("{base}/health"))
+        let health = http()
+            .get(format!("{base}/health"))
+            .send()
             .await
             .expect("health")
             .text()
             .await
             .expect("body");
         assert_eq!(health, "ok");
-        let card: Value = reqwest::get(format!("{base}/.well-known/agent-card.json"))
+        let card: Value = http()
+            .get(format!("{base}/.well-known/agent-card.json"))
+            .send()
             .await
             .expect("card")
             .json()
