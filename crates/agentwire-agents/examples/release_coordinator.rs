@@ -1,4 +1,4 @@
-//! The release coordinator of seed 003 as a program: it takes a goal such
+//! The release coordinator as a program: it takes a goal such
 //! as "upgrade payment-service to Node 24", discovers the Dependency
 //! Compatibility Agent by its card, delegates the analysis, answers the
 //! agent's question from its own knowledge, follows the streamed report,

@@ -1,4 +1,4 @@
-//! The release coordinator of seed 003: the other side of the
+//! The release coordinator: the other side of the
 //! [Dependency Compatibility Agent](crate::depcompat).
 //!
 //! Given a goal such as "upgrade payment-service to Node 24" and the

@@ -4,12 +4,12 @@
 //!   (streamed word by word when the client streams); also runs a
 //!   cancelable long job (`slow`, `long job`) and describes the files and
 //!   data it is sent.
-//! - [`depcompat::DepCompatAgent`]: the Dependency Compatibility Agent of
-//!   seed 003: checks an npm or Cargo project against a target runtime and
+//! - [`depcompat::DepCompatAgent`]: the Dependency Compatibility Agent: it
+//!   checks an npm or Cargo project against a target runtime and
 //!   target package versions, asks for what is missing (input-required),
 //!   streams a JSON risk report and a Markdown report, and refines them in
 //!   new tasks.
-//! - [`coordinator::ReleaseCoordinator`]: the other side of seed 003, a
+//! - [`coordinator::ReleaseCoordinator`]: the caller of the Dependency Compatibility Agent, a
 //!   release coordinator that discovers the compatibility agent by its card,
 //!   delegates to it with the client, answers its question, follows the
 //!   stream and keeps the artifact versions in the client ledger.

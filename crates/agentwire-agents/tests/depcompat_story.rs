@@ -1,4 +1,4 @@
-//! Seed 003 end to end, over each binding: the release coordinator
+//! The release coordination story end to end, over each binding: the release coordinator
 //! discovers the Dependency Compatibility Agent by its card, gets a Message
 //! for a quick question, a Task for the analysis that stops in
 //! input-required, resumes it with the answer, follows the streamed report,

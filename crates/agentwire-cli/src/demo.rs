@@ -1,4 +1,4 @@
-//! `a2a demo`: the story of seed 003 end to end, in one command.
+//! `a2a demo`: the release coordination story end to end, in one command.
 //!
 //! The command serves the Dependency Compatibility Agent on a free loopback
 //! port, in this process, and runs the release coordinator against it
@@ -178,7 +178,7 @@ fn describe_event(e: &StreamResponse) -> String {
 pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
     let json_out = matches!(g.output, OutputFormat::Json);
     let bindings: Vec<Binding> = if g.transport.is_empty() {
-        // Seed 003 picks HTTP+JSON; the others remain as fallbacks.
+        // The story picks HTTP+JSON; the others remain as fallbacks.
         vec![Binding::HttpJson, Binding::JsonRpc, Binding::Grpc]
     } else {
         let mut b = Vec::new();

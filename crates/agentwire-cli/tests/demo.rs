@@ -1,4 +1,4 @@
-//! `a2a demo`: seed 003 end to end in one command, as a newcomer runs it
+//! `a2a demo`: the release coordination story end to end in one command, as a newcomer runs it
 //! (text, each step printed, the final report) and as a machine reads it
 //! (`-o json`: the raw protocol exchange, one object per line).
 

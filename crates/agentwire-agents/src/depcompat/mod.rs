@@ -1,4 +1,4 @@
-//! The Dependency Compatibility Agent (seed 003): checks a project's
+//! The Dependency Compatibility Agent: checks a project's
 //! dependencies against a target runtime and target package versions, and
 //! reports the risks.
 //!

@@ -131,7 +131,7 @@ pub struct TaskRecord {
     pub updated_at: DateTime<Utc>,
 }
 
-/// One version of an artifact (seed 000's `ArtifactVersion`).
+/// One version of an artifact (the version chain a client keeps: name, id, the task it came from).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArtifactVersion {
     /// This version's id.
