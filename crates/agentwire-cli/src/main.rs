@@ -643,7 +643,34 @@ pub fn report_error(e: &CliError, json: bool) -> u8 {
     e.exit
 }
 
+/// Exit status of a command whose reader went away (`a2a ... | head`): the
+/// status a Unix tool killed by SIGPIPE reports (128 + 13).
+const EXIT_BROKEN_PIPE: i32 = 141;
+
+/// Output to a closed pipe ends the command quietly, as it ends `cat` or
+/// `grep`, instead of with a panic message. Rust ignores SIGPIPE (so that a
+/// server's writes to closed sockets fail instead of killing it), which
+/// turns a `println!` into a closed pipe into a panic; this hook recognises
+/// that panic and leaves with the SIGPIPE status. Other panics print as
+/// usual.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to std") && message.contains("Broken pipe") {
+            std::process::exit(EXIT_BROKEN_PIPE);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let args: Vec<OsString> = std::env::args_os().collect();
     let json = wants_json(&args);
     let mut loaded = match config::load(&args) {
@@ -733,9 +760,18 @@ async fn run(
         } => show_config(&g, matches, loaded),
         Command::Completion { shell } => {
             let mut cmd = Cli::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "a2a", &mut script);
             let mut out = std::io::stdout().lock();
-            clap_complete::generate(shell, &mut cmd, "a2a", &mut out);
-            Ok(exit::OK)
+            match out.write_all(&script).and_then(|()| out.flush()) {
+                Ok(()) => Ok(exit::OK),
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                    std::process::exit(EXIT_BROKEN_PIPE)
+                }
+                Err(e) => Err(CliError::internal(format!(
+                    "cannot write the completion script: {e}"
+                ))),
+            }
         }
         Command::Chat {
             args,
