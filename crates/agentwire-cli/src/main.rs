@@ -23,6 +23,7 @@ mod demo;
 mod error;
 mod progress;
 mod push;
+mod registry;
 mod render;
 mod send;
 mod serve;
@@ -90,7 +91,7 @@ pub enum OutputFormat {
 /// Options of every command (CLI SPEC 7.2).
 #[derive(Args, Debug, Clone)]
 pub struct Globals {
-    /// The agent: a host or origin (the well-known card path is appended), a card URL, or a card file (file://... or a path).
+    /// The agent: a host or origin (the well-known card path is appended), a card URL, a card file (file://... or a path), or registry:NAME (with --registry).
     #[arg(
         short = 'a',
         long,
@@ -212,6 +213,10 @@ pub struct Globals {
     /// Show every part and field exchanged, not the concise view.
     #[arg(long, global = true, env = "A2ACLI_VERBOSE")]
     pub verbose: bool,
+
+    /// The agent registry for `-a registry:NAME` references and the `a2a registry` commands.
+    #[arg(long, global = true, env = "A2ACLI_REGISTRY", value_name = "URL")]
+    pub registry: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -251,6 +256,11 @@ pub enum Command {
     /// Serve a bundled agent (echo, depcompat or conformance) on 127.0.0.1.
     #[command(alias = "demo-server")]
     Serve(serve::ServeArgs),
+    /// Agent registries: run one (serve), publish, withdraw, search, route, list, explore.
+    Registry {
+        #[command(subcommand)]
+        command: registry::RegistryCommand,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -445,6 +455,7 @@ async fn run(
             .await
             .map(|()| exit::OK)
             .map_err(|e| CliError::internal(format!("{e:#}"))),
+        Command::Registry { command } => registry::run(&g, command).await,
     }
 }
 
@@ -472,6 +483,7 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     ("svc_param", "A2ACLI_SVC_PARAM", ""),
     ("transport", "A2ACLI_TRANSPORT", "the card's order"),
     ("verbose", "A2ACLI_VERBOSE", "false"),
+    ("registry", "A2ACLI_REGISTRY", ""),
 ];
 
 fn show_config(
@@ -573,6 +585,7 @@ fn current_value(g: &Globals, id: &str) -> String {
         "svc_param" => g.svc_param.join(","),
         "transport" => g.transport.join(","),
         "verbose" => g.verbose.to_string(),
+        "registry" => g.registry.clone().unwrap_or_default(),
         _ => String::new(),
     }
 }

@@ -438,7 +438,25 @@ impl Index {
                 ..Default::default()
             };
         }
-        let idf: Vec<f64> = q.iter().map(|t| self.skills.idf(t)).collect();
+        // A word no skill has weighs as much as the rarest known word (times
+        // `unknown_weight`), whatever the size of the registry: with the raw
+        // IDF it would outweigh every known word of a small registry.
+        let rarest = self.skills.idf_of_df(1);
+        let idf: Vec<f64> = q
+            .iter()
+            .map(|t| {
+                let w = if self.skills.contains_term(t) {
+                    self.skills.idf(t)
+                } else {
+                    rarest * config.unknown_weight
+                };
+                if t.chars().all(|c| c.is_ascii_digit()) {
+                    w * config.number_weight
+                } else {
+                    w
+                }
+            })
+            .collect();
         let idf_sum: f64 = idf.iter().sum();
         let q_norm: f64 = idf.iter().map(|w| w * w).sum::<f64>().sqrt();
         let query_vec = embedder.and_then(|e| e.embed(&[text]).into_iter().next());
@@ -490,6 +508,17 @@ impl Index {
                 }
             }
             let coverage = if idf_sum > 0.0 { found / idf_sum } else { 0.0 };
+            // The agent as a whole: the best presence over all its skills.
+            let mut agent_found = 0.0;
+            for (t, w) in q.iter().zip(&idf) {
+                let p = e.skills.iter().map(|d| d.presence(t)).fold(0.0, f64::max);
+                agent_found += w * p;
+            }
+            let agent_coverage = if idf_sum > 0.0 {
+                agent_found / idf_sum
+            } else {
+                0.0
+            };
             // Best example.
             let mut best_example = (0.0, None::<usize>);
             for (n, ex) in doc.examples.iter().enumerate() {
@@ -523,6 +552,7 @@ impl Index {
                 + config.example_weight * best_example.0
                 + config.bm25_weight * bm25)
                 / weights.max(1e-9);
+            score = (1.0 - config.agent_weight) * score + config.agent_weight * agent_coverage;
             let mut semantic_note = String::new();
             if let Some(qv) = &query_vec {
                 let sem = doc

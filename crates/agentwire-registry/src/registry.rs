@@ -849,6 +849,16 @@ impl Registry {
 
     /// `POST /route`.
     pub fn route(&self, request: &RouteRequest) -> Result<RouteResponse, ApiError> {
+        self.route_with(request, &self.inner.config.router)
+    }
+
+    /// Routes with other weights and thresholds than the registry's (to
+    /// evaluate or tune them).
+    pub fn route_with(
+        &self,
+        request: &RouteRequest,
+        config: &RouterConfig,
+    ) -> Result<RouteResponse, ApiError> {
         if request.text.trim().is_empty() {
             return Err(ApiError::invalid("text is required: the request to route"));
         }
@@ -860,7 +870,7 @@ impl Registry {
         Ok(self.inner.index.read().route(
             &request.text,
             &filter,
-            &self.inner.config.router,
+            config,
             self.inner.embedder.as_deref(),
             limit,
         ))

@@ -67,6 +67,18 @@ pub struct RouterConfig {
     /// When the best two skills are closer than this, the request is
     /// ambiguous.
     pub tie_margin: f64,
+    /// How much a request's word that no skill contains counts, relative to
+    /// its IDF (names of cities, people, products... say little about the
+    /// skill, but a request made mostly of such words is about something no
+    /// skill does).
+    pub unknown_weight: f64,
+    /// How much a number in the request counts, relative to its IDF.
+    pub number_weight: f64,
+    /// Share of the score given to the agent as a whole (the request's
+    /// terms found in any of its skills, its name or its description): the
+    /// agent is chosen on everything it says about itself, the skill on
+    /// what the skill says.
+    pub agent_weight: f64,
 }
 
 impl Default for RouterConfig {
@@ -74,12 +86,15 @@ impl Default for RouterConfig {
     /// (`tests/data/routing/`); the benchmark reports both halves.
     fn default() -> Self {
         Self {
-            coverage_weight: 0.5,
-            example_weight: 0.35,
+            coverage_weight: 0.6,
+            example_weight: 0.25,
             bm25_weight: 0.15,
             semantic_weight: 0.5,
-            fit_threshold: 0.42,
-            tie_margin: 0.01,
+            fit_threshold: 0.22,
+            tie_margin: 0.0,
+            unknown_weight: 1.25,
+            number_weight: 1.0,
+            agent_weight: 0.0,
         }
     }
 }

@@ -202,6 +202,18 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
         }
     }
 
+    /// The IDF of a term that `df` documents have.
+    pub fn idf_of_df(&self, df: usize) -> f64 {
+        let n = self.docs.len() as f64;
+        let df = df as f64;
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+
+    /// Whether any document has the term.
+    pub fn contains_term(&self, term: &str) -> bool {
+        self.postings.contains_key(term)
+    }
+
     /// Inverse document frequency (never negative; a term no document has
     /// gets the highest value).
     pub fn idf(&self, term: &str) -> f64 {
