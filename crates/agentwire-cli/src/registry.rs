@@ -29,6 +29,9 @@ pub enum RegistryCommand {
     Publish(PublishArgs),
     /// Withdraw one of your entries. Needs --bearer.
     Withdraw(WithdrawArgs),
+    /// Register the A2A agents that an AI catalog lists (its URL, or a host whose
+    /// /.well-known/ai-catalog.json it is). Needs --bearer.
+    Ingest(IngestArgs),
     /// Full-text search of the registered agents (POST /search).
     Search(SearchArgs),
     /// Which agent and skill should handle a request, or that none fits (POST /route).
@@ -117,6 +120,13 @@ pub struct PublishArgs {
 pub struct WithdrawArgs {
     /// The entry's identifier (or its name).
     pub identifier: String,
+}
+
+/// Options of `a2a registry ingest`.
+#[derive(Args, Debug)]
+pub struct IngestArgs {
+    /// The catalog: a URL, or a host.
+    pub catalog: String,
 }
 
 /// Federation modes.
@@ -420,6 +430,37 @@ pub async fn run(g: &Globals, cmd: RegistryCommand) -> Result<u8, CliError> {
             }
             let mut t = Text::new();
             t.field("Withdrawn", &args.identifier);
+            t.print();
+            Ok(exit::OK)
+        }
+        RegistryCommand::Ingest(args) => {
+            let (r, url) = client(g)?;
+            let credentials = g.bearer.is_some();
+            let answer = r
+                .ingest(&args.catalog)
+                .await
+                .map_err(|e| registry_error(&e, &url, credentials))?;
+            if json {
+                return out_json(&answer);
+            }
+            let mut t = Text::new();
+            t.field("Published", answer.published.len().to_string());
+            t.field("Skipped", answer.skipped.len().to_string());
+            t.blank();
+            for e in &answer.published {
+                entry_fields(&mut t, e);
+                t.blank();
+            }
+            for s in &answer.skipped {
+                t.field(
+                    "Skipped Entry",
+                    format!(
+                        "{}: {}",
+                        s.identifier.as_deref().unwrap_or("(no identifier)"),
+                        sanitize(&s.reason)
+                    ),
+                );
+            }
             t.print();
             Ok(exit::OK)
         }

@@ -1028,3 +1028,105 @@ async fn the_demo_finds_the_compatibility_agent_through_the_registry() {
     );
     assert!(out.stdout.contains("verdict"), "{}", out.stdout);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_of_an_ai_catalog_are_ingested() {
+    let env = Env::new();
+    let reg = Registry::start(&env, &[]);
+    let host = CardHost::new(weather_card(None));
+    let (addr, _server) = host.serve("127.0.0.1:0").await;
+    let catalog = json!({
+        "specVersion": "1.0",
+        "host": {"displayName": "Example Tools"},
+        "entries": [
+            {"identifier": "urn:air:example.com:weather:forecast", "displayName": "Weather",
+             "type": "application/a2a-agent-card+json",
+             "url": format!("http://{addr}/.well-known/agent-card.json"), "tags": ["outdoor"]},
+            {"identifier": "urn:air:example.com:bundle:finance", "displayName": "Finance bundle",
+             "type": "application/ai-catalog+json",
+             "data": {"specVersion": "1.0", "entries": [
+                 {"identifier": "urn:air:example.com:finance:fx", "displayName": "FX",
+                  "type": "application/a2a-agent-card+json", "data": fx_card()}]}},
+            {"identifier": "urn:air:example.com:server:weather", "displayName": "Weather MCP",
+             "type": "application/mcp-server-card+json", "url": "https://example.com/mcp.json"}
+        ]
+    });
+    let doc = Arc::new(catalog);
+    let app = axum::Router::new().route(
+        "/.well-known/ai-catalog.json",
+        get(move || {
+            let doc = Arc::clone(&doc);
+            async move { axum::Json((*doc).clone()) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let catalog_host = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let out = env.run(&[
+        "registry",
+        "ingest",
+        "--registry",
+        &reg.url,
+        "--bearer",
+        ALICE,
+        &catalog_host,
+        "-o",
+        "json",
+    ]);
+    out.expect(0);
+    let a = out.json();
+    let mut published: Vec<&str> = a["published"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["identifier"].as_str().unwrap())
+        .collect();
+    published.sort_unstable();
+    assert_eq!(
+        published,
+        [
+            "urn:air:example.com:finance:fx",
+            "urn:air:example.com:weather:forecast"
+        ],
+        "{a}"
+    );
+    assert_eq!(
+        a["skipped"][0]["identifier"],
+        "urn:air:example.com:server:weather"
+    );
+    assert!(
+        a["skipped"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not indexed"),
+        "{a}"
+    );
+    let e = env
+        .run(&[
+            "registry",
+            "get",
+            "--registry",
+            &reg.url,
+            "urn:air:example.com:weather:forecast",
+            "-o",
+            "json",
+        ])
+        .json();
+    assert!(
+        e["tags"].as_array().unwrap().iter().any(|t| t == "outdoor"),
+        "{e}"
+    );
+    // Not a catalog: refused.
+    let bad = env.run(&[
+        "registry",
+        "ingest",
+        "--registry",
+        &reg.url,
+        "--bearer",
+        ALICE,
+        &format!("http://{addr}/.well-known/agent-card.json"),
+    ]);
+    bad.expect(2);
+}

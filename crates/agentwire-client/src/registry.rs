@@ -404,6 +404,36 @@ pub struct PublishResponse {
     pub warnings: Vec<String>,
 }
 
+/// `POST /catalogs`: registers the A2A agents an AI catalog lists (ARD
+/// 6.2, web ingestion).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IngestRequest {
+    /// The catalog's URL, or a host (its `/.well-known/ai-catalog.json`).
+    pub url: String,
+}
+
+/// An entry of an ingested catalog that was not registered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Skipped {
+    /// The entry's identifier, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identifier: Option<String>,
+    /// Why it was not registered.
+    pub reason: String,
+}
+
+/// The answer to an ingestion.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IngestResponse {
+    /// The entries registered (or updated).
+    pub published: Vec<CatalogEntry>,
+    /// The entries left out, and why.
+    pub skipped: Vec<Skipped>,
+}
+
 /// An error answer of the registry (ARD Appendix B).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -699,6 +729,15 @@ impl Registry {
     /// Publishes (or updates) an agent: `POST /agents`.
     pub async fn publish(&self, request: &PublishRequest) -> RegistryResult<PublishResponse> {
         self.call_some(reqwest::Method::POST, self.url("agents")?, Some(request))
+            .await
+    }
+
+    /// Registers the A2A agents of an AI catalog: `POST /catalogs`.
+    pub async fn ingest(&self, catalog_url: &str) -> RegistryResult<IngestResponse> {
+        let request = IngestRequest {
+            url: catalog_url.to_owned(),
+        };
+        self.call_some(reqwest::Method::POST, self.url("catalogs")?, Some(&request))
             .await
     }
 

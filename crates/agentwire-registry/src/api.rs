@@ -2,13 +2,13 @@
 //! `POST /explore`), the catalog (`/.well-known/ai-catalog.json`), and the
 //! registry's own extensions: `POST /route`, `GET /agents/{ref}` and the
 //! publishing API (`POST /agents`, `PUT` and `DELETE /agents/{identifier}`,
-//! authenticated).
+//! `POST /catalogs` to register the agents of an AI catalog; authenticated).
 
 use std::sync::Arc;
 
 use agentwire_client::registry::{
-    CATALOG_MEDIA_TYPE, CATALOG_PATH, ExploreRequest, ListRequest, PublishRequest, RouteRequest,
-    SearchRequest,
+    CATALOG_MEDIA_TYPE, CATALOG_PATH, ExploreRequest, IngestRequest, ListRequest, PublishRequest,
+    RouteRequest, SearchRequest,
 };
 use agentwire_server::Authenticator;
 use axum::Router;
@@ -39,6 +39,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/explore", post(explore))
         .route("/route", post(route))
         .route("/agents", get(list).post(publish))
+        .route("/catalogs", post(ingest))
         .route(
             "/agents/{identifier}",
             get(get_entry).put(update).delete(withdraw),
@@ -181,6 +182,17 @@ async fn publish(
         StatusCode::OK
     };
     Ok(json_response(status, &answer))
+}
+
+async fn ingest(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let who = principal(&s, &headers)?;
+    let request: IngestRequest = json_body(&body)?;
+    let answer = s.registry.ingest(&who, &request.url).await?;
+    Ok(json_response(StatusCode::OK, &answer))
 }
 
 async fn update(

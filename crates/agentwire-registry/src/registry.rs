@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_client::registry::{
-    A2A_CARD_TYPE, Bucket, CatalogEntry, ExploreRequest, ExploreResponse, FacetResult, Federation,
-    ListRequest, ListResponse, PublishRequest, PublishResponse, REGISTRY_TYPE, Referral,
-    RouteRequest, RouteResponse, SearchRequest, SearchResponse, SearchResult,
+    A2A_CARD_TYPE, Bucket, CATALOG_MEDIA_TYPE, CATALOG_PATH, CatalogEntry, ExploreRequest,
+    ExploreResponse, FacetResult, Federation, IngestResponse, ListRequest, ListResponse,
+    PublishRequest, PublishResponse, REGISTRY_TYPE, Referral, RouteRequest, RouteResponse,
+    SearchRequest, SearchResponse, SearchResult, Skipped,
 };
 use base64::Engine;
 use parking_lot::{Mutex, RwLock};
@@ -570,6 +571,98 @@ impl Registry {
         })
     }
 
+    /// Registers, for `principal`, the A2A agents that the AI catalog at
+    /// `url` lists (ARD 6.2, web ingestion): entries of type
+    /// `application/a2a-agent-card+json` by reference or by value, with
+    /// their identifiers, tags, representative queries and trust manifests;
+    /// nested catalogs (by value or by reference) are followed a few levels
+    /// deep. Other types are reported as skipped.
+    pub async fn ingest(&self, principal: &str, url: &str) -> Result<IngestResponse, ApiError> {
+        const MAX_DEPTH: usize = 3;
+        const MAX_ENTRIES: usize = 500;
+        let first = catalog_url(url)?;
+        let mut out = IngestResponse::default();
+        let mut pending: Vec<(Value, usize)> = Vec::new();
+        let doc = self
+            .fetch_json(&first)
+            .await
+            .map_err(|e| ApiError::invalid(format!("cannot fetch the catalog at {first}: {e}")))?;
+        if doc.get("entries").and_then(Value::as_array).is_none() {
+            return Err(ApiError::invalid(format!(
+                "{first} is not an AI catalog (no \"entries\" list)"
+            )));
+        }
+        pending.push((doc, 0));
+        let mut seen = 0;
+        while let Some((catalog, depth)) = pending.pop() {
+            for e in catalog["entries"].as_array().into_iter().flatten() {
+                seen += 1;
+                if seen > MAX_ENTRIES {
+                    out.skipped.push(Skipped {
+                        identifier: None,
+                        reason: format!("more than {MAX_ENTRIES} entries: the rest is left out"),
+                    });
+                    return Ok(out);
+                }
+                let identifier = e["identifier"].as_str().map(str::to_owned);
+                let kind = e["type"].as_str().unwrap_or_default();
+                let skip = |reason: String| Skipped {
+                    identifier: identifier.clone(),
+                    reason,
+                };
+                if kind.starts_with(CATALOG_MEDIA_TYPE) {
+                    if depth + 1 > MAX_DEPTH {
+                        out.skipped.push(skip("nested too deep".into()));
+                    } else if e["data"].is_object() {
+                        pending.push((e["data"].clone(), depth + 1));
+                    } else if let Some(u) = e["url"].as_str() {
+                        match self.fetch_json(u).await {
+                            Ok(d) if d["entries"].is_array() => pending.push((d, depth + 1)),
+                            Ok(_) => out.skipped.push(skip(format!("{u} is not an AI catalog"))),
+                            Err(err) => out.skipped.push(skip(err)),
+                        }
+                    }
+                    continue;
+                }
+                if kind != A2A_CARD_TYPE {
+                    out.skipped.push(skip(format!(
+                        "type {kind} is not indexed here (A2A agent cards only)"
+                    )));
+                    continue;
+                }
+                let strings = |k: &str| -> Option<Vec<String>> {
+                    e[k].as_array().map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                };
+                let request = PublishRequest {
+                    url: e["url"].as_str().map(str::to_owned),
+                    card: e.get("data").filter(|d| d.is_object()).cloned(),
+                    identifier: identifier.clone(),
+                    representative_queries: strings("representativeQueries")
+                        .filter(|q| (2..=5).contains(&q.len())),
+                    tags: strings("tags"),
+                    trust_manifest: e.get("trustManifest").cloned(),
+                };
+                match self.publish(principal, request, None).await {
+                    Ok(p) => out.published.push(p.entry),
+                    Err(err) => out.skipped.push(skip(err.message)),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn fetch_json(&self, url: &str) -> Result<Value, String> {
+        match self.fetch(url, None, None).await? {
+            Fetched::Card { card, .. } => Ok(card),
+            Fetched::NotModified { .. } => Err(format!("{url} answered 304 Not Modified")),
+        }
+    }
+
     /// Withdraws an entry of `principal`.
     pub async fn withdraw(&self, principal: &str, identifier: &str) -> Result<(), ApiError> {
         let Some(existing) = self.inner.store.get(identifier).await? else {
@@ -1112,6 +1205,29 @@ impl Registry {
             .min(policy.max_interval.max(policy.min_interval));
         now_ms() + ms(wait)
     }
+}
+
+/// The URL of a catalog, from what a user typed: a URL ending in `.json`
+/// as it is, otherwise its `/.well-known/ai-catalog.json`.
+fn catalog_url(input: &str) -> Result<String, ApiError> {
+    let input = input.trim();
+    let with_scheme = if input.contains("://") {
+        input.to_owned()
+    } else {
+        format!("http://{input}")
+    };
+    let mut url = reqwest::Url::parse(&with_scheme)
+        .map_err(|e| ApiError::invalid(format!("invalid catalog URL {input:?}: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ApiError::invalid(format!(
+            "catalog URL {input:?} must be http(s)"
+        )));
+    }
+    if !url.path().ends_with(".json") {
+        let path = format!("{}{CATALOG_PATH}", url.path().trim_end_matches('/'));
+        url.set_path(&path);
+    }
+    Ok(url.into())
 }
 
 fn source_url(source: &Source) -> Option<&str> {
