@@ -510,9 +510,11 @@ impl Index {
             let coverage = if idf_sum > 0.0 { found / idf_sum } else { 0.0 };
             // The agent as a whole: the best presence over all its skills.
             let mut agent_found = 0.0;
-            for (t, w) in q.iter().zip(&idf) {
-                let p = e.skills.iter().map(|d| d.presence(t)).fold(0.0, f64::max);
-                agent_found += w * p;
+            if config.agent_weight > 0.0 {
+                for (t, w) in q.iter().zip(&idf) {
+                    let p = e.skills.iter().map(|d| d.presence(t)).fold(0.0, f64::max);
+                    agent_found += w * p;
+                }
             }
             let agent_coverage = if idf_sum > 0.0 {
                 agent_found / idf_sum

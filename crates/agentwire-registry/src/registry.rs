@@ -766,18 +766,34 @@ impl Registry {
             None => 0,
         };
         let source = self.base_url();
-        let mut results: Vec<SearchResult> = {
-            let index = self.inner.index.read();
-            index
-                .search(&text, &filter, |e| e.record.fetch.status == Status::Active)
-                .into_iter()
-                .map(|h| SearchResult {
-                    entry: h.entry.entry.clone(),
-                    score: h.score,
-                    source: source.clone(),
-                })
-                .collect()
-        };
+        // Own hits stay references until the page is cut: only the entries
+        // of the page are copied.
+        enum Item {
+            Own(Arc<Indexed>, u8),
+            Upstream(SearchResult),
+        }
+        impl Item {
+            fn score(&self) -> u8 {
+                match self {
+                    Item::Own(_, s) => *s,
+                    Item::Upstream(r) => r.score,
+                }
+            }
+            fn identifier(&self) -> &str {
+                match self {
+                    Item::Own(e, _) => &e.record.identifier,
+                    Item::Upstream(r) => &r.entry.identifier,
+                }
+            }
+        }
+        let mut results: Vec<Item> = self
+            .inner
+            .index
+            .read()
+            .search(&text, &filter, |e| e.record.fetch.status == Status::Active)
+            .into_iter()
+            .map(|h| Item::Own(h.entry, h.score))
+            .collect();
         if federation == Federation::Auto && !self.inner.config.upstreams.is_empty() {
             let wanted = u32::try_from((offset + page_size).min(100)).unwrap_or(100);
             for upstream in &self.inner.config.upstreams {
@@ -796,11 +812,8 @@ impl Registry {
                 match client.search(&req).await {
                     Ok(r) => {
                         for x in r.results {
-                            if !results
-                                .iter()
-                                .any(|y| y.entry.identifier == x.entry.identifier)
-                            {
-                                results.push(x);
+                            if !results.iter().any(|y| y.identifier() == x.entry.identifier) {
+                                results.push(Item::Upstream(x));
                             }
                         }
                     }
@@ -809,10 +822,22 @@ impl Registry {
                     }
                 }
             }
-            results.sort_by(|a, b| b.score.cmp(&a.score));
+            results.sort_by_key(|r| std::cmp::Reverse(r.score()));
         }
         let total = results.len();
-        let page: Vec<SearchResult> = results.into_iter().skip(offset).take(page_size).collect();
+        let page: Vec<SearchResult> = results
+            .into_iter()
+            .skip(offset)
+            .take(page_size)
+            .map(|i| match i {
+                Item::Own(e, score) => SearchResult {
+                    entry: e.entry.clone(),
+                    score,
+                    source: source.clone(),
+                },
+                Item::Upstream(r) => r,
+            })
+            .collect();
         let next = offset + page.len();
         Ok(SearchResponse {
             results: page,

@@ -238,10 +238,10 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
         let doc = self.docs.get(key)?;
         let q = Self::distinct(query);
         let idf: Vec<f64> = q.iter().map(|t| self.idf(t)).collect();
-        Some(self.score_doc(doc, &q, &idf))
+        Some(self.score_doc(doc, &q, &idf, true))
     }
 
-    fn score_doc(&self, doc: &Doc, q: &[&String], idf: &[f64]) -> Scored {
+    fn score_doc(&self, doc: &Doc, q: &[&String], idf: &[f64], with_matched: bool) -> Scored {
         let Bm25Params { k1, b } = self.params;
         let avgdl = if self.docs.is_empty() {
             1.0
@@ -258,7 +258,9 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
             if let Some(&tf) = doc.tf.get(*t) {
                 out.raw += w * tf * (k1 + 1.0) / (tf + norm);
                 idf_found += w;
-                out.matched.push((*t).clone());
+                if with_matched {
+                    out.matched.push((*t).clone());
+                }
             }
         }
         out.coverage = if idf_all > 0.0 {
@@ -269,7 +271,8 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
         out
     }
 
-    /// Every document sharing a term with the query, best first.
+    /// Every document sharing a term with the query, best first (without
+    /// the matched terms: [`Self::score`] gives them for one document).
     pub fn search(&self, query: &[String]) -> Vec<(K, Scored)> {
         let q = Self::distinct(query);
         let idf: Vec<f64> = q.iter().map(|t| self.idf(t)).collect();
@@ -284,7 +287,7 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
             .filter_map(|k| {
                 self.docs
                     .get(k)
-                    .map(|d| (k.clone(), self.score_doc(d, &q, &idf)))
+                    .map(|d| (k.clone(), self.score_doc(d, &q, &idf, false)))
             })
             .collect();
         out.sort_by(|a, b| b.1.raw.total_cmp(&a.1.raw));
@@ -345,7 +348,7 @@ mod tests {
         let s = &hits[0].1;
         assert!(s.raw > 0.0 && s.raw < s.bound);
         assert!(s.coverage > 0.0 && s.coverage < 1.0, "paris is unknown");
-        assert_eq!(s.matched, ["weather", "forecast"]);
+        assert_eq!(ix.score(&1, &q).unwrap().matched, ["weather", "forecast"]);
         ix.remove(&1);
         assert_eq!(ix.len(), 1);
         assert!(ix.search(&a.terms("forecast")).is_empty());
