@@ -276,7 +276,7 @@ async fn publish_search_list_explore_route_and_withdraw() {
     ]);
     out.expect(0);
     let s = out.json();
-    assert_eq!(ids(&s), [weather_id.clone()]);
+    assert_eq!(ids(&s), [weather_id.as_str()]);
     let score = s["results"][0]["score"].as_u64().unwrap();
     assert!((1..=100).contains(&score), "{s}");
     assert_eq!(s["results"][0]["source"], format!("{}/", reg.url));
@@ -294,7 +294,7 @@ async fn publish_search_list_explore_route_and_withdraw() {
             "json",
         ])
         .json();
-    assert_eq!(ids(&s), [fx_id.clone()]);
+    assert_eq!(ids(&s), [fx_id.as_str()]);
     let s = env
         .run(&[
             "registry",

@@ -112,7 +112,16 @@ struct Inner {
     /// own schedule.
     schedule: Mutex<HashMap<String, i64>>,
     permits: Arc<Semaphore>,
-    catalog: Mutex<Option<(i64, String, Arc<Vec<u8>>, String)>>,
+    catalog: Mutex<Option<CachedCatalog>>,
+}
+
+/// The catalog as last served: for the index revision and base URL it was
+/// built for, its body and `ETag`.
+struct CachedCatalog {
+    revision: i64,
+    base: String,
+    body: Arc<Vec<u8>>,
+    etag: String,
 }
 
 /// Builds a [`Registry`].
@@ -770,7 +779,7 @@ impl Registry {
         // of the page are copied.
         enum Item {
             Own(Arc<Indexed>, u8),
-            Upstream(SearchResult),
+            Upstream(Box<SearchResult>),
         }
         impl Item {
             fn score(&self) -> u8 {
@@ -813,7 +822,7 @@ impl Registry {
                     Ok(r) => {
                         for x in r.results {
                             if !results.iter().any(|y| y.identifier() == x.entry.identifier) {
-                                results.push(Item::Upstream(x));
+                                results.push(Item::Upstream(Box::new(x)));
                             }
                         }
                     }
@@ -835,7 +844,7 @@ impl Registry {
                     score,
                     source: source.clone(),
                 },
-                Item::Upstream(r) => r,
+                Item::Upstream(r) => *r,
             })
             .collect();
         let next = offset + page.len();
@@ -1009,9 +1018,9 @@ impl Registry {
     pub fn catalog(&self) -> (Arc<Vec<u8>>, String) {
         let base = self.base_url();
         let index = self.inner.index.read();
-        if let Some((rev, url, body, etag)) = self.inner.catalog.lock().as_ref() {
-            if *rev == index.revision && *url == base {
-                return (Arc::clone(body), etag.clone());
+        if let Some(c) = self.inner.catalog.lock().as_ref() {
+            if c.revision == index.revision && c.base == base {
+                return (Arc::clone(&c.body), c.etag.clone());
             }
         }
         let domain = domain_of(&base);
@@ -1049,7 +1058,12 @@ impl Registry {
         });
         let body = Arc::new(serde_json::to_vec(&doc).unwrap_or_default());
         let etag = format!("\"{}\"", hash_hex(&body));
-        *self.inner.catalog.lock() = Some((index.revision, base, Arc::clone(&body), etag.clone()));
+        *self.inner.catalog.lock() = Some(CachedCatalog {
+            revision: index.revision,
+            base,
+            body: Arc::clone(&body),
+            etag: etag.clone(),
+        });
         (body, etag)
     }
 
