@@ -25,12 +25,21 @@
 //! and kept in step with it; 10,000 cards search in well under a
 //! millisecond on the median (benches/README.md).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::Hash;
 
 use bm25::{DefaultTokenizer, Language, Tokenizer};
 
-/// Turns text into index terms (lower case, stop words removed, stemmed).
+/// Words of polite requests that say nothing about what is asked
+/// ("please", "I need", "would you"), as stemmed terms; the English stop
+/// words of the tokenizer do not include them.
+const FILLER_TERMS: &[&str] = &[
+    "pleas", "kind", "help", "need", "want", "would", "could", "like", "thank", "thanks", "hi",
+    "hello", "hey", "let",
+];
+
+/// Turns text into index terms (lower case, stop words and request filler
+/// words removed, stemmed).
 pub struct Analyzer {
     tokenizer: DefaultTokenizer,
 }
@@ -64,7 +73,9 @@ impl Analyzer {
     pub fn terms(&self, text: &str) -> Vec<String> {
         // "payment-service" and "package_lock" are words of their own too.
         let spaced = text.replace(['-', '_', '/'], " ");
-        self.tokenizer.tokenize(&spaced)
+        let mut terms = self.tokenizer.tokenize(&spaced);
+        terms.retain(|t| !FILLER_TERMS.contains(&t.as_str()));
+        terms
     }
 
     /// The distinct terms of a text, each with the first word of the text
@@ -77,6 +88,9 @@ impl Analyzer {
                 continue;
             }
             for term in self.tokenizer.tokenize(word) {
+                if FILLER_TERMS.contains(&term.as_str()) {
+                    continue;
+                }
                 if !out.iter().any(|(t, _)| *t == term) {
                     out.push((term, word.to_owned()));
                 }
@@ -110,11 +124,21 @@ pub struct Field<'a> {
 }
 
 struct Doc {
-    /// Weighted term frequencies.
-    tf: HashMap<String, f64>,
+    /// Its distinct terms (to take it out of the postings).
+    terms: Vec<String>,
     /// Weighted length.
     len: f64,
 }
+
+/// One posting: the document's weighted frequency of the term, and the
+/// document's weighted length (so that scoring needs no other lookup).
+#[derive(Clone, Copy)]
+struct Posting {
+    tf: f64,
+    len: f64,
+}
+
+type Map<K, V> = HashMap<K, V, ahash::RandomState>;
 
 /// A score and what it is made of.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -127,15 +151,17 @@ pub struct Scored {
     /// The IDF-weighted share of the query's terms the document contains
     /// (0..=1).
     pub coverage: f64,
-    /// The query terms found.
+    /// The query terms found ([`Bm25Index::score`] only).
     pub matched: Vec<String>,
 }
 
-/// An in-memory BM25F index of documents keyed by `K`.
+/// An in-memory BM25F index of documents keyed by `K`. Scoring is term at
+/// a time: each query term's postings carry what the score needs, so a
+/// search costs one hash lookup per posting of the query's terms.
 pub struct Bm25Index<K> {
     params: Bm25Params,
-    docs: HashMap<K, Doc>,
-    postings: HashMap<String, HashSet<K>>,
+    docs: Map<K, Doc>,
+    postings: Map<String, Map<K, Posting>>,
     total_len: f64,
 }
 
@@ -150,8 +176,8 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
     pub fn new(params: Bm25Params) -> Self {
         Self {
             params,
-            docs: HashMap::new(),
-            postings: HashMap::new(),
+            docs: Map::default(),
+            postings: Map::default(),
             total_len: 0.0,
         }
     }
@@ -169,29 +195,31 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
     /// Adds (or replaces) a document.
     pub fn insert(&mut self, key: K, fields: &[Field<'_>]) {
         self.remove(&key);
-        let mut tf: HashMap<String, f64> = HashMap::new();
+        let mut tf: Map<&String, f64> = Map::default();
         let mut len = 0.0;
         for f in fields {
             for t in f.terms {
-                *tf.entry(t.clone()).or_default() += f.weight;
+                *tf.entry(t).or_default() += f.weight;
                 len += f.weight;
             }
         }
-        for t in tf.keys() {
+        let mut terms = Vec::with_capacity(tf.len());
+        for (t, f) in tf {
             self.postings
                 .entry(t.clone())
                 .or_default()
-                .insert(key.clone());
+                .insert(key.clone(), Posting { tf: f, len });
+            terms.push(t.clone());
         }
         self.total_len += len;
-        self.docs.insert(key, Doc { tf, len });
+        self.docs.insert(key, Doc { terms, len });
     }
 
     /// Removes a document.
     pub fn remove(&mut self, key: &K) {
         if let Some(doc) = self.docs.remove(key) {
             self.total_len -= doc.len;
-            for t in doc.tf.keys() {
+            for t in &doc.terms {
                 if let Some(set) = self.postings.get_mut(t) {
                     set.remove(key);
                     if set.is_empty() {
@@ -217,9 +245,7 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
     /// Inverse document frequency (never negative; a term no document has
     /// gets the highest value).
     pub fn idf(&self, term: &str) -> f64 {
-        let n = self.docs.len() as f64;
-        let df = self.postings.get(term).map_or(0, HashSet::len) as f64;
-        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+        self.idf_of_df(self.postings.get(term).map_or(0, HashMap::len))
     }
 
     /// The distinct terms of a query.
@@ -233,61 +259,72 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
         q
     }
 
-    /// Scores one document (None if absent).
-    pub fn score(&self, key: &K, query: &[String]) -> Option<Scored> {
-        let doc = self.docs.get(key)?;
-        let q = Self::distinct(query);
-        let idf: Vec<f64> = q.iter().map(|t| self.idf(t)).collect();
-        Some(self.score_doc(doc, &q, &idf, true))
-    }
-
-    fn score_doc(&self, doc: &Doc, q: &[&String], idf: &[f64], with_matched: bool) -> Scored {
-        let Bm25Params { k1, b } = self.params;
-        let avgdl = if self.docs.is_empty() {
+    fn avgdl(&self) -> f64 {
+        if self.docs.is_empty() {
             1.0
         } else {
             (self.total_len / self.docs.len() as f64).max(1e-9)
-        };
-        let norm = k1 * (1.0 - b + b * doc.len / avgdl);
+        }
+    }
+
+    fn term_score(&self, w: f64, p: Posting, avgdl: f64) -> f64 {
+        let Bm25Params { k1, b } = self.params;
+        w * p.tf * (k1 + 1.0) / (p.tf + k1 * (1.0 - b + b * p.len / avgdl))
+    }
+
+    /// Scores one document (None if absent), with the query terms it has.
+    pub fn score(&self, key: &K, query: &[String]) -> Option<Scored> {
+        self.docs.get(key)?;
+        let q = Self::distinct(query);
+        let avgdl = self.avgdl();
         let mut out = Scored::default();
-        let mut idf_all = 0.0;
-        let mut idf_found = 0.0;
-        for (t, &w) in q.iter().zip(idf) {
-            out.bound += w * (k1 + 1.0);
-            idf_all += w;
-            if let Some(&tf) = doc.tf.get(*t) {
-                out.raw += w * tf * (k1 + 1.0) / (tf + norm);
-                idf_found += w;
-                if with_matched {
-                    out.matched.push((*t).clone());
-                }
+        let (mut all, mut found) = (0.0, 0.0);
+        for t in q {
+            let w = self.idf(t);
+            out.bound += w * (self.params.k1 + 1.0);
+            all += w;
+            if let Some(p) = self.postings.get(t).and_then(|m| m.get(key)) {
+                out.raw += self.term_score(w, *p, avgdl);
+                found += w;
+                out.matched.push(t.clone());
             }
         }
-        out.coverage = if idf_all > 0.0 {
-            idf_found / idf_all
-        } else {
-            0.0
-        };
-        out
+        out.coverage = if all > 0.0 { found / all } else { 0.0 };
+        Some(out)
     }
 
     /// Every document sharing a term with the query, best first (without
     /// the matched terms: [`Self::score`] gives them for one document).
     pub fn search(&self, query: &[String]) -> Vec<(K, Scored)> {
         let q = Self::distinct(query);
-        let idf: Vec<f64> = q.iter().map(|t| self.idf(t)).collect();
-        let mut candidates: HashSet<&K> = HashSet::new();
-        for t in &q {
-            if let Some(set) = self.postings.get(*t) {
-                candidates.extend(set.iter());
+        let avgdl = self.avgdl();
+        let k1 = self.params.k1;
+        let (mut bound, mut all) = (0.0, 0.0);
+        let mut acc: Map<&K, (f64, f64)> = Map::default();
+        for t in q {
+            let w = self.idf(t);
+            bound += w * (k1 + 1.0);
+            all += w;
+            if let Some(postings) = self.postings.get(t) {
+                for (k, p) in postings {
+                    let e = acc.entry(k).or_insert((0.0, 0.0));
+                    e.0 += self.term_score(w, *p, avgdl);
+                    e.1 += w;
+                }
             }
         }
-        let mut out: Vec<(K, Scored)> = candidates
+        let mut out: Vec<(K, Scored)> = acc
             .into_iter()
-            .filter_map(|k| {
-                self.docs
-                    .get(k)
-                    .map(|d| (k.clone(), self.score_doc(d, &q, &idf, false)))
+            .map(|(k, (raw, found))| {
+                (
+                    k.clone(),
+                    Scored {
+                        raw,
+                        bound,
+                        coverage: if all > 0.0 { found / all } else { 0.0 },
+                        matched: Vec::new(),
+                    },
+                )
             })
             .collect();
         out.sort_by(|a, b| b.1.raw.total_cmp(&a.1.raw));
