@@ -462,16 +462,41 @@ impl Index {
         let query_vec = embedder.and_then(|e| e.embed(&[text]).into_iter().next());
         let wants_old = filter.has("protocolVersion") || filter.has("cardVersion");
 
-        let mut candidates: Vec<(u32, u16)> =
-            self.skills.search(&q).into_iter().map(|(k, _)| k).collect();
-        if query_vec.is_some() {
+        // Two stages: BM25F picks the candidates (cheap, over the inverted
+        // index), the full score ranks the best of them. With an embedder,
+        // the skills nearest to the request's embedding join them.
+        const CANDIDATES: usize = 200;
+        let mut candidates: Vec<(u32, u16)> = self
+            .skills
+            .search(&q)
+            .into_iter()
+            .filter(|(k, _)| {
+                self.entries.get(&k.0).is_some_and(|e| {
+                    e.record.fetch.status == crate::model::Status::Active
+                        && (wants_old || e.record.routable(&e.facts))
+                        && filter.matches(&e.view)
+                })
+            })
+            .take(CANDIDATES)
+            .map(|(k, _)| k)
+            .collect();
+        if let Some(qv) = &query_vec {
+            let mut near: Vec<(f64, (u32, u16))> = Vec::new();
             for (slot, e) in &self.entries {
-                for i in 0..e.skills.len() {
-                    if let Ok(i) = u16::try_from(i) {
-                        if !candidates.contains(&(*slot, i)) {
-                            candidates.push((*slot, i));
-                        }
-                    }
+                for (i, doc) in e.skills.iter().enumerate() {
+                    let Ok(i) = u16::try_from(i) else { break };
+                    let sim = doc
+                        .vectors
+                        .iter()
+                        .map(|v| cosine(qv, v))
+                        .fold(0.0f64, f64::max);
+                    near.push((sim, (*slot, i)));
+                }
+            }
+            near.sort_by(|a, b| b.0.total_cmp(&a.0));
+            for (_, k) in near.into_iter().take(CANDIDATES) {
+                if !candidates.contains(&k) {
+                    candidates.push(k);
                 }
             }
         }
