@@ -179,9 +179,9 @@ pub const RELEVANCE_CUTOFF: f64 = 0.15;
 /// The index.
 pub struct Index {
     analyzer: Arc<Analyzer>,
-    slots: HashMap<String, u32>,
+    slots: HashMap<String, u32, ahash::RandomState>,
     next_slot: u32,
-    entries: HashMap<u32, Arc<Indexed>>,
+    entries: HashMap<u32, Arc<Indexed>, ahash::RandomState>,
     /// Revisions of withdrawn entries (so an older write does not revive
     /// them).
     removed: HashMap<String, i64>,
@@ -196,9 +196,9 @@ impl Index {
     pub fn new(analyzer: Arc<Analyzer>) -> Self {
         Self {
             analyzer,
-            slots: HashMap::new(),
+            slots: HashMap::default(),
             next_slot: 0,
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             removed: HashMap::new(),
             text: Bm25Index::default(),
             skills: Bm25Index::default(),
@@ -378,7 +378,7 @@ impl Index {
         let q = self.analyzer.terms(text);
         let mut hits: Vec<Hit> = Vec::new();
         let mut best_raw: f64 = 0.0;
-        for (slot, s) in self.text.search(&q) {
+        for (slot, s) in self.text.search_unordered(&q) {
             if s.coverage < RELEVANCE_CUTOFF {
                 continue;
             }
@@ -410,7 +410,7 @@ impl Index {
                 .round()
                 .clamp(0.0, 100.0) as u8;
         }
-        hits.sort_by(|a, b| {
+        hits.sort_unstable_by(|a, b| {
             b.raw
                 .total_cmp(&a.raw)
                 .then_with(|| a.entry.record.identifier.cmp(&b.entry.record.identifier))

@@ -296,6 +296,13 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
     /// Every document sharing a term with the query, best first (without
     /// the matched terms: [`Self::score`] gives them for one document).
     pub fn search(&self, query: &[String]) -> Vec<(K, Scored)> {
+        let mut out = self.search_unordered(query);
+        out.sort_by(|a, b| b.1.raw.total_cmp(&a.1.raw));
+        out
+    }
+
+    /// Every document sharing a term with the query, in no order.
+    pub fn search_unordered(&self, query: &[String]) -> Vec<(K, Scored)> {
         let q = Self::distinct(query);
         let avgdl = self.avgdl();
         let k1 = self.params.k1;
@@ -327,7 +334,6 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
                 )
             })
             .collect();
-        out.sort_by(|a, b| b.1.raw.total_cmp(&a.1.raw));
         out
     }
 }
