@@ -35,7 +35,12 @@ impl Registry {
         let tokens = env.home().join("publishers.txt");
         std::fs::write(&tokens, format!("alice {ALICE}\nbob {BOB}\n")).expect("tokens file");
         let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
-        cmd.args(["registry", "serve", "--port", "0", "--store", "memory"])
+        cmd.args(["registry", "serve", "--port", "0"])
+            .args(if extra.contains(&"--store") {
+                &[][..]
+            } else {
+                &["--store", "memory"][..]
+            })
             .arg("--tokens")
             .arg(&tokens)
             .args(["--refresh-min", "200ms", "--unreachable-after", "2"])
@@ -1129,4 +1134,75 @@ async fn the_agents_of_an_ai_catalog_are_ingested() {
         &format!("http://{addr}/.well-known/agent-card.json"),
     ]);
     bad.expect(2);
+}
+
+/// Two replicas on one PostgreSQL store (`A2A_TEST_POSTGRES_URL`; skipped
+/// without it): what one publishes the other finds, what the other
+/// withdraws the first forgets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_a_postgres_store() {
+    let Ok(url) = std::env::var("A2A_TEST_POSTGRES_URL") else {
+        eprintln!("A2A_TEST_POSTGRES_URL not set: registry replicas not tested");
+        return;
+    };
+    let env = Env::new();
+    let a = Registry::start(&env, &["--store", &url]);
+    let b = Registry::start(&env, &["--store", &url]);
+    let id = format!(
+        "urn:air:replica-{}.example.com:agent:fx",
+        std::process::id()
+    );
+    let file = write_card(&env, "fx.json", &fx_card());
+    env.run(&[
+        "registry",
+        "publish",
+        "--registry",
+        &a.url,
+        "--bearer",
+        ALICE,
+        &file,
+        "--id",
+        &id,
+    ])
+    .expect(0);
+    let e2 = Env::new();
+    let found = |e: &Env, reg: &str| {
+        ids(&e
+            .run(&[
+                "registry",
+                "search",
+                "--registry",
+                reg,
+                "convert currency",
+                "--filter",
+                &format!("identifier={id}"),
+                "-o",
+                "json",
+            ])
+            .json())
+        .len()
+    };
+    eventually("the other replica finds it", || found(&e2, &b.url) == 1).await;
+    // Only its publisher withdraws it, on any replica.
+    env.run(&[
+        "registry",
+        "withdraw",
+        "--registry",
+        &b.url,
+        "--bearer",
+        BOB,
+        &id,
+    ])
+    .expect(4);
+    env.run(&[
+        "registry",
+        "withdraw",
+        "--registry",
+        &b.url,
+        "--bearer",
+        ALICE,
+        &id,
+    ])
+    .expect(0);
+    eventually("the first replica forgets it", || found(&e2, &a.url) == 0).await;
 }
