@@ -419,7 +419,12 @@ async fn main() {
     println!("{}", all.line("all"));
 
     // Misses of the held-out half, to read.
-    for (i, l) in set.iter().enumerate().filter(|(i, _)| i % 2 == 1) {
+    let show_train = std::env::var_os("SHOW_TRAIN_MISSES").is_some();
+    for (i, l) in set
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| (i % 2 == 1) != show_train)
+    {
         let routed = r
             .route(&RouteRequest {
                 text: l.text.clone(),

@@ -86,15 +86,15 @@ impl Default for RouterConfig {
     /// (`tests/data/routing/`); the benchmark reports both halves.
     fn default() -> Self {
         Self {
-            coverage_weight: 0.6,
+            coverage_weight: 0.4,
             example_weight: 0.25,
-            bm25_weight: 0.15,
+            bm25_weight: 0.35,
             semantic_weight: 0.5,
             fit_threshold: 0.22,
             tie_margin: 0.0,
             unknown_weight: 1.25,
             number_weight: 1.0,
-            agent_weight: 0.0,
+            agent_weight: 0.25,
         }
     }
 }

@@ -71,8 +71,9 @@ impl Analyzer {
 
     /// The terms of a text, in order (repeats kept).
     pub fn terms(&self, text: &str) -> Vec<String> {
-        // "payment-service" and "package_lock" are words of their own too.
-        let spaced = text.replace(['-', '_', '/'], " ");
+        // "payment-service" and "package_lock" are words of their own too,
+        // and "what's" / "tomorrow's" are "what" and "tomorrow".
+        let spaced = text.replace(['-', '_', '/', '\'', '\u{2019}'], " ");
         let mut terms = self.tokenizer.tokenize(&spaced);
         terms.retain(|t| !FILLER_TERMS.contains(&t.as_str()));
         terms
@@ -82,7 +83,9 @@ impl Analyzer {
     /// that gave it (to explain a match in the user's own words).
     pub fn terms_with_words(&self, text: &str) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
-        for word in text.split(|c: char| c.is_whitespace() || matches!(c, '-' | '_' | '/')) {
+        for word in text
+            .split(|c: char| c.is_whitespace() || matches!(c, '-' | '_' | '/' | '\'' | '\u{2019}'))
+        {
             let word = word.trim_matches(|c: char| !c.is_alphanumeric());
             if word.is_empty() {
                 continue;
@@ -345,6 +348,10 @@ mod tests {
         let a = Analyzer::new();
         assert_eq!(a.terms("Checking the lockfiles"), ["check", "lockfil"]);
         assert_eq!(a.terms("payment-service"), ["payment", "servic"]);
+        assert_eq!(
+            a.terms("What's new in tomorrow\u{2019}s inbox?"),
+            ["new", "tomorrow", "inbox"]
+        );
         let w = a.terms_with_words("Is payment-service ready? Checking...");
         assert!(w.contains(&("check".into(), "Checking".into())), "{w:?}");
     }
