@@ -22,7 +22,7 @@
 //! fold into one term frequency and one length per document, and every
 //! score comes with its upper bound for the query and the query terms it
 //! matched. The index lives in memory, rebuilt from the store at start-up
-//! and kept in step with it; with 10,000 cards a search takes about 3 ms
+//! and kept in step with it; with 10,000 cards a search takes about 2 ms
 //! on the median (benches/README.md).
 
 use std::collections::HashMap;
