@@ -5,7 +5,10 @@
 //! service's files, it:
 //!
 //! 1. discovers the compatibility agent by its card (the client's
-//!    [`CardResolver`]) and checks that a skill fits the job;
+//!    [`CardResolver`]) and checks that a skill fits the job; given a
+//!    registry ([`ReleaseCoordinator::with_registry`]), it asks the
+//!    registry which agent and skill fit the goal instead of using a fixed
+//!    address;
 //! 2. asks a quick question ("do you support npm 11 lockfiles?"), answered
 //!    with a Message: no task;
 //! 3. delegates the analysis in the same context, streaming: a Task, which
@@ -199,6 +202,7 @@ pub struct ReleaseCoordinator {
     bindings: Vec<Binding>,
     ledger: Ledger,
     wait: Duration,
+    registry: Option<agentwire_client::registry::Registry>,
 }
 
 impl Default for ReleaseCoordinator {
@@ -215,7 +219,16 @@ impl ReleaseCoordinator {
             bindings: vec![Binding::JsonRpc, Binding::HttpJson, Binding::Grpc],
             ledger: Ledger::in_memory(),
             wait: Duration::from_secs(30),
+            registry: None,
         }
+    }
+
+    /// Finds the compatibility agent through this registry (routing the
+    /// goal to the skill that fits it) instead of a fixed address: `run`'s
+    /// `agent` is then ignored.
+    pub fn with_registry(mut self, registry: agentwire_client::registry::Registry) -> Self {
+        self.registry = Some(registry);
+        self
     }
 
     /// Restricts (and orders) the bindings it may use.
@@ -239,6 +252,52 @@ impl ReleaseCoordinator {
     /// The ledger.
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// Asks the registry which agent and skill fit the goal, and resolves
+    /// that agent's card. Stops (rather than guess) when the registry says
+    /// that no skill fits or that two fit equally well.
+    async fn discover(
+        &self,
+        registry: &agentwire_client::registry::Registry,
+        goal: &Goal,
+        obs: &mut (dyn FnMut(StoryEvent) + Send),
+    ) -> Result<agentwire_client::card::ResolvedCard, StoryError> {
+        obs(StoryEvent::Step(format!(
+            "Ask the registry at {} which agent can check {} for Node.js {}",
+            registry.base_url(),
+            goal.service,
+            goal.node
+        )));
+        let request = format!(
+            "Check the dependencies of {} for an upgrade to Node.js {}",
+            goal.service, goal.node
+        );
+        let routed = self
+            .bounded("the registry", registry.route(&request, None))
+            .await?
+            .map_err(|e| StoryError(format!("the registry could not route the request: {e}")))?;
+        obs(StoryEvent::Response {
+            method: "POST /route",
+            body: serde_json::to_value(&routed).unwrap_or_default(),
+        });
+        let Some(chosen) = routed.chosen() else {
+            return fail(format!(
+                "the registry found no agent to choose for \"{request}\": {} (publish the \
+                 Dependency Compatibility Agent there: a2a registry publish)",
+                routed.reason.as_deref().unwrap_or("no skill fits")
+            ));
+        };
+        obs(StoryEvent::Say(format!(
+            "the registry routes it to {} ({}), skill \"{}\", {} of 100: {}",
+            chosen.agent_name, chosen.identifier, chosen.skill_id, chosen.score, chosen.why
+        )));
+        self.bounded(
+            "the agent card",
+            registry.resolve_card(&chosen.identifier, &self.resolver),
+        )
+        .await?
+        .map_err(|e| StoryError(format!("cannot resolve {}: {e}", chosen.identifier)))
     }
 
     async fn bounded<T, F: Future<Output = T>>(&self, what: &str, f: F) -> Result<T, StoryError> {
@@ -311,12 +370,16 @@ impl ReleaseCoordinator {
         };
 
         // 1. Discovery.
-        obs(StoryEvent::Step(
-            "Discover the dependency compatibility agent by its card".into(),
-        ));
-        let resolved = self
-            .bounded("the agent card", self.resolver.resolve(agent))
-            .await??;
+        let resolved = match &self.registry {
+            None => {
+                obs(StoryEvent::Step(
+                    "Discover the dependency compatibility agent by its card".into(),
+                ));
+                self.bounded("the agent card", self.resolver.resolve(agent))
+                    .await??
+            }
+            Some(registry) => self.discover(registry, &goal, obs).await?,
+        };
         obs(StoryEvent::Card {
             url: resolved.location.clone(),
             card: resolved.card.clone(),

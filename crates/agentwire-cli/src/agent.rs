@@ -38,6 +38,8 @@ pub struct Settings {
     pub insecure: bool,
     /// `--no-cache`: the card is fetched afresh, not read from the cache.
     pub no_cache: bool,
+    /// `--registry`: resolves `-a registry:NAME`.
+    pub registry: Option<String>,
 }
 
 impl Settings {
@@ -86,6 +88,7 @@ impl Settings {
             debug: g.debug,
             insecure: g.insecure,
             no_cache: g.no_cache,
+            registry: g.registry.clone(),
         })
     }
 
@@ -100,7 +103,7 @@ impl Settings {
     pub fn reference(&self) -> Result<&str, CliError> {
         self.reference.as_deref().ok_or_else(|| {
             CliError::usage("no agent given")
-                .with_hint("pass --agent-card <host:port | URL | file> (or set A2ACLI_AGENT_CARD)")
+                .with_hint("pass --agent-card <host:port | URL | file | registry:NAME> (or set A2ACLI_AGENT_CARD)")
         })
     }
 
@@ -180,17 +183,30 @@ impl Settings {
     ) -> Result<ResolvedCard, CliError> {
         let reference = self.reference()?;
         let started = Instant::now();
-        let resolved = self
-            .resolver(http.clone())
-            .resolve_with(reference, mode)
-            .await
-            .map_err(|e| {
-                let ctx = ErrorContext {
-                    resolving_card: true,
-                    ..Default::default()
-                };
-                CliError::from_client(&e, &ctx)
-            })?;
+        // `registry:NAME`: the registry names the agent's card first.
+        let resolved = if let Some(name) =
+            reference.strip_prefix(agentwire_client::registry::REFERENCE_PREFIX)
+        {
+            let resolver = self.resolver(http.clone()).with_cache_mode(mode);
+            crate::registry::resolve_reference(
+                self.registry.as_deref(),
+                name,
+                http.clone(),
+                resolver,
+            )
+            .await?
+        } else {
+            self.resolver(http.clone())
+                .resolve_with(reference, mode)
+                .await
+                .map_err(|e| {
+                    let ctx = ErrorContext {
+                        resolving_card: true,
+                        ..Default::default()
+                    };
+                    CliError::from_client(&e, &ctx)
+                })?
+        };
         if self.debug {
             let how = match resolved.origin {
                 CardOrigin::Fetched => "fetched",

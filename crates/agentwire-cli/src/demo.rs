@@ -37,11 +37,14 @@ pub struct DemoArgs {
     pub timeout: crate::TimeoutOpt,
     #[command(flatten)]
     pub transport: crate::TransportOpt,
+    #[command(flatten)]
+    pub registry: crate::RegistryOpt,
 }
 
 impl crate::Apply for DemoArgs {
     fn apply(&self, g: &mut Globals) {
         self.transport.apply(g);
+        self.registry.apply(g);
         self.timeout.apply(g);
     }
 }
@@ -192,6 +195,26 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
         b
     };
 
+    // With --registry, the coordinator finds the agent through the registry
+    // (it must be published there); otherwise the demo serves it itself.
+    if let Some(registry) = g.registry.as_deref().filter(|r| !r.trim().is_empty()) {
+        let registry = agentwire_client::registry::Registry::new(registry)
+            .map_err(|e| CliError::usage(format!("--registry {registry}: {e}")))?;
+        if !json_out {
+            out("a2a demo: seed 003 end to end. A release coordinator (the client) asks the");
+            out(format!(
+                "registry at {} for an agent that can check dependencies, then",
+                registry.base_url()
+            ));
+            out("delegates the analysis to it, speaking A2A.");
+            out(format!("Goal: {}", args.goal));
+        }
+        let coordinator = ReleaseCoordinator::new()
+            .with_bindings(bindings)
+            .with_wait(g.timeout.unwrap_or(Duration::from_secs(30)))
+            .with_registry(registry);
+        return tell(coordinator, "", &args.goal, json_out, None).await;
+    }
     // The server keeps its tasks in SQLite, the default of `a2a serve`: a
     // file of its own, removed when the demo ends.
     let db = std::env::temp_dir().join(format!("a2a-demo-{}.db", std::process::id()));
@@ -223,6 +246,18 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
     let coordinator = ReleaseCoordinator::new()
         .with_bindings(bindings)
         .with_wait(g.timeout.unwrap_or(Duration::from_secs(30)));
+    tell(coordinator, &url, &args.goal, json_out, Some(server)).await
+}
+
+/// Runs the coordinator against `url` (or through its registry), printing
+/// the story, and stops `server` (the in-process agent) at the end.
+async fn tell(
+    coordinator: ReleaseCoordinator,
+    url: &str,
+    goal: &str,
+    json_out: bool,
+    server: Option<agentwire_server::ServerHandle>,
+) -> Result<u8, CliError> {
     let mut step = 0;
     let mut printer = |e: StoryEvent| {
         if json_out {
@@ -312,9 +347,11 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
         }
     };
     let result = coordinator
-        .run(&url, &args.goal, &payment_service_files(), &mut printer)
+        .run(url, goal, &payment_service_files(), &mut printer)
         .await;
-    let _ = server.shutdown().await;
+    if let Some(server) = server {
+        let _ = server.shutdown().await;
+    }
     let outcome = result.map_err(|e| CliError::internal(format!("the demo failed: {e}")))?;
     if json_out {
         return Ok(exit::OK);

@@ -23,6 +23,7 @@ mod demo;
 mod error;
 mod progress;
 mod push;
+mod registry;
 mod render;
 mod send;
 mod serve;
@@ -135,7 +136,7 @@ pub struct CommonOpts {
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Connection options")]
 pub struct AgentOpts {
-    /// The agent: a host or origin (the well-known card path is appended), a card URL, or a card file (file://... or a path).
+    /// The agent: a host or origin (the well-known card path is appended), a card URL, a card file (file://... or a path), or registry:NAME (with --registry).
     #[arg(
         short = 'a',
         long,
@@ -152,6 +153,43 @@ pub struct AgentOpts {
     /// Fetch the agent card afresh instead of using the cached copy (the new card replaces it).
     #[arg(long, global = true, env = "A2ACLI_NO_CACHE")]
     pub no_cache: bool,
+
+    #[command(flatten)]
+    pub registry: RegistryOpt,
+}
+
+/// The agent registry (`-a registry:NAME`, `a2a demo`, the `a2a registry` commands).
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Connection options")]
+pub struct RegistryOpt {
+    /// The agent registry for `-a registry:NAME` references and the `a2a registry` commands.
+    #[arg(long, global = true, env = "A2ACLI_REGISTRY", value_name = "URL")]
+    pub registry: Option<String>,
+}
+
+/// How to reach a registry (the `a2a registry` commands that call one).
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Connection options")]
+pub struct RegistryConn {
+    #[command(flatten)]
+    pub registry: RegistryOpt,
+
+    /// Bearer token sent as Authorization: Bearer (publishing; prefer the environment variable).
+    #[arg(
+        long,
+        global = true,
+        env = "A2ACLI_BEARER",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub bearer: Option<String>,
+
+    /// Do not verify TLS certificates (development only; prints a warning).
+    #[arg(long, global = true, env = "A2ACLI_INSECURE")]
+    pub insecure: bool,
+
+    #[command(flatten)]
+    pub timeout: TimeoutOpt,
 }
 
 /// The binding preference.
@@ -300,6 +338,7 @@ pub struct Globals {
     pub debug: bool,
     pub insecure: bool,
     pub no_cache: bool,
+    pub registry: Option<String>,
     pub metadata: Option<String>,
     pub output: OutputFormat,
     pub poll_interval: Duration,
@@ -329,6 +368,7 @@ impl Globals {
             debug: c.debug,
             insecure: false,
             no_cache: false,
+            registry: None,
             metadata: None,
             output: c.output,
             poll_interval: DEFAULT_POLL_INTERVAL,
@@ -367,6 +407,22 @@ impl Apply for AgentOpts {
         g.agent_card.clone_from(&self.agent_card);
         g.insecure = self.insecure;
         g.no_cache = self.no_cache;
+        self.registry.apply(g);
+    }
+}
+
+impl Apply for RegistryOpt {
+    fn apply(&self, g: &mut Globals) {
+        g.registry.clone_from(&self.registry);
+    }
+}
+
+impl Apply for RegistryConn {
+    fn apply(&self, g: &mut Globals) {
+        self.registry.apply(g);
+        g.bearer.clone_from(&self.bearer);
+        g.insecure = self.insecure;
+        self.timeout.apply(g);
     }
 }
 
@@ -483,6 +539,11 @@ pub enum Command {
     /// Serve a bundled agent (echo, depcompat or conformance) on 127.0.0.1.
     #[command(alias = "demo-server")]
     Serve(serve::ServeArgs),
+    /// Agent registries: run one (serve), publish, withdraw, ingest, search, route, list, explore, get.
+    Registry {
+        #[command(subcommand)]
+        command: registry::RegistryCommand,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -783,6 +844,7 @@ async fn run(
         Command::Webhook(args) => push::webhook(&for_agent(g.with(&args)), args).await,
         Command::Demo(args) => demo::run(&g.with(&args), args).await,
         Command::Serve(args) => serve::run(args).await.map(|()| exit::OK),
+        Command::Registry { command } => registry::run(&g, command).await,
     }
 }
 
@@ -819,6 +881,7 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     ("svc_param", "A2ACLI_SVC_PARAM", ""),
     ("transport", "A2ACLI_TRANSPORT", "the card's order"),
     ("verbose", "A2ACLI_VERBOSE", "false"),
+    ("registry", "A2ACLI_REGISTRY", ""),
 ];
 
 /// The settings that are options of every command, so may come from a flag

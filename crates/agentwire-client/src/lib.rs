@@ -117,6 +117,8 @@ mod grpc;
 mod http;
 mod jsonrpc;
 pub mod ledger;
+#[cfg(feature = "registry")]
+pub mod registry;
 mod rest;
 pub mod sse;
 mod transport;

@@ -1,0 +1,582 @@
+//! The registry's benchmark: routing accuracy on the labelled set, search
+//! latency with 10,000 registered cards, and publish throughput.
+//!
+//! ```text
+//! cargo bench -p agentwire-registry --bench registry
+//! cargo bench -p agentwire-registry --bench registry -- --cards 2000 --queries 200
+//! cargo bench -p agentwire-registry --bench registry -- --tune   # grid search on the training half
+//! ```
+//!
+//! The labelled set (`tests/data/routing-cards.json`,
+//! `tests/data/routing-requests.json`) is split by position: requests at
+//! even positions are the training half (the router's defaults were chosen
+//! on it, with `--tune`), those at odd positions the held-out half. Both
+//! are reported.
+//!
+//! Accuracy: top-1 counts a request as right only when the router chooses
+//! (neither "no fit" nor "ambiguous") the labelled agent and skill; top-3
+//! and MRR look at the ranking whatever the decision; "none fits" recall is
+//! the share of requests labelled "none" answered with `noFit`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentwire_client::registry::{
+    PublishRequest, Query, RouteRequest, RouteResponse, SearchRequest,
+};
+use agentwire_registry::store::{MemoryRegistryStore, RegistryStore, SqliteRegistryStore};
+use agentwire_registry::{Registry, RegistryServer, RouterConfig};
+use serde_json::{Value, json};
+
+const CARDS: &str = include_str!("../tests/data/routing-cards.json");
+const REQUESTS: &str = include_str!("../tests/data/routing-requests.json");
+
+struct Args {
+    cards: usize,
+    queries: usize,
+    tune: bool,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        cards: 10_000,
+        queries: 500,
+        tune: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(x) = it.next() {
+        match x.as_str() {
+            "--cards" => a.cards = it.next().and_then(|v| v.parse().ok()).unwrap_or(a.cards),
+            "--queries" => {
+                a.queries = it.next().and_then(|v| v.parse().ok()).unwrap_or(a.queries);
+            }
+            "--tune" => a.tune = true,
+            _ => {} // cargo bench passes --bench
+        }
+    }
+    a
+}
+
+#[derive(Debug, Clone)]
+struct Labelled {
+    text: String,
+    /// (agent name, skill id); None: no skill fits.
+    label: Option<(String, String)>,
+}
+
+fn labelled() -> Vec<Labelled> {
+    let v: Vec<Value> = serde_json::from_str(REQUESTS).expect("routing-requests.json");
+    v.into_iter()
+        .map(|r| Labelled {
+            text: r["text"].as_str().unwrap_or_default().to_owned(),
+            label: match (r["agent"].as_str(), r["skill"].as_str()) {
+                (Some(a), Some(s)) => Some((a.to_owned(), s.to_owned())),
+                _ => None,
+            },
+        })
+        .collect()
+}
+
+async fn registry_with(store: Arc<dyn RegistryStore>, cards: &[Value]) -> Registry {
+    let r = Registry::builder(store).build().await.expect("registry");
+    for c in cards {
+        r.publish(
+            "bench",
+            PublishRequest {
+                card: Some(c.clone()),
+                ..Default::default()
+            },
+            None,
+        )
+        .await
+        .expect("publish");
+    }
+    r
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Scores {
+    n: usize,
+    top1: usize,
+    top3: usize,
+    rr: f64,
+    none: usize,
+    none_flagged: usize,
+    /// In-domain requests answered "no fit" (or ambiguous).
+    refused: usize,
+}
+
+impl Scores {
+    fn add(&mut self, l: &Labelled, r: &RouteResponse) {
+        match &l.label {
+            None => {
+                self.none += 1;
+                if r.no_fit {
+                    self.none_flagged += 1;
+                }
+            }
+            Some((agent, skill)) => {
+                self.n += 1;
+                let is = |m: &agentwire_client::registry::RouteMatch| {
+                    &m.agent_name == agent && &m.skill_id == skill
+                };
+                if r.chosen().is_some_and(is) {
+                    self.top1 += 1;
+                }
+                if r.chosen().is_none() {
+                    self.refused += 1;
+                }
+                if let Some(rank) = r.matches.iter().position(is) {
+                    if rank < 3 {
+                        self.top3 += 1;
+                    }
+                    self.rr += 1.0 / (rank as f64 + 1.0);
+                }
+            }
+        }
+    }
+
+    fn top1(&self) -> f64 {
+        self.top1 as f64 / self.n.max(1) as f64
+    }
+
+    fn recall(&self) -> f64 {
+        self.none_flagged as f64 / self.none.max(1) as f64
+    }
+
+    fn line(&self, name: &str) -> String {
+        format!(
+            "{name:<10} {:>4} labelled {:>3} none | top-1 {:.3}  top-3 {:.3}  MRR {:.3} | none-fits recall {:.3} | in-domain refused {}",
+            self.n,
+            self.none,
+            self.top1(),
+            self.top3 as f64 / self.n.max(1) as f64,
+            self.rr / self.n.max(1) as f64,
+            self.recall(),
+            self.refused
+        )
+    }
+}
+
+fn evaluate(r: &Registry, set: &[Labelled], config: &RouterConfig) -> (Scores, Scores) {
+    let (mut train, mut test) = (Scores::default(), Scores::default());
+    for (i, l) in set.iter().enumerate() {
+        let routed = r
+            .route_with(
+                &RouteRequest {
+                    text: l.text.clone(),
+                    filter: None,
+                    limit: Some(10),
+                },
+                config,
+            )
+            .expect("route");
+        if i % 2 == 0 {
+            train.add(l, &routed);
+        } else {
+            test.add(l, &routed);
+        }
+    }
+    (train, test)
+}
+
+/// A small deterministic generator (xorshift), so runs are comparable.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
+        v[(self.next() % v.len() as u64) as usize]
+    }
+}
+
+const TOPICS: &[&str] = &[
+    "invoice",
+    "weather",
+    "contract",
+    "lockfile",
+    "kubernetes",
+    "recipe",
+    "flight",
+    "hotel",
+    "ticket",
+    "email",
+    "calendar",
+    "budget",
+    "payroll",
+    "sensor",
+    "shipment",
+    "warehouse",
+    "insurance",
+    "claim",
+    "patient",
+    "lab",
+    "genome",
+    "satellite",
+    "traffic",
+    "parking",
+    "energy",
+    "solar",
+    "battery",
+    "crop",
+    "soil",
+    "fleet",
+    "vehicle",
+    "route",
+    "student",
+    "exam",
+    "course",
+    "library",
+    "podcast",
+    "video",
+    "subtitle",
+    "music",
+    "playlist",
+    "translation",
+    "glossary",
+    "survey",
+    "poll",
+    "election",
+    "tax",
+    "audit",
+    "loan",
+    "mortgage",
+];
+const VERBS: &[&str] = &[
+    "analyse",
+    "summarise",
+    "check",
+    "forecast",
+    "classify",
+    "extract",
+    "translate",
+    "schedule",
+    "monitor",
+    "optimise",
+    "validate",
+    "compare",
+    "estimate",
+    "report",
+    "detect",
+    "recommend",
+];
+const THINGS: &[&str] = &[
+    "records",
+    "documents",
+    "trends",
+    "anomalies",
+    "costs",
+    "risks",
+    "schedules",
+    "reports",
+    "alerts",
+    "metrics",
+    "images",
+    "logs",
+    "orders",
+    "requests",
+    "plans",
+    "results",
+];
+
+fn synthetic(rng: &mut Rng, i: usize) -> Value {
+    let topic = rng.pick(TOPICS);
+    let topic2 = rng.pick(TOPICS);
+    let mut skills = Vec::new();
+    for s in 0..(2 + rng.next() % 3) {
+        let verb = rng.pick(VERBS);
+        let thing = rng.pick(THINGS);
+        skills.push(json!({
+            "id": format!("{verb}-{topic}-{thing}-{s}"),
+            "name": format!("{verb} {topic} {thing}"),
+            "description": format!("Helps to {verb} {topic} {thing} and {} {topic2} {}.", rng.pick(VERBS), rng.pick(THINGS)),
+            "tags": [topic, verb, thing],
+            "examples": [
+                format!("{verb} the {topic} {thing} of last week"),
+                format!("can you {verb} my {topic2} {thing}?"),
+                format!("please {} {topic} {} for the team", rng.pick(VERBS), rng.pick(THINGS)),
+            ]
+        }));
+    }
+    json!({
+        "name": format!("{} {} Agent {i}", capital(topic), capital(topic2)),
+        "description": format!("Works on {topic} and {topic2}: {} and {}.", rng.pick(THINGS), rng.pick(THINGS)),
+        "version": "1.0.0",
+        "provider": {"organization": "Bench", "url": format!("https://a{i}.bench.example.com")},
+        "supportedInterfaces": [{"url": format!("https://a{i}.bench.example.com/a2a"),
+                                 "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {"streaming": i % 2 == 0},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": skills
+    })
+}
+
+fn capital(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let a = args();
+    let cards: Vec<Value> = serde_json::from_str(CARDS).expect("routing-cards.json");
+    let set = labelled();
+    println!(
+        "Routing set: {} cards, {} skills, {} requests ({} labelled \"none fits\")",
+        cards.len(),
+        cards
+            .iter()
+            .map(|c| c["skills"].as_array().map_or(0, Vec::len))
+            .sum::<usize>(),
+        set.len(),
+        set.iter().filter(|l| l.label.is_none()).count()
+    );
+    let r = registry_with(Arc::new(MemoryRegistryStore::new()), &cards).await;
+
+    if a.tune {
+        // Grid search on the training half only.
+        let mut best: Option<(f64, RouterConfig)> = None;
+        let mut grid = Vec::new();
+        for cw in [0.4, 0.5, 0.6] {
+            for ew in [0.25, 0.35, 0.45] {
+                for th in [0.18, 0.22, 0.26, 0.30, 0.34] {
+                    for agent in [0.0, 0.25] {
+                        for unknown in [0.5, 0.75, 1.0, 1.25] {
+                            for (number, tie) in [(0.25, 0.0), (1.0, 0.0), (1.0, 0.01)] {
+                                grid.push(RouterConfig {
+                                    coverage_weight: cw,
+                                    example_weight: ew,
+                                    bm25_weight: (1.0f64 - cw - ew).max(0.0),
+                                    fit_threshold: th,
+                                    tie_margin: tie,
+                                    unknown_weight: unknown,
+                                    number_weight: number,
+                                    agent_weight: agent,
+                                    ..RouterConfig::default()
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        println!("{} configurations", grid.len());
+        {
+            {
+                {
+                    for c in grid {
+                        let (train, _) = evaluate(&r, &set, &c);
+                        let objective = train.top1() + train.recall();
+                        if best.as_ref().is_none_or(|(b, _)| objective > *b) {
+                            best = Some((objective, c));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some((_, c)) = best {
+            println!("Best on the training half: {c:?}");
+            let (train, test) = evaluate(&r, &set, &c);
+            println!("{}", train.line("train"));
+            println!("{}", test.line("held-out"));
+        }
+        return;
+    }
+
+    let config = RouterConfig::default();
+    let (train, test) = evaluate(&r, &set, &config);
+    let mut all = train;
+    all.n += test.n;
+    all.top1 += test.top1;
+    all.top3 += test.top3;
+    all.rr += test.rr;
+    all.none += test.none;
+    all.none_flagged += test.none_flagged;
+    all.refused += test.refused;
+    println!("Default router (lexical): {config:?}");
+    println!("{}", train.line("train"));
+    println!("{}", test.line("held-out"));
+    println!("{}", all.line("all"));
+
+    // Misses of the held-out half, to read.
+    let show_train = std::env::var_os("SHOW_TRAIN_MISSES").is_some();
+    for (i, l) in set
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| (i % 2 == 1) != show_train)
+    {
+        let routed = r
+            .route(&RouteRequest {
+                text: l.text.clone(),
+                filter: None,
+                limit: Some(3),
+            })
+            .expect("route");
+        let got = routed
+            .chosen()
+            .map(|m| format!("{} / {}", m.agent_name, m.skill_id));
+        let want = l.label.as_ref().map(|(a, s)| format!("{a} / {s}"));
+        if got != want {
+            println!(
+                "  miss #{i}: {:?} -> {} (wanted {}){}",
+                l.text,
+                got.unwrap_or_else(|| if routed.no_fit {
+                    "no fit".into()
+                } else {
+                    "ambiguous".into()
+                }),
+                want.unwrap_or_else(|| "no fit".into()),
+                routed
+                    .matches
+                    .first()
+                    .map(|m| format!(" [best {} {} {}]", m.agent_name, m.skill_id, m.score))
+                    .unwrap_or_default()
+            );
+        }
+    }
+
+    // Publish throughput and search latency with many cards.
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let generated: Vec<Value> = (0..a.cards.saturating_sub(cards.len()))
+        .map(|i| synthetic(&mut rng, i))
+        .collect();
+    let mut all_cards = cards.clone();
+    all_cards.extend(generated);
+    println!();
+    println!(
+        "Publishing {} cards (30 labelled + generated), by value, one at a time:",
+        all_cards.len()
+    );
+    for (name, store) in [
+        (
+            "memory",
+            Arc::new(MemoryRegistryStore::new()) as Arc<dyn RegistryStore>,
+        ),
+        ("sqlite", {
+            let dir =
+                std::env::temp_dir().join(format!("registry-bench-{}.db", std::process::id()));
+            let _ = std::fs::remove_file(&dir);
+            Arc::new(SqliteRegistryStore::open(&dir).await.expect("sqlite"))
+                as Arc<dyn RegistryStore>
+        }),
+    ] {
+        let started = Instant::now();
+        let reg = registry_with(store, &all_cards).await;
+        let took = started.elapsed();
+        println!(
+            "  {name:<6} {:>6} publishes in {:.2} s: {:.0} publishes/s",
+            all_cards.len(),
+            took.as_secs_f64(),
+            all_cards.len() as f64 / took.as_secs_f64()
+        );
+        if name != "sqlite" {
+            continue;
+        }
+        // Search latency, in process and over HTTP (loopback).
+        let mut queries: Vec<String> = set.iter().map(|l| l.text.clone()).collect();
+        while queries.len() < a.queries {
+            queries.push(format!(
+                "{} the {} {}",
+                rng.pick(VERBS),
+                rng.pick(TOPICS),
+                rng.pick(THINGS)
+            ));
+        }
+        queries.truncate(a.queries);
+        let mut lat = Vec::new();
+        let mut hits = 0usize;
+        for q in &queries {
+            let t = Instant::now();
+            let res = reg
+                .search(SearchRequest {
+                    query: Query {
+                        text: Some(q.clone()),
+                        filter: None,
+                    },
+                    page_size: Some(10),
+                    ..Default::default()
+                })
+                .await
+                .expect("search");
+            lat.push(t.elapsed());
+            hits += res.results.len();
+        }
+        lat.sort();
+        println!(
+            "  search in process ({} cards, {} queries, {:.1} results each): p50 {}  p99 {}  max {}",
+            reg.len(),
+            queries.len(),
+            hits as f64 / queries.len() as f64,
+            ms(percentile(&lat, 0.5)),
+            ms(percentile(&lat, 0.99)),
+            ms(*lat.last().unwrap_or(&Duration::ZERO))
+        );
+        let mut rlat = Vec::new();
+        for q in &queries {
+            let t = Instant::now();
+            let _ = reg.route(&RouteRequest {
+                text: q.clone(),
+                filter: None,
+                limit: Some(3),
+            });
+            rlat.push(t.elapsed());
+        }
+        rlat.sort();
+        println!(
+            "  route in process: p50 {}  p99 {}",
+            ms(percentile(&rlat, 0.5)),
+            ms(percentile(&rlat, 0.99))
+        );
+        let server = RegistryServer::new(reg.clone())
+            .background(false)
+            .bind("127.0.0.1:0")
+            .await
+            .expect("bind")
+            .spawn();
+        let client = agentwire_client::registry::Registry::new(&server.base_url()).expect("client");
+        let mut hlat = Vec::new();
+        for q in &queries {
+            let t = Instant::now();
+            client.search_text(q).await.expect("search over HTTP");
+            hlat.push(t.elapsed());
+        }
+        hlat.sort();
+        println!(
+            "  search over HTTP (loopback, keep-alive, sequential): p50 {}  p99 {}  (target p99 < 20 ms: {})",
+            ms(percentile(&hlat, 0.5)),
+            ms(percentile(&hlat, 0.99)),
+            if percentile(&hlat, 0.99) < Duration::from_millis(20) {
+                "met"
+            } else {
+                "MISSED"
+            }
+        );
+        let _ = server.shutdown().await;
+    }
+    let targets = test.top1() >= 0.85 && test.recall() >= 0.8;
+    println!();
+    println!(
+        "Targets on the held-out half (top-1 >= 0.85, none-fits recall >= 0.8): {}",
+        if targets { "met" } else { "MISSED" }
+    );
+}

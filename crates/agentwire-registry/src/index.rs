@@ -1,0 +1,684 @@
+//! The in-memory index: every live entry with its card's facts, catalog
+//! entry and filter view; a BM25F index of entries for search; a BM25F
+//! index of skills for routing. Built from the store and kept in step with
+//! it (changes carry the store's revision; an older change never replaces a
+//! newer one).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use agentwire_client::registry::{CatalogEntry, RouteMatch, RouteResponse};
+use chrono::{DateTime, Utc};
+
+use crate::card::CardFacts;
+use crate::filter::{CompiledFilter, FilterView, parse_time};
+use crate::model::Record;
+use crate::route::{self, Embedder, RouterConfig, cosine};
+use crate::text::{Analyzer, Bm25Index, Field};
+
+/// One live entry.
+#[derive(Debug)]
+pub struct Indexed {
+    /// As stored.
+    pub record: Record,
+    /// Its card's facts.
+    pub facts: CardFacts,
+    /// Its catalog entry.
+    pub entry: CatalogEntry,
+    /// Its filterable values.
+    pub view: FilterView,
+    /// First published.
+    pub created: Option<DateTime<Utc>>,
+    /// Last changed.
+    pub updated: Option<DateTime<Utc>>,
+    /// The store revision it comes from.
+    pub revision: i64,
+    skills: Vec<SkillDoc>,
+    terms: EntryTerms,
+}
+
+#[derive(Debug, Default)]
+struct EntryTerms {
+    name: Vec<String>,
+    description: Vec<String>,
+    skill_names: Vec<String>,
+    skill_descriptions: Vec<String>,
+    tags: Vec<String>,
+    examples: Vec<String>,
+    queries: Vec<String>,
+    capabilities: Vec<String>,
+}
+
+/// A skill as the router sees it.
+#[derive(Debug, Default)]
+struct SkillDoc {
+    name: Vec<String>,
+    id: Vec<String>,
+    description: Vec<String>,
+    tags: Vec<String>,
+    examples: Vec<Vec<String>>,
+    agent_name: Vec<String>,
+    agent_description: Vec<String>,
+    /// Embeddings of the examples (and of the description), with an
+    /// embedder.
+    vectors: Vec<Vec<f32>>,
+}
+
+impl SkillDoc {
+    fn all_example_terms(&self) -> Vec<String> {
+        self.examples.iter().flatten().cloned().collect()
+    }
+
+    fn presence(&self, term: &String) -> f64 {
+        let mut p: f64 = 0.0;
+        let has = |v: &Vec<String>| v.contains(term);
+        if self.examples.iter().any(has) {
+            p = p.max(route::PRESENCE_EXAMPLE);
+        }
+        if has(&self.name) {
+            p = p.max(route::PRESENCE_NAME);
+        }
+        if has(&self.tags) {
+            p = p.max(route::PRESENCE_TAG);
+        }
+        if has(&self.id) {
+            p = p.max(route::PRESENCE_ID);
+        }
+        if has(&self.description) {
+            p = p.max(route::PRESENCE_DESCRIPTION);
+        }
+        if has(&self.agent_name) {
+            p = p.max(route::PRESENCE_AGENT_NAME);
+        }
+        if has(&self.agent_description) {
+            p = p.max(route::PRESENCE_AGENT_DESCRIPTION);
+        }
+        p
+    }
+}
+
+impl Indexed {
+    /// Builds the indexed form of a record (outside any lock: it analyses
+    /// every text of the card, and embeds its examples with an embedder).
+    pub fn build(
+        record: Record,
+        revision: i64,
+        analyzer: &Analyzer,
+        embedder: Option<&dyn Embedder>,
+    ) -> Self {
+        let facts = record.facts();
+        let entry = record.entry(&facts);
+        let view = FilterView::new(&record, &facts, &entry);
+        let mut terms = EntryTerms {
+            name: analyzer.terms(&facts.name),
+            description: analyzer.terms(&facts.description),
+            queries: analyzer.terms(&entry.representative_queries.join(" ")),
+            ..Default::default()
+        };
+        for t in &entry.tags {
+            terms.tags.extend(analyzer.terms(t));
+        }
+        let agent_name = terms.name.clone();
+        let agent_description = terms.description.clone();
+        let mut skills = Vec::new();
+        for s in &facts.skills {
+            let doc = SkillDoc {
+                name: analyzer.terms(&s.name),
+                id: analyzer.terms(&s.id),
+                description: analyzer.terms(&s.description),
+                tags: s.tags.iter().flat_map(|t| analyzer.terms(t)).collect(),
+                examples: s.examples.iter().map(|e| analyzer.terms(e)).collect(),
+                agent_name: agent_name.clone(),
+                agent_description: agent_description.clone(),
+                vectors: match embedder {
+                    Some(e) => {
+                        let mut texts: Vec<&str> = s.examples.iter().map(String::as_str).collect();
+                        texts.push(&s.description);
+                        e.embed(&texts)
+                    }
+                    None => Vec::new(),
+                },
+            };
+            terms.skill_names.extend(doc.name.iter().cloned());
+            terms
+                .skill_descriptions
+                .extend(doc.description.iter().cloned());
+            terms.examples.extend(doc.all_example_terms());
+            terms.capabilities.extend(doc.id.iter().cloned());
+            skills.push(doc);
+        }
+        Self {
+            created: parse_time(&record.created_at),
+            updated: parse_time(&record.updated_at),
+            record,
+            facts,
+            entry,
+            view,
+            revision,
+            skills,
+            terms,
+        }
+    }
+}
+
+/// A search hit.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    /// The entry.
+    pub entry: Arc<Indexed>,
+    /// Relevance, 0 to 100.
+    pub score: u8,
+    /// For ordering.
+    pub raw: f64,
+}
+
+/// Entries whose relevance is below this share of the query's terms are
+/// not in the matched set (search and explore use the same cutoff).
+pub const RELEVANCE_CUTOFF: f64 = 0.15;
+
+/// The index.
+pub struct Index {
+    analyzer: Arc<Analyzer>,
+    slots: HashMap<String, u32, ahash::RandomState>,
+    next_slot: u32,
+    entries: HashMap<u32, Arc<Indexed>, ahash::RandomState>,
+    /// Revisions of withdrawn entries (so an older write does not revive
+    /// them).
+    removed: HashMap<String, i64>,
+    text: Bm25Index<u32>,
+    skills: Bm25Index<(u32, u16)>,
+    /// The highest store revision applied.
+    pub revision: i64,
+}
+
+impl Index {
+    /// An empty index.
+    pub fn new(analyzer: Arc<Analyzer>) -> Self {
+        Self {
+            analyzer,
+            slots: HashMap::default(),
+            next_slot: 0,
+            entries: HashMap::default(),
+            removed: HashMap::new(),
+            text: Bm25Index::default(),
+            skills: Bm25Index::default(),
+            revision: 0,
+        }
+    }
+
+    /// The analyzer.
+    pub fn analyzer(&self) -> &Arc<Analyzer> {
+        &self.analyzer
+    }
+
+    /// How many live entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn known_revision(&self, id: &str) -> i64 {
+        self.slots
+            .get(id)
+            .and_then(|s| self.entries.get(s))
+            .map(|e| e.revision)
+            .or_else(|| self.removed.get(id).copied())
+            .unwrap_or(0)
+    }
+
+    /// Puts an entry in (unless the index has a newer revision of it).
+    pub fn put(&mut self, indexed: Indexed) -> bool {
+        let id = indexed.record.identifier.clone();
+        if indexed.revision != 0 && indexed.revision <= self.known_revision(&id) {
+            return false;
+        }
+        self.revision = self.revision.max(indexed.revision);
+        self.removed.remove(&id);
+        let slot = match self.slots.get(&id) {
+            Some(s) => *s,
+            None => {
+                let s = self.next_slot;
+                self.next_slot += 1;
+                self.slots.insert(id, s);
+                s
+            }
+        };
+        self.unindex(slot);
+        let t = &indexed.terms;
+        self.text.insert(
+            slot,
+            &[
+                Field {
+                    weight: 3.0,
+                    terms: &t.name,
+                },
+                Field {
+                    weight: 1.0,
+                    terms: &t.description,
+                },
+                Field {
+                    weight: 2.0,
+                    terms: &t.skill_names,
+                },
+                Field {
+                    weight: 1.0,
+                    terms: &t.skill_descriptions,
+                },
+                Field {
+                    weight: 2.0,
+                    terms: &t.tags,
+                },
+                Field {
+                    weight: 1.0,
+                    terms: &t.examples,
+                },
+                Field {
+                    weight: 1.0,
+                    terms: &t.queries,
+                },
+                Field {
+                    weight: 1.0,
+                    terms: &t.capabilities,
+                },
+            ],
+        );
+        for (i, s) in indexed.skills.iter().enumerate() {
+            let examples = s.all_example_terms();
+            let Ok(i) = u16::try_from(i) else { break };
+            self.skills.insert(
+                (slot, i),
+                &[
+                    Field {
+                        weight: 2.0,
+                        terms: &s.name,
+                    },
+                    Field {
+                        weight: 1.0,
+                        terms: &s.id,
+                    },
+                    Field {
+                        weight: 1.0,
+                        terms: &s.description,
+                    },
+                    Field {
+                        weight: 1.5,
+                        terms: &s.tags,
+                    },
+                    Field {
+                        weight: 1.0,
+                        terms: &examples,
+                    },
+                    Field {
+                        weight: 0.5,
+                        terms: &s.agent_name,
+                    },
+                    Field {
+                        weight: 0.3,
+                        terms: &s.agent_description,
+                    },
+                ],
+            );
+        }
+        self.entries.insert(slot, Arc::new(indexed));
+        true
+    }
+
+    fn unindex(&mut self, slot: u32) {
+        if let Some(old) = self.entries.remove(&slot) {
+            self.text.remove(&slot);
+            for i in 0..old.skills.len() {
+                if let Ok(i) = u16::try_from(i) {
+                    self.skills.remove(&(slot, i));
+                }
+            }
+        }
+    }
+
+    /// Takes an entry out (withdrawn at `revision`).
+    pub fn remove(&mut self, id: &str, revision: i64) -> bool {
+        if revision != 0 && revision < self.known_revision(id) {
+            return false;
+        }
+        self.revision = self.revision.max(revision);
+        self.removed.insert(id.to_owned(), revision);
+        match self.slots.remove(id) {
+            Some(slot) => {
+                self.unindex(slot);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// One entry.
+    pub fn get(&self, id: &str) -> Option<Arc<Indexed>> {
+        self.slots
+            .get(id)
+            .and_then(|s| self.entries.get(s))
+            .cloned()
+    }
+
+    /// Every live entry (unordered).
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Indexed>> {
+        self.entries.values()
+    }
+
+    /// Entries matching `text` (relevance at or above the cutoff) and the
+    /// filter, best first.
+    pub fn search(
+        &self,
+        text: &str,
+        filter: &CompiledFilter,
+        include: impl Fn(&Indexed) -> bool,
+    ) -> Vec<Hit> {
+        let q = self.analyzer.terms(text);
+        let mut hits: Vec<Hit> = Vec::new();
+        let mut best_raw: f64 = 0.0;
+        for (slot, s) in self.text.search_unordered(&q) {
+            if s.coverage < RELEVANCE_CUTOFF {
+                continue;
+            }
+            let Some(e) = self.entries.get(&slot) else {
+                continue;
+            };
+            if !include(e) || !filter.matches(&e.view) {
+                continue;
+            }
+            best_raw = best_raw.max(s.raw);
+            hits.push(Hit {
+                entry: Arc::clone(e),
+                score: 0,
+                raw: s.raw + s.coverage * 1e-6,
+            });
+            // The coverage is kept in `score` for a moment.
+            if let Some(h) = hits.last_mut() {
+                h.score = (s.coverage * 100.0).round().clamp(0.0, 100.0) as u8;
+            }
+        }
+        for h in &mut hits {
+            let coverage = f64::from(h.score) / 100.0;
+            let relative = if best_raw > 0.0 {
+                h.raw / best_raw
+            } else {
+                0.0
+            };
+            h.score = ((0.75 * coverage + 0.25 * relative.min(1.0)) * 100.0)
+                .round()
+                .clamp(0.0, 100.0) as u8;
+        }
+        hits.sort_unstable_by(|a, b| {
+            b.raw
+                .total_cmp(&a.raw)
+                .then_with(|| a.entry.record.identifier.cmp(&b.entry.record.identifier))
+        });
+        hits
+    }
+
+    /// Routes a request to the skills that fit it best.
+    pub fn route(
+        &self,
+        text: &str,
+        filter: &CompiledFilter,
+        config: &RouterConfig,
+        embedder: Option<&dyn Embedder>,
+        limit: usize,
+    ) -> RouteResponse {
+        let words = self.analyzer.terms_with_words(text);
+        let q: Vec<String> = words.iter().map(|(t, _)| t.clone()).collect();
+        if q.is_empty() {
+            return RouteResponse {
+                no_fit: true,
+                reason: Some(
+                    "the request has no words to match (only stop words or symbols)".into(),
+                ),
+                ..Default::default()
+            };
+        }
+        // A word no skill has weighs as much as the rarest known word (times
+        // `unknown_weight`), whatever the size of the registry: with the raw
+        // IDF it would outweigh every known word of a small registry.
+        let rarest = self.skills.idf_of_df(1);
+        let idf: Vec<f64> = q
+            .iter()
+            .map(|t| {
+                let w = if self.skills.contains_term(t) {
+                    self.skills.idf(t)
+                } else {
+                    rarest * config.unknown_weight
+                };
+                if t.chars().all(|c| c.is_ascii_digit()) {
+                    w * config.number_weight
+                } else {
+                    w
+                }
+            })
+            .collect();
+        let idf_sum: f64 = idf.iter().sum();
+        let q_norm: f64 = idf.iter().map(|w| w * w).sum::<f64>().sqrt();
+        let query_vec = embedder.and_then(|e| e.embed(&[text]).into_iter().next());
+        let wants_old = filter.has("protocolVersion") || filter.has("cardVersion");
+
+        // Two stages: BM25F picks the candidates (cheap, over the inverted
+        // index), the full score ranks the best of them. With an embedder,
+        // the skills nearest to the request's embedding join them.
+        const CANDIDATES: usize = 200;
+        let mut candidates: Vec<(u32, u16)> = self
+            .skills
+            .search(&q)
+            .into_iter()
+            .filter(|(k, _)| {
+                self.entries.get(&k.0).is_some_and(|e| {
+                    e.record.fetch.status == crate::model::Status::Active
+                        && (wants_old || e.record.routable(&e.facts))
+                        && filter.matches(&e.view)
+                })
+            })
+            .take(CANDIDATES)
+            .map(|(k, _)| k)
+            .collect();
+        if let Some(qv) = &query_vec {
+            let mut near: Vec<(f64, (u32, u16))> = Vec::new();
+            for (slot, e) in &self.entries {
+                for (i, doc) in e.skills.iter().enumerate() {
+                    let Ok(i) = u16::try_from(i) else { break };
+                    let sim = doc
+                        .vectors
+                        .iter()
+                        .map(|v| cosine(qv, v))
+                        .fold(0.0f64, f64::max);
+                    near.push((sim, (*slot, i)));
+                }
+            }
+            near.sort_by(|a, b| b.0.total_cmp(&a.0));
+            for (_, k) in near.into_iter().take(CANDIDATES) {
+                if !candidates.contains(&k) {
+                    candidates.push(k);
+                }
+            }
+        }
+        struct Cand {
+            score: f64,
+            slot: u32,
+            skill: u16,
+            why: String,
+        }
+        let mut scored: Vec<Cand> = Vec::new();
+        for (slot, i) in candidates {
+            let Some(e) = self.entries.get(&slot) else {
+                continue;
+            };
+            let Some(doc) = e.skills.get(usize::from(i)) else {
+                continue;
+            };
+            let Some(facts) = e.facts.skills.get(usize::from(i)) else {
+                continue;
+            };
+            let usable = e.record.fetch.status == crate::model::Status::Active
+                && (wants_old || e.record.routable(&e.facts));
+            if !usable || !filter.matches(&e.view) || !skill_passes(filter, facts) {
+                continue;
+            }
+            // Coverage.
+            let mut found = 0.0;
+            let mut matched_words: Vec<&str> = Vec::new();
+            for ((t, w), (_, word)) in q.iter().zip(&idf).zip(&words) {
+                let p = doc.presence(t);
+                if p > 0.0 {
+                    found += w * p;
+                    matched_words.push(word);
+                }
+            }
+            let coverage = if idf_sum > 0.0 { found / idf_sum } else { 0.0 };
+            // The agent as a whole: the best presence over all its skills.
+            let mut agent_found = 0.0;
+            if config.agent_weight > 0.0 {
+                for (t, w) in q.iter().zip(&idf) {
+                    let p = e.skills.iter().map(|d| d.presence(t)).fold(0.0, f64::max);
+                    agent_found += w * p;
+                }
+            }
+            let agent_coverage = if idf_sum > 0.0 {
+                agent_found / idf_sum
+            } else {
+                0.0
+            };
+            // Best example.
+            let mut best_example = (0.0, None::<usize>);
+            for (n, ex) in doc.examples.iter().enumerate() {
+                let mut dot = 0.0;
+                let mut ex_norm = 0.0;
+                let mut seen: Vec<&String> = Vec::new();
+                for t in ex {
+                    if seen.contains(&t) {
+                        continue;
+                    }
+                    seen.push(t);
+                    let w = self.skills.idf(t);
+                    ex_norm += w * w;
+                    if let Some(k) = q.iter().position(|x| x == t) {
+                        dot += w * idf[k];
+                    }
+                }
+                if ex_norm > 0.0 && q_norm > 0.0 {
+                    let sim = dot / (q_norm * ex_norm.sqrt());
+                    if sim > best_example.0 {
+                        best_example = (sim, Some(n));
+                    }
+                }
+            }
+            let bm25 = self
+                .skills
+                .score(&(slot, i), &q)
+                .map_or(0.0, |s| if s.bound > 0.0 { s.raw / s.bound } else { 0.0 });
+            let weights = config.coverage_weight + config.example_weight + config.bm25_weight;
+            let mut score = (config.coverage_weight * coverage
+                + config.example_weight * best_example.0
+                + config.bm25_weight * bm25)
+                / weights.max(1e-9);
+            score = (1.0 - config.agent_weight) * score + config.agent_weight * agent_coverage;
+            let mut semantic_note = String::new();
+            if let Some(qv) = &query_vec {
+                let sem = doc
+                    .vectors
+                    .iter()
+                    .map(|v| cosine(qv, v))
+                    .fold(0.0f64, f64::max)
+                    .max(0.0);
+                score = (1.0 - config.semantic_weight) * score + config.semantic_weight * sem;
+                semantic_note = format!("; semantic similarity {:.2}", sem);
+            }
+            let words_list = matched_words
+                .iter()
+                .map(|w| format!("\"{w}\""))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let why = match best_example.1 {
+                Some(n) if best_example.0 > 0.0 => format!(
+                    "closest example: \"{}\"; shared words: {words_list}{semantic_note}",
+                    facts.examples.get(n).map_or("", String::as_str)
+                ),
+                _ if !matched_words.is_empty() => format!(
+                    "shared words with the skill's name, tags or description: {words_list}{semantic_note}"
+                ),
+                _ => format!("no shared words{semantic_note}"),
+            };
+            scored.push(Cand {
+                score,
+                slot,
+                skill: i,
+                why,
+            });
+        }
+        scored.sort_by(|a, b| {
+            b.score.total_cmp(&a.score).then_with(|| {
+                let ka = self
+                    .entries
+                    .get(&a.slot)
+                    .map(|e| e.record.identifier.as_str());
+                let kb = self
+                    .entries
+                    .get(&b.slot)
+                    .map(|e| e.record.identifier.as_str());
+                ka.cmp(&kb).then(a.skill.cmp(&b.skill))
+            })
+        });
+        let mut out = RouteResponse::default();
+        for c in scored.iter().take(limit.max(1)) {
+            let Some(e) = self.entries.get(&c.slot) else {
+                continue;
+            };
+            let Some(s) = e.facts.skills.get(usize::from(c.skill)) else {
+                continue;
+            };
+            out.matches.push(RouteMatch {
+                agent_name: e.facts.name.clone(),
+                identifier: e.record.identifier.clone(),
+                skill_id: s.id.clone(),
+                skill_name: s.name.clone(),
+                score: (c.score * 100.0).round().clamp(0.0, 100.0) as u8,
+                why: c.why.clone(),
+                url: e.record.url().map(str::to_owned),
+            });
+        }
+        match (scored.first(), scored.get(1)) {
+            (None, _) => {
+                out.no_fit = true;
+                out.reason = Some(
+                    "no registered skill shares a word with the request; ask the user to say more, \
+                     or search the registry"
+                        .into(),
+                );
+            }
+            (Some(best), _) if best.score < config.fit_threshold => {
+                out.no_fit = true;
+                out.reason = Some(format!(
+                    "the best skill scores {:.0} of 100, below the fit threshold of {:.0}: no skill fits; \
+                     ask the user rather than guess",
+                    best.score * 100.0,
+                    config.fit_threshold * 100.0
+                ));
+            }
+            (Some(best), Some(second)) if best.score - second.score <= config.tie_margin => {
+                out.ambiguous = true;
+                out.reason = Some(format!(
+                    "the best two skills fit about equally well ({:.0} and {:.0} of 100): ask which \
+                     one is meant",
+                    best.score * 100.0,
+                    second.score * 100.0
+                ));
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
+/// The skill-level keys of a route filter (`skill`, `inputMode`,
+/// `outputMode`) apply to the skill itself, not only to its agent.
+fn skill_passes(filter: &CompiledFilter, skill: &crate::card::SkillFacts) -> bool {
+    filter.matches_skill(skill)
+}

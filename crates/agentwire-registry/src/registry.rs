@@ -1,0 +1,1380 @@
+//! The registry service: publishing, search, listing, explore, routing,
+//! the catalog, and the background work (refreshing cards, keeping the
+//! index in step with a shared store).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire_client::registry::{
+    A2A_CARD_TYPE, Bucket, CATALOG_MEDIA_TYPE, CATALOG_PATH, CatalogEntry, ExploreRequest,
+    ExploreResponse, FacetResult, Federation, IngestResponse, ListRequest, ListResponse,
+    PublishRequest, PublishResponse, REGISTRY_TYPE, Referral, RouteRequest, RouteResponse,
+    SearchRequest, SearchResponse, SearchResult, Skipped,
+};
+use base64::Engine;
+use parking_lot::{Mutex, RwLock};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+use crate::card::{
+    NoVerifier, SignatureVerifier, check_identifier, derive_identifier, domain_of, read_card, slug,
+};
+use crate::error::ApiError;
+use crate::filter::{CompiledFilter, Dates, ListFilter, count_facet, known_key};
+use crate::index::{Index, Indexed};
+use crate::model::{FetchState, Record, Source, Status, now_ms, now_rfc3339};
+use crate::route::{Embedder, RouterConfig};
+use crate::store::{RegistryStore, StoreResult};
+use crate::text::Analyzer;
+
+/// How registered cards are kept fresh.
+#[derive(Debug, Clone)]
+pub struct RefreshPolicy {
+    /// A card is never re-fetched more often than this (also the interval
+    /// of a card served with `Cache-Control: no-cache` or `max-age=0`).
+    pub min_interval: Duration,
+    /// Nor less often than this.
+    pub max_interval: Duration,
+    /// The interval of a card served without `Cache-Control`.
+    pub default_interval: Duration,
+    /// Most fetches at once.
+    pub concurrency: usize,
+    /// Failed fetches in a row after which an agent is unreachable.
+    pub unreachable_after: u32,
+    /// Bound on one fetch.
+    pub timeout: Duration,
+    /// How often the schedule is looked at.
+    pub tick: Duration,
+    /// How often a shared store is read for other replicas' changes.
+    pub sync_interval: Duration,
+}
+
+impl Default for RefreshPolicy {
+    fn default() -> Self {
+        Self {
+            min_interval: Duration::from_secs(30),
+            max_interval: Duration::from_secs(24 * 3600),
+            default_interval: Duration::from_secs(300),
+            concurrency: 8,
+            unreachable_after: 3,
+            timeout: Duration::from_secs(10),
+            tick: Duration::from_millis(500),
+            sync_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The registry's settings.
+#[derive(Debug, Clone)]
+pub struct RegistryConfig {
+    /// Its name (catalog host, own entries, own agent card).
+    pub name: String,
+    /// Refreshes.
+    pub refresh: RefreshPolicy,
+    /// Routing weights and thresholds.
+    pub router: RouterConfig,
+    /// Registries queried in `auto` federation and offered as referrals.
+    pub upstreams: Vec<String>,
+    /// The largest card accepted.
+    pub max_card_bytes: usize,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            name: "Agent Registry".into(),
+            refresh: RefreshPolicy::default(),
+            router: RouterConfig::default(),
+            upstreams: Vec::new(),
+            max_card_bytes: 1 << 20,
+        }
+    }
+}
+
+/// The registry: cheap to clone (clones share everything).
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn RegistryStore>,
+    index: RwLock<Index>,
+    analyzer: Arc<Analyzer>,
+    config: RegistryConfig,
+    base_url: RwLock<String>,
+    http: reqwest::Client,
+    verifier: Arc<dyn SignatureVerifier>,
+    embedder: Option<Arc<dyn Embedder>>,
+    inflight: Mutex<HashSet<String>>,
+    /// When each by-reference entry is next due (Unix ms), this process's
+    /// own schedule.
+    schedule: Mutex<HashMap<String, i64>>,
+    permits: Arc<Semaphore>,
+    catalog: Mutex<Option<CachedCatalog>>,
+}
+
+/// The catalog as last served: for the index revision and base URL it was
+/// built for, its body and `ETag`.
+struct CachedCatalog {
+    revision: i64,
+    base: String,
+    body: Arc<Vec<u8>>,
+    etag: String,
+}
+
+/// Builds a [`Registry`].
+pub struct RegistryBuilder {
+    store: Arc<dyn RegistryStore>,
+    config: RegistryConfig,
+    verifier: Arc<dyn SignatureVerifier>,
+    embedder: Option<Arc<dyn Embedder>>,
+    http: Option<reqwest::Client>,
+    base_url: String,
+}
+
+impl RegistryBuilder {
+    /// Settings.
+    pub fn config(mut self, config: RegistryConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The card signature verifier (default: none, signed cards are
+    /// recorded as not verified).
+    pub fn verifier(mut self, verifier: Arc<dyn SignatureVerifier>) -> Self {
+        self.verifier = verifier;
+        self
+    }
+
+    /// A semantic model mixed into routing.
+    pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
+    }
+
+    /// The HTTP client that fetches cards.
+    pub fn http_client(mut self, http: reqwest::Client) -> Self {
+        self.http = Some(http);
+        self
+    }
+
+    /// The registry's own base URL (set by the server when it binds).
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into();
+        self
+    }
+
+    /// Opens the registry: the index is built from the store.
+    pub async fn build(self) -> StoreResult<Registry> {
+        let http = match self.http {
+            Some(h) => h,
+            None => reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .redirect(reqwest::redirect::Policy::limited(3))
+                .user_agent(concat!("agentwire-registry/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|e| {
+                    crate::store::StoreError(format!("cannot build the HTTP client: {e}"))
+                })?,
+        };
+        let analyzer = Arc::new(Analyzer::new());
+        let concurrency = self.config.refresh.concurrency.max(1);
+        let registry = Registry {
+            inner: Arc::new(Inner {
+                store: self.store,
+                index: RwLock::new(Index::new(Arc::clone(&analyzer))),
+                analyzer,
+                config: self.config,
+                base_url: RwLock::new(self.base_url),
+                http,
+                verifier: self.verifier,
+                embedder: self.embedder,
+                inflight: Mutex::new(HashSet::new()),
+                schedule: Mutex::new(HashMap::new()),
+                permits: Arc::new(Semaphore::new(concurrency)),
+                catalog: Mutex::new(None),
+            }),
+        };
+        registry.sync().await?;
+        Ok(registry)
+    }
+}
+
+/// What a card fetch gave.
+enum Fetched {
+    NotModified {
+        ttl: Duration,
+    },
+    Card {
+        card: Value,
+        etag: Option<String>,
+        last_modified: Option<String>,
+        ttl: Duration,
+    },
+}
+
+/// A page token: where the next page starts, and which query it belongs to.
+fn encode_token(offset: usize, query_hash: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(json!({"o": offset, "q": query_hash}).to_string())
+}
+
+fn decode_token(token: &str, query_hash: &str) -> Result<usize, ApiError> {
+    let bad = || {
+        ApiError::invalid(
+            "invalid pageToken: pass the pageToken of the previous answer, with the same query",
+        )
+    };
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.trim())
+        .map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    if v["q"].as_str() != Some(query_hash) {
+        return Err(bad());
+    }
+    v["o"]
+        .as_u64()
+        .and_then(|o| usize::try_from(o).ok())
+        .ok_or_else(bad)
+}
+
+fn hash_hex(bytes: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
+    d.as_ref()
+        .iter()
+        .take(12)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The freshness lifetime of a card answer (Cache-Control), bounded by the
+/// policy.
+fn ttl_of(headers: &http::HeaderMap, policy: &RefreshPolicy) -> Duration {
+    let mut max_age: Option<u64> = None;
+    let mut no_cache = false;
+    for v in headers.get_all(http::header::CACHE_CONTROL) {
+        let Ok(v) = v.to_str() else { continue };
+        for d in v.split(',') {
+            let d = d.trim().to_ascii_lowercase();
+            if d == "no-cache" || d == "no-store" {
+                no_cache = true;
+            } else if let Some(n) = d
+                .strip_prefix("s-maxage=")
+                .or_else(|| d.strip_prefix("max-age="))
+            {
+                if let Ok(n) = n.trim_matches('"').parse::<u64>() {
+                    max_age = Some(max_age.map_or(n, |m| m.min(n)));
+                }
+            }
+        }
+    }
+    let ttl = if no_cache {
+        policy.min_interval
+    } else {
+        max_age.map_or(policy.default_interval, Duration::from_secs)
+    };
+    ttl.clamp(
+        policy.min_interval,
+        policy.max_interval.max(policy.min_interval),
+    )
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl Registry {
+    /// A builder over a store.
+    pub fn builder(store: Arc<dyn RegistryStore>) -> RegistryBuilder {
+        RegistryBuilder {
+            store,
+            config: RegistryConfig::default(),
+            verifier: Arc::new(NoVerifier),
+            embedder: None,
+            http: None,
+            base_url: "http://127.0.0.1/".into(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RegistryConfig {
+        &self.inner.config
+    }
+
+    /// The registry's base URL (ends with `/`).
+    pub fn base_url(&self) -> String {
+        self.inner.base_url.read().clone()
+    }
+
+    /// Sets the base URL (once the server knows its address).
+    pub fn set_base_url(&self, url: &str) {
+        let mut u = url.trim_end_matches('/').to_owned();
+        u.push('/');
+        *self.inner.base_url.write() = u;
+        *self.inner.catalog.lock() = None;
+    }
+
+    /// How many entries are indexed.
+    pub fn len(&self) -> usize {
+        self.inner.index.read().len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn build_indexed(&self, record: Record, revision: i64) -> Indexed {
+        Indexed::build(
+            record,
+            revision,
+            &self.inner.analyzer,
+            self.inner.embedder.as_deref(),
+        )
+    }
+
+    fn apply(&self, record: Record, revision: i64) {
+        let id = record.identifier.clone();
+        let due = if matches!(record.source, Source::Url(_)) {
+            Some(if record.fetch.next_check_ms > 0 {
+                record.fetch.next_check_ms
+            } else {
+                now_ms()
+            })
+        } else {
+            None
+        };
+        let indexed = self.build_indexed(record, revision);
+        if self.inner.index.write().put(indexed) {
+            let mut s = self.inner.schedule.lock();
+            match due {
+                Some(t) => {
+                    s.insert(id, t);
+                }
+                None => {
+                    s.remove(&id);
+                }
+            }
+        }
+    }
+
+    /// Reads what changed in the store since the index was last in step
+    /// (other replicas' writes). A window of recent revisions is read
+    /// again, because concurrent writers may commit out of order.
+    pub async fn sync(&self) -> StoreResult<usize> {
+        const WINDOW: i64 = 256;
+        let from = (self.inner.index.read().revision - WINDOW).max(0);
+        let changes = self.inner.store.changes_since(from).await?;
+        let mut applied = 0;
+        for c in changes {
+            match c.record {
+                Some(r) => {
+                    let newer = self
+                        .inner
+                        .index
+                        .read()
+                        .get(&c.identifier)
+                        .is_none_or(|e| e.revision < c.revision);
+                    if newer {
+                        self.apply(r, c.revision);
+                        applied += 1;
+                    }
+                }
+                None => {
+                    if self.inner.index.write().remove(&c.identifier, c.revision) {
+                        self.inner.schedule.lock().remove(&c.identifier);
+                        applied += 1;
+                    }
+                }
+            }
+        }
+        Ok(applied)
+    }
+
+    async fn fetch(
+        &self,
+        url: &str,
+        etag: Option<&str>,
+        last_modified: Option<&str>,
+    ) -> Result<Fetched, String> {
+        let policy = &self.inner.config.refresh;
+        let mut rb = self
+            .inner
+            .http
+            .get(url)
+            .timeout(policy.timeout)
+            .header(http::header::ACCEPT, "application/json");
+        if let Some(e) = etag {
+            rb = rb.header(http::header::IF_NONE_MATCH, e);
+        }
+        if let Some(d) = last_modified {
+            rb = rb.header(http::header::IF_MODIFIED_SINCE, d);
+        }
+        let resp = rb.send().await.map_err(|e| {
+            let mut msg = e.to_string();
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                msg = format!("{msg}: {s}");
+                src = s.source();
+            }
+            msg
+        })?;
+        let status = resp.status();
+        let ttl = ttl_of(resp.headers(), policy);
+        if status == reqwest::StatusCode::NOT_MODIFIED
+            && (etag.is_some() || last_modified.is_some())
+        {
+            return Ok(Fetched::NotModified { ttl });
+        }
+        if !status.is_success() {
+            return Err(format!("HTTP {status} from {url}"));
+        }
+        let header = |n: http::header::HeaderName| {
+            resp.headers()
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let etag = header(http::header::ETAG);
+        let last_modified = header(http::header::LAST_MODIFIED);
+        if resp
+            .content_length()
+            .is_some_and(|n| n > self.inner.config.max_card_bytes as u64)
+        {
+            return Err(format!(
+                "the card at {url} is larger than {} bytes",
+                self.inner.config.max_card_bytes
+            ));
+        }
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| format!("reading {url}: {e}"))?;
+        if body.len() > self.inner.config.max_card_bytes {
+            return Err(format!(
+                "the card at {url} is larger than {} bytes",
+                self.inner.config.max_card_bytes
+            ));
+        }
+        let card: Value =
+            serde_json::from_slice(&body).map_err(|e| format!("{url} is not JSON: {e}"))?;
+        Ok(Fetched::Card {
+            card,
+            etag,
+            last_modified,
+            ttl,
+        })
+    }
+
+    /// Publishes (or, for its owner, updates) an agent.
+    pub async fn publish(
+        &self,
+        principal: &str,
+        request: PublishRequest,
+        identifier_in_path: Option<&str>,
+    ) -> Result<PublishResponse, ApiError> {
+        let (card, source, fetch) = match (&request.url, &request.card) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::invalid(
+                    "give the agent card's url or the card itself, not both",
+                ));
+            }
+            (None, None) => {
+                return Err(ApiError::invalid(
+                    "give the agent card's url (or a host) or the card itself",
+                ));
+            }
+            (Some(url), None) => {
+                let card_url = agentwire_client::card::agent_card_url(url)
+                    .map_err(|e| ApiError::invalid(e.to_string()))?;
+                match self.fetch(&card_url, None, None).await {
+                    Ok(Fetched::Card {
+                        card,
+                        etag,
+                        last_modified,
+                        ttl,
+                    }) => {
+                        let fetch = FetchState {
+                            etag,
+                            last_modified,
+                            checked_at: Some(now_rfc3339()),
+                            next_check_ms: now_ms() + ms(ttl),
+                            ..Default::default()
+                        };
+                        (card, Source::Url(card_url), fetch)
+                    }
+                    Ok(Fetched::NotModified { .. }) => {
+                        return Err(ApiError::invalid(format!(
+                            "{card_url} answered 304 to an unconditional request"
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(ApiError::invalid(format!(
+                            "cannot fetch the agent card: {e}"
+                        )));
+                    }
+                }
+            }
+            (None, Some(card)) => (card.clone(), Source::Value, FetchState::default()),
+        };
+        let (facts, warnings) = read_card(&card)
+            .map_err(|p| ApiError::invalid(format!("the agent card is not valid: {p}")))?;
+        let identifier = match (identifier_in_path, &request.identifier) {
+            (Some(p), Some(b)) if p != b => {
+                return Err(ApiError::invalid(format!(
+                    "the identifier in the body ({b}) is not the one in the path ({p})"
+                )));
+            }
+            (Some(p), _) => p.to_owned(),
+            (None, Some(b)) => b.clone(),
+            (None, None) => derive_identifier(&facts, source_url(&source)),
+        };
+        check_identifier(&identifier).map_err(ApiError::invalid)?;
+        if let Some(q) = &request.representative_queries {
+            if !(2..=5).contains(&q.len()) {
+                return Err(ApiError::invalid(
+                    "representativeQueries takes 2 to 5 sample requests",
+                ));
+            }
+        }
+        let existing = self.inner.store.get(&identifier).await?;
+        if let Some(e) = &existing {
+            if e.owner != principal {
+                return Err(ApiError::forbidden(format!(
+                    "{identifier} was published by another publisher; only they can change it \
+                     (publish under another identifier with --id)"
+                )));
+            }
+        } else if identifier_in_path.is_some() {
+            return Err(ApiError::not_found(format!(
+                "no entry {identifier}: publish it first (POST /agents)"
+            )));
+        }
+        let now = now_rfc3339();
+        let record = Record {
+            identifier: identifier.clone(),
+            owner: principal.to_owned(),
+            source,
+            signature: self.inner.verifier.verify(&card).describe(),
+            card,
+            representative_queries: request.representative_queries,
+            extra_tags: request.tags.unwrap_or_default(),
+            trust_manifest: request.trust_manifest,
+            created_at: existing
+                .as_ref()
+                .map_or_else(|| now.clone(), |e| e.created_at.clone()),
+            updated_at: now,
+            warnings: warnings.clone(),
+            fetch,
+        };
+        let revision = self.inner.store.put(&record).await?;
+        let entry = record.entry(&facts);
+        self.apply(record, revision);
+        tracing::info!(%identifier, publisher = principal, "published");
+        Ok(PublishResponse {
+            entry,
+            created: existing.is_none(),
+            warnings,
+        })
+    }
+
+    /// Registers, for `principal`, the A2A agents that the AI catalog at
+    /// `url` lists (ARD 6.2, web ingestion): entries of type
+    /// `application/a2a-agent-card+json` by reference or by value, with
+    /// their identifiers, tags, representative queries and trust manifests;
+    /// nested catalogs (by value or by reference) are followed a few levels
+    /// deep. Other types are reported as skipped.
+    pub async fn ingest(&self, principal: &str, url: &str) -> Result<IngestResponse, ApiError> {
+        const MAX_DEPTH: usize = 3;
+        const MAX_ENTRIES: usize = 500;
+        let first = catalog_url(url)?;
+        let mut out = IngestResponse::default();
+        let mut pending: Vec<(Value, usize)> = Vec::new();
+        let doc = self
+            .fetch_json(&first)
+            .await
+            .map_err(|e| ApiError::invalid(format!("cannot fetch the catalog at {first}: {e}")))?;
+        if doc.get("entries").and_then(Value::as_array).is_none() {
+            return Err(ApiError::invalid(format!(
+                "{first} is not an AI catalog (no \"entries\" list)"
+            )));
+        }
+        pending.push((doc, 0));
+        let mut seen = 0;
+        while let Some((catalog, depth)) = pending.pop() {
+            for e in catalog["entries"].as_array().into_iter().flatten() {
+                seen += 1;
+                if seen > MAX_ENTRIES {
+                    out.skipped.push(Skipped {
+                        identifier: None,
+                        reason: format!("more than {MAX_ENTRIES} entries: the rest is left out"),
+                    });
+                    return Ok(out);
+                }
+                let identifier = e["identifier"].as_str().map(str::to_owned);
+                let kind = e["type"].as_str().unwrap_or_default();
+                let skip = |reason: String| Skipped {
+                    identifier: identifier.clone(),
+                    reason,
+                };
+                if kind.starts_with(CATALOG_MEDIA_TYPE) {
+                    if depth + 1 > MAX_DEPTH {
+                        out.skipped.push(skip("nested too deep".into()));
+                    } else if e["data"].is_object() {
+                        pending.push((e["data"].clone(), depth + 1));
+                    } else if let Some(u) = e["url"].as_str() {
+                        match self.fetch_json(u).await {
+                            Ok(d) if d["entries"].is_array() => pending.push((d, depth + 1)),
+                            Ok(_) => out.skipped.push(skip(format!("{u} is not an AI catalog"))),
+                            Err(err) => out.skipped.push(skip(err)),
+                        }
+                    }
+                    continue;
+                }
+                if kind != A2A_CARD_TYPE {
+                    out.skipped.push(skip(format!(
+                        "type {kind} is not indexed here (A2A agent cards only)"
+                    )));
+                    continue;
+                }
+                let strings = |k: &str| -> Option<Vec<String>> {
+                    e[k].as_array().map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                };
+                let request = PublishRequest {
+                    url: e["url"].as_str().map(str::to_owned),
+                    card: e.get("data").filter(|d| d.is_object()).cloned(),
+                    identifier: identifier.clone(),
+                    representative_queries: strings("representativeQueries")
+                        .filter(|q| (2..=5).contains(&q.len())),
+                    tags: strings("tags"),
+                    trust_manifest: e.get("trustManifest").cloned(),
+                };
+                match self.publish(principal, request, None).await {
+                    Ok(p) => out.published.push(p.entry),
+                    Err(err) => out.skipped.push(skip(err.message)),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn fetch_json(&self, url: &str) -> Result<Value, String> {
+        match self.fetch(url, None, None).await? {
+            Fetched::Card { card, .. } => Ok(card),
+            Fetched::NotModified { .. } => Err(format!("{url} answered 304 Not Modified")),
+        }
+    }
+
+    /// Withdraws an entry of `principal`.
+    pub async fn withdraw(&self, principal: &str, identifier: &str) -> Result<(), ApiError> {
+        let Some(existing) = self.inner.store.get(identifier).await? else {
+            return Err(ApiError::not_found(format!("no entry {identifier}")));
+        };
+        if existing.owner != principal {
+            return Err(ApiError::forbidden(format!(
+                "{identifier} was published by another publisher; only they can withdraw it"
+            )));
+        }
+        if let Some(rev) = self.inner.store.delete(identifier).await? {
+            self.inner.index.write().remove(identifier, rev);
+            self.inner.schedule.lock().remove(identifier);
+        }
+        tracing::info!(%identifier, publisher = principal, "withdrawn");
+        Ok(())
+    }
+
+    /// The entry of an identifier, or of a unique display name or agent
+    /// name (the URN's last segment).
+    pub fn get(&self, reference: &str) -> Result<Arc<Indexed>, ApiError> {
+        let index = self.inner.index.read();
+        if let Some(e) = index.get(reference) {
+            return Ok(e);
+        }
+        let wanted = slug(reference);
+        let mut found: Vec<Arc<Indexed>> = index
+            .all()
+            .filter(|e| {
+                e.facts.name.eq_ignore_ascii_case(reference.trim())
+                    || slug(&e.facts.name) == wanted
+                    || e.record
+                        .identifier
+                        .rsplit(':')
+                        .next()
+                        .is_some_and(|last| last.eq_ignore_ascii_case(reference.trim()))
+            })
+            .cloned()
+            .collect();
+        match found.len() {
+            0 => Err(ApiError::not_found(format!(
+                "no agent {reference:?} in this registry (search for it with a2a registry search)"
+            ))),
+            1 => Ok(found.remove(0)),
+            _ => {
+                let mut ids: Vec<&str> =
+                    found.iter().map(|e| e.record.identifier.as_str()).collect();
+                ids.sort_unstable();
+                Err(ApiError::ambiguous(format!(
+                    "{reference:?} names several agents: {}; use the identifier",
+                    ids.join(", ")
+                )))
+            }
+        }
+    }
+
+    fn referrals(&self) -> Vec<Referral> {
+        self.inner
+            .config
+            .upstreams
+            .iter()
+            .map(|u| {
+                let base = format!("{}/", u.trim_end_matches('/'));
+                let host = reqwest::Url::parse(&base)
+                    .ok()
+                    .and_then(|x| x.host_str().map(str::to_owned))
+                    .unwrap_or_default();
+                Referral {
+                    identifier: format!("urn:air:{}:registry:{}", domain_of(&base), slug(&host)),
+                    display_name: format!("Registry at {base}"),
+                    media_type: REGISTRY_TYPE.into(),
+                    url: format!("{base}search"),
+                }
+            })
+            .collect()
+    }
+
+    /// `POST /search`.
+    pub async fn search(&self, request: SearchRequest) -> Result<SearchResponse, ApiError> {
+        let text = request
+            .query
+            .text
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                ApiError::invalid("query.text is required: say what you are looking for")
+            })?
+            .to_owned();
+        let page_size = page_size(request.page_size, 10)?;
+        let filter =
+            CompiledFilter::new(request.query.filter.as_ref()).map_err(ApiError::invalid)?;
+        let federation = request.federation.unwrap_or_default();
+        let query_hash = hash_hex(
+            serde_json::to_string(&(&request.query, federation))
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+        let offset = match &request.page_token {
+            Some(t) => decode_token(t, &query_hash)?,
+            None => 0,
+        };
+        let source = self.base_url();
+        // Own hits stay references until the page is cut: only the entries
+        // of the page are copied.
+        enum Item {
+            Own(Arc<Indexed>, u8),
+            Upstream(Box<SearchResult>),
+        }
+        impl Item {
+            fn score(&self) -> u8 {
+                match self {
+                    Item::Own(_, s) => *s,
+                    Item::Upstream(r) => r.score,
+                }
+            }
+            fn identifier(&self) -> &str {
+                match self {
+                    Item::Own(e, _) => &e.record.identifier,
+                    Item::Upstream(r) => &r.entry.identifier,
+                }
+            }
+        }
+        let mut results: Vec<Item> = self
+            .inner
+            .index
+            .read()
+            .search(&text, &filter, |e| e.record.fetch.status == Status::Active)
+            .into_iter()
+            .map(|h| Item::Own(h.entry, h.score))
+            .collect();
+        if federation == Federation::Auto && !self.inner.config.upstreams.is_empty() {
+            let wanted = u32::try_from((offset + page_size).min(100)).unwrap_or(100);
+            for upstream in &self.inner.config.upstreams {
+                let Ok(client) = agentwire_client::registry::Registry::new(upstream) else {
+                    continue;
+                };
+                let client = client
+                    .with_http_client(self.inner.http.clone())
+                    .with_timeout(self.inner.config.refresh.timeout);
+                let req = SearchRequest {
+                    query: request.query.clone(),
+                    federation: Some(Federation::None),
+                    page_size: Some(wanted),
+                    page_token: None,
+                };
+                match client.search(&req).await {
+                    Ok(r) => {
+                        for x in r.results {
+                            if !results.iter().any(|y| y.identifier() == x.entry.identifier) {
+                                results.push(Item::Upstream(Box::new(x)));
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(%upstream, error = %e, "upstream registry search failed")
+                    }
+                }
+            }
+            results.sort_by_key(|r| std::cmp::Reverse(r.score()));
+        }
+        let total = results.len();
+        let page: Vec<SearchResult> = results
+            .into_iter()
+            .skip(offset)
+            .take(page_size)
+            .map(|i| match i {
+                Item::Own(e, score) => SearchResult {
+                    entry: e.entry.clone(),
+                    score,
+                    source: source.clone(),
+                },
+                Item::Upstream(r) => *r,
+            })
+            .collect();
+        let next = offset + page.len();
+        Ok(SearchResponse {
+            results: page,
+            referrals: (federation == Federation::Referrals).then(|| self.referrals()),
+            page_token: (next < total).then(|| encode_token(next, &query_hash)),
+        })
+    }
+
+    /// `GET /agents`.
+    pub fn list(&self, request: &ListRequest) -> Result<ListResponse, ApiError> {
+        let filter = ListFilter::parse(request.filter.as_deref().unwrap_or(""))
+            .map_err(|e| ApiError::invalid(format!("invalid filter: {e}")))?;
+        let order = parse_order(request.order_by.as_deref().unwrap_or(""))?;
+        let page_size = page_size(request.page_size, 20)?;
+        let query_hash = hash_hex(
+            format!(
+                "{:?}|{:?}",
+                request.filter.as_deref().unwrap_or(""),
+                request.order_by.as_deref().unwrap_or("")
+            )
+            .as_bytes(),
+        );
+        let offset = match &request.page_token {
+            Some(t) => decode_token(t, &query_hash)?,
+            None => 0,
+        };
+        let index = self.inner.index.read();
+        let mut items: Vec<&Arc<Indexed>> = index
+            .all()
+            .filter(|e| {
+                filter.matches(
+                    &e.entry,
+                    &e.view,
+                    &Dates {
+                        created: e.created,
+                        updated: e.updated,
+                    },
+                )
+            })
+            .collect();
+        items.sort_by(|a, b| {
+            for (key, desc) in &order {
+                let o = match key.as_str() {
+                    "displayName" => a
+                        .entry
+                        .display_name
+                        .to_lowercase()
+                        .cmp(&b.entry.display_name.to_lowercase()),
+                    "createdAt" => a.created.cmp(&b.created),
+                    "updatedAt" => a.updated.cmp(&b.updated),
+                    "version" => a.facts.version.cmp(&b.facts.version),
+                    _ => a.record.identifier.cmp(&b.record.identifier),
+                };
+                let o = if *desc { o.reverse() } else { o };
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            a.record.identifier.cmp(&b.record.identifier)
+        });
+        let total = items.len();
+        let page: Vec<CatalogEntry> = items
+            .into_iter()
+            .skip(offset)
+            .take(page_size)
+            .map(|e| e.entry.clone())
+            .collect();
+        let next = offset + page.len();
+        Ok(ListResponse {
+            items: page,
+            total: Some(total as u64),
+            page_token: (next < total).then(|| encode_token(next, &query_hash)),
+        })
+    }
+
+    /// `POST /explore`.
+    pub fn explore(&self, request: &ExploreRequest) -> Result<ExploreResponse, ApiError> {
+        let query = request.query.clone().unwrap_or_default();
+        let filter = CompiledFilter::new(query.filter.as_ref()).map_err(ApiError::invalid)?;
+        for f in &request.result_type.facets {
+            if !known_key(&f.field) {
+                return Err(ApiError::invalid(format!(
+                    "unsupported facet field {:?}",
+                    f.field
+                )));
+            }
+        }
+        let index = self.inner.index.read();
+        let matched: Vec<Arc<Indexed>> = match query.text.as_deref().map(str::trim) {
+            Some(t) if !t.is_empty() => index
+                .search(t, &filter, |e| e.record.fetch.status == Status::Active)
+                .into_iter()
+                .map(|h| h.entry)
+                .collect(),
+            _ => index
+                .all()
+                .filter(|e| e.record.fetch.status == Status::Active && filter.matches(&e.view))
+                .cloned()
+                .collect(),
+        };
+        let mut facets = BTreeMap::new();
+        for f in &request.result_type.facets {
+            let counts = count_facet(&f.field, matched.iter().map(|e| &e.view));
+            let min = f.min_count.unwrap_or(1);
+            let mut buckets: Vec<Bucket> = counts
+                .into_iter()
+                .filter(|(_, c)| *c >= min)
+                .map(|(value, count)| Bucket { value, count })
+                .collect();
+            buckets.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.value.cmp(&b.value)));
+            let limit = f.limit.map_or(20, |l| l as usize);
+            let other: u64 = buckets.iter().skip(limit).map(|b| b.count).sum();
+            buckets.truncate(limit);
+            facets.insert(
+                f.field.clone(),
+                FacetResult {
+                    buckets,
+                    other_count: (other > 0).then_some(other),
+                },
+            );
+        }
+        Ok(ExploreResponse {
+            result_type: "facets".into(),
+            facets,
+        })
+    }
+
+    /// `POST /route`.
+    pub fn route(&self, request: &RouteRequest) -> Result<RouteResponse, ApiError> {
+        self.route_with(request, &self.inner.config.router)
+    }
+
+    /// Routes with other weights and thresholds than the registry's (to
+    /// evaluate or tune them).
+    pub fn route_with(
+        &self,
+        request: &RouteRequest,
+        config: &RouterConfig,
+    ) -> Result<RouteResponse, ApiError> {
+        if request.text.trim().is_empty() {
+            return Err(ApiError::invalid("text is required: the request to route"));
+        }
+        let limit = request.limit.map_or(3, |l| l as usize);
+        if !(1..=20).contains(&limit) {
+            return Err(ApiError::invalid("limit takes 1 to 20"));
+        }
+        let filter = CompiledFilter::new(request.filter.as_ref()).map_err(ApiError::invalid)?;
+        Ok(self.inner.index.read().route(
+            &request.text,
+            &filter,
+            config,
+            self.inner.embedder.as_deref(),
+            limit,
+        ))
+    }
+
+    /// The identifier of the registry itself in its catalog.
+    pub fn own_identifier(&self) -> String {
+        format!(
+            "urn:air:{}:registry:{}",
+            domain_of(&self.base_url()),
+            slug(&self.inner.config.name)
+        )
+    }
+
+    /// The catalog (`/.well-known/ai-catalog.json`): the registry itself,
+    /// its own agent card, and the reachable agents. Returns the body and
+    /// its `ETag`.
+    pub fn catalog(&self) -> (Arc<Vec<u8>>, String) {
+        let base = self.base_url();
+        let index = self.inner.index.read();
+        if let Some(c) = self.inner.catalog.lock().as_ref() {
+            if c.revision == index.revision && c.base == base {
+                return (Arc::clone(&c.body), c.etag.clone());
+            }
+        }
+        let domain = domain_of(&base);
+        let name = &self.inner.config.name;
+        let mut entries = vec![
+            json!({
+                "identifier": self.own_identifier(),
+                "displayName": name,
+                "type": REGISTRY_TYPE,
+                "url": base,
+                "description": "Search, list and explore the A2A agents registered here (the ARD API), and route a request to the skill that fits it.",
+                "tags": ["registry", "search", "a2a"],
+            }),
+            json!({
+                "identifier": format!("urn:air:{domain}:agent:{}", slug(name)),
+                "displayName": name,
+                "type": A2A_CARD_TYPE,
+                "url": format!("{}{}", base.trim_end_matches('/'), agentwire_types::AGENT_CARD_PATH),
+                "description": "The registry as an A2A agent: ask it in words which agent can do something (skill find-agent).",
+                "capabilities": ["find-agent"],
+            }),
+        ];
+        let mut live: Vec<&Arc<Indexed>> = index
+            .all()
+            .filter(|e| e.record.fetch.status == Status::Active)
+            .collect();
+        live.sort_by(|a, b| a.record.identifier.cmp(&b.record.identifier));
+        for e in live {
+            entries.push(serde_json::to_value(&e.entry).unwrap_or_default());
+        }
+        let doc = json!({
+            "specVersion": "1.0",
+            "host": {"displayName": name},
+            "entries": entries,
+        });
+        let body = Arc::new(serde_json::to_vec(&doc).unwrap_or_default());
+        let etag = format!("\"{}\"", hash_hex(&body));
+        *self.inner.catalog.lock() = Some(CachedCatalog {
+            revision: index.revision,
+            base,
+            body: Arc::clone(&body),
+            etag: etag.clone(),
+        });
+        (body, etag)
+    }
+
+    /// Runs the background work until the returned handle is dropped:
+    /// refreshing due cards and reading other replicas' changes.
+    pub fn spawn_background(&self) -> BackgroundHandle {
+        let me = self.clone();
+        let task = tokio::spawn(async move {
+            let policy = me.inner.config.refresh.clone();
+            let mut tick = tokio::time::interval(policy.tick);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut last_sync = tokio::time::Instant::now();
+            loop {
+                tick.tick().await;
+                if last_sync.elapsed() >= policy.sync_interval {
+                    last_sync = tokio::time::Instant::now();
+                    if let Err(e) = me.sync().await {
+                        tracing::warn!(error = %e, "reading the store's changes failed");
+                    }
+                }
+                me.refresh_due();
+            }
+        });
+        BackgroundHandle { task }
+    }
+
+    /// Starts a refresh of every by-reference entry that is due and not
+    /// being fetched already (at most one fetch per agent at a time, at
+    /// most `concurrency` at once).
+    pub fn refresh_due(&self) {
+        let now = now_ms();
+        let due: Vec<String> = self
+            .inner
+            .schedule
+            .lock()
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in due {
+            if !self.inner.inflight.lock().insert(id.clone()) {
+                continue;
+            }
+            let me = self.clone();
+            tokio::spawn(async move {
+                me.refresh_one(&id).await;
+                me.inner.inflight.lock().remove(&id);
+            });
+        }
+    }
+
+    /// Refreshes one entry now (whether due or not), unless a fetch of it
+    /// is under way (here or, with a shared store, on another replica).
+    pub async fn refresh_one(&self, id: &str) {
+        let Ok(_permit) = Arc::clone(&self.inner.permits).acquire_owned().await else {
+            return;
+        };
+        let policy = self.inner.config.refresh.clone();
+        let Some(current) = self.inner.index.read().get(id) else {
+            self.inner.schedule.lock().remove(id);
+            return;
+        };
+        let Source::Url(url) = &current.record.source else {
+            self.inner.schedule.lock().remove(id);
+            return;
+        };
+        let now = now_ms();
+        let lease = now + ms(policy.timeout) + 5_000;
+        match self.inner.store.claim_fetch(id, now, lease).await {
+            Ok(true) => {}
+            Ok(false) => {
+                // Another replica is fetching it: look again later.
+                self.inner
+                    .schedule
+                    .lock()
+                    .insert(id.to_owned(), now + ms(policy.min_interval));
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot claim a card refresh");
+                self.inner
+                    .schedule
+                    .lock()
+                    .insert(id.to_owned(), now + ms(policy.min_interval));
+                return;
+            }
+        }
+        let old = &current.record;
+        let result = self
+            .fetch(
+                url,
+                old.fetch.etag.as_deref(),
+                old.fetch.last_modified.as_deref(),
+            )
+            .await;
+        let mut rec = old.clone();
+        let now = now_ms();
+        let mut changed = false;
+        let next;
+        match result {
+            Ok(Fetched::NotModified { ttl }) => {
+                next = now + ms(ttl);
+                changed |= rec.fetch.status != Status::Active || rec.fetch.failures != 0;
+                rec.fetch.status = Status::Active;
+                rec.fetch.failures = 0;
+                rec.fetch.last_error = None;
+            }
+            Ok(Fetched::Card {
+                card,
+                etag,
+                last_modified,
+                ttl,
+            }) => match read_card(&card) {
+                Ok((_, warnings)) => {
+                    next = now + ms(ttl);
+                    changed |= rec.fetch.status != Status::Active
+                        || rec.fetch.failures != 0
+                        || card != rec.card
+                        || etag != rec.fetch.etag;
+                    if card != rec.card {
+                        tracing::info!(identifier = %id, "the agent card changed: re-indexed");
+                        rec.signature = self.inner.verifier.verify(&card).describe();
+                        rec.card = card;
+                        rec.warnings = warnings;
+                        rec.updated_at = now_rfc3339();
+                    }
+                    rec.fetch.etag = etag;
+                    rec.fetch.last_modified = last_modified;
+                    rec.fetch.status = Status::Active;
+                    rec.fetch.failures = 0;
+                    rec.fetch.last_error = None;
+                }
+                Err(p) => {
+                    next = self.fail(
+                        &mut rec,
+                        &format!("the agent card is no longer valid: {p}"),
+                        &policy,
+                    );
+                    changed = true;
+                }
+            },
+            Err(e) => {
+                next = self.fail(&mut rec, &e, &policy);
+                changed = true;
+            }
+        }
+        rec.fetch.next_check_ms = next;
+        if changed {
+            rec.fetch.checked_at = Some(now_rfc3339());
+            match self.inner.store.update(&rec, current.revision).await {
+                Ok(Some(rev)) => self.apply(rec, rev),
+                Ok(None) => {} // withdrawn or republished meanwhile
+                Err(e) => tracing::warn!(error = %e, "cannot store a refreshed card"),
+            }
+        }
+        if self.inner.index.read().get(id).is_some() {
+            self.inner.schedule.lock().insert(id.to_owned(), next);
+        }
+        if let Err(e) = self.inner.store.release_fetch(id).await {
+            tracing::warn!(error = %e, "cannot release a card refresh claim");
+        }
+    }
+
+    /// Records a failed fetch; returns when to try again (backing off).
+    fn fail(&self, rec: &mut Record, error: &str, policy: &RefreshPolicy) -> i64 {
+        rec.fetch.failures = rec.fetch.failures.saturating_add(1);
+        rec.fetch.last_error = Some(error.to_owned());
+        if rec.fetch.failures >= policy.unreachable_after.max(1) {
+            if rec.fetch.status != Status::Unreachable {
+                tracing::warn!(identifier = %rec.identifier, error, "agent unreachable: left out of search");
+            }
+            rec.fetch.status = Status::Unreachable;
+        }
+        let factor = 1u32 << rec.fetch.failures.min(10);
+        let wait = policy
+            .min_interval
+            .saturating_mul(factor)
+            .min(policy.max_interval.max(policy.min_interval));
+        now_ms() + ms(wait)
+    }
+}
+
+/// The URL of a catalog, from what a user typed: a URL ending in `.json`
+/// as it is, otherwise its `/.well-known/ai-catalog.json`.
+fn catalog_url(input: &str) -> Result<String, ApiError> {
+    let input = input.trim();
+    let with_scheme = if input.contains("://") {
+        input.to_owned()
+    } else {
+        format!("http://{input}")
+    };
+    let mut url = reqwest::Url::parse(&with_scheme)
+        .map_err(|e| ApiError::invalid(format!("invalid catalog URL {input:?}: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ApiError::invalid(format!(
+            "catalog URL {input:?} must be http(s)"
+        )));
+    }
+    if !url.path().ends_with(".json") {
+        let path = format!("{}{CATALOG_PATH}", url.path().trim_end_matches('/'));
+        url.set_path(&path);
+    }
+    Ok(url.into())
+}
+
+fn source_url(source: &Source) -> Option<&str> {
+    match source {
+        Source::Url(u) => Some(u),
+        Source::Value => None,
+    }
+}
+
+fn page_size(given: Option<u32>, default: usize) -> Result<usize, ApiError> {
+    match given {
+        None => Ok(default),
+        Some(n) if (1..=100).contains(&n) => Ok(n as usize),
+        Some(n) => Err(ApiError::invalid(format!("pageSize {n}: take 1 to 100"))),
+    }
+}
+
+/// `orderBy`: comma-separated keys, each optionally `ASC` or `DESC`
+/// (`displayName`, `createdAt`, `updatedAt`, `identifier`, `version`; also
+/// `name`, `created_at`, `updated_at`).
+fn parse_order(s: &str) -> Result<Vec<(String, bool)>, ApiError> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let mut words = part.split_whitespace();
+        let key = words.next().unwrap_or_default();
+        let desc = match words.next().map(str::to_ascii_uppercase).as_deref() {
+            None | Some("ASC") => false,
+            Some("DESC") => true,
+            Some(other) => {
+                return Err(ApiError::invalid(format!(
+                    "orderBy {part:?}: {other} is neither ASC nor DESC"
+                )));
+            }
+        };
+        let key = match key {
+            "displayName" | "name" => "displayName",
+            "createdAt" | "created_at" => "createdAt",
+            "updatedAt" | "updated_at" => "updatedAt",
+            "identifier" | "id" => "identifier",
+            "version" => "version",
+            other => {
+                return Err(ApiError::invalid(format!(
+                    "orderBy: cannot sort by {other:?} (use displayName, createdAt, updatedAt, identifier or version)"
+                )));
+            }
+        };
+        out.push((key.to_owned(), desc));
+    }
+    Ok(out)
+}
+
+/// Stops the background work when dropped.
+pub struct BackgroundHandle {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for BackgroundHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_control_bounds_the_refresh_interval() {
+        let p = RefreshPolicy {
+            min_interval: Duration::from_secs(10),
+            max_interval: Duration::from_secs(100),
+            default_interval: Duration::from_secs(50),
+            ..Default::default()
+        };
+        let mut h = http::HeaderMap::new();
+        assert_eq!(ttl_of(&h, &p), Duration::from_secs(50));
+        h.insert(
+            http::header::CACHE_CONTROL,
+            "public, max-age=30".parse().unwrap(),
+        );
+        assert_eq!(ttl_of(&h, &p), Duration::from_secs(30));
+        h.insert(
+            http::header::CACHE_CONTROL,
+            "max-age=100000".parse().unwrap(),
+        );
+        assert_eq!(ttl_of(&h, &p), Duration::from_secs(100));
+        h.insert(http::header::CACHE_CONTROL, "no-cache".parse().unwrap());
+        assert_eq!(ttl_of(&h, &p), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn page_tokens_belong_to_their_query() {
+        let t = encode_token(20, "abc");
+        assert_eq!(decode_token(&t, "abc").unwrap(), 20);
+        assert!(decode_token(&t, "other").is_err());
+        assert!(decode_token("garbage!", "abc").is_err());
+    }
+
+    #[test]
+    fn orders() {
+        assert_eq!(
+            parse_order("name, created_at DESC").unwrap(),
+            [
+                ("displayName".to_owned(), false),
+                ("createdAt".to_owned(), true)
+            ]
+        );
+        assert!(parse_order("colour").is_err());
+        assert!(parse_order("name UP").is_err());
+    }
+}

@@ -1,0 +1,121 @@
+//! Routing by skill examples: which agent and skill should handle a
+//! request, or "no skill fits".
+//!
+//! The request is compared with every skill of the registered A2A 1.x
+//! agents that are reachable. Lexically by default (no model): three
+//! signals, each in 0..=1, over terms from the same analyzer as search,
+//! with inverse document frequencies computed over the skills:
+//!
+//! - **coverage**: the IDF-weighted share of the request's terms found in
+//!   the skill (an example, its name or tags count fully, its description a
+//!   little less, the agent's name and description less still). A request
+//!   about something no skill mentions has words no skill has, whose IDF is
+//!   the highest there is: coverage stays low, which is what makes "no skill
+//!   fits" decidable;
+//! - **example**: the best IDF-weighted cosine between the request and one
+//!   of the skill's `examples`;
+//! - **bm25**: the skill's BM25F score over its bound.
+//!
+//! They are mixed with [`RouterConfig`]'s weights. With an [`Embedder`]
+//! (a semantic model of the user's choice), the best cosine between the
+//! request's embedding and the skill's examples is mixed in too.
+//!
+//! The best candidate is chosen only when it scores at least
+//! [`RouterConfig::fit_threshold`] and leads the next skill by more than
+//! [`RouterConfig::tie_margin`]; otherwise the answer says so (`noFit` or
+//! `ambiguous`), and the caller asks instead of guessing.
+
+use serde::{Deserialize, Serialize};
+
+/// A semantic model: text to vectors (compared by cosine). Plug one in
+/// with [`crate::Registry::with_embedder`]; skills' examples are embedded
+/// when an agent is indexed, the request when it is routed.
+pub trait Embedder: Send + Sync + 'static {
+    /// One vector per text, all of the same length.
+    fn embed(&self, texts: &[&str]) -> Vec<Vec<f32>>;
+}
+
+/// The cosine of two vectors (0 when either is zero).
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        dot += f64::from(*x) * f64::from(*y);
+        na += f64::from(*x) * f64::from(*x);
+        nb += f64::from(*y) * f64::from(*y);
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
+}
+
+/// Weights and thresholds of the router.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouterConfig {
+    /// Weight of the coverage signal.
+    pub coverage_weight: f64,
+    /// Weight of the best example's similarity.
+    pub example_weight: f64,
+    /// Weight of the BM25F score.
+    pub bm25_weight: f64,
+    /// Share of the final score given to the embedder, when there is one.
+    pub semantic_weight: f64,
+    /// Below this score (0..=1) no skill fits.
+    pub fit_threshold: f64,
+    /// When the best two skills are closer than this, the request is
+    /// ambiguous.
+    pub tie_margin: f64,
+    /// How much a request's word that no skill contains counts, relative to
+    /// its IDF (names of cities, people, products... say little about the
+    /// skill, but a request made mostly of such words is about something no
+    /// skill does).
+    pub unknown_weight: f64,
+    /// How much a number in the request counts, relative to its IDF.
+    pub number_weight: f64,
+    /// Share of the score given to the agent as a whole (the request's
+    /// terms found in any of its skills, its name or its description): the
+    /// agent is chosen on everything it says about itself, the skill on
+    /// what the skill says.
+    pub agent_weight: f64,
+}
+
+impl Default for RouterConfig {
+    /// Chosen on the training half of the labelled routing set
+    /// (`tests/data/routing/`); the benchmark reports both halves.
+    fn default() -> Self {
+        Self {
+            coverage_weight: 0.4,
+            example_weight: 0.25,
+            bm25_weight: 0.35,
+            semantic_weight: 0.5,
+            fit_threshold: 0.22,
+            tie_margin: 0.0,
+            unknown_weight: 1.25,
+            number_weight: 1.0,
+            agent_weight: 0.25,
+        }
+    }
+}
+
+/// Presence weights of the skill's fields for coverage.
+pub(crate) const PRESENCE_EXAMPLE: f64 = 1.0;
+pub(crate) const PRESENCE_NAME: f64 = 1.0;
+pub(crate) const PRESENCE_TAG: f64 = 0.9;
+pub(crate) const PRESENCE_ID: f64 = 0.8;
+pub(crate) const PRESENCE_DESCRIPTION: f64 = 0.8;
+pub(crate) const PRESENCE_AGENT_NAME: f64 = 0.6;
+pub(crate) const PRESENCE_AGENT_DESCRIPTION: f64 = 0.4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cosines() {
+        assert!((cosine(&[1.0, 0.0], &[1.0, 0.0]) - 1.0).abs() < 1e-9);
+        assert_eq!(cosine(&[1.0, 0.0], &[0.0, 1.0]), 0.0);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 1.0]), 0.0);
+    }
+}
