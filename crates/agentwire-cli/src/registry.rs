@@ -299,6 +299,7 @@ fn registry_url(g: &Globals) -> Result<String, CliError> {
 }
 
 fn http_client(g: &Globals) -> Result<reqwest::Client, CliError> {
+    agentwire_client::install_crypto_provider();
     reqwest::Client::builder()
         .connect_timeout(agentwire_client::DEFAULT_CONNECT_TIMEOUT)
         .user_agent(concat!("agentwire-cli/", env!("CARGO_PKG_VERSION")))

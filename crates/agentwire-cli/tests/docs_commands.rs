@@ -97,6 +97,16 @@ enum Subst {
         serve: &'static str,
         why: &'static str,
     },
+    /// Every block of `doc` that does not contain `unless_block_has` talks to
+    /// what the document's first block starts: the harness runs `run` first
+    /// (a command ending in ` &` as a background job, waited for on its
+    /// port; the others to their end, exit 0).
+    DocSetup {
+        doc: &'static str,
+        unless_block_has: &'static str,
+        run: &'static [&'static str],
+        why: &'static str,
+    },
     /// A command containing `when` is run with the variable `var` naming
     /// (as `127.0.0.1:PORT`) another agent, which the harness serves once
     /// per block with `serve` (`{port}`: a free port).
@@ -195,6 +205,17 @@ const SUBSTITUTIONS: &[Subst] = &[
         block_has: "a2a webhook --port 9000",
         serve: "a2a serve --agent echo --port 8080 --store memory",
         why: "an agent with push notifications on 8080 (a2a serve turns them on for echo)",
+    },
+    Subst::DocSetup {
+        doc: "docs/registry.md",
+        unless_block_has: "a2a registry serve",
+        run: &[
+            "printf 'alice alice-secret-token\\n' > publishers.txt",
+            "a2a registry serve --port 9000 --store memory --tokens publishers.txt &",
+            "a2a serve --agent depcompat --port 8080 --store memory &",
+            "a2a registry publish --registry http://127.0.0.1:9000 --bearer alice-secret-token 127.0.0.1:8080",
+        ],
+        why: "the registry and the published Dependency Compatibility Agent of the guide's first block",
     },
     Subst::CommandAgent {
         when: "--task-id <taskId> \"Node.js 22\"",
@@ -334,7 +355,17 @@ const DEFAULT_EXPECT: Expect = Expect {
 const EXPECT: &[Expect] = &[
     expect("--extended", "Card: extended"),
     expect("a2a card get -a $A --validate", "Echo Agent"),
+    expect(
+        "a2a card get -a \"registry:Dependency Compatibility Agent\"",
+        "Name: Dependency Compatibility Agent",
+    ),
     expect("a2a card get", "Name: Echo Agent"),
+    expect("\"order a large pepperoni pizza\" -o json", "\"noFit\":true"),
+    expect("a2a registry route", "dependency-compatibility-analysis"),
+    expect("a2a registry search", "Dependency Compatibility Agent"),
+    expect("a2a registry get", "Dependency Compatibility Agent"),
+    expect("a2a registry list", "Dependency Compatibility Agent"),
+    expect("a2a demo --registry", "payment-service"),
     expect("a2a send -a $A \"hello\"", "State: COMPLETED"),
     expect("--file report.pdf", "\"mediaType\": \"application/pdf\""),
     expect("--async \"long job\"", "Task ID: "),
@@ -516,6 +547,15 @@ fn describe_substitutions() -> String {
             Subst::BlockAgent {
                 doc, serve, why, ..
             } => format!("a block of {doc}: the harness first runs `{serve} &` ({why})"),
+            Subst::DocSetup {
+                doc,
+                unless_block_has,
+                run,
+                why,
+            } => format!(
+                "a block of {doc} without {unless_block_has:?}: the harness first runs `{}` ({why})",
+                run.join("; ")
+            ),
             Subst::CommandAgent {
                 when,
                 serve,
@@ -707,6 +747,8 @@ enum Kind {
 enum Program {
     A2a,
     Curl,
+    /// A shell command that only writes a file or waits (`printf`, `sleep`).
+    Shell,
     /// `cargo run -p agentwire-cli -- ...`: run as `a2a`.
     CargoCli,
     /// `cargo run -p P --example NAME -- ...`.
@@ -765,7 +807,7 @@ fn plan(block: &Block) -> Result<Vec<Step>, Vec<String>> {
         let uses = steps
             .iter()
             .any(|s| doc_blocks::replace_number(&s.written, port, "") != s.written);
-        if uses && !serves && block_agent(block).is_none() {
+        if uses && !serves && block_agent(block).is_none() && doc_setup(block).is_none() {
             problems.push(format!(
                 "{}: the block talks to an agent on {port} but starts none: say which in SUBSTITUTIONS (BlockAgent)",
                 block.place()
@@ -787,6 +829,18 @@ fn block_agent(block: &Block) -> Option<&'static str> {
             serve,
             ..
         } if *doc == block.doc && block.text.contains(block_has) => Some(*serve),
+        _ => None,
+    })
+}
+
+fn doc_setup(block: &Block) -> Option<&'static [&'static str]> {
+    SUBSTITUTIONS.iter().find_map(|s| match s {
+        Subst::DocSetup {
+            doc,
+            unless_block_has,
+            run,
+            ..
+        } if *doc == block.doc && !block.text.contains(unless_block_has) => Some(*run),
         _ => None,
     })
 }
@@ -847,6 +901,7 @@ fn classify(written: &str) -> Result<Kind, String> {
     match words[first].as_str() {
         "a2a" => run(Program::A2a),
         "curl" => run(Program::Curl),
+        "printf" | "sleep" => run(Program::Shell),
         "cargo" if words.get(first + 1).is_some_and(|w| w == "run") => {
             let (program, prefix) = cargo_run(&words[first..])?;
             Ok(Kind::Run {
@@ -1121,6 +1176,17 @@ fn run_block(h: &Harness, block: &Block) -> Vec<Outcome> {
             return std::mem::take(&mut b.outcomes);
         }
     }
+    if let Some(run) = doc_setup(block) {
+        if let Err(e) = b.set_up(run) {
+            b.outcomes.push(Outcome::failed(
+                &block.place(),
+                "(the document's set-up)",
+                format!("  what this block talks to did not start:\n{e}"),
+            ));
+            b.finish();
+            return std::mem::take(&mut b.outcomes);
+        }
+    }
     for step in &steps {
         let place = format!("{}:{}", block.doc, step.line);
         let start = Instant::now();
@@ -1274,7 +1340,7 @@ impl BlockRun<'_> {
         let env = &text[..text.len() - after_env.len()];
         let rest = skip_words(after_env, prefix);
         Ok(match program {
-            Program::A2a | Program::Curl => text.to_owned(),
+            Program::A2a | Program::Curl | Program::Shell => text.to_owned(),
             Program::CargoCli => {
                 let by = SUBSTITUTIONS
                     .iter()
@@ -1402,6 +1468,41 @@ impl BlockRun<'_> {
             };
             std::fs::write(&path, bytes).map_err(|e| format!("  writing {name}: {e}"))?;
             self.made.push(name);
+        }
+        Ok(())
+    }
+
+    /// Runs a document's set-up ([`Subst::DocSetup`]) in the block's
+    /// directory, with the block's ports.
+    fn set_up(&mut self, run: &'static [&'static str]) -> Result<(), String> {
+        let place = self.block.place();
+        for cmd in run {
+            let (written, background) = match cmd.strip_suffix(" &") {
+                Some(c) => (c, true),
+                None => (*cmd, false),
+            };
+            let text = self.ported(written);
+            let text = match classify(&text) {
+                Ok(Kind::Run {
+                    program,
+                    first,
+                    prefix,
+                }) => self.program_text(&text, &program, first, prefix)?,
+                _ => return Err(format!("  no rule runs the set-up command `{cmd}`")),
+            };
+            if background {
+                self.start_job(JobSpec::harness(&place, cmd, &text, None))?;
+            } else {
+                let r = self.run(&text, &[], None)?;
+                if r.code != Some(0) {
+                    return Err(format!(
+                        "  `{text}`: {}\n  stdout:\n{}\n  stderr:\n{}",
+                        r.describe_status(),
+                        indent(&r.stdout),
+                        indent(&r.stderr)
+                    ));
+                }
+            }
         }
         Ok(())
     }
