@@ -34,7 +34,7 @@ use agentwire_types::{A2aResult, ErrorKind, Task, TaskState};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::bus::{EventBus, Notice, Notices};
-use crate::manager::{Flags, LiveTask, Sub, TaskManager};
+use crate::manager::{LiveState, LiveTask, Subscriber, TaskManager};
 use crate::store::{StoredTask, TaskUpdate};
 
 /// Events fetched from the log per query.
@@ -50,7 +50,7 @@ pub(crate) struct Cluster {
     _stop: DropGuard,
 }
 
-/// What a live task knows of the event log (in its `flags`).
+/// What a live task knows of the event log (in its `LiveState`).
 #[derive(Debug, Default)]
 pub(crate) struct Remote {
     /// The position up to which the local subscribers have every event;
@@ -77,12 +77,12 @@ impl Remote {
 /// Resynchronises the stream subscribers from a snapshot (when the events
 /// they need cannot be read): their queues close, and each reads a fresh
 /// snapshot once it has drained its queue.
-fn desync(flags: &mut Flags) {
-    for s in &mut flags.subs {
-        if let Sub::Stream { overflow, .. } = s {
+fn desync(st: &mut LiveState) {
+    for s in &mut st.subscribers {
+        if let Subscriber::Stream { overflow, .. } = s {
             overflow.store(true, Ordering::Release);
             let overflow = Arc::clone(overflow);
-            *s = Sub::Lagging { overflow };
+            *s = Subscriber::Lagging { overflow };
         }
     }
 }
@@ -126,7 +126,7 @@ impl TaskManager {
             return self.store.create(&live.owner, task).await;
         }
         if let Some(span) = self.store.create_logged(&live.owner, task).await? {
-            let mut f = live.flags.lock();
+            let mut f = live.state.lock();
             f.remote.seq = Some(f.remote.seq.map_or(span.after, |s| s.max(span.after)));
         }
         Ok(())
@@ -148,7 +148,7 @@ impl TaskManager {
         match self.store.update_logged(&live.id, *update).await {
             Ok((state, Some(span))) => {
                 self.catch_up_locked(live, Some(span.before)).await;
-                let mut f = live.flags.lock();
+                let mut f = live.state.lock();
                 f.remote.seq = Some(f.remote.seq.map_or(span.after, |s| s.max(span.after)));
                 Ok((state, None))
             }
@@ -181,7 +181,7 @@ impl TaskManager {
             return Ok(None);
         };
         {
-            let mut f = live.flags.lock();
+            let mut f = live.state.lock();
             if f.remote.seq.is_none() {
                 f.remote.seq = Some(seq);
                 return Ok(Some(stored));
@@ -201,14 +201,14 @@ impl TaskManager {
         };
         loop {
             let after = {
-                let mut f = live.flags.lock();
+                let mut f = live.state.lock();
                 let Some(seq) = f.remote.seq else {
                     return true;
                 };
                 if upto.is_some_and(|u| seq >= u) {
                     return true;
                 }
-                if f.subs.is_empty() {
+                if f.subscribers.is_empty() {
                     // Nobody to tell; whoever comes starts from a snapshot.
                     if let Some(u) = upto {
                         f.remote.seq = Some(u);
@@ -221,7 +221,7 @@ impl TaskManager {
                 Ok(batch) => batch,
                 Err(e) => {
                     tracing::warn!(task = %live.id, error = %e, "event bus: cannot read other replicas' events; resynchronising the subscribers");
-                    let mut f = live.flags.lock();
+                    let mut f = live.state.lock();
                     desync(&mut f);
                     if let Some(u) = upto {
                         f.remote.seq = Some(f.remote.seq.map_or(u, |s| s.max(u)));
@@ -230,11 +230,11 @@ impl TaskManager {
                 }
             };
             let more = batch.len() >= BATCH;
-            let mut f = live.flags.lock();
+            let mut f = live.state.lock();
             for remote in batch {
                 if let Some(event) = remote.event {
                     if let Some(state) = event.state() {
-                        f.state = state;
+                        f.last_state = state;
                     }
                     live.publish(&mut f, Ok(event));
                 }
@@ -303,8 +303,8 @@ impl TaskManager {
         seq: Option<i64>,
     ) {
         {
-            let mut f = live.flags.lock();
-            if f.retired || f.subs.is_empty() {
+            let mut f = live.state.lock();
+            if f.retired || f.subscribers.is_empty() {
                 return;
             }
             match (f.remote.seq, seq) {
@@ -327,12 +327,12 @@ impl TaskManager {
         let mut failures = 0;
         loop {
             let target = {
-                let mut f = live.flags.lock();
+                let mut f = live.state.lock();
                 let pending = match f.remote.seq {
                     Some(seq) => f.remote.resync || seq < f.remote.announced,
                     None => false,
                 };
-                if !pending || f.retired || f.subs.is_empty() || failures >= MAX_ATTEMPTS {
+                if !pending || f.retired || f.subscribers.is_empty() || failures >= MAX_ATTEMPTS {
                     f.remote.delivering = false;
                     f.remote.resync = false;
                     return;
@@ -352,7 +352,7 @@ impl TaskManager {
             } else {
                 failures += 1;
                 if target.is_none() {
-                    live.flags.lock().remote.resync = true;
+                    live.state.lock().remote.resync = true;
                 }
                 tokio::time::sleep(Duration::from_millis(50 << failures)).await;
             }
@@ -384,7 +384,7 @@ impl TaskManager {
 
     fn canceled_elsewhere(&self, task_id: &str) {
         if let Some(live) = self.live.get(task_id).map(|l| Arc::clone(l.value())) {
-            if live.flags.lock().running > 0 && !live.cancel.is_cancelled() {
+            if live.state.lock().running > 0 && !live.cancel.is_cancelled() {
                 tracing::debug!(task = %task_id, "canceled on another replica");
                 live.cancel.cancel();
             }
