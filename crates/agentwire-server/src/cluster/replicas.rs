@@ -30,12 +30,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use agentwire_types::{A2aResult, ErrorKind, Task, TaskState};
+use agentwire_types::{A2aResult, TaskState};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::bus::{EventBus, Notice, Notices};
 use crate::manager::{LiveState, LiveTask, Subscriber, TaskManager};
-use crate::store::{StoredTask, TaskUpdate};
+use crate::store::{LogSpan, StoredTask};
 
 /// Events fetched from the log per query.
 const BATCH: usize = 256;
@@ -115,53 +115,35 @@ impl TaskManager {
         self.cluster.as_ref().map(|c| &c.bus)
     }
 
-    /// Creates the task in the store (the caller holds `order`). With a bus,
-    /// the live task's position moves past the task's first event (nothing
-    /// of another replica precedes it).
-    pub(crate) async fn write_create(&self, live: &LiveTask, task: Task) -> A2aResult<()> {
-        if self.bus().is_none() {
-            if let Some(memory) = self.store.as_memory() {
-                return memory.create_now(&live.owner, task);
-            }
-            return self.store.create(&live.owner, task).await;
-        }
-        if let Some(span) = self.store.create_logged(&live.owner, task).await? {
+    /// This replica created a task whose first event went to `span` of the
+    /// log (the caller holds `order`): with a bus, the live task's position
+    /// moves past it (nothing of another replica precedes it).
+    pub(crate) fn created_here(&self, live: &LiveTask, span: LogSpan) {
+        if self.bus().is_some() {
             let mut f = live.state.lock();
             f.remote.seq = Some(f.remote.seq.map_or(span.after, |s| s.max(span.after)));
         }
-        Ok(())
     }
 
-    /// Writes an update to the store (the caller holds `order`). With a
-    /// bus, the other replicas' events that precede it are published first.
-    pub(crate) async fn write_update(
-        &self,
-        live: &LiveTask,
-        update: Box<TaskUpdate>,
-    ) -> A2aResult<(TaskState, Option<Arc<Task>>)> {
+    /// This replica wrote an update whose event went to `span` of the log
+    /// (the caller holds `order`, and publishes the event after this): with
+    /// a bus, the other replicas' events that precede it are published
+    /// first, and the position moves past it.
+    pub(crate) async fn written_here(&self, live: &LiveTask, span: LogSpan) {
         if self.bus().is_none() {
-            if let Some(memory) = self.store.as_memory() {
-                return memory.update_now(&live.id, *update);
-            }
-            return Ok((self.store.update(&live.id, *update).await?, None));
+            return;
         }
-        match self.store.update_logged(&live.id, *update).await {
-            Ok((state, Some(span))) => {
-                self.catch_up_locked(live, Some(span.before)).await;
-                let mut f = live.state.lock();
-                f.remote.seq = Some(f.remote.seq.map_or(span.after, |s| s.max(span.after)));
-                Ok((state, None))
-            }
-            Ok((state, None)) => Ok((state, None)),
-            Err(e) => {
-                // Refused by the state machine, typically because the task
-                // ended on another replica: the subscribers here learn it
-                // now.
-                if e.kind == ErrorKind::UnsupportedOperation {
-                    self.catch_up_locked(live, None).await;
-                }
-                Err(e)
-            }
+        self.catch_up_locked(live, Some(span.before)).await;
+        let mut f = live.state.lock();
+        f.remote.seq = Some(f.remote.seq.map_or(span.after, |s| s.max(span.after)));
+    }
+
+    /// The state machine refused a write here, typically because the task
+    /// ended on another replica: with a bus, the subscribers here learn it
+    /// now (the caller holds `order`).
+    pub(crate) async fn refused_here(&self, live: &LiveTask) {
+        if self.bus().is_some() {
+            self.catch_up_locked(live, None).await;
         }
     }
 

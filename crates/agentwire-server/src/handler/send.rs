@@ -19,10 +19,13 @@ impl RequestHandler {
     /// registers the live state and starts the agent. Returns the
     /// subscription that carries the agent's answer.
     ///
-    /// A message starting a new task with nothing to look up (no inline
-    /// push config, no referenced tasks) starts without awaiting anything:
-    /// the caller's future then holds no state of the other cases, which
-    /// are in a boxed future of their own.
+    /// With a store that answers at once (an
+    /// [`ImmediateStore`](crate::store::ImmediateStore)), a message starting
+    /// a new task with nothing to look up (no inline push config, no
+    /// referenced tasks) starts without awaiting anything: the caller's
+    /// future then holds no state of the other cases, which are in a boxed
+    /// future of their own ([`Self::start_with_lookups`], which gives the
+    /// same result for such a message).
     pub(super) fn start<'a>(
         &'a self,
         ctx: &'a CallContext,
@@ -34,16 +37,17 @@ impl RequestHandler {
             Ok(checked) => checked,
             Err(e) => return Started::Now(Err(e)),
         };
-        let plain = req
-            .configuration
-            .as_ref()
-            .is_none_or(|c| c.task_push_notification_config.is_none())
+        let plain = self.store().immediate().is_some()
+            && req
+                .configuration
+                .as_ref()
+                .is_none_or(|c| c.task_push_notification_config.is_none())
             && req
                 .message
                 .as_ref()
                 .is_some_and(|m| m.task_id.is_empty() && m.reference_task_ids.is_empty());
         if !plain {
-            return Started::Later(Box::pin(self.start_slow(
+            return Started::Later(Box::pin(self.start_with_lookups(
                 owner,
                 extensions,
                 req,
@@ -103,7 +107,7 @@ impl RequestHandler {
 
     /// [`RequestHandler::start`] with an inline push config, referenced
     /// tasks or a task to continue.
-    pub(super) async fn start_slow(
+    pub(super) async fn start_with_lookups(
         &self,
         owner: Owner,
         extensions: Vec<String>,

@@ -70,9 +70,10 @@ impl TaskManager {
         let (live, ()) = self.attach(stored, |_, _, st| st.running += 1);
         let guard = live.order.lock().await;
         let result = async {
-            let (state, _) = self
+            let state = self
                 .write_update(&live, Box::new(TaskUpdate::UserMessage(message)))
-                .await?;
+                .await?
+                .state;
             // A stream continuing a task starts with the task as it is now.
             let snapshot = if finals_only {
                 None
@@ -147,70 +148,29 @@ impl TaskManager {
 
     /// Called when an executor run ends: fails a task the agent left
     /// unfinished, turns an early error into the request's answer, and
-    /// releases the live state. Done at once in the usual case; otherwise
-    /// the returned future does it.
+    /// releases the live state. With a store that answers at once (an
+    /// [`ImmediateStore`](crate::store::ImmediateStore)), the usual case is
+    /// done without a future; otherwise the returned future does it.
     pub(crate) fn finish_run<'a>(
         &'a self,
         live: &'a LiveTask,
         outcome: Result<A2aResult<()>, String>,
     ) -> Option<BoxFuture<'a, ()>> {
-        if matches!(outcome, Ok(Ok(()))) && self.finish_settled_now(live) {
+        if self.store.immediate().is_some()
+            && matches!(outcome, Ok(Ok(())))
+            && self.finish_settled_now(live)
+        {
             return None;
         }
         Some(Box::pin(self.finish_run_inner(live, outcome)))
     }
 
-    /// The usual end of a run, without a future: the agent returned after
-    /// its turn ended (a final or interrupted state, or its message), the
-    /// task was not canceled meanwhile, and nobody else holds `order`.
-    /// Returns whether the run is finished; otherwise nothing changed.
-    pub(super) fn finish_settled_now(&self, live: &LiveTask) -> bool {
-        let Ok(guard) = live.order.try_lock() else {
-            return false;
-        };
-        {
-            let mut st = live.state.lock();
-            let settled = if st.created {
-                st.last_state.ends_turn()
-                    && (st.last_state.is_terminal() || !live.cancel.is_cancelled())
-            } else {
-                st.replied
-            };
-            if !settled {
-                return false;
-            }
-            st.running -= 1;
-        }
-        drop(guard);
-        self.release(live);
-        true
-    }
-
-    pub(super) async fn finish_run_inner(
-        &self,
-        live: &LiveTask,
-        outcome: Result<A2aResult<()>, String>,
-    ) {
-        let guard = live.order.lock().await;
-        let (created, replied, state) = {
-            let f = live.state.lock();
-            (f.created, f.replied, f.last_state)
-        };
+    /// What the end of a run does, decided under `order` from the live
+    /// state: the one rule both ways of finishing a run follow.
+    fn run_end(live: &LiveTask, st: &LiveState, outcome: Result<A2aResult<()>, String>) -> RunEnd {
+        let (created, replied, state) = (st.created, st.replied, st.last_state);
         if created && !state.is_terminal() && live.cancel.is_cancelled() {
-            // The agent stopped because the task was canceled: whatever it
-            // returned, the task ends canceled (CancelTask may be about to
-            // record the same; the state machine keeps the first).
-            let update = TaskUpdate::Status {
-                status: TaskStatus::new(TaskState::Canceled),
-                metadata: None,
-            };
-            if let Err(e) = self.apply_locked(live, Box::new(update)).await {
-                tracing::debug!(task = %live.id, error = %e, "cancel already recorded");
-            }
-            live.state.lock().running -= 1;
-            drop(guard);
-            self.release(live);
-            return;
+            return RunEnd::Canceled;
         }
         let problem = match outcome {
             Ok(Ok(())) if created && !state.ends_turn() => Some(A2aError::new(
@@ -227,8 +187,53 @@ impl TaskManager {
                 "the agent failed unexpectedly: {panic}"
             ))),
         };
-        if let Some(err) = problem {
-            if created && !state.ends_turn() {
+        match problem {
+            None => RunEnd::Settled,
+            Some(err) if created && !state.ends_turn() => RunEnd::FailTask(err),
+            Some(err) if !created && !replied => RunEnd::Answer(err),
+            Some(err) => RunEnd::Late(err),
+        }
+    }
+
+    /// The usual end of a run, without a future: [`RunEnd::Settled`] (the
+    /// agent returned after its turn ended, and the task was not canceled
+    /// meanwhile), and nobody else holds `order`. Returns whether the run is
+    /// finished; otherwise nothing changed.
+    fn finish_settled_now(&self, live: &LiveTask) -> bool {
+        let Ok(guard) = live.order.try_lock() else {
+            return false;
+        };
+        {
+            let mut st = live.state.lock();
+            if !matches!(Self::run_end(live, &st, Ok(Ok(()))), RunEnd::Settled) {
+                return false;
+            }
+            st.running -= 1;
+        }
+        drop(guard);
+        self.release(live);
+        true
+    }
+
+    async fn finish_run_inner(&self, live: &LiveTask, outcome: Result<A2aResult<()>, String>) {
+        let guard = live.order.lock().await;
+        let end = Self::run_end(live, &live.state.lock(), outcome);
+        match end {
+            RunEnd::Settled => {}
+            RunEnd::Canceled => {
+                // The agent stopped because the task was canceled: whatever
+                // it returned, the task ends canceled (CancelTask may be
+                // about to record the same; the state machine keeps the
+                // first).
+                let update = TaskUpdate::Status {
+                    status: TaskStatus::new(TaskState::Canceled),
+                    metadata: None,
+                };
+                if let Err(e) = self.apply_locked(live, Box::new(update)).await {
+                    tracing::debug!(task = %live.id, error = %e, "cancel already recorded");
+                }
+            }
+            RunEnd::FailTask(err) => {
                 let message = Message {
                     message_id: agentwire_types::new_id(),
                     context_id: live.context_id.clone(),
@@ -245,10 +250,12 @@ impl TaskManager {
                 if let Err(e) = self.apply_locked(live, Box::new(update)).await {
                     tracing::warn!(task = %live.id, error = %e, "could not mark task failed");
                 }
-            } else if !created && !replied {
+            }
+            RunEnd::Answer(err) => {
                 let mut st = live.state.lock();
                 live.publish(&mut st, Err(Box::new(err)));
-            } else {
+            }
+            RunEnd::Late(err) => {
                 tracing::debug!(task = %live.id, error = %err, "agent error after the task settled");
             }
         }
@@ -256,4 +263,20 @@ impl TaskManager {
         drop(guard);
         self.release(live);
     }
+}
+
+/// What the end of a run does (see [`TaskManager::run_end`]).
+enum RunEnd {
+    /// The turn ended as it should: nothing to record.
+    Settled,
+    /// The task was canceled while the agent ran: it ends canceled.
+    Canceled,
+    /// The agent left the task unfinished, or failed while it was: the
+    /// task fails, with this as its status message.
+    FailTask(A2aError),
+    /// The agent failed before answering at all: this is the request's
+    /// answer.
+    Answer(A2aError),
+    /// The agent failed after the task settled: only logged.
+    Late(A2aError),
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use agentwire_types::{
-    A2aError, A2aResult, Message, StreamResponse, Task, TaskArtifactUpdateEvent,
+    A2aError, A2aResult, ErrorKind, Message, StreamResponse, Task, TaskArtifactUpdateEvent,
     TaskPushNotificationConfig, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use futures::future::BoxFuture;
@@ -14,7 +14,16 @@ use futures::future::BoxFuture;
 use super::TaskManager;
 use super::live::{LiveState, LiveTask};
 use super::subscribers::Subscriber;
-use crate::store::TaskUpdate;
+use crate::store::{ImmediateStore, TaskUpdate, Updated};
+
+/// A task about to be created, with its first event (see
+/// [`TaskManager::new_task`]).
+pub(super) struct NewTask {
+    task: Task,
+    inline_push: Option<TaskPushNotificationConfig>,
+    event: Option<Arc<StreamResponse>>,
+    wanted: bool,
+}
 
 /// What an applied update publishes.
 pub(super) enum Publish {
@@ -64,15 +73,15 @@ impl std::future::Future for Emit<'_> {
 
 impl TaskManager {
     /// The task to create for a live task not created yet (`None` when it
-    /// exists), with the inline push config to store with it; the caller
-    /// holds `order`. The task is submitted when the first event that
-    /// needs it comes: at that event's time, when it has one (now
-    /// otherwise).
-    pub(super) fn first_task(
+    /// exists), with its first event when a subscriber or the push sender
+    /// wants it; the caller holds `order`. The task is submitted when the
+    /// first event that needs it comes: at that event's time, when it has
+    /// one (now otherwise).
+    pub(super) fn new_task(
         &self,
         live: &LiveTask,
         trigger: Option<&TaskUpdate>,
-    ) -> A2aResult<Option<(Task, Option<TaskPushNotificationConfig>)>> {
+    ) -> A2aResult<Option<NewTask>> {
         let (first, inline_push) = {
             let mut st = live.state.lock();
             if st.created {
@@ -101,7 +110,17 @@ impl TaskManager {
             history: first.into_iter().collect(),
             metadata: None,
         };
-        Ok(Some((task, inline_push)))
+        let wanted = live.state.lock().wants(false);
+        // The event is built before the task moves into the store (and
+        // shared: a future holds a pointer across the store's await).
+        let event =
+            (wanted || inline_push.is_some()).then(|| Arc::new(StreamResponse::from(task.clone())));
+        Ok(Some(NewTask {
+            task,
+            inline_push,
+            event,
+            wanted,
+        }))
     }
 
     /// The task exists now: its first event (the task) goes to the
@@ -120,14 +139,15 @@ impl TaskManager {
         live: &LiveTask,
         trigger: Option<&TaskUpdate>,
     ) -> A2aResult<()> {
-        let Some((task, inline_push)) = self.first_task(live, trigger)? else {
+        let Some(NewTask {
+            task,
+            inline_push,
+            event,
+            wanted,
+        }) = self.new_task(live, trigger)?
+        else {
             return Ok(());
         };
-        let wanted = live.state.lock().wants(false);
-        // The event is built before the task moves into the store (and
-        // shared: this future holds a pointer across the store's await).
-        let event =
-            (wanted || inline_push.is_some()).then(|| Arc::new(StreamResponse::from(task.clone())));
         self.write_create(live, task).await?;
         // The rarer paths are boxed: the future of every new task would
         // otherwise carry their state.
@@ -181,8 +201,8 @@ impl TaskManager {
         // Built before the update moves into the store; shared (and small
         // across the store's await) from the start.
         let publish = Self::event_of(live, &update, targets.is_some());
-        let (state, task) = self.write_update(live, update).await?;
-        self.publish_applied(live, state, &publish, task);
+        let updated = self.write_update(live, update).await?;
+        self.publish_applied(live, updated, &publish);
         if let (Some(targets), Some(event)) = (targets, publish.event()) {
             Box::pin(self.push_event(live, &targets, event)).await;
         }
@@ -248,83 +268,96 @@ impl TaskManager {
     }
 
     /// An update was applied: the task's new state, and its event to the
-    /// subscribers. `task` is the task when the update ended the turn (see
+    /// subscribers. The task handed over by the store (when the update
+    /// ended the turn) is kept for the request waiting for that (see
     /// [`Subscription::take_turn_task`]).
-    pub(super) fn publish_applied(
-        &self,
-        live: &LiveTask,
-        state: TaskState,
-        publish: &Publish,
-        task: Option<Arc<Task>>,
-    ) {
-        self.publish_applied_locked(live, &mut live.state.lock(), state, publish, task);
-    }
-
-    /// [`Self::publish_applied`] with the live state of the task locked already.
-    pub(super) fn publish_applied_locked(
-        &self,
-        live: &LiveTask,
-        st: &mut LiveState,
-        state: TaskState,
-        publish: &Publish,
-        task: Option<Arc<Task>>,
-    ) {
-        st.last_state = state;
-        let waited_for = task.is_some()
+    pub(super) fn publish_applied(&self, live: &LiveTask, updated: Updated, publish: &Publish) {
+        let mut st = live.state.lock();
+        st.last_state = updated.state;
+        let waited_for = updated.task.is_some()
             && st
                 .subscribers
                 .iter()
                 .any(|s| matches!(s, Subscriber::Final(Some(tx)) if !tx.is_closed()));
-        st.turn_task = task.filter(|_| waited_for);
+        st.turn_task = updated.task.filter(|_| waited_for);
         match publish {
-            Publish::Event(event) => live.publish(st, Ok(Arc::clone(event))),
-            Publish::Settled => live.settle(st, &self.settled),
+            Publish::Event(event) => live.publish(&mut st, Ok(Arc::clone(event))),
+            Publish::Settled => live.settle(&mut st, &self.settled),
             Publish::Nothing => {}
         }
     }
 
-    /// [`Self::emit`] without a future, when nothing has to be awaited: one
-    /// process (no bus), the in-memory store, no push notifications, and
-    /// nobody else holding the task's `order`. Otherwise `None`, and the
-    /// update stays in `slot`.
+    /// Creates the task in the store (the caller holds `order`).
+    pub(super) async fn write_create(&self, live: &LiveTask, task: Task) -> A2aResult<()> {
+        let log = match self.store.immediate() {
+            Some(store) => store.create_now(&live.owner, task).map(|()| None)?,
+            None => self.store.create(&live.owner, task).await?,
+        };
+        if let Some(span) = log {
+            self.created_here(live, span);
+        }
+        Ok(())
+    }
+
+    /// Writes an update to the store (the caller holds `order`). With a
+    /// bus, the other replicas' events that precede it are published first.
+    pub(super) async fn write_update(
+        &self,
+        live: &LiveTask,
+        update: Box<TaskUpdate>,
+    ) -> A2aResult<Updated> {
+        let written = match self.store.immediate() {
+            Some(store) => store.update_now(&live.id, *update),
+            None => self.store.update(&live.id, *update).await,
+        };
+        match &written {
+            Ok(Updated {
+                log: Some(span), ..
+            }) => self.written_here(live, *span).await,
+            Err(e) if e.kind == ErrorKind::UnsupportedOperation => self.refused_here(live).await,
+            _ => {}
+        }
+        written
+    }
+
+    /// [`Self::emit`] without a future, when nothing has to be awaited: a
+    /// store with the [`ImmediateStore`] capability, one process (no bus),
+    /// no push notifications, and nobody else holding the task's `order`.
+    /// Otherwise `None`, and the update stays in `slot`.
     pub(super) fn emit_now(
         &self,
         live: &LiveTask,
         slot: &mut Option<TaskUpdate>,
     ) -> Option<A2aResult<()>> {
-        let memory = match self.store.as_memory() {
-            Some(memory) if self.cluster.is_none() && self.push.is_none() => memory,
-            _ => return None,
-        };
+        let store = self
+            .store
+            .immediate()
+            .filter(|_| self.cluster.is_none() && self.push.is_none())?;
         let Ok(_guard) = live.order.try_lock() else {
             return None;
         };
         let update = slot.take()?;
-        let mut st = live.state.lock();
-        if !st.created {
-            drop(st);
-            // Without push there is no inline config to store.
-            match self.first_task(live, Some(&update)) {
-                Err(e) => return Some(Err(e)),
-                Ok(None) => {}
-                Ok(Some((task, _))) => {
-                    let wanted = live.state.lock().wants(false);
-                    let event = wanted.then(|| Arc::new(StreamResponse::from(task.clone())));
-                    if let Err(e) = memory.create_now(&live.owner, task) {
-                        return Some(Err(e));
-                    }
-                    Self::mark_created(live, event.as_ref(), wanted);
-                }
-            }
-            st = live.state.lock();
+        Some(self.apply_now(store, live, update))
+    }
+
+    /// The steps of [`Self::emit_inner`] and [`Self::apply_locked`], in the
+    /// same order, answered at once: without push notifications there is no
+    /// inline config to store and no event to hand over, and without a bus
+    /// no other replica's events to publish first.
+    fn apply_now(
+        &self,
+        store: &dyn ImmediateStore,
+        live: &LiveTask,
+        update: TaskUpdate,
+    ) -> A2aResult<()> {
+        if let Some(new) = self.new_task(live, Some(&update))? {
+            store.create_now(&live.owner, new.task)?;
+            Self::mark_created(live, new.event.as_ref(), new.wanted);
         }
-        // The live state stays locked through the store's update (which takes
-        // the task's shard lock, never the other way round): one lock for
-        // deciding the event and publishing it.
-        let publish = Self::event_for(live, Some(&st), &update);
-        Some(memory.update_now(&live.id, update).map(|(state, task)| {
-            self.publish_applied_locked(live, &mut st, state, &publish, task);
-        }))
+        let publish = Self::event_of(live, &update, false);
+        let updated = store.update_now(&live.id, update)?;
+        self.publish_applied(live, updated, &publish);
+        Ok(())
     }
 
     /// The agent's plain-message answer.

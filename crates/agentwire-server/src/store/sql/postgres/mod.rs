@@ -16,7 +16,7 @@ use sqlx::{Postgres, QueryBuilder, Row};
 
 use crate::store::sql::{self, Stored, TaskRow};
 use crate::store::{
-    LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update,
+    LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, Updated, apply_update,
 };
 
 #[doc(hidden)]
@@ -429,16 +429,20 @@ fn notifiable(task_id: &str, origin: &str) -> bool {
     fits
 }
 
+/// The outcome of an update, with its place in the event log if it has one.
+fn updated(state: TaskState, span: Option<LogSpan>) -> Updated {
+    match span {
+        Some(span) => Updated::new(state).logged(span),
+        None => Updated::new(state),
+    }
+}
+
 /// How many logged events one purge statement deletes at most.
 const EVENT_PURGE_BATCH: i64 = 5000;
 
 #[async_trait]
 impl TaskStore for PostgresStore {
-    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
-        self.create_logged(owner, task).await.map(drop)
-    }
-
-    async fn create_logged(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
+    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
         const INSERT: &str = "INSERT INTO a2a_tasks (id, context_id, owner_tenant, \
              owner_principal, state, status_millis, has_status_time, head, history, artifacts, \
              created_at, updated_at) \
@@ -502,17 +506,7 @@ impl TaskStore for PostgresStore {
         }
     }
 
-    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
-        self.update_logged(task_id, update)
-            .await
-            .map(|(state, _)| state)
-    }
-
-    async fn update_logged(
-        &self,
-        task_id: &str,
-        update: TaskUpdate,
-    ) -> A2aResult<(TaskState, Option<LogSpan>)> {
+    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
         // Fast path (two round trips, no transaction): read, apply, write
         // back if the version is unchanged. Within a replica the runtime
         // serialises the updates of a task, so a conflict needs another
@@ -544,9 +538,10 @@ impl TaskStore for PostgresStore {
             // One statement: committed when it returns.
             let span = self.span(&row, task_id)?;
             self.announce_written(&row, task_id);
-            return Ok((state, span));
+            return Ok(updated(state, span));
         }
-        self.update_locked(task_id, update).await
+        let (state, span) = self.update_locked(task_id, update).await?;
+        Ok(updated(state, span))
     }
 
     async fn get(
