@@ -24,6 +24,16 @@ use crate::bindings::http::{
 };
 use crate::handler::{EventStream, SendAnswer};
 
+/// The axum paths of the REST binding (each also under `/{tenant}`);
+/// [`resolve`] tells the operation from the method and the whole path.
+pub(crate) const ROUTES: [&str; 5] = [
+    "/message:send",
+    "/message:stream",
+    "/extendedAgentCard",
+    "/tasks",
+    "/tasks/{*rest}",
+];
+
 /// A REST route, resolved from the method and path.
 #[derive(Debug, PartialEq, Eq)]
 enum Route {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use agentwire_types::AGENT_CARD_PATH;
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use http::HeaderMap;
 
 use crate::bindings::http::{CardEndpoint, DEFAULT_MAX_BODY_BYTES, HttpState};
@@ -42,15 +42,24 @@ impl Default for RouterOptions {
 
 /// The axum router serving `handler` over every binding, to mount in an
 /// application of your own or to serve as is.
+///
+/// Every route is explicit (no fallback), so the router merges into an
+/// application that has routes and a fallback of its own (see the
+/// `axum_app` example). A path under an A2A route that names no operation
+/// (`/tasks/x/y/z`) is answered by the REST binding with an A2A error; any
+/// other path is the application's.
 pub fn router(handler: RequestHandler, options: &RouterOptions) -> Router {
     let card = CardEndpoint::new(&handler, options.card_max_age);
-    router_with_card(handler, options, card)
+    router_with_card(handler, options, card, false)
 }
 
+/// The router, with a fallback answering every unknown path with an A2A
+/// error when `standalone` (the server serves nothing else).
 pub(crate) fn router_with_card(
     handler: RequestHandler,
     options: &RouterOptions,
     card: CardEndpoint,
+    standalone: bool,
 ) -> Router {
     let state = HttpState {
         handler: handler.clone(),
@@ -80,5 +89,13 @@ pub(crate) fn router_with_card(
         let grpc = crate::grpc::grpc_service(handler, options.max_body_bytes);
         router = router.route_service("/lf.a2a.v1.A2AService/{method}", grpc);
     }
-    router.fallback(rest::handle).with_state(state)
+    for path in rest::ROUTES {
+        router = router
+            .route(path, any(rest::handle))
+            .route(&format!("/{{tenant}}{path}"), any(rest::handle));
+    }
+    if standalone {
+        router = router.fallback(rest::handle);
+    }
+    router.with_state(state)
 }

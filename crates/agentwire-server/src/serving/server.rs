@@ -197,7 +197,7 @@ impl A2aServer {
         }
         // One card endpoint (one Last-Modified) for both paths.
         let card = CardEndpoint::new(&handler, self.options.card_max_age);
-        let router = router_with_card(handler.clone(), &self.options, card.clone());
+        let router = router_with_card(handler.clone(), &self.options, card.clone(), true);
         let direct = crate::serving::accept::Direct {
             rpc: HttpState {
                 handler: handler.clone(),
