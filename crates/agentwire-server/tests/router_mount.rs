@@ -25,13 +25,9 @@ impl AgentExecutor for Echo {
 
 fn app() -> Router {
     let handler = RequestHandler::builder(AgentCard::new("Echo", "echoes", "1.0.0"), Echo).build();
-    let options = RouterOptions {
-        grpc: false,
-        ..RouterOptions::default()
-    };
     Router::new()
         .route("/health", get(|| async { "ok" }))
-        .merge(router(handler, &options))
+        .merge(router(handler, &RouterOptions::default()))
         .fallback(|| async { (StatusCode::IM_A_TEAPOT, "the application's fallback") })
 }
 
