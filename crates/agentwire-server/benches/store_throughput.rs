@@ -122,7 +122,7 @@ async fn one_task(store: &dyn TaskStore, owner: &Owner, id: String) -> Duration 
         .update(&id, update(TaskState::Completed))
         .await
         .expect("completed");
-    assert_eq!(state, TaskState::Completed);
+    assert_eq!(state.state, TaskState::Completed);
     start.elapsed()
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use agentwire_server::bus::{EventBus, Notice, NoticeSender, Notices, RemoteEvent, notice_channel};
 use agentwire_server::store::{
-    LogSpan, MemoryStore, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate,
+    LogSpan, MemoryStore, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, Updated,
 };
 use agentwire_server::types::{
     A2aResult, AgentCard, Artifact, Message, SendMessageRequest, StreamResponse,
@@ -141,11 +141,7 @@ fn event_of(task: &Task, update: &TaskUpdate) -> Option<StreamResponse> {
 
 #[async_trait]
 impl TaskStore for Node {
-    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
-        self.create_logged(owner, task).await.map(drop)
-    }
-
-    async fn create_logged(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
+    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
         let _w = self.shared.write.lock().await;
         let id = task.id.clone();
         self.shared.store.create(owner, task.clone()).await?;
@@ -155,15 +151,7 @@ impl TaskStore for Node {
         Ok(Some(LogSpan { before: 0, after }))
     }
 
-    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
-        self.update_logged(task_id, update).await.map(|(s, _)| s)
-    }
-
-    async fn update_logged(
-        &self,
-        task_id: &str,
-        update: TaskUpdate,
-    ) -> A2aResult<(TaskState, Option<LogSpan>)> {
+    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
         let _w = self.shared.write.lock().await;
         let before = self.shared.last_seq(task_id);
         let task = self
@@ -173,12 +161,12 @@ impl TaskStore for Node {
             .await?
             .map(|s| s.task);
         let event = task.as_ref().and_then(|t| event_of(t, &update));
-        let state = self.shared.store.update(task_id, update).await?;
+        let state = self.shared.store.update(task_id, update).await?.state;
         let after = match event {
             Some(e) => self.shared.append(task_id, &self.replica, e),
             None => before,
         };
-        Ok((state, Some(LogSpan { before, after })))
+        Ok(Updated::new(state).logged(LogSpan { before, after }))
     }
 
     async fn get(&self, task_id: &str, history: Option<usize>) -> A2aResult<Option<StoredTask>> {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use agentwire_server::EventBus;
 use agentwire_server::bus::{Notice, Notices};
 use agentwire_server::store::postgres::testing::TestSchema;
-use agentwire_server::store::{LogSpan, Owner, PgEventBus, TaskStore, TaskUpdate};
+use agentwire_server::store::{LogSpan, Owner, PgEventBus, TaskStore, TaskUpdate, Updated};
 use agentwire_server::types::{
     Artifact, Message, StreamResponse, Task, TaskState, TaskStatus, stream_response,
 };
@@ -81,30 +81,32 @@ async fn writes_say_where_their_events_went() {
     let a = db.store(4).await.with_event_log("replica-a").unwrap();
     let b = db.store(4).await.with_event_log("replica-b").unwrap();
     let owner = Owner::default();
-    let created = a.create_logged(&owner, task("t1")).await.unwrap();
+    let created = a.create(&owner, task("t1")).await.unwrap();
     let created = created.expect("a span with an event log");
     assert_eq!(created.before, 0);
     assert!(created.after > 0);
     assert!(
-        b.create_logged(&owner, task("t1")).await.is_err(),
+        b.create(&owner, task("t1")).await.is_err(),
         "ids are unique"
     );
 
-    let (state, span) = a.update_logged("t1", working()).await.unwrap();
+    let Updated {
+        state, log: span, ..
+    } = a.update("t1", working()).await.unwrap();
     assert_eq!(state, TaskState::Working);
     let span = span.expect("a span with an event log");
     assert_eq!(span.before, created.after);
     assert!(span.after > span.before, "{span:?}");
 
     // Another replica's write follows, and says so.
-    let (_, next) = b.update_logged("t1", chunk("one ", false)).await.unwrap();
+    let Updated { log: next, .. } = b.update("t1", chunk("one ", false)).await.unwrap();
     let next = next.unwrap();
     assert_eq!(next.before, span.after);
     assert!(next.after > next.before);
 
     // A user message has no event: the position stays.
-    let (_, msg) = a
-        .update_logged("t1", TaskUpdate::UserMessage(Message::user_text("more")))
+    let Updated { log: msg, .. } = a
+        .update("t1", TaskUpdate::UserMessage(Message::user_text("more")))
         .await
         .unwrap();
     assert_eq!(
@@ -125,7 +127,7 @@ async fn writes_say_where_their_events_went() {
     )
     .await
     .unwrap();
-    assert!(a.update_logged("t1", working()).await.is_err());
+    assert!(a.update("t1", working()).await.is_err());
 
     // The log, as another replica reads it: the task, working, the chunk,
     // completed; a replica does not read its own events.
@@ -180,8 +182,8 @@ async fn writes_say_where_their_events_went() {
 
     // A store without an event log writes none, and has no bus.
     let plain = db.store(4).await;
-    assert_eq!(plain.create_logged(&owner, task("t2")).await.unwrap(), None);
-    assert_eq!(plain.update_logged("t2", working()).await.unwrap().1, None);
+    assert_eq!(plain.create(&owner, task("t2")).await.unwrap(), None);
+    assert_eq!(plain.update("t2", working()).await.unwrap().log, None);
     assert!(
         bus_a
             .events_after("t2", 0, None, 10)
@@ -213,8 +215,8 @@ async fn concurrent_replicas_agree_on_the_order() {
         handles.push(tokio::spawn(async move {
             let mut spans = Vec::new();
             for i in 0..40 {
-                let (_, span) = store
-                    .update_logged("t", chunk(&format!("{name}{i} "), true))
+                let Updated { log: span, .. } = store
+                    .update("t", chunk(&format!("{name}{i} "), true))
                     .await
                     .unwrap();
                 spans.push((span.unwrap(), format!("{name}{i} ")));
@@ -255,10 +257,10 @@ async fn the_bus_announces_other_replicas_events_and_cancellations() {
     let t1 = agentwire_server::types::new_id();
     let t1 = t1.as_str();
     a.create(&Owner::default(), task(t1)).await.unwrap();
-    let (_, span) = a.update_logged(t1, working()).await.unwrap();
+    let Updated { log: span, .. } = a.update(t1, working()).await.unwrap();
     // B's own write is not announced to B.
     b.update(t1, chunk("x", false)).await.unwrap();
-    let (_, last) = a.update_logged(t1, chunk("y", true)).await.unwrap();
+    let Updated { log: last, .. } = a.update(t1, chunk("y", true)).await.unwrap();
     let mut seqs = Vec::new();
     for _ in 0..3 {
         match next_announcement(&mut heard_by_b, t1).await {

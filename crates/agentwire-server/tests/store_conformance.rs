@@ -366,13 +366,13 @@ async fn update_semantics(s: Stores) {
         )
         .await
         .unwrap();
-    assert_eq!(state, TaskState::Working);
+    assert_eq!(state.state, TaskState::Working);
     let state = s
         .peer
         .update("t-upd", TaskUpdate::UserMessage(Message::user_text("more")))
         .await
         .unwrap();
-    assert_eq!(state, TaskState::Working);
+    assert_eq!(state.state, TaskState::Working);
 
     // 100 chunks of one artifact become one artifact of 100 parts.
     s.store
@@ -466,7 +466,7 @@ async fn update_semantics(s: Stores) {
         .update("t-upd", set_status(TaskState::InputRequired, 4000))
         .await
         .unwrap();
-    assert_eq!(state, TaskState::InputRequired);
+    assert_eq!(state.state, TaskState::InputRequired);
     s.store
         .update("t-upd", TaskUpdate::UserMessage(Message::user_text("22")))
         .await
@@ -476,7 +476,7 @@ async fn update_semantics(s: Stores) {
         .update("t-upd", set_status(TaskState::Completed, 5000))
         .await
         .unwrap();
-    assert_eq!(state, TaskState::Completed);
+    assert_eq!(state.state, TaskState::Completed);
     let done = s.store.get("t-upd", None).await.unwrap().unwrap().task;
 
     // A terminal task never changes again, through either handle.
@@ -998,7 +998,7 @@ async fn concurrent_updates(s: Stores) {
     let mut won = Vec::new();
     for r in racers {
         match r.await.expect("racer") {
-            Ok(state) => won.push(state),
+            Ok(updated) => won.push(updated.state),
             Err(e) => assert_eq!(e.kind, ErrorKind::UnsupportedOperation),
         }
     }

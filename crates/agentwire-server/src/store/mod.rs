@@ -7,26 +7,23 @@
 //! terminal-state rule.
 
 mod memory;
-mod packed;
-#[cfg(feature = "postgres")]
-pub mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql;
-#[cfg(feature = "sqlite")]
-mod sqlite;
-mod task_table;
+pub(crate) mod sql;
 
 pub use memory::{MemoryStore, MemoryStoreConfig};
 #[cfg(feature = "postgres")]
-pub use postgres::{PgEventBus, PostgresStore};
+pub use sql::postgres;
+#[cfg(feature = "postgres")]
+pub use sql::postgres::{PgEventBus, PostgresStore};
 #[cfg(feature = "sqlite")]
-pub use sqlite::SqliteStore;
+pub use sql::sqlite::SqliteStore;
 
 use agentwire_types::{
     A2aError, A2aResult, Artifact, Message, Struct, Task, TaskPushNotificationConfig, TaskState,
     TaskStatus, Timestamp,
 };
 use async_trait::async_trait;
+use std::sync::Arc;
 
 /// Who may see a task: the authenticated principal and the tenant it was
 /// created under. Anonymous callers share the empty owner.
@@ -242,6 +239,77 @@ pub struct TaskPage {
     pub total: usize,
 }
 
+/// What a store's update did: one outcome for every store.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Updated {
+    /// The task's state after the update.
+    pub state: TaskState,
+    /// Where the update's event went in the store's event log, for a store
+    /// that keeps one (see [`LogSpan`]); `None` otherwise. The task manager
+    /// uses it to order the events of other replicas with its own.
+    pub log: Option<LogSpan>,
+    /// The task as the update left it, when the update ended the agent's
+    /// turn (a terminal or interrupted state) and the store can hand it
+    /// over without a copy (the in-memory store does); `None` otherwise.
+    /// The request waiting for the end of the turn answers with it instead
+    /// of reading the store again.
+    pub task: Option<Arc<Task>>,
+}
+
+impl Updated {
+    /// The outcome of an update that left the task in `state`, without an
+    /// event log position or a task.
+    pub fn new(state: TaskState) -> Self {
+        Self {
+            state,
+            log: None,
+            task: None,
+        }
+    }
+
+    /// With the position of the update's event in the store's event log.
+    pub fn logged(mut self, span: LogSpan) -> Self {
+        self.log = Some(span);
+        self
+    }
+
+    /// With the task as the update left it (see [`Updated::task`]).
+    pub fn with_task(mut self, task: Arc<Task>) -> Self {
+        self.task = Some(task);
+        self
+    }
+}
+
+/// An optional capability of a [`TaskStore`]: the same operations, answered
+/// at once in the calling thread, without a future (no I/O, no waiting).
+///
+/// A store offers it through [`TaskStore::immediate`]. The task manager
+/// then calls these methods instead of the [`TaskStore`] ones, which spares
+/// a boxed future per call; each must give exactly the answer its
+/// [`TaskStore`] counterpart would. The in-memory store offers it; stores
+/// that do I/O (databases) must not, since these calls block the thread.
+pub trait ImmediateStore: Send + Sync {
+    /// [`TaskStore::create`], at once.
+    fn create_now(&self, owner: &Owner, task: Task) -> A2aResult<()>;
+
+    /// [`TaskStore::update`], at once.
+    fn update_now(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated>;
+
+    /// [`TaskStore::get`], at once.
+    fn get_now(
+        &self,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> A2aResult<Option<StoredTask>>;
+
+    /// The whole task, shared with the store where it can be (a copy
+    /// otherwise): [`TaskStore::get`] without a history limit.
+    fn get_shared(&self, task_id: &str) -> A2aResult<Option<Arc<Task>>> {
+        Ok(self.get_now(task_id, None)?.map(|s| Arc::new(s.task)))
+    }
+}
+
 /// Persistence of tasks and push-notification configs.
 ///
 /// Implementations must apply updates with [`apply_update`] atomically per
@@ -250,40 +318,20 @@ pub struct TaskPage {
 /// own beyond atomicity.
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
-    /// This store as the in-memory store, when it is one: the runtime then
-    /// calls it directly, without a boxed future per call. Other stores
-    /// keep the default.
-    #[doc(hidden)]
-    fn as_memory(&self) -> Option<&MemoryStore> {
+    /// This store's [`ImmediateStore`] capability, if it has one (it
+    /// answers without I/O). The default has none, which is right for any
+    /// store that does I/O.
+    fn immediate(&self) -> Option<&dyn ImmediateStore> {
         None
     }
 
-    /// Stores a new task. Fails if the id exists.
-    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()>;
+    /// Stores a new task. Fails if the id exists. Returns where the task's
+    /// first event (the task itself) went in the store's event log, for a
+    /// store that keeps one (`None` otherwise).
+    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>>;
 
-    /// Applies an update and returns the task's new state.
-    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState>;
-
-    /// [`TaskStore::create`], also saying where the task's first event (the
-    /// task itself) went in the store's event log, for a store that keeps
-    /// one (the default keeps none and says `None`).
-    async fn create_logged(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
-        self.create(owner, task).await.map(|()| None)
-    }
-
-    /// [`TaskStore::update`], also saying where the update's event went in
-    /// the store's event log, for a store that keeps one (the default keeps
-    /// none and says `None`). The task manager uses it to order the events
-    /// of other replicas with its own.
-    async fn update_logged(
-        &self,
-        task_id: &str,
-        update: TaskUpdate,
-    ) -> A2aResult<(TaskState, Option<LogSpan>)> {
-        self.update(task_id, update)
-            .await
-            .map(|state| (state, None))
-    }
+    /// Applies an update (with [`apply_update`]) and says what it did.
+    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated>;
 
     /// The task with its owner (`None` when unknown). `history_length`
     /// limits the history as in spec 3.2.4.

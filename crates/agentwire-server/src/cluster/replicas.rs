@@ -30,12 +30,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use agentwire_types::{A2aResult, ErrorKind, Task, TaskState};
+use agentwire_types::{A2aResult, TaskState};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::{Flags, LiveTask, Sub, TaskManager};
 use crate::bus::{EventBus, Notice, Notices};
-use crate::store::{StoredTask, TaskUpdate};
+use crate::manager::{LiveState, LiveTask, Subscriber, TaskManager};
+use crate::store::{LogSpan, StoredTask};
 
 /// Events fetched from the log per query.
 const BATCH: usize = 256;
@@ -45,14 +45,14 @@ const MAX_ATTEMPTS: u32 = 5;
 
 /// The bus of a task manager, and the guard that stops its listener when
 /// the manager goes.
-pub(super) struct Cluster {
+pub(crate) struct Cluster {
     bus: Arc<dyn EventBus>,
     _stop: DropGuard,
 }
 
-/// What a live task knows of the event log (in its `flags`).
+/// What a live task knows of the event log (in its `LiveState`).
 #[derive(Debug, Default)]
-pub(super) struct Remote {
+pub(crate) struct Remote {
     /// The position up to which the local subscribers have every event;
     /// `None` until someone needs it.
     seq: Option<i64>,
@@ -66,7 +66,7 @@ pub(super) struct Remote {
 
 impl Remote {
     /// The state of a task this replica is creating: no event precedes it.
-    pub(super) fn new_task() -> Self {
+    pub(crate) fn new_task() -> Self {
         Self {
             seq: Some(0),
             ..Self::default()
@@ -77,12 +77,12 @@ impl Remote {
 /// Resynchronises the stream subscribers from a snapshot (when the events
 /// they need cannot be read): their queues close, and each reads a fresh
 /// snapshot once it has drained its queue.
-fn desync(flags: &mut Flags) {
-    for s in &mut flags.subs {
-        if let Sub::Stream { overflow, .. } = s {
+fn desync(st: &mut LiveState) {
+    for s in &mut st.subscribers {
+        if let Subscriber::Stream { overflow, .. } = s {
             overflow.store(true, Ordering::Release);
             let overflow = Arc::clone(overflow);
-            *s = Sub::Lagging { overflow };
+            *s = Subscriber::Lagging { overflow };
         }
     }
 }
@@ -115,53 +115,35 @@ impl TaskManager {
         self.cluster.as_ref().map(|c| &c.bus)
     }
 
-    /// Creates the task in the store (the caller holds `order`). With a bus,
-    /// the live task's position moves past the task's first event (nothing
-    /// of another replica precedes it).
-    pub(super) async fn write_create(&self, live: &LiveTask, task: Task) -> A2aResult<()> {
-        if self.bus().is_none() {
-            if let Some(memory) = self.store.as_memory() {
-                return memory.create_now(&live.owner, task);
-            }
-            return self.store.create(&live.owner, task).await;
-        }
-        if let Some(span) = self.store.create_logged(&live.owner, task).await? {
-            let mut f = live.flags.lock();
+    /// This replica created a task whose first event went to `span` of the
+    /// log (the caller holds `order`): with a bus, the live task's position
+    /// moves past it (nothing of another replica precedes it).
+    pub(crate) fn created_here(&self, live: &LiveTask, span: LogSpan) {
+        if self.bus().is_some() {
+            let mut f = live.state.lock();
             f.remote.seq = Some(f.remote.seq.map_or(span.after, |s| s.max(span.after)));
         }
-        Ok(())
     }
 
-    /// Writes an update to the store (the caller holds `order`). With a
-    /// bus, the other replicas' events that precede it are published first.
-    pub(super) async fn write_update(
-        &self,
-        live: &LiveTask,
-        update: Box<TaskUpdate>,
-    ) -> A2aResult<(TaskState, Option<Arc<Task>>)> {
+    /// This replica wrote an update whose event went to `span` of the log
+    /// (the caller holds `order`, and publishes the event after this): with
+    /// a bus, the other replicas' events that precede it are published
+    /// first, and the position moves past it.
+    pub(crate) async fn written_here(&self, live: &LiveTask, span: LogSpan) {
         if self.bus().is_none() {
-            if let Some(memory) = self.store.as_memory() {
-                return memory.update_now(&live.id, *update);
-            }
-            return Ok((self.store.update(&live.id, *update).await?, None));
+            return;
         }
-        match self.store.update_logged(&live.id, *update).await {
-            Ok((state, Some(span))) => {
-                self.catch_up_locked(live, Some(span.before)).await;
-                let mut f = live.flags.lock();
-                f.remote.seq = Some(f.remote.seq.map_or(span.after, |s| s.max(span.after)));
-                Ok((state, None))
-            }
-            Ok((state, None)) => Ok((state, None)),
-            Err(e) => {
-                // Refused by the state machine, typically because the task
-                // ended on another replica: the subscribers here learn it
-                // now.
-                if e.kind == ErrorKind::UnsupportedOperation {
-                    self.catch_up_locked(live, None).await;
-                }
-                Err(e)
-            }
+        self.catch_up_locked(live, Some(span.before)).await;
+        let mut f = live.state.lock();
+        f.remote.seq = Some(f.remote.seq.map_or(span.after, |s| s.max(span.after)));
+    }
+
+    /// The state machine refused a write here, typically because the task
+    /// ended on another replica: with a bus, the subscribers here learn it
+    /// now (the caller holds `order`).
+    pub(crate) async fn refused_here(&self, live: &LiveTask) {
+        if self.bus().is_some() {
+            self.catch_up_locked(live, None).await;
         }
     }
 
@@ -169,7 +151,7 @@ impl TaskManager {
     /// `order` and registers the subscriber after this returns). With a
     /// bus, the snapshot comes with its position in the log, and the
     /// subscribers already there first receive the events up to it.
-    pub(super) async fn snapshot_locked(
+    pub(crate) async fn snapshot_locked(
         &self,
         live: &LiveTask,
         history_length: Option<usize>,
@@ -181,7 +163,7 @@ impl TaskManager {
             return Ok(None);
         };
         {
-            let mut f = live.flags.lock();
+            let mut f = live.state.lock();
             if f.remote.seq.is_none() {
                 f.remote.seq = Some(seq);
                 return Ok(Some(stored));
@@ -201,14 +183,14 @@ impl TaskManager {
         };
         loop {
             let after = {
-                let mut f = live.flags.lock();
+                let mut f = live.state.lock();
                 let Some(seq) = f.remote.seq else {
                     return true;
                 };
                 if upto.is_some_and(|u| seq >= u) {
                     return true;
                 }
-                if f.subs.is_empty() {
+                if f.subscribers.is_empty() {
                     // Nobody to tell; whoever comes starts from a snapshot.
                     if let Some(u) = upto {
                         f.remote.seq = Some(u);
@@ -221,7 +203,7 @@ impl TaskManager {
                 Ok(batch) => batch,
                 Err(e) => {
                     tracing::warn!(task = %live.id, error = %e, "event bus: cannot read other replicas' events; resynchronising the subscribers");
-                    let mut f = live.flags.lock();
+                    let mut f = live.state.lock();
                     desync(&mut f);
                     if let Some(u) = upto {
                         f.remote.seq = Some(f.remote.seq.map_or(u, |s| s.max(u)));
@@ -230,11 +212,11 @@ impl TaskManager {
                 }
             };
             let more = batch.len() >= BATCH;
-            let mut f = live.flags.lock();
+            let mut f = live.state.lock();
             for remote in batch {
                 if let Some(event) = remote.event {
                     if let Some(state) = event.state() {
-                        f.state = state;
+                        f.last_state = state;
                     }
                     live.publish(&mut f, Ok(event));
                 }
@@ -303,8 +285,8 @@ impl TaskManager {
         seq: Option<i64>,
     ) {
         {
-            let mut f = live.flags.lock();
-            if f.retired || f.subs.is_empty() {
+            let mut f = live.state.lock();
+            if f.retired || f.subscribers.is_empty() {
                 return;
             }
             match (f.remote.seq, seq) {
@@ -327,12 +309,12 @@ impl TaskManager {
         let mut failures = 0;
         loop {
             let target = {
-                let mut f = live.flags.lock();
+                let mut f = live.state.lock();
                 let pending = match f.remote.seq {
                     Some(seq) => f.remote.resync || seq < f.remote.announced,
                     None => false,
                 };
-                if !pending || f.retired || f.subs.is_empty() || failures >= MAX_ATTEMPTS {
+                if !pending || f.retired || f.subscribers.is_empty() || failures >= MAX_ATTEMPTS {
                     f.remote.delivering = false;
                     f.remote.resync = false;
                     return;
@@ -352,7 +334,7 @@ impl TaskManager {
             } else {
                 failures += 1;
                 if target.is_none() {
-                    live.flags.lock().remote.resync = true;
+                    live.state.lock().remote.resync = true;
                 }
                 tokio::time::sleep(Duration::from_millis(50 << failures)).await;
             }
@@ -384,7 +366,7 @@ impl TaskManager {
 
     fn canceled_elsewhere(&self, task_id: &str) {
         if let Some(live) = self.live.get(task_id).map(|l| Arc::clone(l.value())) {
-            if live.flags.lock().running > 0 && !live.cancel.is_cancelled() {
+            if live.state.lock().running > 0 && !live.cancel.is_cancelled() {
                 tracing::debug!(task = %task_id, "canceled on another replica");
                 live.cancel.cancel();
             }

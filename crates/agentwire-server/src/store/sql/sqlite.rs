@@ -9,8 +9,10 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use super::sql::{self, Stored, TaskRow};
-use super::{Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update};
+use crate::store::sql::{self, Stored, TaskRow};
+use crate::store::{
+    LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, Updated, apply_update,
+};
 
 /// The schema, embedded in the binary and applied by [`SqliteStore::open`].
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -160,7 +162,7 @@ const SELECT_FOR_UPDATE: &str =
 
 #[async_trait]
 impl TaskStore for SqliteStore {
-    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
+    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
         let row = TaskRow::encode(task);
         let now = sql::now_millis();
         let result = sqlx::query(
@@ -183,13 +185,13 @@ impl TaskStore for SqliteStore {
         .execute(&self.writer)
         .await;
         match result {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(None),
             Err(e) if sql::is_unique_violation(&e) => Err(sql::duplicate(&row.id)),
             Err(e) => Err(sql::db_error(&format!("creating task {}", row.id), e)),
         }
     }
 
-    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
+    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
         // Fast path: read without a lock, write back if the version is
         // unchanged. The runtime serialises the updates of a task, so a
         // conflict is rare (another process, or a caller of the store that
@@ -214,9 +216,9 @@ impl TaskStore for SqliteStore {
             .map_err(|e| sql::db_error(&what(), e))?
             .rows_affected();
         if written == 1 {
-            return Ok(state);
+            return Ok(Updated::new(state));
         }
-        self.update_locked(task_id, update).await
+        self.update_locked(task_id, update).await.map(Updated::new)
     }
 
     async fn get(

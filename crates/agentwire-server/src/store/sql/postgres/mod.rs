@@ -14,13 +14,14 @@ use prost::Message as _;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, QueryBuilder, Row};
 
-use super::sql::{self, Stored, TaskRow};
-use super::{LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update};
+use crate::store::sql::{self, Stored, TaskRow};
+use crate::store::{
+    LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, Updated, apply_update,
+};
 
-mod bus;
 #[doc(hidden)]
 pub mod testing;
-pub use bus::{PgEventBus, connect_cluster};
+pub use crate::cluster::postgres::{PgEventBus, connect_cluster};
 
 /// The `NOTIFY` channel announcing new events (`task_id seq origin`).
 pub const EVENTS_CHANNEL: &str = "a2a_events";
@@ -30,7 +31,7 @@ pub const CANCEL_CHANNEL: &str = "a2a_cancel";
 /// (`task_id`).
 pub const PUSH_CONFIGS_CHANNEL: &str = "a2a_push_configs";
 /// `NOTIFY` payloads must stay under 8000 bytes; a longer one is not sent.
-const MAX_PAYLOAD: usize = 7900;
+pub(crate) const MAX_PAYLOAD: usize = 7900;
 /// Longest replica id.
 const MAX_REPLICA_ID: usize = 128;
 
@@ -77,7 +78,7 @@ const DEFAULT_CONNECTIONS: u32 = 16;
 pub struct PostgresStore {
     pool: PgPool,
     /// With an event log: this replica's id (the events' origin).
-    log: Option<Arc<str>>,
+    pub(crate) log: Option<Arc<str>>,
     /// With an event log: announces the written events.
     announcer: Option<Arc<Announcer>>,
 }
@@ -428,16 +429,20 @@ fn notifiable(task_id: &str, origin: &str) -> bool {
     fits
 }
 
+/// The outcome of an update, with its place in the event log if it has one.
+fn updated(state: TaskState, span: Option<LogSpan>) -> Updated {
+    match span {
+        Some(span) => Updated::new(state).logged(span),
+        None => Updated::new(state),
+    }
+}
+
 /// How many logged events one purge statement deletes at most.
 const EVENT_PURGE_BATCH: i64 = 5000;
 
 #[async_trait]
 impl TaskStore for PostgresStore {
-    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
-        self.create_logged(owner, task).await.map(drop)
-    }
-
-    async fn create_logged(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
+    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
         const INSERT: &str = "INSERT INTO a2a_tasks (id, context_id, owner_tenant, \
              owner_principal, state, status_millis, has_status_time, head, history, artifacts, \
              created_at, updated_at) \
@@ -501,17 +506,7 @@ impl TaskStore for PostgresStore {
         }
     }
 
-    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
-        self.update_logged(task_id, update)
-            .await
-            .map(|(state, _)| state)
-    }
-
-    async fn update_logged(
-        &self,
-        task_id: &str,
-        update: TaskUpdate,
-    ) -> A2aResult<(TaskState, Option<LogSpan>)> {
+    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
         // Fast path (two round trips, no transaction): read, apply, write
         // back if the version is unchanged. Within a replica the runtime
         // serialises the updates of a task, so a conflict needs another
@@ -543,9 +538,10 @@ impl TaskStore for PostgresStore {
             // One statement: committed when it returns.
             let span = self.span(&row, task_id)?;
             self.announce_written(&row, task_id);
-            return Ok((state, span));
+            return Ok(updated(state, span));
         }
-        self.update_locked(task_id, update).await
+        let (state, span) = self.update_locked(task_id, update).await?;
+        Ok(updated(state, span))
     }
 
     async fn get(

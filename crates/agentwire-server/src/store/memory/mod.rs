@@ -1,5 +1,8 @@
 //! The in-memory task store: sharded maps, a lock per task, bounded size.
 
+mod packed;
+mod task_table;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -10,10 +13,10 @@ use async_trait::async_trait;
 use dashmap::DashMap;
 use parking_lot::Mutex;
 
-use super::task_table::{Held, Slot, TaskTable};
+use self::task_table::{Held, Slot, TaskTable};
 use super::{
-    Cursor, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update,
-    check_open, closed_error,
+    Cursor, ImmediateStore, LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate,
+    Updated, apply_update, check_open, closed_error,
 };
 
 /// The most finished tasks one write evicts (a sweep has no limit).
@@ -192,9 +195,10 @@ fn home_queue() -> (usize, usize) {
     })
 }
 
-impl MemoryStore {
-    /// [`TaskStore::create`], without a future.
-    pub(crate) fn create_now(&self, owner: &Owner, task: Task) -> A2aResult<()> {
+/// The memory store answers at once: the task manager calls it without a
+/// future.
+impl ImmediateStore for MemoryStore {
+    fn create_now(&self, owner: &Owner, task: Task) -> A2aResult<()> {
         let hash = self.tasks.hash(&task.id);
         let slot = Slot::new(Arc::new(task), owner);
         let token = slot.token();
@@ -211,15 +215,11 @@ impl MemoryStore {
         Ok(())
     }
 
-    /// [`TaskStore::update`], without a future. Also returns the task when
-    /// its new state ends the agent's turn (terminal or interrupted), for
-    /// the request waiting for that: a task that reached a terminal state
-    /// is packed, and the one returned is then the only unpacked copy.
-    pub(crate) fn update_now(
-        &self,
-        task_id: &str,
-        update: TaskUpdate,
-    ) -> A2aResult<(TaskState, Option<Arc<Task>>)> {
+    /// Also hands over the task when its new state ends the agent's turn
+    /// (terminal or interrupted), for the request waiting for that: a task
+    /// that reached a terminal state is packed, and the one handed over is
+    /// then the only unpacked copy.
+    fn update_now(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
         let hash = self.tasks.hash(task_id);
         let applied = self.tasks.write(hash, task_id, |slot| {
             let Held::Open(task) = &mut slot.held else {
@@ -245,13 +245,16 @@ impl MemoryStore {
                 if let Some(token) = token {
                     self.finished_now(hash, token);
                 }
-                Ok((state, task))
+                let updated = Updated::new(state);
+                Ok(match task {
+                    Some(task) => updated.with_task(task),
+                    None => updated,
+                })
             }
         }
     }
 
-    /// [`TaskStore::get`], without a future.
-    pub(crate) fn get_now(
+    fn get_now(
         &self,
         task_id: &str,
         history_length: Option<usize>,
@@ -267,7 +270,7 @@ impl MemoryStore {
     }
 
     /// The stored task: itself (shared, not copied) while it is open.
-    pub(crate) fn get_shared(&self, task_id: &str) -> A2aResult<Option<Arc<Task>>> {
+    fn get_shared(&self, task_id: &str) -> A2aResult<Option<Arc<Task>>> {
         self.tasks
             .read(self.tasks.hash(task_id), task_id, Slot::task)
             .transpose()
@@ -276,16 +279,16 @@ impl MemoryStore {
 
 #[async_trait]
 impl TaskStore for MemoryStore {
-    fn as_memory(&self) -> Option<&MemoryStore> {
+    fn immediate(&self) -> Option<&dyn ImmediateStore> {
         Some(self)
     }
 
-    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
-        self.create_now(owner, task)
+    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
+        self.create_now(owner, task).map(|()| None)
     }
 
-    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<TaskState> {
-        self.update_now(task_id, update).map(|(state, _)| state)
+    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
+        self.update_now(task_id, update)
     }
 
     async fn get(
@@ -493,7 +496,11 @@ mod tests {
             .await
             .unwrap();
         // The update that finishes a task hands it over, and packs it.
-        let (state, finished) = s
+        let Updated {
+            state,
+            task: finished,
+            ..
+        } = s
             .update_now("done", to(TaskState::Completed, 3000))
             .unwrap();
         assert_eq!(state, TaskState::Completed);
@@ -509,12 +516,12 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind, agentwire_types::ErrorKind::UnsupportedOperation);
         // An interrupted state is handed over too; a working one is not.
-        let (_, handed) = s.update_now("open", to(TaskState::Working, 1200)).unwrap();
-        assert!(handed.is_none());
-        let (_, handed) = s
+        let handed = s.update_now("open", to(TaskState::Working, 1200)).unwrap();
+        assert!(handed.task.is_none());
+        let handed = s
             .update_now("open", to(TaskState::InputRequired, 1500))
             .unwrap();
-        assert!(handed.is_some());
+        assert!(handed.task.is_some());
 
         let all = TaskQuery {
             page_size: 10,

@@ -1,0 +1,142 @@
+//! Admission: whether a call may come in at all, checked before anything
+//! else. The requested protocol version (`A2A-Version`), the caller
+//! (authentication, giving the task owner), and the extensions the caller
+//! asks for against those the card declares (a required one missing is an
+//! error).
+
+use agentwire_types::{A2aError, A2aResult, ErrorKind};
+use http::{HeaderMap, HeaderName};
+
+use super::*;
+use crate::store::Owner;
+
+/// What a binding knows about a call besides its request message: the
+/// service parameters (HTTP headers or gRPC metadata, names lower-case).
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    /// Service parameters: `A2A-Version`, `A2A-Extensions`,
+    /// `Authorization`...
+    pub headers: HeaderMap,
+}
+
+impl CallContext {
+    /// A call context from service parameters.
+    pub fn new(headers: HeaderMap) -> Self {
+        Self { headers }
+    }
+
+    /// A context carrying `A2A-Version: 1.0` and nothing else (handy in
+    /// tests and in-process calls).
+    pub fn v1() -> Self {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            A2A_VERSION.clone(),
+            http::HeaderValue::from_static(agentwire_types::PROTOCOL_VERSION),
+        );
+        Self { headers }
+    }
+
+    pub(super) fn header(&self, name: &HeaderName) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// The `A2A-Version` service parameter (header names are lower-case).
+/// Looked up by a ready name: a name given as text is parsed on every
+/// lookup.
+pub(crate) static A2A_VERSION: HeaderName = HeaderName::from_static("a2a-version");
+/// The `A2A-Extensions` service parameter.
+pub(crate) static A2A_EXTENSIONS: HeaderName = HeaderName::from_static("a2a-extensions");
+
+/// Reduces a version to `Major.Minor` (`""` means 0.3, spec 3.6.2);
+/// borrowed unless the minor is missing.
+pub(super) fn major_minor(v: &str) -> std::borrow::Cow<'_, str> {
+    let v = v.trim();
+    if v.is_empty() {
+        return agentwire_types::DEFAULT_REQUEST_VERSION.into();
+    }
+    match v.split_once('.') {
+        None => format!("{v}.0").into(),
+        Some((major, rest)) => {
+            let minor = rest.split('.').next().unwrap_or_default();
+            v[..major.len() + 1 + minor.len()].into()
+        }
+    }
+}
+
+impl RequestHandler {
+    /// Checks the version and authenticates: the preamble of every call.
+    pub(super) fn admit(&self, ctx: &CallContext, tenant: &str) -> A2aResult<Owner> {
+        let requested = ctx.header(&A2A_VERSION).unwrap_or_default();
+        let mm = major_minor(requested);
+        if !self.inner.config.versions.iter().any(|v| *v == mm) {
+            let supported: Vec<&str> = self
+                .inner
+                .config
+                .versions
+                .iter()
+                .map(String::as_str)
+                .collect();
+            return Err(A2aError::version_not_supported(requested, &supported));
+        }
+        let principal = self
+            .inner
+            .auth
+            .authenticate(&ctx.headers)?
+            .unwrap_or_default();
+        Ok(Owner {
+            tenant: tenant.to_owned(),
+            principal,
+        })
+    }
+
+    /// Extensions requested by the client, checked against the card: a
+    /// required extension the client did not request is an error.
+    pub(super) fn extensions(&self, ctx: &CallContext) -> A2aResult<Vec<String>> {
+        let requested: Vec<String> = ctx
+            .headers
+            .get_all(&A2A_EXTENSIONS)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
+        let declared = self
+            .inner
+            .card
+            .capabilities
+            .as_ref()
+            .map(|c| c.extensions.as_slice())
+            .unwrap_or_default();
+        if let Some(missing) = declared
+            .iter()
+            .find(|e| e.required && !requested.contains(&e.uri))
+        {
+            return Err(A2aError::new(
+                ErrorKind::ExtensionSupportRequired,
+                format!(
+                    "this agent requires the extension {}; list it in A2A-Extensions",
+                    missing.uri
+                ),
+            )
+            .with_metadata("extension", missing.uri.clone()));
+        }
+        Ok(requested
+            .into_iter()
+            .filter(|r| declared.iter().any(|d| d.uri == *r))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn major_minor_versions() {
+        assert_eq!(major_minor(""), "0.3");
+        assert_eq!(major_minor("1.0.2"), "1.0");
+        assert_eq!(major_minor("1"), "1.0");
+    }
+}

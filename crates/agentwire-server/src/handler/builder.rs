@@ -1,0 +1,161 @@
+//! Building a [`RequestHandler`]: the agent card, the executor, the store,
+//! authentication, push notifications, the bus, and the tunables.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentwire_types::AgentCard;
+
+use super::*;
+use crate::bus::EventBus;
+use crate::push::{PushConfig, PushSender};
+use crate::store::MemoryStore;
+
+/// Tunables of the request handler.
+#[derive(Debug, Clone)]
+pub struct HandlerConfig {
+    /// Protocol versions served (`Major.Minor`).
+    pub versions: Vec<String>,
+    /// Events queued per subscriber before it is resynchronised from a
+    /// snapshot.
+    pub queue_capacity: usize,
+    /// How long a cancellation waits for the agent's `cancel` hook.
+    pub cancel_grace: Duration,
+    /// Treat a repeated `messageId` (same caller) that started a task as a
+    /// duplicate and answer with that task (`Some(n)`: remember the last
+    /// `n` message ids). Off by default: conformance runs and many clients
+    /// reuse message ids.
+    pub idempotency: Option<usize>,
+}
+
+impl Default for HandlerConfig {
+    fn default() -> Self {
+        Self {
+            versions: vec![agentwire_types::PROTOCOL_VERSION.to_owned()],
+            queue_capacity: 1024,
+            cancel_grace: Duration::from_secs(5),
+            idempotency: None,
+        }
+    }
+}
+
+/// Builds a [`RequestHandler`].
+pub struct HandlerBuilder {
+    card: AgentCard,
+    executor: Arc<dyn DynExecutor>,
+    store: Option<Arc<dyn TaskStore>>,
+    extended_card: Option<AgentCard>,
+    auth: Arc<dyn Authenticator>,
+    config: HandlerConfig,
+    push: Option<PushConfig>,
+    /// Several replicas: the event bus.
+    bus: Option<Arc<dyn EventBus>>,
+}
+
+impl HandlerBuilder {
+    /// Sends push notifications with this configuration (and declares
+    /// `capabilities.pushNotifications`, which is otherwise false).
+    pub fn push(mut self, push: PushConfig) -> Self {
+        self.push = Some(push);
+        self
+    }
+
+    /// Follows the tasks of the other replicas sharing the store through
+    /// this bus (see [`crate::bus`]): subscriptions here receive the events
+    /// applied there, and cancellations reach the replica running the
+    /// agent. Without one (the default), the handler is on its own. Each
+    /// handler needs a bus (a replica id) of its own.
+    pub fn bus(mut self, bus: Arc<dyn EventBus>) -> Self {
+        self.bus = Some(bus);
+        self
+    }
+
+    pub(crate) fn card_mut(&mut self) -> &mut AgentCard {
+        &mut self.card
+    }
+
+    /// Uses this task store (default: a [`MemoryStore`]).
+    pub fn store(mut self, store: Arc<dyn TaskStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Serves an extended card to authenticated callers (and declares
+    /// `capabilities.extendedAgentCard`).
+    pub fn extended_card(mut self, card: AgentCard) -> Self {
+        self.extended_card = Some(card);
+        self
+    }
+
+    /// Authenticates callers (default: everyone is anonymous).
+    pub fn authenticator(mut self, auth: Arc<dyn Authenticator>) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Sets the tunables.
+    pub fn config(mut self, config: HandlerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The handler. The card's capabilities are made to match what this
+    /// handler really does (push notifications on exactly when a push
+    /// sender is configured; the extended card flag set when one is
+    /// configured).
+    pub fn build(self) -> RequestHandler {
+        let mut card = self.card;
+        let push = match self.push {
+            Some(config) => match PushSender::new(config) {
+                Ok(sender) => Some(sender),
+                Err(e) => {
+                    tracing::error!(error = %e, "push notifications disabled");
+                    None
+                }
+            },
+            None => None,
+        };
+        let caps = card.capabilities.get_or_insert_with(Default::default);
+        if caps.push_notifications == Some(true) && push.is_none() {
+            tracing::warn!(
+                "the card declares push notifications but no push sender is configured \
+                 (A2aServer::push); declaring false"
+            );
+        }
+        caps.push_notifications = Some(push.is_some());
+        caps.extended_agent_card = Some(self.extended_card.is_some());
+        let card_json = Bytes::from(serde_json::to_vec(&card).unwrap_or_default());
+        let store = self
+            .store
+            .unwrap_or_else(|| Arc::new(MemoryStore::default()));
+        RequestHandler {
+            inner: Arc::new(Inner {
+                card,
+                card_json,
+                extended_card: self.extended_card,
+                executor: self.executor,
+                manager: TaskManager::new(store, self.config.queue_capacity, push)
+                    .with_bus(self.bus),
+                auth: self.auth,
+                idempotency: self.config.idempotency.map(Idempotency::new),
+                config: self.config,
+            }),
+        }
+    }
+}
+
+impl RequestHandler {
+    /// Starts building a handler for an agent described by `card`.
+    pub fn builder<E: crate::AgentExecutor>(card: AgentCard, executor: E) -> HandlerBuilder {
+        HandlerBuilder {
+            card,
+            executor: Arc::new(executor),
+            store: None,
+            extended_card: None,
+            auth: Arc::new(NoAuth),
+            config: HandlerConfig::default(),
+            push: None,
+            bus: None,
+        }
+    }
+}

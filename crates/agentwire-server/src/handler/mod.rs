@@ -1,0 +1,141 @@
+//! The binding-agnostic request handler: the 11 operations of spec 3.1 with
+//! every protocol rule (version, capabilities, validation, multi-turn
+//! rules, history length, listing, owner scoping). Bindings only decode
+//! requests into calls of this handler and encode what it returns.
+//!
+//! One job a file:
+//!
+//! - `builder`: [`HandlerBuilder`] and [`HandlerConfig`];
+//! - `admission`: the preamble of every call (version, caller,
+//!   extensions) and the [`CallContext`] it reads them from;
+//! - `validation`: checks of a request's contents that need no store;
+//! - `send`: `SendMessage`, and the start of every agent run;
+//! - `streams`: `SendStreamingMessage`, `SubscribeToTask`, and the event
+//!   stream a subscription becomes;
+//! - `tasks`: `GetTask`, `ListTasks`, `CancelTask`, crash recovery;
+//! - `push_configs`: the push notification config operations;
+//! - `idempotency`: repeated message ids answered with the task they
+//!   started (off by default).
+//!
+//! The agent card operations are here, below.
+
+mod admission;
+mod builder;
+mod idempotency;
+mod push_configs;
+mod send;
+mod streams;
+mod tasks;
+mod validation;
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use agentwire_types::{
+    A2aError, A2aResult, AgentCard, ErrorKind, GetExtendedAgentCardRequest, StreamResponse,
+};
+use bytes::Bytes;
+use futures::Stream;
+
+use crate::auth::{Authenticator, NoAuth};
+use crate::executor::DynExecutor;
+use crate::manager::TaskManager;
+use crate::push::PushSender;
+use crate::store::TaskStore;
+pub(crate) use admission::A2A_VERSION;
+pub use admission::CallContext;
+pub use builder::{HandlerBuilder, HandlerConfig};
+use idempotency::Idempotency;
+pub(crate) use send::SendAnswer;
+use send::{Detached, Started};
+use validation::{history_length, task_query};
+
+/// A stream of protocol events for one streaming call.
+pub type EventStream = Pin<Box<dyn Stream<Item = A2aResult<StreamResponse>> + Send>>;
+
+struct Inner {
+    card: AgentCard,
+    card_json: Bytes,
+    extended_card: Option<AgentCard>,
+    executor: Arc<dyn DynExecutor>,
+    manager: Arc<TaskManager>,
+    auth: Arc<dyn Authenticator>,
+    idempotency: Option<Idempotency>,
+    config: HandlerConfig,
+}
+
+/// Serves the A2A operations for one agent. Cheap to clone.
+#[derive(Clone)]
+pub struct RequestHandler {
+    inner: Arc<Inner>,
+}
+
+impl RequestHandler {
+    /// The public agent card.
+    pub fn agent_card(&self) -> &AgentCard {
+        &self.inner.card
+    }
+
+    /// The public agent card, serialized once.
+    pub fn agent_card_json(&self) -> Bytes {
+        self.inner.card_json.clone()
+    }
+
+    /// The task store.
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.inner.manager.store
+    }
+
+    fn caps_streaming(&self) -> bool {
+        self.inner.card.supports_streaming()
+    }
+
+    /// The push sender, when push notifications are on.
+    pub fn push_sender(&self) -> Option<&PushSender> {
+        self.inner.manager.push.as_ref()
+    }
+
+    /// The JWKS document of the push signatures, when push notifications
+    /// are on and signed.
+    pub fn push_jwks_json(&self) -> Option<Bytes> {
+        self.push_sender().and_then(PushSender::jwks_json)
+    }
+
+    /// `GetExtendedAgentCard`.
+    pub async fn get_extended_agent_card(
+        &self,
+        ctx: &CallContext,
+        req: GetExtendedAgentCardRequest,
+    ) -> A2aResult<AgentCard> {
+        let owner = self.admit(ctx, &req.tenant)?;
+        let Some(card) = &self.inner.extended_card else {
+            return Err(A2aError::unsupported(
+                "this agent has no extended agent card (capabilities.extendedAgentCard is false)",
+            ));
+        };
+        if owner.principal.is_empty() {
+            return Err(A2aError::new(
+                ErrorKind::Unauthenticated,
+                "the extended agent card requires authentication with one of the card's security schemes",
+            ));
+        }
+        Ok(card.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handler_futures_are_send() {
+        fn is_send<T: Send>(_: &T) {}
+        let h = RequestHandler::builder(AgentCard::default(), crate::executor::tests::Nop).build();
+        let ctx = CallContext::v1();
+        is_send(&h.send_message(&ctx, Default::default()));
+        is_send(&h.send_streaming_message(&ctx, Default::default()));
+        is_send(&h.cancel_task(&ctx, Default::default()));
+        is_send(&h.subscribe_to_task(&ctx, Default::default()));
+        is_send(&h.list_tasks(&ctx, Default::default()));
+    }
+}

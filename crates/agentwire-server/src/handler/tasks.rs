@@ -1,0 +1,134 @@
+//! The task operations: `GetTask`, `ListTasks`, `CancelTask`, the owner
+//! scoping every one of them applies (a task of another caller is not
+//! found), and the crash recovery run when a server starts.
+
+use std::sync::Arc;
+
+use agentwire_types::{
+    A2aError, A2aResult, CancelTaskRequest, GetTaskRequest, ListTasksRequest, ListTasksResponse,
+    Task, TaskState,
+};
+use futures::FutureExt;
+
+use super::*;
+use crate::executor::{RequestContext, TaskUpdater};
+use crate::store::{Owner, StoredTask};
+
+impl RequestHandler {
+    /// A task visible to `owner`, or TaskNotFound (never revealing tasks of
+    /// others).
+    pub(super) async fn visible_task(
+        &self,
+        owner: &Owner,
+        id: &str,
+        history: Option<usize>,
+    ) -> A2aResult<StoredTask> {
+        if id.is_empty() {
+            return Err(A2aError::invalid_params("id", "a task id is required"));
+        }
+        match self.inner.manager.get_task(id, history).await? {
+            Some(s) if s.owner == *owner => Ok(s),
+            _ => Err(A2aError::task_not_found(id)),
+        }
+    }
+
+    /// Crash recovery: fails every task the store holds as submitted or
+    /// working that no agent of this process is running: after a restart,
+    /// their agent is gone. Returns the ids of the tasks failed. Called by
+    /// [`crate::A2aServer`] when it starts; several replicas sharing one
+    /// store must not call it on start (the tasks may be running on another
+    /// replica).
+    pub async fn recover_orphaned_tasks(&self) -> A2aResult<Vec<String>> {
+        let reason = "The agent stopped while working on this task (the server restarted). \
+                      Send the request again to retry.";
+        let mut failed = Vec::new();
+        for stored in self.inner.manager.store.unfinished().await? {
+            if self.inner.manager.fail_orphan(&stored, reason).await {
+                failed.push(stored.task.id);
+            }
+        }
+        if !failed.is_empty() {
+            tracing::warn!(
+                count = failed.len(),
+                "failed tasks left unfinished by a previous run"
+            );
+        }
+        Ok(failed)
+    }
+
+    /// `GetTask`.
+    pub async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> A2aResult<Task> {
+        let owner = self.admit(ctx, &req.tenant)?;
+        let history = history_length(req.history_length, "historyLength")?;
+        Ok(self.visible_task(&owner, &req.id, history).await?.task)
+    }
+
+    /// `ListTasks`.
+    pub async fn list_tasks(
+        &self,
+        ctx: &CallContext,
+        req: ListTasksRequest,
+    ) -> A2aResult<ListTasksResponse> {
+        let owner = self.admit(ctx, &req.tenant)?;
+        let query = task_query(req)?;
+        let page = self.inner.manager.store.list(&owner, &query).await?;
+        Ok(ListTasksResponse {
+            page_size: query.page_size as i32,
+            tasks: page.tasks,
+            next_page_token: page.next.map(|c| c.encode()).unwrap_or_default(),
+            total_size: page.total as i32,
+        })
+    }
+
+    /// `CancelTask`: stops the agent (cooperatively, through its token and
+    /// `cancel` hook) and returns the canceled task.
+    pub async fn cancel_task(&self, ctx: &CallContext, req: CancelTaskRequest) -> A2aResult<Task> {
+        let owner = self.admit(ctx, &req.tenant)?;
+        let stored = self.visible_task(&owner, &req.id, None).await?;
+        if stored.task.state().is_terminal() {
+            return Err(A2aError::task_not_cancelable(&req.id, stored.task.state()));
+        }
+        let manager = &self.inner.manager;
+        let live = manager.attach_for_cancel(&stored);
+        live.cancel.cancel();
+        let updater = TaskUpdater {
+            manager: Arc::clone(manager),
+            live: Arc::clone(&live),
+        };
+        let rctx = RequestContext {
+            message: stored.task.history.last().cloned().unwrap_or_default(),
+            task_id: stored.task.id.clone(),
+            context_id: stored.task.context_id.clone(),
+            task: Some(Box::new(stored.task)),
+            reference_tasks: Vec::new(),
+            extensions: self.extensions(ctx).unwrap_or_default(),
+            caller: (!owner.principal.is_empty()).then(|| owner.principal.clone()),
+            metadata: req.metadata,
+            configuration: None,
+            streaming: false,
+            cancel: live.cancel.clone(),
+        };
+        let hook =
+            std::panic::AssertUnwindSafe(self.inner.executor.cancel_boxed(rctx, updater.clone()))
+                .catch_unwind();
+        match tokio::time::timeout(self.inner.config.cancel_grace, hook).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => {
+                tracing::debug!(task = %req.id, error = %e, "agent cancel hook failed")
+            }
+            Ok(Err(_)) => tracing::warn!(task = %req.id, "agent cancel hook panicked"),
+            Err(_) => tracing::warn!(task = %req.id, "agent cancel hook timed out"),
+        }
+        // Whatever the agent did, the task ends canceled unless it already
+        // reached another terminal state.
+        let _ = updater.cancel().await;
+        // Another replica may be running the agent: it stops it.
+        manager.cancel_elsewhere(&live).await;
+        manager.end_cancel(&live);
+        let task = self.visible_task(&owner, &req.id, None).await?.task;
+        match task.state() {
+            TaskState::Canceled => Ok(task),
+            s => Err(A2aError::task_not_cancelable(&req.id, s)),
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The live state of a task: what the manager knows of a task that is being
+//! worked on or followed (whether it exists yet, its runs, its subscribers,
+//! its last state), and how a request attaches to it.
+
+use std::sync::Arc;
+
+use agentwire_types::{Message, Task, TaskPushNotificationConfig, TaskState};
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use super::push::PushTargets;
+use super::subscribers::Subscriber;
+use super::{TaskManager, cluster, order};
+use crate::store::{Owner, StoredTask};
+
+/// What the manager knows of a live task, behind the [`LiveTask`]'s mutex
+/// (held briefly, never across an await).
+pub(crate) struct LiveState {
+    /// The task exists in the store.
+    pub(crate) created: bool,
+    /// The agent answered with a plain message (no task will exist).
+    pub(crate) replied: bool,
+    /// Executor runs in progress.
+    pub(crate) running: u32,
+    /// Removed from the registry; attach to a fresh one instead.
+    pub(crate) retired: bool,
+    /// Last known state.
+    pub(crate) last_state: TaskState,
+    /// The user message that starts a new task's history.
+    pub(crate) first_message: Option<Message>,
+    /// The push config given inline with the message that creates the
+    /// task, stored when the task is.
+    pub(crate) inline_push: Option<TaskPushNotificationConfig>,
+    /// The task's push configs as last read from the store (`None`: not
+    /// read yet, or changed since).
+    pub(crate) push_targets: Option<PushTargets>,
+    /// Who follows the task.
+    pub(crate) subscribers: Vec<Subscriber>,
+    /// Several replicas: where the subscribers are in the event log.
+    pub(crate) remote: cluster::Remote,
+    /// The task as the last update that ended the turn left it, while a
+    /// request waiting for the end of the turn has not taken it: a terminal
+    /// task is packed in the in-memory store, and this spares the request
+    /// decoding it (or any store read).
+    pub(crate) turn_task: Option<Arc<Task>>,
+}
+
+impl LiveState {
+    /// Whether a stream subscriber is there (it wants every event).
+    pub(super) fn streaming(&self) -> bool {
+        self.subscribers
+            .iter()
+            .any(|s| matches!(s, Subscriber::Stream { .. }))
+    }
+
+    /// Whether any subscriber wants an event (final: it ends the turn).
+    pub(super) fn wants(&self, is_final: bool) -> bool {
+        self.subscribers.iter().any(|s| match s {
+            Subscriber::Stream { .. } => true,
+            Subscriber::Final(tx) => is_final && tx.is_some(),
+            Subscriber::Lagging { .. } => false,
+        })
+    }
+}
+
+/// Runtime state of a task that is being worked on or followed.
+pub(crate) struct LiveTask {
+    pub(crate) id: String,
+    pub(crate) context_id: String,
+    pub(crate) owner: Owner,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) order: order::OrderLock,
+    pub(crate) state: Mutex<LiveState>,
+}
+
+impl TaskManager {
+    /// The live state of an existing task, created if needed, with `f`
+    /// applied to it atomically (so it cannot be retired in between).
+    pub(super) fn attach<R>(
+        self: &Arc<Self>,
+        stored: &StoredTask,
+        f: impl Fn(&Arc<Self>, &Arc<LiveTask>, &mut LiveState) -> R,
+    ) -> (Arc<LiveTask>, R) {
+        loop {
+            let live = self
+                .live
+                .entry(stored.task.id.clone())
+                .or_insert_with(|| {
+                    Arc::new(LiveTask {
+                        id: stored.task.id.clone(),
+                        context_id: stored.task.context_id.clone(),
+                        owner: stored.owner.clone(),
+                        cancel: CancellationToken::new(),
+                        order: order::OrderLock::default(),
+                        state: Mutex::new(LiveState {
+                            created: true,
+                            replied: false,
+                            running: 0,
+                            retired: false,
+                            last_state: stored.task.state(),
+                            first_message: None,
+                            inline_push: None,
+                            push_targets: None,
+                            subscribers: Vec::new(),
+                            remote: cluster::Remote::default(),
+                            turn_task: None,
+                        }),
+                    })
+                })
+                .clone();
+            let mut st = live.state.lock();
+            if st.retired {
+                continue;
+            }
+            let r = f(self, &live, &mut st);
+            drop(st);
+            return (live, r);
+        }
+    }
+}

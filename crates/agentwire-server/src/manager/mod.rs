@@ -1,0 +1,97 @@
+//! The task manager: the one place where events reach tasks.
+//!
+//! Every task that is being worked on or followed has a [`LiveTask`]: a lock
+//! that orders its updates, its cancellation token, and the queues of its
+//! subscribers. An update is applied to the store and then published to the
+//! subscribers while the lock is held, so every subscriber sees the events
+//! in the order they were applied, and a subscriber that joins takes its
+//! snapshot under the same lock, so it misses nothing and sees nothing
+//! twice. Publishing never waits: each subscriber has a bounded queue, and
+//! one that falls too far behind is resynchronised from a fresh snapshot.
+//! See `docs/concurrency.md`.
+//!
+//! One job a file:
+//!
+//! - `live`: [`LiveTask`] and its [`LiveState`] (exists yet, runs,
+//!   subscribers, last state), and attaching a request to it;
+//! - `order`: the lock that orders a task's updates;
+//! - `write`: the write path (create on the first event, store, publish);
+//! - `push`: a task's push configs and the hand-over of events to the push
+//!   sender;
+//! - `subscribers`: the subscribers' queues, subscribing, resynchronising a
+//!   slow subscriber;
+//! - `runs`: running agents (a new task, a continued one, the end of a run,
+//!   orphaned tasks);
+//! - `cancel`: the live state a cancellation works on;
+//! - `reads`: reading a task as stored.
+//!
+//! Several replicas (an event bus): see `cluster/replicas.rs`.
+
+mod cancel;
+mod live;
+mod order;
+mod push;
+mod reads;
+mod runs;
+mod subscribers;
+mod write;
+
+use std::sync::Arc;
+
+use agentwire_types::StreamResponse;
+use dashmap::DashMap;
+
+use crate::cluster::replicas as cluster;
+use crate::push::PushSender;
+use crate::store::TaskStore;
+
+pub(crate) use live::{LiveState, LiveTask};
+pub(crate) use subscribers::{Subscriber, Subscription};
+pub(crate) use write::Emit;
+
+/// Applies events to tasks and fans them out to subscribers.
+pub(crate) struct TaskManager {
+    pub(crate) store: Arc<dyn TaskStore>,
+    pub(crate) live: DashMap<String, Arc<LiveTask>, ahash::RandomState>,
+    queue_capacity: usize,
+    pub(crate) push: Option<PushSender>,
+    /// Several replicas: the event bus (set by `with_bus`).
+    pub(crate) cluster: Option<cluster::Cluster>,
+    /// The signal of [`Publish::Settled`] (shared: no event is built).
+    settled: Arc<StreamResponse>,
+}
+
+impl TaskManager {
+    pub(crate) fn new(
+        store: Arc<dyn TaskStore>,
+        queue_capacity: usize,
+        push: Option<PushSender>,
+    ) -> Self {
+        Self {
+            store,
+            live: DashMap::default(),
+            queue_capacity: queue_capacity.max(2),
+            push,
+            cluster: None,
+            settled: Arc::new(StreamResponse::default()),
+        }
+    }
+
+    /// Retires the live state of a task nobody works on or follows.
+    pub(crate) fn release(&self, live: &LiveTask) {
+        let mut st = live.state.lock();
+        st.subscribers.retain(|s| !s.is_closed());
+        if st.running == 0 && st.subscribers.is_empty() && !st.retired {
+            st.retired = true;
+            drop(st);
+            self.live
+                .remove_if(&live.id, |_, v| std::ptr::eq(Arc::as_ptr(v), live));
+        }
+    }
+
+    /// How many tasks have live state (for tests and metrics).
+    #[allow(dead_code)]
+    pub(crate) fn live_count(&self) -> usize {
+        self.live.len()
+    }
+}
