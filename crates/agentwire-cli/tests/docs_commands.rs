@@ -360,7 +360,10 @@ const EXPECT: &[Expect] = &[
         "Name: Dependency Compatibility Agent",
     ),
     expect("a2a card get", "Name: Echo Agent"),
-    expect("\"order a large pepperoni pizza\" -o json", "\"noFit\":true"),
+    expect(
+        "\"order a large pepperoni pizza\" -o json",
+        "\"noFit\":true",
+    ),
     expect("a2a registry route", "dependency-compatibility-analysis"),
     expect("a2a registry search", "Dependency Compatibility Agent"),
     expect("a2a registry get", "Dependency Compatibility Agent"),

@@ -469,6 +469,9 @@ async fn the_extended_card_with_a_bearer_token() {
         "{}",
         out.stdout
     );
+    // The extended card is callable: it has the public card's interfaces.
+    let selected = out.field("Selected Interface").unwrap_or_default();
+    assert!(selected.starts_with("JSONRPC http://"), "{}", out.stdout);
     let out = env.run(&[
         "card",
         "get",

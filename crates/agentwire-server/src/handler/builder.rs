@@ -124,6 +124,7 @@ impl HandlerBuilder {
         }
         caps.push_notifications = Some(push.is_some());
         caps.extended_agent_card = Some(self.extended_card.is_some());
+        let extended_card = self.extended_card.map(|ext| complete_extended(ext, &card));
         let card_json = Bytes::from(serde_json::to_vec(&card).unwrap_or_default());
         let store = self
             .store
@@ -132,7 +133,7 @@ impl HandlerBuilder {
             inner: Arc::new(Inner {
                 card,
                 card_json,
-                extended_card: self.extended_card,
+                extended_card,
                 executor: self.executor,
                 manager: TaskManager::new(store, self.config.queue_capacity, push)
                     .with_bus(self.bus),
@@ -142,6 +143,31 @@ impl HandlerBuilder {
             }),
         }
     }
+}
+
+/// The extended card as served: what it leaves out of how to reach the
+/// agent and what the agent can do is the public card's (an extended card
+/// usually adds skills, and a client calls it through the interfaces it
+/// lists); the flags this handler decides are the public card's.
+fn complete_extended(mut ext: AgentCard, public: &AgentCard) -> AgentCard {
+    if ext.supported_interfaces.is_empty() {
+        ext.supported_interfaces = public.supported_interfaces.clone();
+    }
+    if ext.default_input_modes.is_empty() {
+        ext.default_input_modes = public.default_input_modes.clone();
+    }
+    if ext.default_output_modes.is_empty() {
+        ext.default_output_modes = public.default_output_modes.clone();
+    }
+    let public_caps = public.capabilities.clone().unwrap_or_default();
+    let caps = ext.capabilities.get_or_insert_with(Default::default);
+    caps.streaming = caps.streaming.or(public_caps.streaming);
+    if caps.extensions.is_empty() {
+        caps.extensions = public_caps.extensions;
+    }
+    caps.push_notifications = public_caps.push_notifications;
+    caps.extended_agent_card = Some(true);
+    ext
 }
 
 impl RequestHandler {
@@ -157,5 +183,34 @@ impl RequestHandler {
             push: None,
             bus: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentwire_types::{AgentCapabilities, binding};
+
+    #[test]
+    fn an_extended_card_gets_what_it_leaves_out_from_the_public_card() {
+        let public = AgentCard::new("Echo", "Echoes", "1.0.0")
+            .with_interface("http://127.0.0.1:1/", binding::JSONRPC);
+        let mut public = public;
+        public.capabilities = Some(AgentCapabilities {
+            streaming: Some(true),
+            push_notifications: Some(false),
+            extended_agent_card: Some(true),
+            ..Default::default()
+        });
+        let ext = complete_extended(AgentCard::new("Echo+", "More", "1.0.0"), &public);
+        assert_eq!(ext.supported_interfaces, public.supported_interfaces);
+        let caps = ext.capabilities.unwrap_or_default();
+        assert_eq!(caps.streaming, Some(true));
+        assert_eq!(caps.extended_agent_card, Some(true));
+        // Its own interfaces are kept.
+        let own = AgentCard::new("Echo+", "More", "1.0.0")
+            .with_interface("http://127.0.0.1:2/", binding::JSONRPC);
+        let ext = complete_extended(own, &public);
+        assert_eq!(ext.supported_interfaces[0].url, "http://127.0.0.1:2/");
     }
 }
