@@ -139,6 +139,13 @@ impl crate::Apply for WebhookArgs {
 
 /// `a2a webhook`: receives, verifies and prints push notifications.
 pub async fn webhook(g: &Globals, args: WebhookArgs) -> Result<u8, CliError> {
+    // Listening first: a notification sent while the agent's card is being
+    // fetched (`a2a webhook ... &` then `a2a send` at once) waits in the
+    // backlog instead of being refused and retried later.
+    let addr = format!("{}:{}", args.host, args.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| CliError::internal(format!("cannot listen on {addr}: {e}")))?;
     let mut builder = WebhookReceiver::builder();
     if let Some(n) = args.rate_limit {
         builder = builder.rate_limit(n, n.max(1));
@@ -183,10 +190,8 @@ pub async fn webhook(g: &Globals, args: WebhookArgs) -> Result<u8, CliError> {
     for t in &args.tasks {
         receiver.expect_task(t);
     }
-    let addr = format!("{}:{}", args.host, args.port);
     let running = receiver
-        .bind(&addr)
-        .await
+        .serve(listener)
         .map_err(|e| CliError::internal(format!("cannot listen on {addr}: {e}")))?;
     eprintln!("webhook URL: {}", running.url());
     if proofs.is_empty() {

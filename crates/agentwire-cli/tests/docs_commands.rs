@@ -1608,52 +1608,9 @@ impl BlockRun<'_> {
     }
 
     /// The end of the block: jobs that must end by themselves are waited
-    /// for and checked; the others are stopped.
+    /// for and checked; the others are stopped (see [`finish_jobs`]).
     fn finish(&mut self) {
-        let mut failures = Vec::new();
-        for job in &mut self.jobs {
-            if job.stopped {
-                continue;
-            }
-            let status = if job.expect.ends_by_itself {
-                wait_bounded(&mut job.child, COMMAND_LIMIT)
-            } else {
-                job.child.try_wait().ok().flatten()
-            };
-            match status {
-                Some(s) => {
-                    let out = std::fs::read_to_string(&job.out).unwrap_or_default();
-                    let wrong_status = s.code() != Some(job.expect.status);
-                    let missing = job.expect.stdout.filter(|want| !out.contains(want));
-                    if wrong_status || missing.is_some() {
-                        let why = match missing {
-                            Some(want) if !wrong_status => format!("its output lacks {want:?}"),
-                            _ => format!(
-                                "it ended with status {:?} (expected {})",
-                                s.code(),
-                                job.expect.status
-                            ),
-                        };
-                        failures.push((
-                            job.place.clone(),
-                            job.written.clone(),
-                            job_report(job, Some(s), &why),
-                        ));
-                    }
-                }
-                None => {
-                    stop(&mut job.child);
-                    if job.expect.ends_by_itself {
-                        failures.push((
-                            job.place.clone(),
-                            job.written.clone(),
-                            job_report(job, None, "it did not end by itself"),
-                        ));
-                    }
-                }
-            }
-            job.stopped = true;
-        }
+        let failures = finish_jobs(&mut self.jobs);
         for (place, written, report) in failures {
             // The job's line is the one that failed.
             match self
@@ -1668,6 +1625,60 @@ impl BlockRun<'_> {
             }
         }
     }
+}
+
+/// Ends the jobs of a block; returns the failures as (place, written,
+/// report). The jobs that must end by themselves are waited for first, and
+/// only then are the servers stopped: such a job (`a2a webhook
+/// --until-final`) may still need a server (the agent pushing to it after
+/// the block's last command returned).
+fn finish_jobs(jobs: &mut [Job]) -> Vec<(String, String, String)> {
+    let mut failures = Vec::new();
+    let (waited, stopped): (Vec<&mut Job>, Vec<&mut Job>) = jobs
+        .iter_mut()
+        .filter(|j| !j.stopped)
+        .partition(|j| j.expect.ends_by_itself);
+    for job in waited.into_iter().chain(stopped) {
+        let status = if job.expect.ends_by_itself {
+            wait_bounded(&mut job.child, COMMAND_LIMIT)
+        } else {
+            job.child.try_wait().ok().flatten()
+        };
+        match status {
+            Some(s) => {
+                let out = std::fs::read_to_string(&job.out).unwrap_or_default();
+                let wrong_status = s.code() != Some(job.expect.status);
+                let missing = job.expect.stdout.filter(|want| !out.contains(want));
+                if wrong_status || missing.is_some() {
+                    let why = match missing {
+                        Some(want) if !wrong_status => format!("its output lacks {want:?}"),
+                        _ => format!(
+                            "it ended with status {:?} (expected {})",
+                            s.code(),
+                            job.expect.status
+                        ),
+                    };
+                    failures.push((
+                        job.place.clone(),
+                        job.written.clone(),
+                        job_report(job, Some(s), &why),
+                    ));
+                }
+            }
+            None => {
+                stop(&mut job.child);
+                if job.expect.ends_by_itself {
+                    failures.push((
+                        job.place.clone(),
+                        job.written.clone(),
+                        job_report(job, None, "it did not end by itself"),
+                    ));
+                }
+            }
+        }
+        job.stopped = true;
+    }
+    failures
 }
 
 impl Drop for BlockRun<'_> {
@@ -1922,4 +1933,71 @@ fn commands_without_a_rule_fail_the_plan() {
         "a2a serve --port 8080 &\nA=127.0.0.1:8080\na2a card get -a $A\n",
     ));
     assert_eq!(steps.map(|s| s.len()).ok(), Some(3));
+}
+
+/// A job that must end by itself is waited for before the block's servers
+/// are stopped: `a2a webhook --until-final` only ends when the agent has
+/// pushed the final notification, which it does in the background after
+/// `a2a send` returned. (Stopping the agent first lost that notification
+/// whenever the pushes were slower than the harness.)
+#[test]
+fn servers_outlive_the_jobs_that_end_by_themselves() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let spawn = |name: &str, script: &str, expect: Expect| {
+        let out = dir.path().join(format!("{name}.out"));
+        let err = dir.path().join(format!("{name}.err"));
+        let child = Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(File::create(&out).expect("stdout file"))
+            .stderr(File::create(&err).expect("stderr file"))
+            .process_group(0)
+            .spawn()
+            .expect("bash starts");
+        Job {
+            place: format!("test:{name}"),
+            written: script.to_owned(),
+            as_run: script.to_owned(),
+            child,
+            out,
+            err,
+            port: None,
+            expect,
+            harness: name == "server",
+            stopped: false,
+        }
+    };
+    // The server leaves a mark when it is stopped; the job started after
+    // it reports, after a while, whether the server was still there.
+    let server = spawn(
+        "server",
+        "trap 'touch stopped; exit 0' TERM; while :; do sleep 0.05; done",
+        DEFAULT_EXPECT,
+    );
+    let job = spawn(
+        "job",
+        "sleep 2; if [ -e stopped ]; then echo 'server gone'; else echo 'server alive'; fi",
+        Expect {
+            ends_by_itself: true,
+            ..expect("", "server alive")
+        },
+    );
+    let mut jobs = vec![server, job];
+    let failures = finish_jobs(&mut jobs);
+    assert!(
+        failures.is_empty(),
+        "{}",
+        failures
+            .iter()
+            .map(|f| f.2.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(jobs.iter().all(|j| j.stopped));
+    assert!(
+        dir.path().join("stopped").exists(),
+        "the server is stopped in the end"
+    );
 }

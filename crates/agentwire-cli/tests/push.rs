@@ -159,3 +159,43 @@ async fn webhook_times_out_with_exit_5() {
         out.stderr
     );
 }
+
+/// `a2a webhook -a AGENT` listens before it fetches the agent's card (to
+/// find its JWKS): `a2a webhook ... &` followed at once by `a2a send
+/// --push-url ...` must not see its first notifications refused. The agent
+/// here never answers, so the webhook listens while the card is still on
+/// its way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_listens_before_fetching_the_agent_card() {
+    // Connections to it wait in its backlog: nobody accepts or answers.
+    let silent_agent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let agent = format!(
+        "http://{}",
+        silent_agent.local_addr().expect("the agent's address")
+    );
+    let port = free_port();
+    let env = Env::new();
+    let mut webhook = env.cmd();
+    webhook.args([
+        "webhook",
+        "--port",
+        &port.to_string(),
+        "--token",
+        "cli-secret",
+        "-a",
+        &agent,
+        "--until-final",
+        "--timeout",
+        "20s",
+    ]);
+    let receiving = std::thread::spawn(move || webhook.output().expect("run a2a webhook"));
+    tokio::task::spawn_blocking(move || wait_listening(port))
+        .await
+        .expect("waiting for the webhook");
+    drop(silent_agent);
+    // Without its card the webhook cannot verify anything: it gives up.
+    let o = tokio::task::spawn_blocking(move || receiving.join().expect("webhook thread"))
+        .await
+        .expect("the webhook's end");
+    assert!(!o.status.success(), "{o:?}");
+}

@@ -588,6 +588,14 @@ impl WebhookReceiver {
         addr: impl tokio::net::ToSocketAddrs,
     ) -> std::io::Result<RunningWebhook> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
+        self.serve(listener)
+    }
+
+    /// Serves the router in the background on a listener bound earlier
+    /// (e.g. before fetching what the receiver needs to be built: the
+    /// connections made in between wait in the listener's backlog instead
+    /// of being refused).
+    pub fn serve(&self, listener: tokio::net::TcpListener) -> std::io::Result<RunningWebhook> {
         let local = listener.local_addr()?;
         let router = self.router();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
