@@ -51,27 +51,26 @@
 #![warn(missing_docs)]
 
 pub mod auth;
-pub mod bus;
+mod bindings;
+mod cluster;
+mod compat;
 mod executor;
-pub mod grpc;
 mod handler;
-mod http_common;
-mod idempotency;
-mod jsonrpc;
 mod manager;
 pub mod push;
-mod rest;
-mod serve;
-mod server;
+mod serving;
 pub mod store;
 
 pub use agentwire_types as types;
 pub use agentwire_types::{A2aError, A2aResult, AgentCard};
 pub use auth::{Authenticator, BearerTokens, NoAuth};
-pub use bus::EventBus;
+pub use bindings::grpc;
+pub use bindings::http::DEFAULT_MAX_BODY_BYTES;
+pub use cluster::bus;
+pub use cluster::bus::EventBus;
 pub use executor::{AgentExecutor, RequestContext, TaskUpdater, Update};
 pub use handler::{CallContext, EventStream, HandlerBuilder, HandlerConfig, RequestHandler};
-pub use http_common::DEFAULT_MAX_BODY_BYTES;
 pub use push::{PushConfig, PushSender, PushSigner, RetryPolicy, UrlPolicy};
-pub use serve::MAX_HEAD_BYTES;
-pub use server::{A2aServer, BoundServer, RouterOptions, ServerHandle, router, shutdown_signal};
+pub use serving::accept::MAX_HEAD_BYTES;
+pub use serving::router::{RouterOptions, router};
+pub use serving::server::{A2aServer, BoundServer, ServerHandle, shutdown_signal};

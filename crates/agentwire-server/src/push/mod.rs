@@ -41,10 +41,6 @@
 //! just before a crash may be sent again, with the same id.
 
 mod outbox;
-#[cfg(feature = "postgres")]
-mod outbox_postgres;
-#[cfg(feature = "sqlite")]
-mod outbox_sqlite;
 mod sign;
 mod ssrf;
 mod worker;
@@ -58,11 +54,11 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-pub use outbox::{Leased, MemoryOutbox, Notification, PushOutbox};
 #[cfg(feature = "postgres")]
-pub use outbox_postgres::PostgresOutbox;
+pub use outbox::PostgresOutbox;
 #[cfg(feature = "sqlite")]
-pub use outbox_sqlite::SqliteOutbox;
+pub use outbox::SqliteOutbox;
+pub use outbox::{Leased, MemoryOutbox, Notification, PushOutbox};
 pub use sign::{PushSigner, body_sha256_hex};
 pub use ssrf::{Refused, UrlPolicy, special_purpose};
 

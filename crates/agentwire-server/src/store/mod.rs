@@ -7,20 +7,16 @@
 //! terminal-state rule.
 
 mod memory;
-mod packed;
-#[cfg(feature = "postgres")]
-pub mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-mod sql;
-#[cfg(feature = "sqlite")]
-mod sqlite;
-mod task_table;
+pub(crate) mod sql;
 
 pub use memory::{MemoryStore, MemoryStoreConfig};
 #[cfg(feature = "postgres")]
-pub use postgres::{PgEventBus, PostgresStore};
+pub use sql::postgres;
+#[cfg(feature = "postgres")]
+pub use sql::postgres::{PgEventBus, PostgresStore};
 #[cfg(feature = "sqlite")]
-pub use sqlite::SqliteStore;
+pub use sql::sqlite::SqliteStore;
 
 use agentwire_types::{
     A2aError, A2aResult, Artifact, Message, Struct, Task, TaskPushNotificationConfig, TaskState,

@@ -18,7 +18,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use super::outbox::{Leased, Notification, PushOutbox, db_error, decode_config, now_ms};
+use super::{Leased, Notification, PushOutbox, db_error, decode_config, now_ms};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/push_sqlite");
 

@@ -14,7 +14,7 @@ use prost::Message as _;
 use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgPool};
 
-use super::outbox::{Leased, Notification, PushOutbox, db_error, decode_config, now_ms};
+use super::{Leased, Notification, PushOutbox, db_error, decode_config, now_ms};
 use crate::store::PostgresStore;
 
 /// A [`PushOutbox`] in the PostgreSQL database of a [`PostgresStore`].
@@ -35,9 +35,9 @@ impl PostgresOutbox {
     /// the first one that asks, read by the others (table `a2a_push_key`).
     /// The private key lives in the database, readable by whoever can read
     /// the tasks.
-    pub async fn shared_signer(&self) -> A2aResult<super::PushSigner> {
+    pub async fn shared_signer(&self) -> A2aResult<crate::push::PushSigner> {
         let what = "reading the shared signing key";
-        let fresh = super::PushSigner::generate_pkcs8()?;
+        let fresh = crate::push::PushSigner::generate_pkcs8()?;
         sqlx::query(
             "INSERT INTO a2a_push_key (id, pkcs8) VALUES (1, $1) ON CONFLICT (id) DO NOTHING",
         )
@@ -49,7 +49,7 @@ impl PostgresOutbox {
             .fetch_one(&self.pool)
             .await
             .map_err(|e| db_error(what, e))?;
-        super::PushSigner::from_pkcs8(&der)
+        crate::push::PushSigner::from_pkcs8(&der)
     }
 
     async fn begin(&self, what: &str) -> A2aResult<sqlx::Transaction<'static, sqlx::Postgres>> {

@@ -16,8 +16,8 @@ use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 use parking_lot::RwLock;
 
-use super::Owner;
 use super::packed::PackedTask;
+use crate::store::Owner;
 
 /// Number of shards (a power of two).
 const SHARDS: usize = 32;

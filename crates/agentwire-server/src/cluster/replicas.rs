@@ -33,8 +33,8 @@ use std::time::Duration;
 use agentwire_types::{A2aResult, ErrorKind, Task, TaskState};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::{Flags, LiveTask, Sub, TaskManager};
 use crate::bus::{EventBus, Notice, Notices};
+use crate::manager::{Flags, LiveTask, Sub, TaskManager};
 use crate::store::{StoredTask, TaskUpdate};
 
 /// Events fetched from the log per query.
@@ -45,14 +45,14 @@ const MAX_ATTEMPTS: u32 = 5;
 
 /// The bus of a task manager, and the guard that stops its listener when
 /// the manager goes.
-pub(super) struct Cluster {
+pub(crate) struct Cluster {
     bus: Arc<dyn EventBus>,
     _stop: DropGuard,
 }
 
 /// What a live task knows of the event log (in its `flags`).
 #[derive(Debug, Default)]
-pub(super) struct Remote {
+pub(crate) struct Remote {
     /// The position up to which the local subscribers have every event;
     /// `None` until someone needs it.
     seq: Option<i64>,
@@ -66,7 +66,7 @@ pub(super) struct Remote {
 
 impl Remote {
     /// The state of a task this replica is creating: no event precedes it.
-    pub(super) fn new_task() -> Self {
+    pub(crate) fn new_task() -> Self {
         Self {
             seq: Some(0),
             ..Self::default()
@@ -118,7 +118,7 @@ impl TaskManager {
     /// Creates the task in the store (the caller holds `order`). With a bus,
     /// the live task's position moves past the task's first event (nothing
     /// of another replica precedes it).
-    pub(super) async fn write_create(&self, live: &LiveTask, task: Task) -> A2aResult<()> {
+    pub(crate) async fn write_create(&self, live: &LiveTask, task: Task) -> A2aResult<()> {
         if self.bus().is_none() {
             if let Some(memory) = self.store.as_memory() {
                 return memory.create_now(&live.owner, task);
@@ -134,7 +134,7 @@ impl TaskManager {
 
     /// Writes an update to the store (the caller holds `order`). With a
     /// bus, the other replicas' events that precede it are published first.
-    pub(super) async fn write_update(
+    pub(crate) async fn write_update(
         &self,
         live: &LiveTask,
         update: Box<TaskUpdate>,
@@ -169,7 +169,7 @@ impl TaskManager {
     /// `order` and registers the subscriber after this returns). With a
     /// bus, the snapshot comes with its position in the log, and the
     /// subscribers already there first receive the events up to it.
-    pub(super) async fn snapshot_locked(
+    pub(crate) async fn snapshot_locked(
         &self,
         live: &LiveTask,
         history_length: Option<usize>,

@@ -33,7 +33,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 
-use crate::http_common::{CardEndpoint, HttpState, call_context};
+use crate::bindings::http::{CardEndpoint, HttpState, call_context};
 
 /// The largest HTTP/1 request head accepted, and the size of each
 /// connection's read buffer.
@@ -73,7 +73,7 @@ impl hyper::service::Service<Request<Incoming>> for Service {
             let (parts, body) = request.into_parts();
             let ctx = call_context(parts.headers, &parts.uri);
             return Answer::Direct(Box::pin(async move {
-                crate::jsonrpc::serve(&direct.rpc, ctx, body).await
+                crate::bindings::jsonrpc::serve(&direct.rpc, ctx, body).await
             }));
         }
         if path == agentwire_types::AGENT_CARD_PATH && request.method() == Method::GET {

@@ -17,12 +17,22 @@
 //! notification id, so a receiver drops it as a duplicate. Nothing is sent
 //! twice otherwise.
 
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use agentwire_types::{A2aResult, TaskPushNotificationConfig};
 use async_trait::async_trait;
 use bytes::Bytes;
 use parking_lot::Mutex;
+
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresOutbox;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteOutbox;
 
 /// One notification to deliver: the head of its stream.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,6 +14,11 @@
 //! sorts on are kept in plain SQL types: owner, context, state, and the status
 //! timestamp in milliseconds (the listing order and cursor of [`Cursor`]).
 
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "sqlite")]
+pub(crate) mod sqlite;
+
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agentwire_types::{A2aError, A2aResult, Task, TaskPushNotificationConfig};
@@ -25,14 +30,14 @@ use super::{Cursor, Owner, TaskQuery};
 /// The terminal states, as SQL (`TaskState` numbers). The migrations' partial
 /// index on terminal tasks uses the same list; a unit test checks it against
 /// [`agentwire_types::TaskState::is_terminal`].
-pub(super) const TERMINAL_STATES_SQL: &str = "(3, 4, 5, 7)";
+pub(crate) const TERMINAL_STATES_SQL: &str = "(3, 4, 5, 7)";
 
 /// How many tasks one purge transaction deletes at most, so a large purge
 /// never holds the write lock for long.
-pub(super) const PURGE_BATCH: i64 = 500;
+pub(crate) const PURGE_BATCH: i64 = 500;
 
 /// A task as the columns of its row.
-pub(super) struct TaskRow {
+pub(crate) struct TaskRow {
     pub id: String,
     pub context_id: String,
     pub state: i32,
@@ -73,7 +78,7 @@ impl TaskRow {
 /// Rebuilds a task from its blobs. `history` and `artifacts` are `None` when
 /// the query did not load them (the task then has none); `history_length`
 /// keeps only the most recent messages (spec 3.2.4).
-pub(super) fn decode_task(
+pub(crate) fn decode_task(
     id: &str,
     head: &[u8],
     history: Option<&[u8]>,
@@ -108,12 +113,12 @@ fn corrupt(id: &str, column: &str, e: prost::DecodeError) -> A2aError {
 }
 
 /// Encodes a push-notification config.
-pub(super) fn encode_push(config: &TaskPushNotificationConfig) -> Vec<u8> {
+pub(crate) fn encode_push(config: &TaskPushNotificationConfig) -> Vec<u8> {
     config.encode_to_vec()
 }
 
 /// Decodes a stored push-notification config.
-pub(super) fn decode_push(
+pub(crate) fn decode_push(
     task_id: &str,
     id: &str,
     bytes: &[u8],
@@ -126,42 +131,42 @@ pub(super) fn decode_push(
 }
 
 /// Maps a database error to an internal error saying what was being done.
-pub(super) fn db_error(what: &str, e: sqlx::Error) -> A2aError {
+pub(crate) fn db_error(what: &str, e: sqlx::Error) -> A2aError {
     tracing::error!(error = %e, "task store: {what} failed");
     A2aError::internal(format!("task store: {what} failed: {e}"))
 }
 
 /// The error for creating a task whose id exists (the memory store's).
-pub(super) fn duplicate(id: &str) -> A2aError {
+pub(crate) fn duplicate(id: &str) -> A2aError {
     A2aError::internal(format!("task id {id} already exists"))
 }
 
 /// Whether an error is a unique-key violation.
-pub(super) fn is_unique_violation(e: &sqlx::Error) -> bool {
+pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
 /// Milliseconds since the Unix epoch, now (the `created_at` / `updated_at`
 /// columns).
-pub(super) fn now_millis() -> i64 {
+pub(crate) fn now_millis() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The `updated_at` at or before which a terminal task is purged.
-pub(super) fn purge_cutoff(age: std::time::Duration) -> i64 {
+pub(crate) fn purge_cutoff(age: std::time::Duration) -> i64 {
     now_millis().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Converts a count read from the database.
-pub(super) fn count(n: i64) -> A2aResult<usize> {
+pub(crate) fn count(n: i64) -> A2aResult<usize> {
     usize::try_from(n).map_err(|_| A2aError::internal(format!("task store: bad count {n}")))
 }
 
 /// Appends the `WHERE` conditions of a listing (owner and filters, not the
 /// cursor) to a query.
-pub(super) fn push_filters<'a, DB>(
+pub(crate) fn push_filters<'a, DB>(
     qb: &mut QueryBuilder<'a, DB>,
     owner: &'a Owner,
     q: &'a TaskQuery,
@@ -192,7 +197,7 @@ pub(super) fn push_filters<'a, DB>(
 /// order, one more than the page size (to know whether a next page exists),
 /// each with the total number of matching tasks. `null_blob` is the
 /// dialect's typed NULL for a blob column that the answer does not need.
-pub(super) fn page_query<'a, DB>(
+pub(crate) fn page_query<'a, DB>(
     owner: &'a Owner,
     q: &'a TaskQuery,
     null_blob: &str,
@@ -238,7 +243,7 @@ where
 
 /// Builds the count query of a listing (used when the page is empty, so the
 /// total did not come with it).
-pub(super) fn count_query<'a, DB>(owner: &'a Owner, q: &'a TaskQuery) -> QueryBuilder<'a, DB>
+pub(crate) fn count_query<'a, DB>(owner: &'a Owner, q: &'a TaskQuery) -> QueryBuilder<'a, DB>
 where
     DB: Database,
     <DB as Database>::Arguments<'a>: Default,
@@ -252,7 +257,7 @@ where
 }
 
 /// The blobs and version of a task as read before an update.
-pub(super) struct Stored {
+pub(crate) struct Stored {
     pub version: i64,
     pub head: Vec<u8>,
     pub history: Vec<u8>,
@@ -294,7 +299,7 @@ impl Stored {
 /// (an artifact chunk rewrites the artifacts, not the history). With
 /// `expected_version` the row is written only if nobody else wrote it since
 /// it was read (optimistic concurrency): zero rows affected means a conflict.
-pub(super) fn update_query<'a, DB>(
+pub(crate) fn update_query<'a, DB>(
     new: &'a TaskRow,
     old: &Stored,
     now: i64,
@@ -314,7 +319,7 @@ where
 
 /// [`update_query`] after some SQL (the start of a `WITH` clause), also
 /// recording the replica that wrote (`writer`) when given.
-pub(super) fn update_query_after<'a, DB>(
+pub(crate) fn update_query_after<'a, DB>(
     prefix: &str,
     new: &'a TaskRow,
     old: &Stored,
@@ -362,7 +367,7 @@ where
 
 /// Reads one row of a listing page (`id, status_millis, head, history,
 /// artifacts, total`).
-pub(super) fn page_row<'r, R>(row: &'r R, history_length: Option<usize>) -> A2aResult<PageRow>
+pub(crate) fn page_row<'r, R>(row: &'r R, history_length: Option<usize>) -> A2aResult<PageRow>
 where
     R: Row,
     &'static str: ColumnIndex<R>,
@@ -395,7 +400,7 @@ where
 }
 
 /// Builds the deletion of the push-notification configs of some tasks.
-pub(super) fn delete_push_query<'a, DB>(task_ids: &'a [String]) -> QueryBuilder<'a, DB>
+pub(crate) fn delete_push_query<'a, DB>(task_ids: &'a [String]) -> QueryBuilder<'a, DB>
 where
     DB: Database,
     <DB as Database>::Arguments<'a>: Default,
@@ -413,11 +418,11 @@ where
 /// The tasks an agent was at work on (`TASK_STATE_SUBMITTED` = 1,
 /// `TASK_STATE_WORKING` = 2), for crash recovery; read with
 /// [`unfinished_tasks`].
-pub(super) const UNFINISHED_SQL: &str = "SELECT id, owner_tenant, owner_principal, head, \
+pub(crate) const UNFINISHED_SQL: &str = "SELECT id, owner_tenant, owner_principal, head, \
      history, artifacts FROM a2a_tasks WHERE state IN (1, 2)";
 
 /// Decodes the rows of [`UNFINISHED_SQL`].
-pub(super) fn unfinished_tasks<'r, R>(rows: &'r [R]) -> A2aResult<Vec<super::StoredTask>>
+pub(crate) fn unfinished_tasks<'r, R>(rows: &'r [R]) -> A2aResult<Vec<super::StoredTask>>
 where
     R: Row,
     &'static str: ColumnIndex<R>,
@@ -436,7 +441,7 @@ where
 
 /// Reads a task with its owner from the columns `owner_tenant,
 /// owner_principal, head, history, artifacts` of a row.
-pub(super) fn stored_task<'r, R>(
+pub(crate) fn stored_task<'r, R>(
     row: &'r R,
     id: &str,
     history_length: Option<usize>,
@@ -464,7 +469,7 @@ where
 }
 
 /// One row of a listing page, decoded.
-pub(super) struct PageRow {
+pub(crate) struct PageRow {
     pub cursor: Cursor,
     pub task: Task,
     pub total: i64,
@@ -472,7 +477,7 @@ pub(super) struct PageRow {
 
 /// Assembles a [`super::TaskPage`] from the rows of [`page_query`] (at most
 /// one more than the page size).
-pub(super) fn assemble_page(
+pub(crate) fn assemble_page(
     mut rows: Vec<PageRow>,
     page_size: usize,
     total: usize,

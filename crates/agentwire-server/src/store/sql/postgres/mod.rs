@@ -14,13 +14,14 @@ use prost::Message as _;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, QueryBuilder, Row};
 
-use super::sql::{self, Stored, TaskRow};
-use super::{LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update};
+use crate::store::sql::{self, Stored, TaskRow};
+use crate::store::{
+    LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update,
+};
 
-mod bus;
 #[doc(hidden)]
 pub mod testing;
-pub use bus::{PgEventBus, connect_cluster};
+pub use crate::cluster::postgres::{PgEventBus, connect_cluster};
 
 /// The `NOTIFY` channel announcing new events (`task_id seq origin`).
 pub const EVENTS_CHANNEL: &str = "a2a_events";
@@ -30,7 +31,7 @@ pub const CANCEL_CHANNEL: &str = "a2a_cancel";
 /// (`task_id`).
 pub const PUSH_CONFIGS_CHANNEL: &str = "a2a_push_configs";
 /// `NOTIFY` payloads must stay under 8000 bytes; a longer one is not sent.
-const MAX_PAYLOAD: usize = 7900;
+pub(crate) const MAX_PAYLOAD: usize = 7900;
 /// Longest replica id.
 const MAX_REPLICA_ID: usize = 128;
 
@@ -77,7 +78,7 @@ const DEFAULT_CONNECTIONS: u32 = 16;
 pub struct PostgresStore {
     pool: PgPool,
     /// With an event log: this replica's id (the events' origin).
-    log: Option<Arc<str>>,
+    pub(crate) log: Option<Arc<str>>,
     /// With an event log: announces the written events.
     announcer: Option<Arc<Announcer>>,
 }

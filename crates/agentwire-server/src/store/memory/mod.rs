@@ -1,5 +1,8 @@
 //! The in-memory task store: sharded maps, a lock per task, bounded size.
 
+mod packed;
+mod task_table;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -10,7 +13,7 @@ use async_trait::async_trait;
 use dashmap::DashMap;
 use parking_lot::Mutex;
 
-use super::task_table::{Held, Slot, TaskTable};
+use self::task_table::{Held, Slot, TaskTable};
 use super::{
     Cursor, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update,
     check_open, closed_error,

@@ -18,11 +18,11 @@ use futures::StreamExt;
 use http::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
-use crate::handler::{EventStream, SendAnswer};
-use crate::http_common::{
+use crate::bindings::http::{
     HttpState, call_context, decode, is_json, json_response, query_pairs, read_body, sse_response,
     write_task_answer,
 };
+use crate::handler::{EventStream, SendAnswer};
 
 /// A REST route, resolved from the method and path.
 #[derive(Debug, PartialEq, Eq)]

@@ -10,8 +10,10 @@ use async_trait::async_trait;
 use prost::Message as _;
 use sqlx::postgres::{PgListener, PgNotification};
 
-use super::{CANCEL_CHANNEL, EVENTS_CHANNEL, MAX_PAYLOAD, PUSH_CONFIGS_CHANNEL, PostgresStore};
 use crate::bus::{EventBus, Notice, NoticeSender, Notices, RemoteEvent, notice_channel};
+use crate::store::postgres::{
+    CANCEL_CHANNEL, EVENTS_CHANNEL, MAX_PAYLOAD, PUSH_CONFIGS_CHANNEL, PostgresStore,
+};
 use crate::store::{StoredTask, sql};
 
 /// Notices queued for the task manager before they are replaced by one

@@ -1,92 +1,21 @@
-//! Serving an agent: one axum router carrying the agent card, JSON-RPC
-//! (`POST /`), HTTP+JSON (the REST paths) and gRPC (the
-//! `/lf.a2a.v1.A2AService/*` paths, HTTP/2), all on one port.
+//! Serving an agent: [`A2aServer`] assembles the request handler, binds
+//! the address and runs the accept loop; [`BoundServer`] and
+//! [`ServerHandle`] are the server bound and running.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire_types::{AGENT_CARD_PATH, AgentCard, binding};
+use agentwire_types::{AgentCard, binding};
 use axum::Router;
-use axum::routing::{get, post};
-use http::HeaderMap;
 
+use super::router::{RouterOptions, router_with_card};
+use crate::AgentExecutor;
 use crate::auth::Authenticator;
+use crate::bindings::http::{CardEndpoint, HttpState};
 use crate::handler::{HandlerBuilder, HandlerConfig, RequestHandler};
-use crate::http_common::{CardEndpoint, DEFAULT_MAX_BODY_BYTES, HttpState};
 use crate::store::TaskStore;
-use crate::{AgentExecutor, jsonrpc, rest};
-
-/// Options of the HTTP router.
-#[derive(Debug, Clone)]
-pub struct RouterOptions {
-    /// Largest accepted request body (bytes); larger ones are refused with
-    /// a clear error.
-    pub max_body_bytes: usize,
-    /// Serve gRPC on the same port.
-    pub grpc: bool,
-    /// How long clients may use the agent card without asking again
-    /// (`Cache-Control: public, max-age=N`). `None` (the default) sends
-    /// `Cache-Control: no-cache`: clients keep the card but revalidate it
-    /// before each use (a conditional request, answered `304 Not Modified`
-    /// while it is unchanged), so a new card is seen at once. Every answer
-    /// carries an `ETag` and a `Last-Modified`.
-    pub card_max_age: Option<Duration>,
-}
-
-impl Default for RouterOptions {
-    fn default() -> Self {
-        Self {
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            grpc: true,
-            card_max_age: None,
-        }
-    }
-}
-
-/// The axum router serving `handler` over every binding, to mount in an
-/// application of your own or to serve as is.
-pub fn router(handler: RequestHandler, options: &RouterOptions) -> Router {
-    let card = CardEndpoint::new(&handler, options.card_max_age);
-    router_with_card(handler, options, card)
-}
-
-fn router_with_card(
-    handler: RequestHandler,
-    options: &RouterOptions,
-    card: CardEndpoint,
-) -> Router {
-    let state = HttpState {
-        handler: handler.clone(),
-        max_body_bytes: options.max_body_bytes,
-    };
-    let mut router = Router::new()
-        .route(
-            AGENT_CARD_PATH,
-            get(move |headers: HeaderMap| {
-                let card = card.clone();
-                async move { card.respond(&headers) }
-            }),
-        )
-        .route("/", post(jsonrpc::handle));
-    if let Some(jwks) = handler.push_jwks_json() {
-        router = router.route(
-            crate::push::JWKS_PATH,
-            get(move || async move {
-                (
-                    [(http::header::CONTENT_TYPE, "application/jwk-set+json")],
-                    jwks,
-                )
-            }),
-        );
-    }
-    if options.grpc {
-        let grpc = crate::grpc::grpc_service(handler, options.max_body_bytes);
-        router = router.route_service("/lf.a2a.v1.A2AService/{method}", grpc);
-    }
-    router.fallback(rest::handle).with_state(state)
-}
 
 /// An agent server: the card, the agent, and how to serve them.
 ///
@@ -269,7 +198,7 @@ impl A2aServer {
         // One card endpoint (one Last-Modified) for both paths.
         let card = CardEndpoint::new(&handler, self.options.card_max_age);
         let router = router_with_card(handler.clone(), &self.options, card.clone());
-        let direct = crate::serve::Direct {
+        let direct = crate::serving::accept::Direct {
             rpc: HttpState {
                 handler: handler.clone(),
                 max_body_bytes: self.options.max_body_bytes,
@@ -317,7 +246,7 @@ pub async fn shutdown_signal() {
 pub struct BoundServer {
     listener: tokio::net::TcpListener,
     router: Router,
-    direct: crate::serve::Direct,
+    direct: crate::serving::accept::Direct,
     handler: RequestHandler,
     local: SocketAddr,
 }
@@ -346,10 +275,11 @@ impl BoundServer {
     ) -> std::io::Result<()> {
         let stop = Arc::new(tokio::sync::Notify::new());
         let stopped = Arc::clone(&stop);
-        let serve = crate::serve::serve(self.listener, self.router, self.direct, async move {
-            shutdown.await;
-            stopped.notify_one();
-        });
+        let serve =
+            crate::serving::accept::serve(self.listener, self.router, self.direct, async move {
+                shutdown.await;
+                stopped.notify_one();
+            });
         tokio::select! {
             r = serve => r,
             () = async {

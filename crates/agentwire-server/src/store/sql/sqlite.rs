@@ -9,8 +9,8 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use super::sql::{self, Stored, TaskRow};
-use super::{Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update};
+use crate::store::sql::{self, Stored, TaskRow};
+use crate::store::{Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, apply_update};
 
 /// The schema, embedded in the binary and applied by [`SqliteStore::open`].
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");

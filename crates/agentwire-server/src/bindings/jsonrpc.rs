@@ -17,10 +17,10 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
-use crate::handler::{CallContext, EventStream, SendAnswer};
-use crate::http_common::{
+use crate::bindings::http::{
     HttpState, call_context, is_json, json_response, read_body, sse_response, write_task_answer,
 };
+use crate::handler::{CallContext, EventStream, SendAnswer};
 
 #[derive(Deserialize)]
 struct Envelope<'a> {

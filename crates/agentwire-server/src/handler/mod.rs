@@ -3,6 +3,8 @@
 //! rules, history length, listing, owner scoping). Bindings only decode
 //! requests into calls of this handler and encode what it returns.
 
+mod idempotency;
+
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,10 +24,10 @@ use http::{HeaderMap, HeaderName};
 use crate::auth::{Authenticator, NoAuth};
 use crate::bus::EventBus;
 use crate::executor::{DynExecutor, RequestContext, TaskUpdater};
-use crate::idempotency::Idempotency;
 use crate::manager::{LiveTask, Subscription, TaskManager};
 use crate::push::{PushConfig, PushSender};
 use crate::store::{Cursor, MemoryStore, Owner, StoredTask, TaskQuery, TaskStore};
+use idempotency::Idempotency;
 
 /// A stream of protocol events for one streaming call.
 pub type EventStream = Pin<Box<dyn Stream<Item = A2aResult<StreamResponse>> + Send>>;

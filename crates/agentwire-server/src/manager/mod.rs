@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 use crate::push::PushSender;
 use crate::store::{Owner, StoredTask, TaskStore, TaskUpdate};
 
-// Several replicas (an event bus): see `manager/cluster.rs`.
-mod cluster;
+// Several replicas (an event bus): see `cluster/replicas.rs`.
+use crate::cluster::replicas as cluster;
 // The lock that orders a task's updates.
 mod order;
 
@@ -60,7 +60,7 @@ impl Publish {
     }
 }
 
-enum Sub {
+pub(crate) enum Sub {
     /// Every event, in a bounded queue.
     Stream {
         tx: mpsc::Sender<Item>,
@@ -88,33 +88,33 @@ impl Sub {
     }
 }
 
-struct Flags {
+pub(crate) struct Flags {
     /// The task exists in the store.
-    created: bool,
+    pub(crate) created: bool,
     /// The agent answered with a plain message (no task will exist).
-    replied: bool,
+    pub(crate) replied: bool,
     /// Executor runs in progress.
-    running: u32,
+    pub(crate) running: u32,
     /// Removed from the registry; attach to a fresh one instead.
-    retired: bool,
+    pub(crate) retired: bool,
     /// Last known state.
-    state: TaskState,
+    pub(crate) state: TaskState,
     /// The user message that starts a new task's history.
-    first_message: Option<Message>,
+    pub(crate) first_message: Option<Message>,
     /// The push config given inline with the message that creates the
     /// task, stored when the task is.
-    inline_push: Option<TaskPushNotificationConfig>,
+    pub(crate) inline_push: Option<TaskPushNotificationConfig>,
     /// The task's push configs as last read from the store (`None`: not
     /// read yet, or changed since).
-    push_targets: Option<PushTargets>,
-    subs: Vec<Sub>,
+    pub(crate) push_targets: Option<PushTargets>,
+    pub(crate) subs: Vec<Sub>,
     /// Several replicas: where the subscribers are in the event log.
-    remote: cluster::Remote,
+    pub(crate) remote: cluster::Remote,
     /// The task as the last update that ended the turn left it, while a
     /// request waiting for the end of the turn has not taken it: a terminal
     /// task is packed in the in-memory store, and this spares the request
     /// decoding it (or any store read).
-    turn_task: Option<Arc<Task>>,
+    pub(crate) turn_task: Option<Arc<Task>>,
 }
 
 impl Flags {
@@ -139,8 +139,8 @@ pub(crate) struct LiveTask {
     pub(crate) context_id: String,
     pub(crate) owner: Owner,
     pub(crate) cancel: CancellationToken,
-    order: order::OrderLock,
-    flags: Mutex<Flags>,
+    pub(crate) order: order::OrderLock,
+    pub(crate) flags: Mutex<Flags>,
 }
 
 impl LiveTask {
@@ -158,7 +158,7 @@ impl LiveTask {
         });
     }
 
-    fn publish(&self, flags: &mut Flags, item: Item) {
+    pub(crate) fn publish(&self, flags: &mut Flags, item: Item) {
         let is_final = item.as_ref().map_or(true, |ev| ev.ends_stream());
         flags.subs.retain_mut(|s| {
             let lagging = match s {
@@ -215,11 +215,11 @@ impl std::future::Future for Emit<'_> {
 /// Applies events to tasks and fans them out to subscribers.
 pub(crate) struct TaskManager {
     pub(crate) store: Arc<dyn TaskStore>,
-    live: DashMap<String, Arc<LiveTask>, ahash::RandomState>,
+    pub(crate) live: DashMap<String, Arc<LiveTask>, ahash::RandomState>,
     queue_capacity: usize,
     pub(crate) push: Option<PushSender>,
     /// Several replicas: the event bus (set by `with_bus`).
-    cluster: Option<cluster::Cluster>,
+    pub(crate) cluster: Option<cluster::Cluster>,
     /// The signal of [`Publish::Settled`] (shared: no event is built).
     settled: Arc<StreamResponse>,
 }

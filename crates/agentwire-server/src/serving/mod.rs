@@ -1,0 +1,20 @@
+//! Serving and assembly: how the pieces become a running server.
+//!
+//! - `server`: [`A2aServer`] (the builder an agent author uses), what it
+//!   assembles when it binds (the request handler with its store, push
+//!   sender and bus; the card's interfaces; crash recovery and
+//!   retention), [`BoundServer`] and [`ServerHandle`], and the axum
+//!   [`router`] that carries every binding on one port.
+//! - `accept`: the accept loop, one hyper connection per TCP connection
+//!   (HTTP/1.1 and h2c on the same port), with the two most frequent
+//!   requests answered before the router. Limits on connections (head
+//!   and body read times, idle time, how many at once) belong here.
+//!
+//! [`A2aServer`]: crate::A2aServer
+//! [`BoundServer`]: crate::BoundServer
+//! [`ServerHandle`]: crate::ServerHandle
+//! [`router`]: crate::router
+
+pub(crate) mod accept;
+pub(crate) mod router;
+pub(crate) mod server;

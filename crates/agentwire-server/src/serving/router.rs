@@ -1,0 +1,84 @@
+//! The axum router carrying the agent card, JSON-RPC (`POST /`), HTTP+JSON
+//! (the REST paths) and gRPC (the `/lf.a2a.v1.A2AService/*` paths,
+//! HTTP/2), all on one port.
+
+use std::time::Duration;
+
+use agentwire_types::AGENT_CARD_PATH;
+use axum::Router;
+use axum::routing::{get, post};
+use http::HeaderMap;
+
+use crate::bindings::http::{CardEndpoint, DEFAULT_MAX_BODY_BYTES, HttpState};
+use crate::bindings::{jsonrpc, rest};
+use crate::handler::RequestHandler;
+
+/// Options of the HTTP router.
+#[derive(Debug, Clone)]
+pub struct RouterOptions {
+    /// Largest accepted request body (bytes); larger ones are refused with
+    /// a clear error.
+    pub max_body_bytes: usize,
+    /// Serve gRPC on the same port.
+    pub grpc: bool,
+    /// How long clients may use the agent card without asking again
+    /// (`Cache-Control: public, max-age=N`). `None` (the default) sends
+    /// `Cache-Control: no-cache`: clients keep the card but revalidate it
+    /// before each use (a conditional request, answered `304 Not Modified`
+    /// while it is unchanged), so a new card is seen at once. Every answer
+    /// carries an `ETag` and a `Last-Modified`.
+    pub card_max_age: Option<Duration>,
+}
+
+impl Default for RouterOptions {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            grpc: true,
+            card_max_age: None,
+        }
+    }
+}
+
+/// The axum router serving `handler` over every binding, to mount in an
+/// application of your own or to serve as is.
+pub fn router(handler: RequestHandler, options: &RouterOptions) -> Router {
+    let card = CardEndpoint::new(&handler, options.card_max_age);
+    router_with_card(handler, options, card)
+}
+
+pub(crate) fn router_with_card(
+    handler: RequestHandler,
+    options: &RouterOptions,
+    card: CardEndpoint,
+) -> Router {
+    let state = HttpState {
+        handler: handler.clone(),
+        max_body_bytes: options.max_body_bytes,
+    };
+    let mut router = Router::new()
+        .route(
+            AGENT_CARD_PATH,
+            get(move |headers: HeaderMap| {
+                let card = card.clone();
+                async move { card.respond(&headers) }
+            }),
+        )
+        .route("/", post(jsonrpc::handle));
+    if let Some(jwks) = handler.push_jwks_json() {
+        router = router.route(
+            crate::push::JWKS_PATH,
+            get(move || async move {
+                (
+                    [(http::header::CONTENT_TYPE, "application/jwk-set+json")],
+                    jwks,
+                )
+            }),
+        );
+    }
+    if options.grpc {
+        let grpc = crate::grpc::grpc_service(handler, options.max_body_bytes);
+        router = router.route_service("/lf.a2a.v1.A2AService/{method}", grpc);
+    }
+    router.fallback(rest::handle).with_state(state)
+}
