@@ -10,6 +10,7 @@ use std::time::Duration;
 use agentwire_types::{AgentCard, binding};
 use axum::Router;
 
+use super::accept::ConnectionLimits;
 use super::router::{RouterOptions, router_with_card};
 use crate::AgentExecutor;
 use crate::auth::Authenticator;
@@ -42,6 +43,7 @@ pub struct A2aServer {
     options: RouterOptions,
     recover_on_start: bool,
     retention: Option<Duration>,
+    limits: ConnectionLimits,
 }
 
 impl A2aServer {
@@ -56,6 +58,7 @@ impl A2aServer {
             options: RouterOptions::default(),
             recover_on_start: true,
             retention: None,
+            limits: ConnectionLimits::default(),
         }
     }
 
@@ -106,6 +109,43 @@ impl A2aServer {
     /// beyond.)
     pub fn max_body_bytes(mut self, n: usize) -> Self {
         self.options.max_body_bytes = n;
+        self
+    }
+
+    /// How long a client may take to send a request's head (default 10 s):
+    /// a connection that sends only part of one in this time is closed,
+    /// and so is an HTTP/1.1 connection kept alive this long without a new
+    /// request. See [`ConnectionLimits`].
+    pub fn request_head_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.request_head_timeout = timeout;
+        self
+    }
+
+    /// How long a client may take to send a request's body once the server
+    /// waits for it (default 30 s); a slower body is refused.
+    pub fn body_read_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.body_read_timeout = timeout;
+        self
+    }
+
+    /// How long a connection may go without a new request before it is
+    /// closed (default 60 s; responses under way finish first).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.idle_timeout = timeout;
+        self
+    }
+
+    /// How many connections may be open at once (default 50,000, or fewer
+    /// when the open-file limit is lower); one beyond is answered `503
+    /// Service Unavailable` and closed.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.limits.max_connections = Some(n);
+        self
+    }
+
+    /// Every limit on connections at once (timeouts, cap, HTTP/2 settings).
+    pub fn connection_limits(mut self, limits: ConnectionLimits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -211,6 +251,7 @@ impl A2aServer {
             direct,
             handler,
             local,
+            limits: self.limits,
         })
     }
 
@@ -249,6 +290,7 @@ pub struct BoundServer {
     direct: crate::serving::accept::Direct,
     handler: RequestHandler,
     local: SocketAddr,
+    limits: ConnectionLimits,
 }
 
 impl BoundServer {
@@ -275,11 +317,16 @@ impl BoundServer {
     ) -> std::io::Result<()> {
         let stop = Arc::new(tokio::sync::Notify::new());
         let stopped = Arc::clone(&stop);
-        let serve =
-            crate::serving::accept::serve(self.listener, self.router, self.direct, async move {
+        let serve = crate::serving::accept::serve(
+            self.listener,
+            self.router,
+            self.direct,
+            self.limits,
+            async move {
                 shutdown.await;
                 stopped.notify_one();
-            });
+            },
+        );
         tokio::select! {
             r = serve => r,
             () = async {
