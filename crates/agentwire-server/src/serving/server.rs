@@ -167,8 +167,11 @@ impl A2aServer {
         self
     }
 
-    /// The base URL to advertise in the card (default: `http://` and the
-    /// bound address), for servers behind a proxy.
+    /// The base URL to advertise in the card, for servers behind a proxy
+    /// or listening on every interface. Default: `http://` and the bound
+    /// address; for an address that means "every interface" (`0.0.0.0`,
+    /// `::`), which no client can call, the address of this machine on its
+    /// default route (loopback when there is none) and the bound port.
     pub fn public_url(mut self, url: impl Into<String>) -> Self {
         self.public_url = Some(url.into().trim_end_matches('/').to_owned());
         self
@@ -200,7 +203,7 @@ impl A2aServer {
         let base = self
             .public_url
             .clone()
-            .unwrap_or_else(|| format!("http://{local}"));
+            .unwrap_or_else(|| format!("http://{}", advertised_addr(local)));
         let card = self.builder.card_mut();
         if card.supported_interfaces.is_empty() {
             let grpc_addr = base
@@ -259,6 +262,36 @@ impl A2aServer {
     pub async fn serve(self, addr: impl tokio::net::ToSocketAddrs) -> std::io::Result<()> {
         self.bind(addr).await?.run_until(shutdown_signal()).await
     }
+}
+
+/// The address to advertise for a server bound to `local`: `local` itself,
+/// unless it is the unspecified address (every interface), which clients
+/// cannot call; then the address of this machine on its default route (the
+/// one a UDP socket "connected" to a documentation address would use: no
+/// packet is sent), or loopback when there is no route.
+pub fn advertised_addr(local: SocketAddr) -> SocketAddr {
+    if !local.ip().is_unspecified() {
+        return local;
+    }
+    let (any, probe, loopback): (&str, &str, std::net::IpAddr) = if local.is_ipv4() {
+        (
+            "0.0.0.0:0",
+            "192.0.2.1:80",
+            std::net::Ipv4Addr::LOCALHOST.into(),
+        )
+    } else {
+        (
+            "[::]:0",
+            "[2001:db8::1]:80",
+            std::net::Ipv6Addr::LOCALHOST.into(),
+        )
+    };
+    let routed = std::net::UdpSocket::bind(any)
+        .and_then(|s| s.connect(probe).and_then(|()| s.local_addr()))
+        .map(|a| a.ip())
+        .ok()
+        .filter(|ip| !ip.is_unspecified());
+    SocketAddr::new(routed.unwrap_or(loopback), local.port())
 }
 
 /// Completes on Ctrl-C (or SIGTERM on Unix).
