@@ -13,6 +13,14 @@
 //! it (they are read through the buffer in pieces); a request whose head
 //! (request line and headers) exceeds it is answered with
 //! `431 Request Header Fields Too Large`.
+//!
+//! The limits that keep slow and hostile clients from holding the server
+//! ([`ConnectionLimits`]) are applied here too: hyper's own timer for the
+//! request head (HTTP/1) and the HTTP/2 settings; a deadline on each request
+//! body ([`TimedBody`]); a watch on each connection that closes it
+//! gracefully when no request came for a whole period (or the server
+//! stops); and a cap on open connections, one slot each of a semaphore,
+//! which is also how the server waits for its connections when it stops.
 
 use std::convert::Infallible;
 use std::future::Future;
