@@ -206,8 +206,11 @@ impl ConnectionLimits {
     /// The connection cap: the one set, or the default bounded by the
     /// open-file limit.
     pub(crate) fn connection_cap(&self) -> usize {
+        // (At most u32::MAX: the server waits for that many slots when it
+        // stops.)
+        let most = u32::MAX as usize;
         if let Some(n) = self.max_connections {
-            return n.max(1);
+            return n.clamp(1, most);
         }
         let files = open_file_limit();
         let by_files = files.saturating_sub(RESERVED_FILES).max(16);
@@ -239,7 +242,7 @@ pub(crate) fn open_file_limit() -> u64 {
 
 /// The answer to a connection beyond the cap.
 const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\n\
-content-type: text/plain\r\nretry-after: 1\r\ncontent-length: 46\r\n\r\n\
+content-type: text/plain\r\nretry-after: 1\r\ncontent-length: 45\r\n\r\n\
 too many open connections; try again shortly\n";
 
 /// Refuses a connection beyond the cap: reads what already arrived (so
@@ -492,4 +495,32 @@ fn per_connection(e: &io::Error) -> bool {
             | io::ErrorKind::ConnectionAborted
             | io::ErrorKind::ConnectionReset
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refusal_is_a_well_formed_answer() {
+        let text = std::str::from_utf8(REFUSED).expect("text");
+        let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
+        assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+        assert!(
+            head.lines()
+                .any(|l| l == format!("content-length: {}", body.len())),
+            "{head}"
+        );
+    }
+
+    #[test]
+    fn the_connection_cap_is_bounded() {
+        let mut limits = ConnectionLimits::default();
+        let by_default = limits.connection_cap();
+        assert!((16..=DEFAULT_MAX_CONNECTIONS).contains(&by_default));
+        limits.max_connections = Some(0);
+        assert_eq!(limits.connection_cap(), 1);
+        limits.max_connections = Some(usize::MAX);
+        assert_eq!(limits.connection_cap(), u32::MAX as usize);
+    }
 }
