@@ -751,15 +751,23 @@ async fn jsonrpc_bad_input(server: &ServerHandle, task: &str, unknown: &str) {
         }
     }
 
-    // Oversized: a JSON-RPC error object, still HTTP 200.
+    // Oversized: a JSON-RPC error object, with HTTP 413 (refused before
+    // the body is read).
     let body = rpc("SendMessage", oversized()).to_string();
     assert!(body.len() > 10_000);
     let r = rpc_raw(server, body, true).await;
-    let e = assert_rpc_error(
-        &r,
+    assert_eq!(r.status, 413, "[JSONRPC] oversized body: {r:?}");
+    let answer = r.json();
+    assert_eq!(
+        answer["id"],
         Value::Null,
-        ErrorKind::InvalidRequest,
-        "[JSONRPC] oversized body",
+        "[JSONRPC] oversized body: {answer}"
+    );
+    let e = answer["error"].clone();
+    assert_eq!(
+        e["code"].as_i64(),
+        Some(ErrorKind::InvalidRequest.jsonrpc_code()),
+        "[JSONRPC] oversized body: {answer}"
     );
     assert!(
         e["message"].as_str().unwrap().contains("4096"),
@@ -1038,8 +1046,8 @@ async fn grpc_bad_input(server: &ServerHandle, task: &str, unknown: &str) {
         "[GRPC] message to unknown task",
     );
 
-    // Bytes that are not the request message: INTERNAL, as gRPC prescribes
-    // for unparseable messages (grpc/doc/statuscodes.md).
+    // Bytes that are not the request message: INVALID_ARGUMENT (the
+    // client's fault), with an A2A parse error.
     let wrong_wire_type = [0x12, 0x02, 0x28, 0x01]; // message { parts: varint }
     for (what, payload) in [
         ("garbage bytes", &[0xff_u8, 0xff, 0xff, 0xff, 0x0f][..]),
@@ -1050,7 +1058,7 @@ async fn grpc_bad_input(server: &ServerHandle, task: &str, unknown: &str) {
         assert_eq!(w.http_status, 200, "[GRPC] {what}: {w:?}");
         assert_eq!(
             w.grpc_status,
-            Some(Code::Internal as i32),
+            Some(Code::InvalidArgument as i32),
             "[GRPC] {what}: {w:?}"
         );
     }
@@ -1084,8 +1092,9 @@ async fn grpc_bad_input(server: &ServerHandle, task: &str, unknown: &str) {
     let status = within("[GRPC] oversized", g.send_message(send(big)))
         .await
         .expect_err("oversized");
-    assert!(
-        matches!(status.code(), Code::OutOfRange | Code::ResourceExhausted),
+    assert_eq!(
+        status.code(),
+        Code::ResourceExhausted,
         "[GRPC] oversized: {status:?}"
     );
 

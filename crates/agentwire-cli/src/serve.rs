@@ -149,7 +149,9 @@ Every option of a2a serve can also be set in the environment as A2A_SERVE_<OPTIO
 (the long option in upper snake case): A2A_SERVE_AGENT, A2A_SERVE_HOST, A2A_SERVE_PORT,
 A2A_SERVE_PUBLIC_URL, A2A_SERVE_NO_GRPC, A2A_SERVE_MAX_BODY_BYTES,
 A2A_SERVE_TCK_STREAMING_TIMEOUT, A2A_SERVE_STORE, A2A_SERVE_REPLICA_TIMEOUT,
-A2A_SERVE_RETENTION, A2A_SERVE_MAX_TASKS. A flag wins over the variable. The former
+A2A_SERVE_RETENTION, A2A_SERVE_MAX_TASKS, A2A_SERVE_CARD_MAX_AGE,
+A2A_SERVE_REQUEST_HEAD_TIMEOUT, A2A_SERVE_BODY_READ_TIMEOUT, A2A_SERVE_IDLE_TIMEOUT,
+A2A_SERVE_MAX_CONNECTIONS. A flag wins over the variable. The former
 names (A2A_HOST, A2A_PORT, A2A_PUBLIC_URL, A2A_STORE, A2A_REPLICA_TIMEOUT, A2A_RETENTION,
 A2A_MAX_TASKS) still work, with a warning, and will be removed. The client's A2ACLI_*
 settings do not apply to the server.
@@ -248,6 +250,41 @@ pub struct ServeArgs {
         value_name = "DURATION"
     )]
     pub card_max_age: Option<Duration>,
+    /// How long a client may take to send a request's head (request line
+    /// and headers): a connection that sends only part of one in this time
+    /// is closed, and so is a kept-alive HTTP/1.1 connection that sends no
+    /// new request for this long [default: 10s].
+    #[arg(
+        long,
+        env = "A2A_SERVE_REQUEST_HEAD_TIMEOUT",
+        value_parser = crate::parse_duration,
+        value_name = "DURATION"
+    )]
+    pub request_head_timeout: Option<Duration>,
+    /// How long a client may take to send a request's body once the server
+    /// waits for it; a slower body is refused [default: 30s].
+    #[arg(
+        long,
+        env = "A2A_SERVE_BODY_READ_TIMEOUT",
+        value_parser = crate::parse_duration,
+        value_name = "DURATION"
+    )]
+    pub body_read_timeout: Option<Duration>,
+    /// How long a connection (HTTP/2 and gRPC mostly) may go without a new
+    /// request before it is closed; a response under way finishes first
+    /// [default: 60s].
+    #[arg(
+        long,
+        env = "A2A_SERVE_IDLE_TIMEOUT",
+        value_parser = crate::parse_duration,
+        value_name = "DURATION"
+    )]
+    pub idle_timeout: Option<Duration>,
+    /// How many connections may be open at once; one more is answered 503
+    /// and closed, and a warning is logged [default: 50000, or fewer when
+    /// the open-file limit is lower].
+    #[arg(long, env = "A2A_SERVE_MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<usize>,
 }
 
 impl ServeArgs {
@@ -643,6 +680,18 @@ async fn bind(
     if let Some(url) = &args.public_url {
         server = server.public_url(url);
     }
+    if let Some(t) = args.request_head_timeout {
+        server = server.request_head_timeout(t);
+    }
+    if let Some(t) = args.body_read_timeout {
+        server = server.body_read_timeout(t);
+    }
+    if let Some(t) = args.idle_timeout {
+        server = server.idle_timeout(t);
+    }
+    if let Some(n) = args.max_connections {
+        server = server.max_connections(n);
+    }
     let addr = format!("{}:{port}", args.host);
     let bound = server.bind(&addr).await.map_err(|e| {
         failure(format!("cannot listen on {addr}: {e}")).with_hint(
@@ -651,17 +700,41 @@ async fn bind(
         )
     })?;
     let local = bound.local_addr();
+    // Listening on every interface: `local` is no address to call.
+    let every_interface = local.ip().is_unspecified();
+    let reachable = agentwire_server::advertised_addr(local);
     let card = bound.agent_card();
-    say!("Serving {} on http://{local}", card.name);
+    if every_interface {
+        say!(
+            "Serving {} on every network interface ({local}), e.g. http://{reachable}",
+            card.name
+        );
+        eprintln!(
+            "warning: --host {} listens on every network interface and a2a serve has no \
+             authentication: every task is served to anyone who can reach this machine; \
+             serve on 127.0.0.1 (the default) unless that is what you want",
+            args.host
+        );
+        if args.public_url.is_none() {
+            eprintln!(
+                "warning: the agent card cannot advertise {}, so it advertises \
+                 http://{reachable} (this machine's address on its default route); pass \
+                 --public-url with the URL clients should use",
+                local.ip()
+            );
+        }
+    } else {
+        say!("Serving {} on http://{local}", card.name);
+    }
     say!(
-        "  agent card: http://{local}{}",
+        "  agent card: http://{reachable}{}",
         agentwire_types::AGENT_CARD_PATH
     );
     say!("  task store: {}", store_spec.display());
     for i in &card.supported_interfaces {
         say!("  {:<9} {}", i.protocol_binding, i.url);
     }
-    for line in try_lines(agent, &format!("http://{local}")) {
+    for line in try_lines(agent, &format!("http://{reachable}")) {
         say!("  try: {line}");
     }
     Ok(bound)

@@ -71,6 +71,9 @@ pub use cluster::bus::EventBus;
 pub use executor::{AgentExecutor, RequestContext, TaskUpdater, Update};
 pub use handler::{CallContext, EventStream, HandlerBuilder, HandlerConfig, RequestHandler};
 pub use push::{PushConfig, PushSender, PushSigner, RetryPolicy, UrlPolicy};
-pub use serving::accept::MAX_HEAD_BYTES;
+pub use serving::accept::{
+    ConnectionLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_REQUEST_HEAD_TIMEOUT, MAX_HEAD_BYTES,
+};
 pub use serving::router::{RouterOptions, router};
-pub use serving::server::{A2aServer, BoundServer, ServerHandle, shutdown_signal};
+pub use serving::server::{A2aServer, BoundServer, ServerHandle, advertised_addr, shutdown_signal};

@@ -19,12 +19,13 @@
 //! [`A2aError::to_grpc_status`]: agentwire_types::A2aError::to_grpc_status
 
 use std::fmt;
+use std::future::Future;
 use std::pin::Pin;
 
 use agentwire_types::proto::a2a_service_server::{A2aService, A2aServiceServer};
 use agentwire_types::{
-    A2aResult, AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
-    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    A2aError, A2aResult, AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    ErrorKind, GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
     ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
     ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse,
     SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
@@ -71,14 +72,143 @@ impl fmt::Debug for GrpcBinding {
 
 /// The tonic service of the gRPC binding, accepting request messages of up
 /// to `max_message_bytes` (decoded size; [`DEFAULT_MAX_MESSAGE_BYTES`] is a
-/// sensible default). A larger request is refused by tonic with an error
-/// status (tonic 0.14 uses `OUT_OF_RANGE`) and never reaches the handler.
-/// Responses are not limited.
-pub fn grpc_service(
-    handler: RequestHandler,
+/// sensible default). Responses are not limited.
+///
+/// A request that never reaches the handler is answered with the status
+/// gRPC prescribes for the client's fault, with an A2A `ErrorInfo` like
+/// every other error: bytes that are not the request message (malformed
+/// protobuf, a truncated frame) are `INVALID_ARGUMENT` (tonic alone says
+/// `INTERNAL`), and a message over the limit is `RESOURCE_EXHAUSTED`
+/// (tonic alone says `OUT_OF_RANGE`).
+pub fn grpc_service(handler: RequestHandler, max_message_bytes: usize) -> GrpcService {
+    GrpcService {
+        inner: A2aServiceServer::new(GrpcBinding::new(handler))
+            .max_decoding_message_size(max_message_bytes),
+        max_message_bytes,
+    }
+}
+
+/// The tower service of the gRPC binding, made by [`grpc_service`]: the
+/// generated `A2AService` server, with the statuses of requests it refuses
+/// before the handler (undecodable or too large) mapped to the codes gRPC
+/// prescribes.
+#[derive(Clone)]
+pub struct GrpcService {
+    inner: A2aServiceServer<GrpcBinding>,
     max_message_bytes: usize,
-) -> A2aServiceServer<GrpcBinding> {
-    A2aServiceServer::new(GrpcBinding::new(handler)).max_decoding_message_size(max_message_bytes)
+}
+
+impl fmt::Debug for GrpcService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GrpcService")
+            .field("max_message_bytes", &self.max_message_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl tonic::server::NamedService for GrpcService {
+    const NAME: &'static str = <A2aServiceServer<GrpcBinding> as tonic::server::NamedService>::NAME;
+}
+
+/// The response of the gRPC service.
+type GrpcResponse = http::Response<tonic::body::Body>;
+
+impl<B> tower::Service<http::Request<B>> for GrpcService
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
+    type Response = GrpcResponse;
+    type Error = std::convert::Infallible;
+    type Future =
+        GrpcFuture<<A2aServiceServer<GrpcBinding> as tower::Service<http::Request<B>>>::Future>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        tower::Service::<http::Request<B>>::poll_ready(&mut self.inner, cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        GrpcFuture {
+            inner: self.inner.call(request),
+            limit: self.max_message_bytes,
+        }
+    }
+}
+
+/// The future of a [`GrpcService`] call.
+pub struct GrpcFuture<F> {
+    inner: F,
+    limit: usize,
+}
+
+impl<F> Future for GrpcFuture<F>
+where
+    F: Future<Output = Result<GrpcResponse, std::convert::Infallible>> + Unpin,
+{
+    type Output = F::Output;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let limit = self.limit;
+        Pin::new(&mut self.inner)
+            .poll(cx)
+            .map(|r| r.map(|response| refusal_codes(response, limit)))
+    }
+}
+
+/// Rewrites the status of a request tonic refused before the handler saw
+/// it. Those come "trailers-only" (the status in the response head)
+/// without details, while every error of the handler carries an
+/// `ErrorInfo`: so a head status without details that says `INTERNAL` is
+/// a request message that could not be decoded (tonic's choice for a
+/// protobuf error, a bad compression flag or a truncated frame: all the
+/// client's), and one that says `OUT_OF_RANGE` is a message over the
+/// limit (tonic's code for it; gRPC prescribes `RESOURCE_EXHAUSTED`).
+fn refusal_codes(mut response: GrpcResponse, limit: usize) -> GrpcResponse {
+    let headers = response.headers_mut();
+    if headers.contains_key("grpc-status-details-bin") {
+        return response;
+    }
+    let Some(status) = Status::from_header_map(headers) else {
+        return response;
+    };
+    let replacement = match status.code() {
+        tonic::Code::Internal => A2aError::new(
+            ErrorKind::ParseError,
+            format!(
+                "the request is not a valid protobuf message of the method: {}",
+                status.message()
+            ),
+        )
+        .to_grpc_status(),
+        tonic::Code::OutOfRange => {
+            let err = A2aError::new(
+                ErrorKind::InvalidRequest,
+                format!("request message exceeds the limit of {limit} bytes"),
+            )
+            .with_metadata("limitBytes", limit.to_string())
+            .to_grpc_status();
+            Status::with_details(
+                tonic::Code::ResourceExhausted,
+                err.message().to_owned(),
+                bytes::Bytes::copy_from_slice(err.details()),
+            )
+        }
+        _ => return response,
+    };
+    for name in ["grpc-status", "grpc-message", "grpc-status-details-bin"] {
+        headers.remove(name);
+    }
+    if replacement.add_header(headers).is_err() {
+        // The status's own fields always encode as headers.
+        tracing::debug!("could not write a gRPC status");
+    }
+    response
 }
 
 /// Splits a call into its service parameters and its request message.
@@ -641,11 +771,7 @@ mod tests {
 
     /// Calls `method` through the tonic service, as a client would: returns
     /// the final status and the response body.
-    async fn wire_call(
-        svc: &mut A2aServiceServer<GrpcBinding>,
-        method: &str,
-        body: Bytes,
-    ) -> (Status, Bytes) {
+    async fn wire_call(svc: &mut GrpcService, method: &str, body: Bytes) -> (Status, Bytes) {
         let req = http::Request::builder()
             .method("POST")
             .uri(format!("http://localhost/lf.a2a.v1.A2AService/{method}"))
@@ -678,14 +804,19 @@ mod tests {
         let err = expect_error(&status, Code::NotFound, ErrorKind::TaskNotFound);
         assert_eq!(err.metadata["taskId"], "nope");
 
-        // Too big: refused by tonic (tonic 0.14 says OUT_OF_RANGE; gRPC
-        // implementations commonly say RESOURCE_EXHAUSTED), not a crash.
+        // Too big: refused before the handler, RESOURCE_EXHAUSTED with
+        // the limit (tonic alone would say OUT_OF_RANGE).
         let big = send(&"x".repeat(2048));
         let (status, _) = wire_call(&mut svc, "SendMessage", frame(&big)).await;
-        assert!(
-            matches!(status.code(), Code::OutOfRange | Code::ResourceExhausted),
-            "{status:?}"
-        );
+        assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+        let err = A2aError::from_grpc_status(&status);
+        assert_eq!(err.kind, ErrorKind::InvalidRequest);
+        assert_eq!(err.metadata["limitBytes"], "1024");
+
+        // Not protobuf: INVALID_ARGUMENT (tonic alone would say INTERNAL).
+        let garbage = Bytes::from_static(&[0, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0x0f]);
+        let (status, _) = wire_call(&mut svc, "SendMessage", garbage).await;
+        expect_error(&status, Code::InvalidArgument, ErrorKind::ParseError);
         let (status, _) = wire_call(&mut svc, "SendMessage", frame(&send("again"))).await;
         assert_eq!(status.code(), Code::Ok, "{status:?}");
     }

@@ -18,7 +18,8 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
 use crate::bindings::http::{
-    HttpState, call_context, is_json, json_response, read_body, sse_response, write_task_answer,
+    HttpState, call_context, is_json, is_too_large, json_response, read_body, sse_response,
+    write_task_answer,
 };
 use crate::handler::{CallContext, EventStream, SendAnswer};
 
@@ -126,6 +127,15 @@ where
     async move {
         let bytes = match read_body(body, state.max_body_bytes).await {
             Ok(b) => b,
+            // Refused before it is parsed: the JSON-RPC error object, with
+            // the HTTP status of a body too large.
+            Err(e) if is_too_large(&e) => {
+                return json_response(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "application/json",
+                    error_body(NULL_ID, &e),
+                );
+            }
             Err(e) => return error_response(NULL_ID, &e),
         };
         let envelope: Envelope<'_> = match serde_json::from_slice(&bytes) {

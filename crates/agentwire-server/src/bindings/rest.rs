@@ -19,8 +19,8 @@ use http::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
 use crate::bindings::http::{
-    HttpState, call_context, decode, is_json, json_response, query_pairs, read_body, sse_response,
-    write_task_answer,
+    HttpState, call_context, decode, is_json, is_too_large, json_response, query_pairs, read_body,
+    sse_response, write_task_answer,
 };
 use crate::handler::{EventStream, SendAnswer};
 
@@ -251,7 +251,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
     let query = uri.query().unwrap_or_default().to_owned();
     let bytes = match read_body(body, state.max_body_bytes).await {
         Ok(b) => b,
-        Err(e) if e.metadata.contains_key("limitBytes") => {
+        Err(e) if is_too_large(&e) => {
             return error_response_with_status(&e, StatusCode::PAYLOAD_TOO_LARGE);
         }
         Err(e) => return error_response(&e),

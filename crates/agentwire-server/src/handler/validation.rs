@@ -52,10 +52,27 @@ pub(super) fn task_query(req: ListTasksRequest) -> A2aResult<TaskQuery> {
             ));
         }
     };
-    let state = match req.status() {
-        TaskState::Unspecified => None,
-        s => Some(s),
+    // The filters are checked here, once for every binding: the JSON
+    // ones refuse an unknown state or a bad time while decoding, but a
+    // protobuf message carries any number and any time.
+    let state = match TaskState::try_from(req.status) {
+        Ok(TaskState::Unspecified) => None,
+        Ok(s) => Some(s),
+        Err(_) => {
+            return Err(A2aError::invalid_params(
+                "status",
+                format!("unknown task state {}", req.status),
+            ));
+        }
     };
+    if let Some(t) = &req.status_timestamp_after {
+        if t.to_datetime().is_none() {
+            return Err(A2aError::invalid_params(
+                "statusTimestampAfter",
+                "not a valid time (seconds and nanoseconds out of range)",
+            ));
+        }
+    }
     let cursor = if req.page_token.is_empty() {
         None
     } else {

@@ -13,12 +13,21 @@
 //! it (they are read through the buffer in pieces); a request whose head
 //! (request line and headers) exceeds it is answered with
 //! `431 Request Header Fields Too Large`.
+//!
+//! The limits that keep slow and hostile clients from holding the server
+//! ([`ConnectionLimits`]) are applied here too: hyper's own timer for the
+//! request head (HTTP/1) and the HTTP/2 settings; a deadline on each request
+//! body ([`TimedBody`]); a watch on each connection that closes it
+//! gracefully when no request came for a whole period (or the server
+//! stops); and a cap on open connections, one slot each of a semaphore,
+//! which is also how the server waits for its connections when it stops.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -27,10 +36,11 @@ use axum::response::Response;
 use futures::future::BoxFuture;
 use http::{Method, Request};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use crate::bindings::http::{CardEndpoint, HttpState, call_context};
@@ -57,6 +67,9 @@ pub(crate) struct Direct {
 struct Service {
     router: Router,
     direct: Arc<Direct>,
+    /// Requests received on the connection, for its idle timer.
+    requests: Arc<AtomicU64>,
+    body_read_timeout: Duration,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Service {
@@ -65,6 +78,13 @@ impl hyper::service::Service<Request<Incoming>> for Service {
     type Future = Answer;
 
     fn call(&self, request: Request<Incoming>) -> Answer {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let timeout = self.body_read_timeout;
+        let request = request.map(|body| TimedBody {
+            body,
+            timeout,
+            timer: None,
+        });
         let path = request.uri().path();
         if path == "/" && request.method() == Method::POST {
             let direct = Arc::clone(&self.direct);
@@ -103,6 +123,179 @@ impl Future for Answer {
     }
 }
 
+/// Limits on the connections of a server: how long a client may take to
+/// send a request, how long a connection may stay idle, how many may be
+/// open at once, and the HTTP/2 settings. A client that is slow or that
+/// holds connections without using them is disconnected, and a flood of
+/// connections is refused, so that it cannot take the server's service
+/// away from the others.
+///
+/// ```
+/// use std::time::Duration;
+/// let mut limits = agentwire_server::ConnectionLimits::default();
+/// limits.request_head_timeout = Duration::from_secs(5);
+/// limits.max_connections = Some(2_000);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ConnectionLimits {
+    /// How long a client may take to send a request's head (request line
+    /// and headers) from the moment the server waits for it: a connection
+    /// that sends only part of a head in this time is closed. An HTTP/1.1
+    /// connection kept alive between requests waits for the next head, so
+    /// it is also closed after this long without a request. Default 10 s.
+    pub request_head_timeout: Duration,
+    /// How long a client may take to send a request's body once the server
+    /// waits for it; a slower body is refused. Default 30 s.
+    pub body_read_timeout: Duration,
+    /// How long a connection may go without a new request before it is
+    /// closed (gracefully: a response still being sent, an event stream
+    /// for example, finishes first). Mostly for HTTP/2 (gRPC) connections;
+    /// an idle HTTP/1.1 connection is closed after the request-head timeout
+    /// already. Default 60 s.
+    pub idle_timeout: Duration,
+    /// How many connections may be open at once; a connection beyond is
+    /// answered `503 Service Unavailable` and closed, and a warning is
+    /// logged once per burst. `None` (the default): 50,000, or fewer when
+    /// the open-file limit is lower (that limit less 128, kept for the
+    /// store, outgoing calls and logs). When the server binds, it raises
+    /// the process's soft open-file limit to the hard limit where allowed.
+    pub max_connections: Option<usize>,
+    /// HTTP/2: how many requests (streams) one connection may have open at
+    /// once. Default 256.
+    pub http2_max_concurrent_streams: u32,
+    /// HTTP/2: the largest request head (header list) accepted, in bytes.
+    /// Default 16 KiB.
+    pub http2_max_header_list_size: u32,
+    /// HTTP/2: how often to ping a connection to check that the client is
+    /// still there (`None`: never). Default 30 s.
+    pub http2_keep_alive_interval: Option<Duration>,
+    /// HTTP/2: how long to wait for the answer to a ping before closing
+    /// the connection. Default 20 s.
+    pub http2_keep_alive_timeout: Duration,
+}
+
+/// The default of [`ConnectionLimits::request_head_timeout`].
+pub const DEFAULT_REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default of [`ConnectionLimits::body_read_timeout`].
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default of [`ConnectionLimits::idle_timeout`].
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most connections open at once by default, when the open-file limit
+/// allows it (see [`ConnectionLimits::max_connections`]).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 50_000;
+/// File descriptors kept for other uses than client connections.
+const RESERVED_FILES: u64 = 128;
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            request_head_timeout: DEFAULT_REQUEST_HEAD_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: None,
+            http2_max_concurrent_streams: 256,
+            http2_max_header_list_size: 16 * 1024,
+            http2_keep_alive_interval: Some(Duration::from_secs(30)),
+            http2_keep_alive_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+impl ConnectionLimits {
+    /// The connection cap: the one set, or the default bounded by the
+    /// open-file limit.
+    pub(crate) fn connection_cap(&self) -> usize {
+        // (At most u32::MAX: the server waits for that many slots when it
+        // stops.)
+        let most = u32::MAX as usize;
+        if let Some(n) = self.max_connections {
+            return n.clamp(1, most);
+        }
+        let files = open_file_limit();
+        let by_files = files.saturating_sub(RESERVED_FILES).max(16);
+        usize::try_from(by_files)
+            .unwrap_or(usize::MAX)
+            .min(DEFAULT_MAX_CONNECTIONS)
+    }
+}
+
+/// Raises the soft open-file limit to the hard limit (once per process,
+/// where the system allows it) and returns the soft limit then in force.
+#[cfg(unix)]
+pub(crate) fn open_file_limit() -> u64 {
+    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::debug!(error = %e, "could not raise the open-file limit");
+            rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1024, |(soft, _)| soft)
+        }
+    })
+}
+
+/// Elsewhere sockets are not bounded by an open-file limit.
+#[cfg(not(unix))]
+pub(crate) fn open_file_limit() -> u64 {
+    u64::MAX
+}
+
+/// The answer to a connection beyond the cap.
+const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\n\
+content-type: text/plain\r\nretry-after: 1\r\ncontent-length: 45\r\n\r\n\
+too many open connections; try again shortly\n";
+
+/// Refuses a connection beyond the cap: reads what already arrived (so
+/// that closing does not reset the connection before the answer is
+/// read), answers 503 and closes, without waiting for anything.
+fn refuse(tcp: TcpStream) {
+    let mut buf = [0u8; 2048];
+    for _ in 0..8 {
+        match tcp.try_read(&mut buf) {
+            Ok(n) if n > 0 => {}
+            _ => break,
+        }
+    }
+    let _ = tcp.try_write(REFUSED);
+}
+
+/// Counts the connections refused in a burst, to log it once.
+#[derive(Default)]
+struct Refusals {
+    /// Refused since the burst began.
+    count: u64,
+    /// When the last warning was logged.
+    warned: Option<std::time::Instant>,
+}
+
+impl Refusals {
+    /// How often a long burst is logged again.
+    const REPEAT: Duration = Duration::from_secs(60);
+
+    fn refused(&mut self, cap: usize) {
+        self.count += 1;
+        let now = std::time::Instant::now();
+        if self.warned.is_none_or(|t| now - t >= Self::REPEAT) {
+            tracing::warn!(
+                limit = cap,
+                refused = self.count,
+                "connection limit reached: refusing new connections (answered 503) until some close"
+            );
+            self.warned = Some(now);
+        }
+    }
+
+    fn accepted(&mut self) {
+        if self.count > 0 {
+            tracing::info!(
+                refused = self.count,
+                "accepting connections again after refusing some at the connection limit"
+            );
+            *self = Self::default();
+        }
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown` completes, then stops
 /// accepting and waits for the open connections to end (the caller bounds
 /// that wait).
@@ -110,11 +303,26 @@ pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     direct: Direct,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().max_buf_size(MAX_HEAD_BYTES);
-    let graceful = GracefulShutdown::new();
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.request_head_timeout)
+        .max_buf_size(MAX_HEAD_BYTES);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.http2_max_concurrent_streams)
+        .max_header_list_size(limits.http2_max_header_list_size)
+        .keep_alive_interval(limits.http2_keep_alive_interval)
+        .keep_alive_timeout(limits.http2_keep_alive_timeout);
+    let cap = limits.connection_cap();
+    let slots = Arc::new(Semaphore::new(cap));
+    let stop = CancellationToken::new();
+    let mut refusals = Refusals::default();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let tcp = tokio::select! {
@@ -131,28 +339,151 @@ pub(crate) async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            refuse(tcp);
+            refusals.refused(cap);
+            continue;
+        };
+        refusals.accepted();
         // Small writes (streamed events) must not wait for Nagle.
         let _ = tcp.set_nodelay(true);
+        let requests = Arc::new(AtomicU64::new(0));
         let service = Service {
             router: router.clone(),
             direct: Arc::new(Direct {
                 rpc: direct.rpc.clone(),
                 card: direct.card.for_connection(),
             }),
+            requests: Arc::clone(&requests),
+            body_read_timeout: limits.body_read_timeout,
         };
         let conn = builder
             .serve_connection(TokioIo::new(tcp), service)
             .into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "connection ended with an error");
-            }
-        });
+        tokio::spawn(watch(
+            conn,
+            requests,
+            [limits.request_head_timeout, limits.idle_timeout],
+            stop.clone(),
+            slot,
+        ));
     }
     drop(listener);
-    graceful.shutdown().await;
+    stop.cancel();
+    // Every connection holds a slot until it ends.
+    let _ = slots
+        .acquire_many(u32::try_from(cap).unwrap_or(u32::MAX))
+        .await;
     Ok(())
+}
+
+/// Runs one connection until it ends, holding its `slot`. It is shut down
+/// gracefully (responses under way finish, then it closes) when no request
+/// came in a whole period, the request-head timeout for the first request
+/// (a client that connects and sends nothing, which HTTP/1's own timer
+/// does not see before the protocol is known) and the idle timeout after,
+/// or when the server stops.
+async fn watch(
+    conn: Connection,
+    requests: Arc<AtomicU64>,
+    [first, idle]: [Duration; 2],
+    stop: CancellationToken,
+    _slot: tokio::sync::OwnedSemaphorePermit,
+) {
+    let mut conn = std::pin::pin!(conn);
+    let mut seen = 0;
+    let mut period = first;
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            ended = conn.as_mut() => {
+                if let Err(e) = ended {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            () = tokio::time::sleep(period), if !closing => {
+                let now = requests.load(Ordering::Relaxed);
+                if now == seen {
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
+                } else {
+                    seen = now;
+                    period = idle;
+                }
+            }
+            () = stop.cancelled(), if !closing => {
+                conn.as_mut().graceful_shutdown();
+                closing = true;
+            }
+        }
+    }
+}
+
+/// One connection, HTTP/1.1 or HTTP/2.
+type Connection = auto::Connection<'static, TokioIo<TcpStream>, Service, TokioExecutor>;
+
+/// A request body with a time limit: once the server waits for the body,
+/// the rest of it must arrive within the limit, or reading it fails.
+///
+/// Written here because tower-http's `TimeoutBody` restarts its timer at
+/// every frame, so a client sending a byte at a time is never cut off;
+/// here the body as a whole has one deadline. The timer is only created
+/// when the body is not there yet: a body that came with the head (the
+/// usual case) costs nothing.
+pub(crate) struct TimedBody {
+    body: Incoming,
+    timeout: Duration,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+/// The error of a body that came too slowly.
+#[derive(Debug)]
+struct BodyTimedOut(Duration);
+
+impl std::fmt::Display for BodyTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the request body did not arrive within {}s",
+            self.0.as_secs_f64()
+        )
+    }
+}
+
+impl std::error::Error for BodyTimedOut {}
+
+impl hyper::body::Body for TimedBody {
+    type Data = bytes::Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
+            Poll::Pending => {
+                let timeout = this.timeout;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimedOut(timeout))))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Accept errors that concern one connection only (it went away before it
@@ -164,4 +495,32 @@ fn per_connection(e: &io::Error) -> bool {
             | io::ErrorKind::ConnectionAborted
             | io::ErrorKind::ConnectionReset
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refusal_is_a_well_formed_answer() {
+        let text = std::str::from_utf8(REFUSED).expect("text");
+        let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
+        assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+        assert!(
+            head.lines()
+                .any(|l| l == format!("content-length: {}", body.len())),
+            "{head}"
+        );
+    }
+
+    #[test]
+    fn the_connection_cap_is_bounded() {
+        let mut limits = ConnectionLimits::default();
+        let by_default = limits.connection_cap();
+        assert!((16..=DEFAULT_MAX_CONNECTIONS).contains(&by_default));
+        limits.max_connections = Some(0);
+        assert_eq!(limits.connection_cap(), 1);
+        limits.max_connections = Some(usize::MAX);
+        assert_eq!(limits.connection_cap(), u32::MAX as usize);
+    }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use agentwire_types::{AgentCard, binding};
 use axum::Router;
 
+use super::accept::ConnectionLimits;
 use super::router::{RouterOptions, router_with_card};
 use crate::AgentExecutor;
 use crate::auth::Authenticator;
@@ -42,6 +43,7 @@ pub struct A2aServer {
     options: RouterOptions,
     recover_on_start: bool,
     retention: Option<Duration>,
+    limits: ConnectionLimits,
 }
 
 impl A2aServer {
@@ -56,6 +58,7 @@ impl A2aServer {
             options: RouterOptions::default(),
             recover_on_start: true,
             retention: None,
+            limits: ConnectionLimits::default(),
         }
     }
 
@@ -109,6 +112,43 @@ impl A2aServer {
         self
     }
 
+    /// How long a client may take to send a request's head (default 10 s):
+    /// a connection that sends only part of one in this time is closed,
+    /// and so is an HTTP/1.1 connection kept alive this long without a new
+    /// request. See [`ConnectionLimits`].
+    pub fn request_head_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.request_head_timeout = timeout;
+        self
+    }
+
+    /// How long a client may take to send a request's body once the server
+    /// waits for it (default 30 s); a slower body is refused.
+    pub fn body_read_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.body_read_timeout = timeout;
+        self
+    }
+
+    /// How long a connection may go without a new request before it is
+    /// closed (default 60 s; responses under way finish first).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.idle_timeout = timeout;
+        self
+    }
+
+    /// How many connections may be open at once (default 50,000, or fewer
+    /// when the open-file limit is lower); one beyond is answered `503
+    /// Service Unavailable` and closed.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.limits.max_connections = Some(n);
+        self
+    }
+
+    /// Every limit on connections at once (timeouts, cap, HTTP/2 settings).
+    pub fn connection_limits(mut self, limits: ConnectionLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
     /// How long clients may use the agent card without asking again: sent
     /// as `Cache-Control: public, max-age=N` (whole seconds). By default the
     /// card is sent with `Cache-Control: no-cache`, so clients revalidate
@@ -127,8 +167,11 @@ impl A2aServer {
         self
     }
 
-    /// The base URL to advertise in the card (default: `http://` and the
-    /// bound address), for servers behind a proxy.
+    /// The base URL to advertise in the card, for servers behind a proxy
+    /// or listening on every interface. Default: `http://` and the bound
+    /// address; for an address that means "every interface" (`0.0.0.0`,
+    /// `::`), which no client can call, the address of this machine on its
+    /// default route (loopback when there is none) and the bound port.
     pub fn public_url(mut self, url: impl Into<String>) -> Self {
         self.public_url = Some(url.into().trim_end_matches('/').to_owned());
         self
@@ -160,7 +203,7 @@ impl A2aServer {
         let base = self
             .public_url
             .clone()
-            .unwrap_or_else(|| format!("http://{local}"));
+            .unwrap_or_else(|| format!("http://{}", advertised_addr(local)));
         let card = self.builder.card_mut();
         if card.supported_interfaces.is_empty() {
             let grpc_addr = base
@@ -211,6 +254,7 @@ impl A2aServer {
             direct,
             handler,
             local,
+            limits: self.limits,
         })
     }
 
@@ -218,6 +262,36 @@ impl A2aServer {
     pub async fn serve(self, addr: impl tokio::net::ToSocketAddrs) -> std::io::Result<()> {
         self.bind(addr).await?.run_until(shutdown_signal()).await
     }
+}
+
+/// The address to advertise for a server bound to `local`: `local` itself,
+/// unless it is the unspecified address (every interface), which clients
+/// cannot call; then the address of this machine on its default route (the
+/// one a UDP socket "connected" to a documentation address would use: no
+/// packet is sent), or loopback when there is no route.
+pub fn advertised_addr(local: SocketAddr) -> SocketAddr {
+    if !local.ip().is_unspecified() {
+        return local;
+    }
+    let (any, probe, loopback): (&str, &str, std::net::IpAddr) = if local.is_ipv4() {
+        (
+            "0.0.0.0:0",
+            "192.0.2.1:80",
+            std::net::Ipv4Addr::LOCALHOST.into(),
+        )
+    } else {
+        (
+            "[::]:0",
+            "[2001:db8::1]:80",
+            std::net::Ipv6Addr::LOCALHOST.into(),
+        )
+    };
+    let routed = std::net::UdpSocket::bind(any)
+        .and_then(|s| s.connect(probe).and_then(|()| s.local_addr()))
+        .map(|a| a.ip())
+        .ok()
+        .filter(|ip| !ip.is_unspecified());
+    SocketAddr::new(routed.unwrap_or(loopback), local.port())
 }
 
 /// Completes on Ctrl-C (or SIGTERM on Unix).
@@ -249,6 +323,7 @@ pub struct BoundServer {
     direct: crate::serving::accept::Direct,
     handler: RequestHandler,
     local: SocketAddr,
+    limits: ConnectionLimits,
 }
 
 impl BoundServer {
@@ -275,11 +350,16 @@ impl BoundServer {
     ) -> std::io::Result<()> {
         let stop = Arc::new(tokio::sync::Notify::new());
         let stopped = Arc::clone(&stop);
-        let serve =
-            crate::serving::accept::serve(self.listener, self.router, self.direct, async move {
+        let serve = crate::serving::accept::serve(
+            self.listener,
+            self.router,
+            self.direct,
+            self.limits,
+            async move {
                 shutdown.await;
                 stopped.notify_one();
-            });
+            },
+        );
         tokio::select! {
             r = serve => r,
             () = async {

@@ -35,12 +35,19 @@ pub(crate) struct HttpState {
     pub(crate) max_body_bytes: usize,
 }
 
-/// Reads a body of at most `limit` bytes.
+/// Reads a body of at most `limit` bytes. A body whose declared length
+/// (`Content-Length`) is over the limit is refused before any of it is
+/// read; one that turns out longer is refused once the limit is passed.
+/// Either error carries `limitBytes` ([`is_too_large`]), answered `413
+/// Payload Too Large` by both HTTP bindings.
 pub(crate) async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, A2aError>
 where
     B: hyper::body::Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    if body.size_hint().lower() > limit as u64 {
+        return Err(too_large(limit));
+    }
     match collect(Limited::new(body, limit)).await {
         // The bytes may share the connection's read buffer; that is fine
         // while the request is handled (with the buffer capped, hyper
@@ -50,11 +57,7 @@ where
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some()
             {
-                Err(A2aError::new(
-                    ErrorKind::InvalidRequest,
-                    format!("request body exceeds the limit of {limit} bytes"),
-                )
-                .with_metadata("limitBytes", limit.to_string()))
+                Err(too_large(limit))
             } else {
                 Err(A2aError::new(
                     ErrorKind::InvalidRequest,
@@ -63,6 +66,20 @@ where
             }
         }
     }
+}
+
+/// The error of a body over the limit.
+fn too_large(limit: usize) -> A2aError {
+    A2aError::new(
+        ErrorKind::InvalidRequest,
+        format!("request body exceeds the limit of {limit} bytes"),
+    )
+    .with_metadata("limitBytes", limit.to_string())
+}
+
+/// Whether `e` is [`read_body`]'s refusal of a body over the limit.
+pub(crate) fn is_too_large(e: &A2aError) -> bool {
+    e.metadata.contains_key("limitBytes")
 }
 
 /// A task answer's JSON: the task (`GetTask`), or `{"task": ...}` (the

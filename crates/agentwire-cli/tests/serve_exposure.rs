@@ -1,0 +1,221 @@
+//! `a2a serve` on every network interface (`--host 0.0.0.0`): it warns that
+//! every task is served to anyone, and its agent card never advertises the
+//! unspecified address (which no client can call): it advertises a
+//! reachable one, or `--public-url`, and says to pass `--public-url`. And
+//! the connection limits are options of `a2a serve`.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+
+/// Bound on every wait.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A running `a2a serve`: its announcement on stdout (up to the agent
+/// card line) and the process.
+struct Serving {
+    child: Child,
+    stdout: String,
+}
+
+impl Serving {
+    fn start(env: &Env, args: &[&str]) -> Self {
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
+        for (k, _) in std::env::vars() {
+            if k.starts_with("A2ACLI_") || k.starts_with("A2A_") || k == "RUST_LOG" {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.arg("serve")
+            .args(["--store", "memory", "--port", "0"])
+            .args(args)
+            .env("HOME", env.home())
+            .current_dir(env.cwd())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start a2a serve");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(out).lines();
+            let mut got = String::new();
+            while let Some(Ok(line)) = lines.next() {
+                got.push_str(&line);
+                got.push('\n');
+                if line.contains("agent card:") {
+                    break;
+                }
+            }
+            let _ = tx.send(got);
+        });
+        let stdout = match rx.recv_timeout(LIMIT) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("a2a serve {args:?} did not announce itself within {LIMIT:?}");
+            }
+        };
+        assert!(
+            stdout.contains("agent card:"),
+            "a2a serve {args:?} started: {stdout}"
+        );
+        Self { child, stdout }
+    }
+
+    /// The port it listens on, from its agent card line.
+    fn port(&self) -> u16 {
+        let line = self
+            .stdout
+            .lines()
+            .find(|l| l.contains("agent card:"))
+            .expect("the agent card line");
+        let url = line.split_whitespace().last().expect("a URL");
+        let authority = url.trim_start_matches("http://").split('/').next().unwrap();
+        let port = authority.rsplit(':').next().unwrap();
+        port.parse().expect("a port")
+    }
+
+    /// Stops it: what it printed on stderr.
+    fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        err
+    }
+}
+
+/// The agent card served on 127.0.0.1:`port`, as JSON.
+fn card(port: u16) -> serde_json::Value {
+    let mut tcp = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    tcp.set_read_timeout(Some(LIMIT)).unwrap();
+    write!(
+        tcp,
+        "GET /.well-known/agent-card.json HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).expect("the card");
+    let (_, body) = answer.split_once("\r\n\r\n").expect("a body");
+    serde_json::from_str(body).expect("card JSON")
+}
+
+fn interface_urls(card: &serde_json::Value) -> Vec<String> {
+    card["supportedInterfaces"]
+        .as_array()
+        .expect("interfaces")
+        .iter()
+        .map(|i| i["url"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn every_interface_without_authentication_warns_and_never_advertises_0_0_0_0() {
+    let env = Env::new();
+    let serving = Serving::start(&env, &["--host", "0.0.0.0"]);
+    let port = serving.port();
+    assert!(
+        !serving.stdout.contains("http://0.0.0.0"),
+        "no unspecified address to call: {}",
+        serving.stdout
+    );
+    let urls = interface_urls(&card(port));
+    let err = serving.stop();
+    assert!(!urls.is_empty());
+    for url in &urls {
+        assert!(
+            !url.contains("0.0.0.0") && !url.contains("[::]"),
+            "the card advertises a callable address: {url}"
+        );
+        assert!(url.contains(&format!(":{port}")), "{url}");
+    }
+    assert!(
+        err.contains("warning:") && err.contains("anyone") && err.contains("authentication"),
+        "a warning that every task is served to anyone: {err}"
+    );
+    assert!(
+        err.contains("--public-url"),
+        "a hint to pass --public-url: {err}"
+    );
+}
+
+#[test]
+fn every_interface_with_a_public_url_advertises_it() {
+    let env = Env::new();
+    let serving = Serving::start(
+        &env,
+        &[
+            "--host",
+            "0.0.0.0",
+            "--public-url",
+            "https://agent.example.com",
+        ],
+    );
+    let urls = interface_urls(&card(serving.port()));
+    let err = serving.stop();
+    assert!(
+        urls.iter()
+            .all(|u| u.contains("agent.example.com") && !u.contains("0.0.0.0")),
+        "{urls:?}"
+    );
+    assert!(err.contains("anyone"), "still warned: {err}");
+    assert!(
+        !err.contains("pass --public-url"),
+        "no hint when it is given: {err}"
+    );
+}
+
+#[test]
+fn loopback_is_served_without_a_warning() {
+    let env = Env::new();
+    let serving = Serving::start(&env, &[]);
+    let err = serving.stop();
+    assert!(!err.contains("anyone"), "{err}");
+}
+
+#[test]
+fn connection_limits_are_options_of_serve() {
+    let env = Env::new();
+    let help = env.run(&["serve", "--help"]);
+    let help = help.stdout.as_str();
+    for option in [
+        "--request-head-timeout",
+        "--body-read-timeout",
+        "--idle-timeout",
+        "--max-connections",
+    ] {
+        assert!(help.contains(option), "{option} in the help:\n{help}");
+        let var = format!(
+            "A2A_SERVE_{}",
+            option
+                .trim_start_matches("--")
+                .replace('-', "_")
+                .to_uppercase()
+        );
+        assert!(help.contains(&var), "{var} in the help");
+    }
+
+    // A client that sends half a request head is disconnected after the
+    // timeout given.
+    let serving = Serving::start(&env, &["--request-head-timeout", "1s"]);
+    let mut tcp = TcpStream::connect(("127.0.0.1", serving.port())).unwrap();
+    tcp.set_read_timeout(Some(LIMIT)).unwrap();
+    tcp.write_all(b"POST / HTTP/1.1\r\nhost: x\r\ncont")
+        .unwrap();
+    let mut rest = Vec::new();
+    let closed = tcp.read_to_end(&mut rest);
+    let _ = serving.stop();
+    assert!(
+        closed.is_ok() || closed.is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "disconnected by the server, not by the test's wait"
+    );
+}
