@@ -28,7 +28,7 @@ use crate::error::{ClientError, ClientResult, truncate_body};
 use crate::http::{
     MAX_ERROR_BODY, default_http_client, map_reqwest_error, read_body, service_headers,
 };
-use crate::transport::CallOptions;
+use crate::transport::{Binding, CallOptions};
 
 /// The URL to fetch a card from, given what a user typed:
 ///
@@ -675,6 +675,88 @@ pub fn parse_agent_card(body: &[u8]) -> ClientResult<AgentCard> {
     }
     serde_json::from_value(value)
         .map_err(|e| ClientError::invalid_response(format!("invalid agent card: {e}")))
+}
+
+/// What is wrong with a card: the fields A2A 1.0 requires (specification
+/// section 4.4), interface URLs a client cannot call, and security
+/// requirements naming schemes the card does not declare. Empty when the
+/// card is valid; each problem is one readable sentence.
+pub fn validate_card(card: &AgentCard) -> Vec<String> {
+    let mut p = Vec::new();
+    let mut need = |ok: bool, what: &str| {
+        if !ok {
+            p.push(what.to_owned());
+        }
+    };
+    need(!card.name.trim().is_empty(), "name is required");
+    need(
+        !card.description.trim().is_empty(),
+        "description is required",
+    );
+    need(!card.version.trim().is_empty(), "version is required");
+    need(card.capabilities.is_some(), "capabilities is required");
+    need(
+        !card.supported_interfaces.is_empty(),
+        "supportedInterfaces must list at least one interface",
+    );
+    need(
+        !card.default_input_modes.is_empty(),
+        "defaultInputModes must not be empty",
+    );
+    need(
+        !card.default_output_modes.is_empty(),
+        "defaultOutputModes must not be empty",
+    );
+    for (n, i) in card.supported_interfaces.iter().enumerate() {
+        let at = format!("supportedInterfaces[{n}]");
+        if i.url.trim().is_empty() {
+            p.push(format!("{at}.url is required"));
+        }
+        if i.protocol_binding.trim().is_empty() {
+            p.push(format!("{at}.protocolBinding is required"));
+        }
+        if i.protocol_version.trim().is_empty() {
+            p.push(format!("{at}.protocolVersion is required"));
+        }
+        if Binding::parse(&i.protocol_binding) == Some(Binding::Grpc) {
+            continue;
+        }
+        if Binding::parse(&i.protocol_binding).is_some()
+            && reqwest::Url::parse(&i.url).map_or(true, |u| !matches!(u.scheme(), "http" | "https"))
+        {
+            p.push(format!("{at}.url {:?} is not an http(s) URL", i.url));
+        }
+    }
+    for (n, s) in card.skills.iter().enumerate() {
+        let at = format!("skills[{n}]");
+        if s.id.trim().is_empty() {
+            p.push(format!("{at}.id is required"));
+        }
+        if s.name.trim().is_empty() {
+            p.push(format!("{at}.name is required"));
+        }
+        if s.description.trim().is_empty() {
+            p.push(format!("{at}.description is required"));
+        }
+        if s.tags.is_empty() {
+            p.push(format!("{at}.tags must not be empty"));
+        }
+    }
+    for (n, r) in card.security_requirements.iter().enumerate() {
+        for name in r.schemes.keys() {
+            if !card.security_schemes.contains_key(name) {
+                p.push(format!(
+                    "securityRequirements[{n}] names {name:?}, which securitySchemes does not declare"
+                ));
+            }
+        }
+    }
+    for (name, s) in &card.security_schemes {
+        if s.scheme.is_none() {
+            p.push(format!("securitySchemes.{name} declares no scheme"));
+        }
+    }
+    p
 }
 
 #[cfg(test)]

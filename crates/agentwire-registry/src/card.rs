@@ -251,63 +251,10 @@ pub fn read_card(card: &Value) -> Result<(CardFacts, Vec<String>), CardProblems>
     Ok((facts, warnings))
 }
 
-/// The required fields of an A2A 1.0 card (specification 4.4).
+/// What is wrong with an A2A 1.0 card (the client library's check, the
+/// same one `a2a card get --validate` runs).
 pub fn validate_v1(card: &AgentCard) -> Vec<String> {
-    let mut p = Vec::new();
-    let mut need = |ok: bool, what: &str| {
-        if !ok {
-            p.push(what.to_owned());
-        }
-    };
-    need(!card.name.trim().is_empty(), "name is required");
-    need(
-        !card.description.trim().is_empty(),
-        "description is required",
-    );
-    need(!card.version.trim().is_empty(), "version is required");
-    need(card.capabilities.is_some(), "capabilities is required");
-    need(
-        !card.supported_interfaces.is_empty(),
-        "supportedInterfaces must list at least one interface",
-    );
-    need(
-        !card.default_input_modes.is_empty(),
-        "defaultInputModes must not be empty",
-    );
-    need(
-        !card.default_output_modes.is_empty(),
-        "defaultOutputModes must not be empty",
-    );
-    for (n, i) in card.supported_interfaces.iter().enumerate() {
-        if i.url.trim().is_empty() {
-            p.push(format!("supportedInterfaces[{n}].url is required"));
-        }
-        if i.protocol_binding.trim().is_empty() {
-            p.push(format!(
-                "supportedInterfaces[{n}].protocolBinding is required"
-            ));
-        }
-        if i.protocol_version.trim().is_empty() {
-            p.push(format!(
-                "supportedInterfaces[{n}].protocolVersion is required"
-            ));
-        }
-    }
-    for (n, s) in card.skills.iter().enumerate() {
-        if s.id.trim().is_empty() {
-            p.push(format!("skills[{n}].id is required"));
-        }
-        if s.name.trim().is_empty() {
-            p.push(format!("skills[{n}].name is required"));
-        }
-        if s.description.trim().is_empty() {
-            p.push(format!("skills[{n}].description is required"));
-        }
-        if s.tags.is_empty() {
-            p.push(format!("skills[{n}].tags must not be empty"));
-        }
-    }
-    p
+    agentwire_client::card::validate_card(card)
 }
 
 /// The syntax of an entry identifier (the catalog schema's pattern,
