@@ -170,14 +170,19 @@ impl RegistryBuilder {
     pub async fn build(self) -> StoreResult<Registry> {
         let http = match self.http {
             Some(h) => h,
-            None => reqwest::Client::builder()
+            None => {
+                // reqwest is built without a TLS crypto provider of its own:
+                // without this, building the client panics.
+                agentwire_client::install_crypto_provider();
+                reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(5))
                 .redirect(reqwest::redirect::Policy::limited(3))
                 .user_agent(concat!("agentwire-registry/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .map_err(|e| {
                     crate::store::StoreError(format!("cannot build the HTTP client: {e}"))
-                })?,
+                })?
+            }
         };
         let analyzer = Arc::new(Analyzer::new());
         let concurrency = self.config.refresh.concurrency.max(1);

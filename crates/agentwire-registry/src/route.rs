@@ -52,7 +52,7 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
 
 /// Weights and thresholds of the router.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct RouterConfig {
     /// Weight of the coverage signal.
     pub coverage_weight: f64,
@@ -60,10 +60,18 @@ pub struct RouterConfig {
     pub example_weight: f64,
     /// Weight of the BM25F score.
     pub bm25_weight: f64,
+    /// Weight of the share of the skill's name (and id) that the request
+    /// says: a request that names the skill ("reschedule", "receipt") is
+    /// about it more surely than one that shares other words with it.
+    pub name_weight: f64,
     /// Share of the final score given to the embedder, when there is one.
     pub semantic_weight: f64,
     /// Below this score (0..=1) no skill fits.
     pub fit_threshold: f64,
+    /// Below this coverage of the request by the best skill (0..=1) no
+    /// skill fits either, whatever the score: most of what is asked is
+    /// about something else.
+    pub min_coverage: f64,
     /// When the best two skills are closer than this, the request is
     /// ambiguous.
     pub tie_margin: f64,
@@ -79,6 +87,12 @@ pub struct RouterConfig {
     /// agent is chosen on everything it says about itself, the skill on
     /// what the skill says.
     pub agent_weight: f64,
+    /// How much the words of the agent's name and description count in
+    /// the coverage of each of its skills (relative to the presence weights
+    /// of those fields). They say which agent, not which of its skills: at
+    /// full weight a word of the agent's description ("reschedules") lifts
+    /// every sibling skill as much as the one it is about.
+    pub agent_words_in_skill: f64,
 }
 
 impl Default for RouterConfig {
@@ -89,12 +103,15 @@ impl Default for RouterConfig {
             coverage_weight: 0.4,
             example_weight: 0.25,
             bm25_weight: 0.35,
+            name_weight: 0.0,
             semantic_weight: 0.5,
             fit_threshold: 0.22,
+            min_coverage: 0.0,
             tie_margin: 0.0,
             unknown_weight: 1.25,
             number_weight: 1.0,
             agent_weight: 0.25,
+            agent_words_in_skill: 1.0,
         }
     }
 }

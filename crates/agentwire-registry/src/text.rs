@@ -73,7 +73,7 @@ impl Analyzer {
     pub fn terms(&self, text: &str) -> Vec<String> {
         // "payment-service" and "package_lock" are words of their own too,
         // and "what's" / "tomorrow's" are "what" and "tomorrow".
-        let spaced = text.replace(['-', '_', '/', '\'', '\u{2019}'], " ");
+        let spaced = american_spelling(&text.replace(['-', '_', '/', '\'', '\u{2019}'], " "));
         let mut terms = self.tokenizer.tokenize(&spaced);
         terms.retain(|t| !FILLER_TERMS.contains(&t.as_str()));
         terms
@@ -90,7 +90,7 @@ impl Analyzer {
             if word.is_empty() {
                 continue;
             }
-            for term in self.tokenizer.tokenize(word) {
+            for term in self.tokenizer.tokenize(&american_spelling(word)) {
                 if FILLER_TERMS.contains(&term.as_str()) {
                     continue;
                 }
@@ -101,6 +101,51 @@ impl Analyzer {
         }
         out
     }
+}
+
+/// Endings written with an "s" in British English and a "z" in American
+/// English ("summarise" / "summarize", "analyse" / "analyze",
+/// "organisation" / "organization"): the Snowball stemmer keeps them apart.
+const BRITISH_ENDINGS: &[&str] = &[
+    "ise", "ised", "ises", "ising", "iser", "isers", "isation", "isations", "yse", "ysed", "yses",
+    "ysing", "yser", "ysers",
+];
+
+/// The text with British "-ise" / "-yse" spellings of words written the
+/// American way, so that either spelling of a request finds either spelling
+/// of a card. Both sides go through it, so a word that merely ends like
+/// that ("exercise") is changed the same way everywhere and still matches
+/// itself. Written here: the stemmer has no option for it, and it is a
+/// handful of suffixes.
+fn american_spelling(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        // Short words ("rise", "wise", "raise") are left alone.
+        if word.chars().count() >= 6 {
+            let lower = word.to_lowercase();
+            if let Some(ending) = BRITISH_ENDINGS.iter().find(|e| lower.ends_with(*e)) {
+                // The "s" of the ending is its second letter.
+                let cut = word.len() - ending.len() + 1;
+                if word.is_char_boundary(cut) && word.is_char_boundary(cut + 1) {
+                    let upper = word[cut..].starts_with('S');
+                    word.replace_range(cut..cut + 1, if upper { "Z" } else { "z" });
+                }
+            }
+        }
+        out.push_str(word);
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_alphabetic() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
 }
 
 /// BM25 parameters.
@@ -352,6 +397,12 @@ mod tests {
             a.terms("What's new in tomorrow\u{2019}s inbox?"),
             ["new", "tomorrow", "inbox"]
         );
+        assert_eq!(a.terms("Summarise the analysis"), a.terms("summarize the analysis"));
+        assert_eq!(a.terms("We analysed it"), a.terms("we analyzed it"));
+        assert_eq!(a.terms("ORGANISATION"), a.terms("organization"));
+        assert_eq!(a.terms("rise wise"), ["rise", "wise"]);
+        let w = a.terms_with_words("Summarises what's new");
+        assert_eq!(w[0].0, a.terms("summarizes")[0], "{w:?}");
         let w = a.terms_with_words("Is payment-service ready? Checking...");
         assert!(w.contains(&("check".into(), "Checking".into())), "{w:?}");
     }
