@@ -366,10 +366,10 @@ async fn main() {
             for ew in [0.2, 0.3] {
                 for nw in [0.0, 0.15, 0.3] {
                     for th in [0.18, 0.22, 0.26, 0.30] {
-                        for min_coverage in [0.0, 0.3, 0.4, 0.5] {
+                        for min_coverage in [0.0, 0.3, 0.4] {
                             for agent in [0.0, 0.25] {
-                                for words in [0.0, 0.5, 1.0] {
-                                    for unknown in [0.75, 1.25] {
+                                for words in [0.0, 1.0] {
+                                    for common in [0.25, 0.5, 1.0] {
                                         grid.push(RouterConfig {
                                             coverage_weight: cw,
                                             example_weight: ew,
@@ -378,7 +378,8 @@ async fn main() {
                                             fit_threshold: th,
                                             min_coverage,
                                             tie_margin: 0.0,
-                                            unknown_weight: unknown,
+                                            unknown_weight: 1.25,
+                                            common_word_weight: common,
                                             number_weight: 1.0,
                                             agent_weight: agent,
                                             agent_words_in_skill: words,

@@ -507,6 +507,8 @@ impl Index {
                 };
                 if t.chars().all(|c| c.is_ascii_digit()) {
                     w * config.number_weight
+                } else if self.analyzer.is_common(t) {
+                    w * config.common_word_weight
                 } else {
                     w
                 }
@@ -616,7 +618,10 @@ impl Index {
                         continue;
                     }
                     seen.push(t);
-                    let w = self.own_idf(t);
+                    let mut w = self.own_idf(t);
+                    if self.analyzer.is_common(t) {
+                        w *= config.common_word_weight;
+                    }
                     ex_norm += w * w;
                     if let Some(k) = q.iter().position(|x| x == t) {
                         dot += w * idf[k];

@@ -93,6 +93,11 @@ pub struct RouterConfig {
     /// full weight a word of the agent's description ("reschedules") lifts
     /// every sibling skill as much as the one it is about.
     pub agent_words_in_skill: f64,
+    /// How much a common English word ("find", "make", "last", "near")
+    /// counts, relative to its IDF: among a few skills a word of one example
+    /// is rare, yet a request that shares only such words with a skill is
+    /// not about it.
+    pub common_word_weight: f64,
 }
 
 impl Default for RouterConfig {
@@ -112,6 +117,7 @@ impl Default for RouterConfig {
             number_weight: 1.0,
             agent_weight: 0.25,
             agent_words_in_skill: 1.0,
+            common_word_weight: 1.0,
         }
     }
 }

@@ -42,7 +42,15 @@ const FILLER_TERMS: &[&str] = &[
 /// words removed, stemmed).
 pub struct Analyzer {
     tokenizer: DefaultTokenizer,
+    /// Terms of common English words (see [`Analyzer::is_common`]).
+    common: std::collections::HashSet<String, ahash::RandomState>,
 }
+
+/// A general list of common English words (Stopwords ISO, MIT licence:
+/// `data/README.md`). Longer than the tokenizer's stop words ("find",
+/// "make", "last", "next", "near"...), so used only to weigh words, never to
+/// drop them.
+const COMMON_WORDS: &str = include_str!("../data/stopwords-iso-en.txt");
 
 impl Default for Analyzer {
     fn default() -> Self {
@@ -59,14 +67,24 @@ impl std::fmt::Debug for Analyzer {
 impl Analyzer {
     /// The English analyzer.
     pub fn new() -> Self {
-        Self {
-            tokenizer: DefaultTokenizer::builder()
-                .language_mode(Language::English)
-                .normalization(true)
-                .stemming(true)
-                .stopwords(true)
-                .build(),
-        }
+        let tokenizer = DefaultTokenizer::builder()
+            .language_mode(Language::English)
+            .normalization(true)
+            .stemming(true)
+            .stopwords(true)
+            .build();
+        let common = COMMON_WORDS
+            .lines()
+            .filter(|w| w.chars().all(char::is_alphabetic))
+            .flat_map(|w| tokenizer.tokenize(&american_spelling(w)))
+            .collect();
+        Self { tokenizer, common }
+    }
+
+    /// Whether a term is that of a common English word ("find", "make",
+    /// "last", "near"): it says less about what is asked than a rarer one.
+    pub fn is_common(&self, term: &str) -> bool {
+        self.common.contains(term)
     }
 
     /// The terms of a text, in order (repeats kept).
@@ -403,6 +421,7 @@ mod tests {
         assert_eq!(a.terms("rise wise"), ["rise", "wise"]);
         let w = a.terms_with_words("Summarises what's new");
         assert_eq!(w[0].0, a.terms("summarizes")[0], "{w:?}");
+        assert!(a.is_common("find") && a.is_common("last") && !a.is_common("invoic"));
         let w = a.terms_with_words("Is payment-service ready? Checking...");
         assert!(w.contains(&("check".into(), "Checking".into())), "{w:?}");
     }
