@@ -362,14 +362,14 @@ async fn main() {
         // Grid search on the training half only.
         let mut best: Option<(f64, RouterConfig)> = None;
         let mut grid = Vec::new();
-        for cw in [0.3, 0.4, 0.5] {
+        for cw in [0.25, 0.3, 0.4] {
             for ew in [0.2, 0.3] {
-                for nw in [0.0, 0.15, 0.3] {
-                    for th in [0.18, 0.22, 0.26, 0.30] {
-                        for min_coverage in [0.0, 0.3, 0.4] {
+                for nw in [0.0, 0.3, 0.45] {
+                    for th in [0.18, 0.2, 0.22, 0.24, 0.26] {
+                        for min_coverage in [0.0, 0.25, 0.35] {
                             for agent in [0.0, 0.25] {
-                                for words in [0.0, 1.0] {
-                                    for common in [0.25, 0.5, 1.0] {
+                                for words in [0.0, 0.5] {
+                                    for common in [0.5, 1.0] {
                                         grid.push(RouterConfig {
                                             coverage_weight: cw,
                                             example_weight: ew,
@@ -470,7 +470,11 @@ async fn main() {
 
     // `EXPLAIN=1`: the best five skills of every miss, with their scores.
     if std::env::var_os("EXPLAIN").is_some() {
-        for (i, l) in set.iter().enumerate().filter(|(i, _)| (i % 2 == 1) != show_train) {
+        for (i, l) in set
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (i % 2 == 1) != show_train)
+        {
             let routed = r
                 .route(&RouteRequest {
                     text: l.text.clone(),
@@ -485,7 +489,10 @@ async fn main() {
             if got != want {
                 println!("#{i} {:?} wanted {want:?} {:?}", l.text, routed.reason);
                 for m in &routed.matches {
-                    println!("    {:>3} {} / {}: {}", m.score, m.agent_name, m.skill_id, m.why);
+                    println!(
+                        "    {:>3} {} / {}: {}",
+                        m.score, m.agent_name, m.skill_id, m.why
+                    );
                 }
             }
         }

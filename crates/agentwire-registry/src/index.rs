@@ -595,7 +595,8 @@ impl Index {
             let mut agent_found = 0.0;
             if config.agent_weight > 0.0 {
                 for (t, w) in q.iter().zip(&idf) {
-                    let p = e.skills
+                    let p = e
+                        .skills
                         .iter()
                         .map(|d| d.presence(t, 1.0))
                         .fold(0.0, f64::max);

@@ -175,13 +175,13 @@ impl RegistryBuilder {
                 // without this, building the client panics.
                 agentwire_client::install_crypto_provider();
                 reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(5))
-                .redirect(reqwest::redirect::Policy::limited(3))
-                .user_agent(concat!("agentwire-registry/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .map_err(|e| {
-                    crate::store::StoreError(format!("cannot build the HTTP client: {e}"))
-                })?
+                    .connect_timeout(Duration::from_secs(5))
+                    .redirect(reqwest::redirect::Policy::limited(3))
+                    .user_agent(concat!("agentwire-registry/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| {
+                        crate::store::StoreError(format!("cannot build the HTTP client: {e}"))
+                    })?
             }
         };
         let analyzer = Arc::new(Analyzer::new());

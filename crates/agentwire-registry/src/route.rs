@@ -105,10 +105,10 @@ impl Default for RouterConfig {
     /// (`tests/data/routing/`); the benchmark reports both halves.
     fn default() -> Self {
         Self {
-            coverage_weight: 0.4,
-            example_weight: 0.25,
-            bm25_weight: 0.35,
-            name_weight: 0.0,
+            coverage_weight: 0.3,
+            example_weight: 0.2,
+            bm25_weight: 0.5,
+            name_weight: 0.3,
             semantic_weight: 0.5,
             fit_threshold: 0.22,
             min_coverage: 0.0,
@@ -116,7 +116,7 @@ impl Default for RouterConfig {
             unknown_weight: 1.25,
             number_weight: 1.0,
             agent_weight: 0.25,
-            agent_words_in_skill: 1.0,
+            agent_words_in_skill: 0.0,
             common_word_weight: 1.0,
         }
     }

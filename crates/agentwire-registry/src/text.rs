@@ -415,7 +415,10 @@ mod tests {
             a.terms("What's new in tomorrow\u{2019}s inbox?"),
             ["new", "tomorrow", "inbox"]
         );
-        assert_eq!(a.terms("Summarise the analysis"), a.terms("summarize the analysis"));
+        assert_eq!(
+            a.terms("Summarise the analysis"),
+            a.terms("summarize the analysis")
+        );
         assert_eq!(a.terms("We analysed it"), a.terms("we analyzed it"));
         assert_eq!(a.terms("ORGANISATION"), a.terms("organization"));
         assert_eq!(a.terms("rise wise"), ["rise", "wise"]);
