@@ -8,20 +8,28 @@
 //!
 //! - **coverage**: the IDF-weighted share of the request's terms found in
 //!   the skill (an example, its name or tags count fully, its description a
-//!   little less, the agent's name and description less still). A request
+//!   little less; the agent's name and description only as much as
+//!   [`RouterConfig::agent_words_in_skill`] says). A request
 //!   about something no skill mentions has words no skill has, whose IDF is
 //!   the highest there is: coverage stays low, which is what makes "no skill
 //!   fits" decidable;
 //! - **example**: the best IDF-weighted cosine between the request and one
 //!   of the skill's `examples`;
-//! - **bm25**: the skill's BM25F score over its bound.
+//! - **bm25**: the skill's BM25F score over its bound;
+//! - **name**: the IDF-weighted share of the skill's name and id that the
+//!   request says.
 //!
+//! The IDF of routing is counted over the skills' own text (not their
+//! agents' names and descriptions, which every skill of an agent shares).
+//! The agent as a whole counts too ([`RouterConfig::agent_weight`]): the
+//! request's terms found in any of its skills.
 //! They are mixed with [`RouterConfig`]'s weights. With an [`Embedder`]
 //! (a semantic model of the user's choice), the best cosine between the
 //! request's embedding and the skill's examples is mixed in too.
 //!
 //! The best candidate is chosen only when it scores at least
-//! [`RouterConfig::fit_threshold`] and leads the next skill by more than
+//! [`RouterConfig::fit_threshold`], covers at least
+//! [`RouterConfig::min_coverage`] of the request, and leads the next skill by more than
 //! [`RouterConfig::tie_margin`]; otherwise the answer says so (`noFit` or
 //! `ambiguous`), and the caller asks instead of guessing.
 
@@ -102,7 +110,8 @@ pub struct RouterConfig {
 
 impl Default for RouterConfig {
     /// Chosen on the training half of the labelled routing set
-    /// (`tests/data/routing/`); the benchmark reports both halves.
+    /// (`tests/data/routing-*.json`, `--tune` in the benchmark); it reports
+    /// both halves.
     fn default() -> Self {
         Self {
             coverage_weight: 0.3,
