@@ -820,6 +820,7 @@ async fn an_unreachable_agent_leaves_search_until_it_returns() {
         ])
         .json();
     assert_eq!(l["items"].as_array().unwrap().len(), 1);
+    // reqwest is built without a TLS crypto provider of its own.
     agentwire_client::install_crypto_provider();
     let cat = reqwest::get(format!("{}/.well-known/ai-catalog.json", reg.url))
         .await

@@ -5,6 +5,7 @@
 //! cargo bench -p agentwire-registry --bench registry
 //! cargo bench -p agentwire-registry --bench registry -- --cards 2000 --queries 200
 //! cargo bench -p agentwire-registry --bench registry -- --tune   # grid search on the training half
+//! cargo bench -p agentwire-registry --bench registry -- --accuracy   # routing accuracy only
 //! ```
 //!
 //! The labelled set (`tests/data/routing-cards.json`,
@@ -35,6 +36,8 @@ struct Args {
     cards: usize,
     queries: usize,
     tune: bool,
+    /// Only the routing accuracy (no latency or throughput runs).
+    accuracy_only: bool,
 }
 
 fn args() -> Args {
@@ -42,6 +45,7 @@ fn args() -> Args {
         cards: 10_000,
         queries: 500,
         tune: false,
+        accuracy_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
@@ -51,6 +55,7 @@ fn args() -> Args {
                 a.queries = it.next().and_then(|v| v.parse().ok()).unwrap_or(a.queries);
             }
             "--tune" => a.tune = true,
+            "--accuracy" => a.accuracy_only = true,
             _ => {} // cargo bench passes --bench
         }
     }
@@ -357,23 +362,31 @@ async fn main() {
         // Grid search on the training half only.
         let mut best: Option<(f64, RouterConfig)> = None;
         let mut grid = Vec::new();
-        for cw in [0.4, 0.5, 0.6] {
-            for ew in [0.25, 0.35, 0.45] {
-                for th in [0.18, 0.22, 0.26, 0.30, 0.34] {
-                    for agent in [0.0, 0.25] {
-                        for unknown in [0.5, 0.75, 1.0, 1.25] {
-                            for (number, tie) in [(0.25, 0.0), (1.0, 0.0), (1.0, 0.01)] {
-                                grid.push(RouterConfig {
-                                    coverage_weight: cw,
-                                    example_weight: ew,
-                                    bm25_weight: (1.0f64 - cw - ew).max(0.0),
-                                    fit_threshold: th,
-                                    tie_margin: tie,
-                                    unknown_weight: unknown,
-                                    number_weight: number,
-                                    agent_weight: agent,
-                                    ..RouterConfig::default()
-                                });
+        for cw in [0.25, 0.3, 0.4] {
+            for ew in [0.2, 0.3] {
+                for nw in [0.0, 0.3, 0.45] {
+                    for th in [0.18, 0.2, 0.22, 0.24, 0.26] {
+                        for min_coverage in [0.0, 0.25, 0.35] {
+                            for agent in [0.0, 0.25] {
+                                for words in [0.0, 0.5] {
+                                    for common in [0.5, 1.0] {
+                                        grid.push(RouterConfig {
+                                            coverage_weight: cw,
+                                            example_weight: ew,
+                                            bm25_weight: (1.0f64 - cw - ew).max(0.0),
+                                            name_weight: nw,
+                                            fit_threshold: th,
+                                            min_coverage,
+                                            tie_margin: 0.0,
+                                            unknown_weight: 1.25,
+                                            common_word_weight: common,
+                                            number_weight: 1.0,
+                                            agent_weight: agent,
+                                            agent_words_in_skill: words,
+                                            ..RouterConfig::default()
+                                        });
+                                    }
+                                }
                             }
                         }
                     }
@@ -453,6 +466,39 @@ async fn main() {
                     .unwrap_or_default()
             );
         }
+    }
+
+    // `EXPLAIN=1`: the best five skills of every miss, with their scores.
+    if std::env::var_os("EXPLAIN").is_some() {
+        for (i, l) in set
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (i % 2 == 1) != show_train)
+        {
+            let routed = r
+                .route(&RouteRequest {
+                    text: l.text.clone(),
+                    filter: None,
+                    limit: Some(5),
+                })
+                .expect("route");
+            let want = l.label.as_ref().map(|(a, s)| (a.clone(), s.clone()));
+            let got = routed
+                .chosen()
+                .map(|m| (m.agent_name.clone(), m.skill_id.clone()));
+            if got != want {
+                println!("#{i} {:?} wanted {want:?} {:?}", l.text, routed.reason);
+                for m in &routed.matches {
+                    println!(
+                        "    {:>3} {} / {}: {}",
+                        m.score, m.agent_name, m.skill_id, m.why
+                    );
+                }
+            }
+        }
+    }
+    if a.accuracy_only {
+        return;
     }
 
     // Publish throughput and search latency with many cards.

@@ -62,6 +62,11 @@ struct SkillDoc {
     /// Embeddings of the examples (and of the description), with an
     /// embedder.
     vectors: Vec<Vec<f32>>,
+    /// The distinct terms of the skill's own text (not its agent's), for
+    /// the document frequencies of routing.
+    own_terms: Vec<String>,
+    /// The distinct terms of its name and id.
+    name_terms: Vec<String>,
 }
 
 impl SkillDoc {
@@ -69,7 +74,33 @@ impl SkillDoc {
         self.examples.iter().flatten().cloned().collect()
     }
 
-    fn presence(&self, term: &String) -> f64 {
+    /// Fills `own_terms` and `name_terms`.
+    fn with_term_sets(mut self) -> Self {
+        let mut own: Vec<String> = Vec::new();
+        let mut name: Vec<String> = Vec::new();
+        for t in self.name.iter().chain(&self.id) {
+            if !name.contains(t) {
+                name.push(t.clone());
+            }
+        }
+        for t in self
+            .name
+            .iter()
+            .chain(&self.id)
+            .chain(&self.description)
+            .chain(&self.tags)
+            .chain(self.examples.iter().flatten())
+        {
+            if !own.contains(t) {
+                own.push(t.clone());
+            }
+        }
+        self.own_terms = own;
+        self.name_terms = name;
+        self
+    }
+
+    fn presence(&self, term: &String, agent_words: f64) -> f64 {
         let mut p: f64 = 0.0;
         let has = |v: &Vec<String>| v.contains(term);
         if self.examples.iter().any(has) {
@@ -88,10 +119,10 @@ impl SkillDoc {
             p = p.max(route::PRESENCE_DESCRIPTION);
         }
         if has(&self.agent_name) {
-            p = p.max(route::PRESENCE_AGENT_NAME);
+            p = p.max(route::PRESENCE_AGENT_NAME * agent_words);
         }
         if has(&self.agent_description) {
-            p = p.max(route::PRESENCE_AGENT_DESCRIPTION);
+            p = p.max(route::PRESENCE_AGENT_DESCRIPTION * agent_words);
         }
         p
     }
@@ -138,7 +169,9 @@ impl Indexed {
                     }
                     None => Vec::new(),
                 },
-            };
+                ..Default::default()
+            }
+            .with_term_sets();
             terms.skill_names.extend(doc.name.iter().cloned());
             terms
                 .skill_descriptions
@@ -187,6 +220,13 @@ pub struct Index {
     removed: HashMap<String, i64>,
     text: Bm25Index<u32>,
     skills: Bm25Index<(u32, u16)>,
+    /// How many skills have each term in their own text (name, id,
+    /// description, tags, examples), and how many skills there are: the
+    /// router's IDF. The words of an agent's name and description are in
+    /// every one of its skills' BM25F documents; counted there, they would
+    /// look common and weigh less than a word of one example.
+    skill_df: HashMap<String, u32, ahash::RandomState>,
+    skill_count: u32,
     /// The highest store revision applied.
     pub revision: i64,
 }
@@ -202,6 +242,8 @@ impl Index {
             removed: HashMap::new(),
             text: Bm25Index::default(),
             skills: Bm25Index::default(),
+            skill_df: HashMap::default(),
+            skill_count: 0,
             revision: 0,
         }
     }
@@ -289,6 +331,10 @@ impl Index {
         for (i, s) in indexed.skills.iter().enumerate() {
             let examples = s.all_example_terms();
             let Ok(i) = u16::try_from(i) else { break };
+            self.skill_count += 1;
+            for t in &s.own_terms {
+                *self.skill_df.entry(t.clone()).or_default() += 1;
+            }
             self.skills.insert(
                 (slot, i),
                 &[
@@ -330,9 +376,17 @@ impl Index {
     fn unindex(&mut self, slot: u32) {
         if let Some(old) = self.entries.remove(&slot) {
             self.text.remove(&slot);
-            for i in 0..old.skills.len() {
-                if let Ok(i) = u16::try_from(i) {
-                    self.skills.remove(&(slot, i));
+            for (i, s) in old.skills.iter().enumerate() {
+                let Ok(i) = u16::try_from(i) else { break };
+                self.skills.remove(&(slot, i));
+                self.skill_count = self.skill_count.saturating_sub(1);
+                for t in &s.own_terms {
+                    if let Some(n) = self.skill_df.get_mut(t) {
+                        *n = n.saturating_sub(1);
+                        if *n == 0 {
+                            self.skill_df.remove(t);
+                        }
+                    }
                 }
             }
         }
@@ -441,17 +495,20 @@ impl Index {
         // A word no skill has weighs as much as the rarest known word (times
         // `unknown_weight`), whatever the size of the registry: with the raw
         // IDF it would outweigh every known word of a small registry.
-        let rarest = self.skills.idf_of_df(1);
+        let rarest = self.own_idf_of_df(1);
         let idf: Vec<f64> = q
             .iter()
             .map(|t| {
-                let w = if self.skills.contains_term(t) {
-                    self.skills.idf(t)
-                } else {
-                    rarest * config.unknown_weight
+                let w = match self.skill_df.get(t) {
+                    Some(df) => self.own_idf_of_df(*df),
+                    // Only in agents' names or descriptions.
+                    None if self.skills.contains_term(t) => rarest,
+                    None => rarest * config.unknown_weight,
                 };
                 if t.chars().all(|c| c.is_ascii_digit()) {
                     w * config.number_weight
+                } else if self.analyzer.is_common(t) {
+                    w * config.common_word_weight
                 } else {
                     w
                 }
@@ -502,6 +559,7 @@ impl Index {
         }
         struct Cand {
             score: f64,
+            coverage: f64,
             slot: u32,
             skill: u16,
             why: String,
@@ -526,7 +584,7 @@ impl Index {
             let mut found = 0.0;
             let mut matched_words: Vec<&str> = Vec::new();
             for ((t, w), (_, word)) in q.iter().zip(&idf).zip(&words) {
-                let p = doc.presence(t);
+                let p = doc.presence(t, config.agent_words_in_skill);
                 if p > 0.0 {
                     found += w * p;
                     matched_words.push(word);
@@ -537,7 +595,11 @@ impl Index {
             let mut agent_found = 0.0;
             if config.agent_weight > 0.0 {
                 for (t, w) in q.iter().zip(&idf) {
-                    let p = e.skills.iter().map(|d| d.presence(t)).fold(0.0, f64::max);
+                    let p = e
+                        .skills
+                        .iter()
+                        .map(|d| d.presence(t, 1.0))
+                        .fold(0.0, f64::max);
                     agent_found += w * p;
                 }
             }
@@ -557,7 +619,10 @@ impl Index {
                         continue;
                     }
                     seen.push(t);
-                    let w = self.skills.idf(t);
+                    let mut w = self.own_idf(t);
+                    if self.analyzer.is_common(t) {
+                        w *= config.common_word_weight;
+                    }
                     ex_norm += w * w;
                     if let Some(k) = q.iter().position(|x| x == t) {
                         dot += w * idf[k];
@@ -574,10 +639,28 @@ impl Index {
                 .skills
                 .score(&(slot, i), &q)
                 .map_or(0.0, |s| if s.bound > 0.0 { s.raw / s.bound } else { 0.0 });
-            let weights = config.coverage_weight + config.example_weight + config.bm25_weight;
+            // The share of the skill's name and id the request says.
+            let (mut named, mut name_all) = (0.0, 0.0);
+            for t in &doc.name_terms {
+                let w = self.own_idf(t);
+                name_all += w;
+                if q.contains(t) {
+                    named += w;
+                }
+            }
+            let name_share = if name_all > 0.0 {
+                named / name_all
+            } else {
+                0.0
+            };
+            let weights = config.coverage_weight
+                + config.example_weight
+                + config.bm25_weight
+                + config.name_weight;
             let mut score = (config.coverage_weight * coverage
                 + config.example_weight * best_example.0
-                + config.bm25_weight * bm25)
+                + config.bm25_weight * bm25
+                + config.name_weight * name_share)
                 / weights.max(1e-9);
             score = (1.0 - config.agent_weight) * score + config.agent_weight * agent_coverage;
             let mut semantic_note = String::new();
@@ -608,6 +691,7 @@ impl Index {
             };
             scored.push(Cand {
                 score,
+                coverage,
                 slot,
                 skill: i,
                 why,
@@ -662,6 +746,15 @@ impl Index {
                     config.fit_threshold * 100.0
                 ));
             }
+            (Some(best), _) if best.coverage < config.min_coverage => {
+                out.no_fit = true;
+                out.reason = Some(format!(
+                    "the best skill has only {:.0}% of the request's words (at least {:.0}% \
+                     needed): no skill fits; ask the user rather than guess",
+                    best.coverage * 100.0,
+                    config.min_coverage * 100.0
+                ));
+            }
             (Some(best), Some(second)) if best.score - second.score <= config.tie_margin => {
                 out.ambiguous = true;
                 out.reason = Some(format!(
@@ -674,6 +767,21 @@ impl Index {
             _ => {}
         }
         out
+    }
+}
+
+impl Index {
+    /// The router's IDF of a term that `df` skills have in their own text.
+    fn own_idf_of_df(&self, df: u32) -> f64 {
+        let n = f64::from(self.skill_count);
+        let df = f64::from(df);
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln().max(0.0)
+    }
+
+    /// The router's IDF of a term (that of the rarest term when no skill
+    /// has it in its own text).
+    fn own_idf(&self, term: &str) -> f64 {
+        self.own_idf_of_df(self.skill_df.get(term).copied().unwrap_or(1))
     }
 }
 

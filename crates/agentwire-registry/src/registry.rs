@@ -171,7 +171,8 @@ impl RegistryBuilder {
         let http = match self.http {
             Some(h) => h,
             None => {
-                // reqwest is built without a TLS crypto provider of its own.
+                // reqwest is built without a TLS crypto provider of its own:
+                // without this, building the client panics.
                 agentwire_client::install_crypto_provider();
                 reqwest::Client::builder()
                     .connect_timeout(Duration::from_secs(5))

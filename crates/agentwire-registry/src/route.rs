@@ -8,20 +8,28 @@
 //!
 //! - **coverage**: the IDF-weighted share of the request's terms found in
 //!   the skill (an example, its name or tags count fully, its description a
-//!   little less, the agent's name and description less still). A request
+//!   little less; the agent's name and description only as much as
+//!   [`RouterConfig::agent_words_in_skill`] says). A request
 //!   about something no skill mentions has words no skill has, whose IDF is
 //!   the highest there is: coverage stays low, which is what makes "no skill
 //!   fits" decidable;
 //! - **example**: the best IDF-weighted cosine between the request and one
 //!   of the skill's `examples`;
-//! - **bm25**: the skill's BM25F score over its bound.
+//! - **bm25**: the skill's BM25F score over its bound;
+//! - **name**: the IDF-weighted share of the skill's name and id that the
+//!   request says.
 //!
+//! The IDF of routing is counted over the skills' own text (not their
+//! agents' names and descriptions, which every skill of an agent shares).
+//! The agent as a whole counts too ([`RouterConfig::agent_weight`]): the
+//! request's terms found in any of its skills.
 //! They are mixed with [`RouterConfig`]'s weights. With an [`Embedder`]
 //! (a semantic model of the user's choice), the best cosine between the
 //! request's embedding and the skill's examples is mixed in too.
 //!
 //! The best candidate is chosen only when it scores at least
-//! [`RouterConfig::fit_threshold`] and leads the next skill by more than
+//! [`RouterConfig::fit_threshold`], covers at least
+//! [`RouterConfig::min_coverage`] of the request, and leads the next skill by more than
 //! [`RouterConfig::tie_margin`]; otherwise the answer says so (`noFit` or
 //! `ambiguous`), and the caller asks instead of guessing.
 
@@ -52,7 +60,7 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
 
 /// Weights and thresholds of the router.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct RouterConfig {
     /// Weight of the coverage signal.
     pub coverage_weight: f64,
@@ -60,10 +68,18 @@ pub struct RouterConfig {
     pub example_weight: f64,
     /// Weight of the BM25F score.
     pub bm25_weight: f64,
+    /// Weight of the share of the skill's name (and id) that the request
+    /// says: a request that names the skill ("reschedule", "receipt") is
+    /// about it more surely than one that shares other words with it.
+    pub name_weight: f64,
     /// Share of the final score given to the embedder, when there is one.
     pub semantic_weight: f64,
     /// Below this score (0..=1) no skill fits.
     pub fit_threshold: f64,
+    /// Below this coverage of the request by the best skill (0..=1) no
+    /// skill fits either, whatever the score: most of what is asked is
+    /// about something else.
+    pub min_coverage: f64,
     /// When the best two skills are closer than this, the request is
     /// ambiguous.
     pub tie_margin: f64,
@@ -79,22 +95,38 @@ pub struct RouterConfig {
     /// agent is chosen on everything it says about itself, the skill on
     /// what the skill says.
     pub agent_weight: f64,
+    /// How much the words of the agent's name and description count in
+    /// the coverage of each of its skills (relative to the presence weights
+    /// of those fields). They say which agent, not which of its skills: at
+    /// full weight a word of the agent's description ("reschedules") lifts
+    /// every sibling skill as much as the one it is about.
+    pub agent_words_in_skill: f64,
+    /// How much a common English word ("find", "make", "last", "near")
+    /// counts, relative to its IDF: among a few skills a word of one example
+    /// is rare, yet a request that shares only such words with a skill is
+    /// not about it.
+    pub common_word_weight: f64,
 }
 
 impl Default for RouterConfig {
     /// Chosen on the training half of the labelled routing set
-    /// (`tests/data/routing/`); the benchmark reports both halves.
+    /// (`tests/data/routing-*.json`, `--tune` in the benchmark); it reports
+    /// both halves.
     fn default() -> Self {
         Self {
-            coverage_weight: 0.4,
-            example_weight: 0.25,
-            bm25_weight: 0.35,
+            coverage_weight: 0.3,
+            example_weight: 0.2,
+            bm25_weight: 0.5,
+            name_weight: 0.3,
             semantic_weight: 0.5,
             fit_threshold: 0.22,
+            min_coverage: 0.0,
             tie_margin: 0.0,
             unknown_weight: 1.25,
             number_weight: 1.0,
             agent_weight: 0.25,
+            agent_words_in_skill: 0.0,
+            common_word_weight: 1.0,
         }
     }
 }

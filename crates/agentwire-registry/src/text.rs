@@ -42,7 +42,15 @@ const FILLER_TERMS: &[&str] = &[
 /// words removed, stemmed).
 pub struct Analyzer {
     tokenizer: DefaultTokenizer,
+    /// Terms of common English words (see [`Analyzer::is_common`]).
+    common: std::collections::HashSet<String, ahash::RandomState>,
 }
+
+/// A general list of common English words (Stopwords ISO, MIT licence:
+/// `data/README.md`). Longer than the tokenizer's stop words ("find",
+/// "make", "last", "next", "near"...), so used only to weigh words, never to
+/// drop them.
+const COMMON_WORDS: &str = include_str!("../data/stopwords-iso-en.txt");
 
 impl Default for Analyzer {
     fn default() -> Self {
@@ -59,21 +67,31 @@ impl std::fmt::Debug for Analyzer {
 impl Analyzer {
     /// The English analyzer.
     pub fn new() -> Self {
-        Self {
-            tokenizer: DefaultTokenizer::builder()
-                .language_mode(Language::English)
-                .normalization(true)
-                .stemming(true)
-                .stopwords(true)
-                .build(),
-        }
+        let tokenizer = DefaultTokenizer::builder()
+            .language_mode(Language::English)
+            .normalization(true)
+            .stemming(true)
+            .stopwords(true)
+            .build();
+        let common = COMMON_WORDS
+            .lines()
+            .filter(|w| w.chars().all(char::is_alphabetic))
+            .flat_map(|w| tokenizer.tokenize(&american_spelling(w)))
+            .collect();
+        Self { tokenizer, common }
+    }
+
+    /// Whether a term is that of a common English word ("find", "make",
+    /// "last", "near"): it says less about what is asked than a rarer one.
+    pub fn is_common(&self, term: &str) -> bool {
+        self.common.contains(term)
     }
 
     /// The terms of a text, in order (repeats kept).
     pub fn terms(&self, text: &str) -> Vec<String> {
         // "payment-service" and "package_lock" are words of their own too,
         // and "what's" / "tomorrow's" are "what" and "tomorrow".
-        let spaced = text.replace(['-', '_', '/', '\'', '\u{2019}'], " ");
+        let spaced = american_spelling(&text.replace(['-', '_', '/', '\'', '\u{2019}'], " "));
         let mut terms = self.tokenizer.tokenize(&spaced);
         terms.retain(|t| !FILLER_TERMS.contains(&t.as_str()));
         terms
@@ -90,7 +108,7 @@ impl Analyzer {
             if word.is_empty() {
                 continue;
             }
-            for term in self.tokenizer.tokenize(word) {
+            for term in self.tokenizer.tokenize(&american_spelling(word)) {
                 if FILLER_TERMS.contains(&term.as_str()) {
                     continue;
                 }
@@ -101,6 +119,51 @@ impl Analyzer {
         }
         out
     }
+}
+
+/// Endings written with an "s" in British English and a "z" in American
+/// English ("summarise" / "summarize", "analyse" / "analyze",
+/// "organisation" / "organization"): the Snowball stemmer keeps them apart.
+const BRITISH_ENDINGS: &[&str] = &[
+    "ise", "ised", "ises", "ising", "iser", "isers", "isation", "isations", "yse", "ysed", "yses",
+    "ysing", "yser", "ysers",
+];
+
+/// The text with British "-ise" / "-yse" spellings of words written the
+/// American way, so that either spelling of a request finds either spelling
+/// of a card. Both sides go through it, so a word that merely ends like
+/// that ("exercise") is changed the same way everywhere and still matches
+/// itself. Written here: the stemmer has no option for it, and it is a
+/// handful of suffixes.
+fn american_spelling(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        // Short words ("rise", "wise", "raise") are left alone.
+        if word.chars().count() >= 6 {
+            let lower = word.to_lowercase();
+            if let Some(ending) = BRITISH_ENDINGS.iter().find(|e| lower.ends_with(*e)) {
+                // The "s" of the ending is its second letter.
+                let cut = word.len() - ending.len() + 1;
+                if word.is_char_boundary(cut) && word.is_char_boundary(cut + 1) {
+                    let upper = word[cut..].starts_with('S');
+                    word.replace_range(cut..cut + 1, if upper { "Z" } else { "z" });
+                }
+            }
+        }
+        out.push_str(word);
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_alphabetic() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
 }
 
 /// BM25 parameters.
@@ -352,6 +415,16 @@ mod tests {
             a.terms("What's new in tomorrow\u{2019}s inbox?"),
             ["new", "tomorrow", "inbox"]
         );
+        assert_eq!(
+            a.terms("Summarise the analysis"),
+            a.terms("summarize the analysis")
+        );
+        assert_eq!(a.terms("We analysed it"), a.terms("we analyzed it"));
+        assert_eq!(a.terms("ORGANISATION"), a.terms("organization"));
+        assert_eq!(a.terms("rise wise"), ["rise", "wise"]);
+        let w = a.terms_with_words("Summarises what's new");
+        assert_eq!(w[0].0, a.terms("summarizes")[0], "{w:?}");
+        assert!(a.is_common("find") && a.is_common("last") && !a.is_common("invoic"));
         let w = a.terms_with_words("Is payment-service ready? Checking...");
         assert!(w.contains(&("check".into(), "Checking".into())), "{w:?}");
     }
