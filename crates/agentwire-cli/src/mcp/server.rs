@@ -420,11 +420,23 @@ impl ServerHandler for McpServer {
     }
 }
 
-/// The media type of an artifact's text: its single text part's, else plain text.
+/// The media type of an artifact's text: that of its text parts when they
+/// agree (a streamed artifact has a part per chunk), JSON for a single data
+/// part, else plain text.
 fn mime_of(a: &agentwire_types::Artifact) -> String {
-    match a.parts.as_slice() {
-        [p] if !p.media_type.is_empty() && p.as_text().is_some() => p.media_type.clone(),
-        [p] if p.as_data().is_some() => "application/json".into(),
+    if let [p] = a.parts.as_slice() {
+        if p.as_data().is_some() {
+            return "application/json".into();
+        }
+    }
+    let mut types = a
+        .parts
+        .iter()
+        .map(|p| p.as_text().map(|_| p.media_type.as_str()));
+    match types.next() {
+        Some(Some(first)) if !first.is_empty() && types.all(|t| t == Some(first)) => {
+            first.to_owned()
+        }
         _ => "text/plain".into(),
     }
 }
