@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use rmcp::handler::server::common::schema_for_type;
+use rmcp::handler::server::common::{schema_for_empty_input, schema_for_type};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
@@ -32,11 +32,6 @@ list_versions shows them, accept_version marks the one to keep. The bridge remem
 all of it between calls, so pass the ids it returns.";
 
 // ----- arguments ---------------------------------------------------------
-
-/// No arguments.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
-struct NoArgs {}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
@@ -118,7 +113,7 @@ fn tools() -> Vec<Tool> {
             "list_agents",
             "List the A2A agents this bridge is configured with: each agent's name (to pass as `agent`), \
              what it does, and its skills with example requests. Call it first to choose an agent.",
-            schema_for_type::<NoArgs>(),
+            schema_for_empty_input(),
         )
         .with_annotations(read_only()),
         Tool::new(
