@@ -1070,25 +1070,38 @@ fn message_text(m: &Message) -> String {
     parts_text(&m.parts)
 }
 
+/// Text parts run on as they are (a streamed artifact has a text part per
+/// chunk, as `Artifact::text_content` reads it); the other parts each get a
+/// line of their own.
 fn parts_text(parts: &[Part]) -> String {
-    let mut out = Vec::new();
+    let mut out = String::new();
+    let line = |out: &mut String, s: String| {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&s);
+        out.push('\n');
+    };
     for p in parts {
         if let Some(t) = p.as_text() {
-            out.push(t.to_owned());
+            out.push_str(t);
         } else if let Some(d) = p.as_data() {
-            out.push(serde_json::to_string_pretty(&d).unwrap_or_default());
+            line(&mut out, serde_json::to_string_pretty(&d).unwrap_or_default());
         } else if let Some(u) = p.as_url() {
-            out.push(format!("[file at {u}]"));
+            line(&mut out, format!("[file at {u}]"));
         } else if let Some(b) = p.as_raw() {
-            out.push(format!(
-                "[file {} ({}, {} bytes)]",
-                p.filename,
-                p.effective_media_type().unwrap_or("application/octet-stream"),
-                b.len()
-            ));
+            line(
+                &mut out,
+                format!(
+                    "[file {} ({}, {} bytes)]",
+                    p.filename,
+                    p.effective_media_type().unwrap_or("application/octet-stream"),
+                    b.len()
+                ),
+            );
         }
     }
-    out.join("\n")
+    out
 }
 
 /// An artifact's text, clipped for a tool result.
@@ -1179,6 +1192,17 @@ fn describe_event(e: &StreamResponse) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunks_run_on_and_data_gets_its_own_line() {
+        let parts = [
+            Part::text("hello "),
+            Part::text("world"),
+            Part::data(json!({"a": 1})),
+            Part::text("after"),
+        ];
+        assert_eq!(parts_text(&parts), "hello world\n{\n  \"a\": 1\n}\nafter");
+    }
 
     #[test]
     fn slugs() {
