@@ -88,9 +88,9 @@ impl McpToolsAgent {
                         "{server:?} is neither a command line nor an http(s) URL"
                     ))
                 })?;
-            let (program, args) = words.split_first().ok_or_else(|| {
-                McpAgentError("an empty MCP server command line".to_owned())
-            })?;
+            let (program, args) = words
+                .split_first()
+                .ok_or_else(|| McpAgentError("an empty MCP server command line".to_owned()))?;
             let cmd = tokio::process::Command::new(program).configure(|c| {
                 c.args(args);
             });
@@ -100,7 +100,9 @@ impl McpToolsAgent {
                 .map(|(t, _)| t)
                 .map_err(|e| McpAgentError(format!("cannot start {program}: {e}")))?;
             ().serve(transport).await.map_err(|e| {
-                McpAgentError(format!("the MCP server {program} did not start a session: {e}"))
+                McpAgentError(format!(
+                    "the MCP server {program} did not start a session: {e}"
+                ))
             })?
         };
         let peer = service.peer().clone();
@@ -310,7 +312,9 @@ fn result_artifact(tool: &str, r: &CallToolResult) -> (String, Artifact) {
                 text.push(t.text.clone());
                 parts.push(Part::text(t.text.clone()));
             }
-            other => parts.push(Part::data(serde_json::to_value(other).unwrap_or(Value::Null))),
+            other => parts.push(Part::data(
+                serde_json::to_value(other).unwrap_or(Value::Null),
+            )),
         }
     }
     if let Some(s) = &r.structured_content {
@@ -319,7 +323,10 @@ fn result_artifact(tool: &str, r: &CallToolResult) -> (String, Artifact) {
     if parts.is_empty() {
         parts.push(Part::text(""));
     }
-    (text.join("\n"), Artifact::new(format!("{tool}-result"), parts))
+    (
+        text.join("\n"),
+        Artifact::new(format!("{tool}-result"), parts),
+    )
 }
 
 impl AgentExecutor for McpToolsAgent {
@@ -359,13 +366,14 @@ impl AgentExecutor for McpToolsAgent {
             arguments.extend(d.clone());
         }
         if tool_name.is_none() {
-            tool_name = metadata_str(&ctx.message, SKILL_KEY)
-                .or_else(|| ctx.metadata.as_ref().and_then(|m| {
+            tool_name = metadata_str(&ctx.message, SKILL_KEY).or_else(|| {
+                ctx.metadata.as_ref().and_then(|m| {
                     agentwire_types::json::from_struct(m)
                         .get(SKILL_KEY)
                         .and_then(Value::as_str)
                         .map(str::to_owned)
-                }));
+                })
+            });
             if tool_name.is_some() {
                 if let Some(d) = &data {
                     arguments.extend(d.clone());
@@ -404,7 +412,10 @@ impl AgentExecutor for McpToolsAgent {
             .filter(|r| !arguments.contains_key(r))
             .collect();
         let mut missing = missing;
-        if missing.len() == 1 && !text_used && !text.trim().is_empty() && (answering || data.is_none())
+        if missing.len() == 1
+            && !text_used
+            && !text.trim().is_empty()
+            && (answering || data.is_none())
         {
             let v = value_of(tool, &missing[0], &text);
             arguments.insert(missing.remove(0), v);
@@ -414,10 +425,16 @@ impl AgentExecutor for McpToolsAgent {
             for m in &missing {
                 q.push_str(&format!(
                     "\n- {m}{}{}",
-                    arg_type(tool, m).map(|t| format!(" ({t})")).unwrap_or_default(),
+                    arg_type(tool, m)
+                        .map(|t| format!(" ({t})"))
+                        .unwrap_or_default(),
                     {
                         let d = arg_description(tool, m);
-                        if d.is_empty() { String::new() } else { format!(": {d}") }
+                        if d.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {d}")
+                        }
                     }
                 ));
             }

@@ -221,7 +221,12 @@ async fn the_dependency_story_through_the_tools_over_stdio() {
     let required = send.input_schema["required"].as_array().unwrap();
     assert!(required.contains(&json!("agent")) && required.contains(&json!("text")));
     assert!(send.input_schema["properties"]["files"].is_object());
-    assert!(send.description.as_deref().unwrap().contains("continue_task"));
+    assert!(
+        send.description
+            .as_deref()
+            .unwrap()
+            .contains("continue_task")
+    );
 
     let (agents, text) = call(&s, "list_agents", json!({})).await;
     assert_eq!(agents["agents"][0]["name"], "depcompat", "{agents:#}");
@@ -338,10 +343,7 @@ async fn the_dependency_story_through_the_tools_over_stdio() {
         .expect("resources/read");
     let body = serde_json::to_value(&read.contents).unwrap();
     assert!(
-        body[0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("sorted by risk"),
+        body[0]["text"].as_str().unwrap().contains("sorted by risk"),
         "{body}"
     );
     assert_eq!(body[0]["mimeType"], "text/markdown");
@@ -395,11 +397,7 @@ async fn the_work_continues_after_the_host_restarts() {
     .await;
     let md2 = md_artifact(&refined);
     assert_eq!(md2["version"], 2, "{refined:#}");
-    let (versions, _) = step(
-        "list_versions",
-        json!({"context_id": first["contextId"]}),
-    )
-    .await;
+    let (versions, _) = step("list_versions", json!({"context_id": first["contextId"]})).await;
     let ids: Vec<&Value> = versions["versions"]
         .as_array()
         .unwrap()
@@ -521,10 +519,18 @@ async fn an_agent_that_does_not_stream_and_the_wait_bound() {
     assert_eq!(answered["artifacts"][0]["text"], "you said: large");
 
     // Longer than the bound: the task id to check later.
-    let (slow, text) = call(&s, "send_message", json!({"agent": "lab", "text": "slow 2500"})).await;
+    let (slow, text) = call(
+        &s,
+        "send_message",
+        json!({"agent": "lab", "text": "slow 2500"}),
+    )
+    .await;
     assert_eq!(slow["state"], "working", "{slow:#}");
     assert!(
-        text.contains(&format!("get_task(task_id=\"{}\")", slow["taskId"].as_str().unwrap())),
+        text.contains(&format!(
+            "get_task(task_id=\"{}\")",
+            slow["taskId"].as_str().unwrap()
+        )),
         "{text}"
     );
     let _ = s.cancel().await;
@@ -543,7 +549,12 @@ async fn an_agent_that_does_not_stream_and_the_wait_bound() {
     }
     assert_eq!(state, "completed");
     // A direct message (no task).
-    let (m, _) = call(&s, "send_message", json!({"agent": "lab", "text": "message"})).await;
+    let (m, _) = call(
+        &s,
+        "send_message",
+        json!({"agent": "lab", "text": "message"}),
+    )
+    .await;
     assert_eq!(m["message"], "just a message", "{m:#}");
     let _ = s.cancel().await;
 }
@@ -570,7 +581,12 @@ async fn mistakes_say_what_to_do() {
     assert_eq!(r.is_error, Some(true), "{}", text_of(&r));
     assert!(text_of(&r).contains("invalid arguments"), "{}", text_of(&r));
     // An unreachable agent is a result too, and list_agents says so.
-    let r = call_raw(&s, "send_message", json!({"agent": "depcompat", "text": "x"})).await;
+    let r = call_raw(
+        &s,
+        "send_message",
+        json!({"agent": "depcompat", "text": "x"}),
+    )
+    .await;
     assert_eq!(r.is_error, Some(true));
     let (agents, _) = call(&s, "list_agents", json!({})).await;
     assert!(agents["agents"][0]["error"].is_string(), "{agents:#}");

@@ -86,7 +86,8 @@ impl ServerHandler for Toolbox {
     fn get_info(&self) -> ServerConfig {
         let mut info = rmcp::model::Implementation::new("toolbox", "1.0.0");
         info.title = Some("Rust toolbox".into());
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(info)
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(info)
     }
 
     async fn list_tools(
@@ -113,10 +114,8 @@ impl ServerHandler for Toolbox {
             }
             "add" => {
                 let a: AddArgs = serde_json::from_value(args).map_err(bad)?;
-                let mut r = CallToolResult::success(vec![ContentBlock::text(format!(
-                    "{}",
-                    a.a + a.b
-                ))]);
+                let mut r =
+                    CallToolResult::success(vec![ContentBlock::text(format!("{}", a.a + a.b))]);
                 r.structured_content = Some(json!({"sum": a.a + a.b}));
                 r
             }
@@ -235,7 +234,10 @@ fn tools_over_each_binding(env: &Env, url: &str, fails: Option<&str>) {
         .iter()
         .find(|s| s["id"] == "reverse")
         .unwrap();
-    assert_eq!(reverse["examples"][0], "Reverses the text, letter by letter");
+    assert_eq!(
+        reverse["examples"][0],
+        "Reverses the text, letter by letter"
+    );
     let named = data_file(
         env,
         "named.json",
@@ -342,12 +344,18 @@ fn a_python_sdk_server_over_stdio_on_the_three_bindings() {
             "this test needs a Python with the MCP SDK (PyPI mcp): set A2A_MCP_PYTHON, or run `bash interop/mcp/run.sh`"
         ),
     };
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../interop/mcp/tools_server.py");
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../interop/mcp/tools_server.py");
     let env = Env::new();
     let served = Served::mcp(&format!("{py} {}", script.display()), &env);
     tools_over_each_binding(&env, &served.url, None);
     // Two missing arguments: the question names both; a data part answers.
-    let t = send(&env, &served.url, "JSONRPC", &["what is the weather in a city"]);
+    let t = send(
+        &env,
+        &served.url,
+        "JSONRPC",
+        &["what is the weather in a city"],
+    );
     assert_eq!(state(&t), "TASK_STATE_INPUT_REQUIRED", "{t:#}");
     let id = t["id"].as_str().unwrap().to_owned();
     let f = data_file(&env, "w.json", json!({"city": "Lyon", "unit": "celsius"}));

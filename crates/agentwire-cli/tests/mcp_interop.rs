@@ -58,7 +58,13 @@ impl Served {
     fn depcompat(env: &Env) -> Self {
         let mut child = Command::new(a2a())
             .args([
-                "serve", "--agent", "depcompat", "--port", "0", "--store", "memory",
+                "serve",
+                "--agent",
+                "depcompat",
+                "--port",
+                "0",
+                "--store",
+                "memory",
             ])
             .env("HOME", env.home())
             .current_dir(env.cwd())
@@ -173,7 +179,10 @@ fn inspector_cli_lists_the_tools_and_calls_one() {
     };
     let listed = run(&["--method", "tools/list"]);
     for t in ["list_agents", "send_message", "continue_task", "refine"] {
-        assert!(listed.contains(&format!("\"{t}\"")), "{t} missing:\n{listed}");
+        assert!(
+            listed.contains(&format!("\"{t}\"")),
+            "{t} missing:\n{listed}"
+        );
     }
     let called = run(&["--method", "tools/call", "--tool-name", "list_agents"]);
     assert!(

@@ -125,7 +125,11 @@ impl Bridge {
         if let Some(e) = self
             .entries
             .iter()
-            .find(|e| e.name.as_deref().is_some_and(|n| n.eq_ignore_ascii_case(name)))
+            .find(|e| {
+                e.name
+                    .as_deref()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(name))
+            })
             .or_else(|| self.entries.iter().find(|e| e.reference == name))
         {
             let agent = self.connect(&e.reference).await?;
@@ -135,8 +139,7 @@ impl Bridge {
             let Ok(agent) = self.connect(&e.reference).await else {
                 continue;
             };
-            if agent.card.name.eq_ignore_ascii_case(name) || slug(&agent.card.name) == slug(name)
-            {
+            if agent.card.name.eq_ignore_ascii_case(name) || slug(&agent.card.name) == slug(name) {
                 return Ok((e.reference.clone(), agent));
             }
         }
@@ -262,7 +265,11 @@ impl Bridge {
             card.name,
             card.version,
             card.description,
-            if card.supports_streaming() { "yes" } else { "no" },
+            if card.supports_streaming() {
+                "yes"
+            } else {
+                "no"
+            },
             card.default_input_modes.join(", "),
             card.default_output_modes.join(", "),
         );
@@ -332,11 +339,10 @@ impl Bridge {
                 .find(|k| k.id.eq_ignore_ascii_case(s) || k.name.eq_ignore_ascii_case(s))
             else {
                 let known: Vec<&str> = agent.card.skills.iter().map(|k| k.id.as_str()).collect();
-                return Err(CliError::usage(format!(
-                    "{} has no skill {s:?}",
-                    agent.card.name
-                ))
-                .with_hint(format!("its skills are: {}", known.join(", "))));
+                return Err(
+                    CliError::usage(format!("{} has no skill {s:?}", agent.card.name))
+                        .with_hint(format!("its skills are: {}", known.join(", "))),
+                );
             };
             message = message.with_metadata(SKILL_KEY, json!(found.id));
         }
@@ -567,7 +573,14 @@ impl Bridge {
             .await
             .map_err(ledger_err)?;
         let outcome = self
-            .exchange(&reference, &agent, message, Some(artifact_id), None, progress)
+            .exchange(
+                &reference,
+                &agent,
+                message,
+                Some(artifact_id),
+                None,
+                progress,
+            )
             .await?;
         self.render_outcome(&reference, &agent, outcome).await
     }
@@ -636,18 +649,18 @@ impl Bridge {
                     break;
                 };
                 let event = event.map_err(|e| agent.err(&e))?;
-                if task_id.is_none() {
-                    if let Some(id) = event.task_id() {
-                        task_id = Some(id.to_owned());
-                        self.task_started(reference, id, refines).await?;
-                    }
+                if task_id.is_none()
+                    && let Some(id) = event.task_id()
+                {
+                    task_id = Some(id.to_owned());
+                    self.task_started(reference, id, refines).await?;
                 }
-                if let Some(stream_response::Payload::Message(m)) = &event.payload {
-                    if task_id.is_none() {
-                        direct = Some(m.clone());
-                        if !m.context_id.is_empty() {
-                            self.routes.set(&m.context_id, reference).await?;
-                        }
+                if let Some(stream_response::Payload::Message(m)) = &event.payload
+                    && task_id.is_none()
+                {
+                    direct = Some(m.clone());
+                    if !m.context_id.is_empty() {
+                        self.routes.set(&m.context_id, reference).await?;
                     }
                 }
                 if let Some(line) = describe_event(&event) {
@@ -679,7 +692,7 @@ impl Bridge {
                 Some(send_message_response::Payload::Task(t)) => {
                     task_id = Some(t.id.clone());
                     self.task_started(reference, &t.id, refines).await?;
-                    say(format!("{}", t.state().short_name()));
+                    say(t.state().short_name().to_owned());
                     let stale = waiting.is_some() && t.status == waiting;
                     ended = t.state().ends_turn() && !stale;
                 }
@@ -722,15 +735,15 @@ impl Bridge {
         if !record.context_id.is_empty() {
             self.routes.set(&record.context_id, reference).await?;
         }
-        if let Some(target) = refines {
-            if record.refines_artifact_id.is_none() {
-                record.refines_artifact_id = Some(target.to_owned());
-                self.ledger
-                    .store()
-                    .put_task(&record)
-                    .await
-                    .map_err(ledger_err)?;
-            }
+        if let Some(target) = refines
+            && record.refines_artifact_id.is_none()
+        {
+            record.refines_artifact_id = Some(target.to_owned());
+            self.ledger
+                .store()
+                .put_task(&record)
+                .await
+                .map_err(ledger_err)?;
         }
         Ok(())
     }
@@ -790,7 +803,9 @@ impl Bridge {
             Outcome::Message(m) => {
                 let reply = message_text(&m);
                 let next = if m.context_id.is_empty() {
-                    format!("the agent answered directly; send_message(agent=\"{name}\", text=...) goes on")
+                    format!(
+                        "the agent answered directly; send_message(agent=\"{name}\", text=...) goes on"
+                    )
                 } else {
                     format!(
                         "the agent answered directly (no task); send_message(agent=\"{name}\", context_id=\"{}\", text=...) goes on in the same conversation",
@@ -823,7 +838,12 @@ impl Bridge {
         let mut artifacts = Vec::new();
         let mut artifact_text = String::new();
         for a in &task.artifacts {
-            let version = match self.ledger.version(&a.artifact_id).await.map_err(ledger_err)? {
+            let version = match self
+                .ledger
+                .version(&a.artifact_id)
+                .await
+                .map_err(ledger_err)?
+            {
                 Some(v) => Some(self.version_number(&v).await?),
                 None => None,
             };
@@ -832,7 +852,9 @@ impl Bridge {
                 "Artifact {} (artifactId {}{}):\n{body}\n{}\n",
                 a.name,
                 a.artifact_id,
-                version.map(|n| format!(", version {n}")).unwrap_or_default(),
+                version
+                    .map(|n| format!(", version {n}"))
+                    .unwrap_or_default(),
                 if clipped {
                     format!(
                         "[clipped: read the whole artifact as the resource {}]\n",
@@ -1025,11 +1047,10 @@ fn chrono_now() -> String {
 /// Maps a ledger failure to the tool's error.
 fn ledger_err(e: LedgerError) -> CliError {
     match e {
-        LedgerError::UnknownTask(id) => {
-            CliError::usage(format!("the ledger has no task {id}")).with_hint(
+        LedgerError::UnknownTask(id) => CliError::usage(format!("the ledger has no task {id}"))
+            .with_hint(
                 "task ids come from send_message results; list_versions shows the work recorded",
-            )
-        }
+            ),
         LedgerError::UnknownArtifact(id) => {
             CliError::usage(format!("the ledger has no artifact version {id}"))
                 .with_hint("list_versions shows the artifact ids recorded")
@@ -1086,7 +1107,10 @@ fn parts_text(parts: &[Part]) -> String {
         if let Some(t) = p.as_text() {
             out.push_str(t);
         } else if let Some(d) = p.as_data() {
-            line(&mut out, serde_json::to_string_pretty(&d).unwrap_or_default());
+            line(
+                &mut out,
+                serde_json::to_string_pretty(&d).unwrap_or_default(),
+            );
         } else if let Some(u) = p.as_url() {
             line(&mut out, format!("[file at {u}]"));
         } else if let Some(b) = p.as_raw() {
@@ -1095,7 +1119,8 @@ fn parts_text(parts: &[Part]) -> String {
                 format!(
                     "[file {} ({}, {} bytes)]",
                     p.filename,
-                    p.effective_media_type().unwrap_or("application/octet-stream"),
+                    p.effective_media_type()
+                        .unwrap_or("application/octet-stream"),
                     b.len()
                 ),
             );
@@ -1174,12 +1199,13 @@ fn status_line(state: TaskState, status: Option<&TaskStatus>) -> String {
 /// A progress line for an event (status events and new artifacts).
 fn describe_event(e: &StreamResponse) -> Option<String> {
     match &e.payload {
-        Some(stream_response::Payload::Task(t)) => {
-            Some(status_line(t.state(), t.status.as_ref()))
-        }
-        Some(stream_response::Payload::StatusUpdate(u)) => {
-            Some(status_line(u.status.as_ref().map_or(TaskState::Unspecified, |s| s.state()), u.status.as_ref()))
-        }
+        Some(stream_response::Payload::Task(t)) => Some(status_line(t.state(), t.status.as_ref())),
+        Some(stream_response::Payload::StatusUpdate(u)) => Some(status_line(
+            u.status
+                .as_ref()
+                .map_or(TaskState::Unspecified, |s| s.state()),
+            u.status.as_ref(),
+        )),
         Some(stream_response::Payload::ArtifactUpdate(a)) => a
             .artifact
             .as_ref()

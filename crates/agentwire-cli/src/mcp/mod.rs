@@ -188,16 +188,13 @@ pub async fn run(g: &Globals, args: McpArgs) -> Result<u8, CliError> {
     let ledger_path = match args.ledger.clone().or_else(default_ledger) {
         Some(p) => p,
         None => {
-            return Err(CliError::usage(
-                "no place for the ledger: HOME is not set",
-            )
-            .with_hint("pass --ledger PATH"));
+            return Err(CliError::usage("no place for the ledger: HOME is not set")
+                .with_hint("pass --ledger PATH"));
         }
     };
     if let Some(dir) = ledger_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            CliError::internal(format!("cannot create {}: {e}", dir.display()))
-        })?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::internal(format!("cannot create {}: {e}", dir.display())))?;
     }
     let bridge = Arc::new(Bridge::open(g.clone(), entries, &ledger_path, args.max_wait).await?);
     match &args.http {

@@ -9,9 +9,9 @@ use rmcp::handler::server::common::{schema_for_empty_input, schema_for_type};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::schemars::JsonSchema;
 use rmcp::service::RequestContext;
@@ -19,7 +19,9 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::bridge::{ARTIFACT_URI_PREFIX, Bridge, Output, ProgressSink, artifact_text, artifact_uri};
+use super::bridge::{
+    ARTIFACT_URI_PREFIX, Bridge, Output, ProgressSink, artifact_text, artifact_uri,
+};
 use crate::error::CliError;
 
 /// What the server tells the host about itself.
@@ -200,7 +202,12 @@ impl McpServer {
         Self { bridge }
     }
 
-    async fn call(&self, name: &str, args: Value, progress: ProgressSink) -> Result<Output, CliError> {
+    async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        progress: ProgressSink,
+    ) -> Result<Output, CliError> {
         let b = &self.bridge;
         match name {
             "list_agents" => Ok(b.list_agents().await),
@@ -251,8 +258,7 @@ impl McpServer {
 }
 
 fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, CliError> {
-    serde_json::from_value(args)
-        .map_err(|e| CliError::usage(format!("invalid arguments: {e}")))
+    serde_json::from_value(args).map_err(|e| CliError::usage(format!("invalid arguments: {e}")))
 }
 
 /// A tool's failure as a result the model reads (not a protocol error).
@@ -395,7 +401,10 @@ impl ServerHandler for McpServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let Some(id) = request.uri.strip_prefix(ARTIFACT_URI_PREFIX) else {
             return Err(ErrorData::resource_not_found(
-                format!("{} is not an artifact of this bridge (a2a://artifact/ID)", request.uri),
+                format!(
+                    "{} is not an artifact of this bridge (a2a://artifact/ID)",
+                    request.uri
+                ),
                 None,
             ));
         };
@@ -411,7 +420,9 @@ impl ServerHandler for McpServer {
             ResourceContents::text(artifact_text(&v.artifact), request.uri.clone())
                 .with_mime_type(mime_of(&v.artifact)),
         ];
-        Ok(ReadResourceResponse::Complete(ReadResourceResult::new(contents)))
+        Ok(ReadResourceResponse::Complete(ReadResourceResult::new(
+            contents,
+        )))
     }
 }
 
@@ -419,10 +430,10 @@ impl ServerHandler for McpServer {
 /// agree (a streamed artifact has a part per chunk), JSON for a single data
 /// part, else plain text.
 fn mime_of(a: &agentwire_types::Artifact) -> String {
-    if let [p] = a.parts.as_slice() {
-        if p.as_data().is_some() {
-            return "application/json".into();
-        }
+    if let [p] = a.parts.as_slice()
+        && p.as_data().is_some()
+    {
+        return "application/json".into();
     }
     let mut types = a
         .parts
