@@ -886,6 +886,12 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     ("transport", "A2ACLI_TRANSPORT", "the card's order"),
     ("verbose", "A2ACLI_VERBOSE", "false"),
     ("registry", "A2ACLI_REGISTRY", ""),
+    (
+        "ledger",
+        "A2ACLI_LEDGER",
+        "ledger.db in the user's data directory (a2a mcp)",
+    ),
+    ("max_wait", "A2ACLI_MAX_WAIT", "30s (a2a mcp)"),
 ];
 
 /// The settings that are options of every command, so may come from a flag

@@ -62,7 +62,7 @@ pub struct McpArgs {
     pub http: Option<String>,
 
     /// How long a tool call waits for the agent before returning the task to check later.
-    #[arg(long, env = "A2ACLI_MCP_MAX_WAIT", default_value = "30s", value_parser = crate::parse_duration, value_name = "DURATION")]
+    #[arg(long, env = "A2ACLI_MAX_WAIT", default_value = "30s", value_parser = crate::parse_duration, value_name = "DURATION")]
     pub max_wait: Duration,
 
     #[command(flatten)]
