@@ -57,7 +57,7 @@ pub struct McpArgs {
     #[arg(long, env = "A2ACLI_LEDGER", value_name = "PATH")]
     pub ledger: Option<PathBuf>,
 
-    /// Serve MCP over streamable HTTP on this address (path /mcp) instead of stdio.
+    /// Serve MCP over streamable HTTP on this address (path /mcp) instead of stdio; requests must name a loopback host (the bridge reads local files for its callers).
     #[arg(long, value_name = "HOST:PORT")]
     pub http: Option<String>,
 
