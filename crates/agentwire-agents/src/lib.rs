@@ -13,6 +13,11 @@
 //!   release coordinator that discovers the compatibility agent by its card,
 //!   delegates to it with the client, answers its question, follows the
 //!   stream and keeps the artifact versions in the client ledger.
+//! - `mcp::McpToolsAgent` (feature `mcp`): the tools of an MCP server
+//!   (started as a command, or reached at a streamable HTTP URL) served as
+//!   A2A skills; a message names a tool and its arguments or asks in
+//!   words, missing arguments make the task input-required, results come
+//!   back as artifacts.
 //! - [`conformance::ConformanceAgent`]: the system under test of the A2A
 //!   conformance kit (TCK); it reacts to messageId prefixes exactly as the
 //!   TCK scenarios describe.
@@ -21,3 +26,5 @@ pub mod conformance;
 pub mod coordinator;
 pub mod depcompat;
 pub mod echo;
+#[cfg(feature = "mcp")]
+pub mod mcp;

@@ -21,6 +21,7 @@ mod config;
 mod conformance;
 mod demo;
 mod error;
+mod mcp;
 mod progress;
 mod push;
 mod registry;
@@ -544,6 +545,8 @@ pub enum Command {
         #[command(subcommand)]
         command: registry::RegistryCommand,
     },
+    /// Offer A2A agents as tools to an MCP host (stdio, or streamable HTTP with --http), with a ledger that keeps the work across calls.
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -845,6 +848,7 @@ async fn run(
         Command::Demo(args) => demo::run(&g.with(&args), args).await,
         Command::Serve(args) => serve::run(args).await.map(|()| exit::OK),
         Command::Registry { command } => registry::run(&g, command).await,
+        Command::Mcp(args) => mcp::run(&g.with(&args.conn), args).await,
     }
 }
 
@@ -882,6 +886,12 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     ("transport", "A2ACLI_TRANSPORT", "the card's order"),
     ("verbose", "A2ACLI_VERBOSE", "false"),
     ("registry", "A2ACLI_REGISTRY", ""),
+    (
+        "ledger",
+        "A2ACLI_LEDGER",
+        "ledger.db in the user's data directory (a2a mcp)",
+    ),
+    ("max_wait", "A2ACLI_MAX_WAIT", "30s (a2a mcp)"),
 ];
 
 /// The settings that are options of every command, so may come from a flag

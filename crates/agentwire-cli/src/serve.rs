@@ -29,6 +29,8 @@ pub enum AgentName {
     /// target runtime; the agent of `a2a demo`).
     #[value(name = "depcompat", alias = "dependency-compatibility")]
     DepCompat,
+    /// The tools of an MCP server as A2A skills (with --mcp-server).
+    Mcp,
     /// Every bundled agent, each on its own port: echo on PORT, depcompat on
     /// PORT+1, conformance on PORT+2 (free ports with --port 0), each with
     /// its own task store (sqlite:a2a-tasks-echo.db...).
@@ -42,6 +44,7 @@ impl AgentName {
             AgentName::Echo => "echo",
             AgentName::Conformance => "conformance",
             AgentName::DepCompat => "depcompat",
+            AgentName::Mcp => "mcp",
             AgentName::All => "all",
         }
     }
@@ -285,6 +288,9 @@ pub struct ServeArgs {
     /// the open-file limit is lower].
     #[arg(long, env = "A2A_SERVE_MAX_CONNECTIONS", value_name = "N")]
     pub max_connections: Option<usize>,
+    /// With --agent mcp: the MCP server whose tools to serve, a command line ('CMD ARGS', started and spoken to over stdio) or a streamable HTTP URL.
+    #[arg(long, env = "A2A_SERVE_MCP_SERVER", value_name = "'CMD ARGS' | URL")]
+    pub mcp_server: Option<String>,
 }
 
 impl ServeArgs {
@@ -326,6 +332,19 @@ impl ServeArgs {
                 self.agent.name()
             ))
             .with_hint("drop it, or serve with --agent conformance"));
+        }
+        if self.agent == AgentName::Mcp && self.mcp_server.is_none() {
+            return Err(CliError::usage(
+                "--agent mcp serves the tools of an MCP server: name it with --mcp-server",
+            )
+            .with_hint("e.g. --mcp-server 'npx -y @modelcontextprotocol/server-everything' or --mcp-server http://127.0.0.1:8931/mcp"));
+        }
+        if self.mcp_server.is_some() && self.agent != AgentName::Mcp {
+            return Err(CliError::usage(format!(
+                "--mcp-server applies to --agent mcp only, not to {}",
+                self.agent.name()
+            ))
+            .with_hint("drop it, or serve with --agent mcp"));
         }
         if self.agent == AgentName::All {
             if self.public_url.is_some() {
@@ -642,6 +661,13 @@ async fn bind(
             },
         ),
         AgentName::DepCompat => A2aServer::new(depcompat::card(), depcompat::DepCompatAgent),
+        AgentName::Mcp => {
+            let spec = args.mcp_server.as_deref().unwrap_or_default();
+            let agent = agentwire_agents::mcp::McpToolsAgent::connect(spec)
+                .await
+                .map_err(|e| failure(e.to_string()))?;
+            A2aServer::new(agent.card(), agent)
+        }
     };
     // The stores log their failures; here the error returned says it all,
     // once: opening runs without a log subscriber.
@@ -744,6 +770,9 @@ async fn bind(
 fn try_lines(agent: AgentName, url: &str) -> Vec<String> {
     match agent {
         AgentName::Echo | AgentName::All => vec![format!("a2a send -a {url} \"hello world\"")],
+        AgentName::Mcp => vec![format!(
+            "a2a send -a {url} \"what can you do?\"   (a2a card get -a {url} lists the tools as skills)"
+        )],
         AgentName::Conformance => vec![format!(
             "a2a send -a {url} --message-id tck-complete-task-1 \"hello\""
         )],
