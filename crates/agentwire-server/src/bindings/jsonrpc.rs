@@ -21,7 +21,7 @@ use crate::bindings::http::{
     HttpState, call_context, is_json, is_too_large, json_response, read_body, sse_response,
     write_task_answer,
 };
-use crate::handler::{CallContext, EventStream, SendAnswer};
+use crate::handler::{CallContext, IdEventStream, SendAnswer};
 
 #[derive(Deserialize)]
 struct Envelope<'a> {
@@ -249,11 +249,14 @@ where
             },
             methods::GET_EXTENDED_AGENT_CARD => unary!(get_extended_agent_card),
             methods::SEND_STREAMING_MESSAGE => match params(p) {
-                Ok(req) => stream(id, Box::pin(h.send_streaming_message(&ctx, req)).await),
+                Ok(req) => stream(
+                    id,
+                    Box::pin(h.send_streaming_message_with_ids(&ctx, req)).await,
+                ),
                 Err(e) => error_response(id, &e),
             },
             methods::SUBSCRIBE_TO_TASK => match params(p) {
-                Ok(req) => stream(id, Box::pin(h.subscribe_to_task(&ctx, req)).await),
+                Ok(req) => stream(id, Box::pin(h.subscribe_to_task_with_ids(&ctx, req)).await),
                 Err(e) => error_response(id, &e),
             },
             other => error_response(
@@ -275,17 +278,22 @@ fn finish<T: serde::Serialize>(id: &str, result: Result<T, A2aError>) -> Respons
     }
 }
 
-fn stream(id: &str, result: Result<EventStream, A2aError>) -> Response {
+fn stream(id: &str, result: Result<IdEventStream, A2aError>) -> Response {
     let events = match result {
         Ok(s) => s,
         Err(e) => return error_response(id, &e),
     };
     let id = id.to_owned();
     sse_response(events.map(
-        move |item| match item.and_then(|ev| result_body(&id, &ev)) {
-            Ok(body) => (None, String::from_utf8(body).unwrap_or_default()),
+        move |(event_id, item)| match item.and_then(|ev| result_body(&id, &ev)) {
+            Ok(body) => (
+                None,
+                event_id.map(|e| e.to_string()),
+                String::from_utf8(body).unwrap_or_default(),
+            ),
             Err(e) => (
                 Some("error"),
+                None,
                 String::from_utf8(error_body(&id, &e)).unwrap_or_default(),
             ),
         },

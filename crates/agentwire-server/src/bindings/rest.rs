@@ -22,7 +22,7 @@ use crate::bindings::http::{
     HttpState, call_context, decode, is_json, is_too_large, json_response, query_pairs, read_body,
     sse_response, write_task_answer,
 };
-use crate::handler::{EventStream, SendAnswer};
+use crate::handler::{IdEventStream, SendAnswer};
 
 /// The axum paths of the REST binding (each also under `/{tenant}`);
 /// [`resolve`] tells the operation from the method and the whole path.
@@ -282,7 +282,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
                 if req.tenant.is_empty() {
                     req.tenant = tenant;
                 }
-                stream(h.send_streaming_message(&ctx, req).await)
+                stream(h.send_streaming_message_with_ids(&ctx, req).await)
             }
             Err(e) => error_response(&e),
         },
@@ -316,7 +316,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
             Err(e) => error_response(&e),
         },
         Route::Subscribe(id) => stream(
-            h.subscribe_to_task(&ctx, SubscribeToTaskRequest { tenant, id })
+            h.subscribe_to_task_with_ids(&ctx, SubscribeToTaskRequest { tenant, id })
                 .await,
         ),
         Route::CreatePush(task_id) => match parse_body::<TaskPushNotificationConfig>(&bytes) {
@@ -379,18 +379,18 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
     }
 }
 
-fn stream(result: Result<EventStream, A2aError>) -> Response {
+fn stream(result: Result<IdEventStream, A2aError>) -> Response {
     let events = match result {
         Ok(s) => s,
         Err(e) => return error_response(&e),
     };
-    sse_response(events.map(|item| {
+    sse_response(events.map(|(event_id, item)| {
         match item.and_then(|ev| {
             serde_json::to_string(&ev)
                 .map_err(|e| A2aError::internal(format!("could not encode an event: {e}")))
         }) {
-            Ok(data) => (None, data),
-            Err(e) => (Some("error"), e.to_http_body().to_string()),
+            Ok(data) => (None, event_id.map(|e| e.to_string()), data),
+            Err(e) => (Some("error"), None, e.to_http_body().to_string()),
         }
     }))
 }

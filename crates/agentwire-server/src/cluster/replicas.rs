@@ -78,6 +78,8 @@ impl Remote {
 /// they need cannot be read): their queues close, and each reads a fresh
 /// snapshot once it has drained its queue.
 fn desync(st: &mut LiveState) {
+    // The task's log missed events too: ids from it can no longer resume.
+    st.log = None;
     for s in &mut st.subscribers {
         if let Subscriber::Stream { overflow, .. } = s {
             overflow.store(true, Ordering::Release);

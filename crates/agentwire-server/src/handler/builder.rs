@@ -19,6 +19,19 @@ pub struct HandlerConfig {
     /// Events queued per subscriber before it is resynchronised from a
     /// snapshot.
     pub queue_capacity: usize,
+    /// Bytes of events (their encoded size) queued per stream before the
+    /// stream is closed with an error: a reader that does not keep up
+    /// cannot make the server hold more than this for it.
+    pub queue_bytes: usize,
+    /// Events kept per task for streams that reconnect with
+    /// `Last-Event-ID` (at most this many, and at most
+    /// [`Self::resume_bytes`] bytes).
+    pub resume_events: usize,
+    /// Bytes of events kept per task for reconnecting streams.
+    pub resume_bytes: usize,
+    /// Tasks whose recent events are kept once nobody works on or follows
+    /// them (so a stream can still be resumed after the agent finished).
+    pub resume_tasks: usize,
     /// How long a cancellation waits for the agent's `cancel` hook.
     pub cancel_grace: Duration,
     /// Treat a repeated `messageId` (same caller) that started a task as a
@@ -33,6 +46,10 @@ impl Default for HandlerConfig {
         Self {
             versions: vec![agentwire_types::PROTOCOL_VERSION.to_owned()],
             queue_capacity: 1024,
+            queue_bytes: 8 << 20,
+            resume_events: 256,
+            resume_bytes: 1 << 20,
+            resume_tasks: 128,
             cancel_grace: Duration::from_secs(5),
             idempotency: None,
         }
@@ -135,8 +152,18 @@ impl HandlerBuilder {
                 card_json,
                 extended_card,
                 executor: self.executor,
-                manager: TaskManager::new(store, self.config.queue_capacity, push)
-                    .with_bus(self.bus),
+                manager: TaskManager::new(
+                    store,
+                    self.config.queue_capacity,
+                    self.config.queue_bytes,
+                    crate::manager::events::LogLimits {
+                        events: self.config.resume_events,
+                        bytes: self.config.resume_bytes,
+                        retired: self.config.resume_tasks,
+                    },
+                    push,
+                )
+                .with_bus(self.bus),
                 auth: self.auth,
                 idempotency: self.config.idempotency.map(Idempotency::new),
                 config: self.config,

@@ -48,6 +48,7 @@ pub use builder::{HandlerBuilder, HandlerConfig};
 use idempotency::Idempotency;
 pub(crate) use send::SendAnswer;
 use send::{Detached, Started};
+pub(crate) use streams::IdEventStream;
 use validation::{history_length, task_query};
 
 /// A stream of protocol events for one streaming call.

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::push::PushTargets;
 use super::subscribers::Subscriber;
-use super::{TaskManager, cluster, order};
+use super::{TaskManager, cluster, events, order};
 use crate::store::{Owner, StoredTask};
 
 /// What the manager knows of a live task, behind the [`LiveTask`]'s mutex
@@ -43,23 +43,30 @@ pub(crate) struct LiveState {
     /// task is packed in the in-memory store, and this spares the request
     /// decoding it (or any store read).
     pub(crate) turn_task: Option<Arc<Task>>,
+    /// The task's recent events, recorded once a stream has followed it
+    /// (so a reconnecting stream can be resumed).
+    pub(crate) log: Option<events::EventLog>,
 }
 
 impl LiveState {
     /// Whether a stream subscriber is there (it wants every event).
     pub(super) fn streaming(&self) -> bool {
-        self.subscribers
-            .iter()
-            .any(|s| matches!(s, Subscriber::Stream { .. }))
+        // A recorded log wants every event too: a stream may reconnect.
+        self.log.is_some()
+            || self
+                .subscribers
+                .iter()
+                .any(|s| matches!(s, Subscriber::Stream { .. }))
     }
 
     /// Whether any subscriber wants an event (final: it ends the turn).
     pub(super) fn wants(&self, is_final: bool) -> bool {
-        self.subscribers.iter().any(|s| match s {
-            Subscriber::Stream { .. } => true,
-            Subscriber::Final(tx) => is_final && tx.is_some(),
-            Subscriber::Lagging { .. } => false,
-        })
+        self.log.is_some()
+            || self.subscribers.iter().any(|s| match s {
+                Subscriber::Stream { .. } => true,
+                Subscriber::Final(tx) => is_final && tx.is_some(),
+                Subscriber::Lagging { .. } => false,
+            })
     }
 }
 
@@ -104,6 +111,9 @@ impl TaskManager {
                             subscribers: Vec::new(),
                             remote: cluster::Remote::default(),
                             turn_task: None,
+                            // A log kept since the task last had live
+                            // state goes on recording.
+                            log: self.logs.take_retired(&stored.task.id),
                         }),
                     })
                 })

@@ -28,6 +28,7 @@
 //! Several replicas (an event bus): see `cluster/replicas.rs`.
 
 mod cancel;
+pub(crate) mod events;
 mod live;
 mod order;
 mod push;
@@ -46,7 +47,7 @@ use crate::push::PushSender;
 use crate::store::TaskStore;
 
 pub(crate) use live::{LiveState, LiveTask};
-pub(crate) use subscribers::{Subscriber, Subscription};
+pub(crate) use subscribers::{Opening, Subscriber, Subscription};
 pub(crate) use write::Emit;
 
 /// Applies events to tasks and fans them out to subscribers.
@@ -54,6 +55,10 @@ pub(crate) struct TaskManager {
     pub(crate) store: Arc<dyn TaskStore>,
     pub(crate) live: DashMap<String, Arc<LiveTask>, ahash::RandomState>,
     queue_capacity: usize,
+    /// Bytes of events queued per stream before it is cut.
+    queue_bytes: usize,
+    /// The logs of tasks' recent events (resuming streams).
+    pub(crate) logs: events::Logs,
     pub(crate) push: Option<PushSender>,
     /// Several replicas: the event bus (set by `with_bus`).
     pub(crate) cluster: Option<cluster::Cluster>,
@@ -65,12 +70,16 @@ impl TaskManager {
     pub(crate) fn new(
         store: Arc<dyn TaskStore>,
         queue_capacity: usize,
+        queue_bytes: usize,
+        logs: events::LogLimits,
         push: Option<PushSender>,
     ) -> Self {
         Self {
             store,
             live: DashMap::default(),
             queue_capacity: queue_capacity.max(2),
+            queue_bytes: queue_bytes.max(1),
+            logs: events::Logs::new(logs),
             push,
             cluster: None,
             settled: Arc::new(StreamResponse::default()),
@@ -83,7 +92,13 @@ impl TaskManager {
         st.subscribers.retain(|s| !s.is_closed());
         if st.running == 0 && st.subscribers.is_empty() && !st.retired {
             st.retired = true;
+            let log = st.log.take();
             drop(st);
+            // With other replicas, events can reach the task while this
+            // one has no live state: a kept log could miss them.
+            if let (Some(log), None) = (log, &self.cluster) {
+                self.logs.retire(&live.id, log);
+            }
             self.live
                 .remove_if(&live.id, |_, v| std::ptr::eq(Arc::as_ptr(v), live));
         }

@@ -49,6 +49,7 @@ impl TaskManager {
                 subscribers: Vec::with_capacity(1),
                 remote: cluster::Remote::new_task(),
                 turn_task: None,
+                log: None,
             }),
         });
         let sub = {
@@ -89,10 +90,12 @@ impl TaskManager {
                 let mut st = live.state.lock();
                 st.last_state = state;
                 let sub = self.subscribe_locked(&live, &mut st, finals_only);
+                let at = st.log.as_ref().map(|l| l.last_id());
                 if let (Some(snapshot), Some(Subscriber::Stream { tx, .. })) =
                     (snapshot, st.subscribers.last())
                 {
-                    let _ = tx.try_send(Ok(snapshot));
+                    // Not counted in the queue's bytes: it is the first.
+                    let _ = tx.try_send((at, Ok(snapshot), 0));
                 }
                 Ok((Arc::clone(&live), sub))
             }

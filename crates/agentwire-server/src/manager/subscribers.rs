@@ -3,12 +3,13 @@
 //! a request subscribes, and how a slow subscriber is resynchronised.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use agentwire_types::{A2aError, A2aResult, StreamResponse, Task};
+use agentwire_types::{A2aError, A2aResult, ErrorKind, StreamResponse, Task};
 use tokio::sync::{mpsc, oneshot};
 
 use super::TaskManager;
+use super::events::{EventId, event_size};
 use super::live::{LiveState, LiveTask};
 use crate::store::StoredTask;
 
@@ -16,11 +17,63 @@ use crate::store::StoredTask;
 /// (boxed, to keep queue slots small).
 pub(crate) type Item = Result<Arc<StreamResponse>, Box<A2aError>>;
 
+/// What a stream's queue holds: an item, its event id (events of a task
+/// whose log is recorded), and the bytes it counts for.
+pub(crate) type Queued = (Option<EventId>, Item, usize);
+
+/// The bytes a stream subscriber's queue holds, and its bound.
+pub(crate) struct QueueBytes {
+    held: AtomicUsize,
+    limit: usize,
+    /// The queue went over `limit`: the stream was cut.
+    cut: AtomicBool,
+}
+
+impl QueueBytes {
+    fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            held: AtomicUsize::new(0),
+            limit,
+            cut: AtomicBool::new(false),
+        })
+    }
+
+    /// Counts `size` more bytes, unless the queue (not empty) would then
+    /// hold more than its bound.
+    fn admit(&self, size: usize) -> bool {
+        let held = self.held.load(Ordering::Acquire);
+        if held > 0 && held.saturating_add(size) > self.limit {
+            return false;
+        }
+        self.held.fetch_add(size, Ordering::AcqRel);
+        true
+    }
+
+    fn taken(&self, size: usize) {
+        self.held.fetch_sub(size, Ordering::AcqRel);
+    }
+}
+
+/// The error that ends a stream whose reader fell behind by more than its
+/// queue's byte bound.
+fn cut_error(task_id: &str, limit: usize) -> A2aError {
+    A2aError::new(
+        ErrorKind::Internal,
+        format!(
+            "the stream of task {task_id} was closed: its reader fell behind by more than \
+             {limit} bytes of events; subscribe again (with the last event id received, \
+             to get the events missed)"
+        ),
+    )
+    .with_metadata("taskId", task_id.to_owned())
+}
+
 pub(crate) enum Subscriber {
     /// Every event, in a bounded queue.
     Stream {
-        tx: mpsc::Sender<Item>,
+        tx: mpsc::Sender<Queued>,
         overflow: Arc<AtomicBool>,
+        bytes: Arc<QueueBytes>,
     },
     /// Only the item that ends the turn (a blocking `SendMessage` waiting
     /// for its answer): a message, an error, a terminal or interrupted
@@ -61,16 +114,45 @@ impl LiveTask {
 
     pub(crate) fn publish(&self, st: &mut LiveState, item: Item) {
         let is_final = item.as_ref().map_or(true, |ev| ev.ends_stream());
+        // The event's place in the task's log, when it is recorded.
+        let streams = st
+            .subscribers
+            .iter()
+            .any(|s| matches!(s, Subscriber::Stream { .. }));
+        let (id, size) = match &item {
+            Ok(event) => match st.log.as_mut() {
+                Some(log) => {
+                    let (id, size) = log.record(event);
+                    (Some(id), size)
+                }
+                None if streams => (None, event_size(event)),
+                None => (None, 0),
+            },
+            Err(_) => (None, 0),
+        };
         st.subscribers.retain_mut(|s| {
             let lagging = match s {
-                Subscriber::Stream { tx, overflow } => match tx.try_send(item.clone()) {
-                    Ok(()) => return true,
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        overflow.store(true, Ordering::Release);
-                        Arc::clone(overflow)
+                Subscriber::Stream {
+                    tx,
+                    overflow,
+                    bytes,
+                } => {
+                    if !bytes.admit(size) {
+                        // Cut: its queue is drained, then it ends with an
+                        // error (see `Subscription::recv`).
+                        bytes.cut.store(true, Ordering::Release);
+                        return false;
                     }
-                    Err(mpsc::error::TrySendError::Closed(_)) => return false,
-                },
+                    match tx.try_send((id, item.clone(), size)) {
+                        Ok(()) => return true,
+                        Err(mpsc::error::TrySendError::Full(_)) => {
+                            bytes.taken(size);
+                            overflow.store(true, Ordering::Release);
+                            Arc::clone(overflow)
+                        }
+                        Err(mpsc::error::TrySendError::Closed(_)) => return false,
+                    }
+                }
                 Subscriber::Final(slot) if is_final => {
                     if let Some(tx) = slot.take() {
                         let _ = tx.send(item.clone());
@@ -100,13 +182,22 @@ impl TaskManager {
             st.subscribers.push(Subscriber::Final(Some(tx)));
             Rx::Final(Some(rx))
         } else {
+            if st.log.is_none() {
+                st.log = Some(self.logs.open(&live.id));
+            }
             let (tx, rx) = mpsc::channel(self.queue_capacity);
             let overflow = Arc::new(AtomicBool::new(false));
+            let bytes = QueueBytes::new(self.queue_bytes);
             st.subscribers.push(Subscriber::Stream {
                 tx,
                 overflow: Arc::clone(&overflow),
+                bytes: Arc::clone(&bytes),
             });
-            Rx::Stream { rx, overflow }
+            Rx::Stream {
+                rx,
+                overflow,
+                bytes,
+            }
         };
         Subscription {
             rx,
@@ -116,12 +207,16 @@ impl TaskManager {
     }
 
     /// Subscribes to an existing task: returns its current snapshot and a
-    /// subscription to everything after it.
+    /// subscription to everything after it. With `resume` (the id of the
+    /// last event a client received), the events after it are returned as
+    /// well when the task's log still holds all of them (`Opening::Missed`);
+    /// the snapshot is what the client should start from otherwise.
     pub(crate) async fn subscribe(
         self: &Arc<Self>,
         stored: &StoredTask,
         history_length: Option<usize>,
-    ) -> A2aResult<(Task, Subscription)> {
+        resume: Option<EventId>,
+    ) -> A2aResult<(Opening, Subscription)> {
         loop {
             let (live, ()) = self.attach(stored, |_, _, _| ());
             let guard = live.order.lock().await;
@@ -144,22 +239,52 @@ impl TaskManager {
             let sub = {
                 let mut st = live.state.lock();
                 // Retired between attach and lock: try again on a fresh one.
-                (!st.retired).then(|| self.subscribe_locked(&live, &mut st, false))
+                (!st.retired).then(|| {
+                    let sub = self.subscribe_locked(&live, &mut st, false);
+                    let log = st.log.as_ref();
+                    let missed = resume.and_then(|r| log?.after(r));
+                    let at = log.map(|l| l.last_id());
+                    (sub, missed, at)
+                })
             };
-            let Some(sub) = sub else {
+            let Some((sub, missed, at)) = sub else {
                 drop(guard);
                 continue;
             };
             drop(guard);
-            return Ok((snapshot.task, sub));
+            let opening = match missed {
+                Some(events) => Opening::Missed {
+                    events,
+                    state: snapshot.task.state(),
+                },
+                None => Opening::Snapshot {
+                    task: snapshot.task,
+                    id: at,
+                },
+            };
+            return Ok((opening, sub));
         }
     }
 }
 
+/// How a stream to an existing task opens.
+pub(crate) enum Opening {
+    /// With the task as it is now (and the id of the last event it
+    /// includes).
+    Snapshot { task: Task, id: Option<EventId> },
+    /// With the events a reconnecting client missed (none when it missed
+    /// nothing), and the task's current state.
+    Missed {
+        events: Vec<(EventId, Arc<StreamResponse>)>,
+        state: agentwire_types::TaskState,
+    },
+}
+
 pub(super) enum Rx {
     Stream {
-        rx: mpsc::Receiver<Item>,
+        rx: mpsc::Receiver<Queued>,
         overflow: Arc<AtomicBool>,
+        bytes: Arc<QueueBytes>,
     },
     Final(Option<oneshot::Receiver<Item>>),
 }
@@ -176,14 +301,33 @@ impl Subscription {
     /// replaced and the current task snapshot is returned instead of the
     /// events it missed.
     pub(crate) async fn recv(&mut self) -> Option<Item> {
+        self.recv_event().await.map(|(_, item)| item)
+    }
+
+    /// [`Self::recv`], with the event's id when it has one.
+    pub(crate) async fn recv_event(&mut self) -> Option<(Option<EventId>, Item)> {
         let overflowed = match &mut self.rx {
             Rx::Final(slot) => {
                 let rx = slot.take()?;
-                return rx.await.ok();
+                return rx.await.ok().map(|item| (None, item));
             }
-            Rx::Stream { rx, overflow } => {
-                if let Some(item) = rx.recv().await {
-                    return Some(item);
+            Rx::Stream {
+                rx,
+                overflow,
+                bytes,
+            } => {
+                if let Some((id, item, size)) = rx.recv().await {
+                    bytes.taken(size);
+                    return Some((id, item));
+                }
+                if bytes.cut.swap(false, Ordering::AcqRel) {
+                    tracing::info!(
+                        task = %self.live.id,
+                        limit = bytes.limit,
+                        "a stream whose reader fell behind was closed"
+                    );
+                    let e = cut_error(&self.live.id, bytes.limit);
+                    return Some((None, Err(Box::new(e))));
                 }
                 overflow.load(Ordering::Acquire)
             }
@@ -196,12 +340,16 @@ impl Subscription {
         let snapshot = self.manager.snapshot_locked(&self.live, None).await;
         let (tx, rx) = mpsc::channel(self.manager.queue_capacity);
         let overflow = Arc::new(AtomicBool::new(false));
-        {
+        let bytes = QueueBytes::new(self.manager.queue_bytes);
+        let at = {
             let old = match &self.rx {
                 Rx::Stream { overflow, .. } => Some(Arc::clone(overflow)),
                 Rx::Final(_) => None,
             };
             let mut st = self.live.state.lock();
+            if st.log.is_none() {
+                st.log = Some(self.manager.logs.open(&self.live.id));
+            }
             // The placeholder kept while lagging gives way to the new queue.
             st.subscribers.retain(|s| match (s, &old) {
                 (Subscriber::Lagging { overflow }, Some(old)) => !Arc::ptr_eq(overflow, old),
@@ -210,16 +358,25 @@ impl Subscription {
             st.subscribers.push(Subscriber::Stream {
                 tx,
                 overflow: Arc::clone(&overflow),
+                bytes: Arc::clone(&bytes),
             });
-        }
-        self.rx = Rx::Stream { rx, overflow };
+            st.log.as_ref().map(|l| l.last_id())
+        };
+        self.rx = Rx::Stream {
+            rx,
+            overflow,
+            bytes,
+        };
         drop(guard);
         tracing::debug!(task = %self.live.id, "slow subscriber resynchronised from a snapshot");
-        Some(match snapshot {
-            Ok(Some(s)) => Ok(Arc::new(StreamResponse::from(s.task))),
-            Ok(None) => Err(Box::new(A2aError::task_not_found(&self.live.id))),
-            Err(e) => Err(Box::new(e)),
-        })
+        Some((
+            at,
+            match snapshot {
+                Ok(Some(s)) => Ok(Arc::new(StreamResponse::from(s.task))),
+                Ok(None) => Err(Box::new(A2aError::task_not_found(&self.live.id))),
+                Err(e) => Err(Box::new(e)),
+            },
+        ))
     }
 
     /// Polls for the next item, without the resynchronisation of
@@ -229,12 +386,27 @@ impl Subscription {
         &mut self,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Item>> {
+        self.poll_recv_event(cx).map(|o| o.map(|(_, item)| item))
+    }
+
+    /// [`Self::poll_recv`], with the event's id when it has one.
+    pub(crate) fn poll_recv_event(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<(Option<EventId>, Item)>> {
         use std::future::Future;
         match &mut self.rx {
-            Rx::Stream { rx, .. } => rx.poll_recv(cx),
+            Rx::Stream { rx, bytes, .. } => rx.poll_recv(cx).map(|q| {
+                q.map(|(id, item, size)| {
+                    bytes.taken(size);
+                    (id, item)
+                })
+            }),
             Rx::Final(None) => std::task::Poll::Ready(None),
             Rx::Final(Some(rx)) => {
-                let r = std::pin::Pin::new(rx).poll(cx).map(Result::ok);
+                let r = std::pin::Pin::new(rx)
+                    .poll(cx)
+                    .map(|r| r.ok().map(|item| (None, item)));
                 if r.is_ready() {
                     self.rx = Rx::Final(None);
                 }

@@ -168,13 +168,16 @@ pub(crate) fn is_json(body: &[u8]) -> bool {
     serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
 }
 
-/// An SSE response from a stream of `(event name, data)` pairs.
+/// An SSE response from a stream of `(event name, event id, data)`.
 pub(crate) fn sse_response<S>(events: S) -> Response
 where
-    S: Stream<Item = (Option<&'static str>, String)> + Send + 'static,
+    S: Stream<Item = (Option<&'static str>, Option<String>, String)> + Send + 'static,
 {
-    let events = events.map(|(name, data)| {
-        let event = Event::default().data(data);
+    let events = events.map(|(name, id, data)| {
+        let mut event = Event::default().data(data);
+        if let Some(id) = id {
+            event = event.id(id);
+        }
         Ok::<_, Infallible>(match name {
             Some(n) => event.event(n),
             None => event,
