@@ -363,15 +363,14 @@ impl LineEditor {
             files: FilenameCompleter::new(),
         }));
         let file = if save_history { history_file() } else { None };
-        if let Some(path) = &file {
-            if path.exists() {
-                if let Err(e) = editor.load_history(path) {
-                    eprintln!(
-                        "warning: cannot read the chat history {}: {e}",
-                        path.display()
-                    );
-                }
-            }
+        if let Some(path) = &file
+            && path.exists()
+            && let Err(e) = editor.load_history(path)
+        {
+            eprintln!(
+                "warning: cannot read the chat history {}: {e}",
+                path.display()
+            );
         }
         Ok(Self { editor, file })
     }
@@ -579,12 +578,12 @@ impl Session {
                 ));
             }
         };
-        if let Some(t) = media_type {
-            if !t.contains('/') {
-                return Err(CliError::usage(format!(
-                    "/file: {t:?} is not a media type (e.g. application/json, text/csv)"
-                )));
-            }
+        if let Some(t) = media_type
+            && !t.contains('/')
+        {
+            return Err(CliError::usage(format!(
+                "/file: {t:?} is not a media type (e.g. application/json, text/csv)"
+            )));
         }
         let (part, label) = if path.starts_with("http://") || path.starts_with("https://") {
             let name = path
@@ -953,10 +952,10 @@ impl Session {
                 if task_id.is_none() {
                     task_id = ev.task_id().map(str::to_owned);
                 }
-                if let Some(stream_response::Payload::Message(m)) = &ev.payload {
-                    if task_id.is_none() {
-                        direct = Some(m.clone());
-                    }
+                if let Some(stream_response::Payload::Message(m)) = &ev.payload
+                    && task_id.is_none()
+                {
+                    direct = Some(m.clone());
                 }
                 match self.out {
                     Out::Json => render::print_json(&ev)?,
@@ -1155,10 +1154,10 @@ impl Session {
 }
 
 fn expand_home(p: &str) -> PathBuf {
-    if let Some(rest) = p.strip_prefix("~/") {
-        if let Some(h) = std::env::var_os("HOME") {
-            return PathBuf::from(h).join(rest);
-        }
+    if let Some(rest) = p.strip_prefix("~/")
+        && let Some(h) = std::env::var_os("HOME")
+    {
+        return PathBuf::from(h).join(rest);
     }
     PathBuf::from(p)
 }
@@ -1234,10 +1233,10 @@ impl<'a> Live<'a> {
             // A snapshot: its status is shown when it changes (a reply's
             // stream opens with the question being answered).
             Some(stream_response::Payload::Task(t)) => {
-                if let Some(m) = t.status.as_ref().and_then(|s| s.message.as_ref()) {
-                    if waiting_before.is_some() {
-                        self.messages.insert(m.message_id.clone());
-                    }
+                if let Some(m) = t.status.as_ref().and_then(|s| s.message.as_ref())
+                    && waiting_before.is_some()
+                {
+                    self.messages.insert(m.message_id.clone());
                 }
             }
             Some(stream_response::Payload::StatusUpdate(s)) => {
@@ -1393,10 +1392,11 @@ impl<'a> Live<'a> {
         }
         if let Some(status) = &task.status {
             let repeated = waiting_before.is_some_and(|w| w == status);
-            if let Some(m) = &status.message {
-                if !repeated && !self.shown(&m.message_id) {
-                    out.push_str(&self.status_message(status.state(), m));
-                }
+            if let Some(m) = &status.message
+                && !repeated
+                && !self.shown(&m.message_id)
+            {
+                out.push_str(&self.status_message(status.state(), m));
             }
         }
         out

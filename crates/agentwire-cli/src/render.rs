@@ -205,14 +205,12 @@ fn render_part(t: &mut Text, p: &Part, verbose: bool) {
                 t.field("Part", "(empty)");
             }
         }
-        if verbose {
-            if let Some(m) = &p.metadata {
-                let v = serde_json::Value::Object(agentwire_types::json::from_struct(m));
-                t.block(
-                    "Part Metadata",
-                    &serde_json::to_string_pretty(&v).unwrap_or_default(),
-                );
-            }
+        if verbose && let Some(m) = &p.metadata {
+            let v = serde_json::Value::Object(agentwire_types::json::from_struct(m));
+            t.block(
+                "Part Metadata",
+                &serde_json::to_string_pretty(&v).unwrap_or_default(),
+            );
         }
     }
 }

@@ -342,10 +342,10 @@ pub fn output_response(
     resp: &SendMessageResponse,
 ) -> Result<(), CliError> {
     if g.output == OutputFormat::Json {
-        if let Some(t) = resp.task() {
-            if let (Some(w), _) = render::outcome_notes(t, agent.reference()) {
-                eprintln!("warning: {w}");
-            }
+        if let Some(t) = resp.task()
+            && let (Some(w), _) = render::outcome_notes(t, agent.reference())
+        {
+            eprintln!("warning: {w}");
         }
         return render::print_json(resp);
     }
@@ -407,13 +407,12 @@ async fn wait(
                 match ev {
                     Ok(ev) => {
                         let mut known = known_task.lock().unwrap_or_else(|p| p.into_inner());
-                        if known.is_none() {
-                            if let Some(id) = ev.task_id() {
-                                *known = Some(id.to_owned());
-                                if std::io::stderr().is_terminal() && g.output == OutputFormat::Text
-                                {
-                                    tracing::info!("task {id} started");
-                                }
+                        if known.is_none()
+                            && let Some(id) = ev.task_id()
+                        {
+                            *known = Some(id.to_owned());
+                            if std::io::stderr().is_terminal() && g.output == OutputFormat::Text {
+                                tracing::info!("task {id} started");
                             }
                         }
                         progress.event(&ev);

@@ -694,15 +694,15 @@ async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
                 .is_none_or(|want| x.artifact_id == want)
         })
         .collect();
-    if let Some(want) = &a.artifact_id {
-        if artifacts.is_empty() {
-            return Err(
-                CliError::usage(format!("task {id} has no artifact {want}")).with_hint(format!(
-                    "list its artifacts with `{}`",
-                    paste("task get", &id)
-                )),
-            );
-        }
+    if let Some(want) = &a.artifact_id
+        && artifacts.is_empty()
+    {
+        return Err(
+            CliError::usage(format!("task {id} has no artifact {want}")).with_hint(format!(
+                "list its artifacts with `{}`",
+                paste("task get", &id)
+            )),
+        );
     }
     let mut names = std::collections::HashSet::new();
     let mut files = Vec::new();

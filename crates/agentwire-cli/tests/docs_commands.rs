@@ -982,12 +982,12 @@ fn a2a_words(words: &[String]) -> Vec<String> {
     if let Some(i) = words.iter().position(|w| w == "a2a") {
         return words[i..].to_vec();
     }
-    if words.first().is_some_and(|w| w == "cargo") {
-        if let Ok((Program::CargoCli, prefix)) = cargo_run(words) {
-            let mut v = vec!["a2a".to_owned()];
-            v.extend_from_slice(&words[prefix..]);
-            return v;
-        }
+    if words.first().is_some_and(|w| w == "cargo")
+        && let Ok((Program::CargoCli, prefix)) = cargo_run(words)
+    {
+        let mut v = vec!["a2a".to_owned()];
+        v.extend_from_slice(&words[prefix..]);
+        return v;
     }
     Vec::new()
 }
@@ -1179,16 +1179,16 @@ fn run_block(h: &Harness, block: &Block) -> Vec<Outcome> {
             return std::mem::take(&mut b.outcomes);
         }
     }
-    if let Some(run) = doc_setup(block) {
-        if let Err(e) = b.set_up(run) {
-            b.outcomes.push(Outcome::failed(
-                &block.place(),
-                "(the document's set-up)",
-                format!("  what this block talks to did not start:\n{e}"),
-            ));
-            b.finish();
-            return std::mem::take(&mut b.outcomes);
-        }
+    if let Some(run) = doc_setup(block)
+        && let Err(e) = b.set_up(run)
+    {
+        b.outcomes.push(Outcome::failed(
+            &block.place(),
+            "(the document's set-up)",
+            format!("  what this block talks to did not start:\n{e}"),
+        ));
+        b.finish();
+        return std::mem::take(&mut b.outcomes);
     }
     for step in &steps {
         let place = format!("{}:{}", block.doc, step.line);
@@ -1387,11 +1387,10 @@ impl BlockRun<'_> {
             if let Subst::CommandAgent {
                 when, serve, var, ..
             } = s
+                && step.written.contains(when)
             {
-                if step.written.contains(when) {
-                    let addr = self.own_agent(serve)?;
-                    overrides.push(((*var).to_owned(), addr));
-                }
+                let addr = self.own_agent(serve)?;
+                overrides.push(((*var).to_owned(), addr));
             }
         }
         self.make_files(&step.written, &overrides)?;

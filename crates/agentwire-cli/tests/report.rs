@@ -14,10 +14,11 @@ fn every_pass_cites_tests_that_exist() {
     let mut cited = 0;
     let mut passes_without_evidence = Vec::new();
     let mut check_done = |id: &Option<String>, status: &Option<String>, had: usize| {
-        if let (Some(id), Some(s)) = (id, status) {
-            if s == "pass" && had == 0 {
-                passes_without_evidence.push(id.clone());
-            }
+        if let (Some(id), Some(s)) = (id, status)
+            && s == "pass"
+            && had == 0
+        {
+            passes_without_evidence.push(id.clone());
         }
     };
     let mut had = 0;

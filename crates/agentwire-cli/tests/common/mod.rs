@@ -206,12 +206,12 @@ pub struct Lab;
 impl AgentExecutor for Lab {
     async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
         let text = ctx.text();
-        if let Some(prev) = &ctx.task {
-            if prev.state().is_interrupted() {
-                task.add_artifact(Artifact::text("answer", format!("you said: {text}")))
-                    .await?;
-                return task.complete().await;
-            }
+        if let Some(prev) = &ctx.task
+            && prev.state().is_interrupted()
+        {
+            task.add_artifact(Artifact::text("answer", format!("you said: {text}")))
+                .await?;
+            return task.complete().await;
         }
         let word = text
             .split_whitespace()
