@@ -324,6 +324,17 @@ mod tests {
             resolve(&Method::POST, "/acme/tasks/x:cancel").unwrap(),
             ("acme".into(), RestRoute::CancelTask { id: "x".into() })
         );
+        // `+` is a plus in a path, and an encoded `:` belongs to the id (the
+        // client encodes a `:` inside an id): the task `a+b:cancel`.
+        assert_eq!(
+            resolve(&Method::GET, "/tasks/a+b%3Acancel").unwrap(),
+            (
+                String::new(),
+                RestRoute::GetTask {
+                    id: "a+b:cancel".into()
+                }
+            )
+        );
         assert_eq!(
             resolve(&Method::GET, "/message:send").unwrap_err().0,
             StatusCode::METHOD_NOT_ALLOWED
