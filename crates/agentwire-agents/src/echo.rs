@@ -92,10 +92,8 @@ fn long_job_duration(rest: &str) -> Duration {
 }
 
 impl AgentExecutor for EchoAgent {
-    // Not an `async fn`: the echo future keeps only what it uses (the text,
-    // and whether to stream), not the request context (an async fn keeps
-    // its arguments twice). The other requests are rare; their futures
-    // are boxed so that they do not make the echo future larger.
+    // Not an `async fn`, and the rare requests boxed: keeps the common
+    // echo future small (docs/performance.md, "The agent's future").
     fn execute(
         &self,
         ctx: RequestContext,
@@ -109,9 +107,7 @@ impl AgentExecutor for EchoAgent {
     }
 }
 
-/// The text back as one artifact (word chunks when streaming). An `async
-/// move` block rather than an `async fn`, which would keep its arguments
-/// twice.
+/// The text back as one artifact (word chunks when streaming).
 #[allow(clippy::manual_async_fn)]
 fn echo(
     text: String,

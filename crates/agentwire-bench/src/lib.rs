@@ -97,59 +97,6 @@ pub fn check_loopback(url: &reqwest::Url) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Incremental Server-Sent Events parser: feed it bytes as they arrive and it
-/// returns the `data` payload of every completed event (multi-line `data:`
-/// fields are joined with `\n`; comments and other fields are ignored).
-#[derive(Default, Debug)]
-pub struct SseParser {
-    buf: Vec<u8>,
-    data: Option<String>,
-}
-
-impl SseParser {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Feeds a chunk and appends the completed events' data to `out`.
-    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<String>) {
-        self.buf.extend_from_slice(chunk);
-        let mut start = 0;
-        while let Some(pos) = self.buf[start..].iter().position(|&b| b == b'\n') {
-            let end = start + pos;
-            let mut line = &self.buf[start..end];
-            if line.last() == Some(&b'\r') {
-                line = &line[..line.len() - 1];
-            }
-            if line.is_empty() {
-                if let Some(d) = self.data.take() {
-                    out.push(d);
-                }
-            } else if line[0] != b':' {
-                let (field, value) = match line.iter().position(|&b| b == b':') {
-                    Some(i) => {
-                        let v = &line[i + 1..];
-                        (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
-                    }
-                    None => (line, &b""[..]),
-                };
-                if field == b"data" {
-                    let v = String::from_utf8_lossy(value);
-                    match &mut self.data {
-                        Some(d) => {
-                            d.push('\n');
-                            d.push_str(&v);
-                        }
-                        None => self.data = Some(v.into_owned()),
-                    }
-                }
-            }
-            start = end + 1;
-        }
-        self.buf.drain(..start);
-    }
-}
-
 /// What one SSE event of a JSON-RPC stream says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventKind {
@@ -299,18 +246,6 @@ mod tests {
         ] {
             assert!(check_loopback(&bad.parse().unwrap()).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn sse_parser_handles_split_chunks_and_crlf() {
-        let mut p = SseParser::new();
-        let mut out = Vec::new();
-        p.feed(b": comment\n\ndata: {\"a\"", &mut out);
-        assert!(out.is_empty());
-        p.feed(b":1}\r\n\r\nevent: x\ndata: l1\ndata:l2\nid: 3\n", &mut out);
-        assert_eq!(out, vec!["{\"a\":1}".to_string()]);
-        p.feed(b"\n", &mut out);
-        assert_eq!(out[1], "l1\nl2");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! with `Content-Type: application/a2a+json`, `google.rpc.Status` error
 //! bodies and Server-Sent Events whose data are `StreamResponse`s.
 
+use agentwire_types::rest_routes::{COMPONENT, RestMethod, RestRoute};
 use agentwire_types::{
     A2aError, AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
@@ -10,7 +11,7 @@ use agentwire_types::{
     StreamResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState,
 };
 use futures::StreamExt;
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::utf8_percent_encode;
 use reqwest::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -23,15 +24,6 @@ use crate::http::{
 };
 use crate::sse::SseEvent;
 use crate::transport::{CallOptions, EventStream, Transport, end_after_error};
-
-/// Everything but the RFC 3986 unreserved characters is percent-encoded in
-/// path segments and query values (so `/`, `:`, `?`, `&`, `+` and spaces in
-/// ids cannot change the URL's meaning).
-const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
 
 const ACCEPT_JSON: &str = "application/a2a+json, application/json";
 
@@ -113,13 +105,15 @@ impl RestTransport {
         &self.base
     }
 
-    fn url(&self, request_tenant: &str) -> UrlBuilder {
+    /// The URL of a route (from the table shared with the server) under the
+    /// request's tenant, or the transport's when the request names none.
+    fn url(&self, request_tenant: &str, route: &RestRoute) -> UrlBuilder {
         let tenant = if request_tenant.is_empty() {
             &self.tenant
         } else {
             request_tenant
         };
-        let mut b = UrlBuilder::new(&self.base, tenant);
+        let mut b = UrlBuilder::new(&self.base, tenant, route);
         b.extra.clone_from(&self.query);
         b
     }
@@ -228,7 +222,8 @@ impl RestTransport {
     }
 }
 
-/// Builds `{base}[/{tenant}]/path...?query` with encoded segments and values.
+/// Builds `{base}[/{tenant}]/path?query` with the route's path and encoded
+/// query values.
 #[derive(Debug)]
 pub(crate) struct UrlBuilder {
     url: String,
@@ -238,29 +233,14 @@ pub(crate) struct UrlBuilder {
 }
 
 impl UrlBuilder {
-    pub(crate) fn new(base: &str, tenant: &str) -> Self {
-        let mut b = Self {
-            url: base.trim_end_matches('/').to_owned(),
+    pub(crate) fn new(base: &str, tenant: &str, route: &RestRoute) -> Self {
+        let mut url = base.trim_end_matches('/').to_owned();
+        url.push_str(&route.path(tenant));
+        Self {
+            url,
             has_query: false,
             extra: Vec::new(),
-        };
-        if !tenant.is_empty() {
-            b = b.segment(tenant);
         }
-        b
-    }
-
-    /// Appends a literal path (`/tasks`), not encoded.
-    pub(crate) fn path(mut self, literal: &str) -> Self {
-        self.url.push_str(literal);
-        self
-    }
-
-    /// Appends `/` and an encoded segment.
-    pub(crate) fn segment(mut self, value: &str) -> Self {
-        self.url.push('/');
-        self.url.extend(utf8_percent_encode(value, COMPONENT));
-        self
     }
 
     /// Appends a query parameter with an encoded value.
@@ -315,7 +295,7 @@ fn state_name(status: i32) -> Option<String> {
 
 /// The URL of `GET /tasks` with the request's filters.
 pub(crate) fn list_tasks_url(t: &RestTransport, req: &ListTasksRequest) -> String {
-    let mut u = t.url(&req.tenant).path("/tasks");
+    let mut u = t.url(&req.tenant, &RestRoute::ListTasks);
     if !req.context_id.is_empty() {
         u = u.query("contextId", &req.context_id);
     }
@@ -392,6 +372,15 @@ pub(crate) fn decode_event(ev: &SseEvent) -> Option<ClientResult<StreamResponse>
     }
 }
 
+/// The reqwest method of a table row's method.
+fn http_method(method: RestMethod) -> Method {
+    match method {
+        RestMethod::Get => Method::GET,
+        RestMethod::Post => Method::POST,
+        RestMethod::Delete => Method::DELETE,
+    }
+}
+
 #[async_trait::async_trait]
 impl Transport for RestTransport {
     async fn send_message(
@@ -399,8 +388,10 @@ impl Transport for RestTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<SendMessageResponse> {
-        let url = self.url(&request.tenant).path("/message:send").build();
-        self.unary(Method::POST, &url, Some(json_body(&request)?), options)
+        let route = RestRoute::SendMessage;
+        let url = self.url(&request.tenant, &route).build();
+        let body = Some(json_body(&request)?);
+        self.unary(http_method(route.method()), &url, body, options)
             .await
     }
 
@@ -409,22 +400,26 @@ impl Transport for RestTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
-        let url = self.url(&request.tenant).path("/message:stream").build();
+        let route = RestRoute::SendStreamingMessage;
+        let url = self.url(&request.tenant, &route).build();
+        let body = Some(json_body(&request)?);
         let resp = self
-            .open_stream(Method::POST, &url, Some(json_body(&request)?), options)
+            .open_stream(http_method(route.method()), &url, body, options)
             .await?;
         self.event_stream(resp, &url).await
     }
 
     async fn get_task(&self, request: GetTaskRequest, options: &CallOptions) -> ClientResult<Task> {
         require_id("task id", &request.id)?;
+        let route = RestRoute::GetTask {
+            id: request.id.clone(),
+        };
         let url = self
-            .url(&request.tenant)
-            .path("/tasks")
-            .segment(&request.id)
+            .url(&request.tenant, &route)
             .query_opt("historyLength", request.history_length)
             .build();
-        self.unary(Method::GET, &url, None, options).await
+        self.unary(http_method(route.method()), &url, None, options)
+            .await
     }
 
     async fn list_tasks(
@@ -433,7 +428,8 @@ impl Transport for RestTransport {
         options: &CallOptions,
     ) -> ClientResult<ListTasksResponse> {
         let url = list_tasks_url(self, &request);
-        self.unary(Method::GET, &url, None, options).await
+        let method = http_method(RestRoute::ListTasks.method());
+        self.unary(method, &url, None, options).await
     }
 
     async fn cancel_task(
@@ -442,13 +438,12 @@ impl Transport for RestTransport {
         options: &CallOptions,
     ) -> ClientResult<Task> {
         require_id("task id", &request.id)?;
-        let url = self
-            .url(&request.tenant)
-            .path("/tasks")
-            .segment(&request.id)
-            .path(":cancel")
-            .build();
-        self.unary(Method::POST, &url, Some(json_body(&request)?), options)
+        let route = RestRoute::CancelTask {
+            id: request.id.clone(),
+        };
+        let url = self.url(&request.tenant, &route).build();
+        let body = Some(json_body(&request)?);
+        self.unary(http_method(route.method()), &url, body, options)
             .await
     }
 
@@ -458,19 +453,26 @@ impl Transport for RestTransport {
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
         require_id("task id", &request.id)?;
-        let url = self
-            .url(&request.tenant)
-            .path("/tasks")
-            .segment(&request.id)
-            .path(":subscribe")
-            .build();
-        // The proto's HTTP rule says GET, the spec's tables say POST: try GET
-        // and fall back to POST once when the server refuses the method.
-        let mut resp = self.open_stream(Method::GET, &url, None, options).await?;
-        if resp.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED {
-            tracing::debug!(%url, "GET :subscribe refused with 405, retrying with POST");
-            drop(resp);
-            resp = self.open_stream(Method::POST, &url, None, options).await?;
+        let route = RestRoute::SubscribeToTask {
+            id: request.id.clone(),
+        };
+        let url = self.url(&request.tenant, &route).build();
+        // The table accepts GET (the proto's HTTP rule) and POST (the spec's
+        // tables): try the first and fall back to the next once when the
+        // server refuses the method.
+        let mut methods = route.template().methods.iter().copied();
+        let first = methods.next().unwrap_or(RestMethod::Get);
+        let mut resp = self
+            .open_stream(http_method(first), &url, None, options)
+            .await?;
+        if let Some(next) = methods.next() {
+            if resp.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED {
+                tracing::debug!(%url, "{first} :subscribe refused with 405, retrying with {next}");
+                drop(resp);
+                resp = self
+                    .open_stream(http_method(next), &url, None, options)
+                    .await?;
+            }
         }
         self.event_stream(resp, &url).await
     }
@@ -481,13 +483,12 @@ impl Transport for RestTransport {
         options: &CallOptions,
     ) -> ClientResult<TaskPushNotificationConfig> {
         require_id("task id", &request.task_id)?;
-        let url = self
-            .url(&request.tenant)
-            .path("/tasks")
-            .segment(&request.task_id)
-            .path("/pushNotificationConfigs")
-            .build();
-        self.unary(Method::POST, &url, Some(json_body(&request)?), options)
+        let route = RestRoute::CreateTaskPushNotificationConfig {
+            task_id: request.task_id.clone(),
+        };
+        let url = self.url(&request.tenant, &route).build();
+        let body = Some(json_body(&request)?);
+        self.unary(http_method(route.method()), &url, body, options)
             .await
     }
 
@@ -498,14 +499,13 @@ impl Transport for RestTransport {
     ) -> ClientResult<TaskPushNotificationConfig> {
         require_id("task id", &request.task_id)?;
         require_id("push notification config id", &request.id)?;
-        let url = self
-            .url(&request.tenant)
-            .path("/tasks")
-            .segment(&request.task_id)
-            .path("/pushNotificationConfigs")
-            .segment(&request.id)
-            .build();
-        self.unary(Method::GET, &url, None, options).await
+        let route = RestRoute::GetTaskPushNotificationConfig {
+            task_id: request.task_id.clone(),
+            id: request.id.clone(),
+        };
+        let url = self.url(&request.tenant, &route).build();
+        self.unary(http_method(route.method()), &url, None, options)
+            .await
     }
 
     async fn list_task_push_notification_configs(
@@ -514,19 +514,18 @@ impl Transport for RestTransport {
         options: &CallOptions,
     ) -> ClientResult<ListTaskPushNotificationConfigsResponse> {
         require_id("task id", &request.task_id)?;
-        let mut url = self
-            .url(&request.tenant)
-            .path("/tasks")
-            .segment(&request.task_id)
-            .path("/pushNotificationConfigs")
-            .query_opt(
-                "pageSize",
-                (request.page_size != 0).then_some(request.page_size),
-            );
+        let route = RestRoute::ListTaskPushNotificationConfigs {
+            task_id: request.task_id.clone(),
+        };
+        let mut url = self.url(&request.tenant, &route).query_opt(
+            "pageSize",
+            (request.page_size != 0).then_some(request.page_size),
+        );
         if !request.page_token.is_empty() {
             url = url.query("pageToken", &request.page_token);
         }
-        self.unary(Method::GET, &url.build(), None, options).await
+        self.unary(http_method(route.method()), &url.build(), None, options)
+            .await
     }
 
     async fn delete_task_push_notification_config(
@@ -536,14 +535,13 @@ impl Transport for RestTransport {
     ) -> ClientResult<()> {
         require_id("task id", &request.task_id)?;
         require_id("push notification config id", &request.id)?;
-        let url = self
-            .url(&request.tenant)
-            .path("/tasks")
-            .segment(&request.task_id)
-            .path("/pushNotificationConfigs")
-            .segment(&request.id)
-            .build();
-        self.exchange(Method::DELETE, &url, None, options).await?;
+        let route = RestRoute::DeleteTaskPushNotificationConfig {
+            task_id: request.task_id.clone(),
+            id: request.id.clone(),
+        };
+        let url = self.url(&request.tenant, &route).build();
+        self.exchange(http_method(route.method()), &url, None, options)
+            .await?;
         Ok(())
     }
 
@@ -552,8 +550,10 @@ impl Transport for RestTransport {
         request: GetExtendedAgentCardRequest,
         options: &CallOptions,
     ) -> ClientResult<AgentCard> {
-        let url = self.url(&request.tenant).path("/extendedAgentCard").build();
-        self.unary(Method::GET, &url, None, options).await
+        let route = RestRoute::GetExtendedAgentCard;
+        let url = self.url(&request.tenant, &route).build();
+        self.unary(http_method(route.method()), &url, None, options)
+            .await
     }
 }
 
@@ -572,47 +572,47 @@ mod tests {
         let t = rest("http://127.0.0.1:8080/");
         assert_eq!(t.base_url(), "http://127.0.0.1:8080");
         assert_eq!(
-            t.url("").path("/message:send").build(),
+            t.url("", &RestRoute::SendMessage).build(),
             "http://127.0.0.1:8080/message:send"
         );
         assert_eq!(
-            t.url("acme")
-                .path("/tasks")
-                .segment("t-1")
-                .path(":cancel")
+            t.url("acme", &RestRoute::CancelTask { id: "t-1".into() })
                 .build(),
             "http://127.0.0.1:8080/acme/tasks/t-1:cancel"
         );
         let t = rest("https://agent.example.com/a2a/v1").with_tenant("default-tenant");
         assert_eq!(
-            t.url("").path("/extendedAgentCard").build(),
+            t.url("", &RestRoute::GetExtendedAgentCard).build(),
             "https://agent.example.com/a2a/v1/default-tenant/extendedAgentCard"
         );
         // The request's tenant wins over the transport's.
         assert_eq!(
-            t.url("other").path("/tasks").build(),
+            t.url("other", &RestRoute::ListTasks).build(),
             "https://agent.example.com/a2a/v1/other/tasks"
         );
     }
 
     #[test]
     fn segments_are_encoded() {
-        let u = UrlBuilder::new("http://h", "te nant/x")
-            .path("/tasks")
-            .segment("a/b:c?d#e%f é")
-            .path(":subscribe")
-            .build();
+        let route = RestRoute::SubscribeToTask {
+            id: "a/b:c?d#e%f é".into(),
+        };
+        let u = UrlBuilder::new("http://h", "te nant/x", &route).build();
         assert_eq!(
             u,
             "http://h/te%20nant%2Fx/tasks/a%2Fb%3Ac%3Fd%23e%25f%20%C3%A9:subscribe"
         );
-        let u = UrlBuilder::new("http://h", "")
-            .path("/tasks")
-            .segment("t")
-            .path("/pushNotificationConfigs")
-            .segment("cfg 1")
+        let route = RestRoute::GetTaskPushNotificationConfig {
+            task_id: "t".into(),
+            id: "cfg 1".into(),
+        };
+        let u = UrlBuilder::new("http://h", "", &route)
+            .query("x", "a&b")
             .build();
-        assert_eq!(u, "http://h/tasks/t/pushNotificationConfigs/cfg%201");
+        assert_eq!(
+            u,
+            "http://h/tasks/t/pushNotificationConfigs/cfg%201?x=a%26b"
+        );
     }
 
     #[test]

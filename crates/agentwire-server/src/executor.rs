@@ -41,12 +41,9 @@ use crate::store::TaskUpdate;
 /// }
 /// ```
 ///
-/// Every request's agent future is allocated on the heap. An `async fn`
-/// keeps its arguments twice (as passed, and as bound in its body), so an
-/// agent that needs only part of the context can keep its future small by
-/// taking that part first and returning an `async move` block: `fn
-/// execute(..) -> impl Future<Output = A2aResult<()>> + Send { let text =
-/// ctx.text(); async move { .. } }` (as the bundled echo agent does).
+/// `execute` may be an `async fn` or return any `Send` future. (The
+/// project's `docs/performance.md` says how a very busy agent can keep its
+/// per-request future small.)
 pub trait AgentExecutor: Send + Sync + 'static {
     /// Handles one incoming message.
     fn execute(
@@ -105,9 +102,7 @@ pub struct RequestContext {
     /// The message the client sent (with `taskId` and `contextId` filled in).
     pub message: Message,
     /// The task this message continues, as it was before the message
-    /// arrived (`None` for a new request). Boxed, like the configuration:
-    /// most requests have neither, and the context travels inside every
-    /// agent's future.
+    /// arrived (`None` for a new request).
     pub task: Option<Box<Task>>,
     /// The id of the task (new or continued). A new task only comes into
     /// existence with the agent's first task event.
@@ -319,10 +314,8 @@ impl TaskUpdater {
 /// One update of a task by a [`TaskUpdater`]: a future that applies it
 /// when polled, and resolves once it is stored and published. Like any
 /// future it does nothing unless awaited.
-///
-/// A named type rather than an `async fn`: it holds the update once (an
-/// async function would keep its arguments and the update built from
-/// them), which keeps every agent's future smaller.
+// A named future rather than an `async fn`, to keep agents' futures small
+// (docs/performance.md).
 #[must_use = "an update does nothing unless awaited"]
 pub struct Update<'a> {
     updater: &'a TaskUpdater,

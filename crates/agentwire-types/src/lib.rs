@@ -40,6 +40,7 @@ pub mod fast_json;
 pub mod json;
 pub mod jsonrpc;
 mod list;
+pub mod rest_routes;
 mod timestamp;
 pub mod wkt;
 

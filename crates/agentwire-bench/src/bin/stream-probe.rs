@@ -15,15 +15,15 @@
 //!
 //! Every loop is bounded in count and time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use agentwire_bench::{
-    EventKind, SseParser, Stats, check_loopback, classify, fill_template, stats,
-};
+use agentwire_bench::{EventKind, Stats, check_loopback, classify, fill_template, stats};
+// The client library's SSE decoder, so the probe reads streams as clients do.
+use agentwire_client::sse::SseParser;
 use anyhow::{Context, bail};
 use clap::Parser;
 use futures::StreamExt;
@@ -283,8 +283,8 @@ async fn one_stream(
         .await
         .map_err(|_| anyhow::anyhow!("timed out waiting for the response headers"))??;
     let mut stream = resp.bytes_stream();
-    let mut parser = SseParser::new();
-    let mut events = Vec::new();
+    let mut parser = SseParser::default();
+    let mut events = VecDeque::new();
     let mut first_event = None;
     let mut final_event = None;
     let mut count = 0usize;
@@ -307,9 +307,11 @@ async fn one_stream(
             Ok(Some(Err(e))) => bail!("stream broken after {count} events: {}", error_chain(&e)),
             Ok(Some(Ok(c))) => c,
         };
-        parser.feed(&chunk, &mut events);
+        if let Err(e) = parser.push(&chunk, &mut events) {
+            bail!("stream broken after {count} events: {e}");
+        }
         let now = t0.elapsed();
-        for data in events.drain(..) {
+        for data in events.drain(..).map(|ev| ev.data) {
             count += 1;
             first_event.get_or_insert(now);
             match classify(&data) {
@@ -517,19 +519,23 @@ async fn hold(
             let opened = tokio::time::timeout(timeout, async {
                 let resp = post_stream(&client, &url, body).await?;
                 let mut stream = resp.bytes_stream();
-                let mut parser = SseParser::new();
-                let mut events = Vec::new();
+                let mut parser = SseParser::default();
+                let mut events = VecDeque::new();
                 // Open = headers received and the first event (the task snapshot) read.
                 while events.is_empty() {
                     match stream.next().await {
-                        Some(Ok(c)) => parser.feed(&c, &mut events),
+                        Some(Ok(c)) => {
+                            if let Err(e) = parser.push(&c, &mut events) {
+                                bail!("stream broken before the first event: {e}")
+                            }
+                        }
                         Some(Err(e)) => {
                             bail!("stream broken before the first event: {}", error_chain(&e))
                         }
                         None => bail!("stream closed before the first event"),
                     }
                 }
-                if let EventKind::Error(e) = classify(&events[0]) {
+                if let EventKind::Error(e) = classify(&events[0].data) {
                     bail!("JSON-RPC error: {e}");
                 }
                 Ok((stream, parser))
@@ -548,9 +554,11 @@ async fn hold(
             counters.opened.fetch_add(1, Ordering::Relaxed);
             counters.open_now.fetch_add(1, Ordering::Relaxed);
             // Keep reading until the stream ends or the task is aborted.
-            let mut sink = Vec::new();
+            let mut sink = VecDeque::new();
             while let Some(Ok(c)) = stream.next().await {
-                parser.feed(&c, &mut sink);
+                if parser.push(&c, &mut sink).is_err() {
+                    break;
+                }
                 sink.clear();
             }
             counters.open_now.fetch_sub(1, Ordering::Relaxed);

@@ -5,6 +5,7 @@
 //! Every route also exists under a `/{tenant}` prefix; the tenant goes into
 //! the request's `tenant` field.
 
+use agentwire_types::rest_routes::{RestRoute, RouteError};
 use agentwire_types::{
     A2aError, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, ErrorKind,
     GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
@@ -19,108 +20,23 @@ use http::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
 use crate::bindings::http::{
-    HttpState, call_context, decode, is_json, is_too_large, json_response, query_pairs, read_body,
+    HttpState, call_context, is_json, is_too_large, json_response, query_pairs, read_body,
     sse_response, write_task_answer,
 };
 use crate::handler::{IdEventStream, SendAnswer};
 
-/// The axum paths of the REST binding (each also under `/{tenant}`);
-/// [`resolve`] tells the operation from the method and the whole path.
-pub(crate) const ROUTES: [&str; 5] = [
-    "/message:send",
-    "/message:stream",
-    "/extendedAgentCard",
-    "/tasks",
-    "/tasks/{*rest}",
-];
-
-/// A REST route, resolved from the method and path.
-#[derive(Debug, PartialEq, Eq)]
-enum Route {
-    Send,
-    Stream,
-    ListTasks,
-    GetTask(String),
-    Cancel(String),
-    Subscribe(String),
-    CreatePush(String),
-    ListPush(String),
-    GetPush(String, String),
-    DeletePush(String, String),
-    ExtendedCard,
-}
-
-/// Resolves a path (without query) into the tenant and the route, or an
-/// error naming what is wrong (unknown path: 404, known path with another
-/// method: 405).
-fn resolve(method: &Method, path: &str) -> Result<(String, Route), (StatusCode, String)> {
-    let segments: Vec<String> = path.trim_matches('/').split('/').map(decode).collect();
-    let is_root = |s: &str| {
-        matches!(
-            s,
-            "message:send" | "message:stream" | "tasks" | "extendedAgentCard"
-        )
-    };
-    let (tenant, rest) = match segments.first() {
-        Some(first) if !is_root(first) && segments.len() > 1 && is_root(&segments[1]) => {
-            (first.clone(), &segments[1..])
-        }
-        _ => (String::new(), &segments[..]),
-    };
-    let not_found = || (StatusCode::NOT_FOUND, format!("no A2A operation at {path}"));
-    let wrong_method = || {
-        (
+/// Tells the tenant and the route from the method and path with the table
+/// shared with the client ([`agentwire_types::rest_routes`]), or an error
+/// naming what is wrong (unknown path: 404, known path with another method:
+/// 405).
+fn resolve(method: &Method, path: &str) -> Result<(String, RestRoute), (StatusCode, String)> {
+    RestRoute::parse(method.as_str(), path).map_err(|e| match e {
+        RouteError::NotFound => (StatusCode::NOT_FOUND, format!("no A2A operation at {path}")),
+        RouteError::MethodNotAllowed => (
             StatusCode::METHOD_NOT_ALLOWED,
             format!("{method} is not allowed on {path}"),
-        )
-    };
-    let expect =
-        |allowed: &[Method], route: Route| -> Result<(String, Route), (StatusCode, String)> {
-            if allowed.contains(method) {
-                Ok((tenant.clone(), route))
-            } else {
-                Err(wrong_method())
-            }
-        };
-    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
-    match rest.as_slice() {
-        ["message:send"] => expect(&[Method::POST], Route::Send),
-        ["message:stream"] => expect(&[Method::POST], Route::Stream),
-        ["extendedAgentCard"] => expect(&[Method::GET], Route::ExtendedCard),
-        ["tasks"] => expect(&[Method::GET], Route::ListTasks),
-        ["tasks", id] => {
-            if let Some(id) = id.strip_suffix(":cancel") {
-                expect(&[Method::POST], Route::Cancel(id.to_owned()))
-            } else if let Some(id) = id.strip_suffix(":subscribe") {
-                // The proto maps it to GET, the spec's table to POST: both.
-                expect(
-                    &[Method::GET, Method::POST],
-                    Route::Subscribe(id.to_owned()),
-                )
-            } else if id.is_empty() {
-                Err(not_found())
-            } else {
-                expect(&[Method::GET], Route::GetTask((*id).to_owned()))
-            }
-        }
-        ["tasks", id, "pushNotificationConfigs"] => match *method {
-            Method::POST => Ok((tenant.clone(), Route::CreatePush((*id).to_owned()))),
-            Method::GET => Ok((tenant.clone(), Route::ListPush((*id).to_owned()))),
-            _ => Err(wrong_method()),
-        },
-        ["tasks", id, "pushNotificationConfigs", cfg] => match *method {
-            Method::GET => Ok((
-                tenant.clone(),
-                Route::GetPush((*id).to_owned(), (*cfg).to_owned()),
-            )),
-            Method::DELETE => Ok((
-                tenant.clone(),
-                Route::DeletePush((*id).to_owned(), (*cfg).to_owned()),
-            )),
-            _ => Err(wrong_method()),
-        },
-        _ => Err(not_found()),
-    }
+        ),
+    })
 }
 
 fn error_response(e: &A2aError) -> Response {
@@ -265,7 +181,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
             .transpose()
     };
     match route {
-        Route::Send => match parse_body::<SendMessageRequest>(&bytes) {
+        RestRoute::SendMessage => match parse_body::<SendMessageRequest>(&bytes) {
             Ok(mut req) => {
                 if req.tenant.is_empty() {
                     req.tenant = tenant;
@@ -277,7 +193,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
             }
             Err(e) => error_response(&e),
         },
-        Route::Stream => match parse_body::<SendMessageRequest>(&bytes) {
+        RestRoute::SendStreamingMessage => match parse_body::<SendMessageRequest>(&bytes) {
             Ok(mut req) => {
                 if req.tenant.is_empty() {
                     req.tenant = tenant;
@@ -286,11 +202,11 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
             }
             Err(e) => error_response(&e),
         },
-        Route::ListTasks => match list_request(&query, tenant) {
+        RestRoute::ListTasks => match list_request(&query, tenant) {
             Ok(req) => ok_json(h.list_tasks(&ctx, req).await),
             Err(e) => error_response(&e),
         },
-        Route::GetTask(id) => match history() {
+        RestRoute::GetTask { id } => match history() {
             Ok(history_length) => match h
                 .get_task(
                     &ctx,
@@ -307,7 +223,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
             },
             Err(e) => error_response(&e),
         },
-        Route::Cancel(id) => match parse_body::<CancelTaskRequest>(&bytes) {
+        RestRoute::CancelTask { id } => match parse_body::<CancelTaskRequest>(&bytes) {
             Ok(mut req) => {
                 req.id = id;
                 req.tenant = tenant;
@@ -315,19 +231,21 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
             }
             Err(e) => error_response(&e),
         },
-        Route::Subscribe(id) => stream(
+        RestRoute::SubscribeToTask { id } => stream(
             h.subscribe_to_task_with_ids(&ctx, SubscribeToTaskRequest { tenant, id })
                 .await,
         ),
-        Route::CreatePush(task_id) => match parse_body::<TaskPushNotificationConfig>(&bytes) {
-            Ok(mut req) => {
-                req.task_id = task_id;
-                req.tenant = tenant;
-                ok_json(h.create_task_push_notification_config(&ctx, req).await)
+        RestRoute::CreateTaskPushNotificationConfig { task_id } => {
+            match parse_body::<TaskPushNotificationConfig>(&bytes) {
+                Ok(mut req) => {
+                    req.task_id = task_id;
+                    req.tenant = tenant;
+                    ok_json(h.create_task_push_notification_config(&ctx, req).await)
+                }
+                Err(e) => error_response(&e),
             }
-            Err(e) => error_response(&e),
-        },
-        Route::ListPush(task_id) => {
+        }
+        RestRoute::ListTaskPushNotificationConfigs { task_id } => {
             let mut req = ListTaskPushNotificationConfigsRequest {
                 tenant,
                 task_id,
@@ -345,7 +263,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
             }
             ok_json(h.list_task_push_notification_configs(&ctx, req).await)
         }
-        Route::GetPush(task_id, id) => ok_json(
+        RestRoute::GetTaskPushNotificationConfig { task_id, id } => ok_json(
             h.get_task_push_notification_config(
                 &ctx,
                 GetTaskPushNotificationConfigRequest {
@@ -356,7 +274,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
             )
             .await,
         ),
-        Route::DeletePush(task_id, id) => {
+        RestRoute::DeleteTaskPushNotificationConfig { task_id, id } => {
             match h
                 .delete_task_push_notification_config(
                     &ctx,
@@ -372,7 +290,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
                 Err(e) => error_response(&e),
             }
         }
-        Route::ExtendedCard => ok_json(
+        RestRoute::GetExtendedAgentCard => ok_json(
             h.get_extended_agent_card(&ctx, GetExtendedAgentCardRequest { tenant })
                 .await,
         ),
@@ -401,43 +319,21 @@ mod tests {
 
     #[test]
     fn routes() {
-        let ok = |m: Method, p: &str| resolve(&m, p).unwrap();
+        // The table itself is tested in agentwire-types; here the statuses.
         assert_eq!(
-            ok(Method::POST, "/message:send"),
-            (String::new(), Route::Send)
+            resolve(&Method::POST, "/acme/tasks/x:cancel").unwrap(),
+            ("acme".into(), RestRoute::CancelTask { id: "x".into() })
         );
+        // `+` is a plus in a path, and an encoded `:` belongs to the id (the
+        // client encodes a `:` inside an id): the task `a+b:cancel`.
         assert_eq!(
-            ok(Method::POST, "/acme/message:stream"),
-            ("acme".into(), Route::Stream)
-        );
-        assert_eq!(ok(Method::GET, "/tasks"), (String::new(), Route::ListTasks));
-        assert_eq!(
-            ok(Method::GET, "/tasks/t-1"),
-            (String::new(), Route::GetTask("t-1".into()))
-        );
-        assert_eq!(
-            ok(Method::GET, "/tasks/tasks"),
-            (String::new(), Route::GetTask("tasks".into()))
-        );
-        assert_eq!(
-            ok(Method::POST, "/t1/tasks/x:cancel"),
-            ("t1".into(), Route::Cancel("x".into()))
-        );
-        assert_eq!(
-            ok(Method::GET, "/tasks/x:subscribe"),
-            (String::new(), Route::Subscribe("x".into()))
-        );
-        assert_eq!(
-            ok(Method::POST, "/tasks/x:subscribe"),
-            (String::new(), Route::Subscribe("x".into()))
-        );
-        assert_eq!(
-            ok(Method::DELETE, "/a/tasks/x/pushNotificationConfigs/c%201"),
-            ("a".into(), Route::DeletePush("x".into(), "c 1".into()))
-        );
-        assert_eq!(
-            ok(Method::GET, "/extendedAgentCard"),
-            (String::new(), Route::ExtendedCard)
+            resolve(&Method::GET, "/tasks/a+b%3Acancel").unwrap(),
+            (
+                String::new(),
+                RestRoute::GetTask {
+                    id: "a+b:cancel".into()
+                }
+            )
         );
         assert_eq!(
             resolve(&Method::GET, "/message:send").unwrap_err().0,

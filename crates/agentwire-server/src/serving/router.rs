@@ -89,9 +89,9 @@ pub(crate) fn router_with_card(
         let grpc = crate::grpc::grpc_service(handler, options.max_body_bytes);
         router = router.route_service("/lf.a2a.v1.A2AService/{method}", grpc);
     }
-    for path in rest::ROUTES {
+    for path in agentwire_types::rest_routes::router_paths() {
         router = router
-            .route(path, any(rest::handle))
+            .route(&path, any(rest::handle))
             .route(&format!("/{{tenant}}{path}"), any(rest::handle));
     }
     if standalone {

@@ -285,10 +285,11 @@ impl Updated {
 /// at once in the calling thread, without a future (no I/O, no waiting).
 ///
 /// A store offers it through [`TaskStore::immediate`]. The task manager
-/// then calls these methods instead of the [`TaskStore`] ones, which spares
-/// a boxed future per call; each must give exactly the answer its
-/// [`TaskStore`] counterpart would. The in-memory store offers it; stores
-/// that do I/O (databases) must not, since these calls block the thread.
+/// then calls these methods instead of the [`TaskStore`] ones; each must
+/// give exactly the answer its [`TaskStore`] counterpart would. The
+/// in-memory store offers it; stores that do I/O (databases) must not,
+/// since these calls block the thread. (Why it exists: the project's
+/// `docs/performance.md`.)
 pub trait ImmediateStore: Send + Sync {
     /// [`TaskStore::create`], at once.
     fn create_now(&self, owner: &Owner, task: Task) -> A2aResult<()>;
