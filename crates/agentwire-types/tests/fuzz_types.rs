@@ -93,7 +93,10 @@ fn fast_writer_matches_serde(task: &Task) -> Result<(), TestCaseError> {
     match serde_json::to_vec(task) {
         Ok(serde) => {
             prop_assert!(fast_result.is_ok(), "fast writer failed on {task:?}");
-            prop_assert_eq!(String::from_utf8_lossy(&fast), String::from_utf8_lossy(&serde));
+            prop_assert_eq!(
+                String::from_utf8_lossy(&fast),
+                String::from_utf8_lossy(&serde)
+            );
         }
         Err(_) => prop_assert!(fast_result.is_err(), "fast writer accepted {task:?}"),
     }
@@ -146,10 +149,32 @@ fn check_error(e: &A2aError) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Whether every number of `v` is an integer that an f64 holds exactly.
+fn exact_integers_only(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => n.as_i64().is_some_and(|n| n.unsigned_abs() < 1 << 53),
+        Value::Array(items) => items.iter().all(exact_integers_only),
+        Value::Object(map) => map.values().all(exact_integers_only),
+        _ => true,
+    }
+}
+
+/// A JSON value through `google.protobuf.Value` comes back unchanged.
+fn json_round_trip(value: &Value) -> Result<(), TestCaseError> {
+    let back = agentwire_types::json::from_value(&agentwire_types::json::to_value(value.clone()));
+    prop_assert_eq!(&back, value);
+    Ok(())
+}
+
 #[test]
 fn corpus_replays() {
     for (name, bytes) in corpus("protojson", SEEDS) {
-        let run = decode_every_type(&bytes).and_then(|()| decode_envelopes(&bytes));
+        let mut run = decode_every_type(&bytes).and_then(|()| decode_envelopes(&bytes));
+        if let Ok(value) = serde_json::from_slice::<Value>(&bytes) {
+            if exact_integers_only(&value) {
+                run = run.and_then(|()| json_round_trip(&value));
+            }
+        }
         if let Err(e) = run {
             panic!("corpus input {name}: {e}");
         }
@@ -225,16 +250,25 @@ fn part_strategy() -> impl Strategy<Value = Part> {
         1 => prop::collection::vec(any::<u8>(), 0..16)
             .prop_map(|b| part::Content::Raw(b.into())),
         1 => text().prop_map(part::Content::Url),
-        1 => json().prop_map(|v| part::Content::Data(agentwire_types::json::to_value(v))),
+        // Not a bare `null`: `{"data": null}` decodes as a part without
+        // content (ProtoJSON's null-means-absent), a known limit of the
+        // generated decoder.
+        1 => json()
+            .prop_filter("a data part of null", |v| !v.is_null())
+            .prop_map(|v| part::Content::Data(agentwire_types::json::to_value(v))),
     ];
-    (prop::option::weighted(0.95, content), metadata(), text(), text()).prop_map(
-        |(content, metadata, filename, media_type)| Part {
+    (
+        prop::option::weighted(0.95, content),
+        metadata(),
+        text(),
+        text(),
+    )
+        .prop_map(|(content, metadata, filename, media_type)| Part {
             content,
             metadata,
             filename,
             media_type,
-        },
-    )
+        })
 }
 
 fn message_strategy() -> impl Strategy<Value = Message> {
@@ -263,9 +297,8 @@ fn message_strategy() -> impl Strategy<Value = Message> {
 
 /// Timestamps from year 1 to year 9999, the range of RFC 3339.
 fn timestamp() -> impl Strategy<Value = Timestamp> {
-    (-62_135_596_800i64..253_402_300_800, 0i32..1_000_000_000).prop_map(|(seconds, nanos)| {
-        Timestamp { seconds, nanos }
-    })
+    (-62_135_596_800i64..253_402_300_800, 0i32..1_000_000_000)
+        .prop_map(|(seconds, nanos)| Timestamp { seconds, nanos })
 }
 
 fn task_strategy() -> impl Strategy<Value = Task> {
@@ -302,14 +335,16 @@ fn task_strategy() -> impl Strategy<Value = Task> {
         prop::collection::vec(message_strategy(), 0..3),
         metadata(),
     )
-        .prop_map(|((id, context_id), status, artifacts, history, metadata)| Task {
-            id,
-            context_id,
-            status,
-            artifacts,
-            history,
-            metadata,
-        })
+        .prop_map(
+            |((id, context_id), status, artifacts, history, metadata)| Task {
+                id,
+                context_id,
+                status,
+                artifacts,
+                history,
+                metadata,
+            },
+        )
 }
 
 proptest! {
@@ -330,8 +365,7 @@ proptest! {
     /// JSON values through `google.protobuf.Value` and back.
     #[test]
     fn json_values_round_trip(value in json()) {
-        let back = agentwire_types::json::from_value(&agentwire_types::json::to_value(value.clone()));
-        prop_assert_eq!(back, value);
+        json_round_trip(&value)?;
     }
 
     /// Timestamps: the RFC 3339 text parses back to the same instant.
