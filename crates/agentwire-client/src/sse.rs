@@ -72,6 +72,11 @@ impl SseParser {
 
     /// Feeds a chunk; complete events are appended to `out`.
     pub fn push(&mut self, mut chunk: &[u8], out: &mut VecDeque<SseEvent>) -> Result<(), String> {
+        // An empty chunk changes nothing (it must not forget a CR that
+        // ended the previous chunk, or the LF after it becomes a blank line).
+        if chunk.is_empty() {
+            return Ok(());
+        }
         if self.after_cr {
             self.after_cr = false;
             if let Some(rest) = chunk.strip_prefix(b"\n") {

@@ -50,7 +50,8 @@ pub fn from_struct(s: &Struct) -> serde_json::Map<String, serde_json::Value> {
 }
 
 fn number(n: f64) -> serde_json::Value {
-    if n.fract() == 0.0 && n.abs() < 9.0e15 {
+    // Every whole number below 2^53 is exact in an f64 (and in an i64).
+    if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 {
         serde_json::Value::from(n as i64)
     } else {
         serde_json::Number::from_f64(n)
@@ -69,5 +70,13 @@ mod tests {
         let j = json!({"key": "value", "count": 42, "ratio": 0.5, "list": [true, null, "x"]});
         let s = to_struct(j.as_object().unwrap().clone());
         assert_eq!(serde_json::Value::Object(from_struct(&s)), j);
+    }
+
+    #[test]
+    fn integers_up_to_2_pow_53_stay_integers() {
+        // Found by the fuzz tests: 9e15 <= n < 2^53 came back as `n.0`.
+        for n in [9_000_000_000_000_000i64, (1 << 53) - 1, -(1 << 53) + 1] {
+            assert_eq!(from_value(&to_value(json!(n))), json!(n));
+        }
     }
 }
