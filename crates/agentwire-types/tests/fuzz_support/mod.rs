@@ -6,7 +6,8 @@
 //! inside `cargo test`, bounded: each target runs a small default number of
 //! cases (the whole suite stays well under a minute), and the environment
 //! variable `PROPTEST_CASES` raises it for a longer run, e.g.
-//! `PROPTEST_CASES=100000 cargo test --test fuzz_types`. Every file of a
+//! `PROPTEST_CASES=100000 cargo test --test fuzz_types` (the seed is fixed
+//! unless `PROPTEST_RNG_SEED` gives another). Every file of a
 //! target's corpus folder (`tests/fuzz-corpus/<target>/` of the crate) is
 //! replayed first, then used as a seed of the mutations; an input that ever
 //! made a decoder panic is added there, so it is tried on every run.
@@ -15,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
+use proptest::test_runner::{Config, FileFailurePersistence, RngSeed};
 
 /// The proptest configuration of a target: `default_cases` unless
 /// `PROPTEST_CASES` says otherwise. Failures are not written to a
@@ -25,8 +26,16 @@ pub fn config(default_cases: u32) -> Config {
         .ok()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(default_cases);
+    // A fixed seed by default, so that a test run is repeatable (CI never
+    // fails on an input no earlier run tried); `PROPTEST_RNG_SEED=N`
+    // explores further.
+    let rng_seed = std::env::var("PROPTEST_RNG_SEED")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(RngSeed::Fixed(0x00a2_a5eed));
     Config {
         cases,
+        rng_seed,
         failure_persistence: Some(Box::new(FileFailurePersistence::Off)),
         // Shrinking a failure of a slow target can take long: bounded.
         max_shrink_iters: 256,
