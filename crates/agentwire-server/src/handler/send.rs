@@ -102,6 +102,12 @@ impl RequestHandler {
         if let Some(c) = &req.configuration {
             history_length(c.history_length, "configuration.historyLength")?;
         }
+        if let Some(m) = &req.message {
+            // A full store refuses here, before the agent starts.
+            use prost::Message as _;
+            self.store()
+                .check_room(m.encoded_len(), m.task_id.is_empty())?;
+        }
         Ok((owner, extensions))
     }
 

@@ -556,6 +556,29 @@ impl TaskStore for MemoryStore {
         Some(self)
     }
 
+    /// Room for the task the message starts (or the message it adds), by
+    /// the estimate its writes will take, after the oldest finished tasks
+    /// left to make it.
+    fn check_room(&self, bytes: usize, new_task: bool) -> A2aResult<()> {
+        let s = &*self.shared;
+        let room = Room {
+            tasks: usize::from(new_task),
+            bytes: 2 * bytes
+                + if new_task {
+                    std::mem::size_of::<Task>() + TASK_OVERHEAD
+                } else {
+                    0
+                },
+        };
+        if s.crowded(room) {
+            s.make_room(room);
+            if s.crowded(room) {
+                return Err(s.full_error(room));
+            }
+        }
+        Ok(())
+    }
+
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
         self.create_now(owner, task).map(|()| None)
     }
