@@ -328,6 +328,8 @@ impl RequestHandler {
         req: SendMessageRequest,
     ) -> impl Future<Output = A2aResult<SendAnswer>> + Send + 'a {
         async move {
+            // Counted until the answer (see `HandlerConfig::max_in_flight`).
+            let _flight = self.begin()?;
             let (immediate, history) = match &req.configuration {
                 Some(c) => (
                     c.return_immediately,

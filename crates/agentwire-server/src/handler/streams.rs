@@ -19,6 +19,7 @@ impl RequestHandler {
         ctx: &CallContext,
         req: SendMessageRequest,
     ) -> A2aResult<EventStream> {
+        let _flight = self.begin()?;
         let history = match &req.configuration {
             Some(c) => history_length(c.history_length, "configuration.historyLength")?,
             None => None,
@@ -71,6 +72,7 @@ impl RequestHandler {
         ctx: &CallContext,
         req: SubscribeToTaskRequest,
     ) -> A2aResult<EventStream> {
+        let _flight = self.begin()?;
         let owner = self.admit(ctx, &req.tenant)?;
         if !self.caps_streaming() {
             return Err(A2aError::unsupported(

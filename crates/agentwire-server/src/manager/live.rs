@@ -43,6 +43,10 @@ pub(crate) struct LiveState {
     /// task is packed in the in-memory store, and this spares the request
     /// decoding it (or any store read).
     pub(crate) turn_task: Option<Arc<Task>>,
+    /// The bytes (protobuf size) of each of the task's artifacts, by id:
+    /// what bounds an artifact's growth chunk by chunk (see
+    /// `HandlerConfig::max_artifact_bytes`).
+    pub(crate) artifact_bytes: Vec<(String, usize)>,
 }
 
 impl LiveState {
@@ -104,6 +108,7 @@ impl TaskManager {
                             subscribers: Vec::new(),
                             remote: cluster::Remote::default(),
                             turn_task: None,
+                            artifact_bytes: artifact_sizes(&stored.task),
                         }),
                     })
                 })
@@ -117,4 +122,13 @@ impl TaskManager {
             return (live, r);
         }
     }
+}
+
+/// The size of each artifact of a stored task, for `LiveState::artifact_bytes`.
+fn artifact_sizes(task: &Task) -> Vec<(String, usize)> {
+    use prost::Message as _;
+    task.artifacts
+        .iter()
+        .map(|a| (a.artifact_id.clone(), a.encoded_len()))
+        .collect()
 }

@@ -49,6 +49,7 @@ impl TaskManager {
                 subscribers: Vec::with_capacity(1),
                 remote: cluster::Remote::new_task(),
                 turn_task: None,
+                artifact_bytes: Vec::new(),
             }),
         });
         let sub = {

@@ -558,17 +558,24 @@ impl TaskStore for MemoryStore {
 
     /// Room for the task the message starts (or the message it adds), by
     /// the estimate its writes will take, after the oldest finished tasks
-    /// left to make it.
+    /// left to make it. A new task also needs a sixteenth of `max_bytes`
+    /// free: that much is kept for the updates of the tasks already
+    /// admitted, so that a task let in is not refused on its first write.
     fn check_room(&self, bytes: usize, new_task: bool) -> A2aResult<()> {
         let s = &*self.shared;
-        let room = Room {
-            tasks: usize::from(new_task),
-            bytes: 2 * bytes
-                + if new_task {
-                    std::mem::size_of::<Task>() + TASK_OVERHEAD
-                } else {
-                    0
-                },
+        let room = if new_task {
+            Room {
+                tasks: 1,
+                bytes: 2 * bytes
+                    + std::mem::size_of::<Task>()
+                    + TASK_OVERHEAD
+                    + s.config.max_bytes / 16,
+            }
+        } else {
+            Room {
+                tasks: 0,
+                bytes: 2 * bytes,
+            }
         };
         if s.crowded(room) {
             s.make_room(room);
