@@ -231,6 +231,9 @@ impl Shared {
     /// room is taken before it is checked, so concurrent writers never pass
     /// a limit together.
     fn reserve(&self, room: Room) -> A2aResult<()> {
+        if room.tasks == 0 && room.bytes == 0 {
+            return Ok(());
+        }
         for attempt in 0..2 {
             let tasks = self.count.fetch_add(room.tasks, Ordering::AcqRel) + room.tasks;
             let bytes = self.bytes.fetch_add(room.bytes, Ordering::AcqRel) + room.bytes;
@@ -247,8 +250,12 @@ impl Shared {
 
     /// Gives back what [`Shared::reserve`] took.
     fn release(&self, room: Room) {
-        self.count.fetch_sub(room.tasks, Ordering::AcqRel);
-        self.bytes.fetch_sub(room.bytes, Ordering::AcqRel);
+        if room.tasks > 0 {
+            self.count.fetch_sub(room.tasks, Ordering::AcqRel);
+        }
+        if room.bytes > 0 {
+            self.bytes.fetch_sub(room.bytes, Ordering::AcqRel);
+        }
     }
 
     /// The refusal when the store is full (the spec's system error for a
@@ -502,16 +509,23 @@ impl ImmediateStore for MemoryStore {
             slot.bytes = slot_bytes(task.encoded_len() + TASK_OVERHEAD);
             Ok((state, Some(token), Some(task), before, slot.bytes as usize))
         });
-        // The room taken is replaced by the exact change.
-        s.release(room);
         match applied {
-            None => Err(A2aError::task_not_found(task_id)),
-            Some(Err(e)) => Err(e),
+            None => {
+                s.release(room);
+                Err(A2aError::task_not_found(task_id))
+            }
+            Some(Err(e)) => {
+                s.release(room);
+                Err(e)
+            }
             Some(Ok((state, token, task, before, after))) => {
-                if after >= before {
-                    s.bytes.fetch_add(after - before, Ordering::AcqRel);
-                } else {
-                    s.bytes.fetch_sub(before - after, Ordering::AcqRel);
+                // The room taken is what an open task grew by; a finished
+                // one's exact size replaces its estimate.
+                let taken = before + room.bytes;
+                if after > taken {
+                    s.bytes.fetch_add(after - taken, Ordering::AcqRel);
+                } else if after < taken {
+                    s.bytes.fetch_sub(taken - after, Ordering::AcqRel);
                 }
                 if let Some(token) = token {
                     s.finished_now(hash, token);
