@@ -129,18 +129,6 @@ impl RequestHandler {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn major_minor_versions() {
-        assert_eq!(major_minor(""), "0.3");
-        assert_eq!(major_minor("1.0.2"), "1.0");
-        assert_eq!(major_minor("1"), "1.0");
-    }
-}
-
 /// A request being handled, counted in [`HandlerConfig::max_in_flight`]
 /// until dropped.
 pub(super) struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
@@ -167,5 +155,17 @@ impl RequestHandler {
             )));
         }
         Ok(InFlight(count))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn major_minor_versions() {
+        assert_eq!(major_minor(""), "0.3");
+        assert_eq!(major_minor("1.0.2"), "1.0");
+        assert_eq!(major_minor("1"), "1.0");
     }
 }
