@@ -154,7 +154,9 @@ A2A_SERVE_PUBLIC_URL, A2A_SERVE_NO_GRPC, A2A_SERVE_MAX_BODY_BYTES,
 A2A_SERVE_TCK_STREAMING_TIMEOUT, A2A_SERVE_STORE, A2A_SERVE_REPLICA_TIMEOUT,
 A2A_SERVE_RETENTION, A2A_SERVE_MAX_TASKS, A2A_SERVE_CARD_MAX_AGE,
 A2A_SERVE_REQUEST_HEAD_TIMEOUT, A2A_SERVE_BODY_READ_TIMEOUT, A2A_SERVE_IDLE_TIMEOUT,
-A2A_SERVE_MAX_CONNECTIONS. A flag wins over the variable. The former
+A2A_SERVE_MAX_CONNECTIONS, A2A_SERVE_MAX_STORE_BYTES, A2A_SERVE_OPEN_TASK_TTL,
+A2A_SERVE_MAX_LIST_BYTES, A2A_SERVE_MAX_PARTS, A2A_SERVE_MAX_ARTIFACT_BYTES,
+A2A_SERVE_MAX_IN_FLIGHT. A flag wins over the variable. The former
 names (A2A_HOST, A2A_PORT, A2A_PUBLIC_URL, A2A_STORE, A2A_REPLICA_TIMEOUT, A2A_RETENTION,
 A2A_MAX_TASKS) still work, with a warning, and will be removed. The client's A2ACLI_*
 settings do not apply to the server.
@@ -212,10 +214,42 @@ pub struct ServeArgs {
     )]
     pub retention: Option<Duration>,
     /// With `--store memory` only: how many tasks are held at most (the
-    /// oldest finished ones leave first; tasks still open are never
-    /// dropped) [default: 10000].
+    /// oldest finished ones leave first to make room; when none is left, a
+    /// new task is refused as "try again later") [default: 10000].
     #[arg(long, env = "A2A_SERVE_MAX_TASKS", value_name = "N")]
     pub max_tasks: Option<usize>,
+    /// With `--store memory` only: how many bytes the tasks held may take,
+    /// by the store's estimate (the oldest finished tasks leave first to
+    /// make room; when none is left, new work is refused as "try again
+    /// later") [default: 268435456, 256 MiB].
+    #[arg(long, env = "A2A_SERVE_MAX_STORE_BYTES", value_name = "BYTES")]
+    pub max_store_bytes: Option<usize>,
+    /// With `--store memory` only: how long a task that has not finished
+    /// (one waiting for input, or still working) is kept after its last
+    /// change [default: 1h].
+    #[arg(
+        long,
+        env = "A2A_SERVE_OPEN_TASK_TTL",
+        value_parser = crate::parse_duration,
+        value_name = "DURATION"
+    )]
+    pub open_task_ttl: Option<Duration>,
+    /// The most bytes of tasks one ListTasks page carries: a page stops
+    /// early, with a next page token, rather than pass it [default:
+    /// 4194304, 4 MiB].
+    #[arg(long, env = "A2A_SERVE_MAX_LIST_BYTES", value_name = "BYTES")]
+    pub max_list_bytes: Option<usize>,
+    /// The most parts a message sent to the agent may have [default: 1000].
+    #[arg(long, env = "A2A_SERVE_MAX_PARTS", value_name = "N")]
+    pub max_parts: Option<usize>,
+    /// The most bytes one artifact may grow to, appended chunks included
+    /// [default: 16777216, 16 MiB].
+    #[arg(long, env = "A2A_SERVE_MAX_ARTIFACT_BYTES", value_name = "BYTES")]
+    pub max_artifact_bytes: Option<usize>,
+    /// How many requests are handled at once at most; one more is refused
+    /// at once as "try again later" (HTTP 503) [default: 10000].
+    #[arg(long, env = "A2A_SERVE_MAX_IN_FLIGHT", value_name = "N")]
+    pub max_in_flight: Option<usize>,
     /// With a PostgreSQL store only: after how long without a sign of life
     /// another replica counts as gone, and its working tasks are failed
     /// (their agent went with it) [default: 30s].
@@ -312,6 +346,27 @@ impl ServeArgs {
                 self.store_kind()
             ))
             .with_hint("drop --max-tasks, or serve with --store memory"));
+        }
+        for (set, option, var) in [
+            (
+                self.max_store_bytes.is_some(),
+                "--max-store-bytes",
+                "A2A_SERVE_MAX_STORE_BYTES",
+            ),
+            (
+                self.open_task_ttl.is_some(),
+                "--open-task-ttl",
+                "A2A_SERVE_OPEN_TASK_TTL",
+            ),
+        ] {
+            if set && self.store != StoreSpec::Memory {
+                return Err(CliError::usage(format!(
+                    "{} applies to --store memory only; the {} store keeps its tasks on disk",
+                    from(option, var),
+                    self.store_kind()
+                ))
+                .with_hint(format!("drop {option}, or serve with --store memory")));
+            }
         }
         if self.replica_timeout.is_some() && !matches!(self.store, StoreSpec::Postgres(_)) {
             return Err(CliError::usage(format!(
@@ -485,6 +540,12 @@ async fn open_store(spec: &StoreSpec, args: &ServeArgs) -> Result<Opened, CliErr
             };
             if let Some(age) = args.retention {
                 config.terminal_ttl = age;
+            }
+            if let Some(bytes) = args.max_store_bytes {
+                config.max_bytes = bytes;
+            }
+            if let Some(age) = args.open_task_ttl {
+                config.idle_ttl = age;
             }
             Ok(Opened {
                 store: Arc::new(MemoryStore::new(config)),
@@ -689,7 +750,18 @@ async fn bind(
     } else {
         server
     };
+    let defaults = agentwire_server::HandlerConfig::default();
+    let config = agentwire_server::HandlerConfig {
+        max_list_bytes: args.max_list_bytes.unwrap_or(defaults.max_list_bytes),
+        max_parts: args.max_parts.unwrap_or(defaults.max_parts),
+        max_artifact_bytes: args
+            .max_artifact_bytes
+            .unwrap_or(defaults.max_artifact_bytes),
+        max_in_flight: args.max_in_flight.unwrap_or(defaults.max_in_flight),
+        ..defaults
+    };
     let mut server = server
+        .config(config)
         .grpc(!args.no_grpc)
         .max_body_bytes(args.max_body_bytes)
         .store(store)

@@ -622,3 +622,69 @@ fn serve_start_up_failures_are_printed_once_without_client_codes() {
     assert!(errors[0].contains("cannot listen"), "{}", errors[0]);
     assert!(!out.stderr.contains("A2ACLI_ERR"), "{}", out.stderr);
 }
+
+#[test]
+fn serve_takes_the_memory_and_request_bounds() {
+    let env = Env::new();
+    // The memory store's bounds mean nothing for the other stores.
+    for (option, value) in [("--max-store-bytes", "1000000"), ("--open-task-ttl", "5m")] {
+        let out = serve_fails(
+            &env,
+            &["--port", "0", "--store", "sqlite:t.db", option, value],
+        );
+        out.expect(2);
+        assert!(
+            error_lines(&out).iter().any(|l| l.contains(option)),
+            "{option}: {}",
+            out.stderr
+        );
+    }
+    // Where they apply, they are taken, as flags and as variables.
+    serving(
+        &env,
+        &[
+            "--store",
+            "memory",
+            "--port",
+            "0",
+            "--max-store-bytes",
+            "1000000",
+            "--open-task-ttl",
+            "5m",
+            "--max-list-bytes",
+            "100000",
+            "--max-parts",
+            "10",
+            "--max-artifact-bytes",
+            "100000",
+            "--max-in-flight",
+            "50",
+        ],
+        &[],
+    );
+    serving(
+        &env,
+        &["--store", "memory", "--port", "0"],
+        &[
+            ("A2A_SERVE_MAX_STORE_BYTES", "1000000"),
+            ("A2A_SERVE_OPEN_TASK_TTL", "90s"),
+            ("A2A_SERVE_MAX_LIST_BYTES", "100000"),
+            ("A2A_SERVE_MAX_PARTS", "10"),
+            ("A2A_SERVE_MAX_ARTIFACT_BYTES", "100000"),
+            ("A2A_SERVE_MAX_IN_FLIGHT", "50"),
+        ],
+    );
+    // The help names them.
+    let out = env.run(&["serve", "--help"]);
+    for name in [
+        "--max-store-bytes",
+        "--open-task-ttl",
+        "--max-list-bytes",
+        "--max-parts",
+        "--max-artifact-bytes",
+        "--max-in-flight",
+        "A2A_SERVE_MAX_IN_FLIGHT",
+    ] {
+        assert!(out.stdout.contains(name), "{name} not in the help");
+    }
+}

@@ -49,6 +49,11 @@ pub enum ErrorKind {
     Unauthenticated,
     /// The caller may not do this.
     PermissionDenied,
+    /// The server is too busy, or holds as much as it may, to take this on
+    /// now; the same request may succeed later. The spec's system error for
+    /// temporary unavailability: JSON-RPC `-32603` (internal error), HTTP
+    /// `503 Service Unavailable`, gRPC `UNAVAILABLE`.
+    Unavailable,
 }
 
 /// gRPC status codes used by the mapping (numeric values of `google.rpc.Code`).
@@ -60,11 +65,12 @@ pub mod grpc_code {
     pub const FAILED_PRECONDITION: i32 = 9;
     pub const UNIMPLEMENTED: i32 = 12;
     pub const INTERNAL: i32 = 13;
+    pub const UNAVAILABLE: i32 = 14;
     pub const UNAUTHENTICATED: i32 = 16;
 }
 
 impl ErrorKind {
-    const ALL: [ErrorKind; 16] = [
+    const ALL: [ErrorKind; 17] = [
         ErrorKind::TaskNotFound,
         ErrorKind::TaskNotCancelable,
         ErrorKind::PushNotificationNotSupported,
@@ -81,6 +87,8 @@ impl ErrorKind {
         ErrorKind::Internal,
         ErrorKind::Unauthenticated,
         ErrorKind::PermissionDenied,
+        // After `Internal`, which keeps JSON-RPC's -32603 for itself.
+        ErrorKind::Unavailable,
     ];
 
     /// The JSON-RPC error code. Authentication errors use application codes
@@ -100,7 +108,7 @@ impl ErrorKind {
             ErrorKind::InvalidRequest => -32600,
             ErrorKind::MethodNotFound => -32601,
             ErrorKind::InvalidParams => -32602,
-            ErrorKind::Internal => -32603,
+            ErrorKind::Internal | ErrorKind::Unavailable => -32603,
             ErrorKind::Unauthenticated => -31401,
             ErrorKind::PermissionDenied => -31403,
         }
@@ -125,6 +133,7 @@ impl ErrorKind {
             ErrorKind::MethodNotFound => UNIMPLEMENTED,
             ErrorKind::Unauthenticated => UNAUTHENTICATED,
             ErrorKind::PermissionDenied => PERMISSION_DENIED,
+            ErrorKind::Unavailable => UNAVAILABLE,
         }
     }
 
@@ -135,6 +144,7 @@ impl ErrorKind {
             ErrorKind::InvalidAgentResponse | ErrorKind::Internal => 500,
             ErrorKind::Unauthenticated => 401,
             ErrorKind::PermissionDenied => 403,
+            ErrorKind::Unavailable => 503,
             _ => 400,
         }
     }
@@ -159,6 +169,7 @@ impl ErrorKind {
             ErrorKind::Internal => "INTERNAL",
             ErrorKind::Unauthenticated => "UNAUTHENTICATED",
             ErrorKind::PermissionDenied => "PERMISSION_DENIED",
+            ErrorKind::Unavailable => "UNAVAILABLE",
         }
     }
 
@@ -188,6 +199,7 @@ impl ErrorKind {
             UNIMPLEMENTED => ErrorKind::MethodNotFound,
             UNAUTHENTICATED => ErrorKind::Unauthenticated,
             PERMISSION_DENIED => ErrorKind::PermissionDenied,
+            UNAVAILABLE => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         }
     }
@@ -199,6 +211,7 @@ impl ErrorKind {
             401 => ErrorKind::Unauthenticated,
             403 => ErrorKind::PermissionDenied,
             400..=499 => ErrorKind::InvalidRequest,
+            503 => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         }
     }
@@ -228,6 +241,7 @@ impl ErrorKind {
             ErrorKind::Internal => "Internal error",
             ErrorKind::Unauthenticated => "Authentication required",
             ErrorKind::PermissionDenied => "Permission denied",
+            ErrorKind::Unavailable => "Service temporarily unavailable",
         }
     }
 }
@@ -349,6 +363,12 @@ impl A2aError {
         )
         .with_metadata("taskId", task_id)
         .with_metadata("state", state.as_str_name())
+    }
+
+    /// An [`ErrorKind::Unavailable`] error: the server cannot take this on
+    /// now (a limit is reached); the same request may succeed later.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unavailable, message)
     }
 
     /// `UnsupportedOperationError`.

@@ -129,6 +129,35 @@ impl RequestHandler {
     }
 }
 
+/// A request being handled, counted in [`HandlerConfig::max_in_flight`]
+/// until dropped.
+pub(super) struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl RequestHandler {
+    /// Counts a request in, or refuses it when as many as
+    /// [`HandlerConfig::max_in_flight`] are being handled: refused at once,
+    /// so that a flood gets errors rather than a queue that grows.
+    pub(super) fn begin(&self) -> A2aResult<InFlight<'_>> {
+        use std::sync::atomic::Ordering;
+        let count = &self.inner.in_flight;
+        let max = self.inner.config.max_in_flight;
+        if count.fetch_add(1, Ordering::AcqRel) >= max {
+            count.fetch_sub(1, Ordering::AcqRel);
+            return Err(A2aError::unavailable(format!(
+                "the server is handling as many requests as it may at once ({max}): \
+                 try again later"
+            )));
+        }
+        Ok(InFlight(count))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,23 @@ pub struct HandlerConfig {
     /// `n` message ids). Off by default: conformance runs and many clients
     /// reuse message ids.
     pub idempotency: Option<usize>,
+    /// The most bytes of tasks (by their protobuf size) one `ListTasks`
+    /// page carries: a page stops early, with a `nextPageToken`, before it
+    /// would pass this (a page always has at least one task). Default:
+    /// 4 MiB.
+    pub max_list_bytes: usize,
+    /// The most parts a message sent to the agent may have; more is
+    /// refused (`InvalidParams`). Default: 1,000.
+    pub max_parts: usize,
+    /// The most bytes (protobuf size) one artifact may grow to, appended
+    /// chunks included: the agent's update that would pass it is refused
+    /// with an error. Default: 16 MiB.
+    pub max_artifact_bytes: usize,
+    /// How many requests are handled at once at most: one more is refused
+    /// at once (`Unavailable`: JSON-RPC -32603, HTTP 503, gRPC
+    /// UNAVAILABLE) instead of waiting. A request counts until its answer
+    /// (or the start of its event stream). Default: 10,000.
+    pub max_in_flight: usize,
 }
 
 impl Default for HandlerConfig {
@@ -52,6 +69,10 @@ impl Default for HandlerConfig {
             resume_tasks: 128,
             cancel_grace: Duration::from_secs(5),
             idempotency: None,
+            max_list_bytes: 4 * 1024 * 1024,
+            max_parts: 1000,
+            max_artifact_bytes: 16 * 1024 * 1024,
+            max_in_flight: 10_000,
         }
     }
 }
@@ -163,7 +184,9 @@ impl HandlerBuilder {
                     },
                     push,
                 )
+                .with_max_artifact_bytes(self.config.max_artifact_bytes)
                 .with_bus(self.bus),
+                in_flight: std::sync::atomic::AtomicUsize::new(0),
                 auth: self.auth,
                 idempotency: self.config.idempotency.map(Idempotency::new),
                 config: self.config,

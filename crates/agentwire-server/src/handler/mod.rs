@@ -63,6 +63,8 @@ struct Inner {
     auth: Arc<dyn Authenticator>,
     idempotency: Option<Idempotency>,
     config: HandlerConfig,
+    /// Requests being handled (see [`HandlerConfig::max_in_flight`]).
+    in_flight: std::sync::atomic::AtomicUsize,
 }
 
 /// Serves the A2A operations for one agent. Cheap to clone.
@@ -108,6 +110,7 @@ impl RequestHandler {
         ctx: &CallContext,
         req: GetExtendedAgentCardRequest,
     ) -> A2aResult<AgentCard> {
+        let _flight = self.begin()?;
         let owner = self.admit(ctx, &req.tenant)?;
         let Some(card) = &self.inner.extended_card else {
             return Err(A2aError::unsupported(

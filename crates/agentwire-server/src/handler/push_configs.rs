@@ -86,6 +86,7 @@ impl RequestHandler {
         ctx: &CallContext,
         req: TaskPushNotificationConfig,
     ) -> A2aResult<TaskPushNotificationConfig> {
+        let _flight = self.begin()?;
         let owner = self.admit(ctx, &req.tenant)?;
         let push = self.push()?;
         if req.task_id.is_empty() {
@@ -105,6 +106,7 @@ impl RequestHandler {
         ctx: &CallContext,
         req: GetTaskPushNotificationConfigRequest,
     ) -> A2aResult<TaskPushNotificationConfig> {
+        let _flight = self.begin()?;
         let owner = self.admit(ctx, &req.tenant)?;
         self.push()?;
         if req.id.is_empty() {
@@ -138,6 +140,7 @@ impl RequestHandler {
         ctx: &CallContext,
         req: ListTaskPushNotificationConfigsRequest,
     ) -> A2aResult<ListTaskPushNotificationConfigsResponse> {
+        let _flight = self.begin()?;
         let owner = self.admit(ctx, &req.tenant)?;
         self.push()?;
         let page_size = match req.page_size {
@@ -188,6 +191,7 @@ impl RequestHandler {
         ctx: &CallContext,
         req: DeleteTaskPushNotificationConfigRequest,
     ) -> A2aResult<()> {
+        let _flight = self.begin()?;
         let owner = self.admit(ctx, &req.tenant)?;
         let push = self.push()?;
         if req.id.is_empty() {

@@ -102,6 +102,12 @@ impl RequestHandler {
         if let Some(c) = &req.configuration {
             history_length(c.history_length, "configuration.historyLength")?;
         }
+        if let Some(m) = &req.message {
+            // A full store refuses here, before the agent starts.
+            use prost::Message as _;
+            self.store()
+                .check_room(m.encoded_len(), m.task_id.is_empty())?;
+        }
         Ok((owner, extensions))
     }
 
@@ -322,6 +328,8 @@ impl RequestHandler {
         req: SendMessageRequest,
     ) -> impl Future<Output = A2aResult<SendAnswer>> + Send + 'a {
         async move {
+            // Counted until the answer (see `HandlerConfig::max_in_flight`).
+            let _flight = self.begin()?;
             let (immediate, history) = match &req.configuration {
                 Some(c) => (
                     c.return_immediately,

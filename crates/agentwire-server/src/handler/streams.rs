@@ -61,6 +61,7 @@ impl RequestHandler {
         ctx: &CallContext,
         req: SendMessageRequest,
     ) -> A2aResult<IdEventStream> {
+        let _flight = self.begin()?;
         let history = match &req.configuration {
             Some(c) => history_length(c.history_length, "configuration.historyLength")?,
             None => None,
@@ -114,6 +115,7 @@ impl RequestHandler {
         ctx: &CallContext,
         req: SubscribeToTaskRequest,
     ) -> A2aResult<IdEventStream> {
+        let _flight = self.begin()?;
         let owner = self.admit(ctx, &req.tenant)?;
         if !self.caps_streaming() {
             return Err(A2aError::unsupported(

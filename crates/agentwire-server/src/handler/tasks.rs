@@ -58,6 +58,8 @@ impl RequestHandler {
 
     /// `GetTask`.
     pub async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> A2aResult<Task> {
+        // Counted until the answer (see `HandlerConfig::max_in_flight`).
+        let _flight = self.begin()?;
         let owner = self.admit(ctx, &req.tenant)?;
         let history = history_length(req.history_length, "historyLength")?;
         Ok(self.visible_task(&owner, &req.id, history).await?.task)
@@ -69,9 +71,13 @@ impl RequestHandler {
         ctx: &CallContext,
         req: ListTasksRequest,
     ) -> A2aResult<ListTasksResponse> {
+        let _flight = self.begin()?;
         let owner = self.admit(ctx, &req.tenant)?;
         let query = task_query(req)?;
-        let page = self.inner.manager.store.list(&owner, &query).await?;
+        let mut page = self.inner.manager.store.list(&owner, &query).await?;
+        if let Some(next) = list_budget(&mut page.tasks, self.inner.config.max_list_bytes) {
+            page.next = Some(next);
+        }
         Ok(ListTasksResponse {
             page_size: query.page_size as i32,
             tasks: page.tasks,
@@ -83,6 +89,7 @@ impl RequestHandler {
     /// `CancelTask`: stops the agent (cooperatively, through its token and
     /// `cancel` hook) and returns the canceled task.
     pub async fn cancel_task(&self, ctx: &CallContext, req: CancelTaskRequest) -> A2aResult<Task> {
+        let _flight = self.begin()?;
         let owner = self.admit(ctx, &req.tenant)?;
         let stored = self.visible_task(&owner, &req.id, None).await?;
         if stored.task.state().is_terminal() {
@@ -131,4 +138,28 @@ impl RequestHandler {
             s => Err(A2aError::task_not_cancelable(&req.id, s)),
         }
     }
+}
+
+/// Keeps the tasks of a page that fit in `budget` bytes (by their protobuf
+/// size; the first task always, so that paging moves on): when some are
+/// dropped, the cursor after the last one kept, for the next page.
+fn list_budget(tasks: &mut Vec<Task>, budget: usize) -> Option<crate::store::Cursor> {
+    use prost::Message as _;
+    let mut used = 0usize;
+    let keep = tasks
+        .iter()
+        .position(|t| {
+            used = used.saturating_add(t.encoded_len());
+            used > budget
+        })?
+        .max(1);
+    if keep >= tasks.len() {
+        return None;
+    }
+    tasks.truncate(keep);
+    let last = tasks.last()?;
+    Some(crate::store::Cursor {
+        millis: last.status_timestamp().map_or(0, |t| t.as_millis()),
+        id: last.id.clone(),
+    })
 }

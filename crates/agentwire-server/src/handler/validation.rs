@@ -123,6 +123,16 @@ impl RequestHandler {
                 "at least one part is required",
             ));
         }
+        let max_parts = self.inner.config.max_parts;
+        if m.parts.len() > max_parts {
+            return Err(A2aError::invalid_params(
+                "message.parts",
+                format!(
+                    "a message may have at most {max_parts} parts, this one has {}",
+                    m.parts.len()
+                ),
+            ));
+        }
         let modes = &self.inner.card.default_input_modes;
         for (i, p) in m.parts.iter().enumerate() {
             if p.content.is_none() {

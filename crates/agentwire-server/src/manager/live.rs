@@ -46,6 +46,10 @@ pub(crate) struct LiveState {
     /// The task's recent events, recorded once a stream has followed it
     /// (so a reconnecting stream can be resumed).
     pub(crate) log: Option<events::EventLog>,
+    /// The bytes (protobuf size) of each of the task's artifacts, by id:
+    /// what bounds an artifact's growth chunk by chunk (see
+    /// `HandlerConfig::max_artifact_bytes`).
+    pub(crate) artifact_bytes: Vec<(String, usize)>,
 }
 
 impl LiveState {
@@ -114,6 +118,7 @@ impl TaskManager {
                             // A log kept since the task last had live
                             // state goes on recording.
                             log: self.logs.take_retired(&stored.task.id),
+                            artifact_bytes: artifact_sizes(&stored.task),
                         }),
                     })
                 })
@@ -127,4 +132,13 @@ impl TaskManager {
             return (live, r);
         }
     }
+}
+
+/// The size of each artifact of a stored task, for `LiveState::artifact_bytes`.
+fn artifact_sizes(task: &Task) -> Vec<(String, usize)> {
+    use prost::Message as _;
+    task.artifacts
+        .iter()
+        .map(|a| (a.artifact_id.clone(), a.encoded_len()))
+        .collect()
 }

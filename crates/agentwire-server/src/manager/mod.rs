@@ -64,6 +64,8 @@ pub(crate) struct TaskManager {
     pub(crate) cluster: Option<cluster::Cluster>,
     /// The signal of [`Publish::Settled`] (shared: no event is built).
     settled: Arc<StreamResponse>,
+    /// The most bytes one artifact may grow to.
+    pub(crate) max_artifact_bytes: usize,
 }
 
 impl TaskManager {
@@ -83,7 +85,14 @@ impl TaskManager {
             push,
             cluster: None,
             settled: Arc::new(StreamResponse::default()),
+            max_artifact_bytes: usize::MAX,
         }
+    }
+
+    /// Bounds the size of every artifact (appended chunks included).
+    pub(crate) fn with_max_artifact_bytes(mut self, max: usize) -> Self {
+        self.max_artifact_bytes = max;
+        self
     }
 
     /// Retires the live state of a task nobody works on or follows.

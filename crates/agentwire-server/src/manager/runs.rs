@@ -50,6 +50,7 @@ impl TaskManager {
                 remote: cluster::Remote::new_task(),
                 turn_task: None,
                 log: None,
+                artifact_bytes: Vec::new(),
             }),
         });
         let sub = {

@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use agentwire_types::{
-    A2aError, A2aResult, ErrorKind, Message, StreamResponse, Task, TaskArtifactUpdateEvent,
-    TaskPushNotificationConfig, TaskState, TaskStatus, TaskStatusUpdateEvent,
+    A2aError, A2aResult, Artifact, ErrorKind, Message, StreamResponse, Task,
+    TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskState, TaskStatus,
+    TaskStatusUpdateEvent,
 };
 use futures::future::BoxFuture;
 
@@ -387,6 +388,13 @@ impl TaskManager {
     /// Applies an update to the task (creating it first if needed) and
     /// publishes the matching event.
     pub(crate) fn emit<'a>(&'a self, live: &'a LiveTask, update: TaskUpdate) -> Emit<'a> {
+        if let TaskUpdate::Artifact {
+            artifact, append, ..
+        } = &update
+            && let Err(e) = self.count_artifact(live, artifact, *append)
+        {
+            return Emit::Done(Some(Err(Box::new(e))));
+        }
         let mut slot = Some(update);
         if let Some(done) = self.emit_now(live, &mut slot) {
             return Emit::Done(Some(done.map_err(Box::new)));
@@ -395,6 +403,45 @@ impl TaskManager {
             Some(update) => Emit::Later(Box::pin(self.emit_inner(live, Box::new(update)))),
             None => Emit::Done(Some(Err(Box::new(A2aError::internal("an event was lost"))))),
         }
+    }
+
+    /// Counts an artifact update against the artifact's bound: refused
+    /// when the artifact would grow past `max_artifact_bytes`.
+    fn count_artifact(&self, live: &LiveTask, artifact: &Artifact, append: bool) -> A2aResult<()> {
+        use prost::Message as _;
+        let max = self.max_artifact_bytes;
+        if max == usize::MAX {
+            return Ok(());
+        }
+        let size = artifact.encoded_len();
+        let mut st = live.state.lock();
+        let entry = st
+            .artifact_bytes
+            .iter_mut()
+            .find(|(id, _)| *id == artifact.artifact_id);
+        let before = match (&entry, append) {
+            (Some((_, n)), true) => *n,
+            _ => 0,
+        };
+        let total = before.saturating_add(size);
+        if total > max {
+            return Err(A2aError::new(
+                ErrorKind::InvalidAgentResponse,
+                format!(
+                    "artifact {:?} would grow to {total} bytes, over this server's limit of \
+                     {max} bytes per artifact",
+                    artifact.artifact_id
+                ),
+            )
+            .with_metadata("artifactId", artifact.artifact_id.clone()));
+        }
+        match entry {
+            Some((_, n)) => *n = total,
+            None => st
+                .artifact_bytes
+                .push((artifact.artifact_id.clone(), total)),
+        }
+        Ok(())
     }
 
     /// The agent's plain-message answer.

@@ -326,6 +326,17 @@ pub trait TaskStore: Send + Sync + 'static {
         None
     }
 
+    /// Whether the store has room now for a message of about `bytes` bytes
+    /// (encoded), starting a new task when `new_task`: a store with bounds
+    /// refuses ([`ErrorKind::Unavailable`]) before the agent is started,
+    /// rather than fail the task when it is written. The default: always.
+    ///
+    /// [`ErrorKind::Unavailable`]: agentwire_types::ErrorKind::Unavailable
+    fn check_room(&self, bytes: usize, new_task: bool) -> A2aResult<()> {
+        let _ = (bytes, new_task);
+        Ok(())
+    }
+
     /// Stores a new task. Fails if the id exists. Returns where the task's
     /// first event (the task itself) went in the store's event log, for a
     /// store that keeps one (`None` otherwise).

@@ -1,17 +1,33 @@
 //! The in-memory task store: sharded maps, a lock per task, bounded size.
+//!
+//! The store is bounded in tasks and in bytes. Every task carries an
+//! estimate of the memory it takes (`Slot::bytes`): a finished task, kept
+//! as its protobuf encoding, counts that encoding's length; an open one
+//! counts twice its encoding (the decoded structures take about that much
+//! more), each update adding twice the size of what it adds. Work that
+//! would pass a bound is refused (`Unavailable`) after the oldest finished
+//! tasks were evicted to make room; the update that finishes a task is
+//! never refused, so no task is left open by the bound.
+//!
+//! Tasks expire: finished ones after `terminal_ttl`, open ones (interrupted
+//! or still working) after `idle_ttl` without a change. Expiry runs on
+//! every write that finishes a task and on a timer the store starts on the
+//! first task it holds (in the tokio runtime that stores it), so an idle
+//! store empties too.
 
 mod packed;
 mod task_table;
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use agentwire_types::{A2aError, A2aResult, Task, TaskPushNotificationConfig, TaskState};
 use async_trait::async_trait;
 use dashmap::DashMap;
 use parking_lot::Mutex;
+use prost::Message as _;
 
 use self::task_table::{Held, Slot, TaskTable};
 use super::{
@@ -22,23 +38,40 @@ use super::{
 /// The most finished tasks one write evicts (a sweep has no limit).
 const EVICT_PER_WRITE: usize = 64;
 
+/// Bytes accounted to every task besides its contents (its slot, the
+/// structures that hold it, its place in the eviction queue).
+const TASK_OVERHEAD: usize = 64;
+
 /// Limits of the in-memory store. Finished tasks leave memory after
-/// `terminal_ttl`, and when more than `max_tasks` are held the oldest
-/// finished ones go first, so memory stays bounded under sustained load.
+/// `terminal_ttl`, open ones after `idle_ttl` without a change; when the
+/// store is full (`max_tasks` or `max_bytes`) the oldest finished tasks
+/// leave first, and new work is refused when none is left to evict.
 #[derive(Debug, Clone)]
 pub struct MemoryStoreConfig {
     /// How long a task in a terminal state is kept.
     pub terminal_ttl: Duration,
-    /// How many tasks are kept at most (tasks still running are never
-    /// evicted, so this is a target, not a hard cap).
+    /// How long a task that is not in a terminal state (interrupted, as
+    /// input-required or auth-required, or still submitted or working) is
+    /// kept after its last change. A client continuing it later gets
+    /// `TaskNotFoundError`. Default: one hour.
+    pub idle_ttl: Duration,
+    /// How many tasks are held at most: a new task beyond it is refused
+    /// when no finished task can make room.
     pub max_tasks: usize,
+    /// How many bytes the tasks held may take, by the store's estimate (see
+    /// [`MemoryStore::accounted_bytes`]): a new task, or an update that
+    /// adds to a task, is refused beyond it when no finished task can make
+    /// room. Default: 256 MiB.
+    pub max_bytes: usize,
 }
 
 impl Default for MemoryStoreConfig {
     fn default() -> Self {
         Self {
             terminal_ttl: Duration::from_secs(600),
+            idle_ttl: Duration::from_secs(3600),
             max_tasks: 10_000,
+            max_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -54,6 +87,22 @@ type FinishedQueue = VecDeque<(Instant, u64, usize)>;
 
 /// A [`TaskStore`] in process memory. Nothing survives a restart.
 pub struct MemoryStore {
+    /// Shared with the store's expiry timer, which holds it weakly.
+    shared: Arc<Shared>,
+}
+
+/// What a room check asks for: this many more tasks and bytes.
+#[derive(Clone, Copy)]
+struct Room {
+    tasks: usize,
+    bytes: usize,
+}
+
+impl Room {
+    const NONE: Room = Room { tasks: 0, bytes: 0 };
+}
+
+struct Shared {
     /// Tasks are updated under their shard's lock: an update is short, and
     /// a lock per task would cost every task an allocation.
     tasks: TaskTable,
@@ -66,8 +115,17 @@ pub struct MemoryStore {
     finished: Box<[Mutex<FinishedQueue>]>,
     /// Number of tasks held (counting would lock every shard).
     count: AtomicUsize,
+    /// Bytes accounted to the tasks held (the sum of their `Slot::bytes`).
+    bytes: AtomicUsize,
+    /// When the store started: `Slot::touched` counts ticks from it.
+    epoch: Instant,
+    /// Whether the expiry timer runs.
+    timer: AtomicBool,
     config: MemoryStoreConfig,
 }
+
+/// One tick of `Slot::touched`: 10 ms (a `u32` of them lasts 497 days).
+const TICK_MS: u128 = 10;
 
 impl Default for MemoryStore {
     fn default() -> Self {
@@ -79,25 +137,154 @@ impl MemoryStore {
     /// A store with the given limits.
     pub fn new(config: MemoryStoreConfig) -> Self {
         Self {
-            tasks: TaskTable::default(),
-            push: Map::default(),
-            any_push: AtomicBool::new(false),
-            finished: (0..FINISHED_QUEUES)
-                .map(|_| Mutex::new(VecDeque::new()))
-                .collect(),
-            count: AtomicUsize::new(0),
-            config,
+            shared: Arc::new(Shared {
+                tasks: TaskTable::default(),
+                push: Map::default(),
+                any_push: AtomicBool::new(false),
+                finished: (0..FINISHED_QUEUES)
+                    .map(|_| Mutex::new(VecDeque::new()))
+                    .collect(),
+                count: AtomicUsize::new(0),
+                bytes: AtomicUsize::new(0),
+                epoch: Instant::now(),
+                timer: AtomicBool::new(false),
+                config,
+            }),
         }
     }
 
     /// How many tasks are held.
     pub fn len(&self) -> usize {
-        self.count.load(Ordering::Relaxed)
+        self.shared.len()
     }
 
     /// Whether no task is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The bytes the tasks held take, by the store's estimate: what
+    /// [`MemoryStoreConfig::max_bytes`] bounds.
+    pub fn accounted_bytes(&self) -> usize {
+        self.shared.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Evicts expired tasks (finished ones older than the TTL, open ones
+    /// idle for longer than theirs), and the oldest finished ones while the
+    /// store is over its limits. The store's timer calls it; so may anyone.
+    pub fn sweep(&self) {
+        self.shared.sweep();
+    }
+
+    /// Starts the expiry timer, once, when there is a tokio runtime to run
+    /// it (a later write tries again when there is none).
+    fn start_timer(&self) {
+        if self.shared.timer.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.shared.timer.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let every = self.shared.sweep_every();
+        let weak: Weak<Shared> = Arc::downgrade(&self.shared);
+        runtime.spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                // The store is gone: so is its timer.
+                let Some(shared) = weak.upgrade() else { break };
+                shared.sweep();
+            }
+        });
+    }
+}
+
+impl Shared {
+    fn len(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// The current time in ticks.
+    fn now_ticks(&self) -> u32 {
+        u32::try_from(self.epoch.elapsed().as_millis() / TICK_MS).unwrap_or(u32::MAX)
+    }
+
+    /// How often the timer sweeps: a quarter of the shorter lifetime,
+    /// between 50 ms and 30 s.
+    fn sweep_every(&self) -> Duration {
+        let shortest = self.config.terminal_ttl.min(self.config.idle_ttl);
+        (shortest / 4).clamp(Duration::from_millis(50), Duration::from_secs(30))
+    }
+
+    /// Whether `room` more would pass a limit.
+    fn crowded(&self, room: Room) -> bool {
+        self.len() + room.tasks > self.config.max_tasks
+            || self.bytes.load(Ordering::Relaxed) + room.bytes > self.config.max_bytes
+    }
+
+    /// Accounts `room` to the store, evicting the oldest finished tasks
+    /// first when it does not fit; refuses when it still does not. The
+    /// room is taken before it is checked, so concurrent writers never pass
+    /// a limit together.
+    fn reserve(&self, room: Room) -> A2aResult<()> {
+        if room.tasks == 0 && room.bytes == 0 {
+            return Ok(());
+        }
+        for attempt in 0..2 {
+            let tasks = self.count.fetch_add(room.tasks, Ordering::AcqRel) + room.tasks;
+            let bytes = self.bytes.fetch_add(room.bytes, Ordering::AcqRel) + room.bytes;
+            if tasks <= self.config.max_tasks && bytes <= self.config.max_bytes {
+                return Ok(());
+            }
+            self.release(room);
+            if attempt == 0 {
+                self.make_room(room);
+            }
+        }
+        Err(self.full_error(room))
+    }
+
+    /// Gives back what [`Shared::reserve`] took.
+    fn release(&self, room: Room) {
+        if room.tasks > 0 {
+            self.count.fetch_sub(room.tasks, Ordering::AcqRel);
+        }
+        if room.bytes > 0 {
+            self.bytes.fetch_sub(room.bytes, Ordering::AcqRel);
+        }
+    }
+
+    /// The refusal when the store is full (the spec's system error for a
+    /// temporary failure: JSON-RPC -32603, HTTP 503, gRPC UNAVAILABLE).
+    fn full_error(&self, room: Room) -> A2aError {
+        let limit = if self.len() + room.tasks > self.config.max_tasks {
+            format!("{} tasks", self.config.max_tasks)
+        } else {
+            format!("{} bytes of tasks", self.config.max_bytes)
+        };
+        A2aError::unavailable(format!(
+            "the server holds as many tasks as it may ({limit}, none of them finished long \
+             enough to make room): try again later, once older tasks have expired"
+        ))
+    }
+
+    /// Evicts the oldest finished tasks, from every queue, until `room`
+    /// fits or none is left.
+    fn make_room(&self, room: Room) {
+        let now = Instant::now();
+        let ttl = self.config.terminal_ttl;
+        let (home, _) = home_queue();
+        let n = self.finished.len();
+        for i in 0..n {
+            if !self.crowded(room) {
+                break;
+            }
+            self.evict((home + i) % n, now, ttl, None, room);
+        }
     }
 
     /// A task just reached a terminal state: it joins this thread's queue,
@@ -111,28 +298,64 @@ impl MemoryStore {
         let n = self.finished.len();
         self.finished[home % n].lock().push_back((now, hash, token));
         let ttl = self.config.terminal_ttl;
-        self.evict(home % n, now, ttl, Some(EVICT_PER_WRITE));
-        if turn % OTHER_QUEUE_EVERY == 0 || self.len() > self.config.max_tasks {
+        // Room for one more task: the next create then fits at once.
+        let room = Room { tasks: 1, bytes: 0 };
+        self.evict(home % n, now, ttl, Some(EVICT_PER_WRITE), room);
+        if turn % OTHER_QUEUE_EVERY == 0 || self.crowded(room) {
             let other = (home + 1 + turn / OTHER_QUEUE_EVERY) % n;
-            self.evict(other, now, ttl, Some(EVICT_PER_WRITE));
+            self.evict(other, now, ttl, Some(EVICT_PER_WRITE), room);
         }
     }
 
-    /// Evicts finished tasks older than the TTL, and the oldest finished
-    /// ones while more than `max_tasks` are held. Amortised O(1) per task:
-    /// runs on every write that finishes a task; call it from a timer to
-    /// also expire tasks of an idle store.
-    pub fn sweep(&self) {
+    /// Evicts finished tasks older than the TTL and the oldest finished
+    /// ones while over the limits, and open tasks idle for longer than
+    /// `idle_ttl`.
+    fn sweep(&self) {
         let now = Instant::now();
         for q in 0..self.finished.len() {
-            self.evict(q, now, self.config.terminal_ttl, None);
+            self.evict(q, now, self.config.terminal_ttl, None, Room::NONE);
+        }
+        let idle = self.config.idle_ttl.as_millis() / TICK_MS;
+        let idle = u32::try_from(idle).unwrap_or(u32::MAX);
+        let ticks = self.now_ticks();
+        let stale = self.tasks.remove_where(|slot| {
+            matches!(slot.held, Held::Open(_)) && ticks.saturating_sub(slot.touched) >= idle
+        });
+        for slot in &stale {
+            self.forget(slot);
+        }
+        if !stale.is_empty() {
+            tracing::debug!(
+                expired = stale.len(),
+                "memory store: open tasks expired after {:?} without a change",
+                self.config.idle_ttl
+            );
+        }
+    }
+
+    /// Accounts a slot that left the table.
+    fn forget(&self, slot: &Slot) {
+        self.release(Room {
+            tasks: 1,
+            bytes: slot.bytes as usize,
+        });
+        if self.any_push.load(Ordering::Relaxed) {
+            self.push.remove(slot.id());
         }
     }
 
     /// Evicts from queue `q` the finished tasks older than `max_age` and the
-    /// oldest while over the cap; at most `limit` (and none if someone else
-    /// is evicting from it) when a limit is given. Returns how many left.
-    fn evict(&self, q: usize, now: Instant, max_age: Duration, limit: Option<usize>) -> usize {
+    /// oldest while `room` does not fit; at most `limit` (and none if
+    /// someone else is evicting from it) when a limit is given. Returns how
+    /// many left.
+    fn evict(
+        &self,
+        q: usize,
+        now: Instant,
+        max_age: Duration,
+        limit: Option<usize>,
+        room: Room,
+    ) -> usize {
         let queue = &self.finished[q];
         let mut evicted = 0;
         while limit.is_none_or(|l| evicted < l) {
@@ -149,7 +372,7 @@ impl MemoryStore {
                     break;
                 };
                 let expired = now.saturating_duration_since(*at) >= max_age;
-                if !expired && self.len() <= self.config.max_tasks {
+                if !expired && !self.crowded(room) {
                     break;
                 }
                 queue.pop_front()
@@ -157,10 +380,7 @@ impl MemoryStore {
             // The task is freed outside of the queue's lock.
             let Some((_, hash, token)) = next else { break };
             if let Some(slot) = self.tasks.remove_exact(hash, token) {
-                self.count.fetch_sub(1, Ordering::Relaxed);
-                if self.any_push.load(Ordering::Relaxed) {
-                    self.push.remove(slot.id());
-                }
+                self.forget(&slot);
             }
             evicted += 1;
         }
@@ -195,22 +415,58 @@ fn home_queue() -> (usize, usize) {
     })
 }
 
+/// The bytes accounted to a task as stored: its encoding when it is
+/// finished (it is kept packed), twice that when it is open.
+fn task_bytes(task: &Task) -> usize {
+    let encoded = task.encoded_len();
+    if task.state().is_terminal() {
+        encoded + TASK_OVERHEAD
+    } else {
+        2 * encoded + std::mem::size_of::<Task>() + TASK_OVERHEAD
+    }
+}
+
+/// What an update may add to an open task's bytes: twice what it adds (a
+/// status's message also joins the history). Replaced content is not
+/// subtracted: the estimate only errs upwards, and is exact again once the
+/// task is finished and packed.
+fn update_bytes(update: &TaskUpdate) -> usize {
+    let added = match update {
+        TaskUpdate::Status { status, .. } => {
+            status.encoded_len() + status.message.as_ref().map_or(0, |m| m.encoded_len())
+        }
+        TaskUpdate::Artifact { artifact, .. } => artifact.encoded_len(),
+        TaskUpdate::UserMessage(m) => m.encoded_len(),
+    };
+    2 * added
+}
+
+/// A slot's byte count (a task over 4 GiB counts 4 GiB).
+fn slot_bytes(bytes: usize) -> u32 {
+    u32::try_from(bytes).unwrap_or(u32::MAX)
+}
+
 /// The memory store answers at once: the task manager calls it without a
 /// future.
 impl ImmediateStore for MemoryStore {
     fn create_now(&self, owner: &Owner, task: Task) -> A2aResult<()> {
-        let hash = self.tasks.hash(&task.id);
-        let slot = Slot::new(Arc::new(task), owner);
+        let s = &*self.shared;
+        let bytes = task_bytes(&task).min(u32::MAX as usize);
+        let room = Room { tasks: 1, bytes };
+        s.reserve(room)?;
+        self.start_timer();
+        let hash = s.tasks.hash(&task.id);
+        let slot = Slot::new(Arc::new(task), owner, slot_bytes(bytes), s.now_ticks());
         let token = slot.token();
-        if let Err(slot) = self.tasks.insert(hash, slot) {
+        if let Err(slot) = s.tasks.insert(hash, slot) {
+            s.release(room);
             return Err(A2aError::internal(format!(
                 "task id {} already exists",
                 slot.id()
             )));
         }
-        self.count.fetch_add(1, Ordering::Relaxed);
         if let Some(token) = token {
-            self.finished_now(hash, token);
+            s.finished_now(hash, token);
         }
         Ok(())
     }
@@ -220,8 +476,18 @@ impl ImmediateStore for MemoryStore {
     /// that reached a terminal state is packed, and the one handed over is
     /// then the only unpacked copy.
     fn update_now(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
-        let hash = self.tasks.hash(task_id);
-        let applied = self.tasks.write(hash, task_id, |slot| {
+        let s = &*self.shared;
+        // The update that finishes a task is never refused (it frees room).
+        let finishes =
+            matches!(&update, TaskUpdate::Status { status, .. } if status.state().is_terminal());
+        let room = Room {
+            tasks: 0,
+            bytes: if finishes { 0 } else { update_bytes(&update) },
+        };
+        s.reserve(room)?;
+        let hash = s.tasks.hash(task_id);
+        let ticks = s.now_ticks();
+        let applied = s.tasks.write(hash, task_id, |slot| {
             let Held::Open(task) = &mut slot.held else {
                 return Err(closed_error(slot.id(), slot.state()));
             };
@@ -229,21 +495,40 @@ impl ImmediateStore for MemoryStore {
             check_open(task)?;
             apply_update(Arc::make_mut(task), update)?;
             let state = task.state();
+            let before = slot.bytes as usize;
+            slot.touched = ticks;
             if !state.is_terminal() {
-                return Ok((state, None, state.ends_turn().then(|| Arc::clone(task))));
+                slot.bytes = slot_bytes(before + room.bytes);
+                let task = state.ends_turn().then(|| Arc::clone(task));
+                return Ok((state, None, task, before, slot.bytes as usize));
             }
             // Nothing changes a terminal task, so this happens once.
             let (token, task) = slot
                 .finish()
                 .ok_or_else(|| A2aError::internal("a finished task was packed twice"))?;
-            Ok((state, Some(token), Some(task)))
+            slot.bytes = slot_bytes(task.encoded_len() + TASK_OVERHEAD);
+            Ok((state, Some(token), Some(task), before, slot.bytes as usize))
         });
         match applied {
-            None => Err(A2aError::task_not_found(task_id)),
-            Some(Err(e)) => Err(e),
-            Some(Ok((state, token, task))) => {
+            None => {
+                s.release(room);
+                Err(A2aError::task_not_found(task_id))
+            }
+            Some(Err(e)) => {
+                s.release(room);
+                Err(e)
+            }
+            Some(Ok((state, token, task, before, after))) => {
+                // The room taken is what an open task grew by; a finished
+                // one's exact size replaces its estimate.
+                let taken = before + room.bytes;
+                if after > taken {
+                    s.bytes.fetch_add(after - taken, Ordering::AcqRel);
+                } else if after < taken {
+                    s.bytes.fetch_sub(taken - after, Ordering::AcqRel);
+                }
                 if let Some(token) = token {
-                    self.finished_now(hash, token);
+                    s.finished_now(hash, token);
                 }
                 let updated = Updated::new(state);
                 Ok(match task {
@@ -259,8 +544,9 @@ impl ImmediateStore for MemoryStore {
         task_id: &str,
         history_length: Option<usize>,
     ) -> A2aResult<Option<StoredTask>> {
-        self.tasks
-            .read(self.tasks.hash(task_id), task_id, |slot| {
+        let tasks = &self.shared.tasks;
+        tasks
+            .read(tasks.hash(task_id), task_id, |slot| {
                 Ok(StoredTask {
                     owner: slot.owner(),
                     task: slot.held.copy(history_length, true)?,
@@ -271,8 +557,9 @@ impl ImmediateStore for MemoryStore {
 
     /// The stored task: itself (shared, not copied) while it is open.
     fn get_shared(&self, task_id: &str) -> A2aResult<Option<Arc<Task>>> {
-        self.tasks
-            .read(self.tasks.hash(task_id), task_id, Slot::task)
+        let tasks = &self.shared.tasks;
+        tasks
+            .read(tasks.hash(task_id), task_id, Slot::task)
             .transpose()
     }
 }
@@ -281,6 +568,36 @@ impl ImmediateStore for MemoryStore {
 impl TaskStore for MemoryStore {
     fn immediate(&self) -> Option<&dyn ImmediateStore> {
         Some(self)
+    }
+
+    /// Room for the task the message starts (or the message it adds), by
+    /// the estimate its writes will take, after the oldest finished tasks
+    /// left to make it. A new task also needs a sixteenth of `max_bytes`
+    /// free: that much is kept for the updates of the tasks already
+    /// admitted, so that a task let in is not refused on its first write.
+    fn check_room(&self, bytes: usize, new_task: bool) -> A2aResult<()> {
+        let s = &*self.shared;
+        let room = if new_task {
+            Room {
+                tasks: 1,
+                bytes: 2 * bytes
+                    + std::mem::size_of::<Task>()
+                    + TASK_OVERHEAD
+                    + s.config.max_bytes / 16,
+            }
+        } else {
+            Room {
+                tasks: 0,
+                bytes: 2 * bytes,
+            }
+        };
+        if s.crowded(room) {
+            s.make_room(room);
+            if s.crowded(room) {
+                return Err(s.full_error(room));
+            }
+        }
+        Ok(())
     }
 
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
@@ -303,7 +620,7 @@ impl TaskStore for MemoryStore {
         // What the scan found, without decoding packed tasks: only the page
         // is decoded.
         let mut keys: Vec<(Cursor, Held)> = Vec::new();
-        self.tasks.for_each(|slot| {
+        self.shared.tasks.for_each(|slot| {
             let timestamp = slot.status_timestamp();
             let skip = !slot.is_owned_by(owner)
                 || query
@@ -342,7 +659,7 @@ impl TaskStore for MemoryStore {
 
     async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
         let mut out = Vec::new();
-        self.tasks.for_each(|slot| {
+        self.shared.tasks.for_each(|slot| {
             if let Held::Open(task) = &slot.held
                 && matches!(task.state(), TaskState::Submitted | TaskState::Working)
             {
@@ -357,16 +674,16 @@ impl TaskStore for MemoryStore {
 
     async fn purge_terminal_older_than(&self, age: Duration) -> A2aResult<u64> {
         let now = Instant::now();
-        let age = age.min(self.config.terminal_ttl);
-        let purged = (0..self.finished.len())
-            .map(|q| self.evict(q, now, age, None))
+        let age = age.min(self.shared.config.terminal_ttl);
+        let purged = (0..self.shared.finished.len())
+            .map(|q| self.shared.evict(q, now, age, None, Room::NONE))
             .sum::<usize>();
         Ok(purged as u64)
     }
 
     async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
-        self.any_push.store(true, Ordering::Relaxed);
-        let mut configs = self.push.entry(config.task_id.clone()).or_default();
+        self.shared.any_push.store(true, Ordering::Relaxed);
+        let mut configs = self.shared.push.entry(config.task_id.clone()).or_default();
         match configs.iter_mut().find(|c| c.id == config.id) {
             Some(existing) => *existing = config.clone(),
             None => configs.push(config.clone()),
@@ -380,6 +697,7 @@ impl TaskStore for MemoryStore {
         id: &str,
     ) -> A2aResult<Option<TaskPushNotificationConfig>> {
         Ok(self
+            .shared
             .push
             .get(task_id)
             .and_then(|c| c.iter().find(|c| c.id == id).cloned()))
@@ -387,6 +705,7 @@ impl TaskStore for MemoryStore {
 
     async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<TaskPushNotificationConfig>> {
         Ok(self
+            .shared
             .push
             .get(task_id)
             .map(|c| c.clone())
@@ -394,7 +713,7 @@ impl TaskStore for MemoryStore {
     }
 
     async fn delete_push_config(&self, task_id: &str, id: &str) -> A2aResult<bool> {
-        let Some(mut configs) = self.push.get_mut(task_id) else {
+        let Some(mut configs) = self.shared.push.get_mut(task_id) else {
             return Ok(false);
         };
         let before = configs.len();
@@ -563,6 +882,7 @@ mod tests {
         let s = MemoryStore::new(MemoryStoreConfig {
             terminal_ttl: Duration::from_secs(3600),
             max_tasks: 100,
+            ..MemoryStoreConfig::default()
         });
         fill(&s, "running", 500).await;
         s.sweep();
@@ -595,5 +915,138 @@ mod tests {
         assert!(t.history.is_empty());
         let t = s.get("t", None).await.unwrap().unwrap().task;
         assert_eq!(t.history.len(), 2);
+    }
+
+    /// A status update to `state` carrying a message of `len` bytes.
+    fn to_with_message(state: TaskState, len: usize) -> TaskUpdate {
+        TaskUpdate::Status {
+            status: TaskStatus {
+                state: state as i32,
+                message: Some(Box::new(Message::agent_text("x".repeat(len)))),
+                timestamp: Some(Timestamp::from_millis(1)),
+            },
+            metadata: None,
+        }
+    }
+
+    /// An anonymous caller starting task after task that each stops at
+    /// input-required (and never comes back): the store's accounted bytes
+    /// never pass the bound, and the tasks beyond it are refused with the
+    /// spec's error for a temporary failure.
+    #[tokio::test]
+    async fn an_input_required_flood_stays_under_the_byte_bound() {
+        const BOUND: usize = 1024 * 1024;
+        let s = MemoryStore::new(MemoryStoreConfig {
+            max_tasks: usize::MAX,
+            max_bytes: BOUND,
+            ..MemoryStoreConfig::default()
+        });
+        let me = Owner::default();
+        let (mut held, mut refused) = (0, 0);
+        for i in 0..5_000 {
+            let id = format!("flood-{i}");
+            let mut t = task(&id, "c", TaskState::Submitted, i);
+            t.history = vec![Message::user_text("y".repeat(500))];
+            let result = match s.create_now(&me, t) {
+                Ok(()) => s
+                    .update_now(&id, to_with_message(TaskState::InputRequired, 500))
+                    .map(|_| ()),
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(()) => held += 1,
+                Err(e) => {
+                    assert_eq!(e.kind, agentwire_types::ErrorKind::Unavailable, "{e}");
+                    assert!(e.message.contains("try again later"), "{e}");
+                    refused += 1;
+                }
+            }
+            assert!(
+                s.accounted_bytes() <= BOUND,
+                "{} bytes accounted after {i} tasks",
+                s.accounted_bytes()
+            );
+        }
+        assert!(held > 100, "only {held} tasks were held");
+        assert!(refused > 1_000, "only {refused} tasks were refused");
+        // Finished tasks make room: the bound refuses only what cannot fit.
+        let done = task("done", "c", TaskState::Completed, 1);
+        assert!(s.create_now(&me, done).is_err() || s.accounted_bytes() <= BOUND);
+    }
+
+    /// The update that finishes a task is taken even when the store is
+    /// full (no task is left open by the bound), and what it frees makes
+    /// room for new work.
+    #[tokio::test]
+    async fn a_full_store_still_finishes_tasks_and_then_makes_room() {
+        let s = MemoryStore::new(MemoryStoreConfig {
+            max_tasks: 2,
+            ..MemoryStoreConfig::default()
+        });
+        let me = Owner::default();
+        s.create_now(&me, task("a", "c", TaskState::Working, 1))
+            .unwrap();
+        s.create_now(&me, task("b", "c", TaskState::Working, 1))
+            .unwrap();
+        let err = s
+            .create_now(&me, task("c", "c", TaskState::Working, 1))
+            .unwrap_err();
+        assert_eq!(err.kind, agentwire_types::ErrorKind::Unavailable);
+        assert!(err.message.contains("2 tasks"), "{err}");
+        s.update_now("a", to(TaskState::Completed, 2)).unwrap();
+        // "a" is finished: it leaves to make room for "c".
+        s.create_now(&me, task("c", "c", TaskState::Working, 1))
+            .unwrap();
+        assert!(s.get_now("a", None).unwrap().is_none());
+        assert_eq!(s.len(), 2);
+    }
+
+    /// Nothing is written after the tasks were stored: the store's timer
+    /// expires the finished ones and the interrupted ones alike.
+    #[tokio::test]
+    async fn an_idle_store_drops_expired_tasks() {
+        let s = MemoryStore::new(MemoryStoreConfig {
+            terminal_ttl: Duration::from_millis(100),
+            idle_ttl: Duration::from_millis(300),
+            ..MemoryStoreConfig::default()
+        });
+        let me = Owner::default();
+        s.create_now(&me, task("done", "c", TaskState::Completed, 1))
+            .unwrap();
+        s.create_now(&me, task("asks", "c", TaskState::Working, 1))
+            .unwrap();
+        s.update_now("asks", to(TaskState::InputRequired, 2))
+            .unwrap();
+        s.create_now(&me, task("works", "c", TaskState::Working, 1))
+            .unwrap();
+        assert_eq!(s.len(), 3);
+        assert!(s.accounted_bytes() > 0);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !s.is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(s.is_empty(), "{} tasks still held", s.len());
+        assert_eq!(s.accounted_bytes(), 0);
+    }
+
+    /// The accounting follows the tasks: growing with updates, exact once
+    /// a task is packed, and back to zero when they leave.
+    #[tokio::test]
+    async fn accounted_bytes_follow_the_tasks() {
+        let s = MemoryStore::default();
+        let me = Owner::default();
+        s.create_now(&me, task("t", "c", TaskState::Working, 1))
+            .unwrap();
+        let open = s.accounted_bytes();
+        s.update_now("t", to_with_message(TaskState::Working, 10_000))
+            .unwrap();
+        assert!(s.accounted_bytes() >= open + 20_000);
+        s.update_now("t", to(TaskState::Completed, 2)).unwrap();
+        let packed = s.accounted_bytes();
+        let task = s.get_now("t", None).unwrap().unwrap().task;
+        assert_eq!(packed, task.encoded_len() + TASK_OVERHEAD);
+        s.purge_terminal_older_than(Duration::ZERO).await.unwrap();
+        assert_eq!(s.accounted_bytes(), 0);
+        assert!(s.is_empty());
     }
 }

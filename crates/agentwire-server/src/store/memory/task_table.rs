@@ -1,6 +1,8 @@
 //! The in-memory store's table of tasks: a hash table split into shards,
-//! each behind its own lock, whose slots are three words: an open task
-//! (shared) or a finished one (packed, see `packed.rs`), and its owner.
+//! each behind its own lock, whose slots are four words: an open task
+//! (shared) or a finished one (packed, see `packed.rs`), its owner, and
+//! the store's accounting of it (its estimated size, and when it last
+//! changed).
 //!
 //! The slots hold no copy of the task id: a task is found by hashing the id
 //! and comparing it with the id inside the task. Eviction, which runs on
@@ -38,11 +40,15 @@ pub(super) struct Slot {
     pub(super) held: Held,
     /// `None` for the anonymous owner (no tenant, no principal).
     owner: Option<Box<Owner>>,
+    /// The bytes the store accounts to this task (see `MemoryStore`).
+    pub(super) bytes: u32,
+    /// When the task last changed, in the store's ticks (see `Clock`).
+    pub(super) touched: u32,
 }
 
 impl Slot {
     /// A slot for a task: packed at once when it is already terminal.
-    pub(super) fn new(task: Arc<Task>, owner: &Owner) -> Self {
+    pub(super) fn new(task: Arc<Task>, owner: &Owner, bytes: u32, touched: u32) -> Self {
         let anonymous = owner.tenant.is_empty() && owner.principal.is_empty();
         let held = if task.state().is_terminal() {
             Held::Finished(PackedTask::pack(&task))
@@ -52,6 +58,8 @@ impl Slot {
         Self {
             held,
             owner: (!anonymous).then(|| Box::new(owner.clone())),
+            bytes,
+            touched,
         }
     }
 
@@ -225,6 +233,16 @@ impl TaskTable {
         }
     }
 
+    /// Removes the tasks `drop` picks, one shard (write-locked) at a time;
+    /// returns them, to be dropped by the caller outside the locks.
+    pub(super) fn remove_where(&self, mut drop: impl FnMut(&Slot) -> bool) -> Vec<Slot> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            out.extend(shard.write().extract_if(|slot| drop(slot)));
+        }
+        out
+    }
+
     /// `f` on every task, one shard (read-locked) at a time.
     pub(super) fn for_each(&self, mut f: impl FnMut(&Slot)) {
         for shard in self.shards.iter() {
@@ -247,10 +265,10 @@ mod tests {
     }
 
     #[test]
-    fn slots_are_three_words() {
+    fn slots_are_four_words() {
         assert_eq!(
             std::mem::size_of::<Slot>(),
-            3 * std::mem::size_of::<usize>()
+            4 * std::mem::size_of::<usize>()
         );
     }
 
@@ -264,11 +282,14 @@ mod tests {
         for i in 0..1000 {
             let id = format!("t{i}");
             let owner = if i % 2 == 0 { &bob } else { &Owner::default() };
-            assert!(t.insert(t.hash(&id), Slot::new(task(&id), owner)).is_ok());
+            assert!(
+                t.insert(t.hash(&id), Slot::new(task(&id), owner, 0, 0))
+                    .is_ok()
+            );
         }
         let h = t.hash("t7");
         assert!(
-            t.insert(h, Slot::new(task("t7"), &bob)).is_err(),
+            t.insert(h, Slot::new(task("t7"), &bob, 0, 0)).is_err(),
             "ids are unique"
         );
         assert_eq!(t.read(h, "t7", |s| s.owner()), Some(Owner::default()));
@@ -306,7 +327,10 @@ mod tests {
             ..Default::default()
         });
         let hd = t.hash("done");
-        assert!(t.insert(hd, Slot::new(Arc::clone(&done), &bob)).is_ok());
+        assert!(
+            t.insert(hd, Slot::new(Arc::clone(&done), &bob, 0, 0))
+                .is_ok()
+        );
         let slot_state = t.read(hd, "done", |s| {
             (s.token().is_some(), s.state(), s.context_id().to_owned())
         });
@@ -315,7 +339,7 @@ mod tests {
             (true, TaskState::Completed, "c".to_owned())
         );
         assert!(
-            t.insert(hd, Slot::new(done, &bob)).is_err(),
+            t.insert(hd, Slot::new(done, &bob, 0, 0)).is_err(),
             "ids are unique, packed or not"
         );
 
