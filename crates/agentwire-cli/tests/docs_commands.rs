@@ -147,6 +147,10 @@ const SUBSTITUTIONS: &[Subst] = &[
         text: "9000",
         why: "the documented webhook port",
     },
+    Subst::Port {
+        text: "8931",
+        why: "the documented MCP (streamable HTTP) port of `a2a mcp --http`",
+    },
     Subst::Text {
         text: "/etc/bash_completion.d/a2a",
         by: "a2a.bash-completion",
@@ -390,6 +394,7 @@ const EXPECT: &[Expect] = &[
     expect("/.well-known/agent-card.json", "\"supportedInterfaces\""),
     expect("\"method\":\"SendMessage\"", "\"result\""),
     expect("/message:stream", "data:"),
+    expect("/mcp -H", "\"serverInfo\":{\"name\":\"a2a-mcp\""),
 ];
 
 /// Documented commands known to fail today, by their text as written (a
@@ -992,7 +997,8 @@ fn a2a_words(words: &[String]) -> Vec<String> {
     Vec::new()
 }
 
-/// The port a server command listens on (`--port N`, `-p N`).
+/// The port a server command listens on (`--port N`, `-p N`, or the port
+/// of `--http HOST:PORT`).
 fn port_of(text: &str) -> Option<u16> {
     let words = shlex::split(text)?;
     let words = a2a_words(&words);
@@ -1000,6 +1006,13 @@ fn port_of(text: &str) -> Option<u16> {
         .windows(2)
         .find(|w| w[0] == "--port" || w[0] == "-p")
         .and_then(|w| w[1].parse().ok())
+        .or_else(|| {
+            words
+                .windows(2)
+                .find(|w| w[0] == "--http")
+                .and_then(|w| w[1].rsplit_once(':'))
+                .and_then(|(_, p)| p.parse().ok())
+        })
         .or_else(|| {
             words
                 .iter()
@@ -1905,6 +1918,10 @@ fn the_rules_classify() {
     assert!(is_server("a2a webhook --port 9000"));
     assert!(!is_server("a2a webhook --port 9000 --until-final"));
     assert_eq!(port_of("a2a serve --agent echo --port 4000 &"), Some(4000));
+    assert_eq!(
+        port_of("a2a mcp -a x=localhost:1 --http 127.0.0.1:4001 &"),
+        Some(4001)
+    );
     assert_eq!(
         skip_words("cargo  run -p agentwire-cli -- demo -o json", 5),
         "demo -o json"
