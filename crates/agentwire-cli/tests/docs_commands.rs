@@ -1801,7 +1801,30 @@ fn indent(s: &str) -> String {
 }
 
 /// A free loopback port (bound, then released for the command to take).
+/// A free loopback port below the ephemeral range (32768-60999 on Linux):
+/// a port the kernel hands out (`bind(0)`) can be taken again as the source
+/// port of an outgoing connection before the block's server binds it, which
+/// made a block's server fail with "address in use" now and then. Ports are
+/// taken in turn from a range no other test or client uses, each checked
+/// free when it is chosen.
 fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const COUNT: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // Each run starts at another place in the range (ports of a run before
+    // may still be in TIME_WAIT).
+    let start = std::process::id() % COUNT;
+    for _ in 0..COUNT {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = FIRST + (start + n) % COUNT;
+        let Ok(port) = u16::try_from(port) else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
