@@ -1,5 +1,6 @@
 //! `a2a card get`: resolve, show and validate an Agent Card (CLI SPEC 10.1).
 
+use agentwire_client::card::validate_card;
 use agentwire_client::{Binding, select_interfaces};
 use agentwire_types::{AgentCard, ErrorKind};
 use clap::{Args, Subcommand};
@@ -43,7 +44,7 @@ pub async fn run(g: &Globals, cmd: CardCommand) -> Result<u8, CliError> {
         extended = true;
     }
     let problems = if args.validate {
-        validate(&card)
+        validate_card(&card)
     } else {
         Vec::new()
     };
@@ -151,21 +152,20 @@ async fn fetch_extended(
         .map_err(|e| agent.err(&e))
 }
 
-/// Checks the card's required fields (spec 4.4) and internal references.
-pub fn validate(card: &AgentCard) -> Vec<String> {
-    agentwire_client::card::validate_card(card)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_bare_card_has_problems() {
-        let p = validate(&AgentCard::default());
+        let p = validate_card(&AgentCard::default());
         assert!(p.iter().any(|s| s.contains("name")), "{p:?}");
         assert!(p.iter().any(|s| s.contains("supportedInterfaces")), "{p:?}");
         let good = agentwire_agents::echo::card().with_interface("http://127.0.0.1:1/", "JSONRPC");
-        assert!(validate(&good).is_empty(), "{:?}", validate(&good));
+        assert!(
+            validate_card(&good).is_empty(),
+            "{:?}",
+            validate_card(&good)
+        );
     }
 }

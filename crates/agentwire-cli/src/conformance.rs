@@ -372,7 +372,7 @@ pub async fn run(g: &Globals, args: ConformanceArgs) -> Result<u8, CliError> {
     let settings = Settings::from_globals(g)?;
     let http = settings.http_client()?;
     let card = settings.resolve_card(&http).await?.card;
-    let problems = crate::card::validate(&card);
+    let problems = agentwire_client::card::validate_card(&card);
     let bindings: Vec<Binding> = {
         let want = if settings.bindings.is_empty() {
             Binding::ALL.to_vec()
