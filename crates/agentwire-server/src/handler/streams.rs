@@ -238,6 +238,14 @@ mod tests {
     use crate::executor::{RequestContext, TaskUpdater};
     use agentwire_types::Message;
 
+    /// A message to the agent (`task_id` empty: a new task).
+    fn send(text: &str, task_id: &str) -> SendMessageRequest {
+        SendMessageRequest {
+            message: Some(Message::user_text(text).with_task_id(task_id)),
+            ..Default::default()
+        }
+    }
+
     /// Waits for input; on "burst" streams 20 chunks and waits again; on
     /// anything else completes.
     struct Bursty;
@@ -270,10 +278,6 @@ mod tests {
             })
             .build();
         let ctx = CallContext::v1();
-        let send = |text: &str, task_id: &str| SendMessageRequest {
-            message: Some(Message::user_text(text).with_task_id(task_id)),
-            ..Default::default()
-        };
         let first = h.send_message(&ctx, send("start", "")).await.unwrap();
         let id = first.task().unwrap().id.clone();
         let sub = SubscribeToTaskRequest {
@@ -337,10 +341,6 @@ mod tests {
     async fn a_stream_resumed_from_its_last_event_id_misses_nothing_and_repeats_nothing() {
         let h = RequestHandler::builder(AgentCard::default().with_streaming(true), Bursty).build();
         let ctx = CallContext::v1();
-        let send = |text: &str, task_id: &str| SendMessageRequest {
-            message: Some(Message::user_text(text).with_task_id(task_id)),
-            ..Default::default()
-        };
         let first = h.send_message(&ctx, send("start", "")).await.unwrap();
         let id = first.task().unwrap().id.clone();
         let sub = || SubscribeToTaskRequest {
@@ -431,10 +431,6 @@ mod tests {
             })
             .build();
         let ctx = CallContext::v1();
-        let send = |text: &str, task_id: &str| SendMessageRequest {
-            message: Some(Message::user_text(text).with_task_id(task_id)),
-            ..Default::default()
-        };
         let first = h.send_message(&ctx, send("start", "")).await.unwrap();
         let id = first.task().unwrap().id.clone();
         let sub = SubscribeToTaskRequest {
