@@ -12,7 +12,7 @@ use sqlx::postgres::{PgListener, PgNotification};
 
 use crate::bus::{EventBus, Notice, NoticeSender, Notices, RemoteEvent, notice_channel};
 use crate::store::postgres::{
-    CANCEL_CHANNEL, EVENTS_CHANNEL, MAX_PAYLOAD, PUSH_CONFIGS_CHANNEL, PostgresStore,
+    CANCEL_CHANNEL, EVENTS_CHANNEL, MAX_PAYLOAD, PUSH_CONFIGS_CHANNEL, PostgresStore, db_error,
 };
 use crate::store::{StoredTask, sql};
 
@@ -177,7 +177,7 @@ impl EventBus for PgEventBus {
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(self.store.pool())
         .await
-        .map_err(|e| sql::db_error(&what(), e))?;
+        .map_err(|e| db_error(&what(), e))?;
         Ok(rows
             .into_iter()
             .map(|(seq, bytes)| RemoteEvent {
@@ -209,12 +209,11 @@ impl EventBus for PgEventBus {
         .bind(task_id)
         .fetch_optional(self.store.pool())
         .await
-        .map_err(|e| sql::db_error(&what(), e))?
+        .map_err(|e| db_error(&what(), e))?
         else {
             return Ok(None);
         };
-        let seq: i64 =
-            sqlx::Row::try_get(&row, "last_seq").map_err(|e| sql::db_error(&what(), e))?;
+        let seq: i64 = sqlx::Row::try_get(&row, "last_seq").map_err(|e| db_error(&what(), e))?;
         let stored = sql::stored_task(&row, task_id, history_length)?;
         Ok(Some((stored, seq)))
     }
@@ -243,7 +242,7 @@ impl PgEventBus {
             .bind(task_id)
             .execute(self.store.pool())
             .await
-            .map_err(|e| sql::db_error(&format!("announcing {what} of task {task_id}"), e))?;
+            .map_err(|e| db_error(&format!("announcing {what} of task {task_id}"), e))?;
         Ok(())
     }
 }

@@ -19,6 +19,8 @@
 
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
@@ -127,24 +129,6 @@ pub trait PushOutbox: Send + Sync + 'static {
 /// Milliseconds since the Unix epoch (the outboxes' clock).
 pub(super) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
-}
-
-/// An outbox storage error, saying what was being done.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(super) fn db_error(what: &str, e: impl std::fmt::Display) -> agentwire_types::A2aError {
-    agentwire_types::A2aError::internal(format!("push outbox: {what}: {e}"))
-}
-
-/// A config as a database outbox stores it (protobuf).
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(super) fn decode_config(blob: &[u8], task_id: &str) -> A2aResult<TaskPushNotificationConfig> {
-    use prost::Message as _;
-    TaskPushNotificationConfig::decode(blob).map_err(|e| {
-        db_error(
-            &format!("a stored config of task {task_id} cannot be decoded"),
-            e,
-        )
-    })
 }
 
 type Key = (String, String);

@@ -1,5 +1,7 @@
-//! What the SQL stores share: how a task is laid out in a row, how a listing
-//! becomes a query, and how database errors become [`A2aError`]s.
+//! What the SQL stores share: how a task is laid out in a row, the
+//! statements of the store and the order of their steps ([`Tables`]),
+//! written once for SQLite and PostgreSQL; what differs between the two is
+//! in their [`driver::Dialect`] (`sqlite.rs`, `postgres/mod.rs`).
 //!
 //! A task is kept as three protobuf blobs so that reads load only what the
 //! answer needs:
@@ -14,6 +16,7 @@
 //! sorts on are kept in plain SQL types: owner, context, state, and the status
 //! timestamp in milliseconds (the listing order and cursor of [`Cursor`]).
 
+pub(crate) mod driver;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]
@@ -23,9 +26,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use agentwire_types::{A2aError, A2aResult, Task, TaskPushNotificationConfig};
 use prost::Message as _;
-use sqlx::{ColumnIndex, Database, Decode, Encode, QueryBuilder, Row, Type};
 
-use super::{Cursor, Owner, TaskQuery};
+use self::driver::{Conn, Dialect, SqlRow, Stmt, is_unique_violation};
+use super::{
+    Cursor, LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskUpdate, Updated, apply_update,
+};
 
 /// The terminal states, as SQL (`TaskState` numbers). The migrations' partial
 /// index on terminal tasks uses the same list; a unit test checks it against
@@ -130,20 +135,9 @@ pub(crate) fn decode_push(
     })
 }
 
-/// Maps a database error to an internal error saying what was being done.
-pub(crate) fn db_error(what: &str, e: sqlx::Error) -> A2aError {
-    tracing::error!(error = %e, "task store: {what} failed");
-    A2aError::internal(format!("task store: {what} failed: {e}"))
-}
-
 /// The error for creating a task whose id exists (the memory store's).
 pub(crate) fn duplicate(id: &str) -> A2aError {
     A2aError::internal(format!("task id {id} already exists"))
-}
-
-/// Whether an error is a unique-key violation.
-pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
 /// Milliseconds since the Unix epoch, now (the `created_at` / `updated_at`
@@ -165,95 +159,67 @@ pub(crate) fn count(n: i64) -> A2aResult<usize> {
 }
 
 /// Appends the `WHERE` conditions of a listing (owner and filters, not the
-/// cursor) to a query.
-pub(crate) fn push_filters<'a, DB>(
-    qb: &mut QueryBuilder<'a, DB>,
-    owner: &'a Owner,
-    q: &'a TaskQuery,
-) where
-    DB: Database,
-    &'a str: Encode<'a, DB> + Type<DB>,
-    i64: Encode<'a, DB> + Type<DB>,
-    i32: Encode<'a, DB> + Type<DB>,
-{
-    qb.push(" WHERE owner_tenant = ")
-        .push_bind(owner.tenant.as_str())
+/// cursor) to a statement.
+fn push_filters<'a>(s: &mut Stmt<'a>, owner: &'a Owner, q: &'a TaskQuery) {
+    s.push(" WHERE owner_tenant = ")
+        .bind(owner.tenant.as_str())
         .push(" AND owner_principal = ")
-        .push_bind(owner.principal.as_str());
+        .bind(owner.principal.as_str());
     if let Some(context) = q.context_id.as_deref() {
-        qb.push(" AND context_id = ").push_bind(context);
+        s.push(" AND context_id = ").bind(context);
     }
     if let Some(state) = q.state {
-        qb.push(" AND state = ").push_bind(state as i32);
+        s.push(" AND state = ").bind(state as i32);
     }
     if let Some(after) = q.status_after {
         // A task without a status timestamp is never "at or after" a time.
-        qb.push(" AND has_status_time AND status_millis >= ")
-            .push_bind(after.as_millis());
+        s.push(" AND has_status_time AND status_millis >= ")
+            .bind(after.as_millis());
     }
 }
 
-/// Builds the page query of a listing: the rows after the cursor in listing
+/// The page query of a listing: the rows after the cursor in listing
 /// order, one more than the page size (to know whether a next page exists),
-/// each with the total number of matching tasks. `null_blob` is the
-/// dialect's typed NULL for a blob column that the answer does not need.
-pub(crate) fn page_query<'a, DB>(
-    owner: &'a Owner,
-    q: &'a TaskQuery,
-    null_blob: &str,
-) -> QueryBuilder<'a, DB>
-where
-    DB: Database,
-    <DB as Database>::Arguments<'a>: Default,
-    &'a str: Encode<'a, DB> + Type<DB>,
-    i64: Encode<'a, DB> + Type<DB>,
-    i32: Encode<'a, DB> + Type<DB>,
-{
+/// each with the total number of matching tasks.
+pub(crate) fn page_query<'a, D: Dialect>(owner: &'a Owner, q: &'a TaskQuery) -> Stmt<'a> {
     let history = if q.history_length == Some(0) {
-        null_blob
+        D::NULL_BLOB
     } else {
         "history"
     };
     let artifacts = if q.include_artifacts {
         "artifacts"
     } else {
-        null_blob
+        D::NULL_BLOB
     };
-    let mut qb = QueryBuilder::new(format!(
+    let mut s = Stmt::new(format!(
         "SELECT id, status_millis, head, {history} AS history, {artifacts} AS artifacts, \
          (SELECT COUNT(*) FROM a2a_tasks"
     ));
-    push_filters(&mut qb, owner, q);
-    qb.push(") AS total FROM a2a_tasks");
-    push_filters(&mut qb, owner, q);
+    push_filters(&mut s, owner, q);
+    s.push(") AS total FROM a2a_tasks");
+    push_filters(&mut s, owner, q);
     if let Some(Cursor { millis, id }) = &q.cursor {
-        qb.push(" AND (status_millis, id) < (")
-            .push_bind(*millis)
+        s.push(" AND (status_millis, id) < (")
+            .bind(*millis)
             .push(", ")
-            .push_bind(id.as_str())
+            .bind(id.as_str())
             .push(")");
     }
     let limit = i64::try_from(q.page_size)
         .unwrap_or(i64::MAX)
         .saturating_add(1);
-    qb.push(" ORDER BY status_millis DESC, id DESC LIMIT ")
-        .push_bind(limit);
-    qb
+    s.push(" ORDER BY status_millis DESC, id DESC LIMIT ")
+        .bind(limit);
+    s
 }
 
-/// Builds the count query of a listing (used when the page is empty, so the
-/// total did not come with it).
-pub(crate) fn count_query<'a, DB>(owner: &'a Owner, q: &'a TaskQuery) -> QueryBuilder<'a, DB>
-where
-    DB: Database,
-    <DB as Database>::Arguments<'a>: Default,
-    &'a str: Encode<'a, DB> + Type<DB>,
-    i64: Encode<'a, DB> + Type<DB>,
-    i32: Encode<'a, DB> + Type<DB>,
-{
-    let mut qb = QueryBuilder::new("SELECT COUNT(*) FROM a2a_tasks");
-    push_filters(&mut qb, owner, q);
-    qb
+/// The count query of a listing (used when the page is empty, so the total
+/// did not come with it).
+fn count_query<'a>(owner: &'a Owner, q: &'a TaskQuery) -> Stmt<'a> {
+    let mut s = Stmt::new("SELECT COUNT(*) AS total FROM a2a_tasks");
+    push_filters(&mut s, owner, q);
+    s
 }
 
 /// The blobs and version of a task as read before an update.
@@ -266,19 +232,12 @@ pub(crate) struct Stored {
 
 impl Stored {
     /// Reads the columns `version, head, history, artifacts` of a row.
-    pub fn from_row<'r, R>(row: &'r R, id: &str) -> A2aResult<Self>
-    where
-        R: Row,
-        &'static str: ColumnIndex<R>,
-        i64: Decode<'r, R::Database> + Type<R::Database>,
-        Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
-    {
-        let what = || format!("reading task {id}");
+    pub fn from_row(row: &impl SqlRow) -> A2aResult<Self> {
         Ok(Self {
-            version: row.try_get("version").map_err(|e| db_error(&what(), e))?,
-            head: row.try_get("head").map_err(|e| db_error(&what(), e))?,
-            history: row.try_get("history").map_err(|e| db_error(&what(), e))?,
-            artifacts: row.try_get("artifacts").map_err(|e| db_error(&what(), e))?,
+            version: row.i64("version")?,
+            head: row.blob("head")?,
+            history: row.blob("history")?,
+            artifacts: row.blob("artifacts")?,
         })
     }
 
@@ -294,97 +253,58 @@ impl Stored {
     }
 }
 
-/// Builds the `UPDATE` writing a task back after an update: the indexed
-/// columns, the version and `updated_at`, and only the blobs that changed
-/// (an artifact chunk rewrites the artifacts, not the history). With
+/// The `UPDATE` writing a task back after an update: the indexed columns,
+/// the version and `updated_at`, and only the blobs that changed (an
+/// artifact chunk rewrites the artifacts, not the history). With
 /// `expected_version` the row is written only if nobody else wrote it since
-/// it was read (optimistic concurrency): zero rows affected means a conflict.
-pub(crate) fn update_query<'a, DB>(
-    new: &'a TaskRow,
-    old: &Stored,
-    now: i64,
-    expected_version: Option<i64>,
-) -> QueryBuilder<'a, DB>
-where
-    DB: Database,
-    <DB as Database>::Arguments<'a>: Default,
-    &'a str: Encode<'a, DB> + Type<DB>,
-    &'a [u8]: Encode<'a, DB> + Type<DB>,
-    i64: Encode<'a, DB> + Type<DB>,
-    i32: Encode<'a, DB> + Type<DB>,
-    bool: Encode<'a, DB> + Type<DB>,
-{
-    update_query_after("", new, old, now, expected_version, None)
-}
-
-/// [`update_query`] after some SQL (the start of a `WITH` clause), also
-/// recording the replica that wrote (`writer`) when given.
-pub(crate) fn update_query_after<'a, DB>(
+/// it was read (optimistic concurrency): zero rows affected means a
+/// conflict. `prefix` is SQL before it (the start of a `WITH` clause) and
+/// `writer` the replica that wrote, recorded when given.
+pub(crate) fn update_query<'a>(
     prefix: &str,
     new: &'a TaskRow,
     old: &Stored,
     now: i64,
     expected_version: Option<i64>,
     writer: Option<&'a str>,
-) -> QueryBuilder<'a, DB>
-where
-    DB: Database,
-    <DB as Database>::Arguments<'a>: Default,
-    &'a str: Encode<'a, DB> + Type<DB>,
-    &'a [u8]: Encode<'a, DB> + Type<DB>,
-    i64: Encode<'a, DB> + Type<DB>,
-    i32: Encode<'a, DB> + Type<DB>,
-    bool: Encode<'a, DB> + Type<DB>,
-{
-    let mut qb = QueryBuilder::new(format!("{prefix}UPDATE a2a_tasks SET state = "));
-    qb.push_bind(new.state)
+) -> Stmt<'a> {
+    let mut s = Stmt::new(format!("{prefix}UPDATE a2a_tasks SET state = "));
+    s.bind(new.state)
         .push(", status_millis = ")
-        .push_bind(new.status_millis)
+        .bind(new.status_millis)
         .push(", has_status_time = ")
-        .push_bind(new.has_status_time)
+        .bind(new.has_status_time)
         .push(", updated_at = ")
-        .push_bind(now)
+        .bind(now)
         .push(", version = version + 1");
     if let Some(w) = writer {
-        qb.push(", writer = ").push_bind(w);
+        s.push(", writer = ").bind(w);
     }
     if new.head != old.head {
-        qb.push(", head = ").push_bind(new.head.as_slice());
+        s.push(", head = ").bind(new.head.as_slice());
     }
     if new.history != old.history {
-        qb.push(", history = ").push_bind(new.history.as_slice());
+        s.push(", history = ").bind(new.history.as_slice());
     }
     if new.artifacts != old.artifacts {
-        qb.push(", artifacts = ")
-            .push_bind(new.artifacts.as_slice());
+        s.push(", artifacts = ").bind(new.artifacts.as_slice());
     }
-    qb.push(" WHERE id = ").push_bind(new.id.as_str());
+    s.push(" WHERE id = ").bind(new.id.as_str());
     if let Some(v) = expected_version {
-        qb.push(" AND version = ").push_bind(v);
+        s.push(" AND version = ").bind(v);
     }
-    qb
+    s
 }
 
 /// Reads one row of a listing page (`id, status_millis, head, history,
 /// artifacts, total`).
-pub(crate) fn page_row<'r, R>(row: &'r R, history_length: Option<usize>) -> A2aResult<PageRow>
-where
-    R: Row,
-    &'static str: ColumnIndex<R>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    i64: Decode<'r, R::Database> + Type<R::Database>,
-    Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
-    Option<Vec<u8>>: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let what = "reading a task listing";
-    let id: String = row.try_get("id").map_err(|e| db_error(what, e))?;
-    let millis: i64 = row
-        .try_get("status_millis")
-        .map_err(|e| db_error(what, e))?;
-    let head: Vec<u8> = row.try_get("head").map_err(|e| db_error(what, e))?;
-    let history: Option<Vec<u8>> = row.try_get("history").map_err(|e| db_error(what, e))?;
-    let artifacts: Option<Vec<u8>> = row.try_get("artifacts").map_err(|e| db_error(what, e))?;
-    let total: i64 = row.try_get("total").map_err(|e| db_error(what, e))?;
+fn page_row(row: &impl SqlRow, history_length: Option<usize>) -> A2aResult<PageRow> {
+    let id = row.text("id")?;
+    let millis = row.i64("status_millis")?;
+    let head = row.blob("head")?;
+    let history = row.opt_blob("history")?;
+    let artifacts = row.opt_blob("artifacts")?;
+    let total = row.i64("total")?;
     let task = decode_task(
         &id,
         &head,
@@ -399,89 +319,47 @@ where
     })
 }
 
-/// Builds the deletion of the push-notification configs of some tasks.
-pub(crate) fn delete_push_query<'a, DB>(task_ids: &'a [String]) -> QueryBuilder<'a, DB>
-where
-    DB: Database,
-    <DB as Database>::Arguments<'a>: Default,
-    &'a str: Encode<'a, DB> + Type<DB>,
-{
-    let mut qb = QueryBuilder::new("DELETE FROM a2a_push_configs WHERE task_id IN (");
-    let mut ids = qb.separated(", ");
-    for id in task_ids {
-        ids.push_bind(id.as_str());
+/// The deletion of the rows of some tasks from a table keyed by `task_id`.
+fn delete_of_tasks<'a>(table: &str, task_ids: &'a [String]) -> Stmt<'a> {
+    let mut s = Stmt::new(format!("DELETE FROM {table} WHERE task_id IN ("));
+    for (i, id) in task_ids.iter().enumerate() {
+        if i > 0 {
+            s.push(", ");
+        }
+        s.bind(id.as_str());
     }
-    qb.push(")");
-    qb
-}
-
-/// The tasks an agent was at work on (`TASK_STATE_SUBMITTED` = 1,
-/// `TASK_STATE_WORKING` = 2), for crash recovery; read with
-/// [`unfinished_tasks`].
-pub(crate) const UNFINISHED_SQL: &str = "SELECT id, owner_tenant, owner_principal, head, \
-     history, artifacts FROM a2a_tasks WHERE state IN (1, 2)";
-
-/// Decodes the rows of [`UNFINISHED_SQL`].
-pub(crate) fn unfinished_tasks<'r, R>(rows: &'r [R]) -> A2aResult<Vec<super::StoredTask>>
-where
-    R: Row,
-    &'static str: ColumnIndex<R>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
-{
-    rows.iter()
-        .map(|row| {
-            let id: String = row
-                .try_get("id")
-                .map_err(|e| db_error("reading unfinished tasks", e))?;
-            stored_task(row, &id, None)
-        })
-        .collect()
+    s.push(")");
+    s
 }
 
 /// Reads a task with its owner from the columns `owner_tenant,
 /// owner_principal, head, history, artifacts` of a row.
-pub(crate) fn stored_task<'r, R>(
-    row: &'r R,
+pub(crate) fn stored_task(
+    row: &impl SqlRow,
     id: &str,
     history_length: Option<usize>,
-) -> A2aResult<super::StoredTask>
-where
-    R: Row,
-    &'static str: ColumnIndex<R>,
-    String: Decode<'r, R::Database> + Type<R::Database>,
-    Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
-{
-    let what = || format!("reading task {id}");
+) -> A2aResult<StoredTask> {
     let owner = Owner {
-        tenant: row
-            .try_get("owner_tenant")
-            .map_err(|e| db_error(&what(), e))?,
-        principal: row
-            .try_get("owner_principal")
-            .map_err(|e| db_error(&what(), e))?,
+        tenant: row.text("owner_tenant")?,
+        principal: row.text("owner_principal")?,
     };
-    let head: Vec<u8> = row.try_get("head").map_err(|e| db_error(&what(), e))?;
-    let history: Vec<u8> = row.try_get("history").map_err(|e| db_error(&what(), e))?;
-    let artifacts: Vec<u8> = row.try_get("artifacts").map_err(|e| db_error(&what(), e))?;
+    let head = row.blob("head")?;
+    let history = row.blob("history")?;
+    let artifacts = row.blob("artifacts")?;
     let task = decode_task(id, &head, Some(&history), Some(&artifacts), history_length)?;
-    Ok(super::StoredTask { owner, task })
+    Ok(StoredTask { owner, task })
 }
 
 /// One row of a listing page, decoded.
-pub(crate) struct PageRow {
-    pub cursor: Cursor,
-    pub task: Task,
-    pub total: i64,
+struct PageRow {
+    cursor: Cursor,
+    task: Task,
+    total: i64,
 }
 
-/// Assembles a [`super::TaskPage`] from the rows of [`page_query`] (at most
-/// one more than the page size).
-pub(crate) fn assemble_page(
-    mut rows: Vec<PageRow>,
-    page_size: usize,
-    total: usize,
-) -> super::TaskPage {
+/// Assembles a [`TaskPage`] from the rows of [`page_query`] (at most one
+/// more than the page size).
+fn assemble_page(mut rows: Vec<PageRow>, page_size: usize, total: usize) -> TaskPage {
     let next = if rows.len() > page_size && page_size > 0 {
         rows.truncate(page_size);
         rows.last().map(|r| r.cursor.clone())
@@ -489,12 +367,550 @@ pub(crate) fn assemble_page(
         rows.truncate(page_size);
         None
     };
-    super::TaskPage {
+    TaskPage {
         tasks: rows.into_iter().map(|r| r.task).collect(),
         next,
         total,
     }
 }
+
+// The statements of the task store. `$n` placeholders (see `driver.rs`).
+
+/// A new task.
+const INSERT_TASK: &str = "INSERT INTO a2a_tasks (id, context_id, owner_tenant, owner_principal, \
+     state, status_millis, has_status_time, head, history, artifacts, created_at, updated_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)";
+/// A task with its owner.
+const GET_TASK: &str = "SELECT owner_tenant, owner_principal, head, history, artifacts \
+     FROM a2a_tasks WHERE id = $1";
+/// A task as an update reads it (followed by the dialect's row lock in a
+/// transaction).
+const READ_FOR_UPDATE: &str =
+    "SELECT version, head, history, artifacts FROM a2a_tasks WHERE id = $1";
+/// The tasks an agent was at work on (`TASK_STATE_SUBMITTED` = 1,
+/// `TASK_STATE_WORKING` = 2), for crash recovery.
+const UNFINISHED: &str = "SELECT id, owner_tenant, owner_principal, head, history, artifacts \
+     FROM a2a_tasks WHERE state IN (1, 2)";
+const PUT_PUSH_CONFIG: &str = "INSERT INTO a2a_push_configs (task_id, id, config) \
+     VALUES ($1, $2, $3) ON CONFLICT (task_id, id) DO UPDATE SET config = excluded.config";
+const GET_PUSH_CONFIG: &str = "SELECT config FROM a2a_push_configs WHERE task_id = $1 AND id = $2";
+/// In the order they were added.
+const LIST_PUSH_CONFIGS: &str =
+    "SELECT id, config FROM a2a_push_configs WHERE task_id = $1 ORDER BY seq";
+const DELETE_PUSH_CONFIG: &str = "DELETE FROM a2a_push_configs WHERE task_id = $1 AND id = $2";
+
+/// The insert of a new task: [`INSERT_TASK`] with its arguments.
+pub(crate) fn insert_task<'a>(
+    sql: &'a str,
+    row: &'a TaskRow,
+    owner: &'a Owner,
+    now: i64,
+) -> Stmt<'a> {
+    Stmt::new(sql)
+        .arg(&row.id)
+        .arg(&row.context_id)
+        .arg(&owner.tenant)
+        .arg(&owner.principal)
+        .arg(row.state)
+        .arg(row.status_millis)
+        .arg(row.has_status_time)
+        .arg(&row.head)
+        .arg(&row.history)
+        .arg(&row.artifacts)
+        .arg(now)
+}
+
+/// What a store records with each task write besides the task, in the same
+/// statement (PostgreSQL's event log, for replicas), and announces once the
+/// write committed.
+pub(crate) trait EventLog<D: Dialect>: Sync {
+    /// The recorded form of a new task's first event.
+    fn created_event(&self, task: &Task) -> Vec<u8>;
+    /// The recorded form of an update's event, if it has one.
+    fn update_event(&self, task: &Task, update: &TaskUpdate) -> Option<Vec<u8>>;
+    /// The insert of a new task recording `event`: one row (`before`,
+    /// `after`).
+    fn create<'a>(
+        &'a self,
+        row: &'a TaskRow,
+        owner: &'a Owner,
+        now: i64,
+        event: &'a [u8],
+    ) -> Stmt<'a>;
+    /// The write-back of an updated task ([`update_query`]) recording
+    /// `event`: one row (`before`, `after`) when the task was written, none
+    /// on a version conflict.
+    fn write<'a>(
+        &'a self,
+        new: &'a TaskRow,
+        old: &Stored,
+        now: i64,
+        expected_version: Option<i64>,
+        event: Option<&'a [u8]>,
+    ) -> Stmt<'a>;
+    /// Announces the event recorded at `seq` (after the commit: a replica
+    /// told about an event it cannot read yet would skip it).
+    fn announce(&self, task_id: &str, seq: i64);
+}
+
+/// Where a write went in the log, from its row (`before`, `after`); the
+/// event to announce, if it recorded one.
+fn logged_span(row: &impl SqlRow) -> A2aResult<(LogSpan, Option<i64>)> {
+    let before = row.i64("before")?;
+    let after = row.opt_i64("after")?;
+    Ok((
+        LogSpan {
+            before,
+            after: after.unwrap_or(before),
+        },
+        after,
+    ))
+}
+
+/// A store without an event log (never constructed).
+pub(crate) enum NoLog {}
+
+impl<D: Dialect> EventLog<D> for NoLog {
+    fn created_event(&self, _: &Task) -> Vec<u8> {
+        match *self {}
+    }
+    fn update_event(&self, _: &Task, _: &TaskUpdate) -> Option<Vec<u8>> {
+        match *self {}
+    }
+    fn create<'a>(&'a self, _: &'a TaskRow, _: &'a Owner, _: i64, _: &'a [u8]) -> Stmt<'a> {
+        match *self {}
+    }
+    fn write<'a>(
+        &'a self,
+        _: &'a TaskRow,
+        _: &Stored,
+        _: i64,
+        _: Option<i64>,
+        _: Option<&'a [u8]>,
+    ) -> Stmt<'a> {
+        match *self {}
+    }
+    fn announce(&self, _: &str, _: i64) {
+        match *self {}
+    }
+}
+
+/// The error of a failed task store statement.
+fn fail<D: Dialect>(what: &str, e: sqlx::Error) -> A2aError {
+    D::error("task store", what, e)
+}
+
+/// The task tables of one database, and the `TaskStore` operations on
+/// them, written once for every [`Dialect`]. Writes go to `writer`, reads
+/// to `reader` (the same pool for PostgreSQL).
+#[derive(Debug, Clone)]
+pub(crate) struct Tables<D: Dialect> {
+    pub writer: D::Pool,
+    pub reader: D::Pool,
+}
+
+impl<D: Dialect> Tables<D> {
+    /// Both roles on one pool.
+    pub fn one_pool(pool: D::Pool) -> Self {
+        Self {
+            writer: pool.clone(),
+            reader: pool,
+        }
+    }
+
+    /// `TaskStore::create`, recording the task's first event in `log`.
+    pub async fn create<L: EventLog<D>>(
+        &self,
+        owner: &Owner,
+        task: Task,
+        log: Option<&L>,
+    ) -> A2aResult<Option<LogSpan>> {
+        let log = log.map(|l| (l, l.created_event(&task)));
+        let row = TaskRow::encode(task);
+        let now = now_millis();
+        let mut conn = D::on(&self.writer);
+        let written = match &log {
+            None => conn
+                .execute(insert_task(INSERT_TASK, &row, owner, now))
+                .await
+                .map(|_| None),
+            Some((l, event)) => conn.fetch_optional(l.create(&row, owner, now, event)).await,
+        };
+        match written {
+            Ok(Some(r)) => {
+                let (span, after) = logged_span(&r)?;
+                if let (Some((l, _)), Some(seq)) = (&log, after) {
+                    l.announce(&row.id, seq);
+                }
+                Ok(Some(span))
+            }
+            Ok(None) => Ok(None),
+            Err(e) if is_unique_violation(&e) => Err(duplicate(&row.id)),
+            Err(e) => Err(fail::<D>(&format!("creating task {}", row.id), e)),
+        }
+    }
+
+    /// `TaskStore::update`: reads the task without a lock, applies the
+    /// update and writes it back if its version is unchanged; on a conflict
+    /// (another process or replica, or a caller that bypasses the task
+    /// manager, which serialises the updates of a task) redoes the whole
+    /// step in a write transaction holding the row, so that no update is
+    /// lost and none starves.
+    pub async fn update<L: EventLog<D>>(
+        &self,
+        task_id: &str,
+        update: TaskUpdate,
+        log: Option<&L>,
+    ) -> A2aResult<Updated> {
+        let what = || format!("updating task {task_id}");
+        let row = D::on(&self.reader)
+            .fetch_optional(Stmt::new(READ_FOR_UPDATE).arg(task_id))
+            .await
+            .map_err(|e| fail::<D>(&what(), e))?
+            .ok_or_else(|| A2aError::task_not_found(task_id))?;
+        let old = Stored::from_row(&row)?;
+        let mut task = old.task(task_id)?;
+        let event = log.and_then(|l| l.update_event(&task, &update));
+        apply_update(&mut task, update.clone())?;
+        let state = task.state();
+        let new = TaskRow::encode(task);
+        let now = now_millis();
+        let mut conn = D::on(&self.writer);
+        match log {
+            None => {
+                let written = conn
+                    .execute(update_query("", &new, &old, now, Some(old.version), None))
+                    .await
+                    .map_err(|e| fail::<D>(&what(), e))?;
+                if written == 1 {
+                    return Ok(Updated::new(state));
+                }
+            }
+            Some(l) => {
+                // The event is recorded only if the task is written (one
+                // statement: both or neither, committed when it returns).
+                let written = conn
+                    .fetch_optional(l.write(&new, &old, now, Some(old.version), event.as_deref()))
+                    .await
+                    .map_err(|e| fail::<D>(&what(), e))?;
+                if let Some(r) = written {
+                    let (span, after) = logged_span(&r)?;
+                    if let Some(seq) = after {
+                        l.announce(task_id, seq);
+                    }
+                    return Ok(Updated::new(state).logged(span));
+                }
+            }
+        }
+        self.update_locked(task_id, update, log).await
+    }
+
+    /// Applies an update in a write transaction holding the task (the slow
+    /// path, after a conflict).
+    async fn update_locked<L: EventLog<D>>(
+        &self,
+        task_id: &str,
+        update: TaskUpdate,
+        log: Option<&L>,
+    ) -> A2aResult<Updated> {
+        let what = || format!("updating task {task_id}");
+        let mut tx = D::begin(&self.writer)
+            .await
+            .map_err(|e| fail::<D>(&what(), e))?;
+        let read = Stmt::new(format!("{READ_FOR_UPDATE}{}", D::LOCK_ROWS)).arg(task_id);
+        let row = tx
+            .fetch_optional(read)
+            .await
+            .map_err(|e| fail::<D>(&what(), e))?
+            .ok_or_else(|| A2aError::task_not_found(task_id))?;
+        let old = Stored::from_row(&row)?;
+        let mut task = old.task(task_id)?;
+        let event = log.and_then(|l| l.update_event(&task, &update));
+        apply_update(&mut task, update)?;
+        let state = task.state();
+        let new = TaskRow::encode(task);
+        let now = now_millis();
+        let logged = match log {
+            None => {
+                tx.execute(update_query("", &new, &old, now, None, None))
+                    .await
+                    .map_err(|e| fail::<D>(&what(), e))?;
+                None
+            }
+            Some(l) => {
+                let r = tx
+                    .fetch_optional(l.write(&new, &old, now, None, event.as_deref()))
+                    .await
+                    .map_err(|e| fail::<D>(&what(), e))?
+                    .ok_or_else(|| A2aError::task_not_found(task_id))?;
+                Some((l, logged_span(&r)?))
+            }
+        };
+        D::commit(tx).await.map_err(|e| fail::<D>(&what(), e))?;
+        Ok(match logged {
+            None => Updated::new(state),
+            Some((l, (span, after))) => {
+                if let Some(seq) = after {
+                    l.announce(task_id, seq);
+                }
+                Updated::new(state).logged(span)
+            }
+        })
+    }
+
+    /// `TaskStore::get`.
+    pub async fn get(
+        &self,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> A2aResult<Option<StoredTask>> {
+        let row = D::on(&self.reader)
+            .fetch_optional(Stmt::new(GET_TASK).arg(task_id))
+            .await
+            .map_err(|e| fail::<D>(&format!("reading task {task_id}"), e))?;
+        row.map(|r| stored_task(&r, task_id, history_length))
+            .transpose()
+    }
+
+    /// `TaskStore::list`: the page and the total in one statement, so
+    /// that they come from one snapshot.
+    pub async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
+        let what = "listing tasks";
+        let mut conn = D::on(&self.reader);
+        let rows = conn
+            .fetch_all(page_query::<D>(owner, query))
+            .await
+            .map_err(|e| fail::<D>(what, e))?;
+        let rows = rows
+            .iter()
+            .map(|r| page_row(r, query.history_length))
+            .collect::<A2aResult<Vec<_>>>()?;
+        let total = match rows.first() {
+            Some(r) => r.total,
+            None => match conn
+                .fetch_optional(count_query(owner, query))
+                .await
+                .map_err(|e| fail::<D>(what, e))?
+            {
+                Some(r) => r.i64("total")?,
+                None => 0,
+            },
+        };
+        Ok(assemble_page(rows, query.page_size, count(total)?))
+    }
+
+    /// `TaskStore::put_push_config`.
+    pub async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
+        let blob = encode_push(config);
+        let s = Stmt::new(PUT_PUSH_CONFIG)
+            .arg(&config.task_id)
+            .arg(&config.id)
+            .arg(&blob);
+        D::on(&self.writer).execute(s).await.map_err(|e| {
+            let what = format!(
+                "storing push-notification config {} of task {}",
+                config.id, config.task_id
+            );
+            fail::<D>(&what, e)
+        })?;
+        Ok(())
+    }
+
+    /// `TaskStore::get_push_config`.
+    pub async fn get_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> A2aResult<Option<TaskPushNotificationConfig>> {
+        let row = D::on(&self.reader)
+            .fetch_optional(Stmt::new(GET_PUSH_CONFIG).arg(task_id).arg(id))
+            .await
+            .map_err(|e| {
+                let what = format!("reading push-notification config {id} of task {task_id}");
+                fail::<D>(&what, e)
+            })?;
+        row.map(|r| decode_push(task_id, id, &r.blob("config")?))
+            .transpose()
+    }
+
+    /// `TaskStore::list_push_configs`.
+    pub async fn list_push_configs(
+        &self,
+        task_id: &str,
+    ) -> A2aResult<Vec<TaskPushNotificationConfig>> {
+        let rows = D::on(&self.reader)
+            .fetch_all(Stmt::new(LIST_PUSH_CONFIGS).arg(task_id))
+            .await
+            .map_err(|e| {
+                let what = format!("listing push-notification configs of task {task_id}");
+                fail::<D>(&what, e)
+            })?;
+        rows.iter()
+            .map(|r| decode_push(task_id, &r.text("id")?, &r.blob("config")?))
+            .collect()
+    }
+
+    /// `TaskStore::delete_push_config`.
+    pub async fn delete_push_config(&self, task_id: &str, id: &str) -> A2aResult<bool> {
+        let n = D::on(&self.writer)
+            .execute(Stmt::new(DELETE_PUSH_CONFIG).arg(task_id).arg(id))
+            .await
+            .map_err(|e| {
+                let what = format!("deleting push-notification config {id} of task {task_id}");
+                fail::<D>(&what, e)
+            })?;
+        Ok(n > 0)
+    }
+
+    /// `TaskStore::unfinished`.
+    pub async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
+        let rows = D::on(&self.reader)
+            .fetch_all(Stmt::new(UNFINISHED))
+            .await
+            .map_err(|e| fail::<D>("reading unfinished tasks", e))?;
+        rows.iter()
+            .map(|r| stored_task(r, &r.text("id")?, None))
+            .collect()
+    }
+
+    /// `TaskStore::purge_terminal_older_than`: in batches of a few hundred
+    /// tasks, each batch one transaction (rows another replica is purging
+    /// are skipped, not waited for), with the rows of [`Dialect::TASK_TABLES`];
+    /// `age` is measured by this process's clock against the time a task
+    /// last changed (when it became terminal).
+    pub async fn purge_terminal_older_than(&self, age: std::time::Duration) -> A2aResult<u64> {
+        let cutoff = purge_cutoff(age);
+        let delete_tasks = format!(
+            "DELETE FROM a2a_tasks WHERE id IN (SELECT id FROM a2a_tasks \
+             WHERE state IN {TERMINAL_STATES_SQL} AND updated_at <= $1 LIMIT $2{}) RETURNING id",
+            D::SKIP_LOCKED
+        );
+        let what = "purging terminal tasks";
+        let mut purged = 0;
+        loop {
+            let mut tx = D::begin(&self.writer)
+                .await
+                .map_err(|e| fail::<D>(what, e))?;
+            let rows = tx
+                .fetch_all(
+                    Stmt::new(delete_tasks.as_str())
+                        .arg(cutoff)
+                        .arg(PURGE_BATCH),
+                )
+                .await
+                .map_err(|e| fail::<D>(what, e))?;
+            let ids = rows
+                .iter()
+                .map(|r| r.text("id"))
+                .collect::<A2aResult<Vec<_>>>()?;
+            if !ids.is_empty() {
+                for table in D::TASK_TABLES {
+                    tx.execute(delete_of_tasks(table, &ids))
+                        .await
+                        .map_err(|e| fail::<D>(what, e))?;
+                }
+            }
+            D::commit(tx).await.map_err(|e| fail::<D>(what, e))?;
+            purged += ids.len() as u64;
+            if (ids.len() as i64) < PURGE_BATCH {
+                return Ok(purged);
+            }
+        }
+    }
+}
+
+/// Implements `TaskStore` for a store type by calling its `tables` (a
+/// [`Tables`]) with its event log `log` (an `Option<&impl EventLog>`).
+macro_rules! task_store_on_tables {
+    ($store:ty, |$s:ident| $log:expr) => {
+        #[async_trait::async_trait]
+        impl $crate::store::TaskStore for $store {
+            async fn create(
+                &self,
+                owner: &$crate::store::Owner,
+                task: agentwire_types::Task,
+            ) -> agentwire_types::A2aResult<Option<$crate::store::LogSpan>> {
+                let $s = self;
+                self.tables.create(owner, task, $log).await
+            }
+
+            async fn update(
+                &self,
+                task_id: &str,
+                update: $crate::store::TaskUpdate,
+            ) -> agentwire_types::A2aResult<$crate::store::Updated> {
+                let $s = self;
+                self.tables.update(task_id, update, $log).await
+            }
+
+            async fn get(
+                &self,
+                task_id: &str,
+                history_length: Option<usize>,
+            ) -> agentwire_types::A2aResult<Option<$crate::store::StoredTask>> {
+                self.tables.get(task_id, history_length).await
+            }
+
+            async fn list(
+                &self,
+                owner: &$crate::store::Owner,
+                query: &$crate::store::TaskQuery,
+            ) -> agentwire_types::A2aResult<$crate::store::TaskPage> {
+                self.tables.list(owner, query).await
+            }
+
+            async fn put_push_config(
+                &self,
+                config: &agentwire_types::TaskPushNotificationConfig,
+            ) -> agentwire_types::A2aResult<()> {
+                self.tables.put_push_config(config).await
+            }
+
+            async fn get_push_config(
+                &self,
+                task_id: &str,
+                id: &str,
+            ) -> agentwire_types::A2aResult<Option<agentwire_types::TaskPushNotificationConfig>>
+            {
+                self.tables.get_push_config(task_id, id).await
+            }
+
+            async fn list_push_configs(
+                &self,
+                task_id: &str,
+            ) -> agentwire_types::A2aResult<Vec<agentwire_types::TaskPushNotificationConfig>> {
+                self.tables.list_push_configs(task_id).await
+            }
+
+            async fn delete_push_config(
+                &self,
+                task_id: &str,
+                id: &str,
+            ) -> agentwire_types::A2aResult<bool> {
+                self.tables.delete_push_config(task_id, id).await
+            }
+
+            async fn unfinished(
+                &self,
+            ) -> agentwire_types::A2aResult<Vec<$crate::store::StoredTask>> {
+                self.tables.unfinished().await
+            }
+
+            /// Deletes in batches of a few hundred tasks, each batch one
+            /// transaction (rows another replica is purging are skipped,
+            /// not waited for); `age` is measured by this process's clock
+            /// against the time a task last changed (when it became
+            /// terminal).
+            async fn purge_terminal_older_than(
+                &self,
+                age: std::time::Duration,
+            ) -> agentwire_types::A2aResult<u64> {
+                self.tables.purge_terminal_older_than(age).await
+            }
+        }
+    };
+}
+pub(crate) use task_store_on_tables;
 
 /// The terminal states as SQL, computed from the state machine (for the
 /// unit test of [`TERMINAL_STATES_SQL`]).
@@ -512,6 +928,22 @@ fn terminal_list() -> String {
 mod tests {
     use super::*;
     use agentwire_types::{Artifact, Message, TaskState, TaskStatus, Timestamp};
+
+    #[test]
+    fn placeholders_first_appear_in_order() {
+        for sql in [
+            INSERT_TASK,
+            GET_TASK,
+            READ_FOR_UPDATE,
+            UNFINISHED,
+            PUT_PUSH_CONFIG,
+            GET_PUSH_CONFIG,
+            LIST_PUSH_CONFIGS,
+            DELETE_PUSH_CONFIG,
+        ] {
+            driver::assert_placeholders_in_order(sql);
+        }
+    }
 
     #[test]
     fn terminal_states_match_the_state_machine() {

@@ -1,23 +1,21 @@
-//! The PostgreSQL task store: durable tasks shared by several replicas,
-//! and the event bus that lets the replicas follow each other's tasks
+//! PostgreSQL: its [`Dialect`] (connections, transactions, row locks, the
+//! few pieces of SQL that differ, the mapping of errors), the PostgreSQL
+//! task store, durable tasks shared by several replicas, with its event
+//! log, and the event bus that lets the replicas follow each other's tasks
 //! ([`PgEventBus`], [`connect_cluster`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_types::{
-    A2aError, A2aResult, StreamResponse, Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig,
-    TaskState, TaskStatusUpdateEvent,
+    A2aError, A2aResult, StreamResponse, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent,
 };
-use async_trait::async_trait;
 use prost::Message as _;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
-use sqlx::{Postgres, QueryBuilder, Row};
 
-use crate::store::sql::{self, Stored, TaskRow};
-use crate::store::{
-    LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, Updated, apply_update,
-};
+use crate::store::sql::driver::{self, Dialect, Stmt};
+use crate::store::sql::{self, EventLog, Stored, Tables, TaskRow};
+use crate::store::{Owner, TaskUpdate};
 
 #[doc(hidden)]
 pub mod testing;
@@ -37,6 +35,48 @@ const MAX_REPLICA_ID: usize = 128;
 
 /// Connections of the pool made by [`PostgresStore::connect`].
 const DEFAULT_CONNECTIONS: u32 = 16;
+
+/// The PostgreSQL dialect.
+#[derive(Debug, Clone)]
+pub(crate) struct Pg;
+
+driver::sqlx_driver!(sqlx::Postgres, PgRow, PgPool);
+
+impl Dialect for Pg {
+    type Row = PgRow;
+    type Pool = PgPool;
+    type On<'p> = &'p PgPool;
+    type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
+
+    // Several replicas write at once: a transaction locks the rows it goes
+    // on to update, and a purge or a claim skips the rows another one holds.
+    const LOCK_ROWS: &'static str = " FOR UPDATE";
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+    const NULL_BLOB: &'static str = "NULL::bytea";
+    const FALSE: &'static str = "false";
+    const TASK_TABLES: &'static [&'static str] = &["a2a_push_configs", "a2a_task_events"];
+
+    fn on(pool: &PgPool) -> &PgPool {
+        pool
+    }
+
+    async fn begin(pool: &PgPool) -> Result<Self::Tx, sqlx::Error> {
+        pool.begin().await
+    }
+
+    async fn commit(tx: Self::Tx) -> Result<(), sqlx::Error> {
+        tx.commit().await
+    }
+
+    fn error(area: &str, what: &str, e: sqlx::Error) -> A2aError {
+        driver::internal_error(area, what, &e)
+    }
+}
+
+/// The error of a failed task store statement (for the event bus).
+pub(crate) fn db_error(what: &str, e: sqlx::Error) -> A2aError {
+    Pg::error("task store", what, e)
+}
 
 /// A [`TaskStore`] in PostgreSQL, for running several replicas of a server
 /// behind a load balancer: every replica sees every task.
@@ -76,7 +116,7 @@ const DEFAULT_CONNECTIONS: u32 = 16;
 /// ```
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
-    pool: PgPool,
+    tables: Tables<Pg>,
     /// With an event log: this replica's id (the events' origin).
     pub(crate) log: Option<Arc<str>>,
     /// With an event log: announces the written events.
@@ -172,7 +212,7 @@ impl PostgresStore {
         let pool = pool
             .connect_with(options)
             .await
-            .map_err(|e| sql::db_error("connecting to PostgreSQL", e))?;
+            .map_err(|e| db_error("connecting to PostgreSQL", e))?;
         Self::from_pool(pool).await
     }
 
@@ -186,7 +226,7 @@ impl PostgresStore {
             A2aError::internal(format!("task store: migrating the PostgreSQL schema: {e}"))
         })?;
         Ok(Self {
-            pool,
+            tables: Tables::one_pool(pool),
             log: None,
             announcer: None,
         })
@@ -194,7 +234,7 @@ impl PostgresStore {
 
     /// The connection pool.
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        &self.tables.writer
     }
 
     /// Records every write's event in the event log (`a2a_task_events`),
@@ -214,7 +254,7 @@ impl PostgresStore {
         }
         let origin: Arc<str> = Arc::from(replica_id);
         self.announcer = Some(Arc::new(Announcer {
-            pool: self.pool.clone(),
+            pool: self.pool().clone(),
             origin: Arc::clone(&origin),
             tx: parking_lot::Mutex::new(None),
         }));
@@ -242,144 +282,15 @@ impl PostgresStore {
             )
             .bind(cutoff)
             .bind(EVENT_PURGE_BATCH)
-            .execute(&self.pool)
+            .execute(self.pool())
             .await
-            .map_err(|e| sql::db_error(what, e))?
+            .map_err(|e| db_error(what, e))?
             .rows_affected();
             purged += n;
             if n < EVENT_PURGE_BATCH as u64 {
                 return Ok(purged);
             }
         }
-    }
-
-    /// The statement writing back an updated task (`expected_version`:
-    /// only if unchanged since it was read). It returns one row when the
-    /// task was written (none on a version conflict); with an event log it
-    /// also records and announces `event`, and the row says where
-    /// (`before`, `after`).
-    fn write_query<'a>(
-        &'a self,
-        new: &'a TaskRow,
-        old: &Stored,
-        expected_version: Option<i64>,
-        event: Option<&'a [u8]>,
-    ) -> QueryBuilder<'a, Postgres> {
-        let now = sql::now_millis();
-        let Some(origin) = self.log.as_deref() else {
-            let mut qb = sql::update_query(new, old, now, expected_version);
-            qb.push(" RETURNING version");
-            return qb;
-        };
-        let mut qb =
-            sql::update_query_after("WITH u AS (", new, old, now, expected_version, Some(origin));
-        qb.push(" RETURNING id)");
-        let before = |qb: &mut QueryBuilder<'a, Postgres>| {
-            qb.push(
-                "(SELECT COALESCE(max(s.seq), 0) FROM a2a_task_events s \
-                 WHERE s.task_id = ",
-            )
-            .push_bind(new.id.as_str())
-            .push(") AS before");
-        };
-        match event {
-            Some(bytes) => {
-                qb.push(
-                    ", e AS (INSERT INTO a2a_task_events (task_id, origin, event, created_at) \
-                     SELECT id, ",
-                )
-                .push_bind(origin)
-                .push(", ")
-                .push_bind(bytes)
-                .push(", ")
-                .push_bind(now)
-                .push(" FROM u RETURNING seq, task_id) SELECT ");
-                before(&mut qb);
-                qb.push(", e.seq AS after FROM e");
-            }
-            None => {
-                qb.push(" SELECT ");
-                before(&mut qb);
-                qb.push(", NULL::bigint AS after FROM u");
-            }
-        }
-        qb
-    }
-
-    /// Where a write went in the log, from a row of [`Self::write_query`].
-    fn span(&self, row: &PgRow, task_id: &str) -> A2aResult<Option<LogSpan>> {
-        if self.log.is_none() {
-            return Ok(None);
-        }
-        let what = || format!("updating task {task_id}");
-        let before: i64 = row
-            .try_get("before")
-            .map_err(|e| sql::db_error(&what(), e))?;
-        let after: Option<i64> = row
-            .try_get("after")
-            .map_err(|e| sql::db_error(&what(), e))?;
-        Ok(Some(LogSpan {
-            before,
-            after: after.unwrap_or(before),
-        }))
-    }
-
-    /// Announces the event a row of [`Self::write_query`] recorded, if any.
-    /// Only once its transaction committed: a replica told about an event
-    /// it cannot read yet would skip it.
-    fn announce_written(&self, row: &PgRow, task_id: &str) {
-        let Some(a) = &self.announcer else {
-            return;
-        };
-        if let Ok(Some(seq)) = row.try_get::<Option<i64>, _>("after") {
-            a.announce(task_id, seq);
-        }
-    }
-
-    /// The logged form of an update's event (`None` without an event log,
-    /// or for an update that has no event).
-    fn logged_event(&self, task: &Task, update: &TaskUpdate) -> Option<Vec<u8>> {
-        self.log.as_ref()?;
-        update_event(task, update).map(|e| e.encode_to_vec())
-    }
-
-    /// Applies an update holding the task's row lock (the slow path, after a
-    /// conflict).
-    async fn update_locked(
-        &self,
-        task_id: &str,
-        update: TaskUpdate,
-    ) -> A2aResult<(TaskState, Option<LogSpan>)> {
-        let what = || format!("updating task {task_id}");
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(|e| sql::db_error(&what(), e))?;
-        let row = sqlx::query(
-            "SELECT version, head, history, artifacts FROM a2a_tasks WHERE id = $1 FOR UPDATE",
-        )
-        .bind(task_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(|e| sql::db_error(&what(), e))?
-        .ok_or_else(|| A2aError::task_not_found(task_id))?;
-        let old = Stored::from_row(&row, task_id)?;
-        let mut task = old.task(task_id)?;
-        let event = self.logged_event(&task, &update);
-        apply_update(&mut task, update)?;
-        let state = task.state();
-        let new = TaskRow::encode(task);
-        let row = self
-            .write_query(&new, &old, None, event.as_deref())
-            .build()
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(|e| sql::db_error(&what(), e))?;
-        let span = self.span(&row, task_id)?;
-        tx.commit().await.map_err(|e| sql::db_error(&what(), e))?;
-        self.announce_written(&row, task_id);
-        Ok((state, span))
     }
 }
 
@@ -429,288 +340,86 @@ fn notifiable(task_id: &str, origin: &str) -> bool {
     fits
 }
 
-/// The outcome of an update, with its place in the event log if it has one.
-fn updated(state: TaskState, span: Option<LogSpan>) -> Updated {
-    match span {
-        Some(span) => Updated::new(state).logged(span),
-        None => Updated::new(state),
-    }
-}
-
 /// How many logged events one purge statement deletes at most.
 const EVENT_PURGE_BATCH: i64 = 5000;
 
-#[async_trait]
-impl TaskStore for PostgresStore {
-    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
-        const INSERT: &str = "INSERT INTO a2a_tasks (id, context_id, owner_tenant, \
-             owner_principal, state, status_millis, has_status_time, head, history, artifacts, \
-             created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)";
-        // With the log, the row also names its writer ($12, the origin).
-        const INSERT_LOGGED: &str = "INSERT INTO a2a_tasks (id, context_id, owner_tenant, \
-             owner_principal, state, status_millis, has_status_time, head, history, artifacts, \
-             created_at, updated_at, writer) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)";
-        // With an event log, the task's first event (the task itself) is
-        // recorded in the same statement (and announced once committed).
-        let logged = self.log.as_deref().map(|origin| {
-            let event = StreamResponse::from(task.clone()).encode_to_vec();
-            let statement = format!(
-                "WITH t AS ({INSERT_LOGGED} RETURNING id), e AS (INSERT INTO a2a_task_events \
-                 (task_id, origin, event, created_at) SELECT id, $12, $13, $11 FROM t \
-                 RETURNING seq, task_id) SELECT e.seq AS after FROM e"
-            );
-            (statement, origin, event)
-        });
-        let row = TaskRow::encode(task);
-        let now = sql::now_millis();
-        let query = match &logged {
-            Some((statement, _, _)) => sqlx::query(statement),
-            None => sqlx::query(INSERT),
-        };
-        let query = query
-            .bind(&row.id)
-            .bind(&row.context_id)
-            .bind(&owner.tenant)
-            .bind(&owner.principal)
-            .bind(row.state)
-            .bind(row.status_millis)
-            .bind(row.has_status_time)
-            .bind(&row.head)
-            .bind(&row.history)
-            .bind(&row.artifacts)
-            .bind(now);
-        let query = match &logged {
-            Some((_, origin, event)) => query.bind(*origin).bind(event.as_slice()),
-            None => query,
-        };
-        let what = || format!("creating task {}", row.id);
-        let result = match &logged {
-            Some(_) => query.fetch_optional(&self.pool).await,
-            None => query.execute(&self.pool).await.map(|_| None),
-        };
-        match result {
-            Ok(None) => Ok(None),
-            Ok(Some(written)) => {
-                let after: i64 = written
-                    .try_get("after")
-                    .map_err(|e| sql::db_error(&what(), e))?;
-                if let Some(a) = &self.announcer {
-                    a.announce(&row.id, after);
-                }
-                Ok(Some(LogSpan { before: 0, after }))
-            }
-            Err(e) if sql::is_unique_violation(&e) => Err(sql::duplicate(&row.id)),
-            Err(e) => Err(sql::db_error(&what(), e)),
-        }
+/// The event log: each task write records its event in the same statement
+/// and announces it once committed.
+impl EventLog<Pg> for Announcer {
+    fn created_event(&self, task: &Task) -> Vec<u8> {
+        StreamResponse::from(task.clone()).encode_to_vec()
     }
 
-    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
-        // Fast path (two round trips, no transaction): read, apply, write
-        // back if the version is unchanged. Within a replica the runtime
-        // serialises the updates of a task, so a conflict needs another
-        // replica (or a caller bypassing the runtime); the slow path then
-        // redoes the step under the row lock.
-        let what = || format!("updating task {task_id}");
-        let row =
-            sqlx::query("SELECT version, head, history, artifacts FROM a2a_tasks WHERE id = $1")
-                .bind(task_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| sql::db_error(&what(), e))?
-                .ok_or_else(|| A2aError::task_not_found(task_id))?;
-        let old = Stored::from_row(&row, task_id)?;
-        let mut task = old.task(task_id)?;
-        let event = self.logged_event(&task, &update);
-        apply_update(&mut task, update.clone())?;
-        let state = task.state();
-        let new = TaskRow::encode(task);
-        // With an event log, the event is recorded only if the task is
-        // written (one statement: both or neither).
-        let written = self
-            .write_query(&new, &old, Some(old.version), event.as_deref())
-            .build()
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| sql::db_error(&what(), e))?;
-        if let Some(row) = written {
-            // One statement: committed when it returns.
-            let span = self.span(&row, task_id)?;
-            self.announce_written(&row, task_id);
-            return Ok(updated(state, span));
-        }
-        let (state, span) = self.update_locked(task_id, update).await?;
-        Ok(updated(state, span))
+    fn update_event(&self, task: &Task, update: &TaskUpdate) -> Option<Vec<u8>> {
+        update_event(task, update).map(|e| e.encode_to_vec())
     }
 
-    async fn get(
-        &self,
-        task_id: &str,
-        history_length: Option<usize>,
-    ) -> A2aResult<Option<StoredTask>> {
-        let what = || format!("reading task {task_id}");
-        let Some(row) = sqlx::query(
-            "SELECT owner_tenant, owner_principal, head, history, artifacts \
-             FROM a2a_tasks WHERE id = $1",
-        )
-        .bind(task_id)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| sql::db_error(&what(), e))?
-        else {
-            return Ok(None);
-        };
-        sql::stored_task(&row, task_id, history_length).map(Some)
+    fn create<'a>(
+        &'a self,
+        row: &'a TaskRow,
+        owner: &'a Owner,
+        now: i64,
+        event: &'a [u8],
+    ) -> Stmt<'a> {
+        // The row also names its writer ($12, the origin).
+        const STATEMENT: &str = "WITH t AS (INSERT INTO a2a_tasks (id, context_id, \
+             owner_tenant, owner_principal, state, status_millis, has_status_time, head, \
+             history, artifacts, created_at, updated_at, writer) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12) RETURNING id), \
+             e AS (INSERT INTO a2a_task_events (task_id, origin, event, created_at) \
+             SELECT id, $12, $13, $11 FROM t RETURNING seq, task_id) \
+             SELECT 0::bigint AS before, e.seq AS after FROM e";
+        sql::insert_task(STATEMENT, row, owner, now)
+            .arg(&*self.origin)
+            .arg(event)
     }
 
-    async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
-        let what = "listing tasks";
-        // One statement, so the page and the total come from one snapshot.
-        let rows = sql::page_query::<sqlx::Postgres>(owner, query, "NULL::bytea")
-            .build()
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| sql::db_error(what, e))?;
-        let rows = rows
-            .iter()
-            .map(|r| sql::page_row(r, query.history_length))
-            .collect::<A2aResult<Vec<_>>>()?;
-        let total = match rows.first() {
-            Some(r) => r.total,
-            None => sql::count_query::<sqlx::Postgres>(owner, query)
-                .build_query_scalar::<i64>()
-                .fetch_one(&self.pool)
-                .await
-                .map_err(|e| sql::db_error(what, e))?,
-        };
-        Ok(sql::assemble_page(
-            rows,
-            query.page_size,
-            sql::count(total)?,
-        ))
-    }
-
-    async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
-        sqlx::query(
-            "INSERT INTO a2a_push_configs (task_id, id, config) VALUES ($1, $2, $3) \
-             ON CONFLICT (task_id, id) DO UPDATE SET config = excluded.config",
-        )
-        .bind(&config.task_id)
-        .bind(&config.id)
-        .bind(sql::encode_push(config))
-        .execute(&self.pool)
-        .await
-        .map_err(|e| {
-            sql::db_error(
-                &format!(
-                    "storing push-notification config {} of task {}",
-                    config.id, config.task_id
-                ),
-                e,
+    fn write<'a>(
+        &'a self,
+        new: &'a TaskRow,
+        old: &Stored,
+        now: i64,
+        expected_version: Option<i64>,
+        event: Option<&'a [u8]>,
+    ) -> Stmt<'a> {
+        let origin = &*self.origin;
+        let mut s = sql::update_query("WITH u AS (", new, old, now, expected_version, Some(origin));
+        s.push(" RETURNING id)");
+        let before = |s: &mut Stmt<'a>| {
+            s.push(
+                "(SELECT COALESCE(max(s.seq), 0) FROM a2a_task_events s \
+                 WHERE s.task_id = ",
             )
-        })?;
-        Ok(())
-    }
-
-    async fn get_push_config(
-        &self,
-        task_id: &str,
-        id: &str,
-    ) -> A2aResult<Option<TaskPushNotificationConfig>> {
-        let what = || format!("reading push-notification config {id} of task {task_id}");
-        let bytes: Option<Vec<u8>> = sqlx::query_scalar(
-            "SELECT config FROM a2a_push_configs WHERE task_id = $1 AND id = $2",
-        )
-        .bind(task_id)
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| sql::db_error(&what(), e))?;
-        bytes.map(|b| sql::decode_push(task_id, id, &b)).transpose()
-    }
-
-    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<TaskPushNotificationConfig>> {
-        let what = || format!("listing push-notification configs of task {task_id}");
-        let rows: Vec<(String, Vec<u8>)> = sqlx::query_as(
-            "SELECT id, config FROM a2a_push_configs WHERE task_id = $1 ORDER BY seq",
-        )
-        .bind(task_id)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| sql::db_error(&what(), e))?;
-        rows.iter()
-            .map(|(id, b)| sql::decode_push(task_id, id, b))
-            .collect()
-    }
-
-    async fn delete_push_config(&self, task_id: &str, id: &str) -> A2aResult<bool> {
-        let n = sqlx::query("DELETE FROM a2a_push_configs WHERE task_id = $1 AND id = $2")
-            .bind(task_id)
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| {
-                sql::db_error(
-                    &format!("deleting push-notification config {id} of task {task_id}"),
-                    e,
+            .bind(new.id.as_str())
+            .push(") AS before");
+        };
+        match event {
+            Some(bytes) => {
+                s.push(
+                    ", e AS (INSERT INTO a2a_task_events (task_id, origin, event, created_at) \
+                     SELECT id, ",
                 )
-            })?
-            .rows_affected();
-        Ok(n > 0)
-    }
-
-    async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
-        let rows = sqlx::query(sql::UNFINISHED_SQL)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| sql::db_error("reading unfinished tasks", e))?;
-        sql::unfinished_tasks(&rows)
-    }
-
-    /// Deletes in batches of a few hundred tasks, each batch one
-    /// transaction (rows another replica is purging are skipped, not
-    /// waited for); `age` is measured by this replica's clock against the
-    /// time a task last changed (when it became terminal). The tasks'
-    /// logged events go with them.
-    async fn purge_terminal_older_than(&self, age: Duration) -> A2aResult<u64> {
-        let cutoff = sql::purge_cutoff(age);
-        let delete_tasks = format!(
-            "DELETE FROM a2a_tasks WHERE id IN (SELECT id FROM a2a_tasks \
-             WHERE state IN {} AND updated_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING id",
-            sql::TERMINAL_STATES_SQL
-        );
-        let what = "purging terminal tasks";
-        let mut purged = 0;
-        loop {
-            let mut tx = self
-                .pool
-                .begin()
-                .await
-                .map_err(|e| sql::db_error(what, e))?;
-            let ids: Vec<String> = sqlx::query_scalar(&delete_tasks)
-                .bind(cutoff)
-                .bind(sql::PURGE_BATCH)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(|e| sql::db_error(what, e))?;
-            if !ids.is_empty() {
-                sql::delete_push_query::<sqlx::Postgres>(&ids)
-                    .build()
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| sql::db_error(what, e))?;
-                sqlx::query("DELETE FROM a2a_task_events WHERE task_id = ANY($1)")
-                    .bind(&ids)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| sql::db_error(what, e))?;
+                .bind(origin)
+                .push(", ")
+                .bind(bytes)
+                .push(", ")
+                .bind(now)
+                .push(" FROM u RETURNING seq, task_id) SELECT ");
+                before(&mut s);
+                s.push(", e.seq AS after FROM e");
             }
-            tx.commit().await.map_err(|e| sql::db_error(what, e))?;
-            purged += ids.len() as u64;
-            if (ids.len() as i64) < sql::PURGE_BATCH {
-                return Ok(purged);
+            None => {
+                s.push(" SELECT ");
+                before(&mut s);
+                s.push(", NULL::bigint AS after FROM u");
             }
         }
+        s
+    }
+
+    fn announce(&self, task_id: &str, seq: i64) {
+        Announcer::announce(self, task_id, seq);
     }
 }
+
+sql::task_store_on_tables!(PostgresStore, |s| s.announcer.as_deref());
