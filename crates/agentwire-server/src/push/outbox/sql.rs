@@ -59,7 +59,7 @@ const PENDING: &str = "SELECT COUNT(*) AS n FROM a2a_push_outbox";
 
 /// Leases the streams with something due that nobody holds, earliest due
 /// first: `$1` now, `$2` how many, `$3` the owner, `$4` until when.
-fn lease_sql<D: Dialect>() -> String {
+pub(super) fn lease_sql<D: Dialect>() -> String {
     format!(
         "WITH picked AS (SELECT task_id AS picked_task, config_id AS picked_config \
            FROM a2a_push_streams \
@@ -75,7 +75,7 @@ fn lease_sql<D: Dialect>() -> String {
 
 /// When the earliest stream that waits (for its due time or for a lease to
 /// expire) can be leased: `$1` now.
-fn next_due_sql<D: Dialect>() -> String {
+pub(super) fn next_due_sql<D: Dialect>() -> String {
     format!(
         "SELECT MIN(CASE WHEN due_ms > lease_until THEN due_ms ELSE lease_until END) \
            AS next_due FROM a2a_push_streams \

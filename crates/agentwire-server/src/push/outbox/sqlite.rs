@@ -141,4 +141,91 @@ mod tests {
         drop(outbox);
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// Rows as the outbox wrote them before its statements were shared
+    /// with PostgreSQL's (flags as the integers 0 and 1) read as before.
+    #[tokio::test]
+    async fn reads_rows_written_by_the_earlier_statements() {
+        use prost::Message as _;
+        let outbox = SqliteOutbox::in_memory().await.unwrap();
+        let cfg = TaskPushNotificationConfig {
+            id: "c".into(),
+            task_id: "t".into(),
+            url: "http://127.0.0.1:9/".into(),
+            ..Default::default()
+        };
+        let pool = &outbox.sql.pool;
+        sqlx::query(
+            "INSERT INTO a2a_push_streams (task_id, config_id, config, next_seq, failing, pending) \
+             VALUES ('t', 'c', ?, 2, 0, 1)",
+        )
+        .bind(cfg.encode_to_vec())
+        .execute(pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO a2a_push_outbox (task_id, config_id, seq, id, body, is_final, created_ms) \
+             VALUES ('t', 'c', 1, 'n1', x'6f6e65', 1, 0)",
+        )
+        .execute(pool)
+        .await
+        .unwrap();
+        let l = outbox.lease("w", now_ms(), 1000, 10).await.unwrap();
+        assert_eq!(l.items.len(), 1);
+        let n = &l.items[0];
+        assert_eq!((n.seq, n.id.as_str(), n.is_final), (1, "n1", true));
+        assert_eq!(n.body, "one");
+        assert_eq!(n.config, cfg);
+        assert_eq!(outbox.ack("w", n, now_ms(), 1000).await.unwrap(), None);
+        assert_eq!(outbox.pending().await.unwrap(), 0);
+        let streams: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM a2a_push_streams")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        assert_eq!(
+            streams, 0,
+            "a stream whose final notification went is forgotten"
+        );
+        // A failing stream as written then (failing = 1) takes nothing.
+        sqlx::query(
+            "INSERT INTO a2a_push_streams (task_id, config_id, config, failing) \
+             VALUES ('t', 'c', x'', 1)",
+        )
+        .execute(pool)
+        .await
+        .unwrap();
+        outbox
+            .enqueue("t", std::slice::from_ref(&cfg), Bytes::from("x"), false)
+            .await
+            .unwrap();
+        assert_eq!(outbox.pending().await.unwrap(), 0);
+    }
+
+    /// Claiming due streams uses the partial index of the streams with
+    /// something to deliver (SQLite uses one only when the query repeats
+    /// its condition to the letter: `failing = 0`).
+    #[tokio::test]
+    async fn leasing_uses_the_index_of_due_streams() {
+        let outbox = SqliteOutbox::in_memory().await.unwrap();
+        let lease = super::super::sql::lease_sql::<Sqlite>();
+        let next_due = super::super::sql::next_due_sql::<Sqlite>();
+        for (sql, args) in [(lease, 4), (next_due, 1)] {
+            let explain = format!("EXPLAIN QUERY PLAN {sql}");
+            let mut q = sqlx::query(&explain);
+            for _ in 0..args {
+                q = q.bind(0i64);
+            }
+            let plan: Vec<String> = q
+                .fetch_all(&outbox.sql.pool)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| sqlx::Row::get::<String, _>(r, "detail"))
+                .collect();
+            assert!(
+                plan.iter().any(|d| d.contains("a2a_push_streams_due")),
+                "{plan:?} for {sql}"
+            );
+        }
+    }
 }
