@@ -309,19 +309,6 @@ macro_rules! sqlx_driver {
 }
 pub(crate) use sqlx_driver;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bound_placeholders_are_numbered_in_order() {
-        let mut s = Stmt::new("SELECT 1 WHERE a = ");
-        s.bind("x").push(" AND b = ").bind(2i64);
-        assert_eq!(s.sql(), "SELECT 1 WHERE a = $1 AND b = $2");
-        assert_eq!(s.args(), &[Arg::Text("x"), Arg::I64(2)]);
-    }
-}
-
 /// Checks that the placeholders of a statement first appear in increasing
 /// order, each one after the one before (binding by position then agrees
 /// with binding by name).
@@ -343,5 +330,18 @@ pub(crate) fn assert_placeholders_in_order(sql: &str) {
             i += digits.len();
         }
         i += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bound_placeholders_are_numbered_in_order() {
+        let mut s = Stmt::new("SELECT 1 WHERE a = ");
+        s.bind("x").push(" AND b = ").bind(2i64);
+        assert_eq!(s.sql(), "SELECT 1 WHERE a = $1 AND b = $2");
+        assert_eq!(s.args(), &[Arg::Text("x"), Arg::I64(2)]);
     }
 }

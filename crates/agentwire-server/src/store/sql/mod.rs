@@ -468,8 +468,10 @@ fn logged_span(row: &impl SqlRow) -> A2aResult<(LogSpan, Option<i64>)> {
 }
 
 /// A store without an event log (never constructed).
+#[cfg(feature = "sqlite")]
 pub(crate) enum NoLog {}
 
+#[cfg(feature = "sqlite")]
 impl<D: Dialect> EventLog<D> for NoLog {
     fn created_event(&self, _: &Task) -> Vec<u8> {
         match *self {}
