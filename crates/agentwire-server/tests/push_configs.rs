@@ -30,8 +30,7 @@ over_all_bindings!(
 
 /// An echo agent that sends push notifications, loopback webhooks allowed.
 async fn push_server() -> ServerHandle {
-    start_server(A2aServer::new(echo_card(), Echo).push(PushConfig::new().allow_loopback()))
-        .await
+    start_server(A2aServer::new(echo_card(), Echo).push(PushConfig::new().allow_loopback())).await
 }
 
 /// A loopback URL nobody listens on (the configs of these tests are only
@@ -301,8 +300,7 @@ async fn invalid_configs(b: Binding) {
 
 async fn private_webhooks_are_refused(b: Binding) {
     // The default policy: no allow-list at all.
-    let server =
-        start_server(A2aServer::new(echo_card(), Echo).push(PushConfig::new())).await;
+    let server = start_server(A2aServer::new(echo_card(), Echo).push(PushConfig::new())).await;
     let c = client(&server, b).await;
     let t = task_id(&c, b).await;
     for (url, why) in [
@@ -348,10 +346,9 @@ async fn allow_listed_private_network(b: Binding) {
     // An operator allow-lists a private network: configs pointing there are
     // accepted (the task is finished: nothing is ever sent to it).
     let policy = UrlPolicy::new().allow_net("10.20.0.0/16");
-    let server = start_server(
-        A2aServer::new(echo_card(), Echo).push(PushConfig::new().url_policy(policy)),
-    )
-    .await;
+    let server =
+        start_server(A2aServer::new(echo_card(), Echo).push(PushConfig::new().url_policy(policy)))
+            .await;
     let c = client(&server, b).await;
     let t = task_id(&c, b).await;
     create(&c, b, config(&t, "", "http://10.20.1.2/hook"))

@@ -422,10 +422,7 @@ async fn error_codes_follow_the_spec_table(b: Binding) {
 
 /// The server every bad-input test talks to: small body limit.
 async fn small_server() -> ServerHandle {
-    start_server(
-        A2aServer::new(scripted_card(), Scripted::default()).max_body_bytes(4096),
-    )
-    .await
+    start_server(A2aServer::new(scripted_card(), Scripted::default()).max_body_bytes(4096)).await
 }
 
 /// Invalid `SendMessage` params, each with what it is (all must be refused
@@ -1119,11 +1116,7 @@ async fn grpc_bad_input(server: &ServerHandle, task: &str, unknown: &str) {
 /// serving; bodies far larger than the buffer pass through it whole.
 #[tokio::test]
 async fn request_heads_are_capped_and_bodies_are_not() {
-    let server = start_server(A2aServer::new(
-        scripted_card(),
-        Scripted::default(),
-    ))
-    .await;
+    let server = start_server(A2aServer::new(scripted_card(), Scripted::default())).await;
     let http = raw_http();
     let url = format!("{}/", server.base_url());
     let send = |text: String| {

@@ -64,9 +64,15 @@ const SCRIPTS: &[(&str, Script)] = &[
     ("tck-message-response", Script::MessageResponse),
     ("tck-input-required", Script::InputRequired),
     ("tck-reject-task", Script::Reject),
-    ("tck-stream-001", Script::StreamText("Stream hello from TCK")),
+    (
+        "tck-stream-001",
+        Script::StreamText("Stream hello from TCK"),
+    ),
     ("tck-stream-002", Script::StreamCompletedOnly),
-    ("tck-stream-003", Script::StreamText("Stream task lifecycle")),
+    (
+        "tck-stream-003",
+        Script::StreamText("Stream task lifecycle"),
+    ),
     (
         "tck-stream-ordering-001",
         Script::StreamText("Ordered output"),
