@@ -1,7 +1,7 @@
 //! Two `a2a serve` processes (replicas) sharing one PostgreSQL database: a
 //! task started on one is followed, continued and canceled on the other,
 //! and every subscriber sees exactly the events of the task, once, in
-//! order. (`crates/agentwire-agents/tests/cluster.rs` has the same with two
+//! order. (`crates/agentwire-server/tests/cluster.rs` has the same with two
 //! servers in one process, and more.)
 //!
 //! Runs when `A2A_TEST_POSTGRES_URL` names a database (`bash .ci/postgres

@@ -17,7 +17,6 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentwire_agents::conformance::{self, ConformanceAgent};
 use agentwire_client::{Binding, Client, EventStream, Transport};
 use agentwire_server::store::postgres::connect_cluster;
 use agentwire_server::store::postgres::testing::TestSchema;
@@ -28,6 +27,7 @@ use agentwire_types::{
     AgentCard, Artifact, Message, SendMessageConfiguration, SendMessageRequest, StreamResponse,
     Task, TaskPushNotificationConfig, TaskState, new_id, stream_response,
 };
+use common::agents::{Scripted, scripted_card};
 use common::*;
 use tokio::sync::watch;
 
@@ -188,12 +188,12 @@ impl Replicas {
         })
     }
 
-    /// The long-running conformance agent on both replicas.
+    /// The long-running scripted agent on both replicas.
     async fn long_running() -> Option<Self> {
         Self::start(
-            conformance::card(),
-            ConformanceAgent {
-                streaming_timeout: LONG_RUN,
+            scripted_card(),
+            Scripted {
+                long_work: 2 * LONG_RUN,
             },
         )
         .await
@@ -324,7 +324,7 @@ over_all_bindings!(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: set A2A_TEST_POSTGRES_URL (bash .ci/postgres start)"]
 async fn input_required_continues_on_the_other_replica() {
-    let Some(r) = Replicas::start(conformance::card(), ConformanceAgent::default()).await else {
+    let Some(r) = Replicas::start(scripted_card(), Scripted::default()).await else {
         return;
     };
     let b = Binding::JsonRpc;

@@ -11,7 +11,7 @@
 //! - a name resolving to a refused address is refused at delivery time too.
 //!
 //! Plus an ignored test printing figures (notifications per second, added
-//! latency over streaming): `cargo test -p agentwire-agents --release --test
+//! latency over streaming): `cargo test -p agentwire-server --release --test
 //! push_delivery -- --ignored --nocapture`.
 
 // The binding macro of `common` is not used here.

@@ -8,13 +8,13 @@
 #[macro_use]
 mod common;
 
-use agentwire_agents::conformance::{self, ConformanceAgent};
 use agentwire_client::{Binding, Client};
 use agentwire_server::{A2aServer, ServerHandle};
 use agentwire_types::{
     CancelTaskRequest, ErrorKind, GetTaskPushNotificationConfigRequest, GetTaskRequest, Message,
     Part, Role, SendMessageRequest, SubscribeToTaskRequest, Task, TaskState, new_id,
 };
+use common::agents::{Scripted, scripted_card};
 use common::*;
 use prost::Message as _;
 use reqwest::Method;
@@ -37,7 +37,7 @@ fn send_params(message: Value) -> Value {
     json!({ "message": message })
 }
 
-/// A valid message object with a conformance prefix.
+/// A valid message object with a scripted agent's prefix.
 fn message_json(prefix: &str) -> Value {
     json!({
         "messageId": format!("{prefix}-{}", new_id()),
@@ -49,7 +49,7 @@ fn message_json(prefix: &str) -> Value {
 // ----- 12. A2A-Version ------------------------------------------------------------
 
 async fn version_is_required(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let send = send_params(message_json("tck-complete-task"));
     match b {
         Binding::JsonRpc => {
@@ -204,7 +204,7 @@ async fn version_is_required(b: Binding) {
 
 // ----- spec 5.4: the error code table, on the wire -------------------------------
 
-/// How to provoke each A2A error the conformance agent can produce.
+/// How to provoke each A2A error the scripted agent's server can produce.
 #[derive(Debug, Clone, Copy)]
 enum Provoke {
     GetUnknownTask,
@@ -274,7 +274,7 @@ fn code_name(code: Code) -> &'static str {
 }
 
 async fn error_codes_follow_the_spec_table(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let done = send_task(&c, b, msg("tck-complete-task")).await.id;
     let unknown = new_id();
@@ -422,10 +422,7 @@ async fn error_codes_follow_the_spec_table(b: Binding) {
 
 /// The server every bad-input test talks to: small body limit.
 async fn small_server() -> ServerHandle {
-    start_server(
-        A2aServer::new(conformance::card(), ConformanceAgent::default()).max_body_bytes(4096),
-    )
-    .await
+    start_server(A2aServer::new(scripted_card(), Scripted::default()).max_body_bytes(4096)).await
 }
 
 /// Invalid `SendMessage` params, each with what it is (all must be refused
@@ -1119,11 +1116,7 @@ async fn grpc_bad_input(server: &ServerHandle, task: &str, unknown: &str) {
 /// serving; bodies far larger than the buffer pass through it whole.
 #[tokio::test]
 async fn request_heads_are_capped_and_bodies_are_not() {
-    let server = start_server(A2aServer::new(
-        conformance::card(),
-        ConformanceAgent::default(),
-    ))
-    .await;
+    let server = start_server(A2aServer::new(scripted_card(), Scripted::default())).await;
     let http = raw_http();
     let url = format!("{}/", server.base_url());
     let send = |text: String| {

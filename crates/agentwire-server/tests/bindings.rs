@@ -56,7 +56,7 @@ over_all_bindings!(
 // ----- 1. card discovery ----------------------------------------------------
 
 async fn card_discovery(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let base = server.base_url();
     let card = within(
         format!("[{b}] card"),
@@ -122,7 +122,7 @@ async fn card_discovery(b: Binding) {
 // ----- 2. SendMessage ---------------------------------------------------------
 
 async fn send_message_completes_a_task(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let sent = msg("tck-complete-task");
     let task = send_task(&c, b, sent.clone()).await;
@@ -159,7 +159,7 @@ async fn send_message_completes_a_task(b: Binding) {
 }
 
 async fn send_message_answers_with_a_message(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let res = send(&c, b, request(msg("tck-message-response"))).await;
     assert!(res.task().is_none(), "[{b}] no task: {res:?}");
@@ -175,7 +175,7 @@ async fn send_message_answers_with_a_message(b: Binding) {
 }
 
 async fn send_message_artifacts(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
 
     let check = |prefix: &'static str, task: &Task| {
@@ -249,7 +249,7 @@ fn status_state(ev: &StreamResponse) -> Option<TaskState> {
 }
 
 async fn streaming_event_order(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let sent = msg("tck-stream-001");
     let stream = within(format!("[{b}] stream"), c.stream(sent.clone()))
@@ -294,7 +294,7 @@ async fn streaming_event_order(b: Binding) {
 /// A message-only stream is exactly one Message (spec 3.1.2); a task that
 /// completes at once streams the Task and the final status.
 async fn streaming_message_and_status_only(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let stream = within(
         format!("[{b}] stream"),
@@ -324,7 +324,7 @@ async fn streaming_message_and_status_only(b: Binding) {
 }
 
 async fn streaming_chunked_artifact(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let stream = within(
         format!("[{b}] stream"),
@@ -414,7 +414,7 @@ async fn streaming_echo_of_100_words(b: Binding) {
 // ----- 4. multi-turn --------------------------------------------------------
 
 async fn input_required_continues(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     for with_context in [false, true] {
         let what = format!("[{b}] continuation (contextId given: {with_context})");
@@ -452,7 +452,7 @@ async fn input_required_continues(b: Binding) {
 }
 
 async fn streamed_continuation_of_an_interrupted_task(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let task = send_task(&c, b, msg("tck-input-required")).await;
     assert_eq!(task.state(), TaskState::InputRequired, "[{b}]");
@@ -492,7 +492,7 @@ async fn streamed_continuation_of_an_interrupted_task(b: Binding) {
 // ----- 5. terminal tasks ----------------------------------------------------------
 
 async fn terminal_tasks_are_immutable(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let task = send_task(&c, b, msg("tck-complete-task")).await;
     let before = get_task(&c, b, &task.id).await;
@@ -537,7 +537,7 @@ async fn terminal_tasks_are_immutable(b: Binding) {
 // ----- 6. taskId / contextId rules ---------------------------------------------
 
 async fn task_and_context_checks(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let task = send_task(&c, b, msg("tck-input-required")).await;
     let before = get_task(&c, b, &task.id).await;
@@ -607,7 +607,7 @@ async fn task_and_context_checks(b: Binding) {
 // ----- 7. cancellation ------------------------------------------------------------
 
 async fn cancel_input_required_task(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let task = send_task(&c, b, msg("tck-input-required")).await;
     let canceled = within(format!("[{b}] cancel"), c.cancel_task(&task.id))
@@ -711,7 +711,7 @@ impl AgentExecutor for SlowCancelHook {
 }
 
 /// An agent that stops on cancellation and leaves the bookkeeping to the
-/// runtime (as the conformance agent does) must end CANCELED even when its
+/// runtime (as the scripted agent does) must end CANCELED even when its
 /// run ends before the runtime applies the cancellation.
 async fn cancel_with_a_slow_cancel_hook(b: Binding) {
     let card = AgentCard::new("Slow cancel", "Stops on cancel, cleans up slowly", "1.0.0");
@@ -795,7 +795,7 @@ async fn two_subscribers_see_the_same_events(b: Binding) {
 }
 
 async fn subscribe_to_input_required_task(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let task = send_task(&c, b, msg("tck-input-required")).await;
     let mut s = within(format!("[{b}] subscribe"), c.subscribe(&task.id))
@@ -864,7 +864,7 @@ async fn list_raw(server: &ServerHandle, b: Binding, query: &[(&str, String)]) -
 }
 
 async fn list_tasks(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let ctx = format!("ctx-{}", new_id());
     let mut created = Vec::new();
@@ -1071,7 +1071,7 @@ async fn list_tasks(b: Binding) {
 // ----- 10. historyLength on GetTask -----------------------------------------------
 
 async fn get_task_history_length(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let sent = msg("tck-input-required");
     let task = send_task(&c, b, sent.clone()).await;
@@ -1123,7 +1123,7 @@ async fn get_task_history_length(b: Binding) {
 // ----- 11. unsupported operations -----------------------------------------------
 
 async fn push_configs_and_extended_card_unsupported(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let c = client(&server, b).await;
     let task = send_task(&c, b, msg("tck-input-required")).await;
     let opts = CallOptions::new();
@@ -1241,7 +1241,7 @@ fn transport(server: &ServerHandle, b: Binding, tenant: &str) -> Box<dyn Transpo
 /// A task created under one tenant is invisible under another (and
 /// without a tenant), on every binding.
 async fn tenant_isolation(b: Binding) {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let opts = CallOptions::new();
     let a = transport(&server, b, "tenant-a");
     let other = transport(&server, b, "tenant-b");
@@ -1322,7 +1322,7 @@ async fn tenant_isolation(b: Binding) {
 /// The REST tenant forms `/{tenant}/message:send` and `/{tenant}/tasks/{id}`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_tenant_paths() {
-    let server = conformance_server().await;
+    let server = scripted_server().await;
     let send_body = json!({"message": {
         "messageId": format!("tck-complete-task-{}", new_id()),
         "role": "ROLE_USER",

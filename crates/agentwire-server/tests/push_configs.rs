@@ -6,7 +6,6 @@
 #[macro_use]
 mod common;
 
-use agentwire_agents::echo::{self, EchoAgent};
 use agentwire_client::{Binding, Client, Transport};
 use agentwire_server::{A2aServer, PushConfig, ServerHandle, UrlPolicy};
 use agentwire_types::{
@@ -14,6 +13,7 @@ use agentwire_types::{
     GetTaskPushNotificationConfigRequest, ListTaskPushNotificationConfigsRequest, Message,
     SendMessageConfiguration, SendMessageRequest, TaskPushNotificationConfig, new_id,
 };
+use common::agents::{Echo, echo_card};
 use common::*;
 
 over_all_bindings!(
@@ -30,8 +30,7 @@ over_all_bindings!(
 
 /// An echo agent that sends push notifications, loopback webhooks allowed.
 async fn push_server() -> ServerHandle {
-    start_server(A2aServer::new(echo::card(), EchoAgent).push(PushConfig::new().allow_loopback()))
-        .await
+    start_server(A2aServer::new(echo_card(), Echo).push(PushConfig::new().allow_loopback())).await
 }
 
 /// A loopback URL nobody listens on (the configs of these tests are only
@@ -301,8 +300,7 @@ async fn invalid_configs(b: Binding) {
 
 async fn private_webhooks_are_refused(b: Binding) {
     // The default policy: no allow-list at all.
-    let server =
-        start_server(A2aServer::new(echo::card(), EchoAgent).push(PushConfig::new())).await;
+    let server = start_server(A2aServer::new(echo_card(), Echo).push(PushConfig::new())).await;
     let c = client(&server, b).await;
     let t = task_id(&c, b).await;
     for (url, why) in [
@@ -348,10 +346,9 @@ async fn allow_listed_private_network(b: Binding) {
     // An operator allow-lists a private network: configs pointing there are
     // accepted (the task is finished: nothing is ever sent to it).
     let policy = UrlPolicy::new().allow_net("10.20.0.0/16");
-    let server = start_server(
-        A2aServer::new(echo::card(), EchoAgent).push(PushConfig::new().url_policy(policy)),
-    )
-    .await;
+    let server =
+        start_server(A2aServer::new(echo_card(), Echo).push(PushConfig::new().url_policy(policy)))
+            .await;
     let c = client(&server, b).await;
     let t = task_id(&c, b).await;
     create(&c, b, config(&t, "", "http://10.20.1.2/hook"))
@@ -388,7 +385,7 @@ async fn inline_config_is_stored_with_the_new_task(b: Binding) {
 }
 
 async fn push_off_means_not_supported(b: Binding) {
-    let server = start(echo::card(), EchoAgent).await;
+    let server = start(echo_card(), Echo).await;
     let c = client(&server, b).await;
     assert!(
         !c.card().is_some_and(|c| c.supports_push_notifications()),
