@@ -6,10 +6,12 @@
 //! database stores cannot disagree on artifact merging, history or the
 //! terminal-state rule.
 
+mod fault;
 mod memory;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
 
+pub use fault::{STORAGE_FAULT, StorageFault, StoreRetry, storage_error, storage_fault};
 pub use memory::{MemoryStore, MemoryStoreConfig};
 #[cfg(feature = "postgres")]
 pub use sql::postgres;

@@ -14,6 +14,7 @@
 //! sorts on are kept in plain SQL types: owner, context, state, and the status
 //! timestamp in milliseconds (the listing order and cursor of [`Cursor`]).
 
+pub(crate) mod fault;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]
@@ -131,8 +132,13 @@ pub(crate) fn decode_push(
 }
 
 /// Maps a database error to an internal error saying what was being done.
+/// A failure of the storage itself (locked, full, I/O, damaged) is a
+/// storage error instead (see [`fault::fault_of`]).
 pub(crate) fn db_error(what: &str, e: sqlx::Error) -> A2aError {
     tracing::error!(error = %e, "task store: {what} failed");
+    if let Some(storage) = fault::storage_db_error(what, &e) {
+        return storage;
+    }
     A2aError::internal(format!("task store: {what} failed: {e}"))
 }
 

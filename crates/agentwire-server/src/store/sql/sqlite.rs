@@ -82,13 +82,13 @@ impl SqliteStore {
             .max_connections(1)
             .connect_with(options.clone())
             .await
-            .map_err(|e| sql::db_error(&what, e))?;
+            .map_err(|e| sql::fault::open_error(path, &what, e))?;
         Self::migrate(&writer).await?;
         let reader = SqlitePoolOptions::new()
             .max_connections(READERS)
             .connect_with(options)
             .await
-            .map_err(|e| sql::db_error(&what, e))?;
+            .map_err(|e| sql::fault::open_error(path, &what, e))?;
         Ok(Self { writer, reader })
     }
 
