@@ -179,20 +179,22 @@ impl HandlerBuilder {
                 card_json,
                 extended_card,
                 executor: self.executor,
-                manager: TaskManager::share(TaskManager::new(
-                    store,
-                    self.config.queue_capacity,
-                    self.config.queue_bytes,
-                    crate::manager::events::LogLimits {
-                        events: self.config.resume_events,
-                        bytes: self.config.resume_bytes,
-                        retired: self.config.resume_tasks,
-                    },
-                    push,
-                )
-                .with_max_artifact_bytes(self.config.max_artifact_bytes)
-                .with_store_retry(self.config.store_retry)
-                .with_bus(self.bus)),
+                manager: TaskManager::share(
+                    TaskManager::new(
+                        store,
+                        self.config.queue_capacity,
+                        self.config.queue_bytes,
+                        crate::manager::events::LogLimits {
+                            events: self.config.resume_events,
+                            bytes: self.config.resume_bytes,
+                            retired: self.config.resume_tasks,
+                        },
+                        push,
+                    )
+                    .with_max_artifact_bytes(self.config.max_artifact_bytes)
+                    .with_store_retry(self.config.store_retry)
+                    .with_bus(self.bus),
+                ),
                 in_flight: std::sync::atomic::AtomicUsize::new(0),
                 auth: self.auth,
                 idempotency: self.config.idempotency.map(Idempotency::new),

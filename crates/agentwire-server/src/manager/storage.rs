@@ -109,12 +109,9 @@ impl TaskManager {
         };
         match on_failure {
             OnFailure::Refuse => Err(error),
-            OnFailure::FailTask => Err(self.fail_for_storage(
-                live,
-                fault,
-                &error,
-                started.elapsed(),
-            )),
+            OnFailure::FailTask => {
+                Err(self.fail_for_storage(live, fault, &error, started.elapsed()))
+            }
         }
     }
 
@@ -130,7 +127,7 @@ impl TaskManager {
         after: Duration,
     ) -> A2aError {
         let tried = if fault.is_transient() {
-            format!(" (retried for {} s)", after.as_secs())
+            format!(" (tried for {:.1} s)", after.as_secs_f64())
         } else {
             String::new()
         };

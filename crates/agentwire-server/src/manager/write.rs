@@ -301,8 +301,14 @@ impl TaskManager {
                     Ok(log) => log,
                     Err(e) => {
                         let mut again = || self.store.create(&live.owner, task.clone());
-                        Box::pin(self.retry_write(live, started, e, OnFailure::FailTask, &mut again))
-                            .await?
+                        Box::pin(self.retry_write(
+                            live,
+                            started,
+                            e,
+                            OnFailure::FailTask,
+                            &mut again,
+                        ))
+                        .await?
                     }
                 }
             }
@@ -337,7 +343,11 @@ impl TaskManager {
             None => {
                 Self::check_storage(live)?;
                 let started = std::time::Instant::now();
-                match self.store.update(&live.id, TaskUpdate::clone(&update)).await {
+                match self
+                    .store
+                    .update(&live.id, TaskUpdate::clone(&update))
+                    .await
+                {
                     Err(e) => {
                         let mut again = || self.store.update(&live.id, TaskUpdate::clone(&update));
                         Box::pin(self.retry_write(live, started, e, on_failure, &mut again)).await
