@@ -589,22 +589,21 @@ async fn open_store(spec: &StoreSpec, args: &ServeArgs) -> Result<Opened, CliErr
         StoreSpec::Sqlite(path) => {
             let store = SqliteStore::open(path).await.map_err(|e| {
                 use agentwire_server::store::{StorageFault, storage_fault};
-                let hint = if storage_fault(&e) == Some(StorageFault::Corrupt) {
-                    // The store's message says what is wrong with the file.
-                    format!(
+                if storage_fault(&e) == Some(StorageFault::Corrupt) {
+                    // The store's message names the file and says what is
+                    // wrong with it.
+                    return failure(e.message.clone()).with_hint(format!(
                         "keep the damaged file aside (e.g. mv {0} {0}.damaged) or put back a \
                          backup of it, then start the server again",
                         path.display()
-                    )
-                } else {
-                    "check that the file's directory exists and is writable".to_owned()
-                };
+                    ));
+                }
                 failure(format!(
                     "cannot open the SQLite task store {}: {}",
                     path.display(),
                     cause(&e)
                 ))
-                .with_hint(hint)
+                .with_hint("check that the file's directory exists and is writable")
             })?;
             Ok(Opened {
                 store: Arc::new(store),

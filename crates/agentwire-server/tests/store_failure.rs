@@ -676,6 +676,46 @@ async fn within_the_budget(bind: Bind, kind: Kind) {
     s.stop().await;
 }
 
+/// The store cannot even create the task: the blocking send is answered
+/// with the storage error, and no task is left behind.
+async fn not_created(bind: Bind) {
+    let s = setup(bind, Duration::from_millis(300)).await;
+    let outage = s.outage(Kind::Locked).await;
+    let answer = within(format!("[{bind:?}] SendMessage"), s.send("never stored")).await;
+    answer
+        .expect_err("the task cannot be created")
+        .assert_storage(bind, "SendMessage of a task never created");
+    s.end(outage).await;
+    assert_eq!(s.unfinished().await, 0, "[{bind:?}] no task left working");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_cannot_be_created_is_answered_with_the_storage_error() {
+    not_created(Bind::JsonRpc).await;
+    not_created(Bind::Grpc).await;
+}
+
+/// A file that is not a database: opening it says which file, what is
+/// wrong and what to do, as a server-side error (not a client's).
+#[tokio::test]
+async fn a_damaged_database_is_reported_when_opened() {
+    use agentwire_server::store::{StorageFault, storage_fault};
+    let path = temp_db();
+    std::fs::write(&path, vec![0x5a_u8; 8192]).expect("write the file");
+    let err = SqliteStore::open(&path).await.expect_err("not a database");
+    remove_db(&path);
+    assert_eq!(
+        err.kind,
+        agentwire_server::types::ErrorKind::Internal,
+        "{err}"
+    );
+    assert_eq!(storage_fault(&err), Some(StorageFault::Corrupt), "{err}");
+    assert!(err.message.contains(&path.display().to_string()), "{err}");
+    assert!(err.message.contains("damaged"), "{err}");
+    assert!(err.message.contains("backup"), "{err}");
+}
+
 macro_rules! over_both_bindings {
     ($($name:ident($scenario:ident, $kind:ident)),* $(,)?) => {
         $(

@@ -59,7 +59,7 @@ impl TaskManager {
         if self.store.immediate().is_some() {
             return None;
         }
-        let live = self.live.get(task_id)?;
+        let live = self.live.get(task_id).map(|l| Arc::clone(l.value()))?;
         live.state.lock().storage_failed.as_deref().cloned()
     }
 

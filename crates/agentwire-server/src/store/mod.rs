@@ -5,6 +5,10 @@
 //! [`apply_update`]; every store calls it, so the in-memory store and the
 //! database stores cannot disagree on artifact merging, history or the
 //! terminal-state rule.
+//!
+//! A store reports a failure of its storage (locked, full, I/O, damaged)
+//! with [`storage_error`], so that the task manager retries it
+//! ([`StoreRetry`]) and never reports it as a task-state error.
 
 mod fault;
 mod memory;

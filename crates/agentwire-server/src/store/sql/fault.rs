@@ -79,9 +79,9 @@ pub(crate) fn open_error(file: &std::path::Path, what: &str, e: sqlx::Error) -> 
         return storage_error(
             StorageFault::Corrupt,
             format!(
-                "the database file {} is damaged or is not an SQLite database ({e}); \
-                 move it away (or restore it from a backup) and start again: a new, empty \
-                 database is created where none exists",
+                "the task store's database file {} is damaged or is not an SQLite database \
+                 ({e}): move it away (or restore it from a backup) and start again; a new, \
+                 empty database is created where none exists",
                 file.display()
             ),
         );
