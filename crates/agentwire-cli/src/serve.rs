@@ -588,6 +588,16 @@ async fn open_store(spec: &StoreSpec, args: &ServeArgs) -> Result<Opened, CliErr
         }
         StoreSpec::Sqlite(path) => {
             let store = SqliteStore::open(path).await.map_err(|e| {
+                use agentwire_server::store::{StorageFault, storage_fault};
+                if storage_fault(&e) == Some(StorageFault::Corrupt) {
+                    // The store's message names the file and says what is
+                    // wrong with it.
+                    return failure(e.message.clone()).with_hint(format!(
+                        "keep the damaged file aside (e.g. mv {0} {0}.damaged) or put back a \
+                         backup of it, then start the server again",
+                        path.display()
+                    ));
+                }
                 failure(format!(
                     "cannot open the SQLite task store {}: {}",
                     path.display(),

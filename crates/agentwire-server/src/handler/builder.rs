@@ -9,7 +9,7 @@ use agentwire_types::AgentCard;
 use super::*;
 use crate::bus::EventBus;
 use crate::push::{PushConfig, PushSender};
-use crate::store::MemoryStore;
+use crate::store::{MemoryStore, StoreRetry};
 
 /// Tunables of the request handler.
 #[derive(Debug, Clone)]
@@ -56,6 +56,11 @@ pub struct HandlerConfig {
     /// UNAVAILABLE) instead of waiting. A request counts until its answer
     /// (or the start of its event stream). Default: 10,000.
     pub max_in_flight: usize,
+    /// How an update the store fails to take (the database locked by
+    /// another process, the disk full, an I/O error) is retried before the
+    /// task is failed, every request waiting for it getting the storage
+    /// error. Default: retried for 30 s (see [`StoreRetry`]).
+    pub store_retry: StoreRetry,
 }
 
 impl Default for HandlerConfig {
@@ -73,6 +78,7 @@ impl Default for HandlerConfig {
             max_parts: 1000,
             max_artifact_bytes: 16 * 1024 * 1024,
             max_in_flight: 10_000,
+            store_retry: StoreRetry::default(),
         }
     }
 }
@@ -173,19 +179,22 @@ impl HandlerBuilder {
                 card_json,
                 extended_card,
                 executor: self.executor,
-                manager: TaskManager::new(
-                    store,
-                    self.config.queue_capacity,
-                    self.config.queue_bytes,
-                    crate::manager::events::LogLimits {
-                        events: self.config.resume_events,
-                        bytes: self.config.resume_bytes,
-                        retired: self.config.resume_tasks,
-                    },
-                    push,
-                )
-                .with_max_artifact_bytes(self.config.max_artifact_bytes)
-                .with_bus(self.bus),
+                manager: TaskManager::share(
+                    TaskManager::new(
+                        store,
+                        self.config.queue_capacity,
+                        self.config.queue_bytes,
+                        crate::manager::events::LogLimits {
+                            events: self.config.resume_events,
+                            bytes: self.config.resume_bytes,
+                            retired: self.config.resume_tasks,
+                        },
+                        push,
+                    )
+                    .with_max_artifact_bytes(self.config.max_artifact_bytes)
+                    .with_store_retry(self.config.store_retry)
+                    .with_bus(self.bus),
+                ),
                 in_flight: std::sync::atomic::AtomicUsize::new(0),
                 auth: self.auth,
                 idempotency: self.config.idempotency.map(Idempotency::new),

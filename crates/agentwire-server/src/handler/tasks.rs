@@ -12,7 +12,7 @@ use futures::FutureExt;
 
 use super::*;
 use crate::executor::{RequestContext, TaskUpdater};
-use crate::store::{Owner, StoredTask};
+use crate::store::{Owner, StoredTask, storage_fault};
 
 impl RequestHandler {
     /// A task visible to `owner`, or TaskNotFound (never revealing tasks of
@@ -27,7 +27,12 @@ impl RequestHandler {
             return Err(A2aError::invalid_params("id", "a task id is required"));
         }
         match self.inner.manager.get_task(id, history).await? {
-            Some(s) if s.owner == *owner => Ok(s),
+            Some(s) if s.owner == *owner => match self.inner.manager.storage_failure(id) {
+                // The task failed because the store did, and its failure is
+                // not recorded yet: what is stored is out of date.
+                Some(e) => Err(e),
+                None => Ok(s),
+            },
             _ => Err(A2aError::task_not_found(id)),
         }
     }
@@ -128,10 +133,16 @@ impl RequestHandler {
         }
         // Whatever the agent did, the task ends canceled unless it already
         // reached another terminal state.
-        let _ = updater.cancel().await;
+        let canceled = updater.cancel().await;
         // Another replica may be running the agent: it stops it.
         manager.cancel_elsewhere(&live).await;
         manager.end_cancel(&live);
+        // The store failed: its error, not the task's state as stored.
+        if let Err(e) = canceled
+            && storage_fault(&e).is_some()
+        {
+            return Err(e);
+        }
         let task = self.visible_task(&owner, &req.id, None).await?.task;
         match task.state() {
             TaskState::Canceled => Ok(task),

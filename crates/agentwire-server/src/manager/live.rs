@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use agentwire_types::{Message, Task, TaskPushNotificationConfig, TaskState};
+use agentwire_types::{A2aError, Message, Task, TaskPushNotificationConfig, TaskState};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
@@ -50,6 +50,10 @@ pub(crate) struct LiveState {
     /// what bounds an artifact's growth chunk by chunk (see
     /// `HandlerConfig::max_artifact_bytes`).
     pub(crate) artifact_bytes: Vec<(String, usize)>,
+    /// The store failed to take one of the task's updates (see
+    /// `storage.rs`): the error every request about the task gets until
+    /// the task's failure is recorded.
+    pub(crate) storage_failed: Option<Box<A2aError>>,
 }
 
 impl LiveState {
@@ -119,6 +123,7 @@ impl TaskManager {
                             // state goes on recording.
                             log: self.logs.take_retired(&stored.task.id),
                             artifact_bytes: artifact_sizes(&stored.task),
+                            storage_failed: None,
                         }),
                     })
                 })

@@ -16,6 +16,8 @@
 //!   subscribers, last state), and attaching a request to it;
 //! - `order`: the lock that orders a task's updates;
 //! - `write`: the write path (create on the first event, store, publish);
+//! - `storage`: a store that fails: writes retried, then the task failed
+//!   and every waiter released (see `docs/architecture.md`);
 //! - `push`: a task's push configs and the hand-over of events to the push
 //!   sender;
 //! - `subscribers`: the subscribers' queues, subscribing, resynchronising a
@@ -34,17 +36,18 @@ mod order;
 mod push;
 mod reads;
 mod runs;
+mod storage;
 mod subscribers;
 mod write;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 use agentwire_types::StreamResponse;
 use dashmap::DashMap;
 
 use crate::cluster::replicas as cluster;
 use crate::push::PushSender;
-use crate::store::TaskStore;
+use crate::store::{StoreRetry, TaskStore};
 
 pub(crate) use live::{LiveState, LiveTask};
 pub(crate) use subscribers::{Opening, Subscriber, Subscription};
@@ -66,6 +69,11 @@ pub(crate) struct TaskManager {
     settled: Arc<StreamResponse>,
     /// The most bytes one artifact may grow to.
     pub(crate) max_artifact_bytes: usize,
+    /// How writes that fail because of the storage are retried.
+    pub(crate) retry: StoreRetry,
+    /// This manager, shared (set by [`TaskManager::share`]): what a
+    /// background task recording a storage failure holds.
+    me: OnceLock<Weak<TaskManager>>,
 }
 
 impl TaskManager {
@@ -86,7 +94,26 @@ impl TaskManager {
             cluster: None,
             settled: Arc::new(StreamResponse::default()),
             max_artifact_bytes: usize::MAX,
+            retry: StoreRetry::default(),
+            me: OnceLock::new(),
         }
+    }
+
+    /// Retries writes that fail because of the storage this way.
+    pub(crate) fn with_store_retry(mut self, retry: StoreRetry) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Records the shared manager (once it is in its `Arc`).
+    pub(crate) fn share(manager: Arc<Self>) -> Arc<Self> {
+        let _ = manager.me.set(Arc::downgrade(&manager));
+        manager
+    }
+
+    /// The shared manager (see [`Self::share`]).
+    pub(super) fn shared(&self) -> Option<Arc<Self>> {
+        self.me.get()?.upgrade()
     }
 
     /// Bounds the size of every artifact (appended chunks included).

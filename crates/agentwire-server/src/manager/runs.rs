@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::live::{LiveState, LiveTask};
+use super::storage::OnFailure;
 use super::subscribers::{Subscriber, Subscription};
 use super::{TaskManager, cluster, order};
 use crate::store::{Owner, StoredTask, TaskUpdate};
@@ -51,6 +52,7 @@ impl TaskManager {
                 turn_task: None,
                 log: None,
                 artifact_bytes: Vec::new(),
+                storage_failed: None,
             }),
         });
         let sub = {
@@ -72,8 +74,14 @@ impl TaskManager {
         let (live, ()) = self.attach(stored, |_, _, st| st.running += 1);
         let guard = live.order.lock().await;
         let result = async {
+            // A store that keeps failing refuses the message, and the task
+            // stays as it was: its sender may send it again.
             let state = self
-                .write_update(&live, Box::new(TaskUpdate::UserMessage(message)))
+                .write_update_or(
+                    &live,
+                    Box::new(TaskUpdate::UserMessage(message)),
+                    OnFailure::Refuse,
+                )
                 .await?
                 .state;
             // A stream continuing a task starts with the task as it is now.
@@ -173,6 +181,11 @@ impl TaskManager {
     /// state: the one rule both ways of finishing a run follow.
     fn run_end(live: &LiveTask, st: &LiveState, outcome: Result<A2aResult<()>, String>) -> RunEnd {
         let (created, replied, state) = (st.created, st.replied, st.last_state);
+        if st.storage_failed.is_some() {
+            // The store failed: the requests were answered with its error,
+            // and the task's failure is recorded in the background.
+            return RunEnd::Settled;
+        }
         if created && !state.is_terminal() && live.cancel.is_cancelled() {
             return RunEnd::Canceled;
         }
@@ -253,6 +266,13 @@ impl TaskManager {
                 };
                 if let Err(e) = self.apply_locked(live, Box::new(update)).await {
                     tracing::warn!(task = %live.id, error = %e, "could not mark task failed");
+                    // Nobody may be left waiting for a turn that will not
+                    // end: the requests get the error (a task ended
+                    // meanwhile, on another replica, told them already).
+                    if e.kind != ErrorKind::UnsupportedOperation {
+                        let mut st = live.state.lock();
+                        live.publish(&mut st, Err(Box::new(e)));
+                    }
                 }
             }
             RunEnd::Answer(err) => {

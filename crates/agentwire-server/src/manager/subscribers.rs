@@ -336,6 +336,10 @@ impl Subscription {
             return None;
         }
         let guard = self.live.order.lock().await;
+        // The store failed the task: the error ends the stream.
+        if let Some(e) = self.live.state.lock().storage_failed.clone() {
+            return Some((None, Err(e)));
+        }
         // The snapshot first, then the new queue (see `subscribe`).
         let snapshot = self.manager.snapshot_locked(&self.live, None).await;
         let (tx, rx) = mpsc::channel(self.manager.queue_capacity);

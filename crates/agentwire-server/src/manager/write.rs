@@ -14,6 +14,7 @@ use futures::future::BoxFuture;
 
 use super::TaskManager;
 use super::live::{LiveState, LiveTask};
+use super::storage::OnFailure;
 use super::subscribers::Subscriber;
 use crate::store::{ImmediateStore, TaskUpdate, Updated};
 
@@ -288,11 +289,29 @@ impl TaskManager {
         }
     }
 
-    /// Creates the task in the store (the caller holds `order`).
+    /// Creates the task in the store (the caller holds `order`). A store
+    /// that fails is retried, then the task fails (see `storage.rs`).
     pub(super) async fn write_create(&self, live: &LiveTask, task: Task) -> A2aResult<()> {
         let log = match self.store.immediate() {
             Some(store) => store.create_now(&live.owner, task).map(|()| None)?,
-            None => self.store.create(&live.owner, task).await?,
+            None => {
+                Self::check_storage(live)?;
+                let started = std::time::Instant::now();
+                match self.store.create(&live.owner, task.clone()).await {
+                    Ok(log) => log,
+                    Err(e) => {
+                        let mut again = || self.store.create(&live.owner, task.clone());
+                        Box::pin(self.retry_write(
+                            live,
+                            started,
+                            e,
+                            OnFailure::FailTask,
+                            &mut again,
+                        ))
+                        .await?
+                    }
+                }
+            }
         };
         if let Some(span) = log {
             self.created_here(live, span);
@@ -307,18 +326,50 @@ impl TaskManager {
         live: &LiveTask,
         update: Box<TaskUpdate>,
     ) -> A2aResult<Updated> {
+        self.write_update_or(live, update, OnFailure::FailTask)
+            .await
+    }
+
+    /// [`Self::write_update`], saying what a store that keeps failing
+    /// does to the task (see `storage.rs`).
+    pub(super) async fn write_update_or(
+        &self,
+        live: &LiveTask,
+        update: Box<TaskUpdate>,
+        on_failure: OnFailure,
+    ) -> A2aResult<Updated> {
         let written = match self.store.immediate() {
             Some(store) => store.update_now(&live.id, *update),
-            None => self.store.update(&live.id, *update).await,
+            None => {
+                Self::check_storage(live)?;
+                let started = std::time::Instant::now();
+                match self
+                    .store
+                    .update(&live.id, TaskUpdate::clone(&update))
+                    .await
+                {
+                    Err(e) => {
+                        let mut again = || self.store.update(&live.id, TaskUpdate::clone(&update));
+                        Box::pin(self.retry_write(live, started, e, on_failure, &mut again)).await
+                    }
+                    written => written,
+                }
+            }
         };
-        match &written {
+        self.after_write(live, &written).await;
+        written
+    }
+
+    /// What a write the store answered means with a bus: the other
+    /// replicas' events that precede it are published first.
+    pub(super) async fn after_write(&self, live: &LiveTask, written: &A2aResult<Updated>) {
+        match written {
             Ok(Updated {
                 log: Some(span), ..
             }) => self.written_here(live, *span).await,
             Err(e) if e.kind == ErrorKind::UnsupportedOperation => self.refused_here(live).await,
             _ => {}
         }
-        written
     }
 
     /// [`Self::emit`] without a future, when nothing has to be awaited: a

@@ -5,11 +5,17 @@
 //! [`apply_update`]; every store calls it, so the in-memory store and the
 //! database stores cannot disagree on artifact merging, history or the
 //! terminal-state rule.
+//!
+//! A store reports a failure of its storage (locked, full, I/O, damaged)
+//! with [`storage_error`], so that the task manager retries it
+//! ([`StoreRetry`]) and never reports it as a task-state error.
 
+mod fault;
 mod memory;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
 
+pub use fault::{STORAGE_FAULT, StorageFault, StoreRetry, storage_error, storage_fault};
 pub use memory::{MemoryStore, MemoryStoreConfig};
 #[cfg(feature = "postgres")]
 pub use sql::postgres;

@@ -197,9 +197,15 @@ pub(crate) trait Dialect: Debug + Clone + Send + Sync + 'static {
 
 /// The internal error for a failed statement, logged (the mapping every
 /// dialect falls back to).
+/// A failure of the storage itself (locked, full, I/O, damaged: see
+/// [`fault::fault_of`](super::fault::fault_of)) is a storage error instead.
 pub(crate) fn internal_error(area: &str, what: &str, e: &sqlx::Error) -> A2aError {
     tracing::error!(error = %e, "{area}: {what} failed");
-    A2aError::internal(format!("{area}: {what} failed: {e}"))
+    let message = format!("{area}: {what} failed: {e}");
+    match super::fault::fault_of(e) {
+        Some(fault) => crate::store::storage_error(fault, message),
+        None => A2aError::internal(message),
+    }
 }
 
 /// Whether an error is a unique-key violation (sqlx classifies it for

@@ -17,6 +17,7 @@
 //! timestamp in milliseconds (the listing order and cursor of [`Cursor`]).
 
 pub(crate) mod driver;
+pub(crate) mod fault;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]

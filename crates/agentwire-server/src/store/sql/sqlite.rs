@@ -12,6 +12,7 @@ use sqlx::sqlite::{
 };
 
 use crate::store::sql::driver::{self, Dialect};
+use crate::store::sql::fault;
 use crate::store::sql::{NoLog, Tables};
 
 /// The schema, embedded in the binary and applied by [`SqliteStore::open`].
@@ -97,7 +98,7 @@ pub(crate) async fn file_pool(area: &str, path: &Path, connections: u32) -> A2aR
         .max_connections(connections)
         .connect_with(file_options(path))
         .await
-        .map_err(|e| Sqlite::error(area, &format!("opening {}", path.display()), e))
+        .map_err(|e| fault::open_error(area, path, &format!("opening {}", path.display()), e))
 }
 
 /// A [`TaskStore`](crate::store::TaskStore) in an SQLite database.
