@@ -362,14 +362,16 @@ async fn main() {
         // Grid search on the training half only.
         let mut best: Option<(f64, RouterConfig)> = None;
         let mut grid = Vec::new();
-        for cw in [0.25, 0.3, 0.4] {
-            for ew in [0.2, 0.3] {
+        for cw in [0.2, 0.25, 0.3, 0.4] {
+            for ew in [0.1, 0.2, 0.3] {
                 for nw in [0.0, 0.3, 0.45] {
                     for th in [0.18, 0.2, 0.22, 0.24, 0.26] {
                         for min_coverage in [0.0, 0.25, 0.35] {
                             for agent in [0.0, 0.25] {
                                 for words in [0.0, 0.5] {
-                                    for common in [0.5, 1.0] {
+                                    for (common, unknown) in
+                                        [(0.5, 1.25), (1.0, 1.25), (0.5, 1.5), (1.0, 1.5)]
+                                    {
                                         grid.push(RouterConfig {
                                             coverage_weight: cw,
                                             example_weight: ew,
@@ -378,7 +380,7 @@ async fn main() {
                                             fit_threshold: th,
                                             min_coverage,
                                             tie_margin: 0.0,
-                                            unknown_weight: 1.25,
+                                            unknown_weight: unknown,
                                             common_word_weight: common,
                                             number_weight: 1.0,
                                             agent_weight: agent,

@@ -114,15 +114,15 @@ impl Default for RouterConfig {
     /// both halves.
     fn default() -> Self {
         Self {
-            coverage_weight: 0.3,
+            coverage_weight: 0.2,
             example_weight: 0.2,
-            bm25_weight: 0.5,
+            bm25_weight: 0.6,
             name_weight: 0.3,
             semantic_weight: 0.5,
-            fit_threshold: 0.22,
+            fit_threshold: 0.2,
             min_coverage: 0.0,
             tie_margin: 0.0,
-            unknown_weight: 1.25,
+            unknown_weight: 1.5,
             number_weight: 1.0,
             agent_weight: 0.25,
             agent_words_in_skill: 0.0,
