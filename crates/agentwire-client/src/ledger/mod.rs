@@ -476,7 +476,7 @@ impl Ledger {
     pub fn recording(&self, events: EventStream, sent: Option<Message>) -> EventStream {
         let ledger = self.clone();
         let mut sent = sent;
-        Box::pin(events.then(move |item| {
+        events.wrap(|events| events.then(move |item| {
             let ledger = ledger.clone();
             let first = sent.take();
             async move {
