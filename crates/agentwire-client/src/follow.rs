@@ -6,8 +6,10 @@
 //! - [`TaskView`]: the task as a stream of events leaves it (the `Task`
 //!   snapshot, then status and artifact updates).
 //! - [`follow`]: a stream of a task's events that survives dropped
-//!   connections: it resubscribes (`SubscribeToTask`) and reconciles with
-//!   `GetTask`, so a final state is never missed.
+//!   connections: it resubscribes (`SubscribeToTask`) with the id of the
+//!   last event received (`Last-Event-ID`), so that each event comes once,
+//!   none missing, and otherwise reconciles with `GetTask`, so a final
+//!   state is never missed.
 //! - [`wait_for_task`]: polls `GetTask` until a terminal or interrupted
 //!   state, with an interval, bounded backoff and a timeout.
 //!

@@ -20,7 +20,8 @@ use agentwire_server::{
     A2aResult, A2aServer, AgentExecutor, HandlerConfig, RequestContext, ServerHandle, TaskUpdater,
 };
 use agentwire_types::{
-    AgentCard, Artifact, Message, SendMessageRequest, StreamResponse, TaskState, stream_response,
+    AgentCard, Artifact, ListTasksRequest, Message, SendMessageRequest, StreamResponse, TaskState,
+    stream_response,
 };
 use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -68,40 +69,53 @@ async fn server(config: HandlerConfig) -> ServerHandle {
 /// A TCP proxy to `upstream` that cuts the first connection on which the
 /// server sends `marker`: the bytes before the marker reach the client,
 /// then both sides are closed (the event holding the marker arrives
-/// truncated). Later connections pass through untouched.
+/// truncated). Later connections pass through untouched, once the gate is
+/// open.
 struct Proxy {
     addr: SocketAddr,
     cuts: Arc<AtomicUsize>,
     connections: Arc<AtomicUsize>,
+    gate: tokio::sync::watch::Sender<bool>,
 }
 
 impl Proxy {
-    async fn start(upstream: SocketAddr, marker: &'static [u8]) -> Self {
+    /// A proxy whose connections after the cut wait for [`Proxy::open`]
+    /// when `gated`.
+    async fn start(upstream: SocketAddr, marker: &'static [u8], gated: bool) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the proxy");
-        Self::serve(listener, upstream, marker)
-    }
-
-    fn serve(listener: TcpListener, upstream: SocketAddr, marker: &'static [u8]) -> Self {
         let addr = listener.local_addr().expect("proxy address");
         let cuts = Arc::new(AtomicUsize::new(0));
         let connections = Arc::new(AtomicUsize::new(0));
+        let (gate, opened) = tokio::sync::watch::channel(!gated);
         let (c, n) = (Arc::clone(&cuts), Arc::clone(&connections));
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 n.fetch_add(1, Ordering::SeqCst);
-                let Ok(server) = TcpStream::connect(upstream).await else {
-                    continue;
-                };
-                tokio::spawn(pipe(client, server, marker, Arc::clone(&c)));
+                let cuts = Arc::clone(&c);
+                let mut opened = opened.clone();
+                tokio::spawn(async move {
+                    if cuts.load(Ordering::SeqCst) > 0 {
+                        let _ = opened.wait_for(|open| *open).await;
+                    }
+                    if let Ok(server) = TcpStream::connect(upstream).await {
+                        pipe(client, server, marker, cuts).await;
+                    }
+                });
             }
         });
         Self {
             addr,
             cuts,
             connections,
+            gate,
         }
+    }
+
+    /// Lets the connections after the cut through.
+    fn open(&self) {
+        let _ = self.gate.send(true);
     }
 
     fn cuts(&self) -> usize {
@@ -228,7 +242,7 @@ fn summary(e: &StreamResponse) -> String {
             let status = s.status.as_ref();
             let text = status
                 .and_then(|s| s.message.as_ref())
-                .map(Message::text)
+                .map(|m| m.text())
                 .unwrap_or_default();
             format!("status {:?} {text}", e.state().unwrap_or_default())
         }
@@ -305,7 +319,7 @@ async fn a_cut_stream_resumes_where_it_was_cut(b: Binding) {
     );
 
     // The connection is closed in the middle of the fourth chunk.
-    let proxy = Proxy::start(server.local_addr(), b"piece-04").await;
+    let proxy = Proxy::start(server.local_addr(), b"piece-04", false).await;
     let cut = run(b, transport(b, proxy.addr)).await;
     assert_eq!(proxy.cuts(), 1, "[{b}] the proxy cut the stream");
     assert!(
@@ -324,17 +338,15 @@ async fn a_cut_stream_resumes_where_it_was_cut(b: Binding) {
         cut.reconnections
     );
     if let [Reconnected::Resumed { last_event_id }] = cut.reconnections.as_slice() {
-        // The last event received before the cut is the third chunk's.
+        // The stream was resumed after the last event received before the
+        // cut: the next one is the chunk whose bytes were cut.
         let at = cut
             .ids
             .iter()
             .position(|id| id.as_deref() == Some(last_event_id.as_str()))
             .unwrap_or_else(|| panic!("[{b}] {last_event_id} is among the ids"));
-        assert!(
-            summary(&cut.events[at]).contains("piece-03"),
-            "[{b}] {}",
-            summary(&cut.events[at])
-        );
+        let next = cut.events.get(at + 1).map(summary).unwrap_or_default();
+        assert!(next.contains("piece-04"), "[{b}] {next}");
     }
     assert_eq!(
         story(&cut.events),
@@ -344,20 +356,19 @@ async fn a_cut_stream_resumes_where_it_was_cut(b: Binding) {
 }
 
 async fn events_no_longer_held_give_a_snapshot(b: Binding) {
-    // The server keeps only the last two events of a task: by the time
-    // the client reconnects, those it missed are gone.
+    // The server keeps only the last two events of a task, and the client
+    // reconnects once the task has ended: the events it missed are gone.
     let server = server(HandlerConfig {
         resume_events: 2,
         ..Default::default()
     })
     .await;
-    let proxy = Proxy::start(server.local_addr(), b"piece-02").await;
+    let proxy = Proxy::start(server.local_addr(), b"piece-02", true).await;
     let t = transport(b, proxy.addr);
     let reconnections = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&reconnections);
     let opts = FollowOptions {
-        // Long enough for more than two events to pass meanwhile.
-        backoff: Duration::from_millis(300),
+        backoff: Duration::from_millis(50),
         call: CallOptions::new().with_timeout(LIMIT),
         on_reconnect: Some(Arc::new(move |r: &Reconnected| {
             seen.lock().expect("reconnections").push(r.clone());
@@ -368,16 +379,34 @@ async fn events_no_longer_held_give_a_snapshot(b: Binding) {
         .send_streaming_message(request(), &opts.call)
         .await
         .unwrap_or_else(|e| panic!("[{b}] open the stream: {e}"));
-    let events: Vec<StreamResponse> = tokio::time::timeout(
-        LIMIT,
+    let following = tokio::spawn(
         follow(Arc::clone(&t), Some(first), None, opts).collect::<Vec<_>>(),
-    )
+    );
+    // Wait for the end of the task, read directly from the server.
+    let direct = transport(b, server.local_addr());
+    tokio::time::timeout(LIMIT, async {
+        loop {
+            let list = direct
+                .list_tasks(ListTasksRequest::default(), &CallOptions::new())
+                .await
+                .unwrap_or_else(|e| panic!("[{b}] list: {e}"));
+            if list.tasks.iter().any(|t| t.state().is_terminal()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
     .await
-    .unwrap_or_else(|_| panic!("[{b}] the run did not end within {LIMIT:?}"))
-    .into_iter()
-    .map(|e| e.unwrap_or_else(|e| panic!("[{b}] stream error: {e}")))
-    .collect();
+    .unwrap_or_else(|_| panic!("[{b}] the task did not end within {LIMIT:?}"));
     assert_eq!(proxy.cuts(), 1, "[{b}]");
+    proxy.open();
+    let events: Vec<StreamResponse> = tokio::time::timeout(LIMIT, following)
+        .await
+        .unwrap_or_else(|_| panic!("[{b}] the run did not end within {LIMIT:?}"))
+        .expect("follow ran")
+        .into_iter()
+        .map(|e| e.unwrap_or_else(|e| panic!("[{b}] stream error: {e}")))
+        .collect();
     let reconnections = reconnections.lock().expect("reconnections").clone();
     assert!(
         matches!(
@@ -388,13 +417,21 @@ async fn events_no_longer_held_give_a_snapshot(b: Binding) {
         ),
         "[{b}] {reconnections:?}"
     );
-    // The snapshot is a Task event after the first one, and the story is
-    // whole all the same.
+    // The snapshot, the completed task, is the last event, and the story
+    // is whole all the same.
     let tasks = events
         .iter()
         .filter(|e| matches!(e.payload, Some(stream_response::Payload::Task(_))))
         .count();
     assert_eq!(tasks, 2, "[{b}] {:?}", summaries(&events));
+    assert!(
+        matches!(
+            events.last().map(|e| &e.payload),
+            Some(Some(stream_response::Payload::Task(_)))
+        ),
+        "[{b}] {:?}",
+        summaries(&events)
+    );
     assert_eq!(
         story(&events),
         (TaskState::Completed, whole_story()),
