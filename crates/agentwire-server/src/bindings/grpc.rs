@@ -669,6 +669,56 @@ mod tests {
         assert_eq!(err.field_violations[0].field, "message");
     }
 
+    /// The numbering a stream's initial metadata announces.
+    fn numbering(md: &tonic::metadata::MetadataMap) -> (String, u64) {
+        let log = md.get(EVENT_LOG_KEY).expect("a2a-event-log").to_str().unwrap();
+        let position = md.get(EVENT_POSITION_KEY).expect("a2a-event-position");
+        (log.to_owned(), position.to_str().unwrap().parse().unwrap())
+    }
+
+    #[tokio::test]
+    async fn streams_announce_their_event_ids_and_resume_from_them() {
+        let b = binding();
+        let response = b
+            .send_streaming_message(v1(send("stream me please")))
+            .await
+            .unwrap();
+        let (log, first) = numbering(response.metadata());
+        let events: Vec<StreamResponse> = collect(response.into_inner())
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert!(events.len() > 3, "{events:?}");
+        let task_id = events[0].task_id().expect("a task").to_owned();
+        // Resumed after the second message: the rest, numbered on.
+        let mut sub = v1(SubscribeToTaskRequest {
+            id: task_id.clone(),
+            ..Default::default()
+        });
+        let after = format!("{log}-{}", first + 1);
+        sub.metadata_mut()
+            .insert(LAST_EVENT_ID, after.parse().unwrap());
+        let response = b.subscribe_to_task(sub).await.unwrap();
+        assert_eq!(numbering(response.metadata()), (log.clone(), first + 2));
+        let rest: Vec<StreamResponse> = collect(response.into_inner())
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(rest, events[2..]);
+        // Resumed after the last one of a finished task: nothing more.
+        let mut sub = v1(SubscribeToTaskRequest {
+            id: task_id,
+            ..Default::default()
+        });
+        let last = format!("{log}-{}", first + events.len() as u64 - 1);
+        sub.metadata_mut()
+            .insert(LAST_EVENT_ID, last.parse().unwrap());
+        let response = b.subscribe_to_task(sub).await.unwrap();
+        assert!(collect(response.into_inner()).await.is_empty());
+    }
+
     #[tokio::test]
     async fn streaming_yields_the_task_then_events_until_completed() {
         let b = binding();
