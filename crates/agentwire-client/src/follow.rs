@@ -586,7 +586,7 @@ impl<T: Transport + Send + Sync> FollowState<T> {
                 tracing::debug!(error = %e, "stream cut; reconnecting");
                 self.current = None;
                 self.last_error = Some(e);
-                self.reconnect().await
+                self.reconnect(false).await
             }
             Some(Err(e)) => {
                 self.done = true;
@@ -599,7 +599,10 @@ impl<T: Transport + Send + Sync> FollowState<T> {
                     return Step::End;
                 }
                 tracing::debug!("stream closed before a final state; reconnecting");
-                self.reconnect().await
+                // A resumed stream that closed without an event: the
+                // server had nothing to replay and nothing more to send.
+                let empty_resume = matches!(self.reconnection, Some(Reconnection::Resuming(_)));
+                self.reconnect(empty_resume).await
             }
         }
     }
@@ -620,11 +623,9 @@ impl<T: Transport + Send + Sync> FollowState<T> {
     }
 
     /// After a cut: waits (backoff), then lets the next step resubscribe
-    /// with the last event id, or reads the task when there is none.
-    async fn reconnect(&mut self) -> Step {
-        // A resumed stream that closed without an event: the server had
-        // nothing to replay and nothing more to send; ask for the task.
-        let empty_resume = matches!(self.reconnection, Some(Reconnection::Resuming(_)));
+    /// with the last event id, or reads the task when there is none or
+    /// when a resumed stream closed without an event (`empty_resume`).
+    async fn reconnect(&mut self, empty_resume: bool) -> Step {
         self.reconnection = None;
         self.failures += 1;
         if self.failures > self.options.max_reconnects {
@@ -748,7 +749,7 @@ impl<T: Transport + Send + Sync> FollowState<T> {
             }
             Err(e) if reconnectable(&e) => {
                 self.last_error = Some(e);
-                self.reconnect().await
+                self.reconnect(false).await
             }
             Err(e) => {
                 self.done = true;
@@ -1360,6 +1361,50 @@ mod tests {
                 last_event_id: "L-2".into()
             }]
         );
+    }
+
+    #[tokio::test]
+    async fn a_resumed_stream_cut_again_is_resumed_again() {
+        let t = Arc::new(Scripted::default());
+        let initial = numbered(vec![Ok(task(TaskState::Working).into()), reset()], 1);
+        *t.subscriptions.lock().unwrap() = vec![
+            vec![reset()],
+            vec![status(TaskState::Working), reset()],
+            vec![status(TaskState::Completed)],
+        ];
+        *t.id_from.lock().unwrap() = vec![2, 2, 3];
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, fast())
+            .map(|e| e.unwrap().state().unwrap())
+            .collect()
+            .await;
+        assert_eq!(
+            events,
+            [TaskState::Working, TaskState::Working, TaskState::Completed]
+        );
+        assert_eq!(
+            *t.last_ids.lock().unwrap(),
+            [
+                Some("L-1".to_owned()),
+                Some("L-1".to_owned()),
+                Some("L-2".to_owned())
+            ]
+        );
+        assert_eq!(t.gets.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_resumed_stream_closed_without_events_reads_the_task() {
+        let t = Arc::new(Scripted::default());
+        let initial = numbered(vec![Ok(task(TaskState::Working).into()), reset()], 1);
+        *t.subscriptions.lock().unwrap() = vec![vec![]];
+        *t.id_from.lock().unwrap() = vec![2];
+        *t.states.lock().unwrap() = vec![TaskState::Completed];
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, fast())
+            .map(|e| e.unwrap().state().unwrap())
+            .collect()
+            .await;
+        assert_eq!(events, [TaskState::Working, TaskState::Completed]);
+        assert_eq!(t.gets.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

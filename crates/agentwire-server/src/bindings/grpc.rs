@@ -290,6 +290,32 @@ fn resume_id(ctx: &CallContext) -> Option<EventId> {
         .and_then(EventId::parse)
 }
 
+/// The id expected after `event` (whose id is `id`), when `expected` was
+/// the id expected for it; `None` once the numbering stopped.
+fn numbered_next(
+    expected: Option<EventId>,
+    id: Option<EventId>,
+    event: &StreamResponse,
+) -> Option<EventId> {
+    let want = expected?;
+    if id == Some(want) {
+        return Some(EventId {
+            log: want.log,
+            seq: want.seq + 1,
+        });
+    }
+    let snapshot = matches!(
+        event.payload,
+        Some(agentwire_types::stream_response::Payload::Task(_))
+    );
+    if !snapshot {
+        // The handler numbers every event of a stream in order; only the
+        // snapshot of a resynchronised reader leaves the numbering.
+        tracing::warn!(?id, expected = %want, "a gRPC stream event is out of its numbering");
+    }
+    None
+}
+
 /// The handler's events as gRPC stream items: an error is the last item,
 /// which tonic sends as the stream's final status. Checks that the events
 /// follow the numbering announced from `base`: only a `Task` snapshot sent
@@ -313,18 +339,7 @@ fn numbered_events(
             };
             match item {
                 (id, Ok(event)) => {
-                    if let Some(want) = expected {
-                        let snapshot =
-                            matches!(event.payload, Some(agentwire_types::stream_response::Payload::Task(_)));
-                        if id == Some(want) {
-                            expected = Some(EventId { log: want.log, seq: want.seq + 1 });
-                        } else {
-                            if !snapshot {
-                                tracing::warn!(?id, expected = %want, "a gRPC stream event is out of its numbering");
-                            }
-                            expected = None;
-                        }
-                    }
+                    expected = numbered_next(expected, id, &event);
                     yield Ok(event);
                 }
                 (_, Err(e)) => {
