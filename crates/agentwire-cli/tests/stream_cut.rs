@@ -62,13 +62,7 @@ impl Proxy {
                 let Ok(server) = TcpStream::connect(upstream).await else {
                     continue;
                 };
-                tokio::spawn(pipe(
-                    client,
-                    server,
-                    marker,
-                    Arc::clone(&a),
-                    Arc::clone(&c),
-                ));
+                tokio::spawn(pipe(client, server, marker, Arc::clone(&a), Arc::clone(&c)));
             }
         });
         Self { addr, armed, cuts }
@@ -189,10 +183,9 @@ async fn send_stream_survives_a_cut_connection() {
         .expect("bind the proxy");
     let proxy_addr = listener.local_addr().expect("proxy address");
     let card = AgentCard::new("Chunky", "Streams a story in pieces", "1.0.0").with_streaming(true);
-    let server = common::serve(
-        A2aServer::new(card, Chunky).public_url(format!("http://{proxy_addr}")),
-    )
-    .await;
+    let server =
+        common::serve(A2aServer::new(card, Chunky).public_url(format!("http://{proxy_addr}")))
+            .await;
     let proxy = Proxy::serve(listener, server.local_addr(), b"piece-04");
     assert_eq!(proxy.addr, proxy_addr);
     let host = proxy_addr.to_string();
@@ -217,7 +210,11 @@ async fn send_stream_survives_a_cut_connection() {
         .collect();
         let reference = run(&env, args.clone()).await;
         reference.expect(0);
-        assert_eq!(proxy.cuts(), n, "[{binding}] the reference run went through");
+        assert_eq!(
+            proxy.cuts(),
+            n,
+            "[{binding}] the reference run went through"
+        );
         proxy.arm();
         let cut = run(&env, args).await;
         assert_eq!(proxy.cuts(), n + 1, "[{binding}] the proxy cut the stream");

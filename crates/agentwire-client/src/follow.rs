@@ -989,10 +989,9 @@ mod tests {
             let refuse = last.is_some() && self.refuse_ids.load(Ordering::SeqCst);
             self.last_ids.lock().unwrap().push(last);
             if refuse {
-                return Err(ClientError::from(agentwire_types::A2aError::invalid_params(
-                    "Last-Event-ID",
-                    "unknown",
-                )));
+                return Err(ClientError::from(
+                    agentwire_types::A2aError::invalid_params("Last-Event-ID", "unknown"),
+                ));
             }
             let mut subs = self.subscriptions.lock().unwrap();
             if subs.is_empty() {
@@ -1443,14 +1442,9 @@ mod tests {
             status(TaskState::Completed),
         ]];
         let (opts, seen) = recorded();
-        let events: Vec<_> = follow(t.clone(), Some(initial), None, opts)
-            .collect()
-            .await;
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, opts).collect().await;
         assert_eq!(events.len(), 3);
-        assert_eq!(
-            *t.last_ids.lock().unwrap(),
-            [Some("L-1".to_owned()), None]
-        );
+        assert_eq!(*t.last_ids.lock().unwrap(), [Some("L-1".to_owned()), None]);
         assert_eq!(
             *seen.lock().unwrap(),
             [Reconnected::Snapshot {
@@ -1473,9 +1467,7 @@ mod tests {
             resume: false,
             ..opts
         };
-        let events: Vec<_> = follow(t.clone(), Some(initial), None, opts)
-            .collect()
-            .await;
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, opts).collect().await;
         assert_eq!(events.len(), 3);
         assert_eq!(*t.last_ids.lock().unwrap(), [None]);
         assert_eq!(t.gets.load(Ordering::SeqCst), 1);
@@ -1493,9 +1485,9 @@ mod tests {
         let initial = numbered(
             vec![
                 Ok(task(TaskState::Working).into()),
-                Err(ClientError::from(agentwire_types::A2aError::task_not_found(
-                    "t1",
-                ))),
+                Err(ClientError::from(
+                    agentwire_types::A2aError::task_not_found("t1"),
+                )),
             ],
             1,
         );

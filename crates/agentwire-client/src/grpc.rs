@@ -297,7 +297,13 @@ struct EventNumbering {
 impl EventNumbering {
     fn from_metadata(md: &tonic::metadata::MetadataMap) -> Option<Self> {
         let log = md.get(EVENT_LOG_KEY)?.to_str().ok()?.trim();
-        let position = md.get(EVENT_POSITION_KEY)?.to_str().ok()?.trim().parse().ok()?;
+        let position = md
+            .get(EVENT_POSITION_KEY)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
         let valid = !log.is_empty() && log.bytes().all(|b| b.is_ascii_hexdigit());
         valid.then(|| Self {
             log: log.to_owned(),

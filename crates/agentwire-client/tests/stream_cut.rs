@@ -379,9 +379,8 @@ async fn events_no_longer_held_give_a_snapshot(b: Binding) {
         .send_streaming_message(request(), &opts.call)
         .await
         .unwrap_or_else(|e| panic!("[{b}] open the stream: {e}"));
-    let following = tokio::spawn(
-        follow(Arc::clone(&t), Some(first), None, opts).collect::<Vec<_>>(),
-    );
+    let following =
+        tokio::spawn(follow(Arc::clone(&t), Some(first), None, opts).collect::<Vec<_>>());
     // Wait for the end of the task, read directly from the server.
     let direct = transport(b, server.local_addr());
     tokio::time::timeout(LIMIT, async {

@@ -369,7 +369,9 @@ impl A2aService for GrpcBinding {
     ) -> Result<Response<Self::SendStreamingMessageStream>, Status> {
         let (ctx, req) = split(request);
         respond_id_stream(
-            self.handler.send_streaming_message_with_ids(&ctx, req).await,
+            self.handler
+                .send_streaming_message_with_ids(&ctx, req)
+                .await,
             None,
         )
     }
@@ -686,7 +688,11 @@ mod tests {
 
     /// The numbering a stream's initial metadata announces.
     fn numbering(md: &tonic::metadata::MetadataMap) -> (String, u64) {
-        let log = md.get(EVENT_LOG_KEY).expect("a2a-event-log").to_str().unwrap();
+        let log = md
+            .get(EVENT_LOG_KEY)
+            .expect("a2a-event-log")
+            .to_str()
+            .unwrap();
         let position = md.get(EVENT_POSITION_KEY).expect("a2a-event-position");
         (log.to_owned(), position.to_str().unwrap().parse().unwrap())
     }
