@@ -314,8 +314,12 @@ pub struct FollowOptions {
     /// Called at each reconnection, once the new stream's first event
     /// tells how it went (see [`Reconnected`]). Without it, reconnections
     /// are logged (`tracing`, a snapshot at `info` level).
-    pub on_reconnect: Option<Arc<dyn Fn(&Reconnected) + Send + Sync>>,
+    pub on_reconnect: Option<ReconnectHook>,
 }
+
+/// A function told how each reconnection went
+/// ([`FollowOptions::on_reconnect`]).
+pub type ReconnectHook = Arc<dyn Fn(&Reconnected) + Send + Sync>;
 
 impl Default for FollowOptions {
     fn default() -> Self {
