@@ -490,13 +490,15 @@ impl Logged {
             Ok(stream) => {
                 tracing::debug!("<-- {op} stream open after {:?}", started.elapsed());
                 let me = self.clone();
-                Ok(Box::pin(stream.inspect(move |ev| match ev {
-                    Ok(e) => tracing::debug!(
-                        "<-- {op} event {}",
-                        me.redact(serde_json::to_string(e).unwrap_or_default())
-                    ),
-                    Err(e) => tracing::debug!("<-- {op} stream error: {e:?}"),
-                })))
+                Ok(stream.wrap(|s| {
+                    s.inspect(move |ev| match ev {
+                        Ok(e) => tracing::debug!(
+                            "<-- {op} event {}",
+                            me.redact(serde_json::to_string(e).unwrap_or_default())
+                        ),
+                        Err(e) => tracing::debug!("<-- {op} stream error: {e:?}"),
+                    })
+                }))
             }
             Err(e) => {
                 tracing::debug!("<-- {op} {:?} error: {e:?}", started.elapsed());

@@ -6,8 +6,10 @@
 //! - [`TaskView`]: the task as a stream of events leaves it (the `Task`
 //!   snapshot, then status and artifact updates).
 //! - [`follow`]: a stream of a task's events that survives dropped
-//!   connections: it resubscribes (`SubscribeToTask`) and reconciles with
-//!   `GetTask`, so a final state is never missed.
+//!   connections: it resubscribes (`SubscribeToTask`) with the id of the
+//!   last event received (`Last-Event-ID`), so that each event comes once,
+//!   none missing, and otherwise reconciles with `GetTask`, so a final
+//!   state is never missed.
 //! - [`wait_for_task`]: polls `GetTask` until a terminal or interrupted
 //!   state, with an interval, bounded backoff and a timeout.
 //!
@@ -32,6 +34,8 @@
 //! ```
 
 use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentwire_types::{
@@ -41,7 +45,7 @@ use agentwire_types::{
 use futures::StreamExt;
 
 use crate::error::{ClientError, ClientResult};
-use crate::transport::{CallOptions, EventStream, Transport};
+use crate::transport::{CallOptions, EventStream, LastEventId, Transport};
 
 /// Builds whole artifacts from artifact update events.
 ///
@@ -270,7 +274,24 @@ pub enum OpenedBy {
 }
 
 /// How [`follow`] reconnects.
-#[derive(Debug, Clone)]
+///
+/// ```
+/// use std::sync::Arc;
+/// use agentwire_client::follow::{FollowOptions, Reconnected};
+///
+/// let opts = FollowOptions {
+///     // Tell the user when a reconnection could not pick up where the
+///     // stream was cut.
+///     on_reconnect: Some(Arc::new(|r: &Reconnected| {
+///         if let Reconnected::Snapshot { .. } = r {
+///             eprintln!("reconnected; the events missed meanwhile are summed up in a snapshot");
+///         }
+///     })),
+///     ..Default::default()
+/// };
+/// assert!(opts.resume);
+/// ```
+#[derive(Clone)]
 pub struct FollowOptions {
     /// Reconnections in a row without receiving an event before giving up.
     pub max_reconnects: u32,
@@ -282,7 +303,23 @@ pub struct FollowOptions {
     /// `SendStreamingMessage`). Streams `follow` opens itself are
     /// subscriptions.
     pub opened_by: OpenedBy,
+    /// Resume a cut stream after the last event received (default on):
+    /// reconnect with `SubscribeToTask` and the `Last-Event-ID` service
+    /// parameter set to the id of that event
+    /// ([`EventStream::last_event_id`]), so that the server sends exactly
+    /// the events missed, then the live ones. Off, or when the server gives
+    /// no event ids, `follow` reads the task (`GetTask`) and subscribes
+    /// again from a snapshot of the task.
+    pub resume: bool,
+    /// Called at each reconnection, once the new stream's first event
+    /// tells how it went (see [`Reconnected`]). Without it, reconnections
+    /// are logged (`tracing`, a snapshot at `info` level).
+    pub on_reconnect: Option<ReconnectHook>,
 }
+
+/// A function told how each reconnection went
+/// ([`FollowOptions::on_reconnect`]).
+pub type ReconnectHook = Arc<dyn Fn(&Reconnected) + Send + Sync>;
 
 impl Default for FollowOptions {
     fn default() -> Self {
@@ -291,8 +328,47 @@ impl Default for FollowOptions {
             backoff: Duration::from_millis(200),
             call: CallOptions::default(),
             opened_by: OpenedBy::default(),
+            resume: true,
+            on_reconnect: None,
         }
     }
+}
+
+impl fmt::Debug for FollowOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FollowOptions")
+            .field("max_reconnects", &self.max_reconnects)
+            .field("backoff", &self.backoff)
+            .field("call", &self.call)
+            .field("opened_by", &self.opened_by)
+            .field("resume", &self.resume)
+            .field("on_reconnect", &self.on_reconnect.as_ref().map(|_| "Fn"))
+            .finish()
+    }
+}
+
+/// How a reconnection of [`follow`] went, given to
+/// [`FollowOptions::on_reconnect`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reconnected {
+    /// The new stream carries on right after the last event received
+    /// (`Last-Event-ID`): nothing was missed and nothing comes twice.
+    Resumed {
+        /// The id of the last event received before the cut.
+        last_event_id: String,
+    },
+    /// The new stream starts over with a snapshot of the task as it is now
+    /// (a `Task` event, which replaces what the events so far described):
+    /// the events missed meanwhile are not sent one by one, because the
+    /// server no longer held them (too old, a restarted server, another
+    /// replica) or gave no event ids, or because resuming is off. Also
+    /// reported when the task ended meanwhile and its final state was read
+    /// with `GetTask` instead.
+    Snapshot {
+        /// The id the resumption was tried with, if any.
+        last_event_id: Option<String>,
+    },
 }
 
 /// Whether `event` ends the interaction for now, given the call that
@@ -339,13 +415,18 @@ pub fn ends_interaction(event: &StreamResponse, first: bool, opened_by: OpenedBy
     }
 }
 
-/// Whether a stream error may be survived by reconnecting.
+/// Whether a stream error may be survived by reconnecting: a connection
+/// that failed, broke or timed out; never an error the agent answered
+/// (those are protocol errors) nor an undecodable stream.
 fn reconnectable(e: &ClientError) -> bool {
     matches!(
         e,
         ClientError::Connect { .. } | ClientError::Transport { .. } | ClientError::Timeout { .. }
     )
 }
+
+/// The name of the service parameter that resumes a stream.
+const LAST_EVENT_ID: &str = "Last-Event-ID";
 
 struct FollowState<T> {
     transport: T,
@@ -359,6 +440,20 @@ struct FollowState<T> {
     failures: u32,
     done: bool,
     last_error: Option<ClientError>,
+    /// The id of the last event yielded, when known.
+    last_id: Option<String>,
+    /// `current` is a reconnection whose first event is still to come.
+    reconnection: Option<Reconnection>,
+    /// The id of the last event yielded, for the stream `follow` returns.
+    out_ids: LastEventId,
+}
+
+/// A reconnection waiting for its stream's first event.
+enum Reconnection {
+    /// Subscribed with `Last-Event-ID`.
+    Resuming(String),
+    /// Subscribed without: the stream opens with a snapshot.
+    Resubscribed,
 }
 
 enum Step {
@@ -387,14 +482,32 @@ impl Step {
 /// opening the stream of a message that continues a task (it shows the
 /// state that message answers).
 ///
-/// When the stream fails with a connection error, or ends before a
-/// terminal or interrupted state, the task is read with `GetTask`: if it
-/// reached such a state, that `Task` is yielded as the last event;
-/// otherwise the task is subscribed to again (the first event of the new
-/// subscription is the current `Task`, so nothing is missed). A task that
-/// cannot be subscribed to because it already ended yields its `Task` from
-/// `GetTask`. After [`FollowOptions::max_reconnects`] failures in a row the
-/// last error is yielded and the stream ends.
+/// When the stream is cut before that event (the connection failed, broke
+/// or timed out, or the stream closed early; not when the agent answered
+/// an error), `follow` reconnects after a backoff
+/// ([`FollowOptions::backoff`]):
+///
+/// - with [`FollowOptions::resume`] (the default) and the id of the last
+///   event received ([`EventStream::last_event_id`]), it subscribes
+///   (`SubscribeToTask`) with `Last-Event-ID`: the server sends the events
+///   missed, then the live ones, so every event is yielded exactly once. A
+///   server that no longer holds them opens the stream with a snapshot of
+///   the task instead: it is yielded (a `Task` event, which
+///   [`TaskView::apply`] takes as the new state) and reported as
+///   [`Reconnected::Snapshot`]. A server that refuses the id is
+///   subscribed to again without it;
+/// - otherwise it reads the task with `GetTask`: if it reached a terminal
+///   or interrupted state, that `Task` is yielded as the last event;
+///   otherwise the task is subscribed to again (the first event of the new
+///   subscription is the current `Task`, so nothing is lost).
+///
+/// A task that cannot be subscribed to because it already ended yields its
+/// `Task` from `GetTask`. After [`FollowOptions::max_reconnects`] failures
+/// in a row (reconnections that bring no event) the last error is yielded
+/// and the stream ends.
+///
+/// The stream returned keeps the id of the last event it yielded
+/// ([`EventStream::last_event_id`]).
 pub fn follow<T>(
     transport: T,
     initial: Option<EventStream>,
@@ -404,6 +517,7 @@ pub fn follow<T>(
 where
     T: Transport + Send + Sync + 'static,
 {
+    let out_ids = LastEventId::default();
     let state = FollowState {
         transport,
         task_id,
@@ -414,6 +528,9 @@ where
         failures: 0,
         done: false,
         last_error: None,
+        last_id: None,
+        reconnection: None,
+        out_ids: out_ids.clone(),
     };
     let stream = futures::stream::unfold(state, |mut st| async move {
         loop {
@@ -427,7 +544,7 @@ where
             }
         }
     });
-    Box::pin(stream)
+    EventStream::with_ids(stream, out_ids)
 }
 
 impl<T: Transport + Send + Sync> FollowState<T> {
@@ -437,21 +554,43 @@ impl<T: Transport + Send + Sync> FollowState<T> {
         };
         match stream.next().await {
             Some(Ok(event)) => {
+                let id = stream.last_event_id();
                 self.failures = 0;
+                self.last_error = None;
                 if self.task_id.is_none() {
                     self.task_id = event.task_id().map(str::to_owned);
                 }
-                let first = std::mem::take(&mut self.first);
+                let mut first = std::mem::take(&mut self.first);
+                let is_task = matches!(event.payload, Some(stream_response::Payload::Task(_)));
+                match self.reconnection.take() {
+                    // The events after the last one received: this one
+                    // continues the stream that was cut.
+                    Some(Reconnection::Resuming(last)) if !is_task => {
+                        first = false;
+                        self.notify(Reconnected::Resumed {
+                            last_event_id: last,
+                        });
+                    }
+                    Some(Reconnection::Resuming(last)) => self.notify(Reconnected::Snapshot {
+                        last_event_id: Some(last),
+                    }),
+                    Some(Reconnection::Resubscribed) => self.notify(Reconnected::Snapshot {
+                        last_event_id: None,
+                    }),
+                    None => {}
+                }
+                self.last_id = id;
+                self.out_ids.set(self.last_id.clone());
                 if ends_interaction(&event, first, self.opened_by) {
                     self.done = true;
                 }
                 Step::ok(event)
             }
             Some(Err(e)) if reconnectable(&e) && self.task_id.is_some() => {
-                tracing::debug!(error = %e, "stream dropped; reconciling with GetTask");
+                tracing::debug!(error = %e, "stream cut; reconnecting");
                 self.current = None;
                 self.last_error = Some(e);
-                self.reconcile().await
+                self.reconnect(false).await
             }
             Some(Err(e)) => {
                 self.done = true;
@@ -463,15 +602,35 @@ impl<T: Transport + Send + Sync> FollowState<T> {
                     // A stream that closed before saying anything.
                     return Step::End;
                 }
-                tracing::debug!("stream closed before a final state; reconciling with GetTask");
-                self.reconcile().await
+                tracing::debug!("stream closed before a final state; reconnecting");
+                // A resumed stream that closed without an event: the
+                // server had nothing to replay and nothing more to send.
+                let empty_resume = matches!(self.reconnection, Some(Reconnection::Resuming(_)));
+                self.reconnect(empty_resume).await
             }
         }
     }
 
-    /// Reads the task; yields it when final, otherwise lets the next step
-    /// resubscribe.
-    async fn reconcile(&mut self) -> Step {
+    fn notify(&self, how: Reconnected) {
+        match &how {
+            Reconnected::Resumed { last_event_id } => {
+                tracing::debug!(%last_event_id, "stream resumed after the last event received");
+            }
+            Reconnected::Snapshot { last_event_id } => tracing::info!(
+                last_event_id = last_event_id.as_deref().unwrap_or("none"),
+                "reconnected; the events missed meanwhile are replaced by a snapshot of the task"
+            ),
+        }
+        if let Some(hook) = &self.options.on_reconnect {
+            hook(&how);
+        }
+    }
+
+    /// After a cut: waits (backoff), then lets the next step resubscribe
+    /// with the last event id, or reads the task when there is none or
+    /// when a resumed stream closed without an event (`empty_resume`).
+    async fn reconnect(&mut self, empty_resume: bool) -> Step {
+        self.reconnection = None;
         self.failures += 1;
         if self.failures > self.options.max_reconnects {
             self.done = true;
@@ -488,6 +647,15 @@ impl<T: Transport + Send + Sync> FollowState<T> {
         let shift = self.failures.saturating_sub(1).min(6);
         let wait = (self.options.backoff * (1u32 << shift)).min(Duration::from_secs(8));
         tokio::time::sleep(wait).await;
+        if self.options.resume && self.last_id.is_some() && !empty_resume {
+            return Step::Continue;
+        }
+        self.reconcile().await
+    }
+
+    /// Reads the task; yields it when final, otherwise lets the next step
+    /// resubscribe.
+    async fn reconcile(&mut self) -> Step {
         let Some(id) = self.task_id.clone() else {
             return Step::End;
         };
@@ -498,9 +666,16 @@ impl<T: Transport + Send + Sync> FollowState<T> {
         match self.transport.get_task(req, &self.options.call).await {
             Ok(task) if task.state().ends_turn() => {
                 self.done = true;
+                let last_event_id = self.last_id.take();
+                self.notify(Reconnected::Snapshot { last_event_id });
+                self.out_ids.set(None);
                 Step::ok(StreamResponse::from(task))
             }
-            Ok(_) => Step::Continue,
+            Ok(_) => {
+                // The subscription that follows starts from a snapshot.
+                self.last_id = None;
+                Step::Continue
+            }
             Err(e) if reconnectable(&e) => {
                 self.last_error = Some(e);
                 Step::Continue
@@ -523,16 +698,36 @@ impl<T: Transport + Send + Sync> FollowState<T> {
             id: id.clone(),
             ..Default::default()
         };
-        match self
-            .transport
-            .subscribe_to_task(req, &self.options.call)
-            .await
-        {
+        let resume_from = self.last_id.clone().filter(|_| self.options.resume);
+        let call = match &resume_from {
+            Some(last) => self
+                .options
+                .call
+                .merged(&CallOptions::new().with_service_param(LAST_EVENT_ID, last.clone())),
+            None => self.options.call.clone(),
+        };
+        // A subscription follow opens itself (not the caller's first
+        // stream) is a reconnection.
+        let reconnecting = self.failures > 0 || resume_from.is_some();
+        match self.transport.subscribe_to_task(req, &call).await {
             Ok(s) => {
-                // A subscription opens with the task's current state.
+                // A subscription opens with the task's current state (or,
+                // resumed, with the events missed).
                 self.current = Some(s);
                 self.opened_by = OpenedBy::SubscribeToTask;
                 self.first = true;
+                self.reconnection = match resume_from {
+                    Some(last) => Some(Reconnection::Resuming(last)),
+                    None if reconnecting => Some(Reconnection::Resubscribed),
+                    None => None,
+                };
+                Step::Continue
+            }
+            // The server does not know the id (not one of its own): start
+            // again from a snapshot.
+            Err(e) if resume_from.is_some() && e.kind() == Some(ErrorKind::InvalidParams) => {
+                tracing::info!(error = %e, "the agent refused the last event id; subscribing without it");
+                self.last_id = None;
                 Step::Continue
             }
             // Subscribing to a task that already ended is refused (spec
@@ -544,13 +739,21 @@ impl<T: Transport + Send + Sync> FollowState<T> {
                 };
                 self.done = true;
                 match self.transport.get_task(req, &self.options.call).await {
-                    Ok(task) if task.state().ends_turn() => Step::ok(StreamResponse::from(task)),
+                    Ok(task) if task.state().ends_turn() => {
+                        if reconnecting {
+                            self.notify(Reconnected::Snapshot {
+                                last_event_id: resume_from,
+                            });
+                        }
+                        self.out_ids.set(None);
+                        Step::ok(StreamResponse::from(task))
+                    }
                     Ok(_) | Err(_) => Step::err(e),
                 }
             }
             Err(e) if reconnectable(&e) => {
                 self.last_error = Some(e);
-                self.reconcile().await
+                self.reconnect(false).await
             }
             Err(e) => {
                 self.done = true;
@@ -700,6 +903,40 @@ mod tests {
         states: Mutex<Vec<TaskState>>,
         gets: AtomicUsize,
         subscribes: AtomicUsize,
+        /// When not empty: the subscriptions' events have ids `L-<n>`
+        /// from these positions (one per subscription).
+        id_from: Mutex<Vec<u64>>,
+        /// The `Last-Event-ID` of each subscription.
+        last_ids: Mutex<Vec<Option<String>>>,
+        /// Subscriptions with a `Last-Event-ID` are refused.
+        refuse_ids: std::sync::atomic::AtomicBool,
+    }
+
+    /// A stream whose events have the ids `L-<from>`, `L-<from + 1>`...
+    fn numbered(items: Vec<ClientResult<StreamResponse>>, from: u64) -> EventStream {
+        let ids = LastEventId::default();
+        let seen = ids.clone();
+        let mut n = from;
+        let events = futures::stream::iter(items).inspect(move |item| {
+            if item.is_ok() {
+                seen.set(Some(format!("L-{n}")));
+                n += 1;
+            }
+        });
+        EventStream::with_ids(events, ids)
+    }
+
+    /// Options recording the reconnections reported.
+    fn recorded() -> (FollowOptions, Arc<Mutex<Vec<Reconnected>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let hook = Arc::clone(&seen);
+        let opts = FollowOptions {
+            on_reconnect: Some(Arc::new(move |r: &Reconnected| {
+                hook.lock().unwrap().push(r.clone());
+            })),
+            ..fast()
+        };
+        (opts, seen)
     }
 
     fn unsupported() -> ClientError {
@@ -745,16 +982,36 @@ mod tests {
         async fn subscribe_to_task(
             &self,
             _: SubscribeToTaskRequest,
-            _: &CallOptions,
+            options: &CallOptions,
         ) -> ClientResult<EventStream> {
             self.subscribes.fetch_add(1, Ordering::SeqCst);
+            let last = options
+                .service_params
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("last-event-id"))
+                .map(|(_, v)| v.clone());
+            let refuse = last.is_some() && self.refuse_ids.load(Ordering::SeqCst);
+            self.last_ids.lock().unwrap().push(last);
+            if refuse {
+                return Err(ClientError::from(
+                    agentwire_types::A2aError::invalid_params("Last-Event-ID", "unknown"),
+                ));
+            }
             let mut subs = self.subscriptions.lock().unwrap();
             if subs.is_empty() {
                 return Err(ClientError::from(agentwire_types::A2aError::unsupported(
                     "task is terminal",
                 )));
             }
-            Ok(Box::pin(futures::stream::iter(subs.remove(0))))
+            let items = subs.remove(0);
+            let from = {
+                let mut from = self.id_from.lock().unwrap();
+                (!from.is_empty()).then(|| from.remove(0))
+            };
+            Ok(match from {
+                Some(from) => numbered(items, from),
+                None => EventStream::new(futures::stream::iter(items)),
+            })
         }
         async fn create_task_push_notification_config(
             &self,
@@ -862,7 +1119,7 @@ mod tests {
     #[tokio::test]
     async fn a_stream_closed_early_is_reconciled_too() {
         let t = std::sync::Arc::new(Scripted::default());
-        let initial: EventStream = Box::pin(futures::stream::iter(vec![Ok(StreamResponse::from(
+        let initial = EventStream::new(futures::stream::iter(vec![Ok(StreamResponse::from(
             task(TaskState::Working),
         ))]));
         *t.states.lock().unwrap() = vec![TaskState::InputRequired];
@@ -889,7 +1146,7 @@ mod tests {
         // The stream of an answer opens with the task as it was (waiting
         // for input), then the agent works and completes.
         let t = std::sync::Arc::new(Scripted::default());
-        let initial: EventStream = Box::pin(futures::stream::iter(vec![
+        let initial = EventStream::new(futures::stream::iter(vec![
             Ok(StreamResponse::from(task(TaskState::InputRequired))),
             status(TaskState::Working),
             artifact_chunk("Hello, ", false, false),
@@ -914,7 +1171,7 @@ mod tests {
     #[tokio::test]
     async fn an_interrupted_state_reached_on_the_stream_ends_it() {
         let t = std::sync::Arc::new(Scripted::default());
-        let initial: EventStream = Box::pin(futures::stream::iter(vec![
+        let initial = EventStream::new(futures::stream::iter(vec![
             Ok(StreamResponse::from(task(TaskState::InputRequired))),
             status(TaskState::Working),
             status(TaskState::AuthRequired),
@@ -938,7 +1195,7 @@ mod tests {
     async fn complete_answers_in_one_object_end_the_stream() {
         let t = std::sync::Arc::new(Scripted::default());
         // A terminal Task first: the whole answer.
-        let initial: EventStream = Box::pin(futures::stream::iter(vec![
+        let initial = EventStream::new(futures::stream::iter(vec![
             Ok(StreamResponse::from(task(TaskState::Completed))),
             status(TaskState::Working),
         ]));
@@ -947,7 +1204,7 @@ mod tests {
             .await;
         assert_eq!(events.len(), 1);
         // A message-only stream.
-        let initial: EventStream = Box::pin(futures::stream::iter(vec![
+        let initial = EventStream::new(futures::stream::iter(vec![
             Ok(StreamResponse::from(Message::user_text("hi"))),
             status(TaskState::Working),
         ]));
@@ -962,7 +1219,7 @@ mod tests {
     async fn a_subscription_to_a_waiting_task_ends_at_its_snapshot() {
         // Opened by the caller.
         let t = std::sync::Arc::new(Scripted::default());
-        let initial: EventStream = Box::pin(futures::stream::iter(vec![
+        let initial = EventStream::new(futures::stream::iter(vec![
             Ok(StreamResponse::from(task(TaskState::InputRequired))),
             status(TaskState::Working),
         ]));
@@ -1069,6 +1326,182 @@ mod tests {
         // allow would mean a sleep bug; more would mean a busy loop.
         assert!((2..=7).contains(&polls), "{polls} polls");
         assert!(started.elapsed() < Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn a_cut_stream_resumes_after_the_last_event_received() {
+        let t = Arc::new(Scripted::default());
+        let initial = numbered(
+            vec![
+                Ok(task(TaskState::Working).into()),
+                status(TaskState::Working),
+                reset(),
+            ],
+            1,
+        );
+        // The server sends what followed L-2.
+        *t.subscriptions.lock().unwrap() = vec![vec![
+            artifact_chunk("Hello", false, true),
+            status(TaskState::Completed),
+        ]];
+        *t.id_from.lock().unwrap() = vec![3];
+        let (opts, seen) = recorded();
+        let mut events = follow(t.clone(), Some(initial), None, opts);
+        let mut got = Vec::new();
+        let mut ids = Vec::new();
+        while let Some(e) = events.next().await {
+            got.push(e.unwrap());
+            ids.push(events.last_event_id().unwrap());
+        }
+        assert_eq!(got.len(), 4, "each event once: {got:?}");
+        assert_eq!(ids, ["L-1", "L-2", "L-3", "L-4"]);
+        assert_eq!(got[3].state(), Some(TaskState::Completed));
+        assert_eq!(*t.last_ids.lock().unwrap(), [Some("L-2".to_owned())]);
+        assert_eq!(t.gets.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [Reconnected::Resumed {
+                last_event_id: "L-2".into()
+            }]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_resumed_stream_cut_again_is_resumed_again() {
+        let t = Arc::new(Scripted::default());
+        let initial = numbered(vec![Ok(task(TaskState::Working).into()), reset()], 1);
+        *t.subscriptions.lock().unwrap() = vec![
+            vec![reset()],
+            vec![status(TaskState::Working), reset()],
+            vec![status(TaskState::Completed)],
+        ];
+        *t.id_from.lock().unwrap() = vec![2, 2, 3];
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, fast())
+            .map(|e| e.unwrap().state().unwrap())
+            .collect()
+            .await;
+        assert_eq!(
+            events,
+            [TaskState::Working, TaskState::Working, TaskState::Completed]
+        );
+        assert_eq!(
+            *t.last_ids.lock().unwrap(),
+            [
+                Some("L-1".to_owned()),
+                Some("L-1".to_owned()),
+                Some("L-2".to_owned())
+            ]
+        );
+        assert_eq!(t.gets.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_resumed_stream_closed_without_events_reads_the_task() {
+        let t = Arc::new(Scripted::default());
+        let initial = numbered(vec![Ok(task(TaskState::Working).into()), reset()], 1);
+        *t.subscriptions.lock().unwrap() = vec![vec![]];
+        *t.id_from.lock().unwrap() = vec![2];
+        *t.states.lock().unwrap() = vec![TaskState::Completed];
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, fast())
+            .map(|e| e.unwrap().state().unwrap())
+            .collect()
+            .await;
+        assert_eq!(events, [TaskState::Working, TaskState::Completed]);
+        assert_eq!(t.gets.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_resumption_answered_with_a_snapshot_says_so_and_goes_on() {
+        let t = Arc::new(Scripted::default());
+        let initial = numbered(vec![Ok(task(TaskState::Working).into()), reset()], 1);
+        *t.subscriptions.lock().unwrap() = vec![vec![
+            Ok(task(TaskState::Working).into()),
+            status(TaskState::Completed),
+        ]];
+        *t.id_from.lock().unwrap() = vec![40];
+        let (opts, seen) = recorded();
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, opts)
+            .map(|e| e.unwrap().state().unwrap())
+            .collect()
+            .await;
+        assert_eq!(
+            events,
+            [TaskState::Working, TaskState::Working, TaskState::Completed]
+        );
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [Reconnected::Snapshot {
+                last_event_id: Some("L-1".into())
+            }]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_id_is_dropped_and_the_task_subscribed_to_again() {
+        let t = Arc::new(Scripted::default());
+        t.refuse_ids.store(true, Ordering::SeqCst);
+        let initial = numbered(vec![Ok(task(TaskState::Working).into()), reset()], 1);
+        *t.subscriptions.lock().unwrap() = vec![vec![
+            Ok(task(TaskState::Working).into()),
+            status(TaskState::Completed),
+        ]];
+        let (opts, seen) = recorded();
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, opts).collect().await;
+        assert_eq!(events.len(), 3);
+        assert_eq!(*t.last_ids.lock().unwrap(), [Some("L-1".to_owned()), None]);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [Reconnected::Snapshot {
+                last_event_id: None
+            }]
+        );
+    }
+
+    #[tokio::test]
+    async fn without_resume_the_task_is_read_and_subscribed_to_again() {
+        let t = Arc::new(Scripted::default());
+        let initial = numbered(vec![Ok(task(TaskState::Working).into()), reset()], 1);
+        *t.subscriptions.lock().unwrap() = vec![vec![
+            Ok(task(TaskState::Working).into()),
+            status(TaskState::Completed),
+        ]];
+        *t.states.lock().unwrap() = vec![TaskState::Working];
+        let (opts, seen) = recorded();
+        let opts = FollowOptions {
+            resume: false,
+            ..opts
+        };
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, opts).collect().await;
+        assert_eq!(events.len(), 3);
+        assert_eq!(*t.last_ids.lock().unwrap(), [None]);
+        assert_eq!(t.gets.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [Reconnected::Snapshot {
+                last_event_id: None
+            }]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_error_the_agent_answers_is_not_survived() {
+        let t = Arc::new(Scripted::default());
+        let initial = numbered(
+            vec![
+                Ok(task(TaskState::Working).into()),
+                Err(ClientError::from(
+                    agentwire_types::A2aError::task_not_found("t1"),
+                )),
+            ],
+            1,
+        );
+        let events: Vec<_> = follow(t.clone(), Some(initial), None, fast())
+            .collect()
+            .await;
+        assert_eq!(events.len(), 2);
+        assert!(events[1].is_err());
+        assert_eq!(t.subscribes.load(Ordering::SeqCst), 0);
+        assert_eq!(t.gets.load(Ordering::SeqCst), 0);
     }
 
     #[test]

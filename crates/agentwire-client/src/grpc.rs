@@ -17,7 +17,9 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::error::{ClientError, ClientResult, error_chain};
 use crate::http::DEFAULT_CONNECT_TIMEOUT;
-use crate::transport::{CallOptions, EventStream, TenantField, Transport, end_after_error};
+use crate::transport::{
+    CallOptions, EventStream, LastEventId, TenantField, Transport, end_after_error_with_ids,
+};
 
 /// The gRPC transport.
 ///
@@ -242,10 +244,19 @@ impl GrpcTransport {
                 .map_err(|_| self.timeout())?,
             None => fut.await,
         };
-        let streaming = res.map_err(|s| self.status_error(s))?.into_inner();
+        let response = res.map_err(|s| self.status_error(s))?;
+        let mut numbering = EventNumbering::from_metadata(response.metadata());
+        let streaming = response.into_inner();
         let url = self.url.clone();
-        let events = streaming.map(move |item| item.map_err(|s| status_to_error(s, &url)));
-        Ok(end_after_error(events))
+        let ids = LastEventId::default();
+        let seen = ids.clone();
+        let events = streaming.map(move |item| {
+            if let Ok(event) = &item {
+                seen.set(numbering.as_mut().and_then(|n| n.next(event)));
+            }
+            item.map_err(|s| status_to_error(s, &url))
+        });
+        Ok(end_after_error_with_ids(events, ids))
     }
 
     fn timeout(&self) -> ClientError {
@@ -256,6 +267,68 @@ impl GrpcTransport {
 
     fn status_error(&self, status: tonic::Status) -> ClientError {
         status_to_error(status, &self.url)
+    }
+}
+
+/// The initial-metadata key naming the log of a stream's event ids.
+pub const EVENT_LOG_KEY: &str = "a2a-event-log";
+
+/// The initial-metadata key with the position of a stream's first message
+/// in its log.
+pub const EVENT_POSITION_KEY: &str = "a2a-event-position";
+
+/// The event ids of a gRPC stream's messages.
+///
+/// gRPC stream messages have no field for an event id, so the server
+/// announces the numbering in the stream's initial metadata:
+/// [`EVENT_LOG_KEY`] (the log part of the ids) and [`EVENT_POSITION_KEY`]
+/// (the position of the first message); message `n` (from 0) has the id
+/// `<log>-<position + n>`. A `Task` message after the first one is a fresh
+/// snapshot sent to a reader that fell behind (events were skipped): the
+/// numbering stops there and the ids are unknown from then on.
+#[derive(Debug, Clone)]
+struct EventNumbering {
+    log: String,
+    position: u64,
+    /// No message seen yet.
+    first: bool,
+}
+
+impl EventNumbering {
+    fn from_metadata(md: &tonic::metadata::MetadataMap) -> Option<Self> {
+        let log = md.get(EVENT_LOG_KEY)?.to_str().ok()?.trim();
+        let position = md
+            .get(EVENT_POSITION_KEY)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let valid = !log.is_empty() && log.bytes().all(|b| b.is_ascii_hexdigit());
+        valid.then(|| Self {
+            log: log.to_owned(),
+            position,
+            first: true,
+        })
+    }
+
+    /// The id of the next message, `event`; `None` once the numbering
+    /// stopped.
+    fn next(&mut self, event: &agentwire_types::StreamResponse) -> Option<String> {
+        let first = std::mem::take(&mut self.first);
+        let snapshot = matches!(
+            event.payload,
+            Some(agentwire_types::stream_response::Payload::Task(_))
+        );
+        if snapshot && !first {
+            self.log.clear();
+        }
+        if self.log.is_empty() {
+            return None;
+        }
+        let id = format!("{}-{}", self.log, self.position);
+        self.position = self.position.saturating_add(1);
+        Some(id)
     }
 }
 

@@ -11,7 +11,9 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::error::{ClientError, error_chain};
 use crate::sse::{self, SseEvent};
-use crate::transport::CallOptions;
+use agentwire_types::StreamResponse;
+
+use crate::transport::{CallOptions, EventStream, LastEventId, end_after_error_with_ids};
 
 /// How long establishing a TCP (and TLS) connection may take with the
 /// default HTTP client before the agent counts as unreachable.
@@ -179,6 +181,32 @@ pub(crate) fn sse_events(
         .map_err(move |e| map_reqwest_error(e, &url))
         .boxed();
     sse::events(body)
+}
+
+/// The protocol events of an SSE response, each decoded by `decode`
+/// (`None`: an event to skip), keeping the id of the last one yielded (the
+/// SSE `id:` field; an empty id resets it).
+pub(crate) fn sse_event_stream(
+    resp: reqwest::Response,
+    url: &str,
+    decode: fn(&SseEvent) -> Option<Result<StreamResponse, ClientError>>,
+) -> EventStream {
+    let ids = LastEventId::default();
+    let seen = ids.clone();
+    let events = sse_events(resp, url).filter_map(move |ev| {
+        let item = match ev {
+            Err(e) => Some(Err(e)),
+            Ok(ev) => {
+                let item = decode(&ev);
+                if let Some(Ok(_)) = &item {
+                    seen.set(ev.id.filter(|id| !id.is_empty()));
+                }
+                item
+            }
+        };
+        std::future::ready(item)
+    });
+    end_after_error_with_ids(events, ids)
 }
 
 #[cfg(test)]

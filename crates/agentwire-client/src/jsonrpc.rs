@@ -12,17 +12,16 @@ use agentwire_types::{
     ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse,
     SubscribeToTaskRequest, Task, TaskPushNotificationConfig,
 };
-use futures::StreamExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{ClientError, ClientResult, truncate_body};
 use crate::http::{
     MAX_ERROR_BODY, default_http_client, is_event_stream, read_body, send_with_header_timeout,
-    service_headers, sse_events,
+    service_headers, sse_event_stream,
 };
 use crate::sse::SseEvent;
-use crate::transport::{CallOptions, EventStream, TenantField, Transport, end_after_error};
+use crate::transport::{CallOptions, EventStream, TenantField, Transport};
 
 /// The JSON-RPC 2.0 transport.
 ///
@@ -193,12 +192,9 @@ impl JsonRpcTransport {
                 .finish(method, resp)
                 .await?
                 .ok_or_else(|| no_result(method))?;
-            return Ok(Box::pin(futures::stream::iter([Ok(first)])));
+            return Ok(EventStream::new(futures::stream::iter([Ok(first)])));
         }
-        let events = sse_events(resp, &self.url).filter_map(|ev| {
-            std::future::ready(ev.map_or_else(|e| Some(Err(e)), |ev| decode_event(&ev)))
-        });
-        Ok(end_after_error(events))
+        Ok(sse_event_stream(resp, &self.url, decode_event))
     }
 }
 

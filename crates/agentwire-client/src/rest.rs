@@ -10,7 +10,6 @@ use agentwire_types::{
     ListTasksRequest, ListTasksResponse, MEDIA_TYPE, SendMessageRequest, SendMessageResponse,
     StreamResponse, SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState,
 };
-use futures::StreamExt;
 use percent_encoding::utf8_percent_encode;
 use reqwest::Method;
 use serde::Serialize;
@@ -20,10 +19,10 @@ use serde_json::Value;
 use crate::error::{ClientError, ClientResult, truncate_body};
 use crate::http::{
     MAX_ERROR_BODY, default_http_client, is_event_stream, map_reqwest_error, read_body,
-    send_with_header_timeout, service_headers, sse_events,
+    send_with_header_timeout, service_headers, sse_event_stream,
 };
 use crate::sse::SseEvent;
-use crate::transport::{CallOptions, EventStream, Transport, end_after_error};
+use crate::transport::{CallOptions, EventStream, Transport};
 
 const ACCEPT_JSON: &str = "application/a2a+json, application/json";
 
@@ -213,12 +212,9 @@ impl RestTransport {
                     "{url} answered a streaming call with neither a stream nor an event"
                 )))
             })?;
-            return Ok(Box::pin(futures::stream::iter([Ok(first)])));
+            return Ok(EventStream::new(futures::stream::iter([Ok(first)])));
         }
-        let events = sse_events(resp, url).filter_map(|ev| {
-            std::future::ready(ev.map_or_else(|e| Some(Err(e)), |ev| decode_event(&ev)))
-        });
-        Ok(end_after_error(events))
+        Ok(sse_event_stream(resp, url, decode_event))
     }
 }
 

@@ -19,13 +19,137 @@ use futures::Stream;
 
 use crate::error::{ClientError, ClientResult};
 
+/// The boxed stream of events inside an [`EventStream`].
+type BoxedEvents = Pin<Box<dyn Stream<Item = Result<StreamResponse, ClientError>> + Send>>;
+
 /// A stream of events from `SendStreamingMessage` or `SubscribeToTask`.
 ///
 /// It yields the events in the order the agent sent them (first a `Task` or
 /// a single `Message`, then status and artifact updates) and ends when the
 /// agent closes the stream. An error is always the last item: after an
 /// `Err` the stream ends.
-pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamResponse, ClientError>> + Send>>;
+///
+/// It also keeps the id of the last event it yielded
+/// ([`EventStream::last_event_id`]), when the server gives its events ids:
+/// the `id:` field of Server-Sent Events (JSON-RPC and HTTP+JSON), or on
+/// gRPC the numbering announced in the stream's initial metadata (see
+/// `docs/streaming.md`). A client whose stream was cut resumes it by
+/// calling `SubscribeToTask` with that id as the `Last-Event-ID` service
+/// parameter; [`crate::follow::follow`] does so by itself.
+///
+/// ```
+/// use agentwire_client::EventStream;
+/// use agentwire_types::StreamResponse;
+/// use futures::StreamExt;
+///
+/// # futures::executor::block_on(async {
+/// let mut events = EventStream::new(futures::stream::iter([Ok(StreamResponse::default())]));
+/// assert!(events.next().await.is_some());
+/// // Made from a plain stream: no ids.
+/// assert_eq!(events.last_event_id(), None);
+/// # });
+/// ```
+pub struct EventStream {
+    inner: BoxedEvents,
+    ids: Option<LastEventId>,
+}
+
+impl EventStream {
+    /// A stream of events without event ids (its
+    /// [`last_event_id`](Self::last_event_id) is always `None`).
+    pub fn new<S>(events: S) -> Self
+    where
+        S: Stream<Item = Result<StreamResponse, ClientError>> + Send + 'static,
+    {
+        Self {
+            inner: Box::pin(events),
+            ids: None,
+        }
+    }
+
+    /// A stream whose transport records each event's id in `ids` as it
+    /// yields the event.
+    pub(crate) fn with_ids<S>(events: S, ids: LastEventId) -> Self
+    where
+        S: Stream<Item = Result<StreamResponse, ClientError>> + Send + 'static,
+    {
+        Self {
+            inner: Box::pin(events),
+            ids: Some(ids),
+        }
+    }
+
+    /// The id of the last event this stream yielded, when the server gave
+    /// it one; `None` before the first event, for a server whose events
+    /// carry no ids, and on gRPC once the numbering no longer holds (see
+    /// `docs/streaming.md`).
+    pub fn last_event_id(&self) -> Option<String> {
+        self.ids.as_ref().and_then(LastEventId::get)
+    }
+
+    /// Wraps this stream (to log or inspect its events, say) and keeps its
+    /// event ids: `wrap` must yield the events of the stream it is given
+    /// one for one, as they come (`inspect`, `map`, `then` do), so that
+    /// [`last_event_id`](Self::last_event_id) stays the id of the last
+    /// event yielded.
+    ///
+    /// ```
+    /// use agentwire_client::EventStream;
+    /// use futures::StreamExt;
+    ///
+    /// fn logged(events: EventStream) -> EventStream {
+    ///     events.wrap(|s| s.inspect(|e| eprintln!("{e:?}")))
+    /// }
+    /// ```
+    pub fn wrap<S, F>(self, wrap: F) -> EventStream
+    where
+        F: FnOnce(EventStream) -> S,
+        S: Stream<Item = Result<StreamResponse, ClientError>> + Send + 'static,
+    {
+        let ids = self.ids.clone();
+        EventStream {
+            inner: Box::pin(wrap(self)),
+            ids,
+        }
+    }
+}
+
+impl Stream for EventStream {
+    type Item = Result<StreamResponse, ClientError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl fmt::Debug for EventStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventStream")
+            .field("last_event_id", &self.last_event_id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The id of the last event of a stream, shared between the transport
+/// that reads the events (and writes it) and the [`EventStream`] (which
+/// reads it).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LastEventId(Arc<std::sync::Mutex<Option<String>>>);
+
+impl LastEventId {
+    pub(crate) fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Records the id of the event about to be yielded (`None`: unknown).
+    pub(crate) fn set(&self, id: Option<String>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = id;
+    }
+}
 
 /// A protocol binding of A2A (spec 5), as named in
 /// `AgentInterface.protocolBinding`.
@@ -426,15 +550,23 @@ tenant_field!(
     GetExtendedAgentCardRequest,
 );
 
-/// Wraps a stream so that it ends right after its first error.
-pub(crate) fn end_after_error<S>(inner: S) -> EventStream
+/// Wraps a stream so that it ends right after its first error; its
+/// transport records event ids in `ids`.
+pub(crate) fn end_after_error_with_ids<S>(inner: S, ids: LastEventId) -> EventStream
 where
     S: Stream<Item = Result<StreamResponse, ClientError>> + Send + 'static,
 {
-    Box::pin(EndAfterError {
+    EventStream::with_ids(ends_after_error(inner), ids)
+}
+
+fn ends_after_error<S>(inner: S) -> EndAfterError<S>
+where
+    S: Stream<Item = Result<StreamResponse, ClientError>> + Send + 'static,
+{
+    EndAfterError {
         inner: Box::pin(inner),
         done: false,
-    })
+    }
 }
 
 struct EndAfterError<S> {
@@ -512,7 +644,7 @@ mod tests {
             Err(ClientError::InvalidResponse("x".into())),
             Ok(StreamResponse::default()),
         ];
-        let s = end_after_error(futures::stream::iter(items));
+        let s = end_after_error_with_ids(futures::stream::iter(items), LastEventId::default());
         let got: Vec<_> = s.collect().await;
         assert_eq!(got.len(), 2);
         assert!(got[1].is_err());

@@ -111,8 +111,7 @@ async fn jsonrpc_stream_and_errors() {
             &CallOptions::new(),
         )
         .await
-        .err()
-        .expect("an error before the stream");
+        .expect_err("an error before the stream");
     assert_eq!(err.kind(), Some(ErrorKind::UnsupportedOperation));
 }
 

@@ -476,32 +476,36 @@ impl Ledger {
     pub fn recording(&self, events: EventStream, sent: Option<Message>) -> EventStream {
         let ledger = self.clone();
         let mut sent = sent;
-        Box::pin(events.then(move |item| {
-            let ledger = ledger.clone();
-            let first = sent.take();
-            async move {
-                let event = item?;
-                let record = async {
-                    if let Some(m) = first {
-                        let ctx = match &event.payload {
-                            Some(stream_response::Payload::Task(t)) => t.context_id.clone(),
-                            Some(stream_response::Payload::Message(r)) => r.context_id.clone(),
-                            Some(stream_response::Payload::StatusUpdate(e)) => e.context_id.clone(),
-                            Some(stream_response::Payload::ArtifactUpdate(e)) => {
-                                e.context_id.clone()
-                            }
-                            None => String::new(),
-                        };
-                        ledger.record_sent(&m, &ctx, Utc::now()).await?;
-                    }
-                    ledger.record_event(&event).await
-                };
-                record
-                    .await
-                    .map_err(|e| ClientError::InvalidRequest(e.to_string()))?;
-                Ok(event)
-            }
-        }))
+        events.wrap(|events| {
+            events.then(move |item| {
+                let ledger = ledger.clone();
+                let first = sent.take();
+                async move {
+                    let event = item?;
+                    let record = async {
+                        if let Some(m) = first {
+                            let ctx = match &event.payload {
+                                Some(stream_response::Payload::Task(t)) => t.context_id.clone(),
+                                Some(stream_response::Payload::Message(r)) => r.context_id.clone(),
+                                Some(stream_response::Payload::StatusUpdate(e)) => {
+                                    e.context_id.clone()
+                                }
+                                Some(stream_response::Payload::ArtifactUpdate(e)) => {
+                                    e.context_id.clone()
+                                }
+                                None => String::new(),
+                            };
+                            ledger.record_sent(&m, &ctx, Utc::now()).await?;
+                        }
+                        ledger.record_event(&event).await
+                    };
+                    record
+                        .await
+                        .map_err(|e| ClientError::InvalidRequest(e.to_string()))?;
+                    Ok(event)
+                }
+            })
+        })
     }
 
     /// Answers a task (typically one waiting in `input-required` or

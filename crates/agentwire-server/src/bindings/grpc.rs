@@ -15,6 +15,16 @@
 //! - Streaming calls (`SendStreamingMessage`, `SubscribeToTask`): an error
 //!   before the stream starts is the call's status; an error after it is the
 //!   stream's final status (no event follows it).
+//! - Event ids: gRPC stream messages have no field for one (and stay plain
+//!   `lf.a2a.v1.StreamResponse` messages), so the stream's initial metadata
+//!   announces the numbering instead: `a2a-event-log` (the log part of the
+//!   ids) and `a2a-event-position` (the position of the first message);
+//!   message `n` of the stream (from 0) has the id
+//!   `<a2a-event-log>-<a2a-event-position + n>`, the id the SSE bindings
+//!   send as `id:`. A client resumes with it in the `last-event-id` key of
+//!   a `SubscribeToTask` call. A `Task` message after the first one is a
+//!   fresh snapshot (its reader fell behind and events were skipped): the
+//!   numbering stops there (see `docs/streaming.md`).
 //!
 //! [`A2aError::to_grpc_status`]: agentwire_types::A2aError::to_grpc_status
 
@@ -33,7 +43,15 @@ use agentwire_types::{
 use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
-use crate::handler::{CallContext, EventStream, RequestHandler};
+use crate::handler::{CallContext, IdEventStream, RequestHandler};
+use crate::manager::events::{EventId, LAST_EVENT_ID};
+
+/// The initial-metadata key naming the log of a stream's event ids.
+pub const EVENT_LOG_KEY: &str = "a2a-event-log";
+
+/// The initial-metadata key with the position of a stream's first message
+/// in its log (see the [module documentation](self)).
+pub const EVENT_POSITION_KEY: &str = "a2a-event-position";
 
 /// Default limit of a decoded request message: 10 MiB, like the request
 /// body limit of the HTTP bindings. A larger request is refused by tonic
@@ -222,22 +240,109 @@ fn respond<T>(result: A2aResult<T>) -> Result<Response<T>, Status> {
     result.map(Response::new).map_err(|e| e.to_grpc_status())
 }
 
-/// A streaming answer: the handler's error before the stream starts is the
-/// call's status.
-fn respond_stream(result: A2aResult<EventStream>) -> Result<Response<GrpcEventStream>, Status> {
-    result
-        .map(|events| Response::new(grpc_events(events)))
-        .map_err(|e| e.to_grpc_status())
+/// A streaming answer with event ids: the handler's error before the
+/// stream starts is the call's status; the initial metadata announces the
+/// numbering of the messages (when they have ids).
+///
+/// `resume` is the `last-event-id` the client sent: a resumed subscription
+/// that missed nothing has no event ready to read the numbering from; its
+/// next message is the one after that id.
+fn respond_id_stream(
+    result: A2aResult<IdEventStream>,
+    resume: Option<EventId>,
+) -> Result<Response<GrpcEventStream>, Status> {
+    use futures::FutureExt as _;
+    let mut events = result.map_err(|e| e.to_grpc_status())?;
+    // The first event of a stream is ready at once (the handler opens it
+    // with the task or the events missed), except on a resumed
+    // subscription that missed nothing: the next event then comes live,
+    // and the headers must not wait for it.
+    let first = events.next().now_or_never();
+    let base = match &first {
+        Some(Some((id, Ok(_)))) => *id,
+        Some(_) => None,
+        None => resume.map(|r| EventId {
+            log: r.log,
+            seq: r.seq + 1,
+        }),
+    };
+    let mut response = Response::new(numbered_events(first.flatten(), events, base));
+    if let Some(base) = base {
+        let md = response.metadata_mut();
+        // Hex digits and decimal digits: always valid metadata values.
+        if let (Ok(log), Ok(position)) = (
+            format!("{:x}", base.log).parse(),
+            base.seq.to_string().parse(),
+        ) {
+            md.insert(EVENT_LOG_KEY, log);
+            md.insert(EVENT_POSITION_KEY, position);
+        }
+    }
+    Ok(response)
+}
+
+/// The id a client resumes from (`last-event-id`), when it is one of this
+/// server's (the handler refuses the call otherwise).
+fn resume_id(ctx: &CallContext) -> Option<EventId> {
+    ctx.headers
+        .get(LAST_EVENT_ID)
+        .and_then(|v| v.to_str().ok())
+        .and_then(EventId::parse)
+}
+
+/// The id expected after `event` (whose id is `id`), when `expected` was
+/// the id expected for it; `None` once the numbering stopped.
+fn numbered_next(
+    expected: Option<EventId>,
+    id: Option<EventId>,
+    event: &StreamResponse,
+) -> Option<EventId> {
+    let want = expected?;
+    if id == Some(want) {
+        return Some(EventId {
+            log: want.log,
+            seq: want.seq + 1,
+        });
+    }
+    let snapshot = matches!(
+        event.payload,
+        Some(agentwire_types::stream_response::Payload::Task(_))
+    );
+    if !snapshot {
+        // The handler numbers every event of a stream in order; only the
+        // snapshot of a resynchronised reader leaves the numbering.
+        tracing::warn!(?id, expected = %want, "a gRPC stream event is out of its numbering");
+    }
+    None
 }
 
 /// The handler's events as gRPC stream items: an error is the last item,
-/// which tonic sends as the stream's final status.
-fn grpc_events(mut events: EventStream) -> GrpcEventStream {
+/// which tonic sends as the stream's final status. Checks that the events
+/// follow the numbering announced from `base`: only a `Task` snapshot sent
+/// to a reader that fell behind may leave it (the client stops counting
+/// there).
+fn numbered_events(
+    first: Option<(Option<EventId>, A2aResult<StreamResponse>)>,
+    mut rest: IdEventStream,
+    base: Option<EventId>,
+) -> GrpcEventStream {
     Box::pin(async_stream::stream! {
-        while let Some(item) = events.next().await {
+        let mut expected = base;
+        let mut next = first;
+        loop {
+            let item = match next.take() {
+                Some(item) => item,
+                None => match rest.next().await {
+                    Some(item) => item,
+                    None => break,
+                },
+            };
             match item {
-                Ok(event) => yield Ok(event),
-                Err(e) => {
+                (id, Ok(event)) => {
+                    expected = numbered_next(expected, id, &event);
+                    yield Ok(event);
+                }
+                (_, Err(e)) => {
                     yield Err(e.to_grpc_status());
                     break;
                 }
@@ -263,7 +368,12 @@ impl A2aService for GrpcBinding {
         request: Request<SendMessageRequest>,
     ) -> Result<Response<Self::SendStreamingMessageStream>, Status> {
         let (ctx, req) = split(request);
-        respond_stream(self.handler.send_streaming_message(&ctx, req).await)
+        respond_id_stream(
+            self.handler
+                .send_streaming_message_with_ids(&ctx, req)
+                .await,
+            None,
+        )
     }
 
     async fn get_task(&self, request: Request<GetTaskRequest>) -> Result<Response<Task>, Status> {
@@ -294,7 +404,11 @@ impl A2aService for GrpcBinding {
         request: Request<SubscribeToTaskRequest>,
     ) -> Result<Response<Self::SubscribeToTaskStream>, Status> {
         let (ctx, req) = split(request);
-        respond_stream(self.handler.subscribe_to_task(&ctx, req).await)
+        let resume = resume_id(&ctx);
+        respond_id_stream(
+            self.handler.subscribe_to_task_with_ids(&ctx, req).await,
+            resume,
+        )
     }
 
     async fn create_task_push_notification_config(
@@ -572,6 +686,60 @@ mod tests {
         assert_eq!(err.field_violations[0].field, "message");
     }
 
+    /// The numbering a stream's initial metadata announces.
+    fn numbering(md: &tonic::metadata::MetadataMap) -> (String, u64) {
+        let log = md
+            .get(EVENT_LOG_KEY)
+            .expect("a2a-event-log")
+            .to_str()
+            .unwrap();
+        let position = md.get(EVENT_POSITION_KEY).expect("a2a-event-position");
+        (log.to_owned(), position.to_str().unwrap().parse().unwrap())
+    }
+
+    #[tokio::test]
+    async fn streams_announce_their_event_ids_and_resume_from_them() {
+        let b = binding();
+        let response = b
+            .send_streaming_message(v1(send("stream me please")))
+            .await
+            .unwrap();
+        let (log, first) = numbering(response.metadata());
+        let events: Vec<StreamResponse> = collect(response.into_inner())
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert!(events.len() > 3, "{events:?}");
+        let task_id = events[0].task_id().expect("a task").to_owned();
+        // Resumed after the second message: the rest, numbered on.
+        let mut sub = v1(SubscribeToTaskRequest {
+            id: task_id.clone(),
+            ..Default::default()
+        });
+        let after = format!("{log}-{}", first + 1);
+        sub.metadata_mut()
+            .insert(LAST_EVENT_ID, after.parse().unwrap());
+        let response = b.subscribe_to_task(sub).await.unwrap();
+        assert_eq!(numbering(response.metadata()), (log.clone(), first + 2));
+        let rest: Vec<StreamResponse> = collect(response.into_inner())
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(rest, events[2..]);
+        // Resumed after the last one of a finished task: nothing more.
+        let mut sub = v1(SubscribeToTaskRequest {
+            id: task_id,
+            ..Default::default()
+        });
+        let last = format!("{log}-{}", first + events.len() as u64 - 1);
+        sub.metadata_mut()
+            .insert(LAST_EVENT_ID, last.parse().unwrap());
+        let response = b.subscribe_to_task(sub).await.unwrap();
+        assert!(collect(response.into_inner()).await.is_empty());
+    }
+
     #[tokio::test]
     async fn streaming_yields_the_task_then_events_until_completed() {
         let b = binding();
@@ -662,12 +830,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_mid_stream_error_is_the_last_item() {
-        let events: EventStream = Box::pin(futures::stream::iter([
-            Ok(StreamResponse::from(Task::default())),
-            Err(A2aError::task_not_found("gone")),
-            Ok(StreamResponse::from(Task::default())),
+        let events: IdEventStream = Box::pin(futures::stream::iter([
+            (None, Ok(StreamResponse::from(Task::default()))),
+            (None, Err(A2aError::task_not_found("gone"))),
+            (None, Ok(StreamResponse::from(Task::default()))),
         ]));
-        let items = collect(grpc_events(events)).await;
+        let items = collect(numbered_events(None, events, None)).await;
         assert_eq!(items.len(), 2);
         assert!(items[0].is_ok());
         let status = items[1].as_ref().unwrap_err();
