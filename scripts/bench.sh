@@ -32,6 +32,11 @@
 #                          agent-server ({port} is replaced), e.g.
 #                          'target/release/a2a serve --agent echo --store memory --port {port}'
 #   BENCH_SKIP_BUILD=1     use the binaries already in target/release
+#   BENCH_DURABLE=1        the durable rows: `a2a serve --agent echo` on the SQLite
+#                          store (empty, and holding BENCH_FILL tasks) against the
+#                          memory store, same binary, same run (0 skips them)
+#   BENCH_FILL=100000      tasks written into the filled store first (store-fill)
+#   BENCH_DURABLE_PORT=18090  first of the three ports of the durable rows
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -133,6 +138,8 @@ cpu_ticks() { python3 -c 'import sys; f=open(f"/proc/{sys.argv[1]}/stat").read()
 # Times the server's threads were preempted (nonvoluntary context switches).
 preemptions() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^nonvoluntary_ctxt_switches:/ {n += $2} END {print n + 0}'; }
 
+PORT_a2a=$P1
+PORT_bare=$P2
 # shellcheck disable=SC2206
 A2A_ARGV=(${A2A_CMD//\{port\}/$P1})
 log "starting a2a server: ${A2A_ARGV[*]}"
@@ -189,7 +196,8 @@ load() {
     local name=$1 test=$2 c=$3 round=${4:-1} pid port t0 t1 s0 s1
     pid=PID_$name
     pid=${!pid}
-    if [[ $name == a2a ]]; then port=$P1; else port=$P2; fi
+    port=PORT_$name
+    port=${!port}
     local args=(-z "$DURATION" -c "$c" --no-tui --output-format json -o "$WORK/oha-$name-$test-$round.json" "${OHA_THREADS[@]}")
     if [[ $test == send-* || $test == warmup ]]; then
         args+=(-m POST -H 'A2A-Version: 1.0' -T application/json -D "$SEND_BODY" "http://127.0.0.1:$port/")
@@ -264,6 +272,52 @@ RSS_BEFORE_HOLD_A2A=$(rss_kib "$HOLD_PID")
 "${PIN_CLIENT[@]}" "$PROBE" --url "$HOLD_URL" --hold "$STREAMS" --hold-secs "$HOLD_SECS" --timeout 30 \
     --server-pid "$HOLD_PID" "${HOLD_ARGS[@]}" --json >"$WORK/probe-hold.json" 2>"$WORK/probe-hold.log" || true
 tail -n 20 "$WORK/probe-hold.log" >&2
+
+# ---------------------------------------------------------------- durable rows
+# The same `a2a serve --agent echo` on the memory store, on an empty SQLite
+# store and on a SQLite store already holding BENCH_FILL finished tasks,
+# loaded in turn in each round; the ratios are SQLite / memory.
+if [[ ${BENCH_DURABLE:-1} == 1 ]]; then
+    [[ -x $CLI ]] || die "target/release/a2a missing (cargo build --release -p agentwire-cli)"
+    FILLER=$ROOT/target/release/store-fill
+    [[ -x $FILLER ]] || die "target/release/store-fill missing (cargo build --release -p agentwire-bench)"
+    FILL=${BENCH_FILL:-100000}
+    DP=${BENCH_DURABLE_PORT:-18090}
+    for name in hold a2a bare; do
+        pid=PID_$name
+        # The servers of the rows above are stopped: the durable rows get the machine.
+        [[ -n ${!pid:-} ]] && kill "${!pid}" 2>/dev/null || true
+    done
+    log "filling a SQLite store with $FILL finished tasks"
+    "$FILLER" --sqlite "$WORK/filled.db" --tasks "$FILL" 2>"$WORK/fill.log" || { cat "$WORK/fill.log" >&2; die "store-fill failed"; }
+    cat "$WORK/fill.log" >&2
+    PORT_mem=$DP
+    PORT_sqlite=$((DP + 1))
+    PORT_filled=$((DP + 2))
+    start mem "$PORT_mem" "$CLI" serve --agent echo --store memory --port "$PORT_mem"
+    start sqlite "$PORT_sqlite" "$CLI" serve --agent echo --store "sqlite:$WORK/empty.db" --port "$PORT_sqlite"
+    start filled "$PORT_filled" "$CLI" serve --agent echo --store "sqlite:$WORK/filled.db" --port "$PORT_filled"
+    check mem "$PORT_mem"
+    check sqlite "$PORT_sqlite"
+    check filled "$PORT_filled"
+    DURATION_SAVED=$DURATION
+    DURATION=2s
+    for name in mem sqlite filled; do load "$name" warmup 16; done
+    DURATION=$DURATION_SAVED
+    for test in send-c1 send-c16 send-c64; do
+        c=${test##*-c}
+        for round in $(seq "$ROUNDS"); do
+            for name in mem sqlite filled; do load "$name" "$test" "$c" "$round"; done
+        done
+    done
+    for name in mem sqlite; do
+        log "100-chunk stream on the $name store ($CHUNK_N requests)"
+        "${PIN_CLIENT[@]}" "$PROBE" --url "http://127.0.0.1:$((PORT_$name))/" --stream "$CHUNK_N" --warmup 5 "${CHUNK_ARGS[@]}" --json \
+            >"$WORK/probe-chunks-$name.json" 2>"$WORK/probe-chunks-$name.log" || true
+        cat "$WORK/probe-chunks-$name.log" >&2
+    done
+    echo "$FILL" >"$WORK/fill.txt"
+fi
 
 # ---------------------------------------------------------------- report
 STATUS=0
@@ -410,6 +464,42 @@ else:
     row(f"stream: {streams} held", "open at end", "", "failed", "", f"{streams}", False)
     notes.append("hold probe failed: " + open(f"{work}/probe-hold.log").read().strip()[-500:])
 
+# The durable rows: memory / sqlite / filled columns of the same binary.
+drows = []
+if os.path.exists(f"{work}/fill.txt"):
+    fill = int(open(f"{work}/fill.txt").read())
+    def drow(test, metric, mem, sq, filled, ratio, target="", ok=None):
+        drows.append((test, metric, mem, sq, filled, ratio, target, "" if ok is None else ("PASS" if ok else "FAIL")))
+        if ok is not None:
+            checks.append(ok)
+    for test, label in [("send-c1", "SendMessage c=1"), ("send-c16", "SendMessage c=16"), ("send-c64", "SendMessage c=64")]:
+        m, s_, f = load("mem", test), load("sqlite", test), load("filled", test)
+        r = s_["rps"] / m["rps"] if m["rps"] else float("nan")
+        t16 = test == "send-c16"
+        drow(label, "req/s", f1(m["rps"]), f1(s_["rps"]), f1(f["rps"]), fr(r), ">= 0.33" if t16 else "", (r >= 0.33) if t16 else None)
+        rf = f["rps"] / s_["rps"] if s_["rps"] else float("nan")
+        drow("", "filled/empty", "", "", fr(rf), "", ">= 0.90" if t16 else "", (rf >= 0.9) if t16 else None)
+        drow("", "p50 ms", f3(m["p50"]), f3(s_["p50"]), f3(f["p50"]), fr(s_["p50"] / m["p50"] if m["p50"] else float("nan")))
+        t64 = test == "send-c64"
+        drow("", "p99 ms", f3(m["p99"]), f3(s_["p99"]), f3(f["p99"]), fr(s_["p99"] / m["p99"] if m["p99"] else float("nan")),
+             "< 10 ms" if t64 else "", (s_["p99"] < 10 and f["p99"] < 10) if t64 else None)
+        rc = s_["cpu_us"] / m["cpu_us"] if m["cpu_us"] else float("nan")
+        drow("", "CPU us/req", f"{m['cpu_us']:.1f}", f"{s_['cpu_us']:.1f}", f"{f['cpu_us']:.1f}", fr(rc),
+             "<= 3.00" if t16 else "", (rc <= 3.0) if t16 else None)
+        for name, x in (("memory", m), ("sqlite", s_), ("filled", f)):
+            if x["non200"] or x["errors"]:
+                notes.append(f"durable {label}: {name} had {x['non200']} non-200 answers, errors {x['errors']}")
+                drow("", f"{name} failures", "", "", str(x["non200"] + sum(x["errors"].values())), "", "0", False)
+    pm, ps = probe("chunks-mem"), probe("chunks-sqlite")
+    if pm and ps and pm.get("completed") and ps.get("completed"):
+        cm, cs = pm["completed"], ps["completed"]
+        r = cs["median_ms"] / cm["median_ms"] if cm["median_ms"] else float("nan")
+        ok = r <= 2.0 and ps["failures"] == 0 and cs["n"] == ps["requests"]
+        drow("stream: 100 chunks", "median ms", f3(cm["median_ms"]), f3(cs["median_ms"]), "", fr(r), "<= 2.00", ok)
+        drow("", "p99 ms", f3(cm["p99_ms"]), f3(cs["p99_ms"]), "", "")
+    else:
+        drow("stream: 100 chunks", "median ms", "", "failed", "", "", "<= 2.00", False)
+
 head = ("test", "metric", "bare", "a2a", "a2a/bare", "target", "result")
 w = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
 fmt = lambda r: "  ".join(str(x).ljust(w[i]) if i < 2 or i == 5 else str(x).rjust(w[i]) for i, x in enumerate(r)).rstrip()
@@ -423,6 +513,12 @@ out = [
     fmt(head),
     "  ".join("-" * x for x in w),
 ] + [fmt(r) for r in rows]
+if drows:
+    dhead = ("durable rows", "metric", "memory", "sqlite", f"sqlite, {fill:,} stored", "sqlite/memory", "target", "result")
+    dw = [max(len(str(r[i])) for r in drows + [dhead]) for i in range(len(dhead))]
+    dfmt = lambda r: "  ".join(str(x).ljust(dw[i]) if i < 2 or i == 6 else str(x).rjust(dw[i]) for i, x in enumerate(r)).rstrip()
+    out += ["", "durable store: `a2a serve --agent echo` (one binary), --store memory / sqlite:empty.db / sqlite:filled.db",
+            dfmt(dhead), "  ".join("-" * x for x in dw)] + [dfmt(r) for r in drows]
 passed, failed = sum(checks), len(checks) - sum(checks)
 out += ["", f"targets: {passed} passed, {failed} failed"]
 if notes:
