@@ -1,0 +1,408 @@
+//! Clients of protocol version 0.3 served beside 1.0 on the same endpoints,
+//! with raw requests in the 0.3 wire forms: JSON-RPC method names
+//! (`message/send`...), `kind`-tagged objects, kebab-case states, `final` on
+//! status updates, 0.3 error objects; the version rules (no `A2A-Version`
+//! means 0.3); the agent card's 0.3 fields; and turning 0.3 off.
+
+#[allow(unused_macros)]
+mod common;
+
+use agentwire_server::{A2aServer, HandlerConfig, PushConfig, ServerHandle};
+use agentwire_types::new_id;
+use common::agents::{Echo, Scripted, echo_card, scripted_card};
+use common::*;
+use serde_json::{Value, json};
+
+/// A 0.3 JSON-RPC request: no `A2A-Version` (0.3 clients send none).
+async fn call03(server: &ServerHandle, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": "r-1", "method": method, "params": params});
+    let r = rpc_raw(server, body.to_string(), false).await;
+    assert_eq!(r.status, 200, "{method}: {:?}", r.body);
+    let v = r.json();
+    assert_eq!(v["jsonrpc"], "2.0");
+    assert_eq!(v["id"], "r-1");
+    v
+}
+
+fn result(v: &Value) -> &Value {
+    assert!(v.get("error").is_none(), "unexpected error: {v}");
+    &v["result"]
+}
+
+/// The 0.3 error object: code, message, data with the reason.
+#[track_caller]
+fn error03(v: &Value, code: i64, reason: &str) {
+    let e = &v["error"];
+    assert_eq!(e["code"], code, "{v}");
+    assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+    assert_eq!(e["data"]["reason"], reason, "{v}");
+}
+
+fn message03(prefix: &str) -> Value {
+    json!({
+        "kind": "message",
+        "messageId": format!("{prefix}-{}", new_id()),
+        "role": "user",
+        "parts": [{"kind": "text", "text": "hello"}],
+    })
+}
+
+/// SSE `data:` payloads of a response body.
+fn sse_data(body: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(body)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str(d.trim()).expect("SSE data is JSON"))
+        .collect()
+}
+
+async fn stream03(server: &ServerHandle, method: &str, params: Value) -> Vec<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": method, "params": params});
+    let r = raw_send(
+        raw_http()
+            .post(format!("{}/", server.base_url()))
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(body.to_string()),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    sse_data(&r.body)
+}
+
+#[tokio::test]
+async fn send_get_cancel_and_errors_in_the_0_3_forms() {
+    let server = scripted_server().await;
+    // message/send: a completed task, kind-tagged, kebab-case state.
+    let v = call03(
+        &server,
+        "message/send",
+        json!({"message": message03("tck-artifact-text")}),
+    )
+    .await;
+    let task = result(&v);
+    assert_eq!(task["kind"], "task", "{v}");
+    assert_eq!(task["status"]["state"], "completed");
+    assert_eq!(task["artifacts"][0]["parts"][0]["kind"], "text");
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"],
+        "Generated text content"
+    );
+    assert_eq!(task["history"][0]["kind"], "message");
+    assert_eq!(task["history"][0]["role"], "user");
+    let id = task["id"].as_str().unwrap().to_owned();
+
+    // A file artifact: FilePart with base64 bytes.
+    let v = call03(
+        &server,
+        "message/send",
+        json!({"message": message03("tck-artifact-file")}),
+    )
+    .await;
+    let file = &result(&v)["artifacts"][0]["parts"][0];
+    assert_eq!(file["kind"], "file", "{v}");
+    assert_eq!(file["file"]["name"], "output.txt");
+    assert_eq!(file["file"]["mimeType"], "text/plain");
+    assert!(file["file"]["bytes"].is_string());
+
+    // A direct message answer.
+    let v = call03(
+        &server,
+        "message/send",
+        json!({"message": message03("tck-message-response")}),
+    )
+    .await;
+    assert_eq!(result(&v)["kind"], "message", "{v}");
+    assert_eq!(result(&v)["role"], "agent");
+
+    // tasks/get, with historyLength.
+    let v = call03(&server, "tasks/get", json!({"id": id, "historyLength": 1})).await;
+    assert_eq!(result(&v)["id"], id.as_str());
+    assert_eq!(result(&v)["kind"], "task");
+
+    // Errors: task not found, not cancelable, invalid params, unknown method.
+    let v = call03(&server, "tasks/get", json!({"id": "no-such-task"})).await;
+    error03(&v, -32001, "TASK_NOT_FOUND");
+    let v = call03(&server, "tasks/cancel", json!({"id": id})).await;
+    error03(&v, -32002, "TASK_NOT_CANCELABLE");
+    let v = call03(
+        &server,
+        "message/send",
+        json!({"message": {"role": "user"}}),
+    )
+    .await;
+    error03(&v, -32602, "INVALID_PARAMS");
+    let v = call03(&server, "tasks/list", json!({})).await;
+    error03(&v, -32601, "METHOD_NOT_FOUND");
+    // A message to a terminal task.
+    let mut m = message03("again");
+    m["taskId"] = json!(id);
+    let v = call03(&server, "message/send", json!({"message": m})).await;
+    error03(&v, -32004, "UNSUPPORTED_OPERATION");
+    // Push notifications are off on this agent.
+    let v = call03(
+        &server,
+        "tasks/pushNotificationConfig/get",
+        json!({"id": id}),
+    )
+    .await;
+    error03(&v, -32003, "PUSH_NOTIFICATION_NOT_SUPPORTED");
+}
+
+#[tokio::test]
+async fn non_blocking_send_then_cancel() {
+    let server = long_running_server().await;
+    let v = call03(
+        &server,
+        "message/send",
+        json!({"message": message03("test-resubscribe-message-id"),
+               "configuration": {"blocking": false}}),
+    )
+    .await;
+    let task = result(&v);
+    assert_ne!(task["status"]["state"], "completed", "{v}");
+    let id = task["id"].as_str().unwrap().to_owned();
+    let v = call03(&server, "tasks/cancel", json!({"id": id})).await;
+    assert_eq!(result(&v)["status"]["state"], "canceled", "{v}");
+}
+
+#[tokio::test]
+async fn streams_end_with_a_final_status_update() {
+    let server = scripted_server().await;
+    let events = stream03(
+        &server,
+        "message/stream",
+        json!({"message": message03("tck-stream-001")}),
+    )
+    .await;
+    assert!(!events.is_empty());
+    for e in &events {
+        assert_eq!(e["jsonrpc"], "2.0");
+        assert_eq!(e["id"], 5);
+    }
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["result"]["kind"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(kinds[0], "task", "{events:?}");
+    assert!(kinds.contains(&"artifact-update"), "{kinds:?}");
+    let last = &events.last().unwrap()["result"];
+    assert_eq!(last["kind"], "status-update");
+    assert_eq!(last["status"]["state"], "completed");
+    assert_eq!(last["final"], true);
+    for e in &events[..events.len() - 1] {
+        if e["result"]["kind"] == "status-update" {
+            assert_eq!(e["result"]["final"], false, "{e}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn resubscribe_follows_a_running_task() {
+    let server = scripted_server().await;
+    let v = call03(
+        &server,
+        "message/send",
+        json!({"message": message03("test-resubscribe-message-id"),
+               "configuration": {"blocking": false}}),
+    )
+    .await;
+    let id = result(&v)["id"].as_str().unwrap().to_owned();
+    let events = stream03(&server, "tasks/resubscribe", json!({"id": id})).await;
+    assert_eq!(events[0]["result"]["kind"], "task", "{events:?}");
+    let last = &events.last().unwrap()["result"];
+    assert_eq!(last["final"], true, "{events:?}");
+    // A terminal task cannot be resubscribed to.
+    let events = stream03(&server, "tasks/resubscribe", json!({"id": id})).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["error"]["code"], -32004, "{events:?}");
+}
+
+#[tokio::test]
+async fn push_config_crud() {
+    let server =
+        start_server(A2aServer::new(echo_card(), Echo).push(PushConfig::new().allow_loopback()))
+            .await;
+    let v = call03(&server, "message/send", json!({"message": message03("p")})).await;
+    let id = result(&v)["id"].as_str().unwrap().to_owned();
+    let hook = "http://127.0.0.1:9/hook";
+    // Without an id: the config is named after the task.
+    let v = call03(
+        &server,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": id, "pushNotificationConfig": {
+            "url": hook, "token": "tok", "authentication": {"schemes": ["Bearer"], "credentials": "c"}}}),
+    )
+    .await;
+    let set = result(&v);
+    assert_eq!(set["taskId"], id.as_str(), "{v}");
+    assert_eq!(set["pushNotificationConfig"]["id"], id.as_str());
+    assert_eq!(
+        set["pushNotificationConfig"]["authentication"]["schemes"],
+        json!(["Bearer"])
+    );
+    let v = call03(
+        &server,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": id, "pushNotificationConfig": {"id": "second", "url": hook}}),
+    )
+    .await;
+    assert_eq!(result(&v)["pushNotificationConfig"]["id"], "second");
+    // get without a config id: the task's own; with one: that one.
+    let v = call03(
+        &server,
+        "tasks/pushNotificationConfig/get",
+        json!({"id": id}),
+    )
+    .await;
+    assert_eq!(
+        result(&v)["pushNotificationConfig"]["id"],
+        id.as_str(),
+        "{v}"
+    );
+    let v = call03(
+        &server,
+        "tasks/pushNotificationConfig/get",
+        json!({"id": id, "pushNotificationConfigId": "second"}),
+    )
+    .await;
+    assert_eq!(result(&v)["pushNotificationConfig"]["url"], hook);
+    // list: an array of every config.
+    let v = call03(
+        &server,
+        "tasks/pushNotificationConfig/list",
+        json!({"id": id}),
+    )
+    .await;
+    assert_eq!(result(&v).as_array().map(Vec::len), Some(2), "{v}");
+    // delete: null.
+    let v = call03(
+        &server,
+        "tasks/pushNotificationConfig/delete",
+        json!({"id": id, "pushNotificationConfigId": "second"}),
+    )
+    .await;
+    assert_eq!(result(&v), &Value::Null, "{v}");
+    let v = call03(
+        &server,
+        "tasks/pushNotificationConfig/get",
+        json!({"id": id, "pushNotificationConfigId": "second"}),
+    )
+    .await;
+    error03(&v, -32001, "TASK_NOT_FOUND");
+    let v = call03(
+        &server,
+        "tasks/pushNotificationConfig/delete",
+        json!({"id": id}),
+    )
+    .await;
+    error03(&v, -32602, "INVALID_PARAMS");
+}
+
+#[tokio::test]
+async fn version_rules() {
+    let server = scripted_server().await;
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send",
+                      "params": {"message": message03("tck-complete-task")}});
+    // Version 0.3 named explicitly (header, or query parameter): served.
+    for (path, header) in [
+        ("/", Some("0.3")),
+        ("/", Some("0.3.1")),
+        ("/?A2A-Version=0.3", None),
+    ] {
+        let mut rb = raw_http()
+            .post(format!("{}{path}", server.base_url()))
+            .body(send.to_string());
+        if let Some(h) = header {
+            rb = rb.header("A2A-Version", h);
+        }
+        let v = raw_send(rb).await.json();
+        assert_eq!(
+            v["result"]["status"]["state"], "completed",
+            "{path} {header:?}: {v}"
+        );
+    }
+    // A 0.3 method with another version: VersionNotSupported in the 0.3
+    // form, naming both versions.
+    for version in ["1.0", "0.2", "2.0"] {
+        let r = raw_send(
+            raw_http()
+                .post(format!("{}/", server.base_url()))
+                .header("A2A-Version", version)
+                .body(send.to_string()),
+        )
+        .await;
+        let v = r.json();
+        error03(&v, -32009, "VERSION_NOT_SUPPORTED");
+        assert_eq!(v["error"]["data"]["supportedVersions"], "0.3,1.0", "{v}");
+    }
+    // A 1.0 method without a version is still refused (1.0 form).
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                      "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}}});
+    let r = rpc_raw(&server, body.to_string(), false).await;
+    let v = r.json();
+    assert_eq!(v["error"]["code"], -32009, "{v}");
+    assert_eq!(v["error"]["data"][0]["reason"], "VERSION_NOT_SUPPORTED");
+    // And served with 1.0, next to the 0.3 calls.
+    let r = rpc_raw(&server, body.to_string(), true).await;
+    assert_eq!(
+        r.json()["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}
+
+#[tokio::test]
+async fn turning_0_3_off() {
+    let config = HandlerConfig {
+        serve_v03: false,
+        ..Default::default()
+    };
+    let server =
+        start_server(A2aServer::new(scripted_card(), Scripted::default()).config(config)).await;
+    let v = call03(
+        &server,
+        "message/send",
+        json!({"message": message03("tck-complete-task")}),
+    )
+    .await;
+    error03(&v, -32009, "VERSION_NOT_SUPPORTED");
+    assert_eq!(v["error"]["data"]["supportedVersions"], "1.0", "{v}");
+    // The card has no 0.3 fields.
+    let card =
+        raw_send(raw_http().get(format!("{}/.well-known/agent-card.json", server.base_url())))
+            .await
+            .json();
+    assert!(card.get("url").is_none(), "{card}");
+    assert!(card.get("protocolVersion").is_none(), "{card}");
+}
+
+#[tokio::test]
+async fn the_card_has_the_0_3_fields_and_stays_a_1_0_card() {
+    let server = scripted_server().await;
+    let r = raw_send(raw_http().get(format!("{}/.well-known/agent-card.json", server.base_url())))
+        .await;
+    let card = r.json();
+    let base = server.base_url();
+    assert_eq!(card["protocolVersion"], "0.3.0");
+    assert_eq!(card["url"], format!("{base}/"));
+    assert_eq!(card["preferredTransport"], "JSONRPC");
+    let extra = card["additionalInterfaces"].as_array().unwrap();
+    assert!(
+        extra
+            .iter()
+            .any(|i| i["transport"] == "HTTP+JSON" && i["url"] == base.as_str()),
+        "{card}"
+    );
+    assert!(extra.iter().all(|i| i["transport"] != "GRPC"), "{card}");
+    // The 1.0 card as before.
+    let one: agentwire_types::AgentCard = serde_json::from_value(card.clone()).unwrap();
+    assert_eq!(&one, server.handler().agent_card());
+    assert!(
+        card["supportedInterfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["protocolVersion"] == "1.0"),
+        "{card}"
+    );
+}
