@@ -406,3 +406,213 @@ async fn the_card_has_the_0_3_fields_and_stays_a_1_0_card() {
         "{card}"
     );
 }
+
+// ----- HTTP+JSON: the /v1/ routes, bodies in the 0.3 ProtoJSON form ----------
+
+async fn rest03(
+    server: &ServerHandle,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> RawResponse {
+    let mut rb = raw_http().request(method, format!("{}{path}", server.base_url()));
+    if let Some(b) = body {
+        rb = rb
+            .header("content-type", "application/json")
+            .body(b.to_string());
+    }
+    raw_send(rb).await
+}
+
+fn rest_message(prefix: &str) -> Value {
+    json!({
+        "messageId": format!("{prefix}-{}", new_id()),
+        "role": "ROLE_USER",
+        "content": [{"text": "hello"}],
+    })
+}
+
+#[tokio::test]
+async fn rest_routes_in_the_0_3_form() {
+    use reqwest::Method;
+    let server = start_server(
+        A2aServer::new(scripted_card(), Scripted::default())
+            .push(PushConfig::new().allow_loopback()),
+    )
+    .await;
+    let r = rest03(
+        &server,
+        Method::POST,
+        "/v1/message:send",
+        Some(json!({"message": rest_message("tck-artifact-file"),
+                    "configuration": {"blocking": true}})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let task = r.json()["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task["history"][0]["role"], "ROLE_USER");
+    assert_eq!(task["history"][0]["content"][0]["text"], "hello");
+    let file = &task["artifacts"][0]["parts"][0]["file"];
+    assert_eq!(file["mimeType"], "text/plain", "{task}");
+    assert!(file["fileWithBytes"].is_string());
+    let id = task["id"].as_str().unwrap().to_owned();
+
+    let r = rest03(
+        &server,
+        Method::GET,
+        &format!("/v1/tasks/{id}?historyLength=1"),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["id"], id.as_str());
+
+    // Errors: 404 unknown task, 409 not cancelable, the 0.3 error body.
+    let r = rest03(&server, Method::GET, "/v1/tasks/nope", None).await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["code"], -32001);
+    let r = rest03(
+        &server,
+        Method::POST,
+        &format!("/v1/tasks/{id}:cancel"),
+        Some(json!({"name": format!("tasks/{id}")})),
+    )
+    .await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+
+    // A message answer.
+    let r = rest03(
+        &server,
+        Method::POST,
+        "/v1/message:send",
+        Some(json!({"message": rest_message("tck-message-response")})),
+    )
+    .await;
+    assert_eq!(r.json()["message"]["role"], "ROLE_AGENT", "{:?}", r.body);
+
+    // Streaming: StreamResponse objects, the last a final status update.
+    let r = rest03(
+        &server,
+        Method::POST,
+        "/v1/message:stream",
+        Some(json!({"message": rest_message("tck-stream-001")})),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let events = sse_data(&r.body);
+    assert!(events[0]["task"].is_object(), "{events:?}");
+    assert!(events.iter().any(|e| e["artifactUpdate"].is_object()));
+    let last = &events.last().unwrap()["statusUpdate"];
+    assert_eq!(last["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(last["final"], true);
+
+    // Push configs: create, get, list, delete.
+    let name = format!("tasks/{id}/pushNotificationConfigs/c1");
+    let r = rest03(
+        &server,
+        Method::POST,
+        &format!("/v1/tasks/{id}/pushNotificationConfigs"),
+        Some(json!({"parent": format!("tasks/{id}"), "configId": "c1",
+                    "config": {"name": name, "pushNotificationConfig": {
+                        "id": "c1", "url": "http://127.0.0.1:9/hook",
+                        "authentication": {"schemes": ["Bearer"], "credentials": "x"}}}})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.json()["name"], name.as_str());
+    let r = rest03(
+        &server,
+        Method::GET,
+        &format!("/v1/tasks/{id}/pushNotificationConfigs/c1"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        r.json()["pushNotificationConfig"]["authentication"]["schemes"],
+        json!(["Bearer"])
+    );
+    let r = rest03(
+        &server,
+        Method::GET,
+        &format!("/v1/tasks/{id}/pushNotificationConfigs"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        r.json()["configs"].as_array().map(Vec::len),
+        Some(1),
+        "{:?}",
+        r.body
+    );
+    let r = rest03(
+        &server,
+        Method::DELETE,
+        &format!("/v1/tasks/{id}/pushNotificationConfigs/c1"),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let r = rest03(
+        &server,
+        Method::GET,
+        &format!("/v1/tasks/{id}/pushNotificationConfigs/c1"),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 404);
+
+    // With A2A-Version: 1.0, /v1/... is the 1.0 route of the tenant "v1".
+    let r = raw_send(
+        raw_http()
+            .get(format!("{}/v1/tasks/{id}", server.base_url()))
+            .header("A2A-Version", "1.0"),
+    )
+    .await;
+    assert_eq!(r.status, 404, "{:?}", r.body);
+    assert!(r.json()["error"]["details"].is_array());
+    // The extended card is not configured: 404 with -32007.
+    let r = rest03(&server, Method::GET, "/v1/card", None).await;
+    assert_eq!(r.status, 404, "{:?}", r.body);
+    assert_eq!(r.json()["code"], -32007);
+}
+
+#[tokio::test]
+async fn rest_non_blocking_resubscribe_and_cancel() {
+    use reqwest::Method;
+    let server = long_running_server().await;
+    // A configuration without `blocking` is non-blocking (ProtoJSON leaves
+    // out false).
+    let r = rest03(
+        &server,
+        Method::POST,
+        "/v1/message:send",
+        Some(
+            json!({"message": rest_message("test-resubscribe-message-id"),
+                    "configuration": {"acceptedOutputModes": ["text/plain"]}}),
+        ),
+    )
+    .await;
+    let task = r.json()["task"].clone();
+    assert_ne!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    let id = task["id"].as_str().unwrap().to_owned();
+    let r = rest03(
+        &server,
+        Method::POST,
+        &format!("/v1/tasks/{id}:cancel"),
+        Some(json!({"name": format!("tasks/{id}")})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.json()["status"]["state"], "TASK_STATE_CANCELLED");
+    // Subscribing to the terminal task: refused (501, as 0.3 servers say
+    // "unsupported").
+    let r = rest03(
+        &server,
+        Method::GET,
+        &format!("/v1/tasks/{id}:subscribe"),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 501, "{:?}", r.body);
+}

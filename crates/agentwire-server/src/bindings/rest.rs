@@ -157,6 +157,24 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
     // The parts are moved out (the `HeaderMap` and `Uri` extractors clone).
     let (parts, body) = request.into_parts();
     let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    // A 0.3 route (`/v1/...` without a 1.x version): the compatibility
+    // layer's.
+    if uri.path().starts_with("/v1/") {
+        let ctx = call_context(headers.clone(), &uri);
+        if crate::compat::v0_3::rest::is_v03_request(&method, &uri, &ctx) {
+            let bytes = match read_body(body, state.max_body_bytes).await {
+                Ok(b) => b,
+                Err(e) if is_too_large(&e) => {
+                    return error_response_with_status(&e, StatusCode::PAYLOAD_TOO_LARGE);
+                }
+                Err(e) => return error_response(&e),
+            };
+            return Box::pin(crate::compat::v0_3::rest::handle(
+                &state, method, uri, ctx, &bytes,
+            ))
+            .await;
+        }
+    }
     let (tenant, route) = match resolve(&method, uri.path()) {
         Ok(r) => r,
         Err((status, message)) => {

@@ -12,6 +12,8 @@
 //! - `convert`: the conversions between that model and the 1.0 one, both
 //!   ways, by move;
 //! - `jsonrpc`: the 0.3 JSON-RPC methods;
+//! - `rest`: the 0.3 HTTP+JSON routes (`/v1/message:send`...), whose
+//!   bodies are the ProtoJSON form of the 0.3 protobuf messages;
 //! - `card`: the agent card fields a 0.3 client needs, derived from the
 //!   1.0 card.
 //!
@@ -21,6 +23,8 @@
 //! parameter; without either a request is a 0.3 request (the 1.0 rule).
 //! On JSON-RPC the method name says which model the params are in: the 0.3
 //! names have a `/` (`message/send`), the 1.0 ones none (`SendMessage`).
+//! On HTTP+JSON the path does: the 0.3 routes start with `/v1/`; with
+//! `A2A-Version: 1.x` such a path is a 1.0 route of the tenant `v1`.
 //!
 //! - A 0.3 method with version 0.3 (or none) is served here, unless 0.3 is
 //!   turned off ([`crate::HandlerBuilder::serve_v03`], `a2a serve
@@ -72,6 +76,7 @@
 pub(crate) mod card;
 pub(crate) mod convert;
 pub(crate) mod jsonrpc;
+pub(crate) mod rest;
 pub(crate) mod types;
 
 #[cfg(test)]

@@ -557,3 +557,199 @@ fn the_card_carries_the_0_3_fields_beside_the_1_0_ones() {
     // Without 0.3, the card as it is.
     assert_eq!(super::card::with_v03_fields(&card, &json, false), json);
 }
+
+// ----- the HTTP+JSON (ProtoJSON) form -----------------------------------------
+
+/// 1.0 -> 0.3 (JSON-RPC form) -> 0.3 (ProtoJSON form) -> JSON -> back.
+#[test]
+fn the_protojson_form_round_trips() {
+    use super::rest;
+    // What the ProtoJSON form carries of a message: no part metadata, no
+    // file names, no referenceTaskIds.
+    let carried = |mut m: v1::Message| {
+        m.reference_task_ids.clear();
+        m.parts = vec![
+            v1::Part::text("hello"),
+            v1::Part::file(&b"\x00\x01"[..], "", "application/octet-stream"),
+            v1::Part::url("https://example.com/f.pdf").with_media_type("application/pdf"),
+            v1::Part::data(json!({"k": [1, 2]})),
+        ];
+        m
+    };
+    let m = carried(message(v1::Role::User));
+    let p = rest::message_to(message_to_v03(m.clone()));
+    let j = serde_json::to_value(&p).unwrap();
+    assert_eq!(j["role"], "ROLE_USER");
+    assert_eq!(j["content"][0], json!({"text": "hello"}));
+    assert_eq!(j["content"][1]["file"]["fileWithBytes"], "AAE=");
+    assert_eq!(
+        j["content"][2]["file"]["fileWithUri"],
+        "https://example.com/f.pdf"
+    );
+    assert_eq!(j["content"][3], json!({"data": {"data": {"k": [1, 2]}}}));
+    let back: rest::Message = serde_json::from_value(j).unwrap();
+    assert_eq!(message_to_v1(rest::message_from(back).unwrap()).unwrap(), m);
+
+    for state in STATES {
+        let mut t = task(state);
+        t.history = vec![carried(message(v1::Role::User))];
+        t.artifacts[0].parts = carried(message(v1::Role::Agent)).parts;
+        t.artifacts.truncate(1);
+        t.status.as_mut().unwrap().message = Some(Box::new(carried(message(v1::Role::Agent))));
+        let p = rest::task_to(task_to_v03(t.clone()));
+        let j = serde_json::to_value(&p).unwrap();
+        if state == v1::TaskState::Canceled {
+            assert_eq!(j["status"]["state"], "TASK_STATE_CANCELLED");
+        }
+        let back: rest::Task = serde_json::from_value(j).unwrap();
+        assert_eq!(task_to_v1(rest::task_from(back).unwrap()).unwrap(), t);
+
+        let e: v1::StreamResponse = v1::TaskStatusUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            status: Some(v1::TaskStatus {
+                state: state as i32,
+                message: None,
+                timestamp: Some(ts()),
+            }),
+            metadata: None,
+        }
+        .into();
+        let p = rest::event_to(stream_event_to_v03(e.clone()).unwrap());
+        let j = serde_json::to_value(&p).unwrap();
+        assert_eq!(j["statusUpdate"].get("final").is_some(), state.ends_turn());
+        let back: rest::StreamResponse = serde_json::from_value(j).unwrap();
+        assert_eq!(
+            stream_event_to_v1(rest::event_from(back).unwrap()).unwrap(),
+            e
+        );
+    }
+    let e: v1::StreamResponse = v1::TaskArtifactUpdateEvent {
+        task_id: "t".into(),
+        context_id: "c".into(),
+        artifact: Some(v1::Artifact::text("a", "x").with_id("a-1")),
+        append: true,
+        last_chunk: false,
+        metadata: None,
+    }
+    .into();
+    let j = serde_json::to_value(rest::event_to(stream_event_to_v03(e.clone()).unwrap())).unwrap();
+    assert_eq!(j["artifactUpdate"]["append"], true);
+    let back: rest::StreamResponse = serde_json::from_value(j).unwrap();
+    assert_eq!(
+        stream_event_to_v1(rest::event_from(back).unwrap()).unwrap(),
+        e
+    );
+    let e: v1::StreamResponse = carried(message(v1::Role::Agent)).into();
+    let j = serde_json::to_value(rest::event_to(stream_event_to_v03(e.clone()).unwrap())).unwrap();
+    assert!(j["message"].is_object(), "{j}");
+    let back: rest::StreamResponse = serde_json::from_value(j).unwrap();
+    assert_eq!(
+        stream_event_to_v1(rest::event_from(back).unwrap()).unwrap(),
+        e
+    );
+
+    // Push configs: named after the task and the config.
+    let c = v1::TaskPushNotificationConfig {
+        tenant: String::new(),
+        id: "cfg".into(),
+        task_id: "t".into(),
+        url: "https://example.com/hook".into(),
+        token: "tok".into(),
+        authentication: Some(v1::AuthenticationInfo {
+            scheme: "Bearer".into(),
+            credentials: "c".into(),
+        }),
+    };
+    let p = rest::task_push_to(task_push_config_to_v03(c.clone()));
+    let j = serde_json::to_value(&p).unwrap();
+    assert_eq!(j["name"], "tasks/t/pushNotificationConfigs/cfg");
+    let mut back: rest::TaskPushConfig = serde_json::from_value(j).unwrap();
+    back.push_notification_config.id.clear(); // the name says it
+    assert_eq!(
+        task_push_config_to_v1(rest::task_push_from("t".into(), back)),
+        c
+    );
+
+    // Send requests, blocking or not.
+    for return_immediately in [false, true] {
+        let r = v1::SendMessageRequest {
+            tenant: String::new(),
+            message: Some(carried(message(v1::Role::User))),
+            configuration: Some(v1::SendMessageConfiguration {
+                accepted_output_modes: vec!["text/plain".into()],
+                task_push_notification_config: None,
+                history_length: Some(2),
+                return_immediately,
+            }),
+            metadata: meta(json!({"a": 1})),
+        };
+        let p = rest::send_to(send_request_to_v03(r.clone()));
+        let j = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            j["configuration"].get("blocking").is_some(),
+            !return_immediately
+        );
+        let back: rest::SendRequest = serde_json::from_value(j).unwrap();
+        assert_eq!(
+            send_params_to_v1(rest::send_from(back).unwrap()).unwrap(),
+            r
+        );
+    }
+    // Without a configuration: blocking.
+    let p: rest::SendRequest = serde_json::from_value(json!({
+        "message": {"messageId": "m", "role": "ROLE_USER", "content": [{"text": "x"}]}
+    }))
+    .unwrap();
+    let r = send_params_to_v1(rest::send_from(p).unwrap()).unwrap();
+    assert!(!r.configuration.is_some_and(|c| c.return_immediately));
+}
+
+#[test]
+fn the_0_3_rest_routes() {
+    use super::rest::{Route, route};
+    use http::Method;
+    let r = |m: Method, p: &str| route(&m, p);
+    assert_eq!(r(Method::POST, "/v1/message:send"), Some(Ok(Route::Send)));
+    assert_eq!(
+        r(Method::POST, "/v1/message:stream"),
+        Some(Ok(Route::Stream))
+    );
+    assert_eq!(
+        r(Method::GET, "/v1/tasks/a%3Ab"),
+        Some(Ok(Route::Get("a:b".into())))
+    );
+    assert_eq!(
+        r(Method::POST, "/v1/tasks/x:cancel"),
+        Some(Ok(Route::Cancel("x".into())))
+    );
+    assert_eq!(
+        r(Method::GET, "/v1/tasks/x:subscribe"),
+        Some(Ok(Route::Subscribe("x".into())))
+    );
+    assert_eq!(
+        r(Method::POST, "/v1/tasks/x:subscribe"),
+        Some(Ok(Route::Subscribe("x".into())))
+    );
+    assert_eq!(
+        r(Method::POST, "/v1/tasks/x/pushNotificationConfigs"),
+        Some(Ok(Route::CreatePush("x".into())))
+    );
+    assert_eq!(
+        r(Method::GET, "/v1/tasks/x/pushNotificationConfigs"),
+        Some(Ok(Route::ListPush("x".into())))
+    );
+    assert_eq!(
+        r(Method::GET, "/v1/tasks/x/pushNotificationConfigs/c"),
+        Some(Ok(Route::GetPush("x".into(), "c".into())))
+    );
+    assert_eq!(
+        r(Method::DELETE, "/v1/tasks/x/pushNotificationConfigs/c"),
+        Some(Ok(Route::DeletePush("x".into(), "c".into())))
+    );
+    assert_eq!(r(Method::GET, "/v1/card"), Some(Ok(Route::Card)));
+    assert_eq!(r(Method::GET, "/v1/message:send"), Some(Err(())));
+    assert_eq!(r(Method::GET, "/v1/tasks"), None);
+    assert_eq!(r(Method::GET, "/message:send"), None);
+    assert_eq!(r(Method::GET, "/v1/other/thing"), None);
+}
