@@ -616,3 +616,35 @@ async fn rest_non_blocking_resubscribe_and_cancel() {
     .await;
     assert_eq!(r.status, 501, "{:?}", r.body);
 }
+
+/// A gRPC call of the 0.3 service (not served), or of any unknown service,
+/// gets a gRPC status (UNIMPLEMENTED), not an HTTP 404 with a JSON body.
+#[tokio::test]
+async fn unknown_grpc_services_get_a_grpc_status() {
+    let server = scripted_server().await;
+    agentwire_client::install_crypto_provider();
+    let http = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .expect("h2c client");
+    for path in ["/a2a.v1.A2AService/SendMessage", "/other.Service/Call"] {
+        let r = raw_send(
+            http.post(format!("{}{path}", server.base_url()))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(vec![0u8, 0, 0, 0, 0]),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{path}");
+        let header = |n: &str| r.headers.get(n).and_then(|v| v.to_str().ok()).unwrap_or("");
+        assert_eq!(header("grpc-status"), "12", "{path}: {:?}", r.headers);
+        assert!(
+            header("content-type").starts_with("application/grpc"),
+            "{path}"
+        );
+        assert!(
+            header("grpc-message").contains("lf.a2a.v1.A2AService"),
+            "{path}"
+        );
+    }
+}
