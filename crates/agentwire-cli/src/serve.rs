@@ -184,6 +184,13 @@ pub struct ServeArgs {
     /// Do not serve gRPC.
     #[arg(long, env = "A2A_SERVE_NO_GRPC")]
     pub no_grpc: bool,
+    /// Do not serve clients of A2A protocol version 0.3. By default they are
+    /// served beside 1.0 on the same endpoints (requests without an
+    /// A2A-Version header, or with 0.3); with this flag they are answered
+    /// with a version-not-supported error and the agent card carries no 0.3
+    /// fields.
+    #[arg(long, env = "A2A_SERVE_NO_V03")]
+    pub no_v03: bool,
     /// Largest accepted request body, in bytes.
     #[arg(
         long,
@@ -768,6 +775,7 @@ async fn bind(
             .max_artifact_bytes
             .unwrap_or(defaults.max_artifact_bytes),
         max_in_flight: args.max_in_flight.unwrap_or(defaults.max_in_flight),
+        serve_v03: !args.no_v03,
         ..defaults
     };
     let mut server = server

@@ -203,6 +203,17 @@ where
                 );
             }
         };
+        // A 0.3 method: the compatibility layer's (it checks the version).
+        if crate::compat::v0_3::jsonrpc::is_v03_method(&method) {
+            return Box::pin(crate::compat::v0_3::serve_jsonrpc(
+                state,
+                ctx,
+                id,
+                &method,
+                envelope.params,
+            ))
+            .await;
+        }
         let h = &state.handler;
         let p = envelope.params;
         // Each method's future is boxed on its own: the future of this

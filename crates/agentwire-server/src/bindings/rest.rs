@@ -157,6 +157,30 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
     // The parts are moved out (the `HeaderMap` and `Uri` extractors clone).
     let (parts, body) = request.into_parts();
     let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    // A gRPC call that reached no gRPC service (the 0.3 service
+    // `a2a.v1.A2AService`, or any other): a gRPC status, not an HTTP error
+    // a gRPC client cannot read.
+    if is_grpc(&headers) {
+        return grpc_unimplemented(uri.path());
+    }
+    // A 0.3 route (`/v1/...` without a 1.x version): the compatibility
+    // layer's.
+    if uri.path().starts_with("/v1/") {
+        let ctx = call_context(headers.clone(), &uri);
+        if crate::compat::v0_3::rest::is_v03_request(&method, &uri, &ctx) {
+            let bytes = match read_body(body, state.max_body_bytes).await {
+                Ok(b) => b,
+                Err(e) if is_too_large(&e) => {
+                    return error_response_with_status(&e, StatusCode::PAYLOAD_TOO_LARGE);
+                }
+                Err(e) => return error_response(&e),
+            };
+            return Box::pin(crate::compat::v0_3::rest::handle(
+                &state, method, uri, ctx, &bytes,
+            ))
+            .await;
+        }
+    }
     let (tenant, route) = match resolve(&method, uri.path()) {
         Ok(r) => r,
         Err((status, message)) => {
@@ -295,6 +319,32 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
                 .await,
         ),
     }
+}
+
+/// Whether a request is a gRPC call (`Content-Type: application/grpc...`).
+fn is_grpc(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+/// `UNIMPLEMENTED` for a gRPC method of a service this server does not
+/// serve, naming the one it does.
+fn grpc_unimplemented(path: &str) -> Response {
+    let service = path
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    let message = if service == "a2a.v1.A2AService" {
+        "the A2A 0.3 gRPC service a2a.v1.A2AService is not served here; this agent serves \
+         lf.a2a.v1.A2AService (A2A 1.0) over gRPC, and A2A 0.3 over JSON-RPC and HTTP+JSON"
+            .to_owned()
+    } else {
+        format!("no gRPC service {service:?} here; this agent serves lf.a2a.v1.A2AService")
+    };
+    tonic::Status::unimplemented(message).into_http()
 }
 
 fn stream(result: Result<IdEventStream, A2aError>) -> Response {

@@ -64,7 +64,38 @@ pub(super) fn major_minor(v: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// The version a call asks for, as `Major.Minor` (none means 0.3). The
+/// bindings read it to hand 0.3 requests to the compatibility layer
+/// (`compat::v0_3`), which converts them and calls the handler as 1.0.
+pub(crate) fn requested_version(ctx: &CallContext) -> std::borrow::Cow<'_, str> {
+    major_minor(ctx.header(&A2A_VERSION).unwrap_or_default())
+}
+
 impl RequestHandler {
+    /// Whether 0.3 clients are served (through the compatibility layer;
+    /// see [`HandlerConfig::serve_v03`]).
+    pub(crate) fn serves_v03(&self) -> bool {
+        self.inner.config.serve_v03
+    }
+
+    /// `VersionNotSupportedError` for a requested version, naming the
+    /// versions served (0.3 among them when it is: for the 0.3 requests of
+    /// the bindings that serve both; a 1.0 method is served as 1.0 only,
+    /// and its error names the 1.0 versions).
+    pub(crate) fn version_not_supported(&self, requested: &str) -> A2aError {
+        let mut supported: Vec<&str> = self
+            .inner
+            .config
+            .versions
+            .iter()
+            .map(String::as_str)
+            .collect();
+        if self.serves_v03() {
+            supported.insert(0, crate::compat::v0_3::V03);
+        }
+        A2aError::version_not_supported(requested, &supported)
+    }
+
     /// Checks the version and authenticates: the preamble of every call.
     pub(super) fn admit(&self, ctx: &CallContext, tenant: &str) -> A2aResult<Owner> {
         let requested = ctx.header(&A2A_VERSION).unwrap_or_default();

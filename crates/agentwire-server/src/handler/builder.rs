@@ -61,6 +61,12 @@ pub struct HandlerConfig {
     /// task is failed, every request waiting for it getting the storage
     /// error. Default: retried for 30 s (see [`StoreRetry`]).
     pub store_retry: StoreRetry,
+    /// Serve clients of protocol version 0.3 beside 1.0, on the same
+    /// endpoints: their requests (those without `A2A-Version`, or with
+    /// 0.3) are converted into 1.0 requests and the answers back. Default:
+    /// on. Off, a 0.3 request is answered `VersionNotSupportedError`, and
+    /// the agent card carries no 0.3 fields.
+    pub serve_v03: bool,
 }
 
 impl Default for HandlerConfig {
@@ -79,6 +85,7 @@ impl Default for HandlerConfig {
             max_artifact_bytes: 16 * 1024 * 1024,
             max_in_flight: 10_000,
             store_retry: StoreRetry::default(),
+            serve_v03: true,
         }
     }
 }
@@ -134,6 +141,13 @@ impl HandlerBuilder {
     /// Authenticates callers (default: everyone is anonymous).
     pub fn authenticator(mut self, auth: Arc<dyn Authenticator>) -> Self {
         self.auth = auth;
+        self
+    }
+
+    /// Whether to serve clients of protocol version 0.3 beside 1.0
+    /// (default yes; see [`HandlerConfig::serve_v03`]).
+    pub fn serve_v03(mut self, on: bool) -> Self {
+        self.config.serve_v03 = on;
         self
     }
 

@@ -33,7 +33,12 @@ pub(crate) struct CardEndpoint {
 impl CardEndpoint {
     pub(crate) fn new(handler: &RequestHandler, max_age: Option<Duration>) -> Self {
         use std::hash::{Hash, Hasher};
-        let body = handler.agent_card_json();
+        // The 1.0 card, with the fields 0.3 clients read when 0.3 is served.
+        let body = Bytes::from(crate::compat::v0_3::card::with_v03_fields(
+            handler.agent_card(),
+            &handler.agent_card_json(),
+            handler.serves_v03(),
+        ));
         let mut h = std::collections::hash_map::DefaultHasher::new();
         body.hash(&mut h);
         let etag = HeaderValue::from_str(&format!("\"{:016x}\"", h.finish()))
