@@ -50,11 +50,17 @@ fn error_response(e: &A2aError) -> Response {
 fn error_response_with_status(e: &A2aError, status: StatusCode) -> Response {
     let mut body = e.to_http_body();
     body["error"]["code"] = status.as_u16().into();
-    json_response(
+    let mut response = json_response(
         status,
         MEDIA_TYPE,
         serde_json::to_vec(&body).unwrap_or_default(),
-    )
+    );
+    if let Some(challenge) = crate::bindings::http::challenge(e) {
+        response
+            .headers_mut()
+            .insert(http::header::WWW_AUTHENTICATE, challenge);
+    }
+    response
 }
 
 fn ok_json<T: serde::Serialize>(result: Result<T, A2aError>) -> Response {
@@ -156,7 +162,8 @@ fn list_request(query: &str, tenant: String) -> Result<ListTasksRequest, A2aErro
 pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> Response {
     // The parts are moved out (the `HeaderMap` and `Uri` extractors clone).
     let (parts, body) = request.into_parts();
-    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    let (method, uri, headers, extensions) =
+        (parts.method, parts.uri, parts.headers, parts.extensions);
     let (tenant, route) = match resolve(&method, uri.path()) {
         Ok(r) => r,
         Err((status, message)) => {
@@ -172,7 +179,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
         }
         Err(e) => return error_response(&e),
     };
-    let ctx = call_context(headers, &uri);
+    let ctx = call_context(headers, &uri, &extensions);
     let h = &state.handler;
     let history = || -> Result<Option<i32>, A2aError> {
         query_pairs(&query)

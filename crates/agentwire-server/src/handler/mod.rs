@@ -44,6 +44,7 @@ use crate::push::PushSender;
 use crate::store::TaskStore;
 pub(crate) use admission::A2A_VERSION;
 pub use admission::CallContext;
+use admission::Admitted;
 pub use builder::{HandlerBuilder, HandlerConfig};
 use idempotency::Idempotency;
 pub(crate) use send::SendAnswer;
@@ -111,7 +112,7 @@ impl RequestHandler {
         req: GetExtendedAgentCardRequest,
     ) -> A2aResult<AgentCard> {
         let _flight = self.begin()?;
-        let owner = self.admit(ctx, &req.tenant)?;
+        let owner = self.admit(ctx, &req.tenant).await?;
         let Some(card) = &self.inner.extended_card else {
             return Err(A2aError::unsupported(
                 "this agent has no extended agent card (capabilities.extendedAgentCard is false)",
