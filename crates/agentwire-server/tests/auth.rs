@@ -188,6 +188,17 @@ async fn agent(schemes: AuthSchemes) -> ServerHandle {
     .await
 }
 
+/// The card as served (without credentials: it is public).
+async fn served_card(server: &ServerHandle) -> agentwire_types::AgentCard {
+    let r = raw_send(raw_http().get(format!(
+        "{}/.well-known/agent-card.json",
+        server.base_url()
+    )))
+    .await;
+    assert_eq!(r.status, 200);
+    serde_json::from_slice(&r.body).expect("an agent card")
+}
+
 fn transport(server: &ServerHandle, b: Binding, tenant: &str) -> Box<dyn Transport> {
     let base = server.base_url();
     match b {
@@ -259,7 +270,8 @@ async fn every_operation(
     call!(
         "SendMessage (continue)",
         t.send_message(
-            request(msg("tck-complete-task").with_task_id(task_id)),
+            // Asks for input again: the task stays open for the rest.
+            request(msg("tck-input-required").with_task_id(task_id)),
             opts
         )
     );
@@ -462,7 +474,7 @@ async fn matrix_api_key(b: Binding) {
         .parse("alice:alice-key-0123456789")
         .unwrap();
     let server = agent(AuthSchemes::new().api_keys(keys).throttle(None)).await;
-    let card = server.agent_card();
+    let card = served_card(&server).await;
     assert!(matches!(
         card.security_schemes["apiKey"].scheme,
         Some(security_scheme::Scheme::ApiKeySecurityScheme(_))
@@ -496,7 +508,7 @@ async fn matrix_jwt_file(b: Binding) {
     .unwrap();
     let server = agent(AuthSchemes::new().jwt(jwt).throttle(None)).await;
     assert!(matches!(
-        &server.agent_card().security_schemes["bearer"].scheme,
+        &served_card(&server).await.security_schemes["bearer"].scheme,
         Some(security_scheme::Scheme::HttpAuthSecurityScheme(h)) if h.scheme == "Bearer" && h.bearer_format == "JWT"
     ));
     let good = bearer(&key.mint(claims(ISSUER_FILE, "alice")));
@@ -532,7 +544,7 @@ async fn matrix_oidc(b: Binding) {
     )
     .unwrap();
     let server = agent(AuthSchemes::new().jwt(jwt).throttle(None)).await;
-    let card = server.agent_card();
+    let card = served_card(&server).await;
     match &card.security_schemes["oidc"].scheme {
         Some(security_scheme::Scheme::OpenIdConnectSecurityScheme(o)) => assert_eq!(
             o.open_id_connect_url,
@@ -772,7 +784,7 @@ async fn two_principals_never_see_each_other(b: Binding) {
     .await;
     // Anonymous callers are let in: the card has the scheme but requires
     // nothing.
-    assert!(server.agent_card().security_requirements.is_empty());
+    assert!(served_card(&server).await.security_requirements.is_empty());
     let alice = api_key("alice-key-0123456789");
     let bob = api_key("bob-key-0123456789");
     let anonymous = CallOptions::new();
