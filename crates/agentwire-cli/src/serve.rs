@@ -348,7 +348,12 @@ pub struct AuthArgs {
     pub auth_issuer: Option<String>,
     /// The audience (`aud`) the JWTs must carry (one of them, if repeated):
     /// usually this agent's URL.
-    #[arg(long, env = "A2A_SERVE_AUTH_AUDIENCE", value_name = "AUD", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "A2A_SERVE_AUTH_AUDIENCE",
+        value_name = "AUD",
+        value_delimiter = ','
+    )]
     pub auth_audience: Vec<String>,
     /// Accept access tokens (JWTs) of this OpenID Connect provider: its
     /// discovery document (ISSUER_URL/.well-known/openid-configuration)
@@ -357,7 +362,12 @@ pub struct AuthArgs {
     pub auth_oidc: Option<String>,
     /// Scopes every token must have (`scope` or `scp` claim); a token
     /// without them is refused with 403.
-    #[arg(long, env = "A2A_SERVE_AUTH_SCOPE", value_name = "SCOPE", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "A2A_SERVE_AUTH_SCOPE",
+        value_name = "SCOPE",
+        value_delimiter = ','
+    )]
     pub auth_scope: Vec<String>,
     /// Clock skew allowed on the tokens' `exp` and `nbf` [default: 60s].
     #[arg(
@@ -409,7 +419,8 @@ impl AuthArgs {
                 "--api-key-in needs API keys: --api-key-file FILE or {API_KEYS_VAR}"
             )));
         }
-        let mut schemes = agentwire_server::AuthSchemes::new().allow_anonymous(self.allow_anonymous);
+        let mut schemes =
+            agentwire_server::AuthSchemes::new().allow_anonymous(self.allow_anonymous);
         let mut any = false;
         if self.api_key_file.is_some() || env_keys.is_some() {
             let location = match &self.api_key_in {

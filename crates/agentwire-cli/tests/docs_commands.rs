@@ -372,7 +372,10 @@ const EXPECT: &[Expect] = &[
         status: 4,
         ..expect("--bearer not-a-valid-token", "")
     },
-    expect("--api-key alice-key-0123456789 \"hello\"", "State: COMPLETED"),
+    expect(
+        "--api-key alice-key-0123456789 \"hello\"",
+        "State: COMPLETED",
+    ),
     expect("--extended", "Card: extended"),
     expect("a2a card get -a $A --validate", "Echo Agent"),
     expect(

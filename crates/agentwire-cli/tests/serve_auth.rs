@@ -127,8 +127,15 @@ fn api_keys_on_every_binding() {
     let card = a2a(&env, &["card", "get", "-a", &a]);
     card.expect(0);
     let card = card.json();
-    assert_eq!(card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"]["name"], "X-API-Key", "{card}");
-    assert_eq!(card["securityRequirements"][0]["schemes"]["apiKey"], json!({}), "{card}");
+    assert_eq!(
+        card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"]["name"], "X-API-Key",
+        "{card}"
+    );
+    assert_eq!(
+        card["securityRequirements"][0]["schemes"]["apiKey"],
+        json!({}),
+        "{card}"
+    );
     for t in BINDINGS {
         let send = |extra: &[&str]| {
             let mut args = vec!["send", "-a", &a, "--transport", t];
@@ -145,9 +152,39 @@ fn api_keys_on_every_binding() {
         // Alice's task is hers.
         let out = send(&["--api-key", "alice-key-0123456789"]);
         out.expect(0);
-        let task = out.json()["task"]["id"].as_str().expect("a task id").to_owned();
-        a2a(&env, &["task", "get", "-a", &a, "--transport", t, "--api-key", "alice-key-0123456789", &task]).expect(0);
-        let out = a2a(&env, &["task", "get", "-a", &a, "--transport", t, "--api-key", "bob-key-0123456789", &task]);
+        let task = out.json()["task"]["id"]
+            .as_str()
+            .expect("a task id")
+            .to_owned();
+        a2a(
+            &env,
+            &[
+                "task",
+                "get",
+                "-a",
+                &a,
+                "--transport",
+                t,
+                "--api-key",
+                "alice-key-0123456789",
+                &task,
+            ],
+        )
+        .expect(0);
+        let out = a2a(
+            &env,
+            &[
+                "task",
+                "get",
+                "-a",
+                &a,
+                "--transport",
+                t,
+                "--api-key",
+                "bob-key-0123456789",
+                &task,
+            ],
+        );
         assert_ne!(out.code, 0, "[{t}] bob reads alice's task: {}", out.stdout);
         assert!(!out.stdout.contains("secret words"), "[{t}] {}", out.stdout);
         assert!(
@@ -156,9 +193,25 @@ fn api_keys_on_every_binding() {
             out.stdout,
             out.stderr
         );
-        let out = a2a(&env, &["task", "list", "-a", &a, "--transport", t, "--api-key", "bob-key-0123456789"]);
+        let out = a2a(
+            &env,
+            &[
+                "task",
+                "list",
+                "-a",
+                &a,
+                "--transport",
+                t,
+                "--api-key",
+                "bob-key-0123456789",
+            ],
+        );
         out.expect(0);
-        assert!(!out.stdout.contains(&task), "[{t}] bob's list: {}", out.stdout);
+        assert!(
+            !out.stdout.contains(&task),
+            "[{t}] bob's list: {}",
+            out.stdout
+        );
     }
 }
 
@@ -212,27 +265,82 @@ fn jwt_bearer_tokens_on_every_binding() {
     let card = a2a(&env, &["card", "get", "-a", &a]);
     card.expect(0);
     let card = card.json();
-    assert_eq!(card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"], "Bearer", "{card}");
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"], "Bearer",
+        "{card}"
+    );
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
-    let good = mint(&pkcs8, json!({"iss": iss, "aud": aud, "sub": "alice", "exp": now + 600}));
-    let expired = mint(&pkcs8, json!({"iss": iss, "aud": aud, "sub": "alice", "exp": now - 600}));
-    let other_aud = mint(&pkcs8, json!({"iss": iss, "aud": "https://other.example.com", "sub": "alice", "exp": now + 600}));
-    let bob = mint(&pkcs8, json!({"iss": iss, "aud": aud, "sub": "bob", "exp": now + 600}));
+    let good = mint(
+        &pkcs8,
+        json!({"iss": iss, "aud": aud, "sub": "alice", "exp": now + 600}),
+    );
+    let expired = mint(
+        &pkcs8,
+        json!({"iss": iss, "aud": aud, "sub": "alice", "exp": now - 600}),
+    );
+    let other_aud = mint(
+        &pkcs8,
+        json!({"iss": iss, "aud": "https://other.example.com", "sub": "alice", "exp": now + 600}),
+    );
+    let bob = mint(
+        &pkcs8,
+        json!({"iss": iss, "aud": aud, "sub": "bob", "exp": now + 600}),
+    );
     for t in BINDINGS {
-        for (what, token) in [("expired", &expired), ("other audience", &other_aud), ("not a JWT", &"nope".to_owned())] {
-            let out = a2a(&env, &["send", "-a", &a, "--transport", t, "--bearer", token, "hi"]);
+        for (what, token) in [
+            ("expired", &expired),
+            ("other audience", &other_aud),
+            ("not a JWT", &"nope".to_owned()),
+        ] {
+            let out = a2a(
+                &env,
+                &["send", "-a", &a, "--transport", t, "--bearer", token, "hi"],
+            );
             assert_eq!(out.code, 4, "[{t}] {what}: {}{}", out.stdout, out.stderr);
         }
         a2a(&env, &["send", "-a", &a, "--transport", t, "hi"]).expect(4);
-        let out = a2a(&env, &["send", "-a", &a, "--transport", t, "--bearer", &good, "hi"]);
+        let out = a2a(
+            &env,
+            &["send", "-a", &a, "--transport", t, "--bearer", &good, "hi"],
+        );
         out.expect(0);
-        let task = out.json()["task"]["id"].as_str().expect("a task id").to_owned();
-        let out = a2a(&env, &["task", "get", "-a", &a, "--transport", t, "--bearer", &bob, &task]);
+        let task = out.json()["task"]["id"]
+            .as_str()
+            .expect("a task id")
+            .to_owned();
+        let out = a2a(
+            &env,
+            &[
+                "task",
+                "get",
+                "-a",
+                &a,
+                "--transport",
+                t,
+                "--bearer",
+                &bob,
+                &task,
+            ],
+        );
         assert_ne!(out.code, 0, "[{t}] bob reads alice's task");
-        a2a(&env, &["task", "get", "-a", &a, "--transport", t, "--bearer", &good, &task]).expect(0);
+        a2a(
+            &env,
+            &[
+                "task",
+                "get",
+                "-a",
+                &a,
+                "--transport",
+                t,
+                "--bearer",
+                &good,
+                &task,
+            ],
+        )
+        .expect(0);
     }
 }
 
@@ -240,16 +348,38 @@ fn jwt_bearer_tokens_on_every_binding() {
 fn auth_options_are_checked() {
     let env = Env::new();
     // Token options without a key source: a usage error.
-    let out = env.run(&["serve", "--store", "memory", "--port", "0", "--auth-audience", "x"]);
+    let out = env.run(&[
+        "serve",
+        "--store",
+        "memory",
+        "--port",
+        "0",
+        "--auth-audience",
+        "x",
+    ]);
     out.expect(2);
     assert!(out.stderr.contains("--auth-jwks"), "{}", out.stderr);
     // A missing key file, named.
-    let out = env.run(&["serve", "--store", "memory", "--port", "0", "--api-key-file", "nope.txt"]);
+    let out = env.run(&[
+        "serve",
+        "--store",
+        "memory",
+        "--port",
+        "0",
+        "--api-key-file",
+        "nope.txt",
+    ]);
     out.expect(2);
     assert!(out.stderr.contains("nope.txt"), "{}", out.stderr);
     // The help names the options.
     let out = env.run(&["serve", "--help"]);
-    for name in ["--auth-jwks", "--auth-issuer", "--auth-audience", "--auth-oidc", "--api-key-file"] {
+    for name in [
+        "--auth-jwks",
+        "--auth-issuer",
+        "--auth-audience",
+        "--auth-oidc",
+        "--api-key-file",
+    ] {
         assert!(out.stdout.contains(name), "{name} not in the help");
     }
 }

@@ -64,7 +64,8 @@ impl SigningKey {
             .unwrap()
             .as_ref()
             .to_vec();
-        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &pkcs8, &rng).unwrap();
+        let pair =
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &pkcs8, &rng).unwrap();
         // Uncompressed point: 0x04 || x || y.
         let point = pair.public_key().as_ref();
         let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
@@ -190,11 +191,8 @@ async fn agent(schemes: AuthSchemes) -> ServerHandle {
 
 /// The card as served (without credentials: it is public).
 async fn served_card(server: &ServerHandle) -> agentwire_types::AgentCard {
-    let r = raw_send(raw_http().get(format!(
-        "{}/.well-known/agent-card.json",
-        server.base_url()
-    )))
-    .await;
+    let r = raw_send(raw_http().get(format!("{}/.well-known/agent-card.json", server.base_url())))
+        .await;
     assert_eq!(r.status, 200);
     serde_json::from_slice(&r.body).expect("an agent card")
 }
@@ -263,10 +261,16 @@ async fn every_operation(
     let mut out = Vec::new();
     macro_rules! call {
         ($name:literal, $f:expr) => {
-            out.push(($name, show(within($name, $f).await.map(|v| format!("{v:?}")))));
+            out.push((
+                $name,
+                show(within($name, $f).await.map(|v| format!("{v:?}"))),
+            ));
         };
     }
-    call!("SendMessage", t.send_message(request(msg("tck-complete-task")), opts));
+    call!(
+        "SendMessage",
+        t.send_message(request(msg("tck-complete-task")), opts)
+    );
     call!(
         "SendMessage (continue)",
         t.send_message(
@@ -430,7 +434,11 @@ async fn matrix(
     let (task_id, config_id) = own_task(&*t, &good, b).await;
     for (what, opts) in &bad {
         let outcomes = every_operation(&*t, opts, &task_id, &config_id).await;
-        let n = all_refused(outcomes, ErrorKind::Unauthenticated, &format!("[{b}] {what}"));
+        let n = all_refused(
+            outcomes,
+            ErrorKind::Unauthenticated,
+            &format!("[{b}] {what}"),
+        );
         assert_eq!(n, 13, "[{b}] {what}: every operation tried");
     }
     // The owner still has everything, untouched.
@@ -570,7 +578,11 @@ async fn matrix_oidc(b: Binding) {
     let t = transport(&server, b, "");
     let no_scope = bearer(&key.mint(claims(&provider.base, "alice")));
     let outcomes = every_operation(&*t, &no_scope, "some-task", "some-config").await;
-    all_refused(outcomes, ErrorKind::PermissionDenied, &format!("[{b}] no scope"));
+    all_refused(
+        outcomes,
+        ErrorKind::PermissionDenied,
+        &format!("[{b}] no scope"),
+    );
 }
 
 // ----- the challenge of each binding ----------------------------------------------------
@@ -611,11 +623,18 @@ async fn each_binding_answers_with_its_challenge() {
     assert!(challenge.starts_with("Bearer"), "{challenge}");
     assert!(challenge.contains("invalid_token"), "{challenge}");
     let body = String::from_utf8_lossy(&r.body);
-    assert!(!body.contains(secret) && !challenge.contains(secret), "{body}");
+    assert!(
+        !body.contains(secret) && !challenge.contains(secret),
+        "{body}"
+    );
     let v: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(v["error"]["status"], "UNAUTHENTICATED");
 
-    let r = raw_send(http.get(format!("{base}/tasks")).header("A2A-Version", "1.0")).await;
+    let r = raw_send(
+        http.get(format!("{base}/tasks"))
+            .header("A2A-Version", "1.0"),
+    )
+    .await;
     assert_eq!(r.status, 401);
     assert!(r.headers.contains_key("www-authenticate"));
 
@@ -653,8 +672,10 @@ async fn each_binding_answers_with_its_challenge() {
     assert!(status.metadata().get("www-authenticate").is_some());
     assert!(!status.message().contains(secret));
     let mut req = grpc_v1(ListTasksRequest::default());
-    req.metadata_mut()
-        .insert("authorization", format!("Bearer {no_scope}").parse().unwrap());
+    req.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {no_scope}").parse().unwrap(),
+    );
     let status = grpc.list_tasks(req).await.unwrap_err();
     assert_eq!(status.code(), tonic::Code::PermissionDenied);
 }
@@ -687,7 +708,11 @@ async fn key_rotation_and_refresh_rate_limit() {
     let list = |token: String| {
         let t = &t;
         async move {
-            within("list", t.list_tasks(ListTasksRequest::default(), &bearer(&token))).await
+            within(
+                "list",
+                t.list_tasks(ListTasksRequest::default(), &bearer(&token)),
+            )
+            .await
         }
     };
     list(old.mint(claims(ISSUER_FILE, "alice"))).await.unwrap();
@@ -792,13 +817,21 @@ async fn two_principals_never_see_each_other(b: Binding) {
         let t = transport(&server, b, tenant);
         let (task_id, config_id) = own_task(&*t, &alice, b).await;
         let others: Vec<(String, Box<dyn Transport>, &CallOptions)> = vec![
-            (format!("bob (tenant {tenant:?})"), transport(&server, b, tenant), &bob),
+            (
+                format!("bob (tenant {tenant:?})"),
+                transport(&server, b, tenant),
+                &bob,
+            ),
             (
                 format!("anonymous (tenant {tenant:?})"),
                 transport(&server, b, tenant),
                 &anonymous,
             ),
-            ("alice under another tenant".into(), transport(&server, b, "other"), &alice),
+            (
+                "alice under another tenant".into(),
+                transport(&server, b, "other"),
+                &alice,
+            ),
         ];
         for (who, other, opts) in &others {
             let outcomes = every_operation(&**other, opts, &task_id, &config_id).await;
@@ -807,13 +840,16 @@ async fn two_principals_never_see_each_other(b: Binding) {
                     // Their own new task, their own (empty) list, the
                     // extended card for the authenticated.
                     "SendMessage" | "SendStreamingMessage" | "ListTasks" => None,
-                    "GetExtendedAgentCard" if *opts as *const _ != &anonymous as *const _ => None,
+                    "GetExtendedAgentCard" if !std::ptr::eq(*opts, &anonymous) => None,
                     "GetExtendedAgentCard" => Some(ErrorKind::Unauthenticated),
                     _ => Some(ErrorKind::TaskNotFound),
                 };
                 match (expected, r) {
                     (None, Ok(data)) => {
-                        assert!(!data.contains(&task_id), "[{b}] {who}: {op} shows alice's task: {data}")
+                        assert!(
+                            !data.contains(&task_id),
+                            "[{b}] {who}: {op} shows alice's task: {data}"
+                        )
                     }
                     (Some(kind), Err(ClientError::A2a(e))) if e.kind == kind => {}
                     (expected, r) => {
@@ -874,7 +910,11 @@ async fn two_principals_never_see_each_other(b: Binding) {
             let data = r.unwrap_or_else(|e| panic!("[{b}] alice: {op}: {e:?}"));
             assert!(!data.contains(&anon_task), "[{b}] alice: {op}: {data}");
         } else {
-            expect_kind(r, ErrorKind::TaskNotFound, format!("[{b}] alice: {op} on the anonymous task"));
+            expect_kind(
+                r,
+                ErrorKind::TaskNotFound,
+                format!("[{b}] alice: {op} on the anonymous task"),
+            );
         }
     }
 }

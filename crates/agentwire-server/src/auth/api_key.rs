@@ -242,7 +242,11 @@ mod tests {
         assert_eq!(keys.verify("bob-key-4567").unwrap(), "bob");
         let e = keys.verify("nope-nope-nope").unwrap_err();
         assert!(!e.message.contains("nope"), "{}", e.message);
-        assert!(ApiKeys::new(ApiKeyLocation::default_header()).parse("alice").is_err());
+        assert!(
+            ApiKeys::new(ApiKeyLocation::default_header())
+                .parse("alice")
+                .is_err()
+        );
         let short = ApiKeys::new(ApiKeyLocation::default_header())
             .parse("alice:short")
             .unwrap_err();

@@ -208,7 +208,8 @@ impl JwtAuth {
         if config.algorithms.is_empty() {
             return Err("no signature algorithm is accepted".into());
         }
-        let hmac = |a: &Algorithm| matches!(a, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512);
+        let hmac =
+            |a: &Algorithm| matches!(a, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512);
         if config.shared_secret.is_none() && config.algorithms.iter().any(hmac) {
             return Err("HS256, HS384 and HS512 need a shared secret".into());
         }
@@ -586,8 +587,7 @@ fn read_jwks_file(path: &std::path::Path) -> Result<Vec<Key>, String> {
 /// The signing keys of a JWKS document (keys for encryption, or of a kind
 /// this library cannot use, are skipped).
 fn parse_jwks(doc: Value) -> Result<Vec<Key>, String> {
-    let set: JwkSet =
-        serde_json::from_value(doc).map_err(|e| format!("not a JWK set ({e})"))?;
+    let set: JwkSet = serde_json::from_value(doc).map_err(|e| format!("not a JWK set ({e})"))?;
     let mut keys = Vec::new();
     for jwk in &set.keys {
         if matches!(jwk.common.public_key_use, Some(PublicKeyUse::Encryption)) {

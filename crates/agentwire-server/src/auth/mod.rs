@@ -215,7 +215,10 @@ mod tests {
         let e = tokens.authenticate(&h).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Unauthenticated);
         assert_eq!(e.metadata[WWW_AUTHENTICATE], "Bearer");
-        h.insert(http::header::AUTHORIZATION, "bearer s3cret".parse().unwrap());
+        h.insert(
+            http::header::AUTHORIZATION,
+            "bearer s3cret".parse().unwrap(),
+        );
         assert_eq!(tokens.authenticate(&h).unwrap().as_deref(), Some("alice"));
         h.insert(http::header::AUTHORIZATION, "Bearer nope".parse().unwrap());
         let e = tokens.authenticate(&h).unwrap_err();

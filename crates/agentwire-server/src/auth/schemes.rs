@@ -183,7 +183,11 @@ impl AuthSchemes {
     }
 
     /// Counts a failure against the peer.
-    fn outcome(&self, call_peer: Option<std::net::IpAddr>, r: A2aResult<Option<String>>) -> A2aResult<Option<String>> {
+    fn outcome(
+        &self,
+        call_peer: Option<std::net::IpAddr>,
+        r: A2aResult<Option<String>>,
+    ) -> A2aResult<Option<String>> {
         if let (Err(e), Some(t), Some(peer)) = (&r, &self.throttle, call_peer) {
             if e.kind == ErrorKind::Unauthenticated {
                 t.failed(peer);

@@ -83,29 +83,33 @@ impl hyper::service::Service<Request<Incoming>> for Service {
     fn call(&self, request: Request<Incoming>) -> Answer {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let timeout = self.body_read_timeout;
-        let mut request = request.map(|body| TimedBody {
+        let request = request.map(|body| TimedBody {
             body,
             timeout,
             timer: None,
         });
-        if let Some(peer) = self.peer {
-            request
-                .extensions_mut()
-                .insert(axum::extract::ConnectInfo(peer));
-        }
         let path = request.uri().path();
         if path == "/" && request.method() == Method::POST {
             let direct = Arc::clone(&self.direct);
             // The head is read here: the boxed future keeps only what the
             // call needs (the headers and the body).
             let (parts, body) = request.into_parts();
-            let ctx = call_context(parts.headers, &parts.uri, &parts.extensions);
+            let ctx =
+                call_context(parts.headers, &parts.uri, &parts.extensions).with_peer(self.peer);
             return Answer::Direct(Box::pin(async move {
                 crate::bindings::jsonrpc::serve(&direct.rpc, ctx, body).await
             }));
         }
         if path == agentwire_types::AGENT_CARD_PATH && request.method() == Method::GET {
             return Answer::Ready(Some(self.direct.card.respond(request.headers())));
+        }
+        let mut request = request;
+        if let Some(peer) = self.peer {
+            // (Only here: the direct JSON-RPC path above takes the peer
+            // without an allocation of the request's extensions.)
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
         }
         Answer::Routed(Box::pin(self.router.clone().oneshot(request)))
     }
