@@ -605,8 +605,8 @@ fn usage_error(e: &clap::Error, args: &[OsString], json: bool) {
     let hint = if e.kind() == clap::error::ErrorKind::UnknownArgument && !arg.is_empty() {
         if command == "a2a serve" && CLIENT_CREDENTIALS.contains(&arg.as_str()) {
             format!(
-                "{arg} is a client option (send, task, card get...): `a2a serve` does not \
-                 authenticate its callers yet; see `a2a serve --help`"
+                "{arg} is a client option (send, task, card get...): `a2a serve` authenticates \
+                 its callers with --api-key-file, --auth-jwks or --auth-oidc; see `a2a serve --help`"
             )
         } else {
             format!("`{command}` does not take {arg}; see `{command} --help` for its options")

@@ -156,7 +156,10 @@ A2A_SERVE_RETENTION, A2A_SERVE_MAX_TASKS, A2A_SERVE_CARD_MAX_AGE,
 A2A_SERVE_REQUEST_HEAD_TIMEOUT, A2A_SERVE_BODY_READ_TIMEOUT, A2A_SERVE_IDLE_TIMEOUT,
 A2A_SERVE_MAX_CONNECTIONS, A2A_SERVE_MAX_STORE_BYTES, A2A_SERVE_OPEN_TASK_TTL,
 A2A_SERVE_MAX_LIST_BYTES, A2A_SERVE_MAX_PARTS, A2A_SERVE_MAX_ARTIFACT_BYTES,
-A2A_SERVE_MAX_IN_FLIGHT. A flag wins over the variable. The former
+A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_AUTH_JWKS, A2A_SERVE_AUTH_ISSUER,
+A2A_SERVE_AUTH_AUDIENCE, A2A_SERVE_AUTH_OIDC, A2A_SERVE_AUTH_SCOPE, A2A_SERVE_AUTH_LEEWAY,
+A2A_SERVE_API_KEY_FILE, A2A_SERVE_API_KEY_IN, A2A_SERVE_ALLOW_ANONYMOUS; A2A_SERVE_API_KEYS
+holds API keys themselves (PRINCIPAL:KEY,PRINCIPAL:KEY). A flag wins over the variable. The former
 names (A2A_HOST, A2A_PORT, A2A_PUBLIC_URL, A2A_STORE, A2A_REPLICA_TIMEOUT, A2A_RETENTION,
 A2A_MAX_TASKS) still work, with a warning, and will be removed. The client's A2ACLI_*
 settings do not apply to the server.
@@ -332,6 +335,155 @@ pub struct ServeArgs {
     /// With --agent mcp: the MCP server whose tools to serve, a command line ('CMD ARGS', started and spoken to over stdio) or a streamable HTTP URL.
     #[arg(long, env = "A2A_SERVE_MCP_SERVER", value_name = "'CMD ARGS' | URL")]
     pub mcp_server: Option<String>,
+    #[command(flatten)]
+    pub auth: AuthArgs,
+}
+
+/// How `a2a serve` authenticates its callers. Each scheme given is written
+/// into the agent card (`securitySchemes`, `security`); a caller may use
+/// any one of them.
+#[derive(Args, Debug, Default)]
+#[command(next_help_heading = "Authentication")]
+pub struct AuthArgs {
+    /// Accept JWT bearer tokens signed by a key of this JWKS: an http(s)
+    /// URL (fetched, cached, fetched again for a key it does not have) or a
+    /// file.
+    #[arg(long, env = "A2A_SERVE_AUTH_JWKS", value_name = "URL|FILE")]
+    pub auth_jwks: Option<String>,
+    /// The issuer (`iss`) the JWTs must carry.
+    #[arg(long, env = "A2A_SERVE_AUTH_ISSUER", value_name = "ISS")]
+    pub auth_issuer: Option<String>,
+    /// The audience (`aud`) the JWTs must carry (one of them, if repeated):
+    /// usually this agent's URL.
+    #[arg(
+        long,
+        env = "A2A_SERVE_AUTH_AUDIENCE",
+        value_name = "AUD",
+        value_delimiter = ','
+    )]
+    pub auth_audience: Vec<String>,
+    /// Accept access tokens (JWTs) of this OpenID Connect provider: its
+    /// discovery document (ISSUER_URL/.well-known/openid-configuration)
+    /// names its keys and its issuer.
+    #[arg(long, env = "A2A_SERVE_AUTH_OIDC", value_name = "ISSUER_URL")]
+    pub auth_oidc: Option<String>,
+    /// Scopes every token must have (`scope` or `scp` claim); a token
+    /// without them is refused with 403.
+    #[arg(
+        long,
+        env = "A2A_SERVE_AUTH_SCOPE",
+        value_name = "SCOPE",
+        value_delimiter = ','
+    )]
+    pub auth_scope: Vec<String>,
+    /// Clock skew allowed on the tokens' `exp` and `nbf` [default: 60s].
+    #[arg(
+        long,
+        env = "A2A_SERVE_AUTH_LEEWAY",
+        value_parser = crate::parse_duration,
+        value_name = "DURATION"
+    )]
+    pub auth_leeway: Option<Duration>,
+    /// Accept the API keys of this file: one PRINCIPAL:KEY a line (# starts
+    /// a comment). The keys can also come from the environment variable
+    /// A2A_SERVE_API_KEYS (PRINCIPAL:KEY pairs separated by commas).
+    #[arg(long, env = "A2A_SERVE_API_KEY_FILE", value_name = "FILE")]
+    pub api_key_file: Option<PathBuf>,
+    /// Where callers send their API key: header:NAME, query:NAME or
+    /// cookie:NAME [default: header:X-API-Key].
+    #[arg(long, env = "A2A_SERVE_API_KEY_IN", value_name = "WHERE")]
+    pub api_key_in: Option<String>,
+    /// With authentication on, also let calls without credentials in (they
+    /// see only the tasks of other anonymous calls).
+    #[arg(long, env = "A2A_SERVE_ALLOW_ANONYMOUS")]
+    pub allow_anonymous: bool,
+}
+
+/// The variable holding API keys (`PRINCIPAL:KEY,PRINCIPAL:KEY`).
+const API_KEYS_VAR: &str = "A2A_SERVE_API_KEYS";
+
+impl AuthArgs {
+    /// The schemes configured, `None` without any. Errors are usage errors
+    /// (exit 2) naming the option.
+    pub fn schemes(&self) -> Result<Option<agentwire_server::AuthSchemes>, CliError> {
+        use agentwire_server::auth::{ApiKeyLocation, ApiKeys, JwksSource, JwtAuth, JwtConfig};
+        let env_keys = std::env::var(API_KEYS_VAR)
+            .ok()
+            .filter(|v| !v.trim().is_empty());
+        let jwt_options = self.auth_issuer.is_some()
+            || !self.auth_audience.is_empty()
+            || !self.auth_scope.is_empty()
+            || self.auth_leeway.is_some();
+        if jwt_options && self.auth_jwks.is_none() && self.auth_oidc.is_none() {
+            return Err(CliError::usage(
+                "--auth-issuer, --auth-audience, --auth-scope and --auth-leeway apply to tokens: \
+                 they need --auth-jwks or --auth-oidc",
+            )
+            .with_hint("add --auth-jwks URL|FILE (or --auth-oidc ISSUER_URL)"));
+        }
+        if self.api_key_in.is_some() && self.api_key_file.is_none() && env_keys.is_none() {
+            return Err(CliError::usage(format!(
+                "--api-key-in needs API keys: --api-key-file FILE or {API_KEYS_VAR}"
+            )));
+        }
+        let mut schemes =
+            agentwire_server::AuthSchemes::new().allow_anonymous(self.allow_anonymous);
+        let mut any = false;
+        if self.api_key_file.is_some() || env_keys.is_some() {
+            let location = match &self.api_key_in {
+                Some(w) => ApiKeyLocation::parse(w)
+                    .map_err(|e| CliError::usage(format!("--api-key-in: {e}")))?,
+                None => ApiKeyLocation::default_header(),
+            };
+            let mut keys = ApiKeys::new(location);
+            if let Some(path) = &self.api_key_file {
+                keys = keys.from_file(path).map_err(CliError::usage)?;
+            }
+            if let Some(text) = &env_keys {
+                keys = keys
+                    .parse(text)
+                    .map_err(|e| CliError::usage(format!("{API_KEYS_VAR}: {e}")))?;
+            }
+            schemes = schemes.api_keys(keys);
+            any = true;
+        }
+        let configure = |source: JwksSource| {
+            let mut config = JwtConfig::new(source);
+            config.issuer = self.auth_issuer.clone();
+            config.audiences = self.auth_audience.clone();
+            config.required_scopes = self.auth_scope.clone();
+            if let Some(l) = self.auth_leeway {
+                config.leeway = l;
+            }
+            JwtAuth::new(config)
+        };
+        if let Some(jwks) = &self.auth_jwks {
+            let jwt = configure(JwksSource::parse(jwks))
+                .map_err(|e| CliError::usage(format!("--auth-jwks: {e}")))?;
+            schemes = schemes.jwt(jwt);
+            any = true;
+        }
+        if let Some(issuer) = &self.auth_oidc {
+            if !(issuer.starts_with("https://") || issuer.starts_with("http://")) {
+                return Err(CliError::usage(format!(
+                    "--auth-oidc takes the issuer's URL (https://...), not {issuer:?}"
+                )));
+            }
+            let jwt = configure(JwksSource::Oidc(issuer.clone()))
+                .map_err(|e| CliError::usage(format!("--auth-oidc: {e}")))?;
+            schemes = schemes.jwt(jwt);
+            any = true;
+        }
+        if !any {
+            if self.allow_anonymous {
+                return Err(CliError::usage(
+                    "--allow-anonymous applies with authentication on: add --api-key-file, --auth-jwks or --auth-oidc",
+                ));
+            }
+            return Ok(None);
+        }
+        Ok(Some(schemes))
+    }
 }
 
 impl ServeArgs {
@@ -778,6 +930,19 @@ async fn bind(
         serve_v03: !args.no_v03,
         ..defaults
     };
+    let auth = args.auth.schemes()?;
+    let authenticated = auth.is_some();
+    let server = match auth {
+        Some(schemes) => {
+            // Keys fetched now, so that a mistyped URL shows at start; the
+            // server starts all the same (the provider may come up later).
+            for e in schemes.prefetch().await {
+                eprintln!("warning: {e}; tokens are refused until the keys can be loaded");
+            }
+            server.authenticator(Arc::new(schemes))
+        }
+        None => server,
+    };
     let mut server = server
         .config(config)
         .grpc(!args.no_grpc)
@@ -825,12 +990,15 @@ async fn bind(
             "Serving {} on every network interface ({local}), e.g. http://{reachable}",
             card.name
         );
-        eprintln!(
-            "warning: --host {} listens on every network interface and a2a serve has no \
-             authentication: every task is served to anyone who can reach this machine; \
-             serve on 127.0.0.1 (the default) unless that is what you want",
-            args.host
-        );
+        if !authenticated {
+            eprintln!(
+                "warning: --host {} listens on every network interface without authentication: \
+                 every task is served to anyone who can reach this machine; serve on 127.0.0.1 \
+                 (the default) unless that is what you want, or authenticate callers with \
+                 --api-key-file, --auth-jwks or --auth-oidc",
+                args.host
+            );
+        }
         if args.public_url.is_none() {
             eprintln!(
                 "warning: the agent card cannot advertise {}, so it advertises \
@@ -847,6 +1015,12 @@ async fn bind(
         agentwire_types::AGENT_CARD_PATH
     );
     say!("  task store: {}", store_spec.display());
+    if authenticated {
+        let mut names: Vec<&String> = card.security_schemes.keys().collect();
+        names.sort();
+        let names: Vec<&str> = names.into_iter().map(String::as_str).collect();
+        say!("  authentication: {}", names.join(", "));
+    }
     for i in &card.supported_interfaces {
         say!("  {:<9} {}", i.protocol_binding, i.url);
     }

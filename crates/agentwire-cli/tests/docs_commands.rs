@@ -177,6 +177,13 @@ const SUBSTITUTIONS: &[Subst] = &[
         why: "the card of the block's agent, saved as a file (direct configuration)",
     },
     Subst::File {
+        name: "jwks.json",
+        content: Content::Text(
+            "{\"keys\": [{\"kty\": \"EC\", \"crv\": \"P-256\", \"alg\": \"ES256\", \"use\": \"sig\", \"kid\": \"docs-1\", \"x\": \"kL6BHhhisQELZeXjadP0WP5yU5jq6VVs9vN7tfE0TQA\", \"y\": \"nlpyYOihGxjnEx8U0W2OOUrKLTe53vnlDPxBko0w0e4\"}]}\n",
+        ),
+        why: "the token issuer's published keys (one P-256 public key) for `--auth-jwks`",
+    },
+    Subst::File {
         name: "package.json",
         content: Content::Fixture(
             "crates/agentwire-agents/fixtures/npm/payment-service/package.json",
@@ -357,6 +364,18 @@ const DEFAULT_EXPECT: Expect = Expect {
 };
 
 const EXPECT: &[Expect] = &[
+    Expect {
+        status: 4,
+        ..expect("\"hello without a key\"", "")
+    },
+    Expect {
+        status: 4,
+        ..expect("--bearer not-a-valid-token", "")
+    },
+    expect(
+        "--api-key alice-key-0123456789 \"hello\"",
+        "State: COMPLETED",
+    ),
     expect("--extended", "Card: extended"),
     expect("a2a card get -a $A --validate", "Echo Agent"),
     expect(

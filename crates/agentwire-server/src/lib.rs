@@ -63,7 +63,7 @@ pub mod store;
 
 pub use agentwire_types as types;
 pub use agentwire_types::{A2aError, A2aResult, AgentCard};
-pub use auth::{Authenticator, BearerTokens, NoAuth};
+pub use auth::{AuthSchemes, Authenticator, BearerTokens, NoAuth};
 pub use bindings::grpc;
 pub use bindings::http::DEFAULT_MAX_BODY_BYTES;
 pub use cluster::bus;

@@ -231,13 +231,32 @@ fn refusal_codes(mut response: GrpcResponse, limit: usize) -> GrpcResponse {
 
 /// Splits a call into its service parameters and its request message.
 fn split<T>(request: Request<T>) -> (CallContext, T) {
-    let (metadata, _extensions, message) = request.into_parts();
-    (CallContext::new(metadata.into_headers()), message)
+    let (metadata, extensions, message) = request.into_parts();
+    let peer = extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0);
+    (
+        CallContext::new(metadata.into_headers()).with_peer(peer),
+        message,
+    )
+}
+
+/// The status of an error; an authentication error carries its challenge
+/// in the `www-authenticate` metadata, as the HTTP bindings do in the
+/// header.
+fn status_of(e: &A2aError) -> Status {
+    let mut status = e.to_grpc_status();
+    if let Some(challenge) = crate::bindings::http::challenge(e)
+        .and_then(|v| v.to_str().ok().and_then(|v| v.parse().ok()))
+    {
+        status.metadata_mut().insert("www-authenticate", challenge);
+    }
+    status
 }
 
 /// A unary answer.
 fn respond<T>(result: A2aResult<T>) -> Result<Response<T>, Status> {
-    result.map(Response::new).map_err(|e| e.to_grpc_status())
+    result.map(Response::new).map_err(|e| status_of(&e))
 }
 
 /// A streaming answer with event ids: the handler's error before the
@@ -252,7 +271,7 @@ fn respond_id_stream(
     resume: Option<EventId>,
 ) -> Result<Response<GrpcEventStream>, Status> {
     use futures::FutureExt as _;
-    let mut events = result.map_err(|e| e.to_grpc_status())?;
+    let mut events = result.map_err(|e| status_of(&e))?;
     // The first event of a stream is ready at once (the handler opens it
     // with the task or the events missed), except on a resumed
     // subscription that missed nothing: the next event then comes live,

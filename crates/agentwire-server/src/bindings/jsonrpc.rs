@@ -83,7 +83,15 @@ fn respond(body: Vec<u8>) -> Response {
 }
 
 fn error_response(id: &str, error: &A2aError) -> Response {
-    respond(error_body(id, error))
+    let mut response = respond(error_body(id, error));
+    if let Some(challenge) = crate::bindings::http::challenge(error) {
+        // JSON-RPC answers with its own error code (-31401 / -31403); the
+        // challenge comes along as HTTP clients expect it.
+        response
+            .headers_mut()
+            .insert(http::header::WWW_AUTHENTICATE, challenge);
+    }
+    response
 }
 
 /// The params of a method as the request type (`{}` when absent).
@@ -105,7 +113,12 @@ fn params<T: DeserializeOwned + Default>(params: Option<&RawValue>) -> Result<T,
 pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> Response {
     // The parts are moved out (the `HeaderMap` and `Uri` extractors clone).
     let (parts, body) = request.into_parts();
-    serve(&state, call_context(parts.headers, &parts.uri), body).await
+    serve(
+        &state,
+        call_context(parts.headers, &parts.uri, &parts.extensions),
+        body,
+    )
+    .await
 }
 
 /// One JSON-RPC request, with any body type: the accept loop calls this

@@ -50,11 +50,17 @@ fn error_response(e: &A2aError) -> Response {
 fn error_response_with_status(e: &A2aError, status: StatusCode) -> Response {
     let mut body = e.to_http_body();
     body["error"]["code"] = status.as_u16().into();
-    json_response(
+    let mut response = json_response(
         status,
         MEDIA_TYPE,
         serde_json::to_vec(&body).unwrap_or_default(),
-    )
+    );
+    if let Some(challenge) = crate::bindings::http::challenge(e) {
+        response
+            .headers_mut()
+            .insert(http::header::WWW_AUTHENTICATE, challenge);
+    }
+    response
 }
 
 fn ok_json<T: serde::Serialize>(result: Result<T, A2aError>) -> Response {
@@ -156,7 +162,8 @@ fn list_request(query: &str, tenant: String) -> Result<ListTasksRequest, A2aErro
 pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> Response {
     // The parts are moved out (the `HeaderMap` and `Uri` extractors clone).
     let (parts, body) = request.into_parts();
-    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    let (method, uri, headers, extensions) =
+        (parts.method, parts.uri, parts.headers, parts.extensions);
     // A gRPC call that reached no gRPC service (the 0.3 service
     // `a2a.v1.A2AService`, or any other): a gRPC status, not an HTTP error
     // a gRPC client cannot read.
@@ -166,7 +173,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
     // A 0.3 route (`/v1/...` without a 1.x version): the compatibility
     // layer's.
     if uri.path().starts_with("/v1/") {
-        let ctx = call_context(headers.clone(), &uri);
+        let ctx = call_context(headers.clone(), &uri, &extensions);
         if crate::compat::v0_3::rest::is_v03_request(&method, &uri, &ctx) {
             let bytes = match read_body(body, state.max_body_bytes).await {
                 Ok(b) => b,
@@ -196,7 +203,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
         }
         Err(e) => return error_response(&e),
     };
-    let ctx = call_context(headers, &uri);
+    let ctx = call_context(headers, &uri, &extensions);
     let h = &state.handler;
     let history = || -> Result<Option<i32>, A2aError> {
         query_pairs(&query)

@@ -17,12 +17,42 @@ pub struct CallContext {
     /// Service parameters: `A2A-Version`, `A2A-Extensions`,
     /// `Authorization`...
     pub headers: HeaderMap,
+    /// The query string of an HTTP request (an API key may be there).
+    pub query: Option<String>,
+    /// The address the call came from, when known (repeated
+    /// authentication failures from one address are throttled).
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 impl CallContext {
     /// A call context from service parameters.
     pub fn new(headers: HeaderMap) -> Self {
-        Self { headers }
+        Self {
+            headers,
+            query: None,
+            peer: None,
+        }
+    }
+
+    /// With the query string of the HTTP request.
+    pub fn with_query(mut self, query: Option<String>) -> Self {
+        self.query = query;
+        self
+    }
+
+    /// With the peer's address.
+    pub fn with_peer(mut self, peer: Option<std::net::SocketAddr>) -> Self {
+        self.peer = peer;
+        self
+    }
+
+    /// What the authenticator sees of the call.
+    pub(crate) fn auth_call(&self) -> crate::auth::AuthCall<'_> {
+        crate::auth::AuthCall {
+            headers: &self.headers,
+            query: self.query.as_deref(),
+            peer: self.peer,
+        }
     }
 
     /// A context carrying `A2A-Version: 1.0` and nothing else (handy in
@@ -33,7 +63,7 @@ impl CallContext {
             A2A_VERSION.clone(),
             http::HeaderValue::from_static(agentwire_types::PROTOCOL_VERSION),
         );
-        Self { headers }
+        Self::new(headers)
     }
 
     pub(super) fn header(&self, name: &HeaderName) -> Option<&str> {
@@ -97,7 +127,37 @@ impl RequestHandler {
     }
 
     /// Checks the version and authenticates: the preamble of every call.
-    pub(super) fn admit(&self, ctx: &CallContext, tenant: &str) -> A2aResult<Owner> {
+    pub(super) async fn admit(&self, ctx: &CallContext, tenant: &str) -> A2aResult<Owner> {
+        match self.admit_now(ctx, tenant) {
+            Admitted::Now(r) => r,
+            Admitted::Later(f) => f.await,
+        }
+    }
+
+    /// [`Self::admit`], without waiting when the authenticator needs not.
+    pub(super) fn admit_now<'a>(&'a self, ctx: &CallContext, tenant: &str) -> Admitted<'a> {
+        if let Err(e) = self.check_version(ctx) {
+            return Admitted::Now(Err(e));
+        }
+        let owner = move |principal: Option<String>| Owner {
+            tenant: tenant.to_owned(),
+            principal: principal.unwrap_or_default(),
+        };
+        match self.inner.auth.check(ctx.auth_call()) {
+            crate::auth::Verdict::Ready(r) => Admitted::Now(r.map(owner)),
+            crate::auth::Verdict::Pending(f) => {
+                let tenant = tenant.to_owned();
+                Admitted::Later(Box::pin(async move {
+                    f.await.map(|principal| Owner {
+                        tenant,
+                        principal: principal.unwrap_or_default(),
+                    })
+                }))
+            }
+        }
+    }
+
+    fn check_version(&self, ctx: &CallContext) -> A2aResult<()> {
         let requested = ctx.header(&A2A_VERSION).unwrap_or_default();
         let mm = major_minor(requested);
         if !self.inner.config.versions.iter().any(|v| *v == mm) {
@@ -110,15 +170,7 @@ impl RequestHandler {
                 .collect();
             return Err(A2aError::version_not_supported(requested, &supported));
         }
-        let principal = self
-            .inner
-            .auth
-            .authenticate(&ctx.headers)?
-            .unwrap_or_default();
-        Ok(Owner {
-            tenant: tenant.to_owned(),
-            principal,
-        })
+        Ok(())
     }
 
     /// Extensions requested by the client, checked against the card: a
@@ -158,6 +210,13 @@ impl RequestHandler {
             .filter(|r| declared.iter().any(|d| d.uri == *r))
             .collect())
     }
+}
+
+/// The caller of a call: known at once, or once the authenticator has
+/// what it needs (keys to fetch).
+pub(super) enum Admitted<'a> {
+    Now(A2aResult<Owner>),
+    Later(futures::future::BoxFuture<'a, A2aResult<Owner>>),
 }
 
 /// A request being handled, counted in [`HandlerConfig::max_in_flight`]

@@ -163,6 +163,8 @@ impl HandlerBuilder {
     /// configured).
     pub fn build(self) -> RequestHandler {
         let mut card = self.card;
+        // The card says what the authenticator checks.
+        self.auth.declare(&mut card);
         let push = match self.push {
             Some(config) => match PushSender::new(config) {
                 Ok(sender) => Some(sender),

@@ -42,6 +42,7 @@ use crate::executor::DynExecutor;
 use crate::manager::TaskManager;
 use crate::push::PushSender;
 use crate::store::TaskStore;
+use admission::Admitted;
 pub use admission::CallContext;
 pub(crate) use admission::{A2A_VERSION, requested_version};
 pub use builder::{HandlerBuilder, HandlerConfig};
@@ -111,7 +112,7 @@ impl RequestHandler {
         req: GetExtendedAgentCardRequest,
     ) -> A2aResult<AgentCard> {
         let _flight = self.begin()?;
-        let owner = self.admit(ctx, &req.tenant)?;
+        let owner = self.admit(ctx, &req.tenant).await?;
         let Some(card) = &self.inner.extended_card else {
             return Err(A2aError::unsupported(
                 "this agent has no extended agent card (capabilities.extendedAgentCard is false)",

@@ -87,7 +87,7 @@ impl RequestHandler {
         req: TaskPushNotificationConfig,
     ) -> A2aResult<TaskPushNotificationConfig> {
         let _flight = self.begin()?;
-        let owner = self.admit(ctx, &req.tenant)?;
+        let owner = self.admit(ctx, &req.tenant).await?;
         let push = self.push()?;
         if req.task_id.is_empty() {
             return Err(A2aError::invalid_params("taskId", "a task id is required"));
@@ -107,7 +107,7 @@ impl RequestHandler {
         req: GetTaskPushNotificationConfigRequest,
     ) -> A2aResult<TaskPushNotificationConfig> {
         let _flight = self.begin()?;
-        let owner = self.admit(ctx, &req.tenant)?;
+        let owner = self.admit(ctx, &req.tenant).await?;
         self.push()?;
         if req.id.is_empty() {
             return Err(A2aError::invalid_params("id", "a config id is required"));
@@ -141,7 +141,7 @@ impl RequestHandler {
         req: ListTaskPushNotificationConfigsRequest,
     ) -> A2aResult<ListTaskPushNotificationConfigsResponse> {
         let _flight = self.begin()?;
-        let owner = self.admit(ctx, &req.tenant)?;
+        let owner = self.admit(ctx, &req.tenant).await?;
         self.push()?;
         let page_size = match req.page_size {
             0 => usize::MAX,
@@ -192,7 +192,7 @@ impl RequestHandler {
         req: DeleteTaskPushNotificationConfigRequest,
     ) -> A2aResult<()> {
         let _flight = self.begin()?;
-        let owner = self.admit(ctx, &req.tenant)?;
+        let owner = self.admit(ctx, &req.tenant).await?;
         let push = self.push()?;
         if req.id.is_empty() {
             return Err(A2aError::invalid_params("id", "a config id is required"));

@@ -33,7 +33,21 @@ impl RequestHandler {
         streaming: bool,
         finals_only: bool,
     ) -> Started<'a> {
-        let (owner, extensions) = match self.check_send(ctx, &req, streaming) {
+        let owner = match self.admit_now(ctx, &req.tenant) {
+            Admitted::Now(Ok(owner)) => owner,
+            Admitted::Now(Err(e)) => return Started::Now(Err(e)),
+            Admitted::Later(admitting) => {
+                // The authenticator has to wait (keys to fetch): the rest
+                // waits with it.
+                return Started::Later(Box::pin(async move {
+                    let owner = admitting.await?;
+                    let extensions = self.check_send(ctx, &req, streaming)?;
+                    self.start_with_lookups(owner, extensions, req, streaming, finals_only)
+                        .await
+                }));
+            }
+        };
+        let extensions = match self.check_send(ctx, &req, streaming) {
             Ok(checked) => checked,
             Err(e) => return Started::Now(Err(e)),
         };
@@ -82,16 +96,15 @@ impl RequestHandler {
         )))
     }
 
-    /// The checks of a send that need nothing but the request: version,
-    /// caller, streaming capability, extensions, message and history
-    /// length. Returns the owner and the extensions in use.
+    /// The checks of a send that need nothing but the request, once the
+    /// caller is admitted: streaming capability, extensions, message and
+    /// history length. Returns the extensions in use.
     pub(super) fn check_send(
         &self,
         ctx: &CallContext,
         req: &SendMessageRequest,
         streaming: bool,
-    ) -> A2aResult<(Owner, Vec<String>)> {
-        let owner = self.admit(ctx, &req.tenant)?;
+    ) -> A2aResult<Vec<String>> {
         if streaming && !self.caps_streaming() {
             return Err(A2aError::unsupported(
                 "streaming is not supported by this agent (capabilities.streaming)",
@@ -108,7 +121,7 @@ impl RequestHandler {
             self.store()
                 .check_room(m.encoded_len(), m.task_id.is_empty())?;
         }
-        Ok((owner, extensions))
+        Ok(extensions)
     }
 
     /// [`RequestHandler::start`] with an inline push config, referenced
@@ -155,9 +168,10 @@ impl RequestHandler {
         };
         let mut reference_tasks = Vec::new();
         for id in &message.reference_task_ids {
-            if let Ok(t) = self.visible_task(&owner, id, None).await {
-                reference_tasks.push(t.task);
-            }
+            // A task the caller cannot see is refused like a missing one
+            // (spec 13.1): referring to it must not give its contents to
+            // the agent working for this caller.
+            reference_tasks.push(self.visible_task(&owner, id, None).await?.task);
         }
         let launch = RunInputs {
             metadata,
@@ -289,7 +303,7 @@ impl RequestHandler {
         if !m.task_id.is_empty() || m.message_id.is_empty() {
             return Ok(None);
         }
-        let owner = self.admit(ctx, &req.tenant)?;
+        let owner = self.admit(ctx, &req.tenant).await?;
         let Some(task_id) = idem.lookup(&owner, &m.message_id) else {
             return Ok(None);
         };

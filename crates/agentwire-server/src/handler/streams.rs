@@ -75,7 +75,7 @@ impl RequestHandler {
                 return Ok(Box::pin(once));
             }
             let stored = self
-                .visible_task(&self.admit(ctx, &req.tenant)?, &task.id, None)
+                .visible_task(&self.admit(ctx, &req.tenant).await?, &task.id, None)
                 .await?;
             let (opening, sub) = self.inner.manager.subscribe(&stored, history, None).await?;
             let first = match opening {
@@ -116,7 +116,7 @@ impl RequestHandler {
         req: SubscribeToTaskRequest,
     ) -> A2aResult<IdEventStream> {
         let _flight = self.begin()?;
-        let owner = self.admit(ctx, &req.tenant)?;
+        let owner = self.admit(ctx, &req.tenant).await?;
         if !self.caps_streaming() {
             return Err(A2aError::unsupported(
                 "streaming is not supported by this agent (capabilities.streaming)",

@@ -65,7 +65,7 @@ impl RequestHandler {
     pub async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> A2aResult<Task> {
         // Counted until the answer (see `HandlerConfig::max_in_flight`).
         let _flight = self.begin()?;
-        let owner = self.admit(ctx, &req.tenant)?;
+        let owner = self.admit(ctx, &req.tenant).await?;
         let history = history_length(req.history_length, "historyLength")?;
         Ok(self.visible_task(&owner, &req.id, history).await?.task)
     }
@@ -77,7 +77,7 @@ impl RequestHandler {
         req: ListTasksRequest,
     ) -> A2aResult<ListTasksResponse> {
         let _flight = self.begin()?;
-        let owner = self.admit(ctx, &req.tenant)?;
+        let owner = self.admit(ctx, &req.tenant).await?;
         let query = task_query(req)?;
         let mut page = self.inner.manager.store.list(&owner, &query).await?;
         if let Some(next) = list_budget(&mut page.tasks, self.inner.config.max_list_bytes) {
@@ -95,7 +95,7 @@ impl RequestHandler {
     /// `cancel` hook) and returns the canceled task.
     pub async fn cancel_task(&self, ctx: &CallContext, req: CancelTaskRequest) -> A2aResult<Task> {
         let _flight = self.begin()?;
-        let owner = self.admit(ctx, &req.tenant)?;
+        let owner = self.admit(ctx, &req.tenant).await?;
         let stored = self.visible_task(&owner, &req.id, None).await?;
         if stored.task.state().is_terminal() {
             return Err(A2aError::task_not_cancelable(&req.id, stored.task.state()));

@@ -70,6 +70,9 @@ struct Service {
     /// Requests received on the connection, for its idle timer.
     requests: Arc<AtomicU64>,
     body_read_timeout: Duration,
+    /// The connection's peer, given to each request (as axum's
+    /// `ConnectInfo`): authentication failures are throttled per address.
+    peer: Option<std::net::SocketAddr>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Service {
@@ -91,13 +94,22 @@ impl hyper::service::Service<Request<Incoming>> for Service {
             // The head is read here: the boxed future keeps only what the
             // call needs (the headers and the body).
             let (parts, body) = request.into_parts();
-            let ctx = call_context(parts.headers, &parts.uri);
+            let ctx =
+                call_context(parts.headers, &parts.uri, &parts.extensions).with_peer(self.peer);
             return Answer::Direct(Box::pin(async move {
                 crate::bindings::jsonrpc::serve(&direct.rpc, ctx, body).await
             }));
         }
         if path == agentwire_types::AGENT_CARD_PATH && request.method() == Method::GET {
             return Answer::Ready(Some(self.direct.card.respond(request.headers())));
+        }
+        let mut request = request;
+        if let Some(peer) = self.peer {
+            // (Only here: the direct JSON-RPC path above takes the peer
+            // without an allocation of the request's extensions.)
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
         }
         Answer::Routed(Box::pin(self.router.clone().oneshot(request)))
     }
@@ -325,9 +337,9 @@ pub(crate) async fn serve(
     let mut refusals = Refusals::default();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let tcp = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok((tcp, peer)) => (tcp, peer),
                 Err(e) if per_connection(&e) => continue,
                 Err(e) => {
                     // Out of file descriptors and the like: wait rather
@@ -356,6 +368,7 @@ pub(crate) async fn serve(
             }),
             requests: Arc::clone(&requests),
             body_read_timeout: limits.body_read_timeout,
+            peer: Some(peer),
         };
         let conn = builder
             .serve_connection(TokioIo::new(tcp), service)

@@ -128,7 +128,11 @@ async fn collect<B: hyper::body::Body<Data = Bytes>>(body: B) -> Result<Bytes, B
 
 /// The call context of an HTTP request. `A2A-Version` may also come as a
 /// query parameter (spec 3.6.1); the header wins when both are present.
-pub(crate) fn call_context(mut headers: HeaderMap, uri: &Uri) -> CallContext {
+pub(crate) fn call_context(
+    mut headers: HeaderMap,
+    uri: &Uri,
+    extensions: &http::Extensions,
+) -> CallContext {
     if !headers.contains_key(&A2A_VERSION) {
         if let Some(v) = uri.query().and_then(|q| query_value(q, "A2A-Version")) {
             if let Ok(v) = HeaderValue::from_str(&v) {
@@ -137,6 +141,32 @@ pub(crate) fn call_context(mut headers: HeaderMap, uri: &Uri) -> CallContext {
         }
     }
     CallContext::new(headers)
+        .with_query(uri.query().map(str::to_owned))
+        .with_peer(peer_addr(extensions))
+}
+
+/// The peer of a request: set by the server's accept loop, or by axum's
+/// `into_make_service_with_connect_info::<SocketAddr>()` when the router
+/// is served by an application.
+pub(crate) fn peer_addr(extensions: &http::Extensions) -> Option<std::net::SocketAddr> {
+    extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0)
+}
+
+/// The `WWW-Authenticate` challenge of an authentication error (spec 7.4:
+/// challenge information with the refusal), if it carries one.
+pub(crate) fn challenge(e: &agentwire_types::A2aError) -> Option<HeaderValue> {
+    use agentwire_types::ErrorKind;
+    if !matches!(
+        e.kind,
+        ErrorKind::Unauthenticated | ErrorKind::PermissionDenied
+    ) {
+        return None;
+    }
+    e.metadata
+        .get(crate::auth::WWW_AUTHENTICATE)
+        .and_then(|v| HeaderValue::from_str(v).ok())
 }
 
 /// The first value of a query parameter (name compared case-insensitively).

@@ -1,0 +1,385 @@
+//! `a2a serve` with authentication: `--api-key-file`, and `--auth-jwks`
+//! with `--auth-issuer` and `--auth-audience` (JWTs minted here with a key
+//! generated here). The card declares the schemes; good credentials work
+//! on every binding; missing, wrong and expired ones exit 4 (the CLI
+//! spec's authentication failure) on every binding; one principal's task
+//! is not found by another.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use common::*;
+use ring::rand::SystemRandom;
+use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+use serde_json::{Value, json};
+
+/// Bound on every wait.
+const LIMIT: Duration = Duration::from_secs(30);
+
+const BINDINGS: [&str; 3] = ["JSONRPC", "HTTP+JSON", "GRPC"];
+
+/// A running `a2a serve` (memory store, free port) and what it printed up
+/// to its agent card line.
+struct Serving {
+    child: Child,
+    stdout: String,
+}
+
+impl Serving {
+    fn start(env: &Env, args: &[&str]) -> Self {
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
+        for (k, _) in std::env::vars() {
+            if k.starts_with("A2ACLI_") || k.starts_with("A2A_") || k == "RUST_LOG" {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.arg("serve")
+            .args(["--store", "memory", "--port", "0"])
+            .args(args)
+            .env("HOME", env.home())
+            .current_dir(env.cwd())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start a2a serve");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(out).lines();
+            let mut got = String::new();
+            while let Some(Ok(line)) = lines.next() {
+                got.push_str(&line);
+                got.push('\n');
+                if line.contains("Press Ctrl-C") {
+                    break;
+                }
+            }
+            let _ = tx.send(got);
+        });
+        let stdout = match rx.recv_timeout(LIMIT) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("a2a serve {args:?} did not announce itself within {LIMIT:?}");
+            }
+        };
+        if !stdout.contains("agent card:") {
+            let _ = child.kill();
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("a2a serve {args:?} did not start: {stdout}\n{err}");
+        }
+        Self { child, stdout }
+    }
+
+    /// `127.0.0.1:PORT`, from its agent card line.
+    fn addr(&self) -> String {
+        let line = self
+            .stdout
+            .lines()
+            .find(|l| l.contains("agent card:"))
+            .expect("the agent card line");
+        let url = line.split_whitespace().last().expect("a URL");
+        url.trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `a2a ARGS -o json` and returns the output.
+fn a2a(env: &Env, args: &[&str]) -> Out {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    env.run(&all)
+}
+
+#[test]
+fn api_keys_on_every_binding() {
+    let env = Env::new();
+    std::fs::write(
+        env.cwd().join("api-keys.txt"),
+        "# who:key\nalice:alice-key-0123456789\nbob:bob-key-0123456789\n",
+    )
+    .unwrap();
+    let serving = Serving::start(&env, &["--api-key-file", "api-keys.txt"]);
+    assert!(
+        serving.stdout.contains("authentication: apiKey"),
+        "{}",
+        serving.stdout
+    );
+    let a = serving.addr();
+    let card = a2a(&env, &["card", "get", "-a", &a]);
+    card.expect(0);
+    let card = card.json();
+    assert_eq!(
+        card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"]["name"], "X-API-Key",
+        "{card}"
+    );
+    assert_eq!(
+        card["securityRequirements"][0]["schemes"]["apiKey"],
+        json!({}),
+        "{card}"
+    );
+    for t in BINDINGS {
+        let send = |extra: &[&str]| {
+            let mut args = vec!["send", "-a", &a, "--transport", t];
+            args.extend(extra);
+            args.push("secret words");
+            a2a(&env, &args)
+        };
+        // Missing and wrong keys: exit 4, nothing of the agent's answer.
+        let out = send(&[]);
+        out.expect(4);
+        let out = send(&["--api-key", "wrong-key-0123456789"]);
+        out.expect(4);
+        assert!(!out.stdout.contains("wrong-key") && !out.stderr.contains("wrong-key"));
+        // Alice's task is hers.
+        let out = send(&["--api-key", "alice-key-0123456789"]);
+        out.expect(0);
+        let task = out.json()["task"]["id"]
+            .as_str()
+            .expect("a task id")
+            .to_owned();
+        a2a(
+            &env,
+            &[
+                "task",
+                "get",
+                "-a",
+                &a,
+                "--transport",
+                t,
+                "--api-key",
+                "alice-key-0123456789",
+                &task,
+            ],
+        )
+        .expect(0);
+        let out = a2a(
+            &env,
+            &[
+                "task",
+                "get",
+                "-a",
+                &a,
+                "--transport",
+                t,
+                "--api-key",
+                "bob-key-0123456789",
+                &task,
+            ],
+        );
+        assert_ne!(out.code, 0, "[{t}] bob reads alice's task: {}", out.stdout);
+        assert!(!out.stdout.contains("secret words"), "[{t}] {}", out.stdout);
+        assert!(
+            out.stdout.contains("TaskNotFound") || out.stderr.contains("TaskNotFound"),
+            "[{t}] {}{}",
+            out.stdout,
+            out.stderr
+        );
+        let out = a2a(
+            &env,
+            &[
+                "task",
+                "list",
+                "-a",
+                &a,
+                "--transport",
+                t,
+                "--api-key",
+                "bob-key-0123456789",
+            ],
+        );
+        out.expect(0);
+        assert!(
+            !out.stdout.contains(&task),
+            "[{t}] bob's list: {}",
+            out.stdout
+        );
+    }
+}
+
+/// An ES256 key and its JWKS.
+fn key() -> (Vec<u8>, Value) {
+    let rng = SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+        .unwrap()
+        .as_ref()
+        .to_vec();
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &pkcs8, &rng).unwrap();
+    let point = pair.public_key().as_ref();
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let jwks = json!({"keys": [{
+        "kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": "k1",
+        "x": b64(&point[1..33]), "y": b64(&point[33..65]),
+    }]});
+    (pkcs8, jwks)
+}
+
+fn mint(pkcs8: &[u8], claims: Value) -> String {
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    header.kid = Some("k1".into());
+    jsonwebtoken::encode(
+        &header,
+        &claims,
+        &jsonwebtoken::EncodingKey::from_ec_der(pkcs8),
+    )
+    .unwrap()
+}
+
+#[test]
+fn jwt_bearer_tokens_on_every_binding() {
+    let env = Env::new();
+    let (pkcs8, jwks) = key();
+    std::fs::write(env.cwd().join("jwks.json"), jwks.to_string()).unwrap();
+    let iss = "https://login.example.com";
+    let aud = "https://agent.example.com";
+    let serving = Serving::start(
+        &env,
+        &[
+            "--auth-jwks",
+            "jwks.json",
+            "--auth-issuer",
+            iss,
+            "--auth-audience",
+            aud,
+        ],
+    );
+    let a = serving.addr();
+    let card = a2a(&env, &["card", "get", "-a", &a]);
+    card.expect(0);
+    let card = card.json();
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"], "Bearer",
+        "{card}"
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let good = mint(
+        &pkcs8,
+        json!({"iss": iss, "aud": aud, "sub": "alice", "exp": now + 600}),
+    );
+    let expired = mint(
+        &pkcs8,
+        json!({"iss": iss, "aud": aud, "sub": "alice", "exp": now - 600}),
+    );
+    let other_aud = mint(
+        &pkcs8,
+        json!({"iss": iss, "aud": "https://other.example.com", "sub": "alice", "exp": now + 600}),
+    );
+    let bob = mint(
+        &pkcs8,
+        json!({"iss": iss, "aud": aud, "sub": "bob", "exp": now + 600}),
+    );
+    for t in BINDINGS {
+        for (what, token) in [
+            ("expired", &expired),
+            ("other audience", &other_aud),
+            ("not a JWT", &"nope".to_owned()),
+        ] {
+            let out = a2a(
+                &env,
+                &["send", "-a", &a, "--transport", t, "--bearer", token, "hi"],
+            );
+            assert_eq!(out.code, 4, "[{t}] {what}: {}{}", out.stdout, out.stderr);
+        }
+        a2a(&env, &["send", "-a", &a, "--transport", t, "hi"]).expect(4);
+        let out = a2a(
+            &env,
+            &["send", "-a", &a, "--transport", t, "--bearer", &good, "hi"],
+        );
+        out.expect(0);
+        let task = out.json()["task"]["id"]
+            .as_str()
+            .expect("a task id")
+            .to_owned();
+        let out = a2a(
+            &env,
+            &[
+                "task",
+                "get",
+                "-a",
+                &a,
+                "--transport",
+                t,
+                "--bearer",
+                &bob,
+                &task,
+            ],
+        );
+        assert_ne!(out.code, 0, "[{t}] bob reads alice's task");
+        a2a(
+            &env,
+            &[
+                "task",
+                "get",
+                "-a",
+                &a,
+                "--transport",
+                t,
+                "--bearer",
+                &good,
+                &task,
+            ],
+        )
+        .expect(0);
+    }
+}
+
+#[test]
+fn auth_options_are_checked() {
+    let env = Env::new();
+    // Token options without a key source: a usage error.
+    let out = env.run(&[
+        "serve",
+        "--store",
+        "memory",
+        "--port",
+        "0",
+        "--auth-audience",
+        "x",
+    ]);
+    out.expect(2);
+    assert!(out.stderr.contains("--auth-jwks"), "{}", out.stderr);
+    // A missing key file, named.
+    let out = env.run(&[
+        "serve",
+        "--store",
+        "memory",
+        "--port",
+        "0",
+        "--api-key-file",
+        "nope.txt",
+    ]);
+    out.expect(2);
+    assert!(out.stderr.contains("nope.txt"), "{}", out.stderr);
+    // The help names the options.
+    let out = env.run(&["serve", "--help"]);
+    for name in [
+        "--auth-jwks",
+        "--auth-issuer",
+        "--auth-audience",
+        "--auth-oidc",
+        "--api-key-file",
+    ] {
+        assert!(out.stdout.contains(name), "{name} not in the help");
+    }
+}
