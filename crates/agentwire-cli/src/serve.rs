@@ -53,6 +53,19 @@ impl AgentName {
 /// The forms `--store` accepts, for error messages.
 const STORE_FORMS: &str = "memory, sqlite:PATH (a file, created if needed) or postgres://USER:PASSWORD@HOST:PORT/DATABASE";
 
+/// How `a2a serve` writes its log (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The log filter of `a2a serve` when `RUST_LOG` is not set: warnings,
+/// and the server's own information (one line per request answered).
+pub const DEFAULT_SERVE_LOG: &str = "warn,agentwire_server=info,agentwire_agents=info,a2a=info";
+
 /// Where tasks are kept (`--store`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreSpec {
@@ -156,14 +169,15 @@ A2A_SERVE_RETENTION, A2A_SERVE_MAX_TASKS, A2A_SERVE_CARD_MAX_AGE,
 A2A_SERVE_REQUEST_HEAD_TIMEOUT, A2A_SERVE_BODY_READ_TIMEOUT, A2A_SERVE_IDLE_TIMEOUT,
 A2A_SERVE_MAX_CONNECTIONS, A2A_SERVE_MAX_STORE_BYTES, A2A_SERVE_OPEN_TASK_TTL,
 A2A_SERVE_MAX_LIST_BYTES, A2A_SERVE_MAX_PARTS, A2A_SERVE_MAX_ARTIFACT_BYTES,
-A2A_SERVE_MAX_IN_FLIGHT. A flag wins over the variable. The former
+A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_LOG_FORMAT. A flag wins over the variable. The former
 names (A2A_HOST, A2A_PORT, A2A_PUBLIC_URL, A2A_STORE, A2A_REPLICA_TIMEOUT, A2A_RETENTION,
 A2A_MAX_TASKS) still work, with a warning, and will be removed. The client's A2ACLI_*
 settings do not apply to the server.
 
 Durations are a number and a unit: 500ms, 2s, 1m, 24h, 7d, or combined (1h 30m);
 a bare number is seconds.
-Logs go to stderr, filtered by RUST_LOG (e.g. RUST_LOG=info).";
+Logs go to stderr, filtered by RUST_LOG (default: warn,agentwire_server=info, which logs
+one line per request; RUST_LOG=warn keeps warnings only).";
 
 /// Options of `a2a serve`.
 #[derive(Args, Debug)]
@@ -322,6 +336,17 @@ pub struct ServeArgs {
     /// the open-file limit is lower].
     #[arg(long, env = "A2A_SERVE_MAX_CONNECTIONS", value_name = "N")]
     pub max_connections: Option<usize>,
+    /// How log lines are written on stderr: `text` (for people) or `json`
+    /// (one JSON object a line, for log collectors). Every line carries
+    /// an RFC 3339 time; each request answered is one `info` line.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "text",
+        env = "A2A_SERVE_LOG_FORMAT",
+        value_name = "FORMAT"
+    )]
+    pub log_format: LogFormat,
     /// With --agent mcp: the MCP server whose tools to serve, a command line ('CMD ARGS', started and spoken to over stdio) or a streamable HTTP URL.
     #[arg(long, env = "A2A_SERVE_MCP_SERVER", value_name = "'CMD ARGS' | URL")]
     pub mcp_server: Option<String>,

@@ -57,6 +57,7 @@ mod compat;
 mod executor;
 mod handler;
 mod manager;
+pub mod observe;
 pub mod push;
 mod serving;
 pub mod store;

@@ -24,6 +24,7 @@ use crate::bindings::http::{
     sse_response, write_task_answer,
 };
 use crate::handler::{IdEventStream, SendAnswer};
+use crate::observe::CallInfo;
 
 /// Tells the tenant and the route from the method and path with the table
 /// shared with the client ([`agentwire_types::rest_routes`]), or an error
@@ -50,11 +51,13 @@ fn error_response(e: &A2aError) -> Response {
 fn error_response_with_status(e: &A2aError, status: StatusCode) -> Response {
     let mut body = e.to_http_body();
     body["error"]["code"] = status.as_u16().into();
-    json_response(
+    let mut response = json_response(
         status,
         MEDIA_TYPE,
         serde_json::to_vec(&body).unwrap_or_default(),
-    )
+    );
+    CallInfo::error(&mut response, e.kind);
+    response
 }
 
 fn ok_json<T: serde::Serialize>(result: Result<T, A2aError>) -> Response {
@@ -76,7 +79,9 @@ fn task_json(task: &Task, in_send: bool) -> Response {
             "could not encode the response: {e}"
         )));
     }
-    json_response(StatusCode::OK, MEDIA_TYPE, body)
+    let mut response = json_response(StatusCode::OK, MEDIA_TYPE, body);
+    CallInfo::task(&mut response, &task.id);
+    response
 }
 
 fn parse_body<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, A2aError> {
@@ -161,9 +166,44 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
         Ok(r) => r,
         Err((status, message)) => {
             let e = A2aError::new(ErrorKind::MethodNotFound, message);
-            return error_response_with_status(&e, status);
+            let mut response = error_response_with_status(&e, status);
+            CallInfo::operation(&mut response, "rest", "");
+            return response;
         }
     };
+    let operation = route.template().operation;
+    let task_id = route_task_id(&route).map(Box::<str>::from);
+    let mut response = answer(state, route, tenant, uri, headers, body).await;
+    CallInfo::operation(&mut response, "rest", operation);
+    if let Some(id) = task_id {
+        CallInfo::of(&mut response).task_id = Some(id);
+    }
+    response
+}
+
+/// The task a route names in its path.
+fn route_task_id(route: &RestRoute) -> Option<&str> {
+    match route {
+        RestRoute::GetTask { id }
+        | RestRoute::CancelTask { id }
+        | RestRoute::SubscribeToTask { id } => Some(id),
+        RestRoute::CreateTaskPushNotificationConfig { task_id }
+        | RestRoute::ListTaskPushNotificationConfigs { task_id }
+        | RestRoute::GetTaskPushNotificationConfig { task_id, .. }
+        | RestRoute::DeleteTaskPushNotificationConfig { task_id, .. } => Some(task_id),
+        _ => None,
+    }
+}
+
+/// The answer to a request for `route`.
+async fn answer(
+    state: HttpState,
+    route: RestRoute,
+    tenant: String,
+    uri: http::Uri,
+    headers: http::HeaderMap,
+    body: axum::body::Body,
+) -> Response {
     let query = uri.query().unwrap_or_default().to_owned();
     let bytes = match read_body(body, state.max_body_bytes).await {
         Ok(b) => b,

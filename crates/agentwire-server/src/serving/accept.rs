@@ -38,6 +38,7 @@ use http::{Method, Request};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -64,6 +65,9 @@ pub(crate) struct Direct {
 /// the reference a request's future takes is counted there, on the thread
 /// serving the connection, instead of on a counter that every thread of
 /// the server updates for every request.
+///
+/// Around it, the request-id and log layers ([`crate::observe::layers`]).
+#[derive(Clone)]
 struct Service {
     router: Router,
     direct: Arc<Direct>,
@@ -72,12 +76,16 @@ struct Service {
     body_read_timeout: Duration,
 }
 
-impl hyper::service::Service<Request<Incoming>> for Service {
+impl tower::Service<Request<Incoming>> for Service {
     type Response = Response;
     type Error = Infallible;
     type Future = Answer;
 
-    fn call(&self, request: Request<Incoming>) -> Answer {
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Incoming>) -> Answer {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let timeout = self.body_read_timeout;
         let request = request.map(|body| TimedBody {
@@ -357,6 +365,7 @@ pub(crate) async fn serve(
             requests: Arc::clone(&requests),
             body_read_timeout: limits.body_read_timeout,
         };
+        let service = TowerToHyperService::new(crate::observe::layers(service));
         let conn = builder
             .serve_connection(TokioIo::new(tcp), service)
             .into_owned();
@@ -421,7 +430,12 @@ async fn watch(
 }
 
 /// One connection, HTTP/1.1 or HTTP/2.
-type Connection = auto::Connection<'static, TokioIo<TcpStream>, Service, TokioExecutor>;
+type Connection = auto::Connection<
+    'static,
+    TokioIo<TcpStream>,
+    TowerToHyperService<crate::observe::Observed<Service, Incoming>>,
+    TokioExecutor,
+>;
 
 /// A request body with a time limit: once the server waits for the body,
 /// the rest of it must arrive within the limit, or reading it fails.
