@@ -31,16 +31,21 @@ pub struct Served {
 }
 
 impl Served {
-    /// Starts `a2a serve --store memory --port 0 ARGS` with `env`.
+    /// Starts `a2a serve --port 0 ARGS` (with `--store memory` unless ARGS
+    /// name a store) with `env`.
     pub fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_a2a"));
+        cmd.arg("serve");
         for (k, _) in std::env::vars() {
             if k.starts_with("A2ACLI_") || k.starts_with("A2A_") || k == "RUST_LOG" {
                 cmd.env_remove(k);
             }
         }
+        if !args.contains(&"--store") {
+            cmd.args(["--store", "memory"]);
+        }
         let mut child = cmd
-            .args(["serve", "--store", "memory", "--port", "0"])
+            .args(["--port", "0"])
             .args(args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
@@ -289,4 +294,69 @@ async fn responses_carry_a_request_id_and_text_lines_a_time() {
         card_line.contains("path=/.well-known/agent-card.json"),
         "{card_line}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_endpoints_and_grpc_health_and_reflection() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = format!("sqlite:{}", dir.path().join("tasks.db").display());
+    let served = Served::start(&["--store", &store], &[]);
+    agentwire_client::install_crypto_provider();
+    let http = reqwest::Client::new();
+    for (path, status) in [("/healthz", "ok"), ("/readyz", "ready")] {
+        let r = http
+            .get(format!("{}{path}", served.url))
+            .send()
+            .await
+            .expect(path);
+        assert_eq!(r.status(), 200, "{path}");
+        let body: Value = r.json().await.expect("JSON");
+        assert_eq!(body["status"], status, "{path}: {body}");
+    }
+
+    let channel = tonic::transport::Endpoint::from_shared(served.url.clone())
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect over gRPC");
+    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+    for service in ["", "lf.a2a.v1.A2AService"] {
+        let answer = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .expect("grpc.health.v1 Check")
+            .into_inner();
+        assert_eq!(answer.status(), ServingStatus::Serving, "{service:?}");
+    }
+
+    // What `grpcurl list` asks: the services, by server reflection.
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    let mut reflection = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut answers = reflection
+        .server_reflection_info(futures::stream::iter([request]))
+        .await
+        .expect("server reflection")
+        .into_inner();
+    let answer = answers
+        .message()
+        .await
+        .expect("a reflection answer")
+        .expect("one message");
+    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+        panic!("not a list of services: {answer:?}");
+    };
+    let names: Vec<&str> = list.service.iter().map(|s| s.name.as_str()).collect();
+    for expected in ["lf.a2a.v1.A2AService", "grpc.health.v1.Health"] {
+        assert!(names.contains(&expected), "{expected} in {names:?}");
+    }
 }

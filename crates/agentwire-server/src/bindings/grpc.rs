@@ -205,7 +205,7 @@ where
                 // An error comes in the head ("trailers-only").
                 let error = Status::from_header_map(response.headers())
                     .filter(|s| s.code() != tonic::Code::Ok)
-                    .map(|s| crate::observe::grpc_code_name(s.code()));
+                    .map(|s| agentwire_types::grpc_status_name(s.code() as i32));
                 CallInfo::operation(&mut response, "grpc", operation);
                 if error.is_some() {
                     CallInfo::of(&mut response).error = error;

@@ -22,6 +22,8 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestId, SetRequestId};
 use tower_http::trace::{MakeSpan, OnResponse, Trace};
 use tracing::Span;
 
+pub(crate) mod health;
+
 /// The log target of the request lines (and of the span every request
 /// runs in): `RUST_LOG=agentwire_server::request=info` keeps them alone.
 pub const REQUEST_LOG_TARGET: &str = "agentwire_server::request";
@@ -81,30 +83,6 @@ impl CallInfo {
     /// The outcome of the call: `ok`, or the error's reason.
     pub(crate) fn outcome(&self) -> &'static str {
         self.error.unwrap_or("ok")
-    }
-}
-
-/// The name of a gRPC status code, as gRPC spells it (`NOT_FOUND`).
-pub(crate) fn grpc_code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code as C;
-    match code {
-        C::Ok => "OK",
-        C::Cancelled => "CANCELLED",
-        C::Unknown => "UNKNOWN",
-        C::InvalidArgument => "INVALID_ARGUMENT",
-        C::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        C::NotFound => "NOT_FOUND",
-        C::AlreadyExists => "ALREADY_EXISTS",
-        C::PermissionDenied => "PERMISSION_DENIED",
-        C::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        C::FailedPrecondition => "FAILED_PRECONDITION",
-        C::Aborted => "ABORTED",
-        C::OutOfRange => "OUT_OF_RANGE",
-        C::Unimplemented => "UNIMPLEMENTED",
-        C::Internal => "INTERNAL",
-        C::Unavailable => "UNAVAILABLE",
-        C::DataLoss => "DATA_LOSS",
-        C::Unauthenticated => "UNAUTHENTICATED",
     }
 }
 

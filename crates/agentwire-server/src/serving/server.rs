@@ -44,6 +44,8 @@ pub struct A2aServer {
     recover_on_start: bool,
     retention: Option<Duration>,
     limits: ConnectionLimits,
+    /// The replicas' bus, for the readiness check.
+    bus: Option<Arc<dyn crate::EventBus>>,
 }
 
 impl A2aServer {
@@ -59,6 +61,7 @@ impl A2aServer {
             recover_on_start: true,
             retention: None,
             limits: ConnectionLimits::default(),
+            bus: None,
         }
     }
 
@@ -74,7 +77,8 @@ impl A2aServer {
     /// the working tasks of a shared store may be running on other
     /// replicas.
     pub fn bus(mut self, bus: Arc<dyn crate::EventBus>) -> Self {
-        self.builder = self.builder.bus(bus);
+        self.builder = self.builder.bus(Arc::clone(&bus));
+        self.bus = Some(bus);
         self.recover_on_start = false;
         self
     }
@@ -240,7 +244,17 @@ impl A2aServer {
         }
         // One card endpoint (one Last-Modified) for both paths.
         let card = CardEndpoint::new(&handler, self.options.card_max_age);
-        let router = router_with_card(handler.clone(), &self.options, card.clone(), true);
+        let mut router = router_with_card(handler.clone(), &self.options, card.clone(), true);
+        // Health: always on, on the agent's port.
+        let readiness = crate::observe::health::Readiness {
+            store: Arc::clone(handler.store()),
+            bus: self.bus.clone(),
+        };
+        let stopping = tokio_util::sync::CancellationToken::new();
+        router = crate::observe::health::http_routes(router, readiness.clone());
+        if self.options.grpc {
+            router = crate::observe::health::grpc_routes(router, readiness, stopping.clone());
+        }
         let direct = crate::serving::accept::Direct {
             rpc: HttpState {
                 handler: handler.clone(),
@@ -255,6 +269,7 @@ impl A2aServer {
             handler,
             local,
             limits: self.limits,
+            stopping: stopping.drop_guard(),
         })
     }
 
@@ -324,6 +339,9 @@ pub struct BoundServer {
     handler: RequestHandler,
     local: SocketAddr,
     limits: ConnectionLimits,
+    /// Ends the server's background work (the gRPC health status) when
+    /// the server stops or is dropped.
+    stopping: tokio_util::sync::DropGuard,
 }
 
 impl BoundServer {
@@ -348,6 +366,7 @@ impl BoundServer {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        let _stopping = self.stopping;
         let stop = Arc::new(tokio::sync::Notify::new());
         let stopped = Arc::clone(&stop);
         let serve = crate::serving::accept::serve(
