@@ -169,7 +169,8 @@ A2A_SERVE_RETENTION, A2A_SERVE_MAX_TASKS, A2A_SERVE_CARD_MAX_AGE,
 A2A_SERVE_REQUEST_HEAD_TIMEOUT, A2A_SERVE_BODY_READ_TIMEOUT, A2A_SERVE_IDLE_TIMEOUT,
 A2A_SERVE_MAX_CONNECTIONS, A2A_SERVE_MAX_STORE_BYTES, A2A_SERVE_OPEN_TASK_TTL,
 A2A_SERVE_MAX_LIST_BYTES, A2A_SERVE_MAX_PARTS, A2A_SERVE_MAX_ARTIFACT_BYTES,
-A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_LOG_FORMAT. A flag wins over the variable. The former
+A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_LOG_FORMAT, A2A_SERVE_METRICS, A2A_SERVE_METRICS_ADDR.
+A flag wins over the variable. The former
 names (A2A_HOST, A2A_PORT, A2A_PUBLIC_URL, A2A_STORE, A2A_REPLICA_TIMEOUT, A2A_RETENTION,
 A2A_MAX_TASKS) still work, with a warning, and will be removed. The client's A2ACLI_*
 settings do not apply to the server.
@@ -336,6 +337,15 @@ pub struct ServeArgs {
     /// the open-file limit is lower].
     #[arg(long, env = "A2A_SERVE_MAX_CONNECTIONS", value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Serve metrics in the Prometheus text format at /metrics on the
+    /// agent's port (requests by binding, operation and outcome, and their
+    /// latency).
+    #[arg(long, env = "A2A_SERVE_METRICS")]
+    pub metrics: bool,
+    /// Serve /metrics on this address (HOST:PORT) instead, a port of its
+    /// own (implies --metrics).
+    #[arg(long, env = "A2A_SERVE_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<String>,
     /// How log lines are written on stderr: `text` (for people) or `json`
     /// (one JSON object a line, for log collectors). Every line carries
     /// an RFC 3339 time; each request answered is one `info` line.
@@ -427,6 +437,12 @@ impl ServeArgs {
             .with_hint("drop it, or serve with --agent mcp"));
         }
         if self.agent == AgentName::All {
+            if self.metrics_addr.is_some() {
+                return Err(CliError::usage(
+                    "--metrics-addr names one port, and --agent all serves three agents",
+                )
+                .with_hint("use --metrics (each agent's /metrics on its own port)"));
+            }
             if self.public_url.is_some() {
                 return Err(CliError::usage(
                     "--public-url names one agent, and --agent all serves three",
@@ -825,6 +841,31 @@ async fn bind(
     if let Some(n) = args.max_connections {
         server = server.max_connections(n);
     }
+    let mut metrics_url = None;
+    if args.metrics || args.metrics_addr.is_some() {
+        let metrics = Arc::new(agentwire_server::observe::Metrics::new());
+        server = server.metrics(Arc::clone(&metrics), args.metrics_addr.is_none());
+        if let Some(addr) = &args.metrics_addr {
+            let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                failure(format!("cannot listen on {addr} for metrics: {e}"))
+                    .with_hint("choose another --metrics-addr (port 0 picks a free one)")
+            })?;
+            let local = listener
+                .local_addr()
+                .map_err(|e| failure(format!("cannot listen on {addr} for metrics: {e}")))?;
+            metrics_url = Some(format!(
+                "http://{}{}",
+                agentwire_server::advertised_addr(local),
+                agentwire_server::observe::metrics::METRICS_PATH
+            ));
+            let router = agentwire_server::observe::metrics::router(metrics);
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, router).await {
+                    tracing::warn!(error = %e, "the metrics server stopped");
+                }
+            });
+        }
+    }
     let addr = format!("{}:{port}", args.host);
     let bound = server.bind(&addr).await.map_err(|e| {
         failure(format!("cannot listen on {addr}: {e}")).with_hint(
@@ -864,6 +905,14 @@ async fn bind(
         agentwire_types::AGENT_CARD_PATH
     );
     say!("  task store: {}", store_spec.display());
+    if let Some(url) = metrics_url {
+        say!("  metrics:    {url}");
+    } else if args.metrics {
+        say!(
+            "  metrics:    http://{reachable}{}",
+            agentwire_server::observe::metrics::METRICS_PATH
+        );
+    }
     for i in &card.supported_interfaces {
         say!("  {:<9} {}", i.protocol_binding, i.url);
     }

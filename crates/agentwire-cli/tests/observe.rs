@@ -360,3 +360,69 @@ async fn health_endpoints_and_grpc_health_and_reflection() {
         assert!(names.contains(&expected), "{expected} in {names:?}");
     }
 }
+
+/// The text of `/metrics` at `url`.
+async fn metrics_text(url: &str) -> String {
+    agentwire_client::install_crypto_provider();
+    let r = reqwest::get(url).await.expect("/metrics");
+    assert_eq!(r.status(), 200, "{url}");
+    let kind = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
+    r.text().await.expect("text")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_on_the_agent_port_and_on_a_port_of_their_own() {
+    let served = Served::start(&["--metrics"], &[]);
+    let rpc = JsonRpcTransport::new(format!("{}/", served.url)).expect("JSON-RPC");
+    let send = SendMessageRequest {
+        message: Some(Message::user_text("count me").with_message_id("m-1")),
+        ..Default::default()
+    };
+    rpc.send_message(send, &CallOptions::new())
+        .await
+        .expect("SendMessage");
+    let text = metrics_text(&format!("{}/metrics", served.url)).await;
+    for part in [
+        r#"a2a_requests_total{binding="jsonrpc",operation="SendMessage",outcome="ok"} 1"#,
+        "# TYPE a2a_request_duration_seconds histogram",
+        r#"a2a_request_duration_seconds_count{binding="jsonrpc",operation="SendMessage"} 1"#,
+    ] {
+        assert!(text.contains(part), "{part} in:\n{text}");
+    }
+    assert!(!text.contains("task_id"), "{text}");
+
+    // Off by default.
+    let plain = Served::start(&[], &[]);
+    let r = reqwest::get(format!("{}/metrics", plain.url))
+        .await
+        .expect("an answer");
+    assert_eq!(r.status(), 404);
+
+    // On a port of their own: not on the agent's.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let apart = Served::start(&["--metrics-addr", &addr], &[]);
+    let rest = RestTransport::new(apart.url.clone()).expect("REST");
+    let missing = GetTaskRequest {
+        id: "no-such-task".into(),
+        ..Default::default()
+    };
+    assert!(rest.get_task(missing, &CallOptions::new()).await.is_err());
+    let text = metrics_text(&format!("http://{addr}/metrics")).await;
+    let counted =
+        r#"a2a_requests_total{binding="rest",operation="GetTask",outcome="TASK_NOT_FOUND"} 1"#;
+    assert!(text.contains(counted), "{counted} in:\n{text}");
+    let r = reqwest::get(format!("{}/metrics", apart.url))
+        .await
+        .expect("an answer");
+    assert_eq!(r.status(), 404);
+}

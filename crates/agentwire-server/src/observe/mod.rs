@@ -13,6 +13,7 @@
 //!   credentials (`Authorization`, API keys, push notification tokens)
 //!   cannot end up in the log.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Request, Response};
@@ -23,6 +24,9 @@ use tower_http::trace::{MakeSpan, OnResponse, Trace};
 use tracing::Span;
 
 pub(crate) mod health;
+pub mod metrics;
+
+pub use metrics::Metrics;
 
 /// The log target of the request lines (and of the span every request
 /// runs in): `RUST_LOG=agentwire_server::request=info` keeps them alone.
@@ -106,8 +110,9 @@ pub(crate) type Observed<S, B> = MapRequest<
     fn(Request<B>) -> Request<B>,
 >;
 
-/// Wraps a connection's service in the request-id and log layers.
-pub(crate) fn layers<S, B>(service: S) -> Observed<S, B> {
+/// Wraps a connection's service in the request-id and log layers (which
+/// count the requests in `metrics` too, when there are metrics).
+pub(crate) fn layers<S, B>(service: S, metrics: Option<Arc<Metrics>>) -> Observed<S, B> {
     use tower::ServiceBuilder;
     use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
     use tower_http::trace::TraceLayer;
@@ -118,7 +123,7 @@ pub(crate) fn layers<S, B>(service: S) -> Observed<S, B> {
             TraceLayer::new_for_http()
                 .make_span_with(RequestSpan)
                 .on_request(())
-                .on_response(RequestLog)
+                .on_response(RequestLog { metrics })
                 .on_body_chunk(())
                 .on_eos(())
                 .on_failure(()),
@@ -196,14 +201,13 @@ impl<B> MakeSpan<B> for RequestSpan {
 /// The line logged when a request is answered: binding, operation, task,
 /// outcome, status and how long it took (to the response's head; a stream
 /// goes on after it).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RequestLog;
+#[derive(Debug, Clone)]
+pub(crate) struct RequestLog {
+    metrics: Option<Arc<Metrics>>,
+}
 
 impl<B> OnResponse<B> for RequestLog {
     fn on_response(self, response: &Response<B>, latency: Duration, _span: &Span) {
-        if !tracing::enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO) {
-            return;
-        }
         let status = response.status().as_u16();
         let info = response.extensions().get::<CallInfo>();
         let (binding, operation, outcome) = match info {
@@ -211,6 +215,12 @@ impl<B> OnResponse<B> for RequestLog {
             None if status >= 400 => ("http", "", "error"),
             None => ("http", "", "ok"),
         };
+        if let Some(m) = &self.metrics {
+            m.request_answered(binding, operation, outcome, latency);
+        }
+        if !tracing::enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO) {
+            return;
+        }
         let operation = (!operation.is_empty()).then_some(operation);
         let task_id = info.and_then(|i| i.task_id.as_deref());
         let duration_ms = (latency.as_secs_f64() * 1e6).round() / 1e3;

@@ -57,6 +57,8 @@ pub const MAX_HEAD_BYTES: usize = 8192;
 pub(crate) struct Direct {
     pub(crate) rpc: HttpState,
     pub(crate) card: CardEndpoint,
+    /// The server's metrics, counted by the log layer.
+    pub(crate) metrics: Option<Arc<crate::observe::Metrics>>,
 }
 
 /// The service of one connection: [`Direct`] paths first, then the router.
@@ -361,11 +363,13 @@ pub(crate) async fn serve(
             direct: Arc::new(Direct {
                 rpc: direct.rpc.clone(),
                 card: direct.card.for_connection(),
+                metrics: None,
             }),
             requests: Arc::clone(&requests),
             body_read_timeout: limits.body_read_timeout,
         };
-        let service = TowerToHyperService::new(crate::observe::layers(service));
+        let service =
+            TowerToHyperService::new(crate::observe::layers(service, direct.metrics.clone()));
         let conn = builder
             .serve_connection(TokioIo::new(tcp), service)
             .into_owned();

@@ -46,6 +46,8 @@ pub struct A2aServer {
     limits: ConnectionLimits,
     /// The replicas' bus, for the readiness check.
     bus: Option<Arc<dyn crate::EventBus>>,
+    /// The metrics counted, and whether `/metrics` is on the agent's port.
+    metrics: Option<(Arc<crate::observe::Metrics>, bool)>,
 }
 
 impl A2aServer {
@@ -62,6 +64,7 @@ impl A2aServer {
             retention: None,
             limits: ConnectionLimits::default(),
             bus: None,
+            metrics: None,
         }
     }
 
@@ -189,6 +192,16 @@ impl A2aServer {
         self
     }
 
+    /// Counts requests in `metrics` (see [`crate::observe::metrics`]), and
+    /// serves them as `/metrics` on the agent's port when `on_agent_port`
+    /// (otherwise serve [`crate::observe::Metrics::render`] where you
+    /// like, e.g. with [`crate::observe::metrics::router`] on a port of its
+    /// own).
+    pub fn metrics(mut self, metrics: Arc<crate::observe::Metrics>, on_agent_port: bool) -> Self {
+        self.metrics = Some((metrics, on_agent_port));
+        self
+    }
+
     /// Purges terminal tasks older than `age` from the store, every minute
     /// (off by default).
     pub fn retention(mut self, age: Duration) -> Self {
@@ -255,12 +268,16 @@ impl A2aServer {
         if self.options.grpc {
             router = crate::observe::health::grpc_routes(router, readiness, stopping.clone());
         }
+        if let Some((metrics, true)) = &self.metrics {
+            router = crate::observe::metrics::route(router, Arc::clone(metrics));
+        }
         let direct = crate::serving::accept::Direct {
             rpc: HttpState {
                 handler: handler.clone(),
                 max_body_bytes: self.options.max_body_bytes,
             },
             card,
+            metrics: self.metrics.map(|(m, _)| m),
         };
         Ok(BoundServer {
             listener,
