@@ -66,6 +66,21 @@ pub enum LogFormat {
 /// and the server's own information (one line per request answered).
 pub const DEFAULT_SERVE_LOG: &str = "warn,agentwire_server=info,agentwire_agents=info,a2a=info";
 
+/// Parses `--cors-origin`: `*`, or SCHEME://HOST[:PORT] with no path.
+fn parse_origin(s: &str) -> Result<http::HeaderValue, String> {
+    let t = s.trim().trim_end_matches('/');
+    let ok = t == "*"
+        || t.split_once("://").is_some_and(|(scheme, rest)| {
+            !scheme.is_empty() && !rest.is_empty() && !rest.contains('/')
+        });
+    if !ok {
+        return Err(format!(
+            "{t:?} is not an origin: use SCHEME://HOST[:PORT] (e.g. https://app.example.com), or * for any"
+        ));
+    }
+    http::HeaderValue::from_str(t).map_err(|e| format!("{t:?} is not an origin: {e}"))
+}
+
 /// Where tasks are kept (`--store`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreSpec {
@@ -346,6 +361,10 @@ pub struct ServeArgs {
     /// own (implies --metrics).
     #[arg(long, env = "A2A_SERVE_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<String>,
+    /// Let web pages from this origin (e.g. https://app.example.com) call
+    /// the agent from a browser (CORS); repeat for several, `*` for any.
+    #[arg(long = "cors-origin", value_name = "ORIGIN", value_parser = parse_origin)]
+    pub cors_origins: Vec<http::HeaderValue>,
     /// How log lines are written on stderr: `text` (for people) or `json`
     /// (one JSON object a line, for log collectors). Every line carries
     /// an RFC 3339 time; each request answered is one `info` line.
@@ -840,6 +859,9 @@ async fn bind(
     }
     if let Some(n) = args.max_connections {
         server = server.max_connections(n);
+    }
+    for origin in &args.cors_origins {
+        server = server.cors_origin(origin.clone());
     }
     let mut metrics_url = None;
     if args.metrics || args.metrics_addr.is_some() {

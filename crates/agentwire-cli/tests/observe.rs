@@ -426,3 +426,57 @@ async fn metrics_on_the_agent_port_and_on_a_port_of_their_own() {
         .expect("an answer");
     assert_eq!(r.status(), 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_preflight_and_answers_for_an_allowed_origin() {
+    let origin = "https://app.example.com";
+    let served = Served::start(&["--cors-origin", origin], &[]);
+    agentwire_client::install_crypto_provider();
+    let http = reqwest::Client::new();
+    let preflight = http
+        .request(reqwest::Method::OPTIONS, format!("{}/", served.url))
+        .header("Origin", origin)
+        .header("Access-Control-Request-Method", "POST")
+        .header(
+            "Access-Control-Request-Headers",
+            "content-type, a2a-version",
+        )
+        .send()
+        .await
+        .expect("a preflight answer");
+    assert!(preflight.status().is_success(), "{}", preflight.status());
+    let h = preflight.headers();
+    assert_eq!(h["access-control-allow-origin"], origin);
+    let allowed = h["access-control-allow-headers"]
+        .to_str()
+        .unwrap_or_default();
+    assert!(allowed.contains("a2a-version"), "{allowed}");
+    // The call itself (the JSON-RPC fast path) carries the origin too.
+    let r = http
+        .post(format!("{}/", served.url))
+        .header("Origin", origin)
+        .body("{}")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(r.headers()["access-control-allow-origin"], origin);
+    // Another origin is not allowed.
+    let r = http
+        .post(format!("{}/", served.url))
+        .header("Origin", "https://elsewhere.example")
+        .body("{}")
+        .send()
+        .await
+        .expect("an answer");
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    // Without --cors-origin, no CORS at all.
+    let plain = Served::start(&[], &[]);
+    let r = http
+        .post(format!("{}/", plain.url))
+        .header("Origin", origin)
+        .body("{}")
+        .send()
+        .await
+        .expect("an answer");
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+}

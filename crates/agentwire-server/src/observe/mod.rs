@@ -92,11 +92,12 @@ impl CallInfo {
 
 /// The service of a connection with the request-id and log layers around
 /// it (outermost first): an insane caller's id dropped, an id set where
-/// there is none, the span and log line, the id copied to the response.
+/// there is none, the span and log line, the id copied to the response,
+/// CORS when configured.
 pub(crate) type Observed<S, B> = MapRequest<
     SetRequestId<
         Trace<
-            PropagateRequestId<S>,
+            PropagateRequestId<tower::util::Either<tower_http::cors::Cors<S>, S>>,
             SharedClassifier<ServerErrorsAsFailures>,
             RequestSpan,
             (),
@@ -111,8 +112,19 @@ pub(crate) type Observed<S, B> = MapRequest<
 >;
 
 /// Wraps a connection's service in the request-id and log layers (which
-/// count the requests in `metrics` too, when there are metrics).
-pub(crate) fn layers<S, B>(service: S, metrics: Option<Arc<Metrics>>) -> Observed<S, B> {
+/// count the requests in `metrics` too, when there are metrics), and
+/// tower-http's CORS layer when `cors` is given.
+pub(crate) fn layers<S, B>(
+    service: S,
+    metrics: Option<Arc<Metrics>>,
+    cors: Option<&tower_http::cors::CorsLayer>,
+) -> Observed<S, B> {
+    use tower::Layer;
+    // CORS inside the log: preflights are logged too.
+    let service = match cors {
+        Some(cors) => tower::util::Either::Left(cors.layer(service)),
+        None => tower::util::Either::Right(service),
+    };
     use tower::ServiceBuilder;
     use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
     use tower_http::trace::TraceLayer;
@@ -130,6 +142,21 @@ pub(crate) fn layers<S, B>(service: S, metrics: Option<Arc<Metrics>>) -> Observe
         )
         .layer(PropagateRequestIdLayer::x_request_id())
         .service(service)
+}
+
+/// The CORS layer letting pages from `origins` call the agent from a
+/// browser: every method, the headers A2A clients send, and the request
+/// id readable by the page.
+pub(crate) fn cors_layer(origins: &[HeaderValue]) -> tower_http::cors::CorsLayer {
+    use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer, ExposeHeaders};
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::list(origins.iter().cloned()))
+        .allow_methods(AllowMethods::mirror_request())
+        .allow_headers(AllowHeaders::mirror_request())
+        .expose_headers(ExposeHeaders::list([http::HeaderName::from_static(
+            REQUEST_ID_HEADER,
+        )]))
+        .max_age(Duration::from_secs(600))
 }
 
 /// Whether a caller's request id can be used as it is: 1 to 128 visible

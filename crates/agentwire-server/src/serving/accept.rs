@@ -59,6 +59,8 @@ pub(crate) struct Direct {
     pub(crate) card: CardEndpoint,
     /// The server's metrics, counted by the log layer.
     pub(crate) metrics: Option<Arc<crate::observe::Metrics>>,
+    /// The CORS layer, when origins are allowed.
+    pub(crate) cors: Option<tower_http::cors::CorsLayer>,
 }
 
 /// The service of one connection: [`Direct`] paths first, then the router.
@@ -364,12 +366,16 @@ pub(crate) async fn serve(
                 rpc: direct.rpc.clone(),
                 card: direct.card.for_connection(),
                 metrics: None,
+                cors: None,
             }),
             requests: Arc::clone(&requests),
             body_read_timeout: limits.body_read_timeout,
         };
-        let service =
-            TowerToHyperService::new(crate::observe::layers(service, direct.metrics.clone()));
+        let service = TowerToHyperService::new(crate::observe::layers(
+            service,
+            direct.metrics.clone(),
+            direct.cors.as_ref(),
+        ));
         let conn = builder
             .serve_connection(TokioIo::new(tcp), service)
             .into_owned();

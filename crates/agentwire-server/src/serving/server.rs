@@ -48,6 +48,8 @@ pub struct A2aServer {
     bus: Option<Arc<dyn crate::EventBus>>,
     /// The metrics counted, and whether `/metrics` is on the agent's port.
     metrics: Option<(Arc<crate::observe::Metrics>, bool)>,
+    /// The origins allowed to call from a browser (CORS).
+    cors_origins: Vec<http::HeaderValue>,
 }
 
 impl A2aServer {
@@ -65,6 +67,7 @@ impl A2aServer {
             limits: ConnectionLimits::default(),
             bus: None,
             metrics: None,
+            cors_origins: Vec::new(),
         }
     }
 
@@ -202,6 +205,16 @@ impl A2aServer {
         self
     }
 
+    /// Lets web pages from `origin` (`https://app.example.com`) call the
+    /// agent from a browser (CORS, with tower-http's layer): preflight
+    /// requests are answered, and responses carry
+    /// `Access-Control-Allow-Origin` for that origin. May be called for
+    /// several origins; `*` allows every origin.
+    pub fn cors_origin(mut self, origin: http::HeaderValue) -> Self {
+        self.cors_origins.push(origin);
+        self
+    }
+
     /// Purges terminal tasks older than `age` from the store, every minute
     /// (off by default).
     pub fn retention(mut self, age: Duration) -> Self {
@@ -278,6 +291,12 @@ impl A2aServer {
             },
             card,
             metrics: self.metrics.map(|(m, _)| m),
+            cors: if self.cors_origins.iter().any(|o| o == "*") {
+                Some(tower_http::cors::CorsLayer::permissive())
+            } else {
+                (!self.cors_origins.is_empty())
+                    .then(|| crate::observe::cors_layer(&self.cors_origins))
+            },
         };
         Ok(BoundServer {
             listener,
