@@ -184,8 +184,8 @@ A2A_SERVE_RETENTION, A2A_SERVE_MAX_TASKS, A2A_SERVE_CARD_MAX_AGE,
 A2A_SERVE_REQUEST_HEAD_TIMEOUT, A2A_SERVE_BODY_READ_TIMEOUT, A2A_SERVE_IDLE_TIMEOUT,
 A2A_SERVE_MAX_CONNECTIONS, A2A_SERVE_MAX_STORE_BYTES, A2A_SERVE_OPEN_TASK_TTL,
 A2A_SERVE_MAX_LIST_BYTES, A2A_SERVE_MAX_PARTS, A2A_SERVE_MAX_ARTIFACT_BYTES,
-A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_LOG_FORMAT, A2A_SERVE_METRICS, A2A_SERVE_METRICS_ADDR.
-A flag wins over the variable. The former
+A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_LOG_FORMAT, A2A_SERVE_METRICS, A2A_SERVE_METRICS_ADDR,
+A2A_SERVE_SHUTDOWN_GRACE. A flag wins over the variable. The former
 names (A2A_HOST, A2A_PORT, A2A_PUBLIC_URL, A2A_STORE, A2A_REPLICA_TIMEOUT, A2A_RETENTION,
 A2A_MAX_TASKS) still work, with a warning, and will be removed. The client's A2ACLI_*
 settings do not apply to the server.
@@ -365,6 +365,17 @@ pub struct ServeArgs {
     /// the agent from a browser (CORS); repeat for several, `*` for any.
     #[arg(long = "cors-origin", value_name = "ORIGIN", value_parser = parse_origin)]
     pub cors_origins: Vec<http::HeaderValue>,
+    /// On SIGTERM or Ctrl-C: how long calls and streams under way may go
+    /// on before the server exits (it stops accepting at once); tasks
+    /// still working then are failed, with a message, by the next start
+    /// on the same store [default: 5s].
+    #[arg(
+        long,
+        env = "A2A_SERVE_SHUTDOWN_GRACE",
+        value_parser = crate::parse_duration,
+        value_name = "DURATION"
+    )]
+    pub shutdown_grace: Option<Duration>,
     /// How log lines are written on stderr: `text` (for people) or `json`
     /// (one JSON object a line, for log collectors). Every line carries
     /// an RFC 3339 time; each request answered is one `info` line.
@@ -859,6 +870,9 @@ async fn bind(
     }
     if let Some(n) = args.max_connections {
         server = server.max_connections(n);
+    }
+    if let Some(grace) = args.shutdown_grace {
+        server = server.shutdown_grace(grace);
     }
     for origin in &args.cors_origins {
         server = server.cors_origin(origin.clone());

@@ -480,3 +480,108 @@ async fn cors_preflight_and_answers_for_an_allowed_origin() {
         .expect("an answer");
     assert!(r.headers().get("access-control-allow-origin").is_none());
 }
+
+impl Served {
+    /// Sends SIGTERM and waits (bounded) for the process to end: its exit
+    /// status.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill -TERM");
+        assert!(sent.success());
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                start.elapsed() < LIMIT,
+                "a2a serve did not stop within {LIMIT:?} of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_within_the_grace_period_and_no_task_is_left_working() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = format!("sqlite:{}", dir.path().join("tasks.db").display());
+    let args = [
+        "--agent",
+        "conformance",
+        "--tck-streaming-timeout",
+        "10m",
+        "--shutdown-grace",
+        "1s",
+        "--store",
+        &store,
+    ];
+    let mut served = Served::start(&args, &[]);
+    let rpc = JsonRpcTransport::new(format!("{}/", served.url)).expect("JSON-RPC");
+    let send = SendMessageRequest {
+        message: Some(
+            Message::user_text("still working").with_message_id("test-resubscribe-message-id-1"),
+        ),
+        configuration: Some(agentwire_types::SendMessageConfiguration {
+            return_immediately: true,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let task = rpc
+        .send_message(send, &CallOptions::new())
+        .await
+        .expect("SendMessage")
+        .task()
+        .expect("a task")
+        .id
+        .clone();
+    // A stream open on the working task.
+    agentwire_client::install_crypto_provider();
+    let mut stream = reqwest::Client::new()
+        .post(format!("{}/", served.url))
+        .header("A2A-Version", "1.0")
+        .header("content-type", "application/json")
+        .body(
+            serde_json::json!({
+                "jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask",
+                "params": {"id": task}
+            })
+            .to_string(),
+        )
+        .send()
+        .await
+        .expect("a stream");
+    let first = tokio::time::timeout(LIMIT, stream.chunk())
+        .await
+        .expect("the stream's first event in time")
+        .expect("a chunk");
+    assert!(first.is_some(), "the stream opened");
+
+    let status = served.terminate();
+    assert!(status.success(), "a2a serve stopped with {status}");
+    // The stream ended with the server.
+    let rest = tokio::time::timeout(LIMIT, async {
+        while let Ok(Some(_)) = stream.chunk().await {}
+    })
+    .await;
+    assert!(rest.is_ok(), "the stream did not end");
+
+    // Restarted on the same store: the task is not left working.
+    let again = Served::start(&args, &[]);
+    let rpc = JsonRpcTransport::new(format!("{}/", again.url)).expect("JSON-RPC");
+    let t = rpc
+        .get_task(
+            GetTaskRequest {
+                id: task.clone(),
+                ..Default::default()
+            },
+            &CallOptions::new(),
+        )
+        .await
+        .expect("the task after the restart");
+    assert_eq!(t.state(), agentwire_types::TaskState::Failed, "{t:?}");
+}

@@ -50,7 +50,13 @@ pub struct A2aServer {
     metrics: Option<(Arc<crate::observe::Metrics>, bool)>,
     /// The origins allowed to call from a browser (CORS).
     cors_origins: Vec<http::HeaderValue>,
+    /// How long open requests and streams may go on once the server stops.
+    shutdown_grace: Duration,
 }
+
+/// How long open requests and streams may go on once a server stops, by
+/// default.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 impl A2aServer {
     /// A server for `executor`, described by `card`. Streaming is declared
@@ -68,6 +74,7 @@ impl A2aServer {
             bus: None,
             metrics: None,
             cors_origins: Vec::new(),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
 
@@ -205,6 +212,15 @@ impl A2aServer {
         self
     }
 
+    /// How long open requests and streams may go on once the server is
+    /// told to stop (default 5 s): it stops accepting at once, lets the
+    /// calls under way finish for this long, then returns, cutting what
+    /// is left.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
     /// Lets web pages from `origin` (`https://app.example.com`) call the
     /// agent from a browser (CORS, with tower-http's layer): preflight
     /// requests are answered, and responses carry
@@ -306,6 +322,7 @@ impl A2aServer {
             local,
             limits: self.limits,
             stopping: stopping.drop_guard(),
+            shutdown_grace: self.shutdown_grace,
         })
     }
 
@@ -378,6 +395,7 @@ pub struct BoundServer {
     /// Ends the server's background work (the gRPC health status) when
     /// the server stops or is dropped.
     stopping: tokio_util::sync::DropGuard,
+    shutdown_grace: Duration,
 }
 
 impl BoundServer {
@@ -397,12 +415,15 @@ impl BoundServer {
     }
 
     /// Serves until `shutdown` completes; then stops accepting, lets open
-    /// requests finish for up to five seconds, and returns.
+    /// requests finish for up to the shutdown grace period
+    /// ([`A2aServer::shutdown_grace`], five seconds by default), and
+    /// returns.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let _stopping = self.stopping;
+        let grace = self.shutdown_grace;
         let stop = Arc::new(tokio::sync::Notify::new());
         let stopped = Arc::clone(&stop);
         let serve = crate::serving::accept::serve(
@@ -419,7 +440,7 @@ impl BoundServer {
             r = serve => r,
             () = async {
                 stop.notified().await;
-                tokio::time::sleep(Duration::from_secs(5)).await;
+                tokio::time::sleep(grace).await;
             } => Ok(()),
         }
     }
