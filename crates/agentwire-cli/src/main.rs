@@ -655,9 +655,31 @@ fn command_path(args: &[OsString]) -> String {
 /// The credential options of the client.
 const CLIENT_CREDENTIALS: &[&str] = &["--bearer", "--api-key"];
 
+/// Installs the log subscriber: on stderr, without colours. The client
+/// commands print bare lines (their diagnostics); `a2a serve` (`serving`
+/// with its format) stamps each line with its RFC 3339 time, as text or
+/// as one JSON object a line.
+fn init_logging(filter: tracing_subscriber::EnvFilter, serving: Option<serve::LogFormat>) {
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    match serving {
+        None => fmt.without_time().with_target(false).init(),
+        Some(serve::LogFormat::Text) => fmt.with_target(false).init(),
+        Some(serve::LogFormat::Json) => fmt
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
+    }
+}
+
 /// The log filter: `--debug` (the client's diagnostics), else `RUST_LOG`,
-/// else the deprecated `A2A_LOG`, else errors only; and a warning to print.
-fn log_filter(debug: bool) -> (tracing_subscriber::EnvFilter, Option<String>) {
+/// else the deprecated `A2A_LOG`, else errors only (for `a2a serve`,
+/// `serving`: warnings and the server's information, a line per request);
+/// and a warning to print.
+fn log_filter(debug: bool, serving: bool) -> (tracing_subscriber::EnvFilter, Option<String>) {
     use tracing_subscriber::EnvFilter;
     if debug {
         return (
@@ -665,7 +687,13 @@ fn log_filter(debug: bool) -> (tracing_subscriber::EnvFilter, Option<String>) {
             None,
         );
     }
-    let quiet = || EnvFilter::new("error");
+    let quiet = move || {
+        EnvFilter::new(if serving {
+            serve::DEFAULT_SERVE_LOG
+        } else {
+            "error"
+        })
+    };
     for (var, deprecated) in [("RUST_LOG", false), ("A2A_LOG", true)] {
         let Some(value) = std::env::var_os(var) else {
             continue;
@@ -680,7 +708,12 @@ fn log_filter(debug: bool) -> (tracing_subscriber::EnvFilter, Option<String>) {
             Err(e) => (
                 quiet(),
                 Some(format!(
-                    "{var}={value:?} is not a log filter ({e}); logging errors only"
+                    "{var}={value:?} is not a log filter ({e}); {}",
+                    if serving {
+                        "using the default filter"
+                    } else {
+                        "logging errors only"
+                    }
                 )),
             ),
         };
@@ -768,14 +801,12 @@ fn main() -> ExitCode {
         }
     };
     let json = cli.common.output == OutputFormat::Json;
-    let (filter, log_warning) = log_filter(cli.common.debug);
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .init();
+    let serving = match &cli.command {
+        Command::Serve(args) => Some(args.log_format),
+        _ => None,
+    };
+    let (filter, log_warning) = log_filter(cli.common.debug, serving.is_some());
+    init_logging(filter, serving);
     if let Some(w) = log_warning {
         eprintln!("warning: {w}");
     }

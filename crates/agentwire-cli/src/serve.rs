@@ -53,6 +53,34 @@ impl AgentName {
 /// The forms `--store` accepts, for error messages.
 const STORE_FORMS: &str = "memory, sqlite:PATH (a file, created if needed) or postgres://USER:PASSWORD@HOST:PORT/DATABASE";
 
+/// How `a2a serve` writes its log (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The log filter of `a2a serve` when `RUST_LOG` is not set: warnings,
+/// and the server's own information (one line per request answered).
+pub const DEFAULT_SERVE_LOG: &str = "warn,agentwire_server=info,agentwire_agents=info,a2a=info";
+
+/// Parses `--cors-origin`: `*`, or SCHEME://HOST[:PORT] with no path.
+fn parse_origin(s: &str) -> Result<http::HeaderValue, String> {
+    let t = s.trim().trim_end_matches('/');
+    let ok = t == "*"
+        || t.split_once("://").is_some_and(|(scheme, rest)| {
+            !scheme.is_empty() && !rest.is_empty() && !rest.contains('/')
+        });
+    if !ok {
+        return Err(format!(
+            "{t:?} is not an origin: use SCHEME://HOST[:PORT] (e.g. https://app.example.com), or * for any"
+        ));
+    }
+    http::HeaderValue::from_str(t).map_err(|e| format!("{t:?} is not an origin: {e}"))
+}
+
 /// Where tasks are kept (`--store`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreSpec {
@@ -158,7 +186,8 @@ A2A_SERVE_MAX_CONNECTIONS, A2A_SERVE_MAX_STORE_BYTES, A2A_SERVE_OPEN_TASK_TTL,
 A2A_SERVE_MAX_LIST_BYTES, A2A_SERVE_MAX_PARTS, A2A_SERVE_MAX_ARTIFACT_BYTES,
 A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_AUTH_JWKS, A2A_SERVE_AUTH_ISSUER,
 A2A_SERVE_AUTH_AUDIENCE, A2A_SERVE_AUTH_OIDC, A2A_SERVE_AUTH_SCOPE, A2A_SERVE_AUTH_LEEWAY,
-A2A_SERVE_API_KEY_FILE, A2A_SERVE_API_KEY_IN, A2A_SERVE_ALLOW_ANONYMOUS; A2A_SERVE_API_KEYS
+A2A_SERVE_API_KEY_FILE, A2A_SERVE_API_KEY_IN, A2A_SERVE_ALLOW_ANONYMOUS, A2A_SERVE_LOG_FORMAT,
+A2A_SERVE_METRICS, A2A_SERVE_METRICS_ADDR, A2A_SERVE_SHUTDOWN_GRACE; A2A_SERVE_API_KEYS
 holds API keys themselves (PRINCIPAL:KEY,PRINCIPAL:KEY). A flag wins over the variable. The former
 names (A2A_HOST, A2A_PORT, A2A_PUBLIC_URL, A2A_STORE, A2A_REPLICA_TIMEOUT, A2A_RETENTION,
 A2A_MAX_TASKS) still work, with a warning, and will be removed. The client's A2ACLI_*
@@ -166,7 +195,8 @@ settings do not apply to the server.
 
 Durations are a number and a unit: 500ms, 2s, 1m, 24h, 7d, or combined (1h 30m);
 a bare number is seconds.
-Logs go to stderr, filtered by RUST_LOG (e.g. RUST_LOG=info).";
+Logs go to stderr, filtered by RUST_LOG (default: warn,agentwire_server=info, which logs
+one line per request; RUST_LOG=warn keeps warnings only).";
 
 /// Options of `a2a serve`.
 #[derive(Args, Debug)]
@@ -332,6 +362,41 @@ pub struct ServeArgs {
     /// the open-file limit is lower].
     #[arg(long, env = "A2A_SERVE_MAX_CONNECTIONS", value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Serve metrics in the Prometheus text format at /metrics on the
+    /// agent's port (requests by binding, operation and outcome, and their
+    /// latency).
+    #[arg(long, env = "A2A_SERVE_METRICS")]
+    pub metrics: bool,
+    /// Serve /metrics on this address (HOST:PORT) instead, a port of its
+    /// own (implies --metrics).
+    #[arg(long, env = "A2A_SERVE_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<String>,
+    /// Let web pages from this origin (e.g. https://app.example.com) call
+    /// the agent from a browser (CORS); repeat for several, `*` for any.
+    #[arg(long = "cors-origin", value_name = "ORIGIN", value_parser = parse_origin)]
+    pub cors_origins: Vec<http::HeaderValue>,
+    /// On SIGTERM or Ctrl-C: how long calls and streams under way may go
+    /// on before the server exits (it stops accepting at once); tasks
+    /// still working then are failed, with a message, by the next start
+    /// on the same store [default: 5s].
+    #[arg(
+        long,
+        env = "A2A_SERVE_SHUTDOWN_GRACE",
+        value_parser = crate::parse_duration,
+        value_name = "DURATION"
+    )]
+    pub shutdown_grace: Option<Duration>,
+    /// How log lines are written on stderr: `text` (for people) or `json`
+    /// (one JSON object a line, for log collectors). Every line carries
+    /// an RFC 3339 time; each request answered is one `info` line.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "text",
+        env = "A2A_SERVE_LOG_FORMAT",
+        value_name = "FORMAT"
+    )]
+    pub log_format: LogFormat,
     /// With --agent mcp: the MCP server whose tools to serve, a command line ('CMD ARGS', started and spoken to over stdio) or a streamable HTTP URL.
     #[arg(long, env = "A2A_SERVE_MCP_SERVER", value_name = "'CMD ARGS' | URL")]
     pub mcp_server: Option<String>,
@@ -561,6 +626,12 @@ impl ServeArgs {
             .with_hint("drop it, or serve with --agent mcp"));
         }
         if self.agent == AgentName::All {
+            if self.metrics_addr.is_some() {
+                return Err(CliError::usage(
+                    "--metrics-addr names one port, and --agent all serves three agents",
+                )
+                .with_hint("use --metrics (each agent's /metrics on its own port)"));
+            }
             if self.public_url.is_some() {
                 return Err(CliError::usage(
                     "--public-url names one agent, and --agent all serves three",
@@ -973,6 +1044,37 @@ async fn bind(
     if let Some(n) = args.max_connections {
         server = server.max_connections(n);
     }
+    if let Some(grace) = args.shutdown_grace {
+        server = server.shutdown_grace(grace);
+    }
+    for origin in &args.cors_origins {
+        server = server.cors_origin(origin.clone());
+    }
+    let mut metrics_url = None;
+    if args.metrics || args.metrics_addr.is_some() {
+        let metrics = Arc::new(agentwire_server::observe::Metrics::new());
+        server = server.metrics(Arc::clone(&metrics), args.metrics_addr.is_none());
+        if let Some(addr) = &args.metrics_addr {
+            let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                failure(format!("cannot listen on {addr} for metrics: {e}"))
+                    .with_hint("choose another --metrics-addr (port 0 picks a free one)")
+            })?;
+            let local = listener
+                .local_addr()
+                .map_err(|e| failure(format!("cannot listen on {addr} for metrics: {e}")))?;
+            metrics_url = Some(format!(
+                "http://{}{}",
+                agentwire_server::advertised_addr(local),
+                agentwire_server::observe::metrics::METRICS_PATH
+            ));
+            let router = agentwire_server::observe::metrics::router(metrics);
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, router).await {
+                    tracing::warn!(error = %e, "the metrics server stopped");
+                }
+            });
+        }
+    }
     let addr = format!("{}:{port}", args.host);
     let bound = server.bind(&addr).await.map_err(|e| {
         failure(format!("cannot listen on {addr}: {e}")).with_hint(
@@ -1020,6 +1122,14 @@ async fn bind(
         names.sort();
         let names: Vec<&str> = names.into_iter().map(String::as_str).collect();
         say!("  authentication: {}", names.join(", "));
+    }
+    if let Some(url) = metrics_url {
+        say!("  metrics:    {url}");
+    } else if args.metrics {
+        say!(
+            "  metrics:    http://{reachable}{}",
+            agentwire_server::observe::metrics::METRICS_PATH
+        );
     }
     for i in &card.supported_interfaces {
         say!("  {:<9} {}", i.protocol_binding, i.url);

@@ -57,6 +57,7 @@ mod compat;
 mod executor;
 mod handler;
 mod manager;
+pub mod observe;
 pub mod push;
 mod serving;
 pub mod store;
@@ -76,4 +77,6 @@ pub use serving::accept::{
     DEFAULT_REQUEST_HEAD_TIMEOUT, MAX_HEAD_BYTES,
 };
 pub use serving::router::{RouterOptions, router};
-pub use serving::server::{A2aServer, BoundServer, ServerHandle, advertised_addr, shutdown_signal};
+pub use serving::server::{
+    A2aServer, BoundServer, DEFAULT_SHUTDOWN_GRACE, ServerHandle, advertised_addr, shutdown_signal,
+};

@@ -49,6 +49,11 @@ pub mod wkt;
 pub mod proto {
     include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.rs"));
     include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.serde.rs"));
+
+    /// The encoded `FileDescriptorSet` of the A2A protocol's proto files
+    /// (with their imports), for gRPC server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/a2a_descriptor.bin"));
 }
 
 pub use error::{A2aError, A2aResult, ErrorKind, FieldViolation, grpc_status_name};

@@ -45,6 +45,7 @@ use tonic::{Request, Response, Status};
 
 use crate::handler::{CallContext, IdEventStream, RequestHandler};
 use crate::manager::events::{EventId, LAST_EVENT_ID};
+use crate::observe::CallInfo;
 
 /// The initial-metadata key naming the log of a stream's event ids.
 pub const EVENT_LOG_KEY: &str = "a2a-event-log";
@@ -149,17 +150,42 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let operation = operation_name(request.uri().path());
         GrpcFuture {
             inner: self.inner.call(request),
             limit: self.max_message_bytes,
+            operation,
         }
     }
+}
+
+/// The operation a gRPC path names (empty for none).
+fn operation_name(path: &str) -> &'static str {
+    use agentwire_types::jsonrpc::methods;
+    let method = path.rsplit('/').next().unwrap_or_default();
+    [
+        methods::SEND_MESSAGE,
+        methods::SEND_STREAMING_MESSAGE,
+        methods::GET_TASK,
+        methods::LIST_TASKS,
+        methods::CANCEL_TASK,
+        methods::SUBSCRIBE_TO_TASK,
+        methods::CREATE_PUSH_CONFIG,
+        methods::GET_PUSH_CONFIG,
+        methods::LIST_PUSH_CONFIGS,
+        methods::DELETE_PUSH_CONFIG,
+        methods::GET_EXTENDED_AGENT_CARD,
+    ]
+    .into_iter()
+    .find(|m| *m == method)
+    .unwrap_or_default()
 }
 
 /// The future of a [`GrpcService`] call.
 pub struct GrpcFuture<F> {
     inner: F,
     limit: usize,
+    operation: &'static str,
 }
 
 impl<F> Future for GrpcFuture<F>
@@ -172,10 +198,21 @@ where
         mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        let limit = self.limit;
-        Pin::new(&mut self.inner)
-            .poll(cx)
-            .map(|r| r.map(|response| refusal_codes(response, limit)))
+        let (limit, operation) = (self.limit, self.operation);
+        Pin::new(&mut self.inner).poll(cx).map(|r| {
+            r.map(|response| {
+                let mut response = refusal_codes(response, limit);
+                // An error comes in the head ("trailers-only").
+                let error = Status::from_header_map(response.headers())
+                    .filter(|s| s.code() != tonic::Code::Ok)
+                    .map(|s| agentwire_types::grpc_status_name(s.code() as i32));
+                CallInfo::operation(&mut response, "grpc", operation);
+                if error.is_some() {
+                    CallInfo::of(&mut response).error = error;
+                }
+                response
+            })
+        })
     }
 }
 
@@ -257,6 +294,24 @@ fn status_of(e: &A2aError) -> Status {
 /// A unary answer.
 fn respond<T>(result: A2aResult<T>) -> Result<Response<T>, Status> {
     result.map(Response::new).map_err(|e| status_of(&e))
+}
+
+/// A unary answer about a task (for the request log).
+fn respond_task<T>(
+    result: A2aResult<T>,
+    task_id: impl Fn(&T) -> Option<&str>,
+) -> Result<Response<T>, Status> {
+    let mut response = respond(result)?;
+    let id: Option<Box<str>> = task_id(response.get_ref())
+        .filter(|id| !id.is_empty())
+        .map(Into::into);
+    if let Some(id) = id {
+        response.extensions_mut().insert(CallInfo {
+            task_id: Some(id),
+            ..CallInfo::default()
+        });
+    }
+    Ok(response)
 }
 
 /// A streaming answer with event ids: the handler's error before the
@@ -377,7 +432,9 @@ impl A2aService for GrpcBinding {
         request: Request<SendMessageRequest>,
     ) -> Result<Response<SendMessageResponse>, Status> {
         let (ctx, req) = split(request);
-        respond(self.handler.send_message(&ctx, req).await)
+        respond_task(self.handler.send_message(&ctx, req).await, |r| {
+            r.task().map(|t| t.id.as_str())
+        })
     }
 
     type SendStreamingMessageStream = GrpcEventStream;
@@ -397,7 +454,7 @@ impl A2aService for GrpcBinding {
 
     async fn get_task(&self, request: Request<GetTaskRequest>) -> Result<Response<Task>, Status> {
         let (ctx, req) = split(request);
-        respond(self.handler.get_task(&ctx, req).await)
+        respond_task(self.handler.get_task(&ctx, req).await, |t| Some(&t.id))
     }
 
     async fn list_tasks(
@@ -413,7 +470,7 @@ impl A2aService for GrpcBinding {
         request: Request<CancelTaskRequest>,
     ) -> Result<Response<Task>, Status> {
         let (ctx, req) = split(request);
-        respond(self.handler.cancel_task(&ctx, req).await)
+        respond_task(self.handler.cancel_task(&ctx, req).await, |t| Some(&t.id))
     }
 
     type SubscribeToTaskStream = GrpcEventStream;

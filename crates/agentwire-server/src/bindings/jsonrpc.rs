@@ -22,6 +22,7 @@ use crate::bindings::http::{
     write_task_answer,
 };
 use crate::handler::{CallContext, IdEventStream, SendAnswer};
+use crate::observe::CallInfo;
 
 #[derive(Deserialize)]
 struct Envelope<'a> {
@@ -61,10 +62,12 @@ fn result_body_with(
 /// written by the task writer rather than serde.
 fn task_response(id: &str, task: &Task, in_send: bool) -> Response {
     let body = result_body_with(id, 1024, |out| write_task_answer(out, task, in_send));
-    match body {
+    let mut response = match body {
         Ok(body) => respond(body),
         Err(e) => error_response(id, &e),
-    }
+    };
+    CallInfo::task(&mut response, &task.id);
+    response
 }
 
 fn error_body(id: &str, error: &A2aError) -> Vec<u8> {
@@ -91,7 +94,28 @@ fn error_response(id: &str, error: &A2aError) -> Response {
             .headers_mut()
             .insert(http::header::WWW_AUTHENTICATE, challenge);
     }
+    CallInfo::error(&mut response, error.kind);
     response
+}
+
+/// The operation a method names (empty for none).
+fn operation_name(method: &str) -> &'static str {
+    [
+        methods::SEND_MESSAGE,
+        methods::SEND_STREAMING_MESSAGE,
+        methods::GET_TASK,
+        methods::LIST_TASKS,
+        methods::CANCEL_TASK,
+        methods::SUBSCRIBE_TO_TASK,
+        methods::CREATE_PUSH_CONFIG,
+        methods::GET_PUSH_CONFIG,
+        methods::LIST_PUSH_CONFIGS,
+        methods::DELETE_PUSH_CONFIG,
+        methods::GET_EXTENDED_AGENT_CARD,
+    ]
+    .into_iter()
+    .find(|m| *m == method)
+    .unwrap_or_default()
 }
 
 /// The params of a method as the request type (`{}` when absent).
@@ -138,16 +162,40 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     async move {
+        let mut operation = "";
+        let mut response = answer(state, ctx, body, &mut operation).await;
+        CallInfo::operation(&mut response, "jsonrpc", operation);
+        response
+    }
+}
+
+/// The answer of [`serve`], noting the operation the request names.
+// (Not an `async fn`, as `serve`.)
+#[allow(clippy::manual_async_fn)]
+fn answer<'a, B>(
+    state: &'a HttpState,
+    ctx: CallContext,
+    body: B,
+    operation: &'a mut &'static str,
+) -> impl Future<Output = Response> + Send + 'a
+where
+    B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    async move {
         let bytes = match read_body(body, state.max_body_bytes).await {
             Ok(b) => b,
             // Refused before it is parsed: the JSON-RPC error object, with
             // the HTTP status of a body too large.
             Err(e) if is_too_large(&e) => {
-                return json_response(
+                let mut response = json_response(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "application/json",
                     error_body(NULL_ID, &e),
                 );
+                CallInfo::error(&mut response, e.kind);
+                return response;
             }
             Err(e) => return error_response(NULL_ID, &e),
         };
@@ -216,6 +264,7 @@ where
                 );
             }
         };
+        *operation = operation_name(&method);
         // A 0.3 method: the compatibility layer's (it checks the version).
         if crate::compat::v0_3::jsonrpc::is_v03_method(&method) {
             return Box::pin(crate::compat::v0_3::serve_jsonrpc(

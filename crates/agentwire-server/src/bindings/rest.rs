@@ -24,6 +24,7 @@ use crate::bindings::http::{
     sse_response, write_task_answer,
 };
 use crate::handler::{IdEventStream, SendAnswer};
+use crate::observe::CallInfo;
 
 /// Tells the tenant and the route from the method and path with the table
 /// shared with the client ([`agentwire_types::rest_routes`]), or an error
@@ -60,6 +61,7 @@ fn error_response_with_status(e: &A2aError, status: StatusCode) -> Response {
             .headers_mut()
             .insert(http::header::WWW_AUTHENTICATE, challenge);
     }
+    CallInfo::error(&mut response, e.kind);
     response
 }
 
@@ -82,7 +84,9 @@ fn task_json(task: &Task, in_send: bool) -> Response {
             "could not encode the response: {e}"
         )));
     }
-    json_response(StatusCode::OK, MEDIA_TYPE, body)
+    let mut response = json_response(StatusCode::OK, MEDIA_TYPE, body);
+    CallInfo::task(&mut response, &task.id);
+    response
 }
 
 fn parse_body<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, A2aError> {
@@ -192,9 +196,45 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
         Ok(r) => r,
         Err((status, message)) => {
             let e = A2aError::new(ErrorKind::MethodNotFound, message);
-            return error_response_with_status(&e, status);
+            let mut response = error_response_with_status(&e, status);
+            CallInfo::operation(&mut response, "rest", "");
+            return response;
         }
     };
+    let operation = route.template().operation;
+    let task_id = route_task_id(&route).map(Box::<str>::from);
+    let mut response = answer(state, route, tenant, uri, headers, extensions, body).await;
+    CallInfo::operation(&mut response, "rest", operation);
+    if let Some(id) = task_id {
+        CallInfo::of(&mut response).task_id = Some(id);
+    }
+    response
+}
+
+/// The task a route names in its path.
+fn route_task_id(route: &RestRoute) -> Option<&str> {
+    match route {
+        RestRoute::GetTask { id }
+        | RestRoute::CancelTask { id }
+        | RestRoute::SubscribeToTask { id } => Some(id),
+        RestRoute::CreateTaskPushNotificationConfig { task_id }
+        | RestRoute::ListTaskPushNotificationConfigs { task_id }
+        | RestRoute::GetTaskPushNotificationConfig { task_id, .. }
+        | RestRoute::DeleteTaskPushNotificationConfig { task_id, .. } => Some(task_id),
+        _ => None,
+    }
+}
+
+/// The answer to a request for `route`.
+async fn answer(
+    state: HttpState,
+    route: RestRoute,
+    tenant: String,
+    uri: http::Uri,
+    headers: http::HeaderMap,
+    extensions: http::Extensions,
+    body: axum::body::Body,
+) -> Response {
     let query = uri.query().unwrap_or_default().to_owned();
     let bytes = match read_body(body, state.max_body_bytes).await {
         Ok(b) => b,

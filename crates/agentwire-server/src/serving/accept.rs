@@ -38,6 +38,7 @@ use http::{Method, Request};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -56,6 +57,10 @@ pub const MAX_HEAD_BYTES: usize = 8192;
 pub(crate) struct Direct {
     pub(crate) rpc: HttpState,
     pub(crate) card: CardEndpoint,
+    /// The server's metrics, counted by the log layer.
+    pub(crate) metrics: Option<Arc<crate::observe::Metrics>>,
+    /// The CORS layer, when origins are allowed.
+    pub(crate) cors: Option<tower_http::cors::CorsLayer>,
 }
 
 /// The service of one connection: [`Direct`] paths first, then the router.
@@ -64,6 +69,9 @@ pub(crate) struct Direct {
 /// the reference a request's future takes is counted there, on the thread
 /// serving the connection, instead of on a counter that every thread of
 /// the server updates for every request.
+///
+/// Around it, the request-id and log layers ([`crate::observe::layers`]).
+#[derive(Clone)]
 struct Service {
     router: Router,
     direct: Arc<Direct>,
@@ -75,12 +83,16 @@ struct Service {
     peer: Option<std::net::SocketAddr>,
 }
 
-impl hyper::service::Service<Request<Incoming>> for Service {
+impl tower::Service<Request<Incoming>> for Service {
     type Response = Response;
     type Error = Infallible;
     type Future = Answer;
 
-    fn call(&self, request: Request<Incoming>) -> Answer {
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Incoming>) -> Answer {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let timeout = self.body_read_timeout;
         let request = request.map(|body| TimedBody {
@@ -365,11 +377,18 @@ pub(crate) async fn serve(
             direct: Arc::new(Direct {
                 rpc: direct.rpc.clone(),
                 card: direct.card.for_connection(),
+                metrics: None,
+                cors: None,
             }),
             requests: Arc::clone(&requests),
             body_read_timeout: limits.body_read_timeout,
             peer: Some(peer),
         };
+        let service = TowerToHyperService::new(crate::observe::layers(
+            service,
+            direct.metrics.clone(),
+            direct.cors.as_ref(),
+        ));
         let conn = builder
             .serve_connection(TokioIo::new(tcp), service)
             .into_owned();
@@ -434,7 +453,12 @@ async fn watch(
 }
 
 /// One connection, HTTP/1.1 or HTTP/2.
-type Connection = auto::Connection<'static, TokioIo<TcpStream>, Service, TokioExecutor>;
+type Connection = auto::Connection<
+    'static,
+    TokioIo<TcpStream>,
+    TowerToHyperService<crate::observe::Observed<Service, Incoming>>,
+    TokioExecutor,
+>;
 
 /// A request body with a time limit: once the server waits for the body,
 /// the rest of it must arrive within the limit, or reading it fails.

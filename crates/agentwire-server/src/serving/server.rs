@@ -44,7 +44,19 @@ pub struct A2aServer {
     recover_on_start: bool,
     retention: Option<Duration>,
     limits: ConnectionLimits,
+    /// The replicas' bus, for the readiness check.
+    bus: Option<Arc<dyn crate::EventBus>>,
+    /// The metrics counted, and whether `/metrics` is on the agent's port.
+    metrics: Option<(Arc<crate::observe::Metrics>, bool)>,
+    /// The origins allowed to call from a browser (CORS).
+    cors_origins: Vec<http::HeaderValue>,
+    /// How long open requests and streams may go on once the server stops.
+    shutdown_grace: Duration,
 }
+
+/// How long open requests and streams may go on once a server stops, by
+/// default.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 impl A2aServer {
     /// A server for `executor`, described by `card`. Streaming is declared
@@ -59,6 +71,10 @@ impl A2aServer {
             recover_on_start: true,
             retention: None,
             limits: ConnectionLimits::default(),
+            bus: None,
+            metrics: None,
+            cors_origins: Vec::new(),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
 
@@ -74,7 +90,8 @@ impl A2aServer {
     /// the working tasks of a shared store may be running on other
     /// replicas.
     pub fn bus(mut self, bus: Arc<dyn crate::EventBus>) -> Self {
-        self.builder = self.builder.bus(bus);
+        self.builder = self.builder.bus(Arc::clone(&bus));
+        self.bus = Some(bus);
         self.recover_on_start = false;
         self
     }
@@ -185,6 +202,35 @@ impl A2aServer {
         self
     }
 
+    /// Counts requests in `metrics` (see [`crate::observe::metrics`]), and
+    /// serves them as `/metrics` on the agent's port when `on_agent_port`
+    /// (otherwise serve [`crate::observe::Metrics::render`] where you
+    /// like, e.g. with [`crate::observe::metrics::router`] on a port of its
+    /// own).
+    pub fn metrics(mut self, metrics: Arc<crate::observe::Metrics>, on_agent_port: bool) -> Self {
+        self.metrics = Some((metrics, on_agent_port));
+        self
+    }
+
+    /// How long open requests and streams may go on once the server is
+    /// told to stop (default 5 s): it stops accepting at once, lets the
+    /// calls under way finish for this long, then returns, cutting what
+    /// is left.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Lets web pages from `origin` (`https://app.example.com`) call the
+    /// agent from a browser (CORS, with tower-http's layer): preflight
+    /// requests are answered, and responses carry
+    /// `Access-Control-Allow-Origin` for that origin. May be called for
+    /// several origins; `*` allows every origin.
+    pub fn cors_origin(mut self, origin: http::HeaderValue) -> Self {
+        self.cors_origins.push(origin);
+        self
+    }
+
     /// Purges terminal tasks older than `age` from the store, every minute
     /// (off by default).
     pub fn retention(mut self, age: Duration) -> Self {
@@ -240,13 +286,33 @@ impl A2aServer {
         }
         // One card endpoint (one Last-Modified) for both paths.
         let card = CardEndpoint::new(&handler, self.options.card_max_age);
-        let router = router_with_card(handler.clone(), &self.options, card.clone(), true);
+        let mut router = router_with_card(handler.clone(), &self.options, card.clone(), true);
+        // Health: always on, on the agent's port.
+        let readiness = crate::observe::health::Readiness {
+            store: Arc::clone(handler.store()),
+            bus: self.bus.clone(),
+        };
+        let stopping = tokio_util::sync::CancellationToken::new();
+        router = crate::observe::health::http_routes(router, readiness.clone());
+        if self.options.grpc {
+            router = crate::observe::health::grpc_routes(router, readiness, stopping.clone());
+        }
+        if let Some((metrics, true)) = &self.metrics {
+            router = crate::observe::metrics::route(router, Arc::clone(metrics));
+        }
         let direct = crate::serving::accept::Direct {
             rpc: HttpState {
                 handler: handler.clone(),
                 max_body_bytes: self.options.max_body_bytes,
             },
             card,
+            metrics: self.metrics.map(|(m, _)| m),
+            cors: if self.cors_origins.iter().any(|o| o == "*") {
+                Some(tower_http::cors::CorsLayer::permissive())
+            } else {
+                (!self.cors_origins.is_empty())
+                    .then(|| crate::observe::cors_layer(&self.cors_origins))
+            },
         };
         Ok(BoundServer {
             listener,
@@ -255,6 +321,8 @@ impl A2aServer {
             handler,
             local,
             limits: self.limits,
+            stopping: stopping.drop_guard(),
+            shutdown_grace: self.shutdown_grace,
         })
     }
 
@@ -324,6 +392,10 @@ pub struct BoundServer {
     handler: RequestHandler,
     local: SocketAddr,
     limits: ConnectionLimits,
+    /// Ends the server's background work (the gRPC health status) when
+    /// the server stops or is dropped.
+    stopping: tokio_util::sync::DropGuard,
+    shutdown_grace: Duration,
 }
 
 impl BoundServer {
@@ -343,11 +415,15 @@ impl BoundServer {
     }
 
     /// Serves until `shutdown` completes; then stops accepting, lets open
-    /// requests finish for up to five seconds, and returns.
+    /// requests finish for up to the shutdown grace period
+    /// ([`A2aServer::shutdown_grace`], five seconds by default), and
+    /// returns.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        let _stopping = self.stopping;
+        let grace = self.shutdown_grace;
         let stop = Arc::new(tokio::sync::Notify::new());
         let stopped = Arc::clone(&stop);
         let serve = crate::serving::accept::serve(
@@ -364,7 +440,7 @@ impl BoundServer {
             r = serve => r,
             () = async {
                 stop.notified().await;
-                tokio::time::sleep(Duration::from_secs(5)).await;
+                tokio::time::sleep(grace).await;
             } => Ok(()),
         }
     }
