@@ -302,7 +302,9 @@ impl VerifyingKey {
         }
         if let Some(u) = s("use") {
             if u != "sig" {
-                return Err(JwsError::Key(format!("the JWK is for {u:?}, not signatures")));
+                return Err(JwsError::Key(format!(
+                    "the JWK is for {u:?}, not signatures"
+                )));
             }
         }
         let mut key = Self::new(public);
@@ -633,8 +635,8 @@ impl SigningKey {
     pub fn sign_jwt(&self, claims: &Value) -> Result<String, JwsError> {
         let mut header = Map::new();
         header.insert("typ".into(), "JWT".into());
-        let payload = serde_json::to_vec(claims)
-            .map_err(|e| JwsError::Malformed(format!("claims: {e}")))?;
+        let payload =
+            serde_json::to_vec(claims).map_err(|e| JwsError::Malformed(format!("claims: {e}")))?;
         self.sign_compact(header, &payload)
     }
 
@@ -680,7 +682,10 @@ pub fn decode_protected(protected: &str) -> Result<(Map<String, Value>, Algorith
                 .into(),
         ));
     }
-    let alg = header.get("alg").and_then(Value::as_str).unwrap_or_default();
+    let alg = header
+        .get("alg")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let alg = Algorithm::from_name(alg).ok_or_else(|| {
         JwsError::Algorithm(format!(
             "unsupported algorithm {alg:?} (supported: EdDSA, ES256, RS256)"
@@ -693,9 +698,12 @@ pub fn decode_protected(protected: &str) -> Result<(Map<String, Value>, Algorith
 pub fn verify_compact(token: &str, keys: &KeySet) -> Result<Verified, JwsError> {
     let token = token.trim();
     let mut parts = token.split('.');
-    let (Some(h), Some(p), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(h), Some(p), Some(s), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err(JwsError::Malformed("not a compact JWS (three parts)".into()));
+        return Err(JwsError::Malformed(
+            "not a compact JWS (three parts)".into(),
+        ));
     };
     let (header, alg) = decode_protected(h)?;
     let kid = header
@@ -725,13 +733,28 @@ pub fn verify_jwt(
     keys: &KeySet,
     leeway: Duration,
 ) -> Result<(Map<String, Value>, Value), JwsError> {
-    let token = token.trim();
-    let h = token.split('.').next().unwrap_or_default();
-    let (header, alg) = decode_protected(h)?;
-    let kid = header.get("kid").and_then(Value::as_str).unwrap_or_default();
+    let h = token.trim().split('.').next().unwrap_or_default();
+    let (header, _) = decode_protected(h)?;
+    let kid = header
+        .get("kid")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let key = keys
         .find(kid)
         .ok_or_else(|| JwsError::UnknownKey(kid.to_owned()))?;
+    verify_jwt_with(token, key, leeway)
+}
+
+/// [`verify_jwt`] with the key already chosen (e.g. by the `kid` of
+/// [`decode_protected`]).
+pub fn verify_jwt_with(
+    token: &str,
+    key: &VerifyingKey,
+    leeway: Duration,
+) -> Result<(Map<String, Value>, Value), JwsError> {
+    let token = token.trim();
+    let h = token.split('.').next().unwrap_or_default();
+    let (header, alg) = decode_protected(h)?;
     if key.algorithm() != alg {
         return Err(JwsError::Algorithm(format!(
             "the token says {alg}, but key {:?} is a {} key",

@@ -58,7 +58,10 @@ fn card_signatures_round_trip_for_each_algorithm() {
         (rsa(), Algorithm::RS256),
     ] {
         assert_eq!(key.algorithm(), alg);
-        let json = signed(std::slice::from_ref(&key), Some("https://agent.example/jwks"));
+        let json = signed(
+            std::slice::from_ref(&key),
+            Some("https://agent.example/jwks"),
+        );
         let sig = &json["signatures"][0];
         let (header, got) = decode_protected(sig["protected"].as_str().unwrap()).unwrap();
         assert_eq!(got, alg);
@@ -365,7 +368,9 @@ fn jwts_verify_with_times_checked() {
     // A signature made with another key under the same kid.
     let forged = {
         let mut parts: Vec<&str> = jwt.split('.').collect();
-        let sig = ed25519().sign(format!("{}.{}", parts[0], parts[1]).as_bytes()).unwrap();
+        let sig = ed25519()
+            .sign(format!("{}.{}", parts[0], parts[1]).as_bytes())
+            .unwrap();
         parts[2] = &sig;
         parts.join(".")
     };
@@ -409,7 +414,9 @@ fn the_python_sdk_form_without_empty_values_verifies() {
     let mut header = Map::new();
     header.insert("typ".into(), "JOSE".into());
     let protected = key.protected_header(&mut header);
-    let signature = key.sign(format!("{protected}.{payload}").as_bytes()).unwrap();
+    let signature = key
+        .sign(format!("{protected}.{payload}").as_bytes())
+        .unwrap();
     v["signatures"] = json!([{"protected": protected, "signature": signature}]);
     assert!(verify_card(&v, &trust(&[&key])).is_verified());
 }
