@@ -799,7 +799,7 @@ impl SignatureReport {
     pub fn describe(&self) -> String {
         match &self.status {
             jws::CardSignatureStatus::Absent => "absent".into(),
-            jws::CardSignatureStatus::Verified { kid, algorithm } => match &self.key_source {
+            jws::CardSignatureStatus::Verified { kid, algorithm, .. } => match &self.key_source {
                 Some(src) => format!("verified ({algorithm}, key {kid}, from {src})"),
                 None => format!("verified ({algorithm}, key {kid})"),
             },
@@ -1031,7 +1031,7 @@ impl CardVerifier {
             other => other,
         };
         let key_source = match &status {
-            jws::CardSignatureStatus::Verified { kid, .. } => sources.get(kid).cloned(),
+            jws::CardSignatureStatus::Verified { key, .. } => sources.get(key).cloned(),
             _ => None,
         };
         SignatureReport { status, key_source }

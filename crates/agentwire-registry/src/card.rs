@@ -450,7 +450,7 @@ impl SignatureVerifier for JwsVerifier {
         use agentwire_types::jws::{CardSignatureStatus, verify_card};
         match verify_card(card, &self.keys) {
             CardSignatureStatus::Absent => SignatureStatus::Unsigned,
-            CardSignatureStatus::Verified { kid, algorithm } => SignatureStatus::Verified {
+            CardSignatureStatus::Verified { kid, algorithm, .. } => SignatureStatus::Verified {
                 signer: format!("{algorithm}, key {kid}"),
             },
             CardSignatureStatus::Unverified { reason } => SignatureStatus::Invalid { reason },

@@ -230,6 +230,9 @@ impl Public {
 pub struct VerifyingKey {
     public: Public,
     kid: String,
+    /// The key id was given (a JWK's `kid`, [`Self::with_kid`]) rather
+    /// than derived (a PEM file's key has none of its own).
+    declared: bool,
     key: jwt::DecodingKey,
 }
 
@@ -252,6 +255,7 @@ impl VerifyingKey {
     fn new(public: Public) -> Self {
         Self {
             kid: public.thumbprint(),
+            declared: false,
             key: public.decoding_key(),
             public,
         }
@@ -310,6 +314,7 @@ impl VerifyingKey {
         let mut key = Self::new(public);
         if let Some(kid) = s("kid").filter(|k| !k.is_empty()) {
             key.kid = kid.to_owned();
+            key.declared = true;
         }
         Ok(key)
     }
@@ -356,7 +361,14 @@ impl VerifyingKey {
     /// The same key under another key id.
     pub fn with_kid(mut self, kid: impl Into<String>) -> Self {
         self.kid = kid.into();
+        self.declared = true;
         self
+    }
+
+    /// Whether the key id was given (by a JWK or [`Self::with_kid`]) rather
+    /// than derived from the key (the thumbprint of a key from a PEM file).
+    pub fn has_declared_kid(&self) -> bool {
+        self.declared
     }
 
     /// The key id.
@@ -461,6 +473,21 @@ impl KeySet {
                 [only] if kid.is_empty() => Some(only),
                 _ => None,
             })
+    }
+
+    /// The keys that may have made a signature with key id `kid` and
+    /// algorithm `alg`: the key with that id, else the keys whose id is
+    /// only derived (from PEM files: the signer's key id is not known for
+    /// them) of that algorithm.
+    pub fn candidates(&self, kid: &str, alg: Algorithm) -> Vec<&VerifyingKey> {
+        match self.find(kid) {
+            Some(k) => vec![k],
+            None => self
+                .keys
+                .iter()
+                .filter(|k| !k.declared && k.algorithm() == alg)
+                .collect(),
+        }
     }
 
     /// The keys.
@@ -593,7 +620,7 @@ impl SigningKey {
     /// The same key under another key id (default: the RFC 7638
     /// thumbprint of its public key).
     pub fn with_kid(mut self, kid: impl Into<String>) -> Self {
-        self.public.kid = kid.into();
+        self.public = self.public.with_kid(kid);
         self
     }
 
@@ -848,10 +875,13 @@ pub enum CardSignatureStatus {
     Absent,
     /// A signature verified with a trusted key.
     Verified {
-        /// The key's id.
+        /// The key id the signature names (else the trusted key's).
         kid: String,
         /// The algorithm.
         algorithm: Algorithm,
+        /// The id of the trusted key that verified it (for a key from a
+        /// PEM file, its thumbprint).
+        key: String,
     },
     /// The card is signed, but no signature verified with a trusted key.
     Unverified {
@@ -989,7 +1019,13 @@ pub fn verify_card(card: &Value, keys: &KeySet) -> CardSignatureStatus {
     let mut reasons = Vec::new();
     for (i, sig) in sigs.iter().take(MAX_SIGNATURES).enumerate() {
         match verify_one(sig, &candidates, keys) {
-            Ok((kid, algorithm)) => return CardSignatureStatus::Verified { kid, algorithm },
+            Ok((kid, algorithm, key)) => {
+                return CardSignatureStatus::Verified {
+                    kid,
+                    algorithm,
+                    key,
+                };
+            }
             Err(e) if sigs.len() == 1 => reasons.push(e.to_string()),
             Err(e) => reasons.push(format!("signature {}: {e}", i + 1)),
         }
@@ -1003,7 +1039,7 @@ fn verify_one(
     sig: &Value,
     candidates: &[Vec<u8>],
     keys: &KeySet,
-) -> Result<(String, Algorithm), JwsError> {
+) -> Result<(String, Algorithm, String), JwsError> {
     let protected = sig
         .get("protected")
         .and_then(Value::as_str)
@@ -1018,22 +1054,31 @@ fn verify_one(
         .or_else(|| sig.get("header").and_then(|h| h.get("kid")))
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let key = keys
-        .find(kid)
-        .ok_or_else(|| JwsError::UnknownKey(kid.to_owned()))?;
+    let exact = keys.find(kid).is_some();
+    let trusted = keys.candidates(kid, alg);
+    if trusted.is_empty() {
+        return Err(JwsError::UnknownKey(kid.to_owned()));
+    }
     let mut last = JwsError::BadSignature;
-    for payload in candidates {
-        let input = format!("{protected}.{}", B64.encode(payload));
-        match key.verify(alg, input.as_bytes(), signature) {
-            Ok(()) => return Ok((key.kid().to_owned(), alg)),
-            Err(JwsError::BadSignature) => {}
-            Err(e) => {
-                last = e;
-                break;
+    for key in trusted {
+        for payload in candidates {
+            let input = format!("{protected}.{}", B64.encode(payload));
+            match key.verify(alg, input.as_bytes(), signature) {
+                Ok(()) => {
+                    let named = if kid.is_empty() { key.kid() } else { kid };
+                    return Ok((named.to_owned(), alg, key.kid().to_owned()));
+                }
+                Err(JwsError::BadSignature) => {}
+                Err(e) => {
+                    last = e;
+                    break;
+                }
             }
         }
     }
     Err(match last {
+        // Only keys of unknown id were tried: none of them made it.
+        JwsError::BadSignature if !exact => JwsError::UnknownKey(kid.to_owned()),
         JwsError::BadSignature => JwsError::Claims(format!(
             "the signature of key {kid:?} does not match the card's content \
              (the card was changed after it was signed, or signed with another key)"

@@ -72,7 +72,8 @@ fn card_signatures_round_trip_for_each_algorithm() {
             verify_card(&json, &trust(&[&key])),
             CardSignatureStatus::Verified {
                 kid: key.kid().to_owned(),
-                algorithm: alg
+                algorithm: alg,
+                key: key.kid().to_owned(),
             },
             "{alg}"
         );
@@ -419,4 +420,42 @@ fn the_python_sdk_form_without_empty_values_verifies() {
         .unwrap();
     v["signatures"] = json!([{"protected": protected, "signature": signature}]);
     assert!(verify_card(&v, &trust(&[&key])).is_verified());
+}
+
+#[test]
+fn a_key_without_a_key_id_of_its_own_verifies_any_key_id() {
+    // A signer that names its key "sdk-key-1"; the verifier has only the
+    // public key (a PEM file: no key id of its own).
+    let key = p256();
+    let named = key.clone().with_kid("sdk-key-1");
+    let json = signed(std::slice::from_ref(&named), None);
+    let pem = VerifyingKey::from_pem(&public_key_pem(key.verifying_key()).unwrap()).unwrap();
+    assert!(!pem.has_declared_kid());
+    let mut set = KeySet::new();
+    set.push(pem.clone());
+    assert_eq!(
+        verify_card(&json, &set),
+        CardSignatureStatus::Verified {
+            kid: "sdk-key-1".into(),
+            algorithm: Algorithm::ES256,
+            key: pem.kid().to_owned(),
+        }
+    );
+    // A key of a JWKS, which has its own key id, does not stand in for
+    // another one.
+    let mut jwks = KeySet::new();
+    jwks.push(VerifyingKey::from_jwk(&pem.to_jwk()).unwrap());
+    assert!(matches!(
+        verify_card(&json, &jwks),
+        CardSignatureStatus::Unverified { .. }
+    ));
+    // Another key without an id: reported as no trusted key.
+    let mut other = KeySet::new();
+    other.push(p256().verifying_key().clone());
+    match verify_card(&json, &other) {
+        CardSignatureStatus::Unverified { reason } => {
+            assert!(reason.contains("no trusted key"), "{reason}")
+        }
+        s => panic!("{s:?}"),
+    }
 }
