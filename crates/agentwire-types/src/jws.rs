@@ -466,13 +466,11 @@ impl KeySet {
 
     /// The key with this id; an empty id names the only key of a set of one.
     pub fn find(&self, kid: &str) -> Option<&VerifyingKey> {
-        self.keys
-            .iter()
-            .find(|k| k.kid == kid)
-            .or_else(|| match self.keys.as_slice() {
-                [only] if kid.is_empty() => Some(only),
-                _ => None,
-            })
+        let only = match self.keys.as_slice() {
+            [only] if kid.is_empty() => Some(only),
+            _ => None,
+        };
+        self.keys.iter().find(|k| k.kid == kid).or(only)
     }
 
     /// The keys that may have made a signature with key id `kid` and
@@ -1112,7 +1110,7 @@ fn pem_blocks(text: &str) -> Result<Vec<(String, Vec<u8>)>, JwsError> {
             .find(&end_marker)
             .ok_or_else(|| JwsError::Key(format!("the PEM block {label} has no end")))?
             + end_marker.len();
-        let (decoded_label, der) = pkcs8::der::pem::decode_vec(block[..end].as_bytes())
+        let (decoded_label, der) = pkcs8::der::pem::decode_vec(&block.as_bytes()[..end])
             .map_err(|e| JwsError::Key(format!("unreadable PEM block {label}: {e}")))?;
         blocks.push((decoded_label.to_owned(), der));
         rest = &block[end..];

@@ -110,7 +110,8 @@ fn any_change_to_the_card_breaks_the_signature() {
     let key = p256();
     let keys = trust(&[&key]);
     let json = signed(std::slice::from_ref(&key), None);
-    let tampers: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    type Tamper = Box<dyn Fn(&mut Value)>;
+    let tampers: Vec<(&str, Tamper)> = vec![
         ("name", Box::new(|c| c["name"] = "Evil".into())),
         ("description", Box::new(|c| c["description"] = "".into())),
         (
