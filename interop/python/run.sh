@@ -120,6 +120,8 @@ log "running pytest against $BASE_URL"
 set +e
 (
   cd "$HERE"
+  # test_card_signing.py starts its own `a2a serve --sign-card` processes.
+  if [[ "$MODE" == binary ]]; then export A2A_INTEROP_BIN="$BIN"; fi
   A2A_INTEROP_URL="$BASE_URL" timeout --kill-after=10 "$PYTEST_TIMEOUT" \
     "$PY" -m pytest -p no:cacheprovider "$@"
 )

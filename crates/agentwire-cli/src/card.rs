@@ -1,6 +1,6 @@
 //! `a2a card get`: resolve, show and validate an Agent Card (CLI SPEC 10.1).
 
-use agentwire_client::card::validate_card;
+use agentwire_client::card::{CardVerifier, SignatureReport, validate_card};
 use agentwire_client::{Binding, select_interfaces};
 use agentwire_types::{AgentCard, ErrorKind};
 use clap::{Args, Subcommand};
@@ -24,6 +24,15 @@ pub struct GetArgs {
     /// Fetch the authenticated extended card (needs credentials the public card declares).
     #[arg(long)]
     pub extended: bool,
+    /// Trust this public key (a PEM file; a private key file gives its public part) to verify the card's signatures. Repeatable.
+    #[arg(long = "trust-key", value_name = "FILE")]
+    pub trust_key: Vec<std::path::PathBuf>,
+    /// Trust the keys of the JWKS at this URL to verify the card's signatures. Repeatable.
+    #[arg(long = "trust-jwks", value_name = "URL")]
+    pub trust_jwks: Vec<String>,
+    /// Fail (exit 1) unless a signature of the card verifies with a trusted key.
+    #[arg(long)]
+    pub require_signature: bool,
 }
 
 pub async fn run(g: &Globals, cmd: CardCommand) -> Result<u8, CliError> {
@@ -40,7 +49,7 @@ pub async fn run(g: &Globals, cmd: CardCommand) -> Result<u8, CliError> {
     let mut card = resolved.card;
     let mut extended = false;
     if args.extended {
-        card = fetch_extended(settings.clone(), http, card).await?;
+        card = fetch_extended(settings.clone(), http.clone(), card).await?;
         extended = true;
     }
     let problems = if args.validate {
@@ -65,9 +74,26 @@ pub async fn run(g: &Globals, cmd: CardCommand) -> Result<u8, CliError> {
         }
         return Err(e);
     }
+    let signature = check_signature(&args, &http, &card, &resolved.location).await?;
     let selected = selected_interface(&card, &settings.bindings);
+    if args.require_signature && !signature.status.is_verified() {
+        let mut e = CliError::new(
+            code::CARD_SIGNATURE,
+            exit::FAILURE,
+            format!("the agent card's signature is {}", signature.describe()),
+        );
+        e.hint = Some(
+            "give the publisher's public key with --trust-key FILE or its JWKS with --trust-jwks URL"
+                .into(),
+        );
+        return Err(e);
+    }
     match g.output {
-        OutputFormat::Json => render::print_json(&card)?,
+        OutputFormat::Json => {
+            // stdout carries the card unchanged; the outcome goes to stderr.
+            eprintln!("signature: {}", signature.describe());
+            render::print_json(&card)?
+        }
         OutputFormat::Text => {
             let mut t = Text::new();
             t.field("Source", &resolved.location);
@@ -81,11 +107,38 @@ pub async fn run(g: &Globals, cmd: CardCommand) -> Result<u8, CliError> {
             if args.validate {
                 t.field("Valid", "yes");
             }
-            render::card(&mut t, &card, g.verbose);
+            render::card(&mut t, &card, g.verbose, &signature.describe());
             t.print();
         }
     }
     Ok(exit::OK)
+}
+
+/// Checks the card's signatures (spec 8.4.3) with the keys given, or,
+/// without any, the agent's own JWKS when the card came over HTTPS from its
+/// origin.
+async fn check_signature(
+    args: &GetArgs,
+    http: &reqwest::Client,
+    card: &AgentCard,
+    location: &str,
+) -> Result<SignatureReport, CliError> {
+    let mut verifier = CardVerifier::new().with_http_client(http.clone());
+    for f in &args.trust_key {
+        verifier = verifier.trust_key_file(f).map_err(|e| {
+            CliError::usage(format!("--trust-key: {e}"))
+                .with_hint("give a PEM public key (or private key) file: Ed25519, P-256 or RSA")
+        })?;
+    }
+    for url in &args.trust_jwks {
+        verifier = verifier.trust_jwks_url(url);
+    }
+    // Keys given: only they are trusted.
+    let has_keys = verifier.has_trusted_keys();
+    verifier = verifier.follow_jku(!has_keys);
+    let url =
+        (location.starts_with("http://") || location.starts_with("https://")).then_some(location);
+    Ok(verifier.verify(card, url).await)
 }
 
 /// The interface the tool would use (CLI SPEC 10.1: the card selects the

@@ -42,6 +42,9 @@ pub mod code {
     /// A failure of `a2a serve` (a vendor code: the server is not the
     /// client the `A2ACLI_ERR_*` registry is about). Not printed in text.
     pub const SERVE_FAILED: &str = "AGENTWIRE_SERVE_FAILED";
+    /// `card get --require-signature`: no signature of the card verified
+    /// with a trusted key (a vendor code: the CLI specification has none).
+    pub const CARD_SIGNATURE: &str = "AGENTWIRE_CARD_SIGNATURE_UNVERIFIED";
 }
 
 /// The agent of this invocation, as the caller named it (`-a`), for hints.

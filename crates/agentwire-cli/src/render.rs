@@ -393,7 +393,9 @@ pub fn event(t: &mut Text, ev: &StreamResponse, verbose: bool) {
     t.blank();
 }
 
-pub fn card(t: &mut Text, c: &AgentCard, verbose: bool) {
+/// `signature` is the outcome of the signature check (`verified (...)`,
+/// `unverified: ...`, `absent`).
+pub fn card(t: &mut Text, c: &AgentCard, verbose: bool, signature: &str) {
     t.field("Name", &c.name);
     t.field("Description", &c.description);
     t.field("Version", &c.version);
@@ -438,11 +440,7 @@ pub fn card(t: &mut Text, c: &AgentCard, verbose: bool) {
     }
     t.field("Input Modes", c.default_input_modes.join(", "));
     t.field("Output Modes", c.default_output_modes.join(", "));
-    if c.signatures.is_empty() {
-        t.field("Signature", "absent");
-    } else {
-        t.field("Signature", "present (not verified by this tool)");
-    }
+    t.field("Signature", signature);
     t.field("Skills", c.skills.len().to_string());
     for s in &c.skills {
         t.blank();

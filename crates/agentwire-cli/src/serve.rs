@@ -397,6 +397,13 @@ pub struct ServeArgs {
         value_name = "FORMAT"
     )]
     pub log_format: LogFormat,
+    /// Sign the agent card with this private key (a PEM file: an Ed25519
+    /// key signs with EdDSA, a P-256 key with ES256, an RSA key with
+    /// RS256). The public keys are served as a JWKS at
+    /// /.well-known/jwks.json, which each signature names. Repeat it to
+    /// sign with several keys (while rotating keys).
+    #[arg(long, value_name = "KEY_FILE")]
+    pub sign_card: Vec<PathBuf>,
     /// With --agent mcp: the MCP server whose tools to serve, a command line ('CMD ARGS', started and spoken to over stdio) or a streamable HTTP URL.
     #[arg(long, env = "A2A_SERVE_MCP_SERVER", value_name = "'CMD ARGS' | URL")]
     pub mcp_server: Option<String>,
@@ -1075,6 +1082,9 @@ async fn bind(
             });
         }
     }
+    if !args.sign_card.is_empty() {
+        server = server.sign_card(card_signing(&args.sign_card)?);
+    }
     let addr = format!("{}:{port}", args.host);
     let bound = server.bind(&addr).await.map_err(|e| {
         failure(format!("cannot listen on {addr}: {e}")).with_hint(
@@ -1131,6 +1141,22 @@ async fn bind(
             agentwire_server::observe::metrics::METRICS_PATH
         );
     }
+    let hints = serde_json::to_value(card)
+        .map(|c| agentwire_types::jws::card_signature_hints(&c))
+        .unwrap_or_default();
+    if !hints.is_empty() {
+        let keys: Vec<String> = hints
+            .iter()
+            .map(|h| {
+                let alg = h.alg.as_deref().unwrap_or_default();
+                format!("{alg} key {}", h.kid.as_deref().unwrap_or_default())
+            })
+            .collect();
+        say!("  card signed: {}", keys.join(", "));
+        if let Some(jku) = hints.iter().find_map(|h| h.jku.as_deref()) {
+            say!("  card keys:  {jku}");
+        }
+    }
     for i in &card.supported_interfaces {
         say!("  {:<9} {}", i.protocol_binding, i.url);
     }
@@ -1138,6 +1164,21 @@ async fn bind(
         say!("  try: {line}");
     }
     Ok(bound)
+}
+
+/// The card signing keys of `--sign-card`.
+fn card_signing(files: &[PathBuf]) -> Result<agentwire_server::CardSigning, CliError> {
+    let mut signing = agentwire_server::CardSigning::default();
+    for f in files {
+        let key = agentwire_types::jws::SigningKey::from_pem_file(f).map_err(|e| {
+            failure(format!("--sign-card: {e}")).with_hint(
+                "give a PEM private key: Ed25519, P-256 or RSA, e.g. one made with \
+                 `openssl genpkey -algorithm ed25519 -out card-key.pem`",
+            )
+        })?;
+        signing = signing.key(key);
+    }
+    Ok(signing)
 }
 
 /// Ready-to-paste `a2a send` lines for an agent served at `url`.

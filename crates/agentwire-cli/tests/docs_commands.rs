@@ -184,6 +184,16 @@ const SUBSTITUTIONS: &[Subst] = &[
         why: "the token issuer's published keys (one P-256 public key) for `--auth-jwks`",
     },
     Subst::File {
+        name: "card-key.pem",
+        content: Content::Fixture("crates/agentwire-types/tests/fixtures/keys/ed25519.pem"),
+        why: "the card signing key of docs/card-signing.md (made there with openssl)",
+    },
+    Subst::File {
+        name: "card-key.pub.pem",
+        content: Content::Fixture("crates/agentwire-types/tests/fixtures/keys/ed25519-public.pem"),
+        why: "its public key",
+    },
+    Subst::File {
         name: "package.json",
         content: Content::Fixture(
             "crates/agentwire-agents/fixtures/npm/payment-service/package.json",
@@ -377,6 +387,8 @@ const EXPECT: &[Expect] = &[
         "State: COMPLETED",
     ),
     expect("--extended", "Card: extended"),
+    expect("--trust-key card-key.pub.pem", "Signature: verified (EdDSA"),
+    expect("--require-signature", "Signature: verified (EdDSA"),
     expect("a2a card get -a $A --validate", "Echo Agent"),
     expect(
         "a2a card get -a \"registry:Dependency Compatibility Agent\"",

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use agentwire_types::jws;
 use agentwire_types::{AGENT_CARD_PATH, AgentCard, GetExtendedAgentCardRequest};
 use serde_json::Value;
 
@@ -757,6 +758,284 @@ pub fn validate_card(card: &AgentCard) -> Vec<String> {
         }
     }
     p
+}
+
+// --- Card signatures (spec 8.4.3) -------------------------------------------
+
+/// Where the key that verified a card signature came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// A key given to the verifier (e.g. a PEM file), with its label.
+    Trusted(String),
+    /// A JWKS URL the verifier was told to trust.
+    TrustedJwks(String),
+    /// The agent's own JWKS (the signature's `jku`, on the HTTPS origin the
+    /// card was fetched from).
+    AgentJwks(String),
+}
+
+impl std::fmt::Display for KeySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeySource::Trusted(label) => write!(f, "trusted key {label}"),
+            KeySource::TrustedJwks(url) => write!(f, "trusted JWKS {url}"),
+            KeySource::AgentJwks(url) => write!(f, "the agent's JWKS {url}"),
+        }
+    }
+}
+
+/// What checking a card's signatures found, and with which key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignatureReport {
+    /// Verified, unverified (with the reason) or absent.
+    pub status: jws::CardSignatureStatus,
+    /// Where the verifying key came from (when verified).
+    pub key_source: Option<KeySource>,
+}
+
+impl SignatureReport {
+    /// One line for people: `verified (EdDSA, key K, from trusted key
+    /// pub.pem)`, `unverified: REASON` or `absent`.
+    pub fn describe(&self) -> String {
+        match &self.status {
+            jws::CardSignatureStatus::Absent => "absent".into(),
+            jws::CardSignatureStatus::Verified { kid, algorithm, .. } => match &self.key_source {
+                Some(src) => format!("verified ({algorithm}, key {kid}, from {src})"),
+                None => format!("verified ({algorithm}, key {kid})"),
+            },
+            jws::CardSignatureStatus::Unverified { reason } => format!("unverified: {reason}"),
+        }
+    }
+}
+
+/// Checks the signatures of agent cards (spec 8.4.3) with trusted keys:
+/// public keys given to it (PEM files, JWKs), JWKS documents at URLs it
+/// is told to trust and, unless turned off, the agent's own JWKS named by a
+/// signature's `jku` when that is on the HTTPS origin the card came from
+/// (the key is then as trustworthy as that TLS connection; over plain HTTP
+/// or from another origin it is not used).
+///
+/// A card is verified when one of its signatures verifies with one of
+/// these keys over the card's canonical form (JCS, without `signatures`,
+/// default values left out). The card checked is the one the client
+/// parsed: members this version of the protocol does not define, which
+/// the client ignores, are not part of it.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use agentwire_client::card::{CardVerifier, fetch_agent_card};
+/// let card = fetch_agent_card("https://agent.example").await?;
+/// let verifier = CardVerifier::new().trust_key_file("agent-public.pem")?;
+/// let report = verifier.verify(&card, Some("https://agent.example/.well-known/agent-card.json")).await;
+/// println!("signature: {}", report.describe());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct CardVerifier {
+    keys: jws::KeySet,
+    sources: HashMap<String, KeySource>,
+    jwks_urls: Vec<String>,
+    follow_jku: bool,
+    http: Option<reqwest::Client>,
+    timeout: Duration,
+}
+
+impl Default for CardVerifier {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CardVerifier {
+    /// A verifier with no trusted key, following same-origin HTTPS `jku`s.
+    pub fn new() -> Self {
+        Self {
+            keys: jws::KeySet::new(),
+            sources: HashMap::new(),
+            jwks_urls: Vec::new(),
+            follow_jku: true,
+            http: None,
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Trusts this public key (`label` says where it came from in reports).
+    pub fn trust_key(mut self, key: jws::VerifyingKey, label: impl Into<String>) -> Self {
+        self.sources
+            .insert(key.kid().to_owned(), KeySource::Trusted(label.into()));
+        self.keys.push(key);
+        self
+    }
+
+    /// Trusts the key of a PEM file (a public key, or a private key whose
+    /// public part is taken).
+    pub fn trust_key_file(self, path: impl AsRef<Path>) -> ClientResult<Self> {
+        let path = path.as_ref();
+        let key = jws::VerifyingKey::from_pem_file(path)
+            .map_err(|e| ClientError::InvalidRequest(format!("trusted key: {e}")))?;
+        Ok(self.trust_key(key, path.display().to_string()))
+    }
+
+    /// Trusts every key of this JWKS document.
+    pub fn trust_jwks(mut self, jwks: &Value, label: impl Into<String>) -> ClientResult<Self> {
+        let label = label.into();
+        let keys = jws::KeySet::from_jwks(jwks)
+            .map_err(|e| ClientError::InvalidRequest(format!("trusted JWKS {label}: {e}")))?;
+        for k in keys.iter() {
+            self.sources
+                .insert(k.kid().to_owned(), KeySource::Trusted(label.clone()));
+        }
+        self.keys.extend(keys);
+        Ok(self)
+    }
+
+    /// Trusts the keys of the JWKS at this URL (fetched at each
+    /// verification).
+    pub fn trust_jwks_url(mut self, url: impl Into<String>) -> Self {
+        self.jwks_urls.push(url.into());
+        self
+    }
+
+    /// Whether to use the agent's own JWKS (same-origin HTTPS `jku`); on by
+    /// default. Turn it off to accept only the keys given.
+    pub fn follow_jku(mut self, on: bool) -> Self {
+        self.follow_jku = on;
+        self
+    }
+
+    /// The HTTP client for JWKS fetches.
+    pub fn with_http_client(mut self, http: reqwest::Client) -> Self {
+        self.http = Some(http);
+        self
+    }
+
+    /// Whether keys were given (keys, JWKS documents or URLs).
+    pub fn has_trusted_keys(&self) -> bool {
+        !self.keys.is_empty() || !self.jwks_urls.is_empty()
+    }
+
+    async fn fetch_jwks(&self, url: &str) -> Result<jws::KeySet, String> {
+        let http = self.http.clone().unwrap_or_else(default_http_client);
+        let resp = http
+            .get(url)
+            .header(
+                http::header::ACCEPT,
+                "application/jwk-set+json, application/json",
+            )
+            .timeout(self.timeout)
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot fetch the JWKS at {url}: {}",
+                    map_reqwest_error(e, url)
+                )
+            })?;
+        if !resp.status().is_success() {
+            return Err(format!("the JWKS at {url} answered HTTP {}", resp.status()));
+        }
+        let body = read_body(resp, url)
+            .await
+            .map_err(|e| format!("cannot read the JWKS at {url}: {e}"))?;
+        let doc: Value = serde_json::from_slice(&body)
+            .map_err(|e| format!("the JWKS at {url} is not JSON: {e}"))?;
+        jws::KeySet::from_jwks(&doc).map_err(|e| format!("the JWKS at {url}: {e}"))
+    }
+
+    /// Checks `card`'s signatures. `card_url` is where the card was
+    /// fetched from (for the same-origin rule of `jku`); `None` for a card
+    /// read from a file.
+    pub async fn verify(&self, card: &AgentCard, card_url: Option<&str>) -> SignatureReport {
+        let json = match serde_json::to_value(card) {
+            Ok(v) => v,
+            Err(e) => {
+                return SignatureReport {
+                    status: jws::CardSignatureStatus::Unverified {
+                        reason: format!("the card cannot be serialized: {e}"),
+                    },
+                    key_source: None,
+                };
+            }
+        };
+        let hints = jws::card_signature_hints(&json);
+        if hints.is_empty() {
+            return SignatureReport {
+                status: jws::CardSignatureStatus::Absent,
+                key_source: None,
+            };
+        }
+        let mut keys = self.keys.clone();
+        let mut sources = self.sources.clone();
+        let mut notes = Vec::new();
+        for url in &self.jwks_urls {
+            match self.fetch_jwks(url).await {
+                Ok(set) => {
+                    for k in set.iter() {
+                        sources.insert(k.kid().to_owned(), KeySource::TrustedJwks(url.clone()));
+                    }
+                    keys.extend(set);
+                }
+                Err(e) => notes.push(e),
+            }
+        }
+        if self.follow_jku {
+            let origin = |u: &str| {
+                reqwest::Url::parse(u)
+                    .ok()
+                    .map(|u| (u.scheme().to_owned(), u.origin().ascii_serialization()))
+            };
+            let card_origin = card_url.and_then(origin);
+            let mut seen = Vec::new();
+            for jku in hints.iter().filter_map(|h| h.jku.clone()) {
+                if seen.contains(&jku) || self.jwks_urls.contains(&jku) {
+                    continue;
+                }
+                seen.push(jku.clone());
+                let needed = hints.iter().any(|h| {
+                    h.jku.as_deref() == Some(jku.as_str())
+                        && keys.find(h.kid.as_deref().unwrap_or_default()).is_none()
+                });
+                if !needed {
+                    continue;
+                }
+                match (&card_origin, origin(&jku)) {
+                    (Some((scheme, card)), Some((_, key))) if scheme == "https" && *card == key => {
+                        match self.fetch_jwks(&jku).await {
+                            Ok(set) => {
+                                for k in set.iter() {
+                                    sources
+                                        .entry(k.kid().to_owned())
+                                        .or_insert_with(|| KeySource::AgentJwks(jku.clone()));
+                                }
+                                for k in set.iter() {
+                                    if keys.find(k.kid()).is_none() {
+                                        keys.push(k.clone());
+                                    }
+                                }
+                            }
+                            Err(e) => notes.push(e),
+                        }
+                    }
+                    _ => notes.push(format!(
+                        "the card names its keys at {jku}, which is not used because the card was not fetched over HTTPS from that origin (to trust it, give that JWKS URL or the agent's public key)"
+                    )),
+                }
+            }
+        }
+        let status = match jws::verify_card(&json, &keys) {
+            jws::CardSignatureStatus::Unverified { reason } if !notes.is_empty() => {
+                jws::CardSignatureStatus::Unverified {
+                    reason: format!("{reason}; {}", notes.join("; ")),
+                }
+            }
+            other => other,
+        };
+        let key_source = match &status {
+            jws::CardSignatureStatus::Verified { key, .. } => sources.get(key).cloned(),
+            _ => None,
+        };
+        SignatureReport { status, key_source }
+    }
 }
 
 #[cfg(test)]

@@ -51,12 +51,12 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use futures::Stream;
 use http::{HeaderMap, StatusCode};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
+
+use agentwire_types::jws::{self, JwsError, KeySet, VerifyingKey};
 
 use crate::ledger::Ledger;
 
@@ -143,58 +143,6 @@ impl Bucket {
     }
 }
 
-#[derive(Debug, Clone)]
-enum VerifyKey {
-    Ed25519(Vec<u8>),
-    P256(Vec<u8>),
-    Rsa { n: Vec<u8>, e: Vec<u8> },
-}
-
-impl VerifyKey {
-    fn from_jwk(jwk: &serde_json::Value) -> Option<(String, VerifyKey)> {
-        let s = |k: &str| jwk.get(k).and_then(|v| v.as_str());
-        let b = |k: &str| s(k).and_then(|v| B64.decode(v.trim_end_matches('=')).ok());
-        let kid = s("kid").unwrap_or_default().to_owned();
-        let key = match (s("kty")?, s("crv")) {
-            ("OKP", Some("Ed25519")) => VerifyKey::Ed25519(b("x")?),
-            ("EC", Some("P-256")) => {
-                let (x, y) = (b("x")?, b("y")?);
-                let mut point = Vec::with_capacity(65);
-                point.push(4);
-                point.extend_from_slice(&x);
-                point.extend_from_slice(&y);
-                VerifyKey::P256(point)
-            }
-            ("RSA", _) => VerifyKey::Rsa {
-                n: b("n")?,
-                e: b("e")?,
-            },
-            _ => return None,
-        };
-        Some((kid, key))
-    }
-
-    fn verify(&self, alg: &str, msg: &[u8], sig: &[u8]) -> bool {
-        use ring::signature as rs;
-        match (self, alg) {
-            (VerifyKey::Ed25519(x), "EdDSA" | "Ed25519") => {
-                rs::UnparsedPublicKey::new(&rs::ED25519, x)
-                    .verify(msg, sig)
-                    .is_ok()
-            }
-            (VerifyKey::P256(p), "ES256") => {
-                rs::UnparsedPublicKey::new(&rs::ECDSA_P256_SHA256_FIXED, p)
-                    .verify(msg, sig)
-                    .is_ok()
-            }
-            (VerifyKey::Rsa { n, e }, "RS256") => rs::RsaPublicKeyComponents { n, e }
-                .verify(&rs::RSA_PKCS1_2048_8192_SHA256, msg, sig)
-                .is_ok(),
-            _ => false,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Default)]
 enum JwksSource {
     #[default]
@@ -205,7 +153,7 @@ enum JwksSource {
 
 struct Jwks {
     source: JwksSource,
-    keys: HashMap<String, VerifyKey>,
+    keys: KeySet,
     fetched: Option<Instant>,
 }
 
@@ -257,7 +205,7 @@ pub struct WebhookBuilder {
     token: Option<String>,
     authorization: Option<String>,
     jwks: JwksSource,
-    static_keys: HashMap<String, VerifyKey>,
+    static_keys: KeySet,
     require_signature: Option<bool>,
     accept_any_task: bool,
     leeway: Duration,
@@ -316,15 +264,8 @@ impl WebhookBuilder {
     /// cannot use are ignored.
     pub fn jwks_json(mut self, jwks: &serde_json::Value) -> Self {
         self.jwks = JwksSource::Static;
-        for k in jwks
-            .get("keys")
-            .and_then(|k| k.as_array())
-            .into_iter()
-            .flatten()
-        {
-            if let Some((kid, key)) = VerifyKey::from_jwk(k) {
-                self.static_keys.insert(kid, key);
-            }
+        if let Ok(keys) = KeySet::from_jwks(jwks) {
+            self.static_keys.extend(keys);
         }
         self
     }
@@ -525,7 +466,7 @@ impl WebhookReceiver {
             token: None,
             authorization: None,
             jwks: JwksSource::None,
-            static_keys: HashMap::new(),
+            static_keys: KeySet::new(),
             require_signature: None,
             accept_any_task: false,
             leeway: Duration::from_secs(60),
@@ -621,45 +562,20 @@ impl WebhookReceiver {
         notification_id: Option<&str>,
     ) -> Result<String, Reject> {
         let bad = |m: &str| Reject::Unauthenticated(format!("signature: {m}"));
-        let mut parts = jwt.trim().split('.');
-        let (Some(h), Some(c), Some(s), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(bad("not a compact JWS"));
-        };
-        let decode = |p: &str| B64.decode(p.trim_end_matches('=')).ok();
-        let header: serde_json::Value = decode(h)
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .ok_or_else(|| bad("unreadable header"))?;
-        let claims: serde_json::Value = decode(c)
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .ok_or_else(|| bad("unreadable claims"))?;
-        let sig = decode(s).ok_or_else(|| bad("unreadable signature"))?;
-        let alg = header
-            .get("alg")
-            .and_then(|v| v.as_str())
-            .unwrap_or_default();
+        let h = jwt.trim().split('.').next().unwrap_or_default();
+        let (header, _) = jws::decode_protected(h).map_err(|e| bad(&e.to_string()))?;
         let kid = header
             .get("kid")
             .and_then(|v| v.as_str())
             .unwrap_or_default()
             .to_owned();
         let key = self.key(&kid).await.ok_or_else(|| bad("unknown key id"))?;
-        let signing_input = &jwt.trim().as_bytes()[..h.len() + 1 + c.len()];
-        if !key.verify(alg, signing_input, &sig) {
-            return Err(bad("does not verify"));
-        }
-        let now = chrono::Utc::now().timestamp();
-        let leeway = self.inner.leeway.as_secs() as i64;
-        let num = |k: &str| claims.get(k).and_then(|v| v.as_i64());
-        match num("exp") {
-            Some(exp) if exp + leeway >= now => {}
-            Some(_) => return Err(bad("expired")),
-            None => return Err(bad("no exp claim")),
-        }
-        if num("iat").is_some_and(|iat| iat - leeway > now) {
-            return Err(bad("issued in the future"));
-        }
+        let (_, claims) = jws::verify_jwt_with(jwt, &key, self.inner.leeway).map_err(|e| {
+            bad(&match e {
+                JwsError::BadSignature => "does not verify".to_owned(),
+                e => e.to_string(),
+            })
+        })?;
         let hash = claims
             .get("request_body_sha256")
             .and_then(|v| v.as_str())
@@ -685,15 +601,9 @@ impl WebhookReceiver {
     }
 
     /// The key `kid` from the JWKS, fetching it (again) when unknown.
-    async fn key(&self, kid: &str) -> Option<VerifyKey> {
+    async fn key(&self, kid: &str) -> Option<VerifyingKey> {
         let mut jwks = self.inner.jwks.lock().await;
-        let lookup = |j: &Jwks| {
-            j.keys.get(kid).cloned().or_else(|| {
-                (j.keys.len() == 1 && kid.is_empty())
-                    .then(|| j.keys.values().next().cloned())
-                    .flatten()
-            })
-        };
+        let lookup = |j: &Jwks| j.keys.find(kid).cloned();
         if let Some(k) = lookup(&jwks) {
             return Some(k);
         }
@@ -725,13 +635,13 @@ impl WebhookReceiver {
                 return None;
             }
         };
-        jwks.keys = doc
-            .get("keys")
-            .and_then(|k| k.as_array())
-            .into_iter()
-            .flatten()
-            .filter_map(VerifyKey::from_jwk)
-            .collect();
+        jwks.keys = match KeySet::from_jwks(&doc) {
+            Ok(keys) => keys,
+            Err(e) => {
+                tracing::warn!(error = %e, url = %url, "webhook: unusable JWKS");
+                return None;
+            }
+        };
         lookup(&jwks)
     }
 
@@ -963,6 +873,8 @@ impl Drop for RunningWebhook {
 mod tests {
     use super::*;
     use agentwire_types::{TaskState, TaskStatus, TaskStatusUpdateEvent};
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 
     fn event(task: &str) -> Bytes {
         let e = StreamResponse::from(TaskStatusUpdateEvent {

@@ -379,9 +379,9 @@ impl SignatureStatus {
 }
 
 /// Checks the signatures of agent cards (A2A specification 8.4). The
-/// registry ships without one ([`NoVerifier`]): signed cards are recorded
-/// as "not verified (no verifier)". A verifier (JWS over the canonical
-/// card, keys from the signer's JWKS) plugs in here.
+/// registry starts without one ([`NoVerifier`]): signed cards are recorded
+/// as "not verified (no verifier)". [`JwsVerifier`] checks them with the
+/// keys the registry trusts.
 pub trait SignatureVerifier: Send + Sync + 'static {
     /// Checks `card` (its `signatures` member).
     fn verify(&self, card: &Value) -> SignatureStatus;
@@ -401,6 +401,59 @@ impl SignatureVerifier for NoVerifier {
             SignatureStatus::NotVerified
         } else {
             SignatureStatus::Unsigned
+        }
+    }
+}
+
+/// Verifies card signatures (JWS over the card's JCS form, A2A 8.4.3)
+/// with a set of trusted public keys: the publishers' keys the registry
+/// operator accepts (PEM files, JWKS documents).
+///
+/// ```
+/// use std::sync::Arc;
+/// use agentwire_registry::card::JwsVerifier;
+/// use agentwire_types::jws::KeySet;
+/// let verifier = Arc::new(JwsVerifier::new(KeySet::new()));
+/// # let _ = verifier;
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct JwsVerifier {
+    keys: agentwire_types::jws::KeySet,
+}
+
+impl JwsVerifier {
+    /// A verifier trusting these keys.
+    pub fn new(keys: agentwire_types::jws::KeySet) -> Self {
+        Self { keys }
+    }
+
+    /// A verifier trusting the keys of these PEM files (public keys, or
+    /// private keys whose public part is taken).
+    pub fn from_pem_files<P: AsRef<std::path::Path>>(
+        paths: impl IntoIterator<Item = P>,
+    ) -> Result<Self, agentwire_types::jws::JwsError> {
+        let mut keys = agentwire_types::jws::KeySet::new();
+        for p in paths {
+            keys.push(agentwire_types::jws::VerifyingKey::from_pem_file(p)?);
+        }
+        Ok(Self { keys })
+    }
+
+    /// The trusted keys.
+    pub fn keys(&self) -> &agentwire_types::jws::KeySet {
+        &self.keys
+    }
+}
+
+impl SignatureVerifier for JwsVerifier {
+    fn verify(&self, card: &Value) -> SignatureStatus {
+        use agentwire_types::jws::{CardSignatureStatus, verify_card};
+        match verify_card(card, &self.keys) {
+            CardSignatureStatus::Absent => SignatureStatus::Unsigned,
+            CardSignatureStatus::Verified { kid, algorithm, .. } => SignatureStatus::Verified {
+                signer: format!("{algorithm}, key {kid}"),
+            },
+            CardSignatureStatus::Unverified { reason } => SignatureStatus::Invalid { reason },
         }
     }
 }
@@ -484,5 +537,38 @@ mod tests {
             NoVerifier.verify(&c).describe(),
             "not verified (no verifier)"
         );
+    }
+
+    #[test]
+    fn the_jws_verifier_checks_signatures_with_its_keys() {
+        use agentwire_types::jws::{KeySet, SigningKey, sign_card};
+        let key =
+            SigningKey::from_pkcs8_der(&SigningKey::generate_ed25519_pkcs8().unwrap()).unwrap();
+        let mut card: AgentCard = serde_json::from_value(v1()).unwrap();
+        sign_card(&mut card, std::slice::from_ref(&key), None).unwrap();
+        let signed = serde_json::to_value(&card).unwrap();
+        let mut keys = KeySet::new();
+        keys.push(key.verifying_key().clone());
+        let verifier = JwsVerifier::new(keys);
+        assert_eq!(
+            verifier.verify(&signed).describe(),
+            format!("verified (EdDSA, key {})", key.kid())
+        );
+        let mut changed = signed.clone();
+        changed["name"] = "Other".into();
+        assert!(
+            verifier
+                .verify(&changed)
+                .describe()
+                .starts_with("invalid: "),
+            "{:?}",
+            verifier.verify(&changed)
+        );
+        assert_eq!(verifier.verify(&v1()), SignatureStatus::Unsigned);
+        let stranger = JwsVerifier::new(KeySet::new());
+        assert!(matches!(
+            stranger.verify(&signed),
+            SignatureStatus::Invalid { .. }
+        ));
     }
 }

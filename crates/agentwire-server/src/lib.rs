@@ -52,6 +52,7 @@
 
 pub mod auth;
 mod bindings;
+pub mod card_signing;
 mod cluster;
 mod compat;
 mod executor;
@@ -67,6 +68,7 @@ pub use agentwire_types::{A2aError, A2aResult, AgentCard};
 pub use auth::{AuthSchemes, Authenticator, BearerTokens, NoAuth};
 pub use bindings::grpc;
 pub use bindings::http::DEFAULT_MAX_BODY_BYTES;
+pub use card_signing::CardSigning;
 pub use cluster::bus;
 pub use cluster::bus::EventBus;
 pub use executor::{AgentExecutor, RequestContext, TaskUpdater, Update};

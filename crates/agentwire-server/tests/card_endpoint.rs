@@ -195,3 +195,77 @@ async fn the_router_serves_the_card_the_same_way() {
         "public, max-age=120"
     );
 }
+
+/// A signed card (spec 8.4): the served card carries one signature per key,
+/// whose `jku` names the JWKS the server publishes, and verifies with the
+/// keys of that JWKS; the ETag follows the signed bytes.
+#[tokio::test]
+async fn a_signed_card_verifies_with_the_published_jwks() {
+    use agentwire_server::CardSigning;
+    use agentwire_types::jws::{self, CardSignatureStatus, KeySet, SigningKey};
+
+    let ed = SigningKey::from_pkcs8_der(&SigningKey::generate_ed25519_pkcs8().unwrap()).unwrap();
+    let ec = SigningKey::from_pkcs8_der(&SigningKey::generate_p256_pkcs8().unwrap()).unwrap();
+    let server =
+        serve(A2aServer::new(card(), Idle).sign_card(CardSigning::new(ed.clone()).key(ec.clone())))
+            .await;
+    let base = server.base_url();
+    let http = http();
+    let card: serde_json::Value = http
+        .get(format!("{base}{AGENT_CARD_PATH}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sigs = card["signatures"].as_array().expect("signatures");
+    assert_eq!(sigs.len(), 2);
+    let hints = jws::card_signature_hints(&card);
+    let jku = hints[0].jku.clone().expect("jku");
+    assert_eq!(jku, format!("{base}{}", jws::CARD_JWKS_PATH));
+    assert_eq!(hints[0].kid.as_deref(), Some(ed.kid()));
+    assert_eq!(hints[1].kid.as_deref(), Some(ec.kid()));
+    let res = http.get(&jku).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(
+        res.headers()[header::CONTENT_TYPE],
+        "application/jwk-set+json"
+    );
+    let jwks: serde_json::Value = res.json().await.unwrap();
+    let keys = KeySet::from_jwks(&jwks).unwrap();
+    assert_eq!(keys.len(), 2);
+    assert!(matches!(
+        jws::verify_card(&card, &keys),
+        CardSignatureStatus::Verified { .. }
+    ));
+    // The card as served says what the server does (interfaces, flags):
+    // all of it is covered.
+    assert!(
+        card["supportedInterfaces"][0]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&base)
+    );
+    let mut changed = card.clone();
+    changed["capabilities"]["streaming"] = false.into();
+    assert!(matches!(
+        jws::verify_card(&changed, &keys),
+        CardSignatureStatus::Unverified { .. }
+    ));
+    let _ = server.shutdown().await;
+}
+
+/// Unsigned, the card has no signatures and no JWKS is served.
+#[tokio::test]
+async fn an_unsigned_card_has_no_jwks() {
+    let server = serve(A2aServer::new(card(), Idle)).await;
+    let base = server.base_url();
+    let res = http()
+        .get(format!("{base}{}", agentwire_types::jws::CARD_JWKS_PATH))
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(res.status(), StatusCode::OK);
+    let _ = server.shutdown().await;
+}

@@ -27,6 +27,7 @@
 //! | feature | default | what it adds |
 //! | --- | --- | --- |
 //! | `grpc` | yes | the tonic service and client of `lf.a2a.v1.A2AService` (in [`proto`]) and `A2aError` to and from a gRPC status with `google.rpc.ErrorInfo` |
+//! | `jws` | no | `jws`: JSON Web Signatures, agent card signing and verification (A2A 8.4), keys from PEM files, JWKS |
 //!
 //! Without `grpc` the crate is the data model and its JSON alone (no tonic).
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -39,6 +40,9 @@ mod ext;
 pub mod fast_json;
 pub mod json;
 pub mod jsonrpc;
+#[cfg(feature = "jws")]
+#[cfg_attr(docsrs, doc(cfg(feature = "jws")))]
+pub mod jws;
 mod list;
 pub mod rest_routes;
 mod timestamp;

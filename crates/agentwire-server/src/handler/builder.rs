@@ -101,6 +101,7 @@ pub struct HandlerBuilder {
     push: Option<PushConfig>,
     /// Several replicas: the event bus.
     bus: Option<Arc<dyn EventBus>>,
+    signing: Option<crate::CardSigning>,
 }
 
 impl HandlerBuilder {
@@ -118,6 +119,13 @@ impl HandlerBuilder {
     /// handler needs a bus (a replica id) of its own.
     pub fn bus(mut self, bus: Arc<dyn EventBus>) -> Self {
         self.bus = Some(bus);
+        self
+    }
+
+    /// Signs the public and the extended card (spec 8.4) when the handler
+    /// is built, and publishes the keys (see [`crate::card_signing`]).
+    pub fn sign_card(mut self, signing: crate::CardSigning) -> Self {
+        self.signing = Some(signing);
         self
     }
 
@@ -184,7 +192,20 @@ impl HandlerBuilder {
         }
         caps.push_notifications = Some(push.is_some());
         caps.extended_agent_card = Some(self.extended_card.is_some());
-        let extended_card = self.extended_card.map(|ext| complete_extended(ext, &card));
+        let mut extended_card = self.extended_card.map(|ext| complete_extended(ext, &card));
+        // Signed last: the signatures cover the cards as served.
+        let card_jwks = self.signing.map(|signing| {
+            let jku = signing.jku_for(&card);
+            let signed = signing.sign(&mut card, jku.as_deref()).and_then(|()| {
+                extended_card
+                    .as_mut()
+                    .map_or(Ok(()), |ext| signing.sign(ext, jku.as_deref()))
+            });
+            if let Err(e) = signed {
+                tracing::error!(error = %e, "the agent card cannot be signed; it is served unsigned");
+            }
+            signing.jwks_json()
+        });
         let card_json = Bytes::from(serde_json::to_vec(&card).unwrap_or_default());
         let store = self
             .store
@@ -193,6 +214,7 @@ impl HandlerBuilder {
             inner: Arc::new(Inner {
                 card,
                 card_json,
+                card_jwks,
                 extended_card,
                 executor: self.executor,
                 manager: TaskManager::share(
@@ -257,6 +279,7 @@ impl RequestHandler {
             config: HandlerConfig::default(),
             push: None,
             bus: None,
+            signing: None,
         }
     }
 }
@@ -287,5 +310,33 @@ mod tests {
             .with_interface("http://127.0.0.1:2/", binding::JSONRPC);
         let ext = complete_extended(own, &public);
         assert_eq!(ext.supported_interfaces[0].url, "http://127.0.0.1:2/");
+    }
+
+    #[test]
+    fn both_cards_are_signed_after_the_handler_sets_them() {
+        use agentwire_types::jws::{self, KeySet, SigningKey};
+        let key =
+            SigningKey::from_pkcs8_der(&SigningKey::generate_ed25519_pkcs8().unwrap()).unwrap();
+        let public = AgentCard::new("Echo", "Echoes", "1.0.0")
+            .with_interface("https://agent.example:8443/a2a/", binding::JSONRPC);
+        let h = RequestHandler::builder(public, crate::executor::tests::Nop)
+            .extended_card(AgentCard::new("Echo+", "More", "1.0.0"))
+            .sign_card(crate::CardSigning::new(key.clone()))
+            .build();
+        let mut keys = KeySet::new();
+        keys.push(key.verifying_key().clone());
+        let served: serde_json::Value = serde_json::from_slice(&h.agent_card_json()).unwrap();
+        assert!(jws::verify_card(&served, &keys).is_verified());
+        // The flags the handler set (extendedAgentCard) are covered.
+        assert_eq!(served["capabilities"]["extendedAgentCard"], true);
+        let hint = &jws::card_signature_hints(&served)[0];
+        assert_eq!(
+            hint.jku.as_deref(),
+            Some("https://agent.example:8443/.well-known/jwks.json")
+        );
+        let ext = serde_json::to_value(h.inner.extended_card.as_ref().unwrap()).unwrap();
+        assert!(jws::verify_card(&ext, &keys).is_verified());
+        let jwks: serde_json::Value = serde_json::from_slice(&h.card_jwks_json().unwrap()).unwrap();
+        assert_eq!(jwks["keys"][0]["kid"], key.kid());
     }
 }

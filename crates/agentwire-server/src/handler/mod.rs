@@ -58,6 +58,8 @@ pub type EventStream = Pin<Box<dyn Stream<Item = A2aResult<StreamResponse>> + Se
 struct Inner {
     card: AgentCard,
     card_json: Bytes,
+    /// The JWKS of the card signatures, when the card is signed.
+    card_jwks: Option<Bytes>,
     extended_card: Option<AgentCard>,
     executor: Arc<dyn DynExecutor>,
     manager: Arc<TaskManager>,
@@ -83,6 +85,12 @@ impl RequestHandler {
     /// The public agent card, serialized once.
     pub fn agent_card_json(&self) -> Bytes {
         self.inner.card_json.clone()
+    }
+
+    /// The JWKS publishing the keys of the card signatures, when the card
+    /// is signed (served at [`crate::card_signing::CARD_JWKS_PATH`]).
+    pub fn card_jwks_json(&self) -> Option<Bytes> {
+        self.inner.card_jwks.clone()
     }
 
     /// The task store.

@@ -15,11 +15,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentwire_types::jws::{Algorithm, KeySet, SigningKey};
 use agentwire_types::{A2aError, A2aResult};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use bytes::Bytes;
-use ring::signature::{Ed25519KeyPair, KeyPair};
 
 /// Signs push notifications with an Ed25519 key. Cheap to clone.
 #[derive(Clone)]
@@ -28,8 +26,7 @@ pub struct PushSigner {
 }
 
 struct Inner {
-    key: Ed25519KeyPair,
-    kid: String,
+    key: SigningKey,
     jwks: Bytes,
     issuer: Option<String>,
     lifetime: Duration,
@@ -39,16 +36,10 @@ impl std::fmt::Debug for PushSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the key itself.
         f.debug_struct("PushSigner")
-            .field("kid", &self.inner.kid)
+            .field("kid", &self.inner.key.kid())
             .field("alg", &"EdDSA")
             .finish()
     }
-}
-
-/// The RFC 7638 thumbprint of an Ed25519 public key (its `kid`).
-fn thumbprint(x: &str) -> String {
-    let canonical = format!(r#"{{"crv":"Ed25519","kty":"OKP","x":"{x}"}}"#);
-    B64.encode(ring::digest::digest(&ring::digest::SHA256, canonical.as_bytes()).as_ref())
 }
 
 /// Hex SHA-256 of `body` (the `request_body_sha256` claim).
@@ -70,34 +61,23 @@ impl PushSigner {
 
     /// A new Ed25519 private key in PKCS#8 (DER), e.g. to keep in a file.
     pub fn generate_pkcs8() -> A2aResult<Vec<u8>> {
-        let rng = ring::rand::SystemRandom::new();
-        Ed25519KeyPair::generate_pkcs8(&rng)
-            .map(|d| d.as_ref().to_vec())
-            .map_err(|_| A2aError::internal("push signer: cannot generate a key"))
+        SigningKey::generate_ed25519_pkcs8()
+            .map_err(|e| A2aError::internal(format!("push signer: {e}")))
     }
 
-    /// A signer with the Ed25519 key in `der` (PKCS#8).
+    /// A signer with the Ed25519 key in `der` (PKCS#8). Its key id is the
+    /// RFC 7638 thumbprint of the public key.
     pub fn from_pkcs8(der: &[u8]) -> A2aResult<Self> {
-        let key = Ed25519KeyPair::from_pkcs8_maybe_unchecked(der).map_err(|e| {
-            A2aError::internal(format!("push signer: not an Ed25519 PKCS#8 key: {e}"))
-        })?;
-        let x = B64.encode(key.public_key().as_ref());
-        let kid = thumbprint(&x);
-        let jwks = serde_json::json!({
-            "keys": [{
-                "kty": "OKP",
-                "crv": "Ed25519",
-                "x": x,
-                "kid": kid,
-                "alg": "EdDSA",
-                "use": "sig",
-            }]
-        });
+        let key = SigningKey::from_pkcs8_der(der)
+            .ok()
+            .filter(|k| k.algorithm() == Algorithm::EdDSA)
+            .ok_or_else(|| A2aError::internal("push signer: not an Ed25519 PKCS#8 key"))?;
+        let mut set = KeySet::new();
+        set.push(key.verifying_key().clone());
         Ok(Self {
             inner: Arc::new(Inner {
+                jwks: Bytes::from(set.to_jwks().to_string()),
                 key,
-                kid,
-                jwks: Bytes::from(jwks.to_string()),
                 issuer: None,
                 lifetime: Duration::from_secs(300),
             }),
@@ -134,8 +114,7 @@ impl PushSigner {
                 }
             }
             Err(shared) => {
-                // Rebuild from the same key material is not possible without
-                // the PKCS#8 bytes: keep the shared signer unchanged.
+                // Settings are fixed once the signer is shared.
                 tracing::warn!("push signer: settings changed on a shared signer are ignored");
                 Self { inner: shared }
             }
@@ -155,7 +134,7 @@ impl PushSigner {
 
     /// The key id (RFC 7638 thumbprint).
     pub fn kid(&self) -> &str {
-        &self.inner.kid
+        self.inner.key.kid()
     }
 
     /// The JWKS document publishing the public key.
@@ -173,7 +152,6 @@ impl PushSigner {
         body: &[u8],
     ) -> String {
         let now = chrono::Utc::now().timestamp();
-        let header = serde_json::json!({"alg": "EdDSA", "typ": "JWT", "kid": self.inner.kid});
         let mut claims = serde_json::json!({
             "aud": audience,
             "iat": now,
@@ -186,13 +164,12 @@ impl PushSigner {
         if let Some(iss) = &self.inner.issuer {
             claims["iss"] = serde_json::Value::String(iss.clone());
         }
-        let signing_input = format!(
-            "{}.{}",
-            B64.encode(header.to_string()),
-            B64.encode(claims.to_string())
-        );
-        let sig = self.inner.key.sign(signing_input.as_bytes());
-        format!("{signing_input}.{}", B64.encode(sig.as_ref()))
+        // Ed25519 signing cannot fail once the key is read; an empty
+        // signature would be refused by every receiver, never accepted.
+        self.inner.key.sign_jwt(&claims).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "push signer: cannot sign");
+            String::new()
+        })
     }
 }
 
@@ -218,17 +195,28 @@ mod tests {
     fn jwt_verifies_with_the_published_key() {
         let s = PushSigner::generate().unwrap().issuer("http://agent");
         let jwt = s.sign("http://hook/", "n1", "t1", 3, b"{\"task\":{}}");
-        let parts: Vec<&str> = jwt.split('.').collect();
-        assert_eq!(parts.len(), 3);
+        assert_eq!(jwt.split('.').count(), 3);
         let jwks: serde_json::Value = serde_json::from_slice(&s.jwks_json()).unwrap();
-        let x = B64.decode(jwks["keys"][0]["x"].as_str().unwrap()).unwrap();
         assert_eq!(jwks["keys"][0]["kid"], s.kid());
+        assert_eq!(jwks["keys"][0]["kty"], "OKP");
+        assert_eq!(jwks["keys"][0]["alg"], "EdDSA");
+        // Verified independently of the signer: ring on the JWK's bytes.
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let parts: Vec<&str> = jwt.split('.').collect();
+        let x = b64.decode(jwks["keys"][0]["x"].as_str().unwrap()).unwrap();
         let key = ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, x);
-        let sig = B64.decode(parts[2]).unwrap();
+        let sig = b64.decode(parts[2]).unwrap();
         key.verify(format!("{}.{}", parts[0], parts[1]).as_bytes(), &sig)
             .unwrap();
-        let claims: serde_json::Value =
-            serde_json::from_slice(&B64.decode(parts[1]).unwrap()).unwrap();
+        let header: serde_json::Value =
+            serde_json::from_slice(&b64.decode(parts[0]).unwrap()).unwrap();
+        assert_eq!(
+            header,
+            serde_json::json!({"alg": "EdDSA", "typ": "JWT", "kid": s.kid()})
+        );
+        let keys = KeySet::from_jwks(&jwks).unwrap();
+        let (_, claims) = agentwire_types::jws::verify_jwt(&jwt, &keys, Duration::ZERO).unwrap();
         assert_eq!(claims["task_id"], "t1");
         assert_eq!(claims["seq"], 3);
         assert_eq!(claims["iss"], "http://agent");

@@ -85,6 +85,17 @@ pub(crate) fn router_with_card(
             }),
         );
     }
+    if let Some(jwks) = handler.card_jwks_json() {
+        router = router.route(
+            crate::card_signing::CARD_JWKS_PATH,
+            get(move || async move {
+                (
+                    [(http::header::CONTENT_TYPE, "application/jwk-set+json")],
+                    jwks,
+                )
+            }),
+        );
+    }
     if options.grpc {
         let grpc = crate::grpc::grpc_service(handler, options.max_body_bytes);
         router = router.route_service("/lf.a2a.v1.A2AService/{method}", grpc);

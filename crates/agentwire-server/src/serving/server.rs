@@ -108,6 +108,13 @@ impl A2aServer {
         self
     }
 
+    /// Signs the agent card (public and extended) and serves the keys'
+    /// JWKS; see [`crate::card_signing`].
+    pub fn sign_card(mut self, signing: crate::CardSigning) -> Self {
+        self.builder = self.builder.sign_card(signing);
+        self
+    }
+
     /// Sends push notifications (and declares them in the card); see
     /// [`crate::push`].
     pub fn push(mut self, push: crate::PushConfig) -> Self {

@@ -1,0 +1,103 @@
+//! Signed agent cards (A2A specification 8.4): the keys that sign the card
+//! an agent serves, and the JWKS that publishes their public keys.
+//!
+//! The handler signs its public card and its extended card when it is
+//! built, after everything it sets in them (capabilities, interfaces), so
+//! the signatures always cover the card as served. Each key adds one
+//! signature; the protected header names the key (`kid`) and, by `jku`, the
+//! JWKS served at [`CARD_JWKS_PATH`] on the agent's own origin.
+//!
+//! Rotating a key: sign with the new and the old key for a while (two
+//! signatures: clients that know either verify the card), or sign with the
+//! new one and [`CardSigning::publish`] the old one until the cards signed
+//! with it are gone from caches; then drop the old key.
+//!
+//! ```
+//! use agentwire_server::{A2aServer, CardSigning};
+//! use agentwire_types::jws::SigningKey;
+//! # fn demo(card: agentwire_types::AgentCard, agent: impl agentwire_server::AgentExecutor) -> Result<(), Box<dyn std::error::Error>> {
+//! let key = SigningKey::from_pem_file("card-key.pem")?;
+//! let server = A2aServer::new(card, agent).sign_card(CardSigning::new(key));
+//! # Ok(()) }
+//! ```
+
+use agentwire_types::AgentCard;
+pub use agentwire_types::jws::CARD_JWKS_PATH;
+use agentwire_types::jws::{self, KeySet, SigningKey, VerifyingKey};
+use bytes::Bytes;
+
+/// How the agent card is signed.
+#[derive(Debug, Clone, Default)]
+pub struct CardSigning {
+    keys: Vec<SigningKey>,
+    published: Vec<VerifyingKey>,
+    jku: Option<String>,
+}
+
+impl CardSigning {
+    /// Signs with `key`.
+    pub fn new(key: SigningKey) -> Self {
+        Self::default().key(key)
+    }
+
+    /// Signs with this key too (one signature per key).
+    pub fn key(mut self, key: SigningKey) -> Self {
+        self.keys.push(key);
+        self
+    }
+
+    /// Publishes this public key in the JWKS without signing with it (the
+    /// previous key during a rotation, for the cards it signed that
+    /// clients still hold).
+    pub fn publish(mut self, key: VerifyingKey) -> Self {
+        self.published.push(key);
+        self
+    }
+
+    /// The `jku` of the signatures: where clients find the JWKS (default:
+    /// [`CARD_JWKS_PATH`] on the origin of the card's first HTTP
+    /// interface).
+    pub fn jku(mut self, url: impl Into<String>) -> Self {
+        self.jku = Some(url.into());
+        self
+    }
+
+    /// The keys that sign.
+    pub fn signing_keys(&self) -> &[SigningKey] {
+        &self.keys
+    }
+
+    /// The JWKS: the signing keys' public keys and the published ones.
+    pub fn key_set(&self) -> KeySet {
+        let mut set = KeySet::new();
+        for k in &self.published {
+            set.push(k.clone());
+        }
+        for k in &self.keys {
+            set.push(k.verifying_key().clone());
+        }
+        set
+    }
+
+    /// The JWKS document served at [`CARD_JWKS_PATH`].
+    pub fn jwks_json(&self) -> Bytes {
+        Bytes::from(self.key_set().to_jwks().to_string())
+    }
+
+    /// The `jku` for `card`: the one set, else the JWKS path on the origin
+    /// of its first `http(s)` interface.
+    pub fn jku_for(&self, card: &AgentCard) -> Option<String> {
+        self.jku.clone().or_else(|| {
+            card.supported_interfaces.iter().find_map(|i| {
+                let u = url::Url::parse(&i.url).ok()?;
+                matches!(u.scheme(), "http" | "https")
+                    .then(|| format!("{}{CARD_JWKS_PATH}", u.origin().ascii_serialization()))
+            })
+        })
+    }
+
+    /// Signs `card` (replacing the signatures it had).
+    pub fn sign(&self, card: &mut AgentCard, jku: Option<&str>) -> Result<(), jws::JwsError> {
+        jws::sign_card(card, &self.keys, jku)
+    }
+}
