@@ -16,7 +16,7 @@ pub use sql::postgres;
 #[cfg(feature = "postgres")]
 pub use sql::postgres::{PgEventBus, PostgresStore};
 #[cfg(feature = "sqlite")]
-pub use sql::sqlite::SqliteStore;
+pub use sql::sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 use agentwire_types::{
     A2aError, A2aResult, Artifact, Message, Struct, Task, TaskPushNotificationConfig, TaskState,

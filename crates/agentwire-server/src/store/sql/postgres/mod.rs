@@ -44,6 +44,7 @@ driver::sqlx_driver!(sqlx::Postgres, PgRow, PgPool);
 
 impl Dialect for Pg {
     type Row = PgRow;
+    type Error = sqlx::Error;
     type Pool = PgPool;
     type On<'p> = &'p PgPool;
     type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
@@ -70,6 +71,10 @@ impl Dialect for Pg {
 
     fn error(area: &str, what: &str, e: sqlx::Error) -> A2aError {
         driver::internal_error(area, what, &e)
+    }
+
+    fn is_unique_violation(e: &sqlx::Error) -> bool {
+        driver::is_sqlx_unique_violation(e)
     }
 }
 
