@@ -782,6 +782,7 @@ impl<D: Dialect> Tables<D> {
     /// are skipped, not waited for), with the rows of [`Dialect::TASK_TABLES`];
     /// `age` is measured by this process's clock against the time a task
     /// last changed (when it became terminal).
+    #[cfg(feature = "postgres")]
     pub async fn purge_terminal_older_than(&self, age: std::time::Duration) -> A2aResult<u64> {
         let cutoff = purge_cutoff(age);
         let mut purged = 0;
@@ -833,6 +834,7 @@ impl<D: Dialect> Tables<D> {
 
 /// Implements `TaskStore` for a store type by calling its `tables` (a
 /// [`Tables`]) with its event log `log` (an `Option<&impl EventLog>`).
+#[cfg(feature = "postgres")]
 macro_rules! task_store_on_tables {
     ($store:ty, |$s:ident| $log:expr) => {
         #[async_trait::async_trait]
@@ -922,6 +924,7 @@ macro_rules! task_store_on_tables {
         }
     };
 }
+#[cfg(feature = "postgres")]
 pub(crate) use task_store_on_tables;
 
 /// The terminal states as SQL, computed from the state machine (for the
