@@ -14,8 +14,11 @@
 //! A2A_TEST_POSTGRES_URL=$(bash .ci/postgres start) cargo bench -p agentwire-server --bench store_throughput
 //! ```
 //!
-//! Prints one line per store and concurrency: tasks/s, writes/s, and the
-//! median and p99 time of one whole task.
+//! Prints one line per store and concurrency: tasks/s, writes/s, the
+//! median and p99 time of one whole task, and the context switches of the
+//! process's threads per write (from `/proc/self/task/*/status`, on Linux).
+//! SQLite runs with `synchronous = NORMAL` (`sqlite`, the default) and
+//! `FULL` (`sqlite+full`, every commit waits for the disk).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -126,8 +129,27 @@ async fn one_task(store: &dyn TaskStore, owner: &Owner, id: String) -> Duration 
     start.elapsed()
 }
 
+/// The context switches (voluntary and not) of all the threads of this
+/// process so far; `None` where `/proc` does not tell.
+fn context_switches() -> Option<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir("/proc/self/task").ok()? {
+        let status = std::fs::read_to_string(entry.ok()?.path().join("status")).ok()?;
+        for line in status.lines() {
+            if let Some(v) = line
+                .strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+            {
+                total += v.trim().parse::<u64>().ok()?;
+            }
+        }
+    }
+    Some(total)
+}
+
 /// Runs `tasks` task lives on `concurrency` tokio tasks and prints a line.
 async fn measure(name: &str, store: Arc<dyn TaskStore>, tasks: usize, concurrency: usize) {
+    let switches = context_switches();
     let run = agentwire_server::types::new_id();
     let next = Arc::new(AtomicUsize::new(0));
     let owner = Owner {
@@ -165,9 +187,13 @@ async fn measure(name: &str, store: Arc<dyn TaskStore>, tasks: usize, concurrenc
         times[i].as_secs_f64() * 1000.0
     };
     let rate = tasks as f64 / elapsed.as_secs_f64();
+    let per_write = match (switches, context_switches()) {
+        (Some(a), Some(b)) => format!("{:>6.2}", b.saturating_sub(a) as f64 / (tasks * 4) as f64),
+        _ => "     -".to_owned(),
+    };
     println!(
-        "{name:<10} c={concurrency:<3} {tasks:>6} tasks in {:>7.2} s  {rate:>9.0} tasks/s  \
-         {:>9.0} writes/s  task p50 {:>7.3} ms  p99 {:>7.3} ms",
+        "{name:<11} c={concurrency:<3} {tasks:>6} tasks in {:>7.2} s  {rate:>9.0} tasks/s  \
+         {:>9.0} writes/s  task p50 {:>7.3} ms  p99 {:>7.3} ms  {per_write} switches/write",
         elapsed.as_secs_f64(),
         rate * 4.0,
         pct(0.5),
@@ -238,22 +264,28 @@ async fn main() {
     }
 
     if wants("sqlite") {
-        let path = std::env::temp_dir().join(format!(
-            "a2a-store-bench-{}.db",
-            agentwire_server::types::new_id()
-        ));
-        let store = agentwire_server::store::SqliteStore::open(&path)
-            .await
-            .expect("open SQLite");
-        for &c in &args.concurrency {
-            measure("sqlite", Arc::new(store.clone()), args.tasks, c).await;
-        }
-        store.pool().close().await;
-        drop(store);
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = path.clone().into_os_string();
-            p.push(suffix);
-            let _ = std::fs::remove_file(p);
+        use agentwire_server::store::{SqliteOptions, SqliteStore, Synchronous};
+        for (name, sync) in [
+            ("sqlite", Synchronous::Normal),
+            ("sqlite+full", Synchronous::Full),
+        ] {
+            let path = std::env::temp_dir().join(format!(
+                "a2a-store-bench-{}.db",
+                agentwire_server::types::new_id()
+            ));
+            let store = SqliteStore::open_with(&path, SqliteOptions::default().synchronous(sync))
+                .await
+                .expect("open SQLite");
+            for &c in &args.concurrency {
+                measure(name, Arc::new(store.clone()), args.tasks, c).await;
+            }
+            store.close().await;
+            drop(store);
+            for suffix in ["", "-wal", "-shm"] {
+                let mut p = path.clone().into_os_string();
+                p.push(suffix);
+                let _ = std::fs::remove_file(p);
+            }
         }
     }
 

@@ -143,8 +143,8 @@ async fn setup(bind: Bind, budget: Duration) -> Setup {
     let store = SqliteStore::open(&path).await.expect("open the store");
     // A write waiting for the lock gives up quickly (the store's own wait
     // is 10 s), so that the retries, not that wait, are what is tested.
-    sqlx::query("PRAGMA busy_timeout = 50")
-        .execute(store.pool())
+    store
+        .with_writer(|c| c.busy_timeout(Duration::from_millis(50)))
         .await
         .expect("set the writer's busy timeout");
     let (tx, events) = mpsc::unbounded_channel();
@@ -215,8 +215,10 @@ impl Setup {
             Kind::Full => {
                 // Cannot go below the current size: the database stays as
                 // large as it is.
-                sqlx::query("PRAGMA max_page_count = 1")
-                    .execute(self.store.pool())
+                self.store
+                    .with_writer(|c| {
+                        c.pragma_update_and_check(None, "max_page_count", 1, |r| r.get::<_, i64>(0))
+                    })
                     .await
                     .expect("limit the database's size");
                 Outage::Full
@@ -234,8 +236,12 @@ impl Setup {
                 let _ = conn.close().await;
             }
             Outage::Full => {
-                sqlx::query("PRAGMA max_page_count = 1073741823")
-                    .execute(self.store.pool())
+                self.store
+                    .with_writer(|c| {
+                        c.pragma_update_and_check(None, "max_page_count", 1_073_741_823, |r| {
+                            r.get::<_, i64>(0)
+                        })
+                    })
                     .await
                     .expect("let the database grow");
             }
@@ -403,7 +409,7 @@ impl Setup {
 
     async fn stop(self) {
         let _ = self.server.shutdown().await;
-        self.store.pool().close().await;
+        self.store.close().await;
         remove_db(&self.path);
     }
 }
