@@ -21,7 +21,8 @@ use std::time::Duration;
 use agentwire_server::store::{SqliteStore, StoreRetry};
 use agentwire_server::types::proto::a2a_service_client::A2aServiceClient;
 use agentwire_server::types::{
-    Artifact, CancelTaskRequest, GetTaskRequest, Message, SendMessageRequest, StreamResponse, Task,
+    Artifact, CancelTaskRequest, GetTaskRequest, Message, SendMessageConfiguration,
+    SendMessageRequest, StreamResponse, Task,
 };
 use agentwire_server::{
     A2aResult, A2aServer, AgentCard, AgentExecutor, HandlerConfig, RequestContext, ServerHandle,
@@ -292,14 +293,28 @@ impl Setup {
 
     /// A blocking `SendMessage`: the task it answers with.
     async fn send(&self, text: &str) -> Answer {
+        self.send_with(text, false).await
+    }
+
+    /// A `SendMessage`, answered at once with `immediately`
+    /// (`returnImmediately`): the task it answers with.
+    async fn send_with(&self, text: &str, immediately: bool) -> Answer {
         match self.bind {
             Bind::JsonRpc => self
-                .jsonrpc("SendMessage", json!({"message": user(text)}))
+                .jsonrpc(
+                    "SendMessage",
+                    json!({"message": user(text),
+                        "configuration": {"returnImmediately": immediately}}),
+                )
                 .await
                 .map(|r| r["task"].clone()),
             Bind::Grpc => {
                 let req = SendMessageRequest {
                     message: Some(Message::user_text(text)),
+                    configuration: Some(SendMessageConfiguration {
+                        return_immediately: immediately,
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 };
                 match self.grpc().await.send_message(v1(req)).await {
@@ -682,11 +697,27 @@ async fn within_the_budget(bind: Bind, kind: Kind) {
     s.stop().await;
 }
 
-/// The store cannot even create the task: the blocking send is answered
-/// with the storage error, and no task is left behind.
+/// The store cannot even create the task: a send answered at once (whose
+/// task is written before the answer) and a blocking send (whose task is
+/// written once, when its turn ends) are answered with the storage error;
+/// no task is left behind.
 async fn not_created(bind: Bind) {
     let s = setup(bind, Duration::from_millis(300)).await;
     let outage = s.outage(Kind::Locked).await;
+    let answer = within(
+        format!("[{bind:?}] SendMessage, returnImmediately"),
+        s.send_with("idle", true),
+    )
+    .await;
+    answer
+        .expect_err("the task cannot be created")
+        .assert_storage(
+            bind,
+            "SendMessage (returnImmediately) of a task never created",
+        );
+    // The blocking send's agent goes straight through: its one write, at
+    // the end of its turn, is refused.
+    s.gate.add_permits(1);
     let answer = within(format!("[{bind:?}] SendMessage"), s.send("never stored")).await;
     answer
         .expect_err("the task cannot be created")
