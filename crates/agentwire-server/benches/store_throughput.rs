@@ -286,7 +286,7 @@ fn report(
         _ => "     -".to_owned(),
     };
     println!(
-        "{name:<12} c={concurrency:<3} {tasks:>6} tasks in {:>7.2} s  {rate:>9.0} tasks/s  \
+        "{name:<16} c={concurrency:<3} {tasks:>6} tasks in {:>7.2} s  {rate:>9.0} tasks/s  \
          {:>9.0} writes/s  {:>4.2} writes/task  task p50 {:>7.3} ms  p99 {:>7.3} ms  \
          {per_write} switches/write",
         elapsed.as_secs_f64(),
