@@ -1,9 +1,12 @@
 //! Which database errors are failures of the storage (see
 //! [`StorageFault`]): the one place the SQL stores classify them.
 
+#[cfg(feature = "sqlite")]
 use agentwire_types::A2aError;
 
-use crate::store::{StorageFault, storage_error};
+use crate::store::StorageFault;
+#[cfg(feature = "sqlite")]
+use crate::store::storage_error;
 
 /// The storage fault of a database error, if it is one: SQLite's result
 /// codes `SQLITE_BUSY`, `SQLITE_LOCKED` (busy), `SQLITE_FULL` (full),
@@ -35,6 +38,7 @@ pub(crate) fn fault_of(e: &sqlx::Error) -> Option<StorageFault> {
 }
 
 /// The fault of an SQLite (extended) result code.
+#[cfg(feature = "sqlite")]
 fn sqlite_fault(code: i32) -> Option<StorageFault> {
     // Primary result codes (https://www.sqlite.org/rescode.html): the low
     // byte of an extended code.
@@ -113,6 +117,7 @@ pub(crate) fn open_error(
 mod tests {
     use super::*;
 
+    #[cfg(feature = "sqlite")]
     #[test]
     fn sqlite_codes_are_classified() {
         assert_eq!(sqlite_fault(5), Some(StorageFault::Busy));
