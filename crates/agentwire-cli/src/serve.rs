@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use agentwire_agents::{conformance, depcompat, echo};
 use agentwire_server::A2aServer;
-use agentwire_server::store::{MemoryStore, MemoryStoreConfig, SqliteStore, TaskStore};
+use agentwire_server::store::{
+    MemoryStore, MemoryStoreConfig, SqliteOptions, SqliteStore, Synchronous, TaskStore,
+};
 use clap::{Args, ValueEnum};
 use tracing::instrument::WithSubscriber;
 
@@ -46,6 +48,27 @@ impl AgentName {
             AgentName::DepCompat => "depcompat",
             AgentName::Mcp => "mcp",
             AgentName::All => "all",
+        }
+    }
+}
+
+/// What a commit of the SQLite store waits for (`--sqlite-synchronous`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SqliteSync {
+    /// An acknowledged task survives a crash of the server (kill -9
+    /// included); a power loss may lose the last commits, never the
+    /// database's consistency.
+    Normal,
+    /// Every commit waits for the disk: an acknowledged task also survives
+    /// a power loss, at a cost in throughput.
+    Full,
+}
+
+impl SqliteSync {
+    fn level(self) -> Synchronous {
+        match self {
+            SqliteSync::Normal => Synchronous::Normal,
+            SqliteSync::Full => Synchronous::Full,
         }
     }
 }
@@ -253,6 +276,19 @@ pub struct ServeArgs {
         value_name = "DURATION"
     )]
     pub retention: Option<Duration>,
+    /// With a SQLite store only: what each commit waits for. `normal`: an
+    /// acknowledged task survives a crash of the server (kill -9
+    /// included), while a power loss may lose the last few commits (never
+    /// the database's consistency); `full`: every commit waits for the
+    /// disk, so acknowledged tasks also survive a power loss, at a cost in
+    /// throughput (see the README) [default: normal].
+    #[arg(
+        long,
+        env = "A2A_SERVE_SQLITE_SYNCHRONOUS",
+        value_enum,
+        value_name = "LEVEL"
+    )]
+    pub sqlite_synchronous: Option<SqliteSync>,
     /// With `--store memory` only: how many tasks are held at most (the
     /// oldest finished ones leave first to make room; when none is left, a
     /// new task is refused as "try again later") [default: 10000].
@@ -599,6 +635,14 @@ impl ServeArgs {
                 .with_hint(format!("drop {option}, or serve with --store memory")));
             }
         }
+        if self.sqlite_synchronous.is_some() && !matches!(self.store, StoreSpec::Sqlite(_)) {
+            return Err(CliError::usage(format!(
+                "{} applies to a SQLite store only; the {} store does not commit to a SQLite file",
+                from("--sqlite-synchronous", "A2A_SERVE_SQLITE_SYNCHRONOUS"),
+                self.store_kind()
+            ))
+            .with_hint("drop --sqlite-synchronous, or serve with --store sqlite:PATH"));
+        }
         if self.replica_timeout.is_some() && !matches!(self.store, StoreSpec::Postgres(_)) {
             return Err(CliError::usage(format!(
                 "{} applies to a PostgreSQL store only (replicas sharing it); the {} store has one server",
@@ -732,6 +776,9 @@ struct Opened {
     /// their shared signing key (PostgreSQL; a SQLite store gets its
     /// outbox in [`push_config`]).
     outbox: Option<agentwire_server::push::PostgresOutbox>,
+    /// What to say about the store after its name on the start-up lines
+    /// (for SQLite: the synchronous level its writer really uses).
+    detail: Option<String>,
 }
 
 /// Checks that PostgreSQL answers, within [`PG_CONNECT_TIMEOUT`], with one
@@ -788,6 +835,7 @@ async fn open_store(spec: &StoreSpec, args: &ServeArgs) -> Result<Opened, CliErr
                 store: Arc::new(MemoryStore::new(config)),
                 bus: None,
                 outbox: None,
+                detail: None,
             })
         }
         StoreSpec::Postgres(url) => {
@@ -821,10 +869,16 @@ async fn open_store(spec: &StoreSpec, args: &ServeArgs) -> Result<Opened, CliErr
                 store: Arc::new(store),
                 bus: Some(Arc::new(bus)),
                 outbox: Some(outbox),
+                detail: None,
             })
         }
         StoreSpec::Sqlite(path) => {
-            let store = SqliteStore::open(path).await.map_err(|e| {
+            let level = args
+                .sqlite_synchronous
+                .unwrap_or(SqliteSync::Normal)
+                .level();
+            let options = SqliteOptions::default().synchronous(level);
+            let store = SqliteStore::open_with(path, options).await.map_err(|e| {
                 use agentwire_server::store::{StorageFault, storage_fault};
                 if storage_fault(&e) == Some(StorageFault::Corrupt) {
                     // The store's message names the file and says what is
@@ -842,10 +896,31 @@ async fn open_store(spec: &StoreSpec, args: &ServeArgs) -> Result<Opened, CliErr
                 ))
                 .with_hint("check that the file's directory exists and is writable")
             })?;
+            // Said as the writer's connection has it (read back, not
+            // taken from the option).
+            let level = store
+                .with_writer(|c| c.pragma_query_value(None, "synchronous", |r| r.get::<_, i64>(0)))
+                .await
+                .map_err(|e| {
+                    failure(format!(
+                        "cannot read the settings of the SQLite task store {}: {}",
+                        path.display(),
+                        cause(&e)
+                    ))
+                })?;
+            let detail = match level {
+                // https://www.sqlite.org/pragma.html#pragma_synchronous
+                0 => "synchronous OFF".to_owned(),
+                1 => "synchronous NORMAL".to_owned(),
+                2 => "synchronous FULL".to_owned(),
+                3 => "synchronous EXTRA".to_owned(),
+                n => format!("synchronous {n}"),
+            };
             Ok(Opened {
                 store: Arc::new(store),
                 bus: None,
                 outbox: None,
+                detail: Some(detail),
             })
         }
     }
@@ -980,7 +1055,12 @@ async fn bind(
     // The stores log their failures; here the error returned says it all,
     // once: opening runs without a log subscriber.
     let quiet = || tracing::subscriber::NoSubscriber::default();
-    let Opened { store, bus, outbox } = open_store(store_spec, args)
+    let Opened {
+        store,
+        bus,
+        outbox,
+        detail,
+    } = open_store(store_spec, args)
         .with_subscriber(quiet())
         .await?;
     let server = if matches!(agent, AgentName::Conformance | AgentName::Echo) {
@@ -1126,7 +1206,10 @@ async fn bind(
         "  agent card: http://{reachable}{}",
         agentwire_types::AGENT_CARD_PATH
     );
-    say!("  task store: {}", store_spec.display());
+    match detail {
+        Some(detail) => say!("  task store: {} ({detail})", store_spec.display()),
+        None => say!("  task store: {}", store_spec.display()),
+    }
     if authenticated {
         let mut names: Vec<&String> = card.security_schemes.keys().collect();
         names.sort();

@@ -150,3 +150,185 @@ async fn killed_server_restarts_with_every_task_and_none_working() {
     let _ = second.wait();
     checked.expect("checks timed out");
 }
+
+/// Clients sending at once while the server is killed: how many.
+const BURST_CLIENTS: usize = 24;
+/// Acknowledged tasks to wait for before the kill (the burst goes on).
+const BURST_ACKED: usize = 60;
+
+/// Group commit under SIGKILL: many clients send at once (tasks that stay
+/// at work and tasks that complete in their request), the server is killed
+/// in the middle of the burst, and after the restart every task the server
+/// acknowledged is there: none left submitted or working, and every one
+/// acknowledged as completed still completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_burst_keeps_every_acknowledged_task() {
+    use std::sync::{Arc, Mutex};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("tasks.db");
+
+    let (mut first, url) = serve(&db);
+    let acked: Arc<Mutex<Vec<(String, TaskState)>>> = Arc::default();
+    let mut clients = Vec::new();
+    for c in 0..BURST_CLIENTS {
+        let rpc = JsonRpcTransport::new(format!("{url}/")).expect("transport");
+        let acked = Arc::clone(&acked);
+        clients.push(tokio::spawn(async move {
+            for i in 0.. {
+                // Half the tasks stay at work (answered at once), half
+                // complete inside their request.
+                let (prefix, immediate) = if (c + i) % 2 == 0 {
+                    ("test-resubscribe-message-id", true)
+                } else {
+                    ("tck-complete-task", false)
+                };
+                let answer = rpc
+                    .send_message(
+                        send(&format!("{prefix}-burst-{c}-{i}"), immediate),
+                        &Default::default(),
+                    )
+                    .await;
+                // After the kill, requests fail: the burst is over.
+                let Ok(r) = answer else { return };
+                if let Some(t) = r.task() {
+                    acked.lock().expect("acked").push((t.id.clone(), t.state()));
+                }
+            }
+        }));
+    }
+    let enough = tokio::time::timeout(Duration::from_secs(60), async {
+        while acked.lock().expect("acked").len() < BURST_ACKED {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    // SIGKILL in the middle of the burst: requests are still in flight.
+    first.kill().expect("kill -9");
+    let _ = first.wait();
+    for c in clients {
+        c.abort();
+        let _ = c.await;
+    }
+    enough.expect("the burst was not acknowledged in time");
+    let acked = std::mem::take(&mut *acked.lock().expect("acked"));
+    assert!(acked.len() >= BURST_ACKED);
+
+    let (mut second, url) = serve(&db);
+    let rpc = JsonRpcTransport::new(format!("{url}/")).expect("transport");
+    let checked = tokio::time::timeout(Duration::from_secs(60), async {
+        for (id, was) in &acked {
+            let t = rpc
+                .get_task(
+                    GetTaskRequest {
+                        id: id.clone(),
+                        ..Default::default()
+                    },
+                    &Default::default(),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("acknowledged task {id} is lost: {e}"));
+            let now = t.state();
+            assert!(
+                !matches!(now, TaskState::Submitted | TaskState::Working),
+                "{id} is left {now:?} after the restart"
+            );
+            if *was == TaskState::Completed {
+                assert_eq!(now, TaskState::Completed, "{id} was acknowledged completed");
+            }
+        }
+    })
+    .await;
+    second.kill().ok();
+    let _ = second.wait();
+    checked.expect("checks timed out");
+}
+
+/// Starts `a2a serve --agent echo` on a SQLite file with `args` (and `env`),
+/// and returns the start-up line naming the task store; stops the server.
+fn store_line(db: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_a2a"))
+        .args(["serve", "--agent", "echo", "--port", "0", "--store"])
+        .arg(format!("sqlite:{}", db.display()))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start a2a serve");
+    let stdout = child.stdout.take().expect("stdout");
+    // The server prints its start-up lines at once, then "Press Ctrl-C";
+    // a server that exits ends the output (no line is waited for forever).
+    let found = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .take_while(|l| !l.starts_with("Press Ctrl-C"))
+        .find(|l| l.trim_start().starts_with("task store:"));
+    let _ = child.kill();
+    let _ = child.wait();
+    found.unwrap_or_else(|| panic!("no task store line for {args:?}"))
+}
+
+/// `--sqlite-synchronous` is applied, not only accepted: the start-up line
+/// says the level SQLite reports for the store's writer connection (read
+/// back from it, `PRAGMA synchronous`), NORMAL unless FULL is asked for, by
+/// option or by environment.
+#[test]
+fn the_sqlite_synchronous_level_asked_for_is_the_one_used() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("tasks.db");
+    let line = store_line(&db, &[], &[]);
+    assert!(line.ends_with("(synchronous NORMAL)"), "{line}");
+    let line = store_line(&db, &["--sqlite-synchronous", "full"], &[]);
+    assert!(line.ends_with("(synchronous FULL)"), "{line}");
+    let line = store_line(&db, &["--sqlite-synchronous", "normal"], &[]);
+    assert!(line.ends_with("(synchronous NORMAL)"), "{line}");
+    let line = store_line(&db, &[], &[("A2A_SERVE_SQLITE_SYNCHRONOUS", "full")]);
+    assert!(line.ends_with("(synchronous FULL)"), "{line}");
+}
+
+/// The option means nothing for another store: a usage error, before
+/// anything is opened; an unknown level is refused too.
+#[test]
+fn sqlite_synchronous_is_refused_where_it_does_not_apply() {
+    let out = Command::new(env!("CARGO_BIN_EXE_a2a"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--store",
+            "memory",
+            "--sqlite-synchronous",
+            "full",
+        ])
+        .output()
+        .expect("run a2a serve");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--sqlite-synchronous") && stderr.contains("SQLite store only"),
+        "{stderr}"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(env!("CARGO_BIN_EXE_a2a"))
+        .args(["serve", "--port", "0", "--sqlite-synchronous", "extra"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run a2a serve");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    // The help names it, its levels and its variable.
+    let out = Command::new(env!("CARGO_BIN_EXE_a2a"))
+        .args(["serve", "--help"])
+        .output()
+        .expect("run a2a serve --help");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for word in [
+        "--sqlite-synchronous",
+        "normal",
+        "full",
+        "A2A_SERVE_SQLITE_SYNCHRONOUS",
+        "power loss",
+    ] {
+        assert!(help.contains(word), "{word} not in the help: {help}");
+    }
+}

@@ -14,8 +14,17 @@
 //! A2A_TEST_POSTGRES_URL=$(bash .ci/postgres start) cargo bench -p agentwire-server --bench store_throughput
 //! ```
 //!
-//! Prints one line per store and concurrency: tasks/s, writes/s, and the
-//! median and p99 time of one whole task.
+//! Prints one line per store and concurrency: tasks/s, writes/s, the
+//! median and p99 time of one whole task, and the context switches of the
+//! process's threads per write (from `/proc/self/task/*/status`, on Linux).
+//! SQLite runs with `synchronous = NORMAL` (`sqlite`, the default) and
+//! `FULL` (`sqlite+full`, every commit waits for the disk).
+//!
+//! The `.../send` rows run the same task life through the request handler
+//! instead (a blocking `SendMessage` to an agent that starts work, answers
+//! with one artifact and completes, as the echo agent does): there the task
+//! manager decides what is written, and the row says how many writes
+//! (creates and updates reaching the store) one task cost.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -126,8 +135,189 @@ async fn one_task(store: &dyn TaskStore, owner: &Owner, id: String) -> Duration 
     start.elapsed()
 }
 
+/// The bench's agent: starts work, answers with one artifact, completes
+/// (what the echo agent does with a message of one word).
+struct Echo;
+
+impl agentwire_server::AgentExecutor for Echo {
+    async fn execute(
+        &self,
+        ctx: agentwire_server::RequestContext,
+        task: agentwire_server::TaskUpdater,
+    ) -> agentwire_server::A2aResult<()> {
+        task.start_work().await?;
+        task.add_artifact(Artifact::text("echo", ctx.text()))
+            .await?;
+        task.complete().await
+    }
+}
+
+/// A store that counts the writes reaching it (creates and updates).
+struct Counting {
+    inner: Arc<dyn TaskStore>,
+    writes: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl TaskStore for Counting {
+    async fn create(
+        &self,
+        owner: &Owner,
+        task: Task,
+    ) -> agentwire_server::A2aResult<Option<agentwire_server::store::LogSpan>> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.inner.create(owner, task).await
+    }
+    async fn update(
+        &self,
+        task_id: &str,
+        update: TaskUpdate,
+    ) -> agentwire_server::A2aResult<agentwire_server::store::Updated> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.inner.update(task_id, update).await
+    }
+    async fn get(
+        &self,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> agentwire_server::A2aResult<Option<agentwire_server::store::StoredTask>> {
+        self.inner.get(task_id, history_length).await
+    }
+    async fn list(
+        &self,
+        owner: &Owner,
+        query: &agentwire_server::store::TaskQuery,
+    ) -> agentwire_server::A2aResult<agentwire_server::store::TaskPage> {
+        self.inner.list(owner, query).await
+    }
+    async fn put_push_config(
+        &self,
+        config: &agentwire_server::types::TaskPushNotificationConfig,
+    ) -> agentwire_server::A2aResult<()> {
+        self.inner.put_push_config(config).await
+    }
+    async fn get_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> agentwire_server::A2aResult<Option<agentwire_server::types::TaskPushNotificationConfig>>
+    {
+        self.inner.get_push_config(task_id, id).await
+    }
+    async fn list_push_configs(
+        &self,
+        task_id: &str,
+    ) -> agentwire_server::A2aResult<Vec<agentwire_server::types::TaskPushNotificationConfig>> {
+        self.inner.list_push_configs(task_id).await
+    }
+    async fn delete_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> agentwire_server::A2aResult<bool> {
+        self.inner.delete_push_config(task_id, id).await
+    }
+}
+
+/// Runs `tasks` blocking `SendMessage`s to [`Echo`] through a request
+/// handler on `store`, from `concurrency` tokio tasks, and prints a line
+/// with the writes one task cost.
+async fn measure_send(name: &str, store: Arc<dyn TaskStore>, tasks: usize, concurrency: usize) {
+    use agentwire_server::types::SendMessageRequest;
+    use agentwire_server::{AgentCard, CallContext, RequestHandler};
+    let counting = Arc::new(Counting {
+        inner: store,
+        writes: AtomicUsize::new(0),
+    });
+    let handler = RequestHandler::builder(AgentCard::new("bench", "bench", "1.0.0"), Echo)
+        .store(Arc::clone(&counting) as Arc<dyn TaskStore>)
+        .build();
+    let switches = context_switches();
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut workers = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        let (handler, next) = (handler.clone(), Arc::clone(&next));
+        workers.push(tokio::spawn(async move {
+            let ctx = CallContext::v1();
+            let mut times = Vec::new();
+            while next.fetch_add(1, Ordering::Relaxed) < tasks {
+                let begin = Instant::now();
+                let req = SendMessageRequest {
+                    message: Some(Message::user_text("payment-service")),
+                    ..Default::default()
+                };
+                let answer = handler.send_message(&ctx, req).await.expect("send");
+                let task = answer.task().expect("a task");
+                assert_eq!(task.state(), TaskState::Completed);
+                times.push(begin.elapsed());
+            }
+            times
+        }));
+    }
+    let mut times = Vec::with_capacity(tasks);
+    for w in workers {
+        times.extend(w.await.expect("worker"));
+    }
+    let elapsed = start.elapsed();
+    let writes = counting.writes.load(Ordering::Relaxed);
+    report(name, concurrency, elapsed, times, switches, writes);
+}
+
+/// Prints the line of a run: `times` are those of each task, `writes`
+/// how many writes reached the store in all.
+fn report(
+    name: &str,
+    concurrency: usize,
+    elapsed: Duration,
+    mut times: Vec<Duration>,
+    switches: Option<u64>,
+    writes: usize,
+) {
+    let tasks = times.len();
+    times.sort_unstable();
+    let pct = |p: f64| {
+        let i = ((tasks as f64 * p).ceil() as usize).clamp(1, tasks) - 1;
+        times[i].as_secs_f64() * 1000.0
+    };
+    let rate = tasks as f64 / elapsed.as_secs_f64();
+    let per_write = match (switches, context_switches()) {
+        (Some(a), Some(b)) => format!("{:>6.2}", b.saturating_sub(a) as f64 / writes.max(1) as f64),
+        _ => "     -".to_owned(),
+    };
+    println!(
+        "{name:<16} c={concurrency:<3} {tasks:>6} tasks in {:>7.2} s  {rate:>9.0} tasks/s  \
+         {:>9.0} writes/s  {:>4.2} writes/task  task p50 {:>7.3} ms  p99 {:>7.3} ms  \
+         {per_write} switches/write",
+        elapsed.as_secs_f64(),
+        writes as f64 / elapsed.as_secs_f64(),
+        writes as f64 / tasks as f64,
+        pct(0.5),
+        pct(0.99),
+    );
+}
+
+/// The context switches (voluntary and not) of all the threads of this
+/// process so far; `None` where `/proc` does not tell.
+fn context_switches() -> Option<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir("/proc/self/task").ok()? {
+        let status = std::fs::read_to_string(entry.ok()?.path().join("status")).ok()?;
+        for line in status.lines() {
+            if let Some(v) = line
+                .strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+            {
+                total += v.trim().parse::<u64>().ok()?;
+            }
+        }
+    }
+    Some(total)
+}
+
 /// Runs `tasks` task lives on `concurrency` tokio tasks and prints a line.
 async fn measure(name: &str, store: Arc<dyn TaskStore>, tasks: usize, concurrency: usize) {
+    let switches = context_switches();
     let run = agentwire_server::types::new_id();
     let next = Arc::new(AtomicUsize::new(0));
     let owner = Owner {
@@ -159,20 +349,7 @@ async fn measure(name: &str, store: Arc<dyn TaskStore>, tasks: usize, concurrenc
         times.extend(w.await.expect("worker"));
     }
     let elapsed = start.elapsed();
-    times.sort_unstable();
-    let pct = |p: f64| {
-        let i = ((times.len() as f64 * p).ceil() as usize).clamp(1, times.len()) - 1;
-        times[i].as_secs_f64() * 1000.0
-    };
-    let rate = tasks as f64 / elapsed.as_secs_f64();
-    println!(
-        "{name:<10} c={concurrency:<3} {tasks:>6} tasks in {:>7.2} s  {rate:>9.0} tasks/s  \
-         {:>9.0} writes/s  task p50 {:>7.3} ms  p99 {:>7.3} ms",
-        elapsed.as_secs_f64(),
-        rate * 4.0,
-        pct(0.5),
-        pct(0.99),
-    );
+    report(name, concurrency, elapsed, times, switches, tasks * 4);
 }
 
 async fn bench_postgres(url: &str, args: &Args) {
@@ -238,22 +415,32 @@ async fn main() {
     }
 
     if wants("sqlite") {
-        let path = std::env::temp_dir().join(format!(
-            "a2a-store-bench-{}.db",
-            agentwire_server::types::new_id()
-        ));
-        let store = agentwire_server::store::SqliteStore::open(&path)
-            .await
-            .expect("open SQLite");
-        for &c in &args.concurrency {
-            measure("sqlite", Arc::new(store.clone()), args.tasks, c).await;
-        }
-        store.pool().close().await;
-        drop(store);
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = path.clone().into_os_string();
-            p.push(suffix);
-            let _ = std::fs::remove_file(p);
+        use agentwire_server::store::{SqliteOptions, SqliteStore, Synchronous};
+        for (name, sync) in [
+            ("sqlite", Synchronous::Normal),
+            ("sqlite+full", Synchronous::Full),
+        ] {
+            let path = std::env::temp_dir().join(format!(
+                "a2a-store-bench-{}.db",
+                agentwire_server::types::new_id()
+            ));
+            let store = SqliteStore::open_with(&path, SqliteOptions::default().synchronous(sync))
+                .await
+                .expect("open SQLite");
+            for &c in &args.concurrency {
+                measure(name, Arc::new(store.clone()), args.tasks, c).await;
+            }
+            for &c in &args.concurrency {
+                let row = format!("{name}/send");
+                measure_send(&row, Arc::new(store.clone()), args.tasks, c).await;
+            }
+            store.close().await;
+            drop(store);
+            for suffix in ["", "-wal", "-shm"] {
+                let mut p = path.clone().into_os_string();
+                p.push(suffix);
+                let _ = std::fs::remove_file(p);
+            }
         }
     }
 

@@ -109,8 +109,8 @@ mod sqlite {
             peer: Arc::new(peer.clone()),
         })
         .await;
-        store.pool().close().await;
-        peer.pool().close().await;
+        store.close().await;
+        peer.close().await;
         drop((store, peer));
         for suffix in ["", "-wal", "-shm"] {
             let mut p = path.clone().into_os_string();

@@ -21,7 +21,8 @@ use std::time::Duration;
 use agentwire_server::store::{SqliteStore, StoreRetry};
 use agentwire_server::types::proto::a2a_service_client::A2aServiceClient;
 use agentwire_server::types::{
-    Artifact, CancelTaskRequest, GetTaskRequest, Message, SendMessageRequest, StreamResponse, Task,
+    Artifact, CancelTaskRequest, GetTaskRequest, Message, SendMessageConfiguration,
+    SendMessageRequest, StreamResponse, Task,
 };
 use agentwire_server::{
     A2aResult, A2aServer, AgentCard, AgentExecutor, HandlerConfig, RequestContext, ServerHandle,
@@ -143,8 +144,8 @@ async fn setup(bind: Bind, budget: Duration) -> Setup {
     let store = SqliteStore::open(&path).await.expect("open the store");
     // A write waiting for the lock gives up quickly (the store's own wait
     // is 10 s), so that the retries, not that wait, are what is tested.
-    sqlx::query("PRAGMA busy_timeout = 50")
-        .execute(store.pool())
+    store
+        .with_writer(|c| c.busy_timeout(Duration::from_millis(50)))
         .await
         .expect("set the writer's busy timeout");
     let (tx, events) = mpsc::unbounded_channel();
@@ -215,8 +216,10 @@ impl Setup {
             Kind::Full => {
                 // Cannot go below the current size: the database stays as
                 // large as it is.
-                sqlx::query("PRAGMA max_page_count = 1")
-                    .execute(self.store.pool())
+                self.store
+                    .with_writer(|c| {
+                        c.pragma_update_and_check(None, "max_page_count", 1, |r| r.get::<_, i64>(0))
+                    })
                     .await
                     .expect("limit the database's size");
                 Outage::Full
@@ -234,8 +237,12 @@ impl Setup {
                 let _ = conn.close().await;
             }
             Outage::Full => {
-                sqlx::query("PRAGMA max_page_count = 1073741823")
-                    .execute(self.store.pool())
+                self.store
+                    .with_writer(|c| {
+                        c.pragma_update_and_check(None, "max_page_count", 1_073_741_823, |r| {
+                            r.get::<_, i64>(0)
+                        })
+                    })
                     .await
                     .expect("let the database grow");
             }
@@ -286,14 +293,28 @@ impl Setup {
 
     /// A blocking `SendMessage`: the task it answers with.
     async fn send(&self, text: &str) -> Answer {
+        self.send_with(text, false).await
+    }
+
+    /// A `SendMessage`, answered at once with `immediately`
+    /// (`returnImmediately`): the task it answers with.
+    async fn send_with(&self, text: &str, immediately: bool) -> Answer {
         match self.bind {
             Bind::JsonRpc => self
-                .jsonrpc("SendMessage", json!({"message": user(text)}))
+                .jsonrpc(
+                    "SendMessage",
+                    json!({"message": user(text),
+                        "configuration": {"returnImmediately": immediately}}),
+                )
                 .await
                 .map(|r| r["task"].clone()),
             Bind::Grpc => {
                 let req = SendMessageRequest {
                     message: Some(Message::user_text(text)),
+                    configuration: Some(SendMessageConfiguration {
+                        return_immediately: immediately,
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 };
                 match self.grpc().await.send_message(v1(req)).await {
@@ -403,7 +424,7 @@ impl Setup {
 
     async fn stop(self) {
         let _ = self.server.shutdown().await;
-        self.store.pool().close().await;
+        self.store.close().await;
         remove_db(&self.path);
     }
 }
@@ -676,11 +697,27 @@ async fn within_the_budget(bind: Bind, kind: Kind) {
     s.stop().await;
 }
 
-/// The store cannot even create the task: the blocking send is answered
-/// with the storage error, and no task is left behind.
+/// The store cannot even create the task: a send answered at once (whose
+/// task is written before the answer) and a blocking send (whose task is
+/// written once, when its turn ends) are answered with the storage error;
+/// no task is left behind.
 async fn not_created(bind: Bind) {
     let s = setup(bind, Duration::from_millis(300)).await;
     let outage = s.outage(Kind::Locked).await;
+    let answer = within(
+        format!("[{bind:?}] SendMessage, returnImmediately"),
+        s.send_with("idle", true),
+    )
+    .await;
+    answer
+        .expect_err("the task cannot be created")
+        .assert_storage(
+            bind,
+            "SendMessage (returnImmediately) of a task never created",
+        );
+    // The blocking send's agent goes straight through: its one write, at
+    // the end of its turn, is refused.
+    s.gate.add_permits(1);
     let answer = within(format!("[{bind:?}] SendMessage"), s.send("never stored")).await;
     answer
         .expect_err("the task cannot be created")

@@ -26,7 +26,14 @@ impl RequestHandler {
         if id.is_empty() {
             return Err(A2aError::invalid_params("id", "a task id is required"));
         }
-        match self.inner.manager.get_task(id, history).await? {
+        // A task held back (never written: see `manager/held.rs`) is
+        // written first, so that what is seen is durable.
+        match self
+            .inner
+            .manager
+            .stored_or_revealed(owner, id, history)
+            .await?
+        {
             Some(s) if s.owner == *owner => match self.inner.manager.storage_failure(id) {
                 // The task failed because the store did, and its failure is
                 // not recorded yet: what is stored is out of date.

@@ -54,6 +54,12 @@ pub(crate) struct LiveState {
     /// `storage.rs`): the error every request about the task gets until
     /// the task's failure is recorded.
     pub(crate) storage_failed: Option<Box<A2aError>>,
+    /// The task's writes are held back until its turn ends (see
+    /// `held.rs`): nobody has been told about it.
+    pub(crate) hold: bool,
+    /// The task as the store would hold it, while its writes are held back
+    /// (`None` once it is written).
+    pub(crate) held: Option<Box<Task>>,
 }
 
 impl LiveState {
@@ -124,6 +130,8 @@ impl TaskManager {
                             log: self.logs.take_retired(&stored.task.id),
                             artifact_bytes: artifact_sizes(&stored.task),
                             storage_failed: None,
+                            hold: false,
+                            held: None,
                         }),
                     })
                 })

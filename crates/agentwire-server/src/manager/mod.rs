@@ -16,6 +16,8 @@
 //!   subscribers, last state), and attaching a request to it;
 //! - `order`: the lock that orders a task's updates;
 //! - `write`: the write path (create on the first event, store, publish);
+//! - `held`: the writes of a task whose turn ends inside the request that
+//!   started it, held back and written once when the turn ends;
 //! - `storage`: a store that fails: writes retried, then the task failed
 //!   and every waiter released (see `docs/architecture.md`);
 //! - `push`: a task's push configs and the hand-over of events to the push
@@ -31,6 +33,7 @@
 
 mod cancel;
 pub(crate) mod events;
+mod held;
 mod live;
 mod order;
 mod push;

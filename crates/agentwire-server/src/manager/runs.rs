@@ -30,6 +30,7 @@ impl TaskManager {
         inline_push: Option<TaskPushNotificationConfig>,
         finals_only: bool,
     ) -> (Arc<LiveTask>, Subscription) {
+        let hold = self.may_hold(finals_only, inline_push.is_some());
         let live = Arc::new(LiveTask {
             id: id.clone(),
             context_id,
@@ -53,6 +54,8 @@ impl TaskManager {
                 log: None,
                 artifact_bytes: Vec::new(),
                 storage_failed: None,
+                hold,
+                held: None,
             }),
         });
         let sub = {

@@ -213,6 +213,27 @@ impl TaskManager {
                 parts: vec![Part::text(reason.clone())],
                 ..Default::default()
             };
+            if let Some(record) = Self::held_failure(&live, &message) {
+                // Never written: created failed.
+                match self.store.create(&live.owner, record).await {
+                    Ok(_) => {
+                        Self::held_recorded(&live);
+                        let mut st = live.state.lock();
+                        st.last_state = TaskState::Failed;
+                        tracing::info!(task = %live.id, attempts, "task store: the task's failure is recorded");
+                        break;
+                    }
+                    Err(e) if storage_fault(&e).is_some() => {
+                        tracing::debug!(task = %live.id, error = %e, "task store: still failing");
+                        drop(guard);
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::debug!(task = %live.id, error = %e, "task store: the failure is not recorded");
+                        break;
+                    }
+                }
+            }
             let update = TaskUpdate::Status {
                 status: TaskStatus::new(TaskState::Failed).with_message(message),
                 metadata: None,

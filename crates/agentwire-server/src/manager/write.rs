@@ -295,6 +295,9 @@ impl TaskManager {
         let log = match self.store.immediate() {
             Some(store) => store.create_now(&live.owner, task).map(|()| None)?,
             None => {
+                let Some(task) = Self::hold_create(live, task) else {
+                    return Ok(());
+                };
                 Self::check_storage(live)?;
                 let started = std::time::Instant::now();
                 match self.store.create(&live.owner, task.clone()).await {
@@ -340,24 +343,31 @@ impl TaskManager {
     ) -> A2aResult<Updated> {
         let written = match self.store.immediate() {
             Some(store) => store.update_now(&live.id, *update),
-            None => {
-                Self::check_storage(live)?;
-                let started = std::time::Instant::now();
-                match self
-                    .store
-                    .update(&live.id, TaskUpdate::clone(&update))
-                    .await
-                {
-                    Err(e) => {
-                        let mut again = || self.store.update(&live.id, TaskUpdate::clone(&update));
-                        Box::pin(self.retry_write(live, started, e, on_failure, &mut again)).await
-                    }
-                    written => written,
-                }
-            }
+            None => match self.write_held(live, &update, on_failure).await {
+                Some(held) => held,
+                None => self.write_stored_update(live, &update, on_failure).await,
+            },
         };
         self.after_write(live, &written).await;
         written
+    }
+
+    /// [`Self::write_update_or`] of a task in a store that does I/O.
+    async fn write_stored_update(
+        &self,
+        live: &LiveTask,
+        update: &TaskUpdate,
+        on_failure: OnFailure,
+    ) -> A2aResult<Updated> {
+        Self::check_storage(live)?;
+        let started = std::time::Instant::now();
+        match self.store.update(&live.id, TaskUpdate::clone(update)).await {
+            Err(e) => {
+                let mut again = || self.store.update(&live.id, TaskUpdate::clone(update));
+                Box::pin(self.retry_write(live, started, e, on_failure, &mut again)).await
+            }
+            written => written,
+        }
     }
 
     /// What a write the store answered means with a bus: the other

@@ -17,12 +17,15 @@ pub(crate) mod sql;
 
 pub use fault::{STORAGE_FAULT, StorageFault, StoreRetry, storage_error, storage_fault};
 pub use memory::{MemoryStore, MemoryStoreConfig};
+/// The SQLite driver of [`SqliteStore::with_writer`]'s connection.
+#[cfg(feature = "sqlite")]
+pub use rusqlite;
 #[cfg(feature = "postgres")]
 pub use sql::postgres;
 #[cfg(feature = "postgres")]
 pub use sql::postgres::{PgEventBus, PostgresStore};
 #[cfg(feature = "sqlite")]
-pub use sql::sqlite::SqliteStore;
+pub use sql::sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 use agentwire_types::{
     A2aError, A2aResult, Artifact, Message, Struct, Task, TaskPushNotificationConfig, TaskState,

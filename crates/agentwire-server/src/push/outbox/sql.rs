@@ -85,7 +85,7 @@ pub(super) fn next_due_sql<D: Dialect>() -> String {
 }
 
 /// The error of a failed outbox statement.
-fn fail<D: Dialect>(what: &str, e: sqlx::Error) -> A2aError {
+fn fail<D: Dialect>(what: &str, e: D::Error) -> A2aError {
     D::error("push outbox", what, e)
 }
 

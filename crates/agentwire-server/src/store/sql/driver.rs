@@ -139,18 +139,20 @@ pub(crate) fn column_error(col: &str, e: impl std::fmt::Display) -> A2aError {
 /// its connections) or a transaction.
 pub(crate) trait Conn: Send {
     type Row: SqlRow;
+    /// The driver's error.
+    type Error: std::fmt::Display + Send;
     /// Runs a statement; the number of rows it changed.
-    fn execute(&mut self, s: Stmt<'_>) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+    fn execute(&mut self, s: Stmt<'_>) -> impl Future<Output = Result<u64, Self::Error>> + Send;
     /// Runs a statement; its first row, if any.
     fn fetch_optional(
         &mut self,
         s: Stmt<'_>,
-    ) -> impl Future<Output = Result<Option<Self::Row>, sqlx::Error>> + Send;
+    ) -> impl Future<Output = Result<Option<Self::Row>, Self::Error>> + Send;
     /// Runs a statement; all its rows.
     fn fetch_all(
         &mut self,
         s: Stmt<'_>,
-    ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send;
+    ) -> impl Future<Output = Result<Vec<Self::Row>, Self::Error>> + Send;
 }
 
 /// What differs between the databases: a few pieces of SQL, connections,
@@ -160,12 +162,14 @@ pub(crate) trait Conn: Send {
 pub(crate) trait Dialect: Debug + Clone + Send + Sync + 'static {
     /// A row of an answer.
     type Row: SqlRow;
+    /// The driver's error.
+    type Error: std::fmt::Display + Send;
     /// A pool of connections.
     type Pool: Debug + Clone + Send + Sync + 'static;
     /// A statement on the pool.
-    type On<'p>: Conn<Row = Self::Row>;
+    type On<'p>: Conn<Row = Self::Row, Error = Self::Error>;
     /// A write transaction.
-    type Tx: Conn<Row = Self::Row>;
+    type Tx: Conn<Row = Self::Row, Error = Self::Error>;
 
     /// Appended to a `SELECT` of rows that the transaction goes on to
     /// update: PostgreSQL locks them; SQLite's `BEGIN IMMEDIATE` already
@@ -187,30 +191,39 @@ pub(crate) trait Dialect: Debug + Clone + Send + Sync + 'static {
     /// A statement on `pool`.
     fn on(pool: &Self::Pool) -> Self::On<'_>;
     /// Starts a write transaction.
-    fn begin(pool: &Self::Pool) -> impl Future<Output = Result<Self::Tx, sqlx::Error>> + Send;
+    fn begin(pool: &Self::Pool) -> impl Future<Output = Result<Self::Tx, Self::Error>> + Send;
     /// Commits it.
-    fn commit(tx: Self::Tx) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+    fn commit(tx: Self::Tx) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// The error a caller sees for a failed statement: `area` is the
     /// component ("task store"), `what` what it was doing.
-    fn error(area: &str, what: &str, e: sqlx::Error) -> A2aError;
+    fn error(area: &str, what: &str, e: Self::Error) -> A2aError;
+    /// Whether an error is a unique-key violation.
+    fn is_unique_violation(e: &Self::Error) -> bool;
 }
 
 /// The internal error for a failed statement, logged (the mapping every
 /// dialect falls back to).
-/// A failure of the storage itself (locked, full, I/O, damaged: see
-/// [`fault::fault_of`](super::fault::fault_of)) is a storage error instead.
-pub(crate) fn internal_error(area: &str, what: &str, e: &sqlx::Error) -> A2aError {
+///
+/// A failure of the storage itself (locked, full, I/O, damaged: `fault`,
+/// which each dialect classifies from its driver's error, see
+/// [`super::fault`]) is a storage error instead.
+pub(crate) fn internal_error(
+    area: &str,
+    what: &str,
+    e: &dyn std::fmt::Display,
+    fault: Option<crate::store::StorageFault>,
+) -> A2aError {
     tracing::error!(error = %e, "{area}: {what} failed");
     let message = format!("{area}: {what} failed: {e}");
-    match super::fault::fault_of(e) {
+    match fault {
         Some(fault) => crate::store::storage_error(fault, message),
         None => A2aError::internal(message),
     }
 }
 
-/// Whether an error is a unique-key violation (sqlx classifies it for
+/// Whether an sqlx error is a unique-key violation (sqlx classifies it for
 /// every database).
-pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
+pub(crate) fn is_sqlx_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
@@ -270,6 +283,7 @@ macro_rules! sqlx_driver {
 
         impl $crate::store::sql::driver::Conn for &$pool {
             type Row = $row;
+            type Error = sqlx::Error;
             async fn execute(
                 &mut self,
                 s: $crate::store::sql::driver::Stmt<'_>,
@@ -292,6 +306,7 @@ macro_rules! sqlx_driver {
 
         impl $crate::store::sql::driver::Conn for sqlx::Transaction<'static, $db> {
             type Row = $row;
+            type Error = sqlx::Error;
             async fn execute(
                 &mut self,
                 s: $crate::store::sql::driver::Stmt<'_>,

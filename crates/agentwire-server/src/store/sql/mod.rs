@@ -18,6 +18,8 @@
 
 pub(crate) mod driver;
 pub(crate) mod fault;
+#[cfg(feature = "sqlite")]
+pub(crate) mod lite;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]
@@ -28,7 +30,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use agentwire_types::{A2aError, A2aResult, Task, TaskPushNotificationConfig};
 use prost::Message as _;
 
-use self::driver::{Conn, Dialect, SqlRow, Stmt, is_unique_violation};
+use self::driver::{Conn, Dialect, SqlRow, Stmt};
 use super::{
     Cursor, LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskUpdate, Updated, apply_update,
 };
@@ -499,7 +501,7 @@ impl<D: Dialect> EventLog<D> for NoLog {
 }
 
 /// The error of a failed task store statement.
-fn fail<D: Dialect>(what: &str, e: sqlx::Error) -> A2aError {
+fn fail<D: Dialect>(what: &str, e: D::Error) -> A2aError {
     D::error("task store", what, e)
 }
 
@@ -548,7 +550,7 @@ impl<D: Dialect> Tables<D> {
                 Ok(Some(span))
             }
             Ok(None) => Ok(None),
-            Err(e) if is_unique_violation(&e) => Err(duplicate(&row.id)),
+            Err(e) if D::is_unique_violation(&e) => Err(duplicate(&row.id)),
             Err(e) => Err(fail::<D>(&format!("creating task {}", row.id), e)),
         }
     }
@@ -781,49 +783,59 @@ impl<D: Dialect> Tables<D> {
     /// are skipped, not waited for), with the rows of [`Dialect::TASK_TABLES`];
     /// `age` is measured by this process's clock against the time a task
     /// last changed (when it became terminal).
+    #[cfg(feature = "postgres")]
     pub async fn purge_terminal_older_than(&self, age: std::time::Duration) -> A2aResult<u64> {
         let cutoff = purge_cutoff(age);
+        let mut purged = 0;
+        loop {
+            let n = self.purge_batch(cutoff).await?;
+            purged += n;
+            if n < PURGE_BATCH as u64 {
+                return Ok(purged);
+            }
+        }
+    }
+
+    /// One transaction of a purge: deletes at most [`PURGE_BATCH`]
+    /// terminal tasks last changed at or before `cutoff`, with their rows
+    /// in [`Dialect::TASK_TABLES`]; how many.
+    pub async fn purge_batch(&self, cutoff: i64) -> A2aResult<u64> {
         let delete_tasks = format!(
             "DELETE FROM a2a_tasks WHERE id IN (SELECT id FROM a2a_tasks \
              WHERE state IN {TERMINAL_STATES_SQL} AND updated_at <= $1 LIMIT $2{}) RETURNING id",
             D::SKIP_LOCKED
         );
         let what = "purging terminal tasks";
-        let mut purged = 0;
-        loop {
-            let mut tx = D::begin(&self.writer)
-                .await
-                .map_err(|e| fail::<D>(what, e))?;
-            let rows = tx
-                .fetch_all(
-                    Stmt::new(delete_tasks.as_str())
-                        .arg(cutoff)
-                        .arg(PURGE_BATCH),
-                )
-                .await
-                .map_err(|e| fail::<D>(what, e))?;
-            let ids = rows
-                .iter()
-                .map(|r| r.text("id"))
-                .collect::<A2aResult<Vec<_>>>()?;
-            if !ids.is_empty() {
-                for table in D::TASK_TABLES {
-                    tx.execute(delete_of_tasks(table, &ids))
-                        .await
-                        .map_err(|e| fail::<D>(what, e))?;
-                }
-            }
-            D::commit(tx).await.map_err(|e| fail::<D>(what, e))?;
-            purged += ids.len() as u64;
-            if (ids.len() as i64) < PURGE_BATCH {
-                return Ok(purged);
+        let mut tx = D::begin(&self.writer)
+            .await
+            .map_err(|e| fail::<D>(what, e))?;
+        let rows = tx
+            .fetch_all(
+                Stmt::new(delete_tasks.as_str())
+                    .arg(cutoff)
+                    .arg(PURGE_BATCH),
+            )
+            .await
+            .map_err(|e| fail::<D>(what, e))?;
+        let ids = rows
+            .iter()
+            .map(|r| r.text("id"))
+            .collect::<A2aResult<Vec<_>>>()?;
+        if !ids.is_empty() {
+            for table in D::TASK_TABLES {
+                tx.execute(delete_of_tasks(table, &ids))
+                    .await
+                    .map_err(|e| fail::<D>(what, e))?;
             }
         }
+        D::commit(tx).await.map_err(|e| fail::<D>(what, e))?;
+        Ok(ids.len() as u64)
     }
 }
 
 /// Implements `TaskStore` for a store type by calling its `tables` (a
 /// [`Tables`]) with its event log `log` (an `Option<&impl EventLog>`).
+#[cfg(feature = "postgres")]
 macro_rules! task_store_on_tables {
     ($store:ty, |$s:ident| $log:expr) => {
         #[async_trait::async_trait]
@@ -913,6 +925,7 @@ macro_rules! task_store_on_tables {
         }
     };
 }
+#[cfg(feature = "postgres")]
 pub(crate) use task_store_on_tables;
 
 /// The terminal states as SQL, computed from the state machine (for the

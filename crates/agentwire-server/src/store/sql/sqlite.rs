@@ -11,9 +11,18 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 
+use agentwire_types::{Task, TaskPushNotificationConfig};
+use sqlx::ConnectOptions as _;
+use sqlx::Connection as _;
+
 use crate::store::sql::driver::{self, Dialect};
 use crate::store::sql::fault;
-use crate::store::sql::{NoLog, Tables};
+pub use crate::store::sql::lite::Synchronous;
+use crate::store::sql::lite::{Batching, Target, Threads, now};
+use crate::store::sql::{NoLog, PURGE_BATCH, purge_cutoff};
+use crate::store::{
+    LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, Updated,
+};
 
 /// The schema, embedded in the binary and applied by [`SqliteStore::open`].
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -22,9 +31,9 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite")
 /// process on the same file, or this one's readers during a checkpoint).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Read connections of a file database (WAL lets them read while the writer
+/// Reader threads of a file database (WAL lets them read while the writer
 /// writes).
-const READERS: u32 = 4;
+const READERS: usize = 4;
 
 /// The SQLite dialect.
 #[derive(Debug, Clone)]
@@ -34,6 +43,7 @@ driver::sqlx_driver!(sqlx::Sqlite, SqliteRow, SqlitePool);
 
 impl Dialect for Sqlite {
     type Row = SqliteRow;
+    type Error = sqlx::Error;
     type Pool = SqlitePool;
     type On<'p> = &'p SqlitePool;
     type Tx = sqlx::Transaction<'static, sqlx::Sqlite>;
@@ -59,7 +69,11 @@ impl Dialect for Sqlite {
     }
 
     fn error(area: &str, what: &str, e: sqlx::Error) -> A2aError {
-        driver::internal_error(area, what, &e)
+        driver::internal_error(area, what, &e, fault::fault_of(&e))
+    }
+
+    fn is_unique_violation(e: &sqlx::Error) -> bool {
+        driver::is_sqlx_unique_violation(e)
     }
 }
 
@@ -98,24 +112,35 @@ pub(crate) async fn file_pool(area: &str, path: &Path, connections: u32) -> A2aR
         .max_connections(connections)
         .connect_with(file_options(path))
         .await
-        .map_err(|e| fault::open_error(area, path, &format!("opening {}", path.display()), e))
+        .map_err(|e| open_failed(area, path, &e))
+}
+
+/// The error of opening the database file `path` with the async driver.
+fn open_failed(area: &str, path: &Path, e: &sqlx::Error) -> A2aError {
+    let what = format!("opening {}", path.display());
+    fault::open_error(area, path, &what, e, fault::fault_of(e))
 }
 
 /// A [`TaskStore`](crate::store::TaskStore) in an SQLite database.
 ///
 /// The file uses write-ahead logging (readers never block the writer) with
-/// `synchronous = NORMAL`: a committed update survives a crash of the
-/// process; a power loss may lose the last few commits, never the
-/// database's consistency. The schema is created or upgraded by
-/// [`SqliteStore::open`] (migrations embedded in the binary).
+/// `synchronous = NORMAL` by default: a committed update survives a crash
+/// of the process; a power loss may lose the last few commits, never the
+/// database's consistency ([`SqliteOptions::synchronous`] with
+/// [`Synchronous::Full`] makes every commit wait for the disk). The schema
+/// is created or upgraded by [`SqliteStore::open`] (migrations embedded in
+/// the binary).
 ///
-/// Writes go through one connection (SQLite has one writer at a time) and
-/// reads through a small pool. An update reads the task, applies
-/// [`apply_update`](crate::store::apply_update) and writes it back only if
-/// the task's version did not change in between; on a conflict (another
-/// process, or a concurrent update of the same task) it redoes the whole
-/// step inside a `BEGIN IMMEDIATE` transaction, so no update is ever lost.
-/// Several processes may share one file.
+/// Writes go through one thread with its own connection (SQLite has one
+/// writer at a time), which runs each store operation whole (read the task,
+/// apply [`apply_update`](crate::store::apply_update), write it back) and
+/// commits together the operations that were queued while it worked (group
+/// commit): throughput grows with the number of concurrent tasks instead of
+/// waiting on one commit per write. An operation is answered only after its
+/// transaction committed. Reads go to a few reader threads. Several
+/// processes may share one file: a batch holds the file's write lock
+/// (`BEGIN IMMEDIATE`) and an update reads the task inside it, so no update
+/// is ever lost.
 ///
 /// ```
 /// use agentwire_server::store::{Owner, SqliteStore, TaskStore};
@@ -123,7 +148,7 @@ pub(crate) async fn file_pool(area: &str, path: &Path, connections: u32) -> A2aR
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> agentwire_server::A2aResult<()> {
-/// // `SqliteStore::open("tasks.db")` for a file that survives restarts.///
+/// // `SqliteStore::open("tasks.db")` for a file that survives restarts.
 /// let store = SqliteStore::in_memory().await?;
 /// let task = Task {
 ///     id: "t1".into(),
@@ -138,49 +163,253 @@ pub(crate) async fn file_pool(area: &str, path: &Path, connections: u32) -> A2aR
 /// ```
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    tables: Tables<Sqlite>,
+    threads: Threads,
 }
+
+/// How a [`SqliteStore`] writes (see [`SqliteStore::open_with`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SqliteOptions {
+    synchronous: Synchronous,
+    max_batch: usize,
+    max_wait: Duration,
+    readers: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            synchronous: Synchronous::Normal,
+            max_batch: MAX_BATCH,
+            max_wait: Duration::ZERO,
+            readers: READERS,
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// What a commit waits for: [`Synchronous::Normal`] (the default)
+    /// survives a crash of the process, [`Synchronous::Full`] also a power
+    /// loss, at the cost of waiting for the disk at every commit.
+    pub fn synchronous(mut self, s: Synchronous) -> Self {
+        self.synchronous = s;
+        self
+    }
+
+    /// At most this many store operations share one transaction (at least
+    /// one; 256 by default).
+    pub fn max_batch(mut self, n: usize) -> Self {
+        self.max_batch = n.max(1);
+        self
+    }
+
+    /// How long the writer waits for more operations after the first one
+    /// of a transaction before committing (zero by default: it commits what
+    /// was queued while it worked, so a lone request never waits). A short
+    /// wait can help with [`Synchronous::Full`], where a commit is slow.
+    pub fn max_wait(mut self, wait: Duration) -> Self {
+        self.max_wait = wait;
+        self
+    }
+
+    /// How many reader threads (each with its connection) serve reads (at
+    /// least one; 4 by default).
+    pub fn readers(mut self, n: usize) -> Self {
+        self.readers = n.max(1);
+        self
+    }
+}
+
+/// Store operations per transaction, at most.
+const MAX_BATCH: usize = 256;
 
 impl SqliteStore {
     /// Opens (creating it if needed) the database file at `path` and brings
     /// its schema up to date.
     pub async fn open(path: impl AsRef<Path>) -> A2aResult<Self> {
+        Self::open_with(path, SqliteOptions::default()).await
+    }
+
+    /// [`SqliteStore::open`] with options.
+    pub async fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> A2aResult<Self> {
         let path = path.as_ref();
-        let writer = file_pool(AREA, path, 1).await?;
-        Self::migrate(&writer).await?;
-        let reader = file_pool(AREA, path, READERS).await?;
-        Ok(Self {
-            tables: Tables { writer, reader },
-        })
+        // The schema is migrated with sqlx's migrator (its bookkeeping table
+        // `_sqlx_migrations` is part of the file's format), on a connection
+        // closed before the store's own connections open.
+        let mut conn = file_options(path)
+            .connect()
+            .await
+            .map_err(|e| open_failed(AREA, path, &e))?;
+        let migrated = MIGRATOR.run(&mut conn).await.map_err(|e| match e {
+            sqlx::migrate::MigrateError::Execute(e) => open_failed(AREA, path, &e),
+            e => A2aError::internal(format!("{AREA}: migrating the SQLite schema: {e}")),
+        });
+        let _ = conn.close().await;
+        migrated?;
+        Self::start(Target::File(path.to_owned()), options).await
     }
 
     /// A private database in memory (for tests): one connection, gone when
-    /// the store is dropped.
+    /// the store is closed or dropped.
     pub async fn in_memory() -> A2aResult<Self> {
-        let pool = in_memory_pool(AREA).await?;
-        Self::migrate(&pool).await?;
-        Ok(Self {
-            tables: Tables::one_pool(pool),
-        })
+        Self::start(Target::Memory(create_schema), SqliteOptions::default()).await
     }
 
-    async fn migrate(pool: &SqlitePool) -> A2aResult<()> {
-        MIGRATOR
-            .run(pool)
-            .await
-            .map_err(|e| A2aError::internal(format!("{AREA}: migrating the SQLite schema: {e}")))
+    async fn start(target: Target, o: SqliteOptions) -> A2aResult<Self> {
+        let batching = Batching {
+            max_batch: o.max_batch,
+            max_wait: o.max_wait,
+        };
+        let threads =
+            Threads::start(target, o.readers, BUSY_TIMEOUT, o.synchronous, batching).await?;
+        Ok(Self { threads })
     }
 
-    /// The connection pool that writes (one connection), e.g. to run
-    /// maintenance such as `VACUUM`.
-    pub fn pool(&self) -> &SqlitePool {
-        &self.tables.writer
+    /// Runs `f` on the connection that writes, between two transactions
+    /// (no other write runs meanwhile), and answers what it returns: for
+    /// maintenance such as `VACUUM`, to change a setting of that connection
+    /// (`PRAGMA busy_timeout`, `PRAGMA max_page_count`), or to read one back
+    /// (`PRAGMA synchronous`). `f` runs on the writer thread: it should be
+    /// short, every write waits for it. Its failure is the store's usual
+    /// error (a storage error for a locked, full or damaged database).
+    ///
+    /// ```
+    /// use agentwire_server::store::{SqliteOptions, SqliteStore, Synchronous};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> agentwire_server::A2aResult<()> {
+    /// # let path = std::env::temp_dir().join(agentwire_server::types::new_id());
+    /// let options = SqliteOptions::default().synchronous(Synchronous::Full);
+    /// let store = SqliteStore::open_with(&path, options).await?;
+    /// // 2 is FULL (https://www.sqlite.org/pragma.html#pragma_synchronous).
+    /// let level: i64 = store
+    ///     .with_writer(|c| c.pragma_query_value(None, "synchronous", |r| r.get(0)))
+    ///     .await?;
+    /// assert_eq!(level, 2);
+    /// # store.close().await;
+    /// # for s in ["", "-wal", "-shm"] {
+    /// #     let _ = std::fs::remove_file(format!("{}{s}", path.display()));
+    /// # }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn with_writer<T, F>(&self, f: F) -> A2aResult<T>
+    where
+        F: FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.threads.alone(f).await
     }
+
+    /// Closes the store's connections once the operations already started
+    /// are done (for example before deleting the file); later operations,
+    /// through any clone of the store, fail.
+    pub async fn close(&self) {
+        self.threads.close().await;
+    }
+}
+
+/// The schema of a database in memory: the migrations' statements (no
+/// bookkeeping: the database never outlives the store).
+fn create_schema(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    for m in MIGRATOR.iter() {
+        if !m.migration_type.is_down_migration() {
+            conn.execute_batch(&m.sql)?;
+        }
+    }
+    Ok(())
 }
 
 const AREA: &str = "task store";
 
-crate::store::sql::task_store_on_tables!(SqliteStore, |_s| None::<&NoLog>);
+#[async_trait::async_trait]
+impl TaskStore for SqliteStore {
+    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
+        let owner = owner.clone();
+        self.threads
+            .write(move |t| now(t.create(&owner, task, None::<&NoLog>)))
+            .await
+    }
+
+    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
+        let id = task_id.to_owned();
+        self.threads
+            .write(move |t| now(t.update(&id, update, None::<&NoLog>)))
+            .await
+    }
+
+    async fn get(
+        &self,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> A2aResult<Option<StoredTask>> {
+        let id = task_id.to_owned();
+        self.threads
+            .read(move |t| now(t.get(&id, history_length)))
+            .await
+    }
+
+    async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
+        let (owner, query) = (owner.clone(), query.clone());
+        self.threads
+            .read(move |t| now(t.list(&owner, &query)))
+            .await
+    }
+
+    async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
+        let config = config.clone();
+        self.threads
+            .write(move |t| now(t.put_push_config(&config)))
+            .await
+    }
+
+    async fn get_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> A2aResult<Option<TaskPushNotificationConfig>> {
+        let (task_id, id) = (task_id.to_owned(), id.to_owned());
+        self.threads
+            .read(move |t| now(t.get_push_config(&task_id, &id)))
+            .await
+    }
+
+    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<TaskPushNotificationConfig>> {
+        let task_id = task_id.to_owned();
+        self.threads
+            .read(move |t| now(t.list_push_configs(&task_id)))
+            .await
+    }
+
+    async fn delete_push_config(&self, task_id: &str, id: &str) -> A2aResult<bool> {
+        let (task_id, id) = (task_id.to_owned(), id.to_owned());
+        self.threads
+            .write(move |t| now(t.delete_push_config(&task_id, &id)))
+            .await
+    }
+
+    async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
+        self.threads.read(|t| now(t.unfinished())).await
+    }
+
+    /// Deletes in batches of a few hundred tasks, each batch one store
+    /// operation (other writes go between them); `age` is measured by this
+    /// process's clock against the time a task last changed (when it became
+    /// terminal).
+    async fn purge_terminal_older_than(&self, age: Duration) -> A2aResult<u64> {
+        let cutoff = purge_cutoff(age);
+        let mut purged = 0;
+        loop {
+            let n = self
+                .threads
+                .write(move |t| now(t.purge_batch(cutoff)))
+                .await?;
+            purged += n;
+            if n < PURGE_BATCH as u64 {
+                return Ok(purged);
+            }
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -214,11 +443,6 @@ mod tests {
         let path = temp_db();
         {
             let s = SqliteStore::open(&path).await.unwrap();
-            let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-                .fetch_one(s.pool())
-                .await
-                .unwrap();
-            assert_eq!(mode, "wal");
             s.create(&Owner::default(), task("t1")).await.unwrap();
             s.update(
                 "t1",
@@ -231,25 +455,126 @@ mod tests {
             )
             .await
             .unwrap();
-            s.tables.writer.close().await;
-            s.tables.reader.close().await;
+            let c = rusqlite::Connection::open(&path).unwrap();
+            let mode: String = c
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(mode, "wal");
+            s.close().await;
+            let err = s.get("t1", None).await.unwrap_err();
+            assert!(err.message.contains("closed"), "{}", err.message);
         }
         let s = SqliteStore::open(&path).await.unwrap();
         let t = s.get("t1", None).await.unwrap().unwrap().task;
         assert_eq!(t.artifacts[0].text_content(), "kept");
-        s.tables.writer.close().await;
-        s.tables.reader.close().await;
+        s.close().await;
+        remove_db(&path);
+    }
+
+    /// A file written by the earlier store (sqlx on every connection) opens
+    /// and reads: the schema and the row encoding are the same.
+    #[tokio::test]
+    async fn a_file_written_by_the_async_driver_opens() {
+        let path = temp_db();
+        let pool = file_pool(AREA, &path, 1).await.unwrap();
+        MIGRATOR.run(&pool).await.unwrap();
+        let tables = crate::store::sql::Tables::<Sqlite>::one_pool(pool.clone());
+        tables
+            .create(&Owner::default(), task("old"), None::<&NoLog>)
+            .await
+            .unwrap();
+        tables
+            .update(
+                "old",
+                TaskUpdate::Status {
+                    status: TaskStatus::new(TaskState::Working),
+                    metadata: None,
+                },
+                None::<&NoLog>,
+            )
+            .await
+            .unwrap();
+        pool.close().await;
+        let s = SqliteStore::open(&path).await.unwrap();
+        let t = s.get("old", None).await.unwrap().unwrap().task;
+        assert_eq!(t.state(), TaskState::Working);
+        let unfinished = s.unfinished().await.unwrap();
+        assert_eq!(unfinished.len(), 1);
+        s.update(
+            "old",
+            TaskUpdate::Status {
+                status: TaskStatus::new(TaskState::Completed),
+                metadata: None,
+            },
+        )
+        .await
+        .unwrap();
+        assert!(s.unfinished().await.unwrap().is_empty());
+        s.close().await;
+        remove_db(&path);
+    }
+
+    /// Concurrent writers share transactions, and each one's write is
+    /// there when it is answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writes_are_all_committed() {
+        let path = temp_db();
+        let s = SqliteStore::open_with(&path, SqliteOptions::default().max_batch(8))
+            .await
+            .unwrap();
+        let mut jobs = Vec::new();
+        for i in 0..64 {
+            let s = s.clone();
+            jobs.push(tokio::spawn(async move {
+                let id = format!("t{i}");
+                s.create(&Owner::default(), task(&id)).await.unwrap();
+                s.update(
+                    &id,
+                    TaskUpdate::Status {
+                        status: TaskStatus::new(TaskState::Completed),
+                        metadata: None,
+                    },
+                )
+                .await
+                .unwrap();
+                let got = s.get(&id, None).await.unwrap().unwrap().task;
+                assert_eq!(got.state(), TaskState::Completed);
+            }));
+        }
+        for j in jobs {
+            j.await.unwrap();
+        }
+        // A duplicate in a batch fails alone.
+        let owner = Owner::default();
+        let (a, b) = tokio::join!(
+            s.create(&owner, task("t0")),
+            s.create(&owner, task("fresh")),
+        );
+        assert!(a.unwrap_err().message.contains("already exists"));
+        assert!(b.is_ok());
+        s.close().await;
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let n: i64 = c
+            .query_row("SELECT COUNT(*) FROM a2a_tasks WHERE state = 3", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(n, 64);
+        drop(c);
         remove_db(&path);
     }
 
     #[tokio::test]
     async fn corrupt_rows_are_internal_errors() {
-        let s = SqliteStore::in_memory().await.unwrap();
+        let path = temp_db();
+        let s = SqliteStore::open(&path).await.unwrap();
         s.create(&Owner::default(), task("t1")).await.unwrap();
-        sqlx::query("UPDATE a2a_tasks SET history = x'ffffff' WHERE id = 't1'")
-            .execute(s.pool())
-            .await
-            .unwrap();
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute(
+            "UPDATE a2a_tasks SET history = x'ffffff' WHERE id = 't1'",
+            [],
+        )
+        .unwrap();
         let err = s.get("t1", None).await.unwrap_err();
         assert_eq!(err.kind, ErrorKind::Internal);
         assert!(err.message.contains("t1"), "{}", err.message);
@@ -272,11 +597,15 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.kind, ErrorKind::Internal);
-        sqlx::query("INSERT INTO a2a_push_configs (task_id, id, config) VALUES ('t1', 'p', x'ff')")
-            .execute(s.pool())
-            .await
-            .unwrap();
+        c.execute(
+            "INSERT INTO a2a_push_configs (task_id, id, config) VALUES ('t1', 'p', x'ff')",
+            [],
+        )
+        .unwrap();
         assert!(s.get_push_config("t1", "p").await.is_err());
         assert!(s.list_push_configs("t1").await.is_err());
+        drop(c);
+        s.close().await;
+        remove_db(&path);
     }
 }

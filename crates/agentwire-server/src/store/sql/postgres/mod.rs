@@ -44,6 +44,7 @@ driver::sqlx_driver!(sqlx::Postgres, PgRow, PgPool);
 
 impl Dialect for Pg {
     type Row = PgRow;
+    type Error = sqlx::Error;
     type Pool = PgPool;
     type On<'p> = &'p PgPool;
     type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
@@ -69,7 +70,11 @@ impl Dialect for Pg {
     }
 
     fn error(area: &str, what: &str, e: sqlx::Error) -> A2aError {
-        driver::internal_error(area, what, &e)
+        driver::internal_error(area, what, &e, super::fault::fault_of(&e))
+    }
+
+    fn is_unique_violation(e: &sqlx::Error) -> bool {
+        driver::is_sqlx_unique_violation(e)
     }
 }
 

@@ -1,0 +1,707 @@
+//! The SQLite task store's own driver: one writer thread that commits the
+//! writes of concurrent requests together (group commit), and a few reader
+//! threads, each with a synchronous connection (`rusqlite`).
+//!
+//! Why not the async driver: it runs every statement on a thread of its own
+//! connection and wakes the caller's task when the statement is done, so a
+//! task write of three statements costs several thread hand-offs, and every
+//! write is a transaction with its own commit. Here a whole store operation
+//! (read the task, apply the update, write it back) is one job, run on the
+//! writer thread inside the transaction of its batch: a request costs two
+//! hand-offs (to the thread, and the answer back), and a commit is shared by
+//! every job queued while the previous batch ran.
+//!
+//! The statements are those of [`Tables`], executed through [`Conn`] on a
+//! connection the thread owns: they complete without waiting, so the
+//! thread polls the operation's future once ([`now`]).
+//!
+//! A write is answered only after the commit of its batch: if the commit
+//! fails, every job of the batch gets the error, and none of them is
+//! acknowledged.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentwire_types::{A2aError, A2aResult};
+use futures::FutureExt as _;
+use parking_lot::{Mutex, RwLock};
+use rusqlite::types::Value;
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+use tokio::sync::{mpsc, oneshot};
+
+use super::Tables;
+use super::driver::{self, Arg, Conn, Dialect, SqlRow, Stmt};
+use super::fault;
+use crate::store::{StorageFault, storage_error, storage_fault};
+
+/// How many prepared statements each connection keeps (the store has a
+/// few dozen distinct texts: listings build theirs from their filters).
+const STATEMENT_CACHE: usize = 64;
+
+/// What a commit waits for: `Normal` survives a crash of the process (the
+/// operating system has the write-ahead log); `Full` also survives a power
+/// loss (each commit waits for the disk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// `PRAGMA synchronous = NORMAL` (the default).
+    #[default]
+    Normal,
+    /// `PRAGMA synchronous = FULL`.
+    Full,
+}
+
+/// How the writer batches writes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Batching {
+    /// At most this many store operations share one transaction.
+    pub max_batch: usize,
+    /// After the first operation of a batch, how long the writer waits for
+    /// more before committing (zero: it takes only what is already queued,
+    /// so a lone request never waits).
+    pub max_wait: Duration,
+}
+
+/// A connection, owned by one thread and lent to the operations it runs.
+/// (The lock is never contended: only its thread uses it; it is there
+/// because the statements' futures must be `Send`.)
+#[derive(Clone)]
+pub(crate) struct LiteDb(Arc<Mutex<Connection>>);
+
+impl std::fmt::Debug for LiteDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LiteDb")
+    }
+}
+
+impl LiteDb {
+    fn new(conn: Connection) -> Self {
+        Self(Arc::new(Mutex::new(conn)))
+    }
+
+    fn batch(&self, sql: &str) -> rusqlite::Result<()> {
+        self.0.lock().execute_batch(sql)
+    }
+
+    fn is_autocommit(&self) -> bool {
+        self.0.lock().is_autocommit()
+    }
+}
+
+/// A row of an answer, read out of the statement (column names shared by
+/// the rows of one answer).
+#[derive(Debug)]
+pub(crate) struct LiteRow {
+    names: Arc<[String]>,
+    values: Vec<Value>,
+}
+
+impl LiteRow {
+    fn get(&self, col: &str) -> A2aResult<&Value> {
+        self.names
+            .iter()
+            .position(|n| n == col)
+            .and_then(|i| self.values.get(i))
+            .ok_or_else(|| driver::column_error(col, "no such column"))
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "NULL",
+        Value::Integer(_) => "an integer",
+        Value::Real(_) => "a real",
+        Value::Text(_) => "text",
+        Value::Blob(_) => "a blob",
+    }
+}
+
+impl SqlRow for LiteRow {
+    fn text(&self, col: &str) -> A2aResult<String> {
+        match self.get(col)? {
+            Value::Text(s) => Ok(s.clone()),
+            v => Err(driver::column_error(
+                col,
+                format!("{} is not text", kind(v)),
+            )),
+        }
+    }
+    fn i64(&self, col: &str) -> A2aResult<i64> {
+        match self.get(col)? {
+            Value::Integer(n) => Ok(*n),
+            v => Err(driver::column_error(
+                col,
+                format!("{} is not an integer", kind(v)),
+            )),
+        }
+    }
+    fn opt_i64(&self, col: &str) -> A2aResult<Option<i64>> {
+        match self.get(col)? {
+            Value::Null => Ok(None),
+            _ => self.i64(col).map(Some),
+        }
+    }
+    fn i32(&self, col: &str) -> A2aResult<i32> {
+        let n = self.i64(col)?;
+        i32::try_from(n).map_err(|e| driver::column_error(col, e))
+    }
+    fn flag(&self, col: &str) -> A2aResult<bool> {
+        Ok(self.i64(col)? != 0)
+    }
+    fn blob(&self, col: &str) -> A2aResult<Vec<u8>> {
+        match self.get(col)? {
+            Value::Blob(b) => Ok(b.clone()),
+            v => Err(driver::column_error(
+                col,
+                format!("{} is not a blob", kind(v)),
+            )),
+        }
+    }
+    fn opt_blob(&self, col: &str) -> A2aResult<Option<Vec<u8>>> {
+        match self.get(col)? {
+            Value::Null => Ok(None),
+            _ => self.blob(col).map(Some),
+        }
+    }
+}
+
+/// Prepares (from the connection's cache) and binds a statement. The
+/// placeholders `$n` are SQLite's named parameters, numbered in order of
+/// first appearance, so binding by position matches (see `driver.rs`).
+fn prepared<'c>(
+    conn: &'c Connection,
+    s: &Stmt<'_>,
+) -> rusqlite::Result<rusqlite::CachedStatement<'c>> {
+    let mut st = conn.prepare_cached(s.sql())?;
+    for (i, a) in s.args().iter().enumerate() {
+        let i = i + 1;
+        match *a {
+            Arg::Text(v) => st.raw_bind_parameter(i, v)?,
+            Arg::I64(v) => st.raw_bind_parameter(i, v)?,
+            Arg::I32(v) => st.raw_bind_parameter(i, v)?,
+            // Flags are integers in SQLite (as the async driver stores them).
+            Arg::Bool(v) => st.raw_bind_parameter(i, i64::from(v))?,
+            Arg::Blob(v) => st.raw_bind_parameter(i, v)?,
+        }
+    }
+    Ok(st)
+}
+
+/// Runs a statement and reads up to `limit` rows of its answer.
+fn query(conn: &Connection, s: &Stmt<'_>, limit: usize) -> rusqlite::Result<Vec<LiteRow>> {
+    let mut st = prepared(conn, s)?;
+    let names: Arc<[String]> = st.column_names().into_iter().map(String::from).collect();
+    let width = names.len();
+    let mut rows = st.raw_query();
+    let mut out = Vec::new();
+    while out.len() < limit {
+        let Some(row) = rows.next()? else { break };
+        let mut values = Vec::with_capacity(width);
+        for i in 0..width {
+            values.push(row.get::<_, Value>(i)?);
+        }
+        out.push(LiteRow {
+            names: Arc::clone(&names),
+            values,
+        });
+    }
+    Ok(out)
+}
+
+impl Conn for &LiteDb {
+    type Row = LiteRow;
+    type Error = rusqlite::Error;
+
+    async fn execute(&mut self, s: Stmt<'_>) -> rusqlite::Result<u64> {
+        let conn = self.0.lock();
+        let n = prepared(&conn, &s)?.raw_execute()?;
+        Ok(n as u64)
+    }
+
+    async fn fetch_optional(&mut self, s: Stmt<'_>) -> rusqlite::Result<Option<LiteRow>> {
+        let conn = self.0.lock();
+        Ok(query(&conn, &s, 1)?.pop())
+    }
+
+    async fn fetch_all(&mut self, s: Stmt<'_>) -> rusqlite::Result<Vec<LiteRow>> {
+        let conn = self.0.lock();
+        query(&conn, &s, usize::MAX)
+    }
+}
+
+/// A transaction inside the writer's batch: a savepoint, rolled back if it
+/// is dropped without [`Dialect::commit`].
+pub(crate) struct LiteTx {
+    db: LiteDb,
+    open: bool,
+}
+
+impl Drop for LiteTx {
+    fn drop(&mut self) {
+        if self.open {
+            // A failed rollback leaves the batch's transaction in doubt: the
+            // writer then sees it ended (autocommit) and fails the batch.
+            let _ = self.db.batch("ROLLBACK TO a2a_tx; RELEASE a2a_tx");
+        }
+    }
+}
+
+impl Conn for LiteTx {
+    type Row = LiteRow;
+    type Error = rusqlite::Error;
+
+    async fn execute(&mut self, s: Stmt<'_>) -> rusqlite::Result<u64> {
+        (&self.db).execute(s).await
+    }
+
+    async fn fetch_optional(&mut self, s: Stmt<'_>) -> rusqlite::Result<Option<LiteRow>> {
+        (&self.db).fetch_optional(s).await
+    }
+
+    async fn fetch_all(&mut self, s: Stmt<'_>) -> rusqlite::Result<Vec<LiteRow>> {
+        (&self.db).fetch_all(s).await
+    }
+}
+
+/// SQLite through the writer thread and reader threads of this module.
+#[derive(Debug, Clone)]
+pub(crate) struct Lite;
+
+impl Dialect for Lite {
+    type Row = LiteRow;
+    type Error = rusqlite::Error;
+    type Pool = LiteDb;
+    type On<'p> = &'p LiteDb;
+    type Tx = LiteTx;
+
+    // One writer at a time: the batch's `BEGIN IMMEDIATE` holds the
+    // database's write lock, so there are no row locks to take or skip.
+    const LOCK_ROWS: &'static str = "";
+    const SKIP_LOCKED: &'static str = "";
+    const NULL_BLOB: &'static str = "NULL";
+    const FALSE: &'static str = "0";
+    const TASK_TABLES: &'static [&'static str] = &["a2a_push_configs"];
+
+    fn on(pool: &LiteDb) -> &LiteDb {
+        pool
+    }
+
+    async fn begin(pool: &LiteDb) -> rusqlite::Result<LiteTx> {
+        pool.batch("SAVEPOINT a2a_tx")?;
+        Ok(LiteTx {
+            db: pool.clone(),
+            open: true,
+        })
+    }
+
+    async fn commit(mut tx: LiteTx) -> rusqlite::Result<()> {
+        tx.open = false;
+        tx.db.batch("RELEASE a2a_tx")
+    }
+
+    fn error(area: &str, what: &str, e: rusqlite::Error) -> A2aError {
+        driver::internal_error(area, what, &e, fault::lite_fault(&e))
+    }
+
+    fn is_unique_violation(e: &rusqlite::Error) -> bool {
+        matches!(
+            e,
+            rusqlite::Error::SqliteFailure(f, _)
+                if f.code == ErrorCode::ConstraintViolation
+                    && (f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                        || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE)
+        )
+    }
+}
+
+/// The output of an operation whose statements never wait (those of
+/// [`Lite`]): its future is ready when first polled.
+pub(crate) fn now<T>(f: impl Future<Output = A2aResult<T>>) -> A2aResult<T> {
+    f.now_or_never().unwrap_or_else(|| {
+        Err(A2aError::internal(
+            "task store: an SQLite operation did not complete on its thread",
+        ))
+    })
+}
+
+/// A store operation sent to a thread.
+trait Job: Send {
+    /// Runs it on the thread's tables; what to answer once the batch is
+    /// committed.
+    fn run(self: Box<Self>, tables: &Tables<Lite>) -> Box<dyn Done>;
+    /// Answers without running it.
+    fn fail(self: Box<Self>, e: A2aError);
+    /// Whether it runs alone on the writer, outside any transaction
+    /// ([`Threads::alone`]).
+    fn alone(&self) -> bool;
+}
+
+/// A job that ran, waiting for the commit of its batch.
+trait Done: Send {
+    /// Answers: its own result if the batch committed, else `commit`'s
+    /// error.
+    fn answer(self: Box<Self>, commit: Result<(), &A2aError>);
+    /// The storage fault its own result reports, if any.
+    fn fault(&self) -> Option<StorageFault>;
+}
+
+struct Op<F, T> {
+    f: F,
+    reply: oneshot::Sender<A2aResult<T>>,
+    alone: bool,
+}
+
+struct Ran<T> {
+    result: A2aResult<T>,
+    reply: oneshot::Sender<A2aResult<T>>,
+}
+
+impl<F, T> Job for Op<F, T>
+where
+    F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send,
+    T: Send + 'static,
+{
+    fn run(self: Box<Self>, tables: &Tables<Lite>) -> Box<dyn Done> {
+        let result = (self.f)(tables);
+        Box::new(Ran {
+            result,
+            reply: self.reply,
+        })
+    }
+
+    fn fail(self: Box<Self>, e: A2aError) {
+        let _ = self.reply.send(Err(e));
+    }
+
+    fn alone(&self) -> bool {
+        self.alone
+    }
+}
+
+impl<T: Send> Done for Ran<T> {
+    fn answer(self: Box<Self>, commit: Result<(), &A2aError>) {
+        let answer = match commit {
+            Ok(()) => self.result,
+            Err(e) => Err(e.clone()),
+        };
+        // The caller may have gone (its request was dropped): the write
+        // stands, nobody is told.
+        let _ = self.reply.send(answer);
+    }
+
+    fn fault(&self) -> Option<StorageFault> {
+        self.result.as_ref().err().and_then(storage_fault)
+    }
+}
+
+/// Which thread runs an operation, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum To {
+    /// A reader (the writer for a database in memory).
+    Reader,
+    /// The writer, inside the transaction of a batch.
+    Writer,
+    /// The writer, alone, outside any transaction.
+    Alone,
+}
+
+/// Where the store's operations are sent: its writer thread and, for a
+/// file, its reader threads (`None` once closed).
+#[derive(Debug, Clone)]
+pub(crate) struct Threads {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    senders: RwLock<Option<Senders>>,
+    /// Ends (`None`) when every thread has closed its connection.
+    exited: tokio::sync::Mutex<mpsc::Receiver<()>>,
+}
+
+struct Senders {
+    writer: flume::Sender<Box<dyn Job>>,
+    readers: Option<flume::Sender<Box<dyn Job>>>,
+}
+
+impl std::fmt::Debug for Senders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Senders")
+    }
+}
+
+fn closed() -> A2aError {
+    A2aError::internal("task store: the SQLite store is closed")
+}
+
+/// How a connection of the store is opened.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// The database file.
+    File(std::path::PathBuf),
+    /// A private database in memory, its schema created by `init`.
+    Memory(fn(&Connection) -> rusqlite::Result<()>),
+}
+
+/// The settings every connection of a file gets.
+fn open(
+    target: &Target,
+    busy: Duration,
+    sync: Synchronous,
+    read_only: bool,
+) -> A2aResult<Connection> {
+    let fail = |e: rusqlite::Error| match target {
+        Target::File(p) => {
+            let what = format!("opening {}", p.display());
+            fault::open_error("task store", p, &what, &e, fault::lite_fault(&e))
+        }
+        Target::Memory(_) => Lite::error("task store", "opening an in-memory database", e),
+    };
+    let conn = match target {
+        Target::File(path) => Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        ),
+        Target::Memory(_) => Connection::open_in_memory(),
+    }
+    .map_err(fail)?;
+    conn.busy_timeout(busy).map_err(fail)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    let sync = match sync {
+        Synchronous::Normal => "NORMAL",
+        Synchronous::Full => "FULL",
+    };
+    if let Target::File(_) = target {
+        // The file was created in WAL mode by the migrations; a reader must
+        // not change it.
+        if !read_only {
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .map_err(fail)?;
+        }
+    }
+    conn.pragma_update(None, "synchronous", sync)
+        .map_err(fail)?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(fail)?;
+    if read_only {
+        conn.pragma_update(None, "query_only", "ON").map_err(fail)?;
+    }
+    if let Target::Memory(init) = target {
+        init(&conn).map_err(fail)?;
+    }
+    Ok(conn)
+}
+
+/// Starts a thread that opens a connection and serves `rx` with it until
+/// every sender is gone; `alive` is dropped after the connection is closed.
+async fn spawn(
+    name: String,
+    target: Target,
+    settings: (Duration, Synchronous, bool),
+    alive: mpsc::Sender<()>,
+    serve: impl FnOnce(Connection) + Send + 'static,
+) -> A2aResult<()> {
+    let (ready_tx, ready) = oneshot::channel();
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            let alive = alive;
+            let (busy, sync, read_only) = settings;
+            match open(&target, busy, sync, read_only) {
+                Ok(conn) => {
+                    let _ = ready_tx.send(Ok(()));
+                    serve(conn);
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
+            }
+            drop(alive);
+        })
+        .map_err(|e| A2aError::internal(format!("task store: starting a thread: {e}")))?;
+    ready.await.map_err(|_| closed())?
+}
+
+impl Threads {
+    /// Starts the writer and (for a file) `readers` reader threads.
+    pub async fn start(
+        target: Target,
+        readers: usize,
+        busy: Duration,
+        sync: Synchronous,
+        batching: Batching,
+    ) -> A2aResult<Self> {
+        let (alive, exited) = mpsc::channel(1);
+        let (writer, rx) = flume::unbounded();
+        let settings = (busy, sync, false);
+        let name = "a2a-sqlite-writer".to_owned();
+        spawn(name, target.clone(), settings, alive.clone(), move |conn| {
+            write_loop(conn, &rx, batching);
+        })
+        .await?;
+        let readers = match target {
+            Target::Memory(_) => None,
+            Target::File(_) => {
+                let (tx, rx) = flume::unbounded();
+                for i in 0..readers {
+                    let rx: flume::Receiver<Box<dyn Job>> = rx.clone();
+                    let settings = (busy, sync, true);
+                    let name = format!("a2a-sqlite-reader-{i}");
+                    spawn(name, target.clone(), settings, alive.clone(), move |conn| {
+                        read_loop(conn, &rx);
+                    })
+                    .await?;
+                }
+                Some(tx)
+            }
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                senders: RwLock::new(Some(Senders { writer, readers })),
+                exited: tokio::sync::Mutex::new(exited),
+            }),
+        })
+    }
+
+    async fn send<T, F>(&self, to: To, f: F) -> A2aResult<T>
+    where
+        F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let alone = to == To::Alone;
+        let job: Box<dyn Job> = Box::new(Op { f, reply, alone });
+        {
+            let senders = self.inner.senders.read();
+            let senders = senders.as_ref().ok_or_else(closed)?;
+            let to = match (&senders.readers, to) {
+                (Some(readers), To::Reader) => readers,
+                _ => &senders.writer,
+            };
+            to.send(job).map_err(|_| closed())?;
+        }
+        answer.await.map_err(|_| closed())?
+    }
+
+    /// Runs a write on the writer thread; answers once it is committed.
+    pub async fn write<T, F>(&self, f: F) -> A2aResult<T>
+    where
+        F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.send(To::Writer, f).await
+    }
+
+    /// Runs a read on a reader thread (on the writer for a database in
+    /// memory, which has one connection).
+    pub async fn read<T, F>(&self, f: F) -> A2aResult<T>
+    where
+        F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.send(To::Reader, f).await
+    }
+
+    /// Runs `f` on the writer's connection between two batches, outside
+    /// any transaction: nothing else writes while it runs.
+    pub async fn alone<T, F>(&self, f: F) -> A2aResult<T>
+    where
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.send(To::Alone, move |t: &Tables<Lite>| {
+            let conn = t.writer.0.lock();
+            f(&conn).map_err(|e| Lite::error("task store", "running on the writer", e))
+        })
+        .await
+    }
+
+    /// Closes the connections once the operations already sent are done;
+    /// later operations fail.
+    pub async fn close(&self) {
+        // Without senders the threads finish what is queued and stop.
+        drop(self.inner.senders.write().take());
+        let mut exited = self.inner.exited.lock().await;
+        while exited.recv().await.is_some() {}
+    }
+}
+
+/// A reader thread: each job alone, outside any transaction.
+fn read_loop(conn: Connection, rx: &flume::Receiver<Box<dyn Job>>) {
+    let tables = Tables::one_pool(LiteDb::new(conn));
+    while let Ok(job) = rx.recv() {
+        job.run(&tables).answer(Ok(()));
+    }
+}
+
+/// The writer thread: takes the first queued job, opens a transaction, runs
+/// it and whatever else is queued (up to the batch's bounds), commits, and
+/// answers them all.
+fn write_loop(conn: Connection, rx: &flume::Receiver<Box<dyn Job>>, batching: Batching) {
+    let db = LiteDb::new(conn);
+    let tables = Tables::one_pool(db.clone());
+    // A job that must run alone, met while a batch was being filled: it
+    // runs once that batch is committed.
+    let mut pending: Option<Box<dyn Job>> = None;
+    loop {
+        let first = match pending.take() {
+            Some(job) => job,
+            None => match rx.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            },
+        };
+        if first.alone() {
+            first.run(&tables).answer(Ok(()));
+            continue;
+        }
+        if let Err(e) = db.batch("BEGIN IMMEDIATE") {
+            first.fail(Lite::error("task store", "starting a write transaction", e));
+            continue;
+        }
+        let deadline = Instant::now() + batching.max_wait;
+        let mut ran: Vec<Box<dyn Done>> = Vec::new();
+        let mut next = Some(first);
+        let mut lost = None;
+        while let Some(job) = next.take() {
+            let done = job.run(&tables);
+            if db.is_autocommit() {
+                // SQLite rolled the transaction back (a full disk, an I/O
+                // error): nothing of this batch was written. Every job of
+                // the batch gets a storage error (the fault of the write
+                // that failed; I/O if it did not say), so the task manager
+                // retries them like any transient failure of the storage.
+                let fault = done.fault().unwrap_or(StorageFault::Io);
+                lost = Some(storage_error(
+                    fault,
+                    "task store: a write failed and SQLite rolled back its transaction",
+                ));
+                ran.push(done);
+                break;
+            }
+            ran.push(done);
+            if ran.len() >= batching.max_batch {
+                break;
+            }
+            next = if batching.max_wait.is_zero() {
+                rx.try_recv().ok()
+            } else {
+                rx.recv_deadline(deadline).ok()
+            };
+            if next.as_ref().is_some_and(|j| j.alone()) {
+                pending = next.take();
+            }
+        }
+        let commit = match lost {
+            Some(e) => Err(e),
+            None => db.batch("COMMIT").map_err(|e| {
+                let _ = db.batch("ROLLBACK");
+                Lite::error("task store", "committing writes", e)
+            }),
+        };
+        for done in ran {
+            done.answer(commit.as_ref().map(|_| ()));
+        }
+    }
+}
