@@ -15,6 +15,7 @@
 //! first task it holds (in the tokio runtime that stores it), so an idle
 //! store empties too.
 
+mod index;
 mod packed;
 mod task_table;
 
@@ -38,9 +39,13 @@ use super::{
 /// The most finished tasks one write evicts (a sweep has no limit).
 const EVICT_PER_WRITE: usize = 64;
 
-/// Bytes accounted to every task besides its contents (its slot, the
-/// structures that hold it, its place in the eviction queue).
-const TASK_OVERHEAD: usize = 64;
+/// Bytes accounted to every task besides its contents: its slot, the
+/// structures that hold it, its place in the eviction queue (64), and its
+/// entries in the listing indexes (`index.rs`: four entries and the id
+/// they share, and, for a task alone in its conversation, the indexes of
+/// that conversation: about 400 bytes in all; less when tasks share a
+/// conversation).
+const TASK_OVERHEAD: usize = 64 + 400;
 
 /// Limits of the in-memory store. Finished tasks leave memory after
 /// `terminal_ttl`, open ones after `idle_ttl` without a change; when the
@@ -446,6 +451,143 @@ fn slot_bytes(bytes: usize) -> u32 {
     u32::try_from(bytes).unwrap_or(u32::MAX)
 }
 
+/// Listing.
+impl MemoryStore {
+    /// A page of the owner's tasks, from the listing indexes: the page and
+    /// a binary search, however many tasks the store holds.
+    ///
+    /// The keys of the page are read under the index's lock, the tasks
+    /// after it: a task whose status changed in between moved to a newer
+    /// place (before the cursor, where the client has been) and is left
+    /// out, as is one that left the store; the page then takes the next
+    /// keys in its place.
+    fn list_now(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
+        let tasks_table = &self.shared.tasks;
+        let after = query.status_after.map(|t| t.as_millis());
+        let mut from = query.cursor.clone();
+        let mut total = None;
+        // The page's tasks, and one more when there is one (whether there
+        // is a next page).
+        let mut found: Vec<(Cursor, Held)> = Vec::with_capacity(query.page_size.min(100) + 1);
+        loop {
+            let want = query.page_size + 1 - found.len();
+            let batch = tasks_table.index().read(
+                owner,
+                query.context_id.as_deref(),
+                query.state,
+                |ranked| {
+                    let total = match after {
+                        Some(after) => ranked.count_from(after),
+                        None => ranked.len(),
+                    };
+                    let keys: Vec<index::Entry> = ranked
+                        .descending_from(from.as_ref().map(|c| (c.millis, c.id.as_str())))
+                        .take_while(|e| after.is_none_or(|a| e.millis >= a))
+                        .take(want)
+                        .cloned()
+                        .collect();
+                    (total, keys)
+                },
+            );
+            let Some((count, keys)) = batch else {
+                total.get_or_insert(0);
+                break;
+            };
+            total.get_or_insert(count);
+            let exhausted = keys.len() < want;
+            let mut last = None;
+            for key in keys {
+                let held = tasks_table.read(tasks_table.hash(&key.id), &key.id, |slot| {
+                    let p = slot.position();
+                    let same = p.millis == key.millis
+                        && slot.is_owned_by(owner)
+                        && query.state.is_none_or(|s| s == p.state)
+                        && query
+                            .context_id
+                            .as_deref()
+                            .is_none_or(|c| c == slot.context_id())
+                        // A task without a time never matches a time.
+                        && (after.is_none() || p.timed);
+                    same.then(|| slot.held.clone())
+                });
+                let cursor = Cursor {
+                    millis: key.millis,
+                    id: key.id.to_string(),
+                };
+                if let Some(Some(held)) = held {
+                    found.push((cursor.clone(), held));
+                }
+                last = Some(cursor);
+            }
+            if exhausted || found.len() > query.page_size {
+                break;
+            }
+            from = last;
+        }
+        let next = if query.page_size > 0 && found.len() > query.page_size {
+            found.truncate(query.page_size);
+            found.last().map(|(c, _)| c.clone())
+        } else {
+            found.truncate(query.page_size);
+            None
+        };
+        let mut tasks = Vec::with_capacity(found.len());
+        for (_, held) in &found {
+            tasks.push(held.copy(query.history_length, query.include_artifacts)?);
+        }
+        Ok(TaskPage {
+            tasks,
+            next,
+            total: total.unwrap_or(0),
+        })
+    }
+
+    /// The listing as it was before the indexes: a scan of every task. For
+    /// the benchmark that compares the two, and the tests that check them
+    /// against each other; not part of the API.
+    #[doc(hidden)]
+    pub fn list_by_scan(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
+        // What the scan found, without decoding packed tasks: only the page
+        // is decoded.
+        let mut keys: Vec<(Cursor, Held)> = Vec::new();
+        self.shared.tasks.for_each(|slot| {
+            let timestamp = slot.status_timestamp();
+            let skip = !slot.is_owned_by(owner)
+                || query
+                    .context_id
+                    .as_deref()
+                    .is_some_and(|c| c != slot.context_id())
+                || query.state.is_some_and(|s| s != slot.state())
+                || query.status_after.is_some_and(|after| {
+                    timestamp.is_none_or(|ts| ts.as_millis() < after.as_millis())
+                });
+            if !skip {
+                let cursor = Cursor {
+                    millis: timestamp.map_or(0, |t| t.as_millis()),
+                    id: slot.id().to_owned(),
+                };
+                keys.push((cursor, slot.held.clone()));
+            }
+        });
+        let total = keys.len();
+        // Most recently updated first; ties broken by id, descending.
+        keys.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        let start = match &query.cursor {
+            Some(c) => keys.partition_point(|(k, _)| k >= c),
+            None => 0,
+        };
+        let end = (start + query.page_size).min(keys.len());
+        let mut tasks = Vec::with_capacity(end - start);
+        for (_, held) in &keys[start..end] {
+            tasks.push(held.copy(query.history_length, query.include_artifacts)?);
+        }
+        let next = (end < keys.len())
+            .then(|| keys[end - 1].0.clone())
+            .filter(|_| end > start);
+        Ok(TaskPage { tasks, next, total })
+    }
+}
+
 /// The memory store answers at once: the task manager calls it without a
 /// future.
 impl ImmediateStore for MemoryStore {
@@ -617,44 +759,7 @@ impl TaskStore for MemoryStore {
     }
 
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
-        // What the scan found, without decoding packed tasks: only the page
-        // is decoded.
-        let mut keys: Vec<(Cursor, Held)> = Vec::new();
-        self.shared.tasks.for_each(|slot| {
-            let timestamp = slot.status_timestamp();
-            let skip = !slot.is_owned_by(owner)
-                || query
-                    .context_id
-                    .as_deref()
-                    .is_some_and(|c| c != slot.context_id())
-                || query.state.is_some_and(|s| s != slot.state())
-                || query.status_after.is_some_and(|after| {
-                    timestamp.is_none_or(|ts| ts.as_millis() < after.as_millis())
-                });
-            if !skip {
-                let cursor = Cursor {
-                    millis: timestamp.map_or(0, |t| t.as_millis()),
-                    id: slot.id().to_owned(),
-                };
-                keys.push((cursor, slot.held.clone()));
-            }
-        });
-        let total = keys.len();
-        // Most recently updated first; ties broken by id, descending.
-        keys.sort_unstable_by(|a, b| b.0.cmp(&a.0));
-        let start = match &query.cursor {
-            Some(c) => keys.partition_point(|(k, _)| k >= c),
-            None => 0,
-        };
-        let end = (start + query.page_size).min(keys.len());
-        let mut tasks = Vec::with_capacity(end - start);
-        for (_, held) in &keys[start..end] {
-            tasks.push(held.copy(query.history_length, query.include_artifacts)?);
-        }
-        let next = (end < keys.len())
-            .then(|| keys[end - 1].0.clone())
-            .filter(|_| end > start);
-        Ok(TaskPage { tasks, next, total })
+        self.list_now(owner, query)
     }
 
     async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
@@ -1048,5 +1153,321 @@ mod tests {
         s.purge_terminal_older_than(Duration::ZERO).await.unwrap();
         assert_eq!(s.accounted_bytes(), 0);
         assert!(s.is_empty());
+    }
+
+    fn who(tenant: &str, principal: &str) -> Owner {
+        Owner {
+            tenant: tenant.into(),
+            principal: principal.into(),
+        }
+    }
+
+    fn q(page_size: usize) -> TaskQuery {
+        TaskQuery {
+            page_size,
+            ..Default::default()
+        }
+    }
+
+    fn listed(s: &MemoryStore, owner: &Owner, query: &TaskQuery) -> (Vec<String>, usize) {
+        let page = s.list_now(owner, query).unwrap();
+        (page.tasks.into_iter().map(|t| t.id).collect(), page.total)
+    }
+
+    /// A task changing status leaves the index of its old state for the
+    /// new one, at its new time, in its owner's and its context's indexes.
+    #[tokio::test]
+    async fn a_status_change_moves_the_task_between_state_indexes() {
+        let s = MemoryStore::default();
+        let me = who("acme", "alice");
+        s.create_now(&me, task("a", "c1", TaskState::Working, 100))
+            .unwrap();
+        s.create_now(&me, task("b", "c1", TaskState::Working, 200))
+            .unwrap();
+        let in_state = |state, ctx: Option<&str>| TaskQuery {
+            state: Some(state),
+            context_id: ctx.map(Into::into),
+            ..q(10)
+        };
+        for ctx in [None, Some("c1")] {
+            assert_eq!(
+                listed(&s, &me, &in_state(TaskState::Working, ctx)),
+                (vec!["b".into(), "a".into()], 2)
+            );
+        }
+        s.update_now("a", to(TaskState::InputRequired, 300))
+            .unwrap();
+        s.update_now("a", to(TaskState::Completed, 400)).unwrap();
+        for ctx in [None, Some("c1")] {
+            assert_eq!(
+                listed(&s, &me, &in_state(TaskState::Working, ctx)),
+                (vec!["b".into()], 1)
+            );
+            assert_eq!(
+                listed(&s, &me, &in_state(TaskState::InputRequired, ctx)),
+                (vec![], 0)
+            );
+            assert_eq!(
+                listed(&s, &me, &in_state(TaskState::Completed, ctx)),
+                (vec!["a".into()], 1)
+            );
+        }
+        // Newest status first: "a" moved ahead of "b".
+        assert_eq!(listed(&s, &me, &q(10)), (vec!["a".into(), "b".into()], 2));
+        // Updates that leave the status alone do not move a task.
+        s.update_now("b", TaskUpdate::UserMessage(Message::user_text("more")))
+            .unwrap();
+        assert_eq!(listed(&s, &me, &q(10)).0, ["a", "b"]);
+        // Each task is in four indexes: the owner's, its state's, its
+        // context's, its context and state's.
+        assert_eq!(s.shared.tasks.index().entries(), 8);
+    }
+
+    /// Tasks that leave the store (evicted for room, purged, expired while
+    /// finished or idle) leave every index, and an index left empty goes:
+    /// nothing is held once the tasks are gone.
+    #[tokio::test]
+    async fn evicted_and_expired_tasks_leave_every_index() {
+        let s = MemoryStore::new(MemoryStoreConfig {
+            max_tasks: 50,
+            terminal_ttl: Duration::from_secs(3600),
+            idle_ttl: Duration::from_millis(100),
+            ..MemoryStoreConfig::default()
+        });
+        for i in 0..200i64 {
+            let owner = who("t", &format!("p{}", i % 7));
+            let ctx = format!("ctx-{}", i % 13);
+            s.create_now(
+                &owner,
+                task(&format!("done-{i}"), &ctx, TaskState::Completed, i),
+            )
+            .unwrap();
+        }
+        // The cap evicted the oldest: what is listed is what is held.
+        assert!(s.len() <= 50, "{} held", s.len());
+        let listed_total: usize = (0..7)
+            .map(|p| listed(&s, &who("t", &format!("p{p}")), &q(100)).1)
+            .sum();
+        assert_eq!(listed_total, s.len());
+        assert_eq!(s.shared.tasks.index().entries(), 4 * s.len());
+        // Open tasks too, and an interrupted one.
+        s.create_now(
+            &who("t", "p0"),
+            task("open", "ctx-x", TaskState::Working, 1),
+        )
+        .unwrap();
+        s.create_now(&who("u", ""), task("asks", "ctx-y", TaskState::Working, 1))
+            .unwrap();
+        s.update_now("asks", to(TaskState::AuthRequired, 2))
+            .unwrap();
+        assert_eq!(listed(&s, &who("u", ""), &q(10)).1, 1);
+        // Finished ones purged, open ones expired after their idle time.
+        s.purge_terminal_older_than(Duration::ZERO).await.unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.shared.tasks.index().entries(), 8);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        s.sweep();
+        assert!(s.is_empty(), "{} held", s.len());
+        assert_eq!(s.shared.tasks.index().entries(), 0);
+        assert_eq!(s.shared.tasks.index().owners(), 0);
+        for owner in [who("t", "p0"), who("u", "")] {
+            assert_eq!(listed(&s, &owner, &q(10)), (vec![], 0));
+        }
+    }
+
+    /// Two owners with the same contexts and states: every index answers
+    /// each with its own tasks only (tenant and principal both count).
+    #[tokio::test]
+    async fn owners_never_see_each_other_through_an_index() {
+        let s = MemoryStore::default();
+        let owners = [
+            who("", ""),
+            who("acme", ""),
+            who("", "acme"),
+            who("acme", "bob"),
+            who("other", "bob"),
+        ];
+        for (n, owner) in owners.iter().enumerate() {
+            for i in 0..6i64 {
+                let state = [TaskState::Working, TaskState::Completed][i as usize % 2];
+                s.create_now(owner, task(&format!("o{n}-{i}"), "shared", state, 1000 + i))
+                    .unwrap();
+            }
+        }
+        for (n, owner) in owners.iter().enumerate() {
+            let mine = |ids: &[String]| ids.iter().all(|id| id.starts_with(&format!("o{n}-")));
+            for query in [
+                q(100),
+                TaskQuery {
+                    context_id: Some("shared".into()),
+                    ..q(100)
+                },
+                TaskQuery {
+                    state: Some(TaskState::Completed),
+                    ..q(100)
+                },
+                TaskQuery {
+                    state: Some(TaskState::Working),
+                    context_id: Some("shared".into()),
+                    status_after: Some(Timestamp::from_millis(1002)),
+                    ..q(100)
+                },
+            ] {
+                let (ids, total) = listed(&s, owner, &query);
+                assert!(mine(&ids), "{owner:?} saw {ids:?}");
+                assert_eq!(ids.len(), total);
+                assert!(total > 0);
+            }
+        }
+        assert_eq!(listed(&s, &who("acme", "alice"), &q(100)), (vec![], 0));
+        let unknown = TaskQuery {
+            context_id: Some("nowhere".into()),
+            ..q(100)
+        };
+        assert_eq!(listed(&s, &owners[0], &unknown), (vec![], 0));
+    }
+
+    /// Paging while tasks are created and updated between pages: every task
+    /// that did not change is seen once, in order; none twice.
+    #[tokio::test]
+    async fn paging_is_stable_while_tasks_come_and_change() {
+        let s = MemoryStore::default();
+        let me = Owner::default();
+        for i in 0..100i64 {
+            s.create_now(
+                &me,
+                task(&format!("t{i:03}"), "c", TaskState::Working, 1000 + i / 4),
+            )
+            .unwrap();
+        }
+        let mut query = q(7);
+        let mut seen = Vec::new();
+        let mut round = 0i64;
+        loop {
+            let page = s.list_now(&me, &query).unwrap();
+            seen.extend(page.tasks.iter().map(|t| t.id.clone()));
+            // Between pages: a new task, and an older one updated (it moves
+            // ahead of the cursor, where the client has been).
+            round += 1;
+            s.create_now(
+                &me,
+                task(
+                    &format!("new{round}"),
+                    "c",
+                    TaskState::Working,
+                    5000 + round,
+                ),
+            )
+            .unwrap();
+            let moved = format!("t{:03}", 99 - 10 * round);
+            if round < 9 {
+                s.update_now(&moved, to(TaskState::Working, 6000 + round))
+                    .unwrap();
+            }
+            match page.next {
+                Some(c) => query.cursor = Some(c),
+                None => break,
+            }
+        }
+        let unique: std::collections::HashSet<_> = seen.iter().collect();
+        assert_eq!(unique.len(), seen.len(), "a task twice: {seen:?}");
+        // Every original task not moved ahead of the cursor was seen, in
+        // the original order.
+        let originals: Vec<&String> = seen.iter().filter(|id| id.starts_with('t')).collect();
+        let mut sorted = originals.clone();
+        sorted.sort_by(|a, b| {
+            let key = |id: &str| (1000 + id[1..].parse::<i64>().unwrap() / 4, id.to_owned());
+            key(b).cmp(&key(a))
+        });
+        assert_eq!(originals, sorted);
+        for i in 0..100i64 {
+            let id = format!("t{i:03}");
+            let was_moved = (1..9).any(|r| 99 - 10 * r == i);
+            assert!(was_moved || seen.contains(&id), "{id} skipped");
+        }
+        assert!(
+            seen.iter().all(|id| !id.starts_with("new")),
+            "new tasks come before the cursor"
+        );
+    }
+
+    /// The indexes answer every query as a scan of every task does, through
+    /// creations, status changes, evictions and paging.
+    #[tokio::test]
+    async fn the_indexes_answer_as_a_scan_does() {
+        let s = MemoryStore::new(MemoryStoreConfig {
+            max_tasks: 300,
+            ..MemoryStoreConfig::default()
+        });
+        let owners = [Owner::default(), who("a", "x"), who("a", "y")];
+        let states = [
+            TaskState::Submitted,
+            TaskState::Working,
+            TaskState::InputRequired,
+            TaskState::Completed,
+            TaskState::Failed,
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut open: Vec<String> = Vec::new();
+        for i in 0..1500u64 {
+            if rand(3) == 0 && !open.is_empty() {
+                let id = open.swap_remove(rand(open.len() as u64) as usize);
+                let state = states[rand(5) as usize];
+                let millis = rand(400) as i64;
+                if s.update_now(&id, to(state, millis)).is_ok() && !state.is_terminal() {
+                    open.push(id);
+                }
+                continue;
+            }
+            let owner = &owners[rand(3) as usize];
+            let ctx = format!("c{}", rand(8));
+            let state = states[rand(5) as usize];
+            let id = format!("t{i}");
+            let mut t = task(&id, &ctx, state, rand(400) as i64);
+            if rand(20) == 0 {
+                t.status.as_mut().unwrap().timestamp = None;
+            }
+            if s.create_now(owner, t).is_ok() && !state.is_terminal() {
+                open.push(id);
+            }
+        }
+        let mut queries = Vec::new();
+        for ctx in [None, Some("c1"), Some("c7"), Some("none")] {
+            for state in [None, Some(TaskState::Working), Some(TaskState::Completed)] {
+                for after in [None, Some(-5), Some(0), Some(200), Some(399)] {
+                    for size in [1, 13, 100] {
+                        queries.push(TaskQuery {
+                            context_id: ctx.map(Into::into),
+                            state,
+                            status_after: after.map(Timestamp::from_millis),
+                            history_length: Some(1),
+                            ..q(size)
+                        });
+                    }
+                }
+            }
+        }
+        for owner in &owners {
+            for query in &queries {
+                let mut query = query.clone();
+                for _ in 0..1000 {
+                    let a = s.list_now(owner, &query).unwrap();
+                    let b = s.list_by_scan(owner, &query).unwrap();
+                    assert_eq!(a.tasks, b.tasks, "{owner:?} {query:?}");
+                    assert_eq!(a.total, b.total, "{owner:?} {query:?}");
+                    assert_eq!(a.next, b.next, "{owner:?} {query:?}");
+                    match a.next {
+                        Some(c) => query.cursor = Some(c),
+                        None => break,
+                    }
+                }
+            }
+        }
     }
 }

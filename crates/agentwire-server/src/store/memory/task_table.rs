@@ -10,6 +10,10 @@
 //! finds a slot by the hash it kept and the address of the packed task, so
 //! it reads neither the task nor a key before it frees them. Small slots
 //! keep the table itself small, which matters for the same reason.
+//!
+//! The table also keeps the listing indexes (`index.rs`) in step with the
+//! tasks it holds: every change of a slot that moves a task in the listing
+//! order updates them under the slot's shard lock.
 
 use std::sync::Arc;
 
@@ -18,8 +22,15 @@ use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 use parking_lot::RwLock;
 
+use super::index::{Indexed, ListIndex, Position};
 use super::packed::PackedTask;
 use crate::store::Owner;
+
+/// The anonymous owner (no tenant, no principal).
+static ANONYMOUS: Owner = Owner {
+    tenant: String::new(),
+    principal: String::new(),
+};
 
 /// Number of shards (a power of two).
 const SHARDS: usize = 32;
@@ -122,7 +133,29 @@ impl Slot {
     }
     /// Who may see the task.
     pub(super) fn owner(&self) -> Owner {
-        self.owner.as_deref().cloned().unwrap_or_default()
+        self.owner_ref().clone()
+    }
+
+    fn owner_ref(&self) -> &Owner {
+        self.owner.as_deref().unwrap_or(&ANONYMOUS)
+    }
+
+    /// Where the task stands in the listing indexes.
+    pub(super) fn position(&self) -> Position {
+        let timestamp = self.status_timestamp();
+        Position {
+            state: self.state(),
+            millis: timestamp.map_or(0, |t| t.as_millis()),
+            timed: timestamp.is_some(),
+        }
+    }
+
+    fn indexed(&self) -> Indexed<'_> {
+        Indexed {
+            owner: self.owner_ref(),
+            context: self.context_id(),
+            id: self.id(),
+        }
     }
 
     pub(super) fn is_owned_by(&self, owner: &Owner) -> bool {
@@ -166,10 +199,13 @@ impl Held {
     }
 }
 
-/// Tasks by id.
+/// Tasks by id, and the listing indexes of the tasks.
 pub(super) struct TaskTable {
     hasher: ahash::RandomState,
     shards: Box<[RwLock<HashTable<Slot>>]>,
+    /// Written under a shard's write lock (never the other way round:
+    /// readers of the index take no shard lock while they hold it).
+    index: ListIndex,
 }
 
 impl Default for TaskTable {
@@ -177,6 +213,7 @@ impl Default for TaskTable {
         Self {
             hasher: ahash::RandomState::new(),
             shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
+            index: ListIndex::default(),
         }
     }
 }
@@ -199,6 +236,7 @@ impl TaskTable {
         match shard.entry(hash, |s| s.id() == slot.id(), |s| self.hash(s.id())) {
             Entry::Occupied(_) => Err(slot),
             Entry::Vacant(v) => {
+                self.index.insert(&slot.indexed(), slot.position());
                 v.insert(slot);
                 Ok(())
             }
@@ -211,7 +249,8 @@ impl TaskTable {
         shard.find(hash, |s| s.id() == id).map(f)
     }
 
-    /// `f` on the task with this id, under its shard's write lock.
+    /// `f` on the task with this id, under its shard's write lock. A task
+    /// whose status `f` changed moves in the listing indexes.
     pub(super) fn write<R>(
         &self,
         hash: u64,
@@ -219,7 +258,17 @@ impl TaskTable {
         f: impl FnOnce(&mut Slot) -> R,
     ) -> Option<R> {
         let mut shard = self.shard(hash).write();
-        shard.find_mut(hash, |s| s.id() == id).map(f)
+        let slot = shard.find_mut(hash, |s| s.id() == id)?;
+        // Only an open task changes.
+        let before = matches!(slot.held, Held::Open(_)).then(|| slot.position());
+        let out = f(slot);
+        if let Some(before) = before {
+            let after = slot.position();
+            if after != before {
+                self.index.moved(&slot.indexed(), before, after);
+            }
+        }
+        Some(out)
     }
 
     /// Removes the finished task with this token (found by the address of
@@ -228,7 +277,11 @@ impl TaskTable {
     pub(super) fn remove_exact(&self, hash: u64, token: usize) -> Option<Slot> {
         let mut shard = self.shard(hash).write();
         match shard.find_entry(hash, |s| s.token() == Some(token)) {
-            Ok(entry) => Some(entry.remove().0),
+            Ok(entry) => {
+                let slot = entry.remove().0;
+                self.index.remove(&slot.indexed(), slot.position());
+                Some(slot)
+            }
             Err(_) => None,
         }
     }
@@ -238,9 +291,20 @@ impl TaskTable {
     pub(super) fn remove_where(&self, mut drop: impl FnMut(&Slot) -> bool) -> Vec<Slot> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
-            out.extend(shard.write().extract_if(|slot| drop(slot)));
+            out.extend(shard.write().extract_if(|slot| {
+                let leaves = drop(slot);
+                if leaves {
+                    self.index.remove(&slot.indexed(), slot.position());
+                }
+                leaves
+            }));
         }
         out
+    }
+
+    /// The listing indexes.
+    pub(super) fn index(&self) -> &ListIndex {
+        &self.index
     }
 
     /// `f` on every task, one shard (read-locked) at a time.
