@@ -428,9 +428,7 @@ async fn watch(
                     close = true;
                 } else {
                     seen = now;
-                    timer
-                        .as_mut()
-                        .reset(tokio::time::Instant::now() + idle);
+                    timer.as_mut().reset(tokio::time::Instant::now() + idle);
                 }
             }
             if !close {
