@@ -415,6 +415,12 @@ pub(crate) async fn serve(
 /// (a client that connects and sends nothing, which HTTP/1's own timer
 /// does not see before the protocol is known) and the idle timeout after,
 /// or when the server stops.
+///
+/// The connection is polled at every wake of the task (each read, write and
+/// response of every request), the period's timer and the stop signal only
+/// when one of them woke it ([`Alarm`]): polling them every time (what a
+/// `select!` does) took a timer registration and a cancellation check per
+/// wake, several per request.
 async fn watch(
     conn: Connection,
     requests: Arc<AtomicU64>,
@@ -423,32 +429,77 @@ async fn watch(
     _slot: tokio::sync::OwnedSemaphorePermit,
 ) {
     let mut conn = std::pin::pin!(conn);
+    let mut timer = std::pin::pin!(tokio::time::sleep(first));
+    let mut stopped = std::pin::pin!(stop.cancelled());
+    let alarm = Arc::new(Alarm::default());
+    let alarm_waker = std::task::Waker::from(Arc::clone(&alarm));
     let mut seen = 0;
-    let mut period = first;
     let mut closing = false;
-    loop {
-        tokio::select! {
-            ended = conn.as_mut() => {
+    std::future::poll_fn(|cx| {
+        loop {
+            if let Poll::Ready(ended) = conn.as_mut().poll(cx) {
                 if let Err(e) = ended {
                     tracing::debug!(error = %e, "connection ended with an error");
                 }
-                return;
+                return Poll::Ready(());
             }
-            () = tokio::time::sleep(period), if !closing => {
+            if closing {
+                return Poll::Pending;
+            }
+            // Registered before the flag is read: an alarm after this
+            // point wakes this task again.
+            alarm.task.register(cx.waker());
+            if !alarm.fired.swap(false, Ordering::AcqRel) {
+                return Poll::Pending;
+            }
+            let mut alarm_cx = Context::from_waker(&alarm_waker);
+            let mut close = stopped.as_mut().poll(&mut alarm_cx).is_ready();
+            while !close && timer.as_mut().poll(&mut alarm_cx).is_ready() {
                 let now = requests.load(Ordering::Relaxed);
                 if now == seen {
-                    conn.as_mut().graceful_shutdown();
-                    closing = true;
+                    close = true;
                 } else {
                     seen = now;
-                    period = idle;
+                    timer.as_mut().reset(tokio::time::Instant::now() + idle);
                 }
             }
-            () = stop.cancelled(), if !closing => {
-                conn.as_mut().graceful_shutdown();
-                closing = true;
+            if !close {
+                return Poll::Pending;
             }
+            // The connection is polled again at once, to begin its shutdown.
+            conn.as_mut().graceful_shutdown();
+            closing = true;
         }
+    })
+    .await;
+}
+
+/// What woke [`watch`] when its timer or stop signal did: the flag tells it
+/// to poll them, and the connection's task is woken.
+struct Alarm {
+    fired: std::sync::atomic::AtomicBool,
+    task: futures::task::AtomicWaker,
+}
+
+impl Default for Alarm {
+    /// Fired: the first poll polls the timer and the stop signal, which
+    /// registers them.
+    fn default() -> Self {
+        Self {
+            fired: std::sync::atomic::AtomicBool::new(true),
+            task: futures::task::AtomicWaker::new(),
+        }
+    }
+}
+
+impl std::task::Wake for Alarm {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.fired.store(true, Ordering::Release);
+        self.task.wake();
     }
 }
 

@@ -240,7 +240,13 @@ impl Shared {
             return Ok(());
         }
         for attempt in 0..2 {
-            let tasks = self.count.fetch_add(room.tasks, Ordering::AcqRel) + room.tasks;
+            // An update takes no task: reading the count spares a write to
+            // a counter every thread of the server updates.
+            let tasks = if room.tasks == 0 {
+                self.count.load(Ordering::Acquire)
+            } else {
+                self.count.fetch_add(room.tasks, Ordering::AcqRel) + room.tasks
+            };
             let bytes = self.bytes.fetch_add(room.bytes, Ordering::AcqRel) + room.bytes;
             if tasks <= self.config.max_tasks && bytes <= self.config.max_bytes {
                 return Ok(());
@@ -648,7 +654,13 @@ impl ImmediateStore for MemoryStore {
             let (token, task) = slot
                 .finish()
                 .ok_or_else(|| A2aError::internal("a finished task was packed twice"))?;
-            slot.bytes = slot_bytes(task.encoded_len() + TASK_OVERHEAD);
+            // The packed task is its encoding: its length is the task's
+            // encoded length, without encoding the task a second time.
+            let encoded = match &slot.held {
+                Held::Finished(packed) => packed.len(),
+                Held::Open(open) => open.encoded_len(),
+            };
+            slot.bytes = slot_bytes(encoded + TASK_OVERHEAD);
             Ok((state, Some(token), Some(task), before, slot.bytes as usize))
         });
         match applied {

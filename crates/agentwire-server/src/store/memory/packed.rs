@@ -60,7 +60,6 @@ impl PackedTask {
     }
 
     /// Size of the encoding in bytes.
-    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.0.len()
     }
