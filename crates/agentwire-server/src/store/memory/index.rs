@@ -142,10 +142,9 @@ impl Ranked {
     /// Adds an entry; false (and nothing changes) when it is there.
     pub(super) fn insert(&mut self, entry: Entry, timed: bool) -> bool {
         if self.chunks.is_empty() {
-            let mut chunk = Vec::with_capacity(1);
-            chunk.push(entry);
+            // Exactly the room of one entry.
             self.chunks.reserve_exact(1);
-            self.chunks.push(chunk);
+            self.chunks.push(vec![entry]);
         } else {
             let (c, pos) = self.locate(entry.millis, &entry.id);
             let chunk = &mut self.chunks[c];
