@@ -8,12 +8,14 @@
 //! and comparing it with the id inside the task. Eviction, which runs on
 //! every finished task and reaches tasks that have long left the caches,
 //! finds a slot by the hash it kept and the address of the packed task, so
-//! it reads neither the task nor a key before it frees them. Small slots
-//! keep the table itself small, which matters for the same reason.
+//! it compares no key before it frees them. Small slots keep the table
+//! itself small, which matters for the same reason.
 //!
 //! The table also keeps the listing indexes (`index.rs`) in step with the
 //! tasks it holds: every change of a slot that moves a task in the listing
-//! order updates them under the slot's shard lock.
+//! order updates them under the slot's shard lock. To take a task out of
+//! them, eviction reads the head of its encoding (id, context and status,
+//! the first bytes, next to where the allocator writes when it frees it).
 
 use std::sync::Arc;
 
