@@ -46,7 +46,7 @@ async function api(path, opts = {}) {
 
 function showError(where, e) {
   where.hidden = false;
-  where.replaceChildren(el("strong", {}, "Error: "), e.message, e.hint ? el("div", {}, "Hint: ", e.hint) : null);
+  where.replaceChildren(el("div", {}, el("strong", {}, "Error: "), e.message, e.hint ? el("div", {}, "Hint: ", e.hint) : null));
 }
 
 // ----- tabs (arrow keys move between them) ------------------------------
@@ -266,7 +266,7 @@ function renderTask(id) {
     $("chat-task").value = id;
     $("prompt").hidden = false;
     $("prompt").replaceChildren(el("strong", {}, state === "auth-required" ? "The agent needs authorization: " : "The agent asks for input: "),
-      statusMsg ? partsView(obj(statusMsg).parts) : "", el("div", {}, "Your reply continues the same task."));
+      el("div", {}, statusMsg ? partsView(obj(statusMsg).parts) : ""), el("div", {}, "Your reply continues the same task."));
   } else if (state) {
     if ($("chat-task").value === id) { $("chat-task").value = ""; $("prompt").hidden = true; }
   }
