@@ -204,7 +204,8 @@ impl Inner {
         let entry = json!({
             "at": at, "offsetMs": started.elapsed().as_millis() as u64,
             "kind": kind, "state": state,
-            "final": state.as_deref().and_then(TaskState::parse).is_some_and(|s| s.is_terminal() || s.is_interrupted()),
+            "final": state.as_deref().and_then(TaskState::parse).is_some_and(TaskState::is_terminal),
+            "interrupted": state.as_deref().and_then(TaskState::parse).is_some_and(TaskState::is_interrupted),
             "event": v,
         });
         if let Some(t) = &task_id {

@@ -23,6 +23,8 @@ const str = (v) => (typeof v === "string" ? v : v === undefined || v === null ? 
 const arr = (v) => (Array.isArray(v) ? v : []);
 const obj = (v) => (v && typeof v === "object" && !Array.isArray(v) ? v : {});
 const pretty = (v) => JSON.stringify(v, null, 2);
+// For the wire log: long strings (inline file bytes) cut, their length given.
+const clipped = (v) => JSON.stringify(v, (k, x) => (typeof x === "string" && x.length > 300 ? `${x.slice(0, 120)}… (${x.length} characters)` : x), 2);
 const short = (s) => (s && s.length > 12 ? s.slice(0, 8) + "…" : s || "");
 const stateName = (s) => str(s).replace(/^TASK_STATE_/, "").toLowerCase().replace(/_/g, "-");
 
@@ -360,7 +362,8 @@ async function loadTimeline() {
     const detail = e.kind === "artifact"
       ? `${str(a.name) || str(a.artifactId)}${obj(ev.artifactUpdate).append ? " (chunk appended)" : ""}${obj(ev.artifactUpdate).lastChunk ? " (last chunk)" : ""}`
       : stateName(e.state);
-    return el("li", { class: e.final ? "final" : "" }, el("time", {}, str(e.at)), ` +${Number(e.offsetMs) || 0} ms · ${str(e.kind)} · ${detail}`, e.final ? " · final" : "");
+    return el("li", { class: e.final ? "final" : e.interrupted ? "interrupted" : "" }, el("time", {}, str(e.at)), ` +${Number(e.offsetMs) || 0} ms · ${str(e.kind)} · ${detail}`,
+      e.final ? " · final" : e.interrupted ? " · waiting for the user" : "");
   }));
 }
 $("timeline-task").addEventListener("change", loadTimeline);
@@ -377,9 +380,9 @@ function renderWire() {
     return el("li", { class: "call" }, el("details", {},
       el("summary", {}, `${str(c.op)} · ${str(c.binding)} · ${str(w.method)} ${str(w.target)} · ${Number(c.durationMs) || 0} ms${c.error ? " · error" : ""}`),
       el("h4", {}, "Headers / metadata"), el("pre", {}, arr(c.headers).map((h) => `${str(arr(h)[0])}: ${str(arr(h)[1])}`).join("\n")),
-      el("h4", {}, "Sent"), el("pre", {}, pretty(w.body)),
-      arr(c.frames).length ? [el("h4", {}, `Stream frames (${arr(c.frames).length})`), el("pre", {}, arr(c.frames).map((f) => `+${obj(f).offsetMs} ms${obj(f).id ? " id:" + str(obj(f).id) : ""}\ndata: ${JSON.stringify(obj(f).data)}`).join("\n\n"))] : null,
-      el("h4", {}, c.error ? "Error" : "Received"), el("pre", {}, c.error ? str(c.error) : pretty(c.response)),
+      el("h4", {}, "Sent"), el("pre", {}, clipped(w.body)),
+      arr(c.frames).length ? [el("h4", {}, `Stream frames (${arr(c.frames).length})`), el("pre", {}, arr(c.frames).map((f) => `+${obj(f).offsetMs} ms${obj(f).id ? " id:" + str(obj(f).id) : ""}\ndata: ${clipped(obj(f).data).replace(/\n\s*/g, " ")}`).join("\n\n"))] : null,
+      el("h4", {}, c.error ? "Error" : "Received"), el("pre", {}, c.error ? str(c.error) : clipped(c.response)),
       c.curl ? [el("button", { type: "button", onclick: () => copy(str(c.curl)) }, "Copy as curl"), el("pre", {}, str(c.curl))] : el("p", {}, "gRPC: no curl equivalent; the messages are shown as JSON."),
       c.a2a ? [el("button", { type: "button", onclick: () => copy(str(c.a2a)) }, "Copy as a2a command"), el("pre", {}, str(c.a2a))] : null));
   }));
