@@ -1114,21 +1114,18 @@ async fn deliveries(State(s): State<Shared>) -> ApiResult {
 async fn events(State(s): State<Shared>) -> impl IntoResponse {
     let rx = s.bus.subscribe();
     let stream = futures::stream::unfold(rx, |mut rx| async move {
-        loop {
-            match rx.recv().await {
-                Ok(msg) => {
-                    return Some((
-                        Ok::<_, std::convert::Infallible>(Event::default().data(msg)),
-                        rx,
-                    ));
-                }
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    let msg = json!({"kind": "lagged", "data": n}).to_string();
-                    return Some((Ok(Event::default().data(msg)), rx));
-                }
-                Err(broadcast::error::RecvError::Closed) => return None,
+        // A page too slow to keep up is told how many updates it missed.
+        let msg = match rx.recv().await {
+            Ok(msg) => msg,
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                json!({"kind": "lagged", "data": n}).to_string()
             }
-        }
+            Err(broadcast::error::RecvError::Closed) => return None,
+        };
+        Some((
+            Ok::<_, std::convert::Infallible>(Event::default().data(msg)),
+            rx,
+        ))
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
