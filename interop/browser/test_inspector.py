@@ -144,6 +144,16 @@ def test_card_connected_and_validated(browser, procs):
     for want in ["JSONRPC", "HTTP+JSON", "GRPC", "Conformance scenarios", "tck-complete-task", "streaming: true"]:
         assert want in body, want
     shot(d, "connect")
+    # The keyboard moves between the views (arrow keys on the tabs).
+    d.find_element(By.ID, "tab-connect").send_keys("\ue014")  # ArrowRight
+    wait(d, lambda: d.find_element(By.ID, "view-chat").is_displayed(), "the chat view by keyboard")
+    d.find_element(By.ID, "tab-chat").send_keys("\ue012")  # ArrowLeft
+    wait(d, lambda: d.find_element(By.ID, "view-connect").is_displayed(), "back by keyboard")
+    # A narrow window: the card still fits, nothing wider than the window.
+    d.set_window_size(420, 1000)
+    assert d.execute_script("return document.documentElement.scrollWidth <= window.innerWidth + 1")
+    shot(d, "connect-narrow")
+    d.set_window_size(1100, 1300)
     # An address with no agent: the problem is named, the page keeps working.
     connect_err = d.find_element(By.ID, "agent")
     connect_err.clear()
@@ -173,6 +183,7 @@ def test_input_required_then_streamed_report(browser, procs, binding):
     assert "compatibility-report.md" in log
     # The Markdown report with simple formatting: headings, no markers.
     assert d.find_elements(By.CSS_SELECTOR, "#chat-log .md h4")
+    assert d.find_elements(By.CSS_SELECTOR, "#chat-log .md table td")
     shot(d, f"chat-report-{binding.replace('+', '')}")
 
     tab(d, "timeline")

@@ -166,8 +166,18 @@ function markdown(text) {
   // Simple formatting of Markdown, all as text: headings, list items,
   // **bold** and `code`; nothing of the source becomes markup.
   const box = el("div", { class: "md" });
-  let list = null;
+  let list = null, table = null;
   for (const line of text.split("\n")) {
+    // A table row: | a | b |; the |---| line under the head is skipped.
+    if (/^\s*\|.*\|\s*$/.test(line)) {
+      list = null;
+      const cells = line.trim().slice(1, -1).split(/(?<!\\)\|/).map((c) => c.trim().replace(/\\\|/g, "|"));
+      if (cells.every((c) => /^:?-+:?$/.test(c))) continue;
+      if (!table) { table = el("table"); box.append(table); table.append(el("tr", {}, cells.map((c) => el("th", {}, inline(c))))); }
+      else table.append(el("tr", {}, cells.map((c) => el("td", {}, inline(c)))));
+      continue;
+    }
+    table = null;
     const h = /^(#{1,6})\s+(.*)$/.exec(line);
     const li = /^\s*(?:[-*+]|\d+\.)\s+(.*)$/.exec(line);
     if (li) {
