@@ -457,4 +457,50 @@ async fn only_the_inspectors_own_page_is_answered() {
     assert!(r.status().is_client_error() || r.status().is_server_error());
     let v: Value = r.json().await.expect("JSON");
     assert!(v["error"]["message"].is_string(), "{v}");
+
+    // A card with problems: connected, each problem named.
+    let bad = env.cwd().join("bad-card.json");
+    std::fs::write(
+        &bad,
+        r#"{"name": "", "description": "<script>alert(1)</script>", "version": "1",
+            "supportedInterfaces": [{"url": "http://127.0.0.1:1/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]}"#,
+    )
+    .expect("write the card");
+    let v = post(
+        base,
+        "/api/connect",
+        json!({"agent": bad.display().to_string()}),
+    )
+    .await;
+    assert_eq!(v["valid"], false, "{v}");
+    let problems = v["problems"].to_string();
+    assert!(problems.contains("name is required"), "{v}");
+    assert!(problems.contains("capabilities is required"), "{v}");
+    // A 0.x card: recognised as such.
+    let old = env.cwd().join("old-card.json");
+    std::fs::write(
+        &old,
+        r#"{"name": "Old", "description": "d", "version": "1", "protocolVersion": "0.3.0", "url": "http://127.0.0.1:1/a2a"}"#,
+    )
+    .expect("write the card");
+    let r = http()
+        .post(format!("{base}/api/connect"))
+        .json(&json!({"agent": old.display().to_string()}))
+        .send()
+        .await
+        .expect("POST");
+    let v: Value = r.json().await.expect("JSON");
+    assert_eq!(v["legacy"], true, "{v}");
+    // Not JSON at all: the error is named.
+    let junk = env.cwd().join("junk.json");
+    std::fs::write(&junk, "<html>not a card</html>").expect("write");
+    let r = http()
+        .post(format!("{base}/api/connect"))
+        .json(&json!({"agent": junk.display().to_string()}))
+        .send()
+        .await
+        .expect("POST");
+    assert!(!r.status().is_success());
+    let v: Value = r.json().await.expect("JSON");
+    assert!(v["error"]["message"].is_string(), "{v}");
 }

@@ -47,9 +47,17 @@ use crate::{ConnOpts, Globals};
 
 /// Options of `a2a inspect`.
 #[derive(Args, Debug)]
+#[command(after_help = "\
+The page talks only to this local server, which talks A2A to the agent with this tool's
+client (JSON-RPC, HTTP+JSON or gRPC). It answers only its own page: requests for another
+host name or from another site are refused. Stop it with Ctrl-C.
+
+Examples:
+  a2a inspect -a localhost:8080 --open
+  a2a inspect --port 9000 -a localhost:8080 --transport GRPC")]
 pub struct InspectArgs {
     /// Port to listen on, on 127.0.0.1 only (0 picks a free one; the URL is the first line printed).
-    #[arg(long, short, default_value_t = 0, env = "A2ACLI_INSPECT_PORT")]
+    #[arg(long, short, default_value_t = 0)]
     pub port: u16,
     /// Open the inspector in the default web browser.
     #[arg(long)]
