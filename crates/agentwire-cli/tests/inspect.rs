@@ -378,6 +378,28 @@ async fn cancel_push_and_versions_from_the_inspector() {
     )
     .await;
     assert_eq!(accepted["accepted"], true, "{accepted}");
+
+    // Credentials never reach the wire log: the header is named, its value redacted.
+    post(
+        &base,
+        "/api/connect",
+        json!({"agent": agent.url, "bearer": "s3cret-token-123"}),
+    )
+    .await;
+    post(
+        &base,
+        "/api/send",
+        json!({"text": "with a token", "messageId": "tck-complete-task"}),
+    )
+    .await;
+    let wire = get(&base, "/api/wire").await;
+    let text = wire.to_string();
+    assert!(!text.contains("s3cret-token-123"), "{text}");
+    let last = wire["calls"]
+        .as_array()
+        .and_then(|c| c.last())
+        .expect("a call");
+    assert!(last["headers"].to_string().contains("<redacted>"), "{last}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
