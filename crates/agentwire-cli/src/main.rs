@@ -21,6 +21,7 @@ mod config;
 mod conformance;
 mod demo;
 mod error;
+mod inspect;
 mod mcp;
 mod progress;
 mod push;
@@ -547,6 +548,8 @@ pub enum Command {
     },
     /// Offer A2A agents as tools to an MCP host (stdio, or streamable HTTP with --http), with a ledger that keeps the work across calls.
     Mcp(mcp::McpArgs),
+    /// A web inspector for any agent, on 127.0.0.1: its card, chat, timeline, wire log, tasks, versions and pushes, on every binding.
+    Inspect(inspect::InspectArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -880,6 +883,7 @@ async fn run(
         Command::Serve(args) => serve::run(args).await.map(|()| exit::OK),
         Command::Registry { command } => registry::run(&g, command).await,
         Command::Mcp(args) => mcp::run(&g.with(&args.conn), args).await,
+        Command::Inspect(args) => inspect::run(&g.with(&args.conn), args).await,
     }
 }
 
