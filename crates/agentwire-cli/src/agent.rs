@@ -265,7 +265,15 @@ impl Agent {
     pub async fn connect(g: &Globals) -> Result<Self, CliError> {
         let settings = Settings::from_globals(g)?;
         let http = settings.http_client()?;
+        let mut settings = settings;
         let resolved = settings.resolve_card(&http).await?;
+        // A token stored by `a2a auth login` for this agent, when no
+        // credential was given (refreshed first when it has expired).
+        if settings.credentials.is_empty()
+            && let Some(t) = crate::auth_cmd::stored_bearer(&http, &resolved.card).await?
+        {
+            settings.credentials.bearer = Some(t);
+        }
         let mut agent = Self::with_card(settings, http, resolved.card)?;
         agent.origin = resolved.origin;
         Ok(agent)

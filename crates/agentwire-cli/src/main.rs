@@ -15,6 +15,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod agent;
+mod auth_cmd;
 mod card;
 mod chat;
 mod config;
@@ -492,6 +493,13 @@ impl Apply for StreamOpt {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Sign in to agents (OAuth device flow or client credentials), list and forget the stored tokens.
+    Auth {
+        #[command(subcommand)]
+        command: auth_cmd::AuthCommand,
+        #[command(flatten)]
+        agent: AgentOpts,
+    },
     /// Agent cards: fetch, show and validate.
     Card {
         #[command(subcommand)]
@@ -845,6 +853,9 @@ async fn run(
 ) -> Result<u8, CliError> {
     let g = Globals::new(&cli.common);
     match cli.command {
+        Command::Auth { command, agent } => {
+            auth_cmd::run(&for_agent(g.with(&agent)), command).await
+        }
         Command::Card { command, conn } => card::run(&for_agent(g.with(&conn)), command).await,
         Command::Send(args) => {
             let sub = matches

@@ -117,6 +117,7 @@ mod grpc;
 mod http;
 mod jsonrpc;
 pub mod ledger;
+pub mod oauth;
 #[cfg(feature = "registry")]
 pub mod registry;
 mod rest;
