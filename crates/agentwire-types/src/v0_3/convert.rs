@@ -531,3 +531,29 @@ pub fn subscribe_to_v1(p: v03::TaskIdParams) -> v1::SubscribeToTaskRequest {
         id: p.id,
     }
 }
+
+/// A 1.0 `GetTask` request as `tasks/get` params. A 1.0 length of 0 ("no
+/// messages") has no 0.3 form (0 means all there) and asks for one.
+pub fn get_task_to_v03(r: v1::GetTaskRequest) -> v03::TaskQueryParams {
+    v03::TaskQueryParams {
+        id: r.id,
+        history_length: r.history_length.map(|n| n.max(1)),
+        metadata: None,
+    }
+}
+
+/// A 1.0 `CancelTask` request as `tasks/cancel` params.
+pub fn cancel_to_v03(r: v1::CancelTaskRequest) -> v03::TaskIdParams {
+    v03::TaskIdParams {
+        id: r.id,
+        metadata: r.metadata,
+    }
+}
+
+/// A 1.0 `SubscribeToTask` request as `tasks/resubscribe` params.
+pub fn subscribe_to_v03(r: v1::SubscribeToTaskRequest) -> v03::TaskIdParams {
+    v03::TaskIdParams {
+        id: r.id,
+        metadata: None,
+    }
+}
