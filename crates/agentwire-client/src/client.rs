@@ -103,8 +103,8 @@ pub fn select_interfaces_with(
         if !v03.is_empty() {
             if !allow_v03 {
                 return Err(ClientError::NoCompatibleInterface(format!(
-                    "the agent speaks only A2A 0.3 ({} at {}); {ALLOW_V03_HINT}",
-                    v03[0].1.protocol_binding, v03[0].1.url
+                    "the agent speaks only A2A {} ({} at {}); {ALLOW_V03_HINT}",
+                    v03[0].1.protocol_version, v03[0].1.protocol_binding, v03[0].1.url
                 )));
             }
             usable = v03;

@@ -108,15 +108,16 @@ struct ResponseEnvelope<T> {
 static X_A2A_EXTENSIONS: HeaderName = HeaderName::from_static("x-a2a-extensions");
 
 /// The service headers of a 0.3 call: no `A2A-Version` (its absence means
-/// 0.3; a caller's explicit one is kept), the extensions also in 0.3's
+/// 0.3; a 1.x version the caller's defaults carry, such as the `a2a`
+/// command's, is dropped, a 0.x one kept), the extensions also in 0.3's
 /// `X-A2A-Extensions`.
 fn v03_headers(options: &CallOptions) -> ClientResult<http::HeaderMap> {
     let mut headers = service_headers(options)?;
-    if !options
-        .service_params
-        .iter()
-        .any(|(n, _)| n.eq_ignore_ascii_case("a2a-version"))
-    {
+    let keep = headers
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().starts_with("0."));
+    if !keep {
         headers.remove("a2a-version");
     }
     if let Some(ext) = headers.get("a2a-extensions").cloned() {
