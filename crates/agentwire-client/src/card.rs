@@ -1166,20 +1166,45 @@ mod tests {
     }
 
     #[test]
-    fn v0_card_is_refused_clearly() {
+    fn v03_card_is_read_as_03_interfaces_and_other_0x_refused() {
         let body = json!({
             "name": "Old", "description": "d", "version": "1", "protocolVersion": "0.3.0",
             "url": "http://h:1/a2a", "preferredTransport": "JSONRPC",
+            "additionalInterfaces": [
+                {"url": "http://h:1/a2a", "transport": "JSONRPC"},
+                {"url": "http://h:1/rest", "transport": "HTTP+JSON"}
+            ],
             "capabilities": {}, "defaultInputModes": [], "defaultOutputModes": [], "skills": []
         });
-        let err = parse_agent_card(&serde_json::to_vec(&body).unwrap()).unwrap_err();
+        let card = parse_agent_card(&serde_json::to_vec(&body).unwrap()).unwrap();
+        let ifaces: Vec<(&str, &str, &str)> = card
+            .supported_interfaces
+            .iter()
+            .map(|i| {
+                (
+                    i.url.as_str(),
+                    i.protocol_binding.as_str(),
+                    i.protocol_version.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ifaces,
+            [
+                ("http://h:1/a2a", "JSONRPC", "0.3.0"),
+                ("http://h:1/rest", "HTTP+JSON", "0.3.0")
+            ]
+        );
+        let mut old = body.clone();
+        old["protocolVersion"] = json!("0.2.5");
+        let err = parse_agent_card(&serde_json::to_vec(&old).unwrap()).unwrap_err();
         assert!(
             matches!(err, ClientError::NoCompatibleInterface(_)),
             "{err:?}"
         );
         let msg = err.to_string();
         assert!(
-            msg.contains("0.3.0") && msg.contains("http://h:1/a2a"),
+            msg.contains("0.2.5") && msg.contains("http://h:1/a2a"),
             "{msg}"
         );
     }
