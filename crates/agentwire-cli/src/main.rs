@@ -227,6 +227,10 @@ pub struct ConnOpts {
     )]
     pub a2a_version: String,
 
+    /// Let an agent that speaks only A2A 0.3 be called through the 0.3 protocol (an agent offering 1.0 always gets 1.0).
+    #[arg(long = "allow-v03", global = true, env = "A2ACLI_ALLOW_V03")]
+    pub allow_v03: bool,
+
     /// Bearer token sent as Authorization: Bearer (prefer the environment variable).
     #[arg(
         long,
@@ -331,6 +335,7 @@ pub struct StreamOpt {
 pub struct Globals {
     pub agent_card: Option<String>,
     pub a2a_version: String,
+    pub allow_v03: bool,
     pub async_: bool,
     pub wait: bool,
     pub bearer: Option<String>,
@@ -361,6 +366,7 @@ impl Globals {
         Self {
             agent_card: None,
             a2a_version: "1.0".into(),
+            allow_v03: false,
             async_: false,
             wait: false,
             bearer: None,
@@ -439,6 +445,7 @@ impl Apply for ConnOpts {
     fn apply(&self, g: &mut Globals) {
         self.agent.apply(g);
         g.a2a_version.clone_from(&self.a2a_version);
+        g.allow_v03 = self.allow_v03;
         g.bearer.clone_from(&self.bearer);
         g.api_key.clone_from(&self.api_key);
         g.svc_param.clone_from(&self.svc_param);
@@ -911,6 +918,11 @@ fn for_agent(g: Globals) -> Globals {
 const SETTINGS: &[(&str, &str, &str)] = &[
     ("agent_card", "A2ACLI_AGENT_CARD", ""),
     ("a2a_version", "A2ACLI_A2A_VERSION", "1.0"),
+    (
+        "allow_v03",
+        "A2ACLI_ALLOW_V03",
+        "false (agents that speak only A2A 0.3 are refused)",
+    ),
     ("async_", "A2ACLI_ASYNC", "false"),
     ("wait", "A2ACLI_WAIT", "true (send waits unless --async)"),
     ("bearer", "A2ACLI_BEARER", ""),
