@@ -1302,7 +1302,7 @@ async fn bind(
     for i in &card.supported_interfaces {
         say!("  {:<9} {}", i.protocol_binding, i.url);
     }
-    for line in try_lines(agent, &format!("http://{reachable}")) {
+    for line in try_lines(agent, &format!("{scheme}://{reachable}")) {
         say!("  try: {line}");
     }
     Ok(bound)
