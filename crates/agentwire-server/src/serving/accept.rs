@@ -431,7 +431,7 @@ pub(crate) async fn serve(
                 .peer_certificates()
                 .and_then(|c| c.first())
                 .and_then(super::tls::principal_of)
-                .map(|p| crate::auth::ClientCertificate::new(p));
+                .map(crate::auth::ClientCertificate::new);
             let service =
                 TowerToHyperService::new(crate::observe::layers(service, metrics, cors.as_ref()));
             let conn = builder
