@@ -114,9 +114,16 @@ impl From<CliError> for ApiError {
     fn from(e: CliError) -> Self {
         Self(
             StatusCode::BAD_GATEWAY,
-            json!({"error": {"code": e.code, "message": e.message, "hint": e.hint}}),
+            json!({"error": {"code": e.code, "message": e.message, "hint": e.hint}, "legacy": is_legacy(&e)}),
         )
     }
+}
+
+/// Whether an error says the agent speaks only an A2A version before 1.0.
+fn is_legacy(e: &CliError) -> bool {
+    e.message.contains("0.x")
+        || e.message.contains("supportedInterfaces")
+        || e.message.contains("speaks only A2A 0.")
 }
 
 impl IntoResponse for ApiError {
@@ -586,7 +593,7 @@ async fn connect_to(s: &Inner, req: ConnectRequest) -> Result<Value, ApiError> {
     let resolved = match settings.resolve_card(&http).await {
         Ok(r) => r,
         Err(e) => {
-            let legacy = e.message.contains("0.x") || e.message.contains("supportedInterfaces");
+            let legacy = is_legacy(&e);
             return Err(ApiError(
                 StatusCode::BAD_GATEWAY,
                 json!({"error": {"code": e.code, "message": e.message, "hint": e.hint}, "legacy": legacy}),
