@@ -24,6 +24,7 @@ REPO = HERE.parent.parent
 A2A = os.environ.get("A2A_BIN", str(REPO / "target" / "debug" / "a2a"))
 SHOTS = pathlib.Path(os.environ.get("A2A_INSPECT_SCREENSHOTS", REPO / "target" / "inspect-screenshots"))
 FIXTURE = REPO / "crates" / "agentwire-agents" / "fixtures" / "npm" / "payment-service"
+KEYS = REPO / "crates" / "agentwire-types" / "tests" / "fixtures" / "keys"
 WAIT = 30
 
 
@@ -198,10 +199,22 @@ def test_input_required_then_streamed_report(browser, procs, binding):
     first.find_element(By.TAG_NAME, "summary").click()
     wire = d.find_element(By.ID, "wire").text
     assert "SendStreamingMessage" in wire and binding in wire
-    assert "Stream frames" in wire
     assert "a2a send -a" in wire
-    if binding != "GRPC":
-        assert "curl " in wire
+    if binding == "GRPC":
+        # gRPC: the method path, the metadata, the messages decoded to JSON.
+        assert "/lf.a2a.v1.A2AService/SendStreamingMessage" in wire
+        assert "Message (decoded to JSON)" in wire and "Stream messages (decoded to JSON)" in wire
+        assert "a2a-version: 1.0" in wire
+        assert "grpcurl " in wire
+    else:
+        # The real exchange: the body as sent, each SSE frame as received
+        # (its data: lines), a curl repeating the exact request.
+        assert "Body, exactly as sent" in wire
+        assert "Stream frames, as received" in wire
+        assert "HTTP 200" in wire
+        assert "data: {" in wire
+        assert "text/event-stream" in wire
+        assert "curl -sS -N -X POST" in wire and "--data-binary" in wire
     shot(d, f"wire-{binding.replace('+', '')}")
 
     if binding == "JSONRPC":
@@ -273,3 +286,42 @@ def test_agent_script_is_shown_not_run(browser, procs):
     assert not log.find_elements(By.TAG_NAME, "script")
     assert not log.find_elements(By.CSS_SELECTOR, "img[src='x']")
     shot(d, "hostile-text")
+
+
+def test_auth_required_is_a_prompt_answered_in_the_same_task(browser, procs):
+    agent = procs("serve", "--agent", "conformance", "--port", "0", "--store", "memory")
+    d = browser
+    open_inspector(d, procs, "-a", agent.url)
+    wait(d, lambda: d.find_elements(By.ID, "card-name"), "connected")
+    send(d, "my account, please", msgid="auth-required")
+    wait(d, lambda: d.find_element(By.ID, "prompt").is_displayed(), "the authorization prompt")
+    prompt = d.find_element(By.ID, "prompt").text
+    assert "needs authorization" in prompt and "authorize" in prompt
+    task = d.find_element(By.ID, "chat-task").get_attribute("value")
+    assert task, "the reply continues the task"
+    assert "auth-required" in states(d)
+    shot(d, "chat-auth-required")
+    # The reply goes to the same task, which completes.
+    m = d.find_element(By.ID, "chat-msgid")
+    m.clear()
+    send(d, "done, I signed in")
+    wait(d, lambda: "completed" in states(d), "the task completed")
+    assert d.execute_script("return document.querySelectorAll('#chat-log .msg.agent[data-task]').length") == 1
+    assert not d.find_element(By.ID, "prompt").is_displayed()
+    shot(d, "chat-auth-answered")
+
+
+def test_signature_status_in_connect(browser, procs, tmp_path):
+    signed = procs("serve", "--agent", "echo", "--port", "0", "--store", "memory", "--sign-card", str(KEYS / "ed25519.pem"))
+    unsigned = procs("serve", "--agent", "echo", "--port", "0", "--store", "memory")
+    d = browser
+    open_inspector(d, procs, "--trust-key", str(KEYS / "ed25519-public.pem"))
+    sig = lambda: d.find_element(By.ID, "card-signature")
+    connect(d, signed.url)
+    wait(d, lambda: d.find_elements(By.ID, "card-signature") and sig().get_attribute("data-status") == "trusted", "verified with the trusted key")
+    assert "verified with a trusted key" in sig().text
+    shot(d, "connect-signature-trusted")
+    connect(d, unsigned.url)
+    wait(d, lambda: sig().get_attribute("data-status") == "unsigned", "unsigned")
+    assert "unsigned" in sig().text
+    shot(d, "connect-signature-unsigned")

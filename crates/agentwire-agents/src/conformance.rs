@@ -3,7 +3,10 @@
 //! Its behaviour is chosen by the prefix of the incoming `messageId`, as the
 //! TCK scenarios (`core_operations.feature`, `streaming.feature`) describe;
 //! every protocol rule (errors, capability checks, contextId/taskId
-//! semantics) is the runtime's, not the agent's. Conformance runs reuse one
+//! semantics) is the runtime's, not the agent's. One prefix is not the
+//! TCK's: `auth-required` puts the task in the auth-required state (the
+//! agent needs the user to authorize something), to try clients on that
+//! turn; the next message in the task completes it. Conformance runs reuse one
 //! messageId for many requests, which is fine: the runtime does not treat a
 //! repeated messageId as a duplicate.
 
@@ -38,6 +41,7 @@ enum Scenario {
     ArtifactData,
     MessageResponse,
     InputRequired,
+    AuthRequired,
     Reject,
     /// working, a text artifact, completed.
     StreamText(&'static str),
@@ -57,6 +61,7 @@ const PREFIXES: &[(&str, Scenario)] = &[
     ("tck-artifact-data", Scenario::ArtifactData),
     ("tck-message-response", Scenario::MessageResponse),
     ("tck-input-required", Scenario::InputRequired),
+    ("auth-required", Scenario::AuthRequired),
     ("tck-reject-task", Scenario::Reject),
     (
         "tck-stream-001",
@@ -121,6 +126,12 @@ impl AgentExecutor for ConformanceAgent {
             }
             Scenario::MessageResponse => task.reply_text("Direct message response").await,
             Scenario::InputRequired => task.require_input("Please provide more input").await,
+            Scenario::AuthRequired => {
+                task.require_auth(
+                    "Please authorize access to the example account, then reply in this task",
+                )
+                .await
+            }
             Scenario::Reject => task.reject("rejected").await,
             Scenario::StreamText(text) => {
                 task.start_work().await?;
@@ -173,7 +184,7 @@ pub fn card() -> AgentCard {
         AgentSkill::new(
             "tck",
             "Conformance scenarios",
-            "Completes, rejects, streams or asks for input depending on the messageId prefix (tck-complete-task, tck-stream-001, ...)",
+            "Completes, rejects, streams, asks for input or for authorization depending on the messageId prefix (tck-complete-task, tck-stream-001, tck-input-required, auth-required, ...)",
             ["conformance", "tck", "test"],
         )
         .with_example("tck-complete-task"),
@@ -195,6 +206,7 @@ mod tests {
             scenario("tck-stream-artifact-chunked"),
             Scenario::StreamChunked
         );
+        assert_eq!(scenario("auth-required-1"), Scenario::AuthRequired);
         assert_eq!(scenario("anything-else"), Scenario::CompleteTask);
     }
 }

@@ -316,6 +316,17 @@ impl Agent {
         http: reqwest::Client,
         card: AgentCard,
     ) -> Result<Self, CliError> {
+        Self::with_card_tapped(settings, http, card, None)
+    }
+
+    /// [`Agent::with_card`], the client's exchanges told to `tap` (the
+    /// inspector's wire view).
+    pub fn with_card_tapped(
+        settings: Settings,
+        http: reqwest::Client,
+        card: AgentCard,
+        tap: Option<agentwire_client::tap::Tap>,
+    ) -> Result<Self, CliError> {
         let ctx = settings.error_context(Some(&card));
         // The caller's order first; when the card offers none of those
         // bindings, the card's own order (CLI SPEC 13.1).
@@ -344,7 +355,11 @@ impl Agent {
         options
             .service_params
             .extend(settings.service_params.iter().cloned());
-        let client = Client::builder()
+        let mut builder = Client::builder();
+        if let Some(tap) = tap {
+            builder = builder.tap(tap);
+        }
+        let client = builder
             .bindings(bindings)
             .prefer_binding_order(prefer)
             .allow_v03(settings.allow_v03)

@@ -10,6 +10,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::Env;
@@ -525,4 +526,362 @@ async fn only_the_inspectors_own_page_is_answered() {
     assert!(!r.status().is_success());
     let v: Value = r.json().await.expect("JSON");
     assert!(v["error"]["message"].is_string(), "{v}");
+}
+
+/// What the recording agent of [`wire_view_shows_the_bytes_the_agent_received`]
+/// received: each request's headers and exact body.
+#[derive(Default)]
+struct Received {
+    requests: std::sync::Mutex<Vec<(axum::http::HeaderMap, bytes::Bytes)>>,
+}
+
+/// The recording agent's answer to `SendMessage`: valid JSON-RPC with
+/// spacing and member order no serializer would produce.
+const ODD_ANSWER: &str = "{ \"result\" :  { \"task\" : {\"status\":{\"state\":\"TASK_STATE_COMPLETED\"},  \"contextId\":\"ctx-odd\" , \"id\" : \"task-odd\"}} ,\n \"id\":1, \"jsonrpc\" : \"2.0\" }";
+
+/// Its stream: two events with ids, odd spacing, a comment line and a
+/// multi-line `data:`.
+const ODD_FRAMES: [(&str, &str); 2] = [
+    (
+        "41",
+        "{\"jsonrpc\":\"2.0\", \"id\":1,\n\"result\":{ \"task\":{\"id\":\"task-odd\",\"contextId\":\"ctx-odd\",\"status\":{\"state\":\"TASK_STATE_WORKING\"}}}}",
+    ),
+    (
+        "42",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":  {\"statusUpdate\":{\"taskId\":\"task-odd\",\"contextId\":\"ctx-odd\",\"status\":{\"state\":\"TASK_STATE_COMPLETED\"}}}}",
+    ),
+];
+
+/// A JSON-RPC agent in this process that records what it receives.
+async fn recording_agent() -> (String, Arc<Received>) {
+    use axum::routing::{get, post};
+    let received = Arc::new(Received::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("address"));
+    let card = json!({
+        "name": "Recorder", "description": "Records what it receives", "version": "1.0.0",
+        "supportedInterfaces": [{"url": format!("{base}/rpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {"streaming": true},
+        "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "rec", "name": "Record", "description": "Records", "tags": ["test"]}],
+    });
+    let rec = received.clone();
+    let app = axum::Router::new()
+        .route(
+            "/.well-known/agent-card.json",
+            get(move || {
+                let card = card.clone();
+                async move { axum::Json(card) }
+            }),
+        )
+        .route(
+            "/rpc",
+            post(move |headers: axum::http::HeaderMap, body: bytes::Bytes| {
+                let rec = rec.clone();
+                async move {
+                    let streaming = serde_json::from_slice::<Value>(&body)
+                        .ok()
+                        .and_then(|v| v["method"].as_str().map(str::to_owned))
+                        == Some("SendStreamingMessage".into());
+                    rec.requests.lock().expect("lock").push((headers, body));
+                    if streaming {
+                        let mut sse = String::from(": a comment, not a frame\n\n");
+                        for (id, data) in ODD_FRAMES {
+                            sse.push_str(&format!("id: {id}\n"));
+                            for line in data.split('\n') {
+                                sse.push_str(&format!("data: {line}\n"));
+                            }
+                            sse.push('\n');
+                        }
+                        (
+                            [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+                            sse,
+                        )
+                    } else {
+                        (
+                            [(axum::http::header::CONTENT_TYPE, "application/json")],
+                            ODD_ANSWER.to_owned(),
+                        )
+                    }
+                }
+            }),
+        );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (base, received)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wire_view_shows_the_bytes_the_agent_received() {
+    let env = Env::new();
+    let (agent, received) = recording_agent().await;
+    let inspector = Running::start(&env, &["inspect", "--port", "0"]);
+    let base = &inspector.url;
+    let info = post(
+        base,
+        "/api/connect",
+        json!({"agent": agent, "bearer": "s3cret-xyz-789"}),
+    )
+    .await;
+    assert_eq!(info["selected"]["binding"], "JSONRPC", "{info}");
+
+    // A unary call: the request body the agent got, byte for byte, and its
+    // odd answer as it was sent.
+    let sent = post(
+        base,
+        "/api/send",
+        json!({"text": "  spaced  \"quoted\" ü "}),
+    )
+    .await;
+    assert_eq!(sent["result"]["task"]["id"], "task-odd", "{sent}");
+    let wire = get(base, "/api/wire").await;
+    let call = wire["calls"]
+        .as_array()
+        .and_then(|c| c.iter().rev().find(|c| c["op"] == "SendMessage"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no SendMessage call in {wire}"));
+    let exchanges = call["exchanges"].as_array().expect("exchanges");
+    assert_eq!(exchanges.len(), 1, "{call}");
+    let x = &exchanges[0];
+    let (headers, body) = received.requests.lock().expect("lock")[0].clone();
+    assert_eq!(
+        x["requestBody"]["text"].as_str().map(str::as_bytes),
+        Some(&body[..]),
+        "{x}"
+    );
+    assert_eq!(x["requestBody"]["truncated"], false);
+    assert_eq!(x["requestBody"]["length"], body.len());
+    assert_eq!(x["responseBody"]["text"], ODD_ANSWER, "{x}");
+    assert_eq!(x["status"], 200);
+    assert_eq!(x["method"], "POST");
+    assert_eq!(x["url"], format!("{agent}/rpc"));
+    // The credential reached the agent; the wire view shows it redacted.
+    assert_eq!(headers["authorization"], "Bearer s3cret-xyz-789");
+    assert!(!wire.to_string().contains("s3cret-xyz-789"), "{wire}");
+    assert!(
+        x["requestHeaders"]
+            .as_array()
+            .expect("headers")
+            .iter()
+            .any(|h| h[0] == "authorization" && h[1] == "Bearer <redacted>"),
+        "{x}"
+    );
+    // Every other header the transport set is shown as sent.
+    for (name, want) in [("a2a-version", "1.0"), ("content-type", "application/json")] {
+        assert_eq!(headers[name], want);
+        assert!(
+            x["requestHeaders"]
+                .as_array()
+                .expect("headers")
+                .iter()
+                .any(|h| h[0] == name && h[1] == want),
+            "{name}: {x}"
+        );
+    }
+    // curl repeats that request: its body exactly.
+    let curl = call["curl"].as_str().expect("a curl command");
+    let words = shlex::split(curl).expect("a shell command");
+    let data = words
+        .iter()
+        .position(|w| w == "--data-binary")
+        .map(|i| words[i + 1].clone())
+        .expect("--data-binary");
+    assert_eq!(data.as_bytes(), &body[..]);
+    assert!(words.contains(&format!("{agent}/rpc")), "{curl}");
+
+    // A stream: each frame's data as received, with its id.
+    let streamed = post(
+        base,
+        "/api/send",
+        json!({"text": "stream it", "stream": true}),
+    )
+    .await;
+    assert_eq!(
+        last_state(&streamed["events"]),
+        "TASK_STATE_COMPLETED",
+        "{streamed}"
+    );
+    let wire = get(base, "/api/wire").await;
+    let call = wire["calls"]
+        .as_array()
+        .and_then(|c| c.iter().rev().find(|c| c["op"] == "SendStreamingMessage"))
+        .cloned()
+        .expect("the streaming call");
+    let x = &call["exchanges"][0];
+    let body = received.requests.lock().expect("lock")[1].1.clone();
+    assert_eq!(
+        x["requestBody"]["text"].as_str().map(str::as_bytes),
+        Some(&body[..])
+    );
+    let frames = x["frames"].as_array().expect("frames");
+    assert_eq!(frames.len(), 2, "{x}");
+    for (f, (id, data)) in frames.iter().zip(ODD_FRAMES) {
+        assert_eq!(f["id"], id, "{f}");
+        assert_eq!(f["data"]["text"], data, "{f}");
+    }
+    assert_eq!(x["end"]["error"], Value::Null, "{x}");
+    assert_eq!(x["streamed"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_auth_required_turn_is_answered_in_the_same_task() {
+    let env = Env::new();
+    let agent = Running::start(
+        &env,
+        &[
+            "serve",
+            "--agent",
+            "conformance",
+            "--port",
+            "0",
+            "--store",
+            "memory",
+        ],
+    );
+    let inspector = Running::start(&env, &["inspect", "-a", &agent.url]);
+    let base = &inspector.url;
+    for binding in ["JSONRPC", "HTTP+JSON", "GRPC"] {
+        post(
+            base,
+            "/api/connect",
+            json!({"agent": agent.url, "binding": binding}),
+        )
+        .await;
+        let first = post(
+            base,
+            "/api/send",
+            json!({"text": "my account, please", "messageId": "auth-required", "stream": true}),
+        )
+        .await;
+        let events = &first["events"];
+        assert_eq!(last_state(events), "TASK_STATE_AUTH_REQUIRED", "{first}");
+        assert!(first.to_string().contains("authorize"), "{first}");
+        let id = task_id(events);
+        // The task waits; the timeline marks it as waiting for the user.
+        let tl = get(base, &format!("/api/timeline/{id}")).await;
+        assert!(
+            tl["entries"]
+                .as_array()
+                .expect("entries")
+                .iter()
+                .any(|e| e["interrupted"] == true && e["state"] == "TASK_STATE_AUTH_REQUIRED"),
+            "{tl}"
+        );
+        let second = post(
+            base,
+            "/api/send",
+            json!({"text": "done, I signed in", "taskId": id, "stream": true}),
+        )
+        .await;
+        assert_eq!(
+            last_state(&second["events"]),
+            "TASK_STATE_COMPLETED",
+            "{second}"
+        );
+        assert!(second.to_string().contains(&id), "{second}");
+    }
+}
+
+/// A new Ed25519 key pair as PEM files in `dir`: (private, public).
+fn key_pair(dir: &std::path::Path, name: &str) -> (String, String) {
+    use agentwire_types::jws::{self, SigningKey};
+    let der = SigningKey::generate_ed25519_pkcs8().expect("a key");
+    let key = SigningKey::from_pkcs8_der(&der).expect("the key");
+    let private = dir.join(format!("{name}.pem"));
+    let public = dir.join(format!("{name}.pub.pem"));
+    std::fs::write(&private, jws::pkcs8_to_pem(&der).expect("PEM")).expect("write");
+    std::fs::write(
+        &public,
+        jws::public_key_pem(key.verifying_key()).expect("PEM"),
+    )
+    .expect("write");
+    (private.display().to_string(), public.display().to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cards_signature_status_is_shown() {
+    let env = Env::new();
+    let (key, public) = key_pair(env.home(), "card-key");
+    let signed = Running::start(
+        &env,
+        &[
+            "serve",
+            "--agent",
+            "echo",
+            "--port",
+            "0",
+            "--store",
+            "memory",
+            "--sign-card",
+            &key,
+        ],
+    );
+    let unsigned = Running::start(
+        &env,
+        &[
+            "serve", "--agent", "echo", "--port", "0", "--store", "memory",
+        ],
+    );
+    // A copy of the signed card, changed after signing.
+    let card: Value = http()
+        .get(format!("{}/.well-known/agent-card.json", signed.url))
+        .send()
+        .await
+        .expect("GET the card")
+        .json()
+        .await
+        .expect("JSON");
+    assert!(card["signatures"].is_array(), "{card}");
+    let mut tampered = card.clone();
+    tampered["description"] = json!("Not what was signed");
+    let tampered_file = env.cwd().join("tampered-card.json");
+    std::fs::write(&tampered_file, tampered.to_string()).expect("write");
+
+    let trusting = Running::start(&env, &["inspect", "--trust-key", &public]);
+    let status = |v: &Value| {
+        (
+            v["signatureStatus"].as_str().unwrap_or_default().to_owned(),
+            v["signature"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    let v = post(&trusting.url, "/api/connect", json!({"agent": signed.url})).await;
+    let (st, text) = status(&v);
+    assert_eq!(st, "trusted", "{v}");
+    assert!(text.starts_with("verified with a trusted key"), "{text}");
+    assert!(text.contains(&public), "names the key: {text}");
+    let v = post(
+        &trusting.url,
+        "/api/connect",
+        json!({"agent": unsigned.url}),
+    )
+    .await;
+    assert_eq!(status(&v).0, "unsigned", "{v}");
+    let v = post(
+        &trusting.url,
+        "/api/connect",
+        json!({"agent": tampered_file.display().to_string()}),
+    )
+    .await;
+    let (st, text) = status(&v);
+    assert_eq!(st, "invalid", "{v}");
+    assert!(text.contains("changed after it was signed"), "{text}");
+
+    // No trusted key: the agent's own key is over plain HTTP here, so the
+    // signature is not taken as verified.
+    let plain = Running::start(&env, &["inspect", "-a", &signed.url]);
+    let s = get(&plain.url, "/api/session").await;
+    let (st, text) = status(&s["connected"]);
+    assert_eq!(st, "unverified", "{s}");
+    assert!(text.contains("HTTPS"), "{text}");
+    // A key file that is not a key: refused at start, with the reason.
+    let out = env.run(&[
+        "inspect",
+        "--trust-key",
+        &tampered_file.display().to_string(),
+    ]);
+    out.expect(2);
+    assert!(out.stderr.contains("--trust-key"), "{}", out.stderr);
 }

@@ -24,6 +24,7 @@ use crate::grpc::GrpcTransport;
 use crate::http::default_http_client;
 use crate::jsonrpc::JsonRpcTransport;
 use crate::rest::RestTransport;
+use crate::tap::Tap;
 use crate::transport::{Binding, CallOptions, EventStream, TenantField, Transport};
 use crate::v0_3::{V03JsonRpcTransport, V03RestTransport, is_v03};
 
@@ -170,6 +171,7 @@ impl Candidate {
         &self,
         http: &reqwest::Client,
         query: &[(String, String)],
+        tap: Option<&Tap>,
     ) -> ClientResult<Arc<dyn Transport>> {
         if let Some(t) = self.transport.get() {
             return Ok(t.clone());
@@ -194,15 +196,17 @@ impl Candidate {
             Binding::JsonRpc => Arc::new(
                 JsonRpcTransport::new(iface.url.clone())?
                     .with_http_client(http.clone())
-                    .with_query_params(query.iter().cloned()),
+                    .with_query_params(query.iter().cloned())
+                    .tapped(tap),
             ),
             Binding::HttpJson => Arc::new(
                 RestTransport::new(iface.url.clone())?
                     .with_http_client(http.clone())
-                    .with_query_params(query.iter().cloned()),
+                    .with_query_params(query.iter().cloned())
+                    .tapped(tap),
             ),
             #[cfg(feature = "grpc")]
-            Binding::Grpc => Arc::new(GrpcTransport::new(iface.url.clone())?),
+            Binding::Grpc => Arc::new(GrpcTransport::new(iface.url.clone())?.tapped(tap)),
             #[cfg(not(feature = "grpc"))]
             Binding::Grpc => return Err(ClientError::NoCompatibleInterface(GRPC_MISSING.into())),
         };
@@ -226,6 +230,8 @@ struct Shared {
     /// the query); gRPC gets them as metadata.
     query: Vec<(String, String)>,
     interceptors: Vec<Arc<dyn Interceptor>>,
+    /// The wire tap of the transports, if any.
+    tap: Option<Tap>,
 }
 
 /// An A2A client: one agent, the best interface its card offers, and the
@@ -290,6 +296,7 @@ pub struct ClientBuilder {
     credentials: Credentials,
     interceptors: Vec<Arc<dyn Interceptor>>,
     allow_v03: bool,
+    tap: Option<Tap>,
 }
 
 impl Default for ClientBuilder {
@@ -302,6 +309,7 @@ impl Default for ClientBuilder {
             credentials: Credentials::default(),
             interceptors: Vec::new(),
             allow_v03: false,
+            tap: None,
         }
     }
 }
@@ -363,6 +371,16 @@ impl ClientBuilder {
         self
     }
 
+    /// Tells `tap` what the transports send and receive, exchange by
+    /// exchange (see [`crate::tap`]). The client adds to what it redacts
+    /// the headers and query parameters its credentials go in and the API
+    /// key names of the card's security schemes. The 0.3 compatibility
+    /// transports are not tapped.
+    pub fn tap(mut self, tap: Tap) -> Self {
+        self.tap = Some(tap);
+        self
+    }
+
     /// A client for the agent this card describes.
     pub fn build(mut self, card: AgentCard) -> ClientResult<Client> {
         let picked = select_interfaces_with(
@@ -372,6 +390,7 @@ impl ClientBuilder {
             self.allow_v03,
         )?;
         let placed = self.credentials.placement(Some(&card));
+        let tap = self.tap.take().map(|tap| redacting(tap, &card, &placed));
         if !placed.headers.is_empty() {
             self.options = self.options.merged(&CallOptions {
                 service_params: placed.headers,
@@ -394,6 +413,7 @@ impl ClientBuilder {
                 http: self.http.unwrap_or_else(default_http_client),
                 query: placed.query,
                 interceptors: self.interceptors,
+                tap,
             }),
             options: self.options,
         })
@@ -411,6 +431,33 @@ impl ClientBuilder {
         let card = fetch_agent_card_with(&http, url, &public).await?;
         self.http_client(http).build(card)
     }
+}
+
+/// `tap`, also redacting where these credentials go and the API key names
+/// of the card's security schemes.
+fn redacting(mut tap: Tap, card: &AgentCard, placed: &crate::auth::PlacedCredentials) -> Tap {
+    for (name, _) in &placed.headers {
+        tap = tap.redact_header(name);
+    }
+    for (name, _) in &placed.query {
+        tap = tap.redact_query_param(name.clone());
+    }
+    for scheme in card.security_schemes.values() {
+        if let Some(agentwire_types::security_scheme::Scheme::ApiKeySecurityScheme(k)) =
+            &scheme.scheme
+        {
+            if k.name.is_empty() {
+                continue;
+            }
+            tap = match k.location.to_ascii_lowercase().as_str() {
+                "query" => tap.redact_query_param(k.name.clone()),
+                // A cookie travels in `Cookie`, always redacted.
+                "cookie" => tap,
+                _ => tap.redact_header(&k.name),
+            };
+        }
+    }
+    tap
 }
 
 impl Client {
@@ -448,6 +495,7 @@ impl Client {
                 http: default_http_client(),
                 query: Vec::new(),
                 interceptors: Vec::new(),
+                tap: None,
             }),
             options: CallOptions::default(),
         }
@@ -526,7 +574,11 @@ impl Client {
                 request.take()
             }
             .expect("request kept until the last attempt");
-            let transport = match candidate.transport(&shared.http, &shared.query) {
+            let transport = match candidate.transport(
+                &shared.http,
+                &shared.query,
+                shared.tap.as_ref(),
+            ) {
                 Ok(t) => t,
                 Err(e) => {
                     tracing::warn!(interface = %candidate.describe(), error = %e, "interface unusable");

@@ -17,6 +17,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::error::{ClientError, ClientResult, error_chain};
 use crate::http::DEFAULT_CONNECT_TIMEOUT;
+use crate::tap::{Tap, TapCall, Tapped};
 use crate::transport::{
     CallOptions, EventStream, LastEventId, TenantField, Transport, end_after_error_with_ids,
 };
@@ -46,6 +47,7 @@ pub struct GrpcTransport {
     client: A2aServiceClient<Channel>,
     url: String,
     tenant: String,
+    tap: Option<Tap>,
 }
 
 /// The endpoint for a gRPC interface URL.
@@ -134,7 +136,21 @@ impl GrpcTransport {
             client: A2aServiceClient::new(channel).max_decoding_message_size(64 * 1024 * 1024),
             url: url.into(),
             tenant: String::new(),
+            tap: None,
         }
+    }
+
+    /// Tells `tap` every exchange: the method, the request metadata and
+    /// message, the response metadata and each response message, messages
+    /// decoded to JSON (see [`crate::tap`]).
+    pub fn with_tap(mut self, tap: Tap) -> Self {
+        self.tap = Some(tap);
+        self
+    }
+
+    pub(crate) fn tapped(mut self, tap: Option<&Tap>) -> Self {
+        self.tap = tap.cloned();
+        self
     }
 
     /// Sets the tenant used for requests that name none.
@@ -197,35 +213,61 @@ impl GrpcTransport {
 
     async fn unary<T, R, F, Fut>(
         &self,
+        op: &'static str,
         message: T,
         options: &CallOptions,
         call: F,
     ) -> ClientResult<R>
     where
-        T: TenantField,
+        T: TenantField + serde::Serialize,
+        R: serde::Serialize,
         F: FnOnce(A2aServiceClient<Channel>, tonic::Request<T>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<R>, tonic::Status>>,
     {
         let req = self.request(message, options, true)?;
+        let tap = self
+            .tap
+            .as_ref()
+            .map(|t| t.grpc_request(op, &self.url, &req));
         let fut = call(self.client.clone(), req);
         let res = match options.timeout {
-            Some(d) => tokio::time::timeout(d, fut)
-                .await
-                .map_err(|_| self.timeout())?,
+            Some(d) => match tokio::time::timeout(d, fut).await {
+                Ok(res) => res,
+                Err(_) => {
+                    let e = self.timeout();
+                    if let Some(tap) = tap {
+                        tap.end(Some(&e));
+                    }
+                    return Err(e);
+                }
+            },
             None => fut.await,
         };
-        res.map(tonic::Response::into_inner)
-            .map_err(|s| self.status_error(s))
+        match (res, tap) {
+            (Ok(resp), Some(mut tap)) => {
+                tap.grpc_response(resp.metadata(), Some(resp.get_ref()));
+                tap.end(None);
+                Ok(resp.into_inner())
+            }
+            (Err(status), Some(tap)) => {
+                tap.grpc_status(&status);
+                Err(self.status_error(status))
+            }
+            (res, None) => res
+                .map(tonic::Response::into_inner)
+                .map_err(|s| self.status_error(s)),
+        }
     }
 
     async fn stream<T, F, Fut>(
         &self,
+        op: &'static str,
         message: T,
         options: &CallOptions,
         call: F,
     ) -> ClientResult<EventStream>
     where
-        T: TenantField,
+        T: TenantField + serde::Serialize,
         F: FnOnce(A2aServiceClient<Channel>, tonic::Request<T>) -> Fut,
         Fut: Future<
             Output = Result<
@@ -237,22 +279,66 @@ impl GrpcTransport {
         // No grpc-timeout on streams: the deadline would cut a long task's
         // stream. The timeout bounds the wait for the response headers.
         let req = self.request(message, options, false)?;
+        let tap = self
+            .tap
+            .as_ref()
+            .map(|t| t.grpc_request(op, &self.url, &req));
         let fut = call(self.client.clone(), req);
         let res = match options.timeout {
-            Some(d) => tokio::time::timeout(d, fut)
-                .await
-                .map_err(|_| self.timeout())?,
+            Some(d) => match tokio::time::timeout(d, fut).await {
+                Ok(res) => res,
+                Err(_) => {
+                    let e = self.timeout();
+                    if let Some(tap) = tap {
+                        tap.end(Some(&e));
+                    }
+                    return Err(e);
+                }
+            },
             None => fut.await,
         };
-        let response = res.map_err(|s| self.status_error(s))?;
+        let response = match res {
+            Ok(r) => r,
+            Err(status) => {
+                if let Some(tap) = tap {
+                    tap.grpc_status(&status);
+                }
+                return Err(self.status_error(status));
+            }
+        };
         let mut numbering = EventNumbering::from_metadata(response.metadata());
+        let tap = tap.map(|mut t| {
+            t.grpc_response::<agentwire_types::StreamResponse>(response.metadata(), None);
+            t
+        });
         let streaming = response.into_inner();
         let url = self.url.clone();
         let ids = LastEventId::default();
         let seen = ids.clone();
-        let events = streaming.map(move |item| {
-            if let Ok(event) = &item {
-                seen.set(numbering.as_mut().and_then(|n| n.next(event)));
+        // Each message with its event id, told to the tap when there is one.
+        let numbered = streaming.map(move |item| {
+            let id = match &item {
+                Ok(event) => numbering.as_mut().and_then(|n| n.next(event)),
+                Err(_) => None,
+            };
+            (item, id)
+        });
+        let numbered = match tap {
+            None => futures::future::Either::Left(numbered),
+            Some(tap) => futures::future::Either::Right(Tapped::new(
+                numbered,
+                tap,
+                |tap: &mut TapCall, (item, id): &(Result<_, tonic::Status>, Option<String>)| {
+                    match item {
+                        Ok(event) => tap.grpc_frame(event, id.clone()),
+                        Err(status) => tap.grpc_fail(status),
+                    }
+                },
+            )),
+        };
+        let events = numbered.map(move |(item, id)| {
+            if item.is_ok() {
+                seen.set(id);
             }
             item.map_err(|s| status_to_error(s, &url))
         });
@@ -394,7 +480,7 @@ impl Transport for GrpcTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<SendMessageResponse> {
-        self.unary(request, options, |mut c, r| async move {
+        self.unary("SendMessage", request, options, |mut c, r| async move {
             c.send_message(r).await
         })
         .await
@@ -405,18 +491,19 @@ impl Transport for GrpcTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
-        self.stream(request, options, |mut c, r| async move {
-            c.send_streaming_message(r).await
-        })
+        self.stream(
+            "SendStreamingMessage",
+            request,
+            options,
+            |mut c, r| async move { c.send_streaming_message(r).await },
+        )
         .await
     }
 
     async fn get_task(&self, request: GetTaskRequest, options: &CallOptions) -> ClientResult<Task> {
-        self.unary(
-            request,
-            options,
-            |mut c, r| async move { c.get_task(r).await },
-        )
+        self.unary("GetTask", request, options, |mut c, r| async move {
+            c.get_task(r).await
+        })
         .await
     }
 
@@ -425,11 +512,9 @@ impl Transport for GrpcTransport {
         request: ListTasksRequest,
         options: &CallOptions,
     ) -> ClientResult<ListTasksResponse> {
-        self.unary(
-            request,
-            options,
-            |mut c, r| async move { c.list_tasks(r).await },
-        )
+        self.unary("ListTasks", request, options, |mut c, r| async move {
+            c.list_tasks(r).await
+        })
         .await
     }
 
@@ -438,7 +523,7 @@ impl Transport for GrpcTransport {
         request: CancelTaskRequest,
         options: &CallOptions,
     ) -> ClientResult<Task> {
-        self.unary(request, options, |mut c, r| async move {
+        self.unary("CancelTask", request, options, |mut c, r| async move {
             c.cancel_task(r).await
         })
         .await
@@ -449,7 +534,7 @@ impl Transport for GrpcTransport {
         request: SubscribeToTaskRequest,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
-        self.stream(request, options, |mut c, r| async move {
+        self.stream("SubscribeToTask", request, options, |mut c, r| async move {
             c.subscribe_to_task(r).await
         })
         .await
@@ -460,9 +545,12 @@ impl Transport for GrpcTransport {
         request: TaskPushNotificationConfig,
         options: &CallOptions,
     ) -> ClientResult<TaskPushNotificationConfig> {
-        self.unary(request, options, |mut c, r| async move {
-            c.create_task_push_notification_config(r).await
-        })
+        self.unary(
+            "CreateTaskPushNotificationConfig",
+            request,
+            options,
+            |mut c, r| async move { c.create_task_push_notification_config(r).await },
+        )
         .await
     }
 
@@ -471,9 +559,12 @@ impl Transport for GrpcTransport {
         request: GetTaskPushNotificationConfigRequest,
         options: &CallOptions,
     ) -> ClientResult<TaskPushNotificationConfig> {
-        self.unary(request, options, |mut c, r| async move {
-            c.get_task_push_notification_config(r).await
-        })
+        self.unary(
+            "GetTaskPushNotificationConfig",
+            request,
+            options,
+            |mut c, r| async move { c.get_task_push_notification_config(r).await },
+        )
         .await
     }
 
@@ -482,9 +573,12 @@ impl Transport for GrpcTransport {
         request: ListTaskPushNotificationConfigsRequest,
         options: &CallOptions,
     ) -> ClientResult<ListTaskPushNotificationConfigsResponse> {
-        self.unary(request, options, |mut c, r| async move {
-            c.list_task_push_notification_configs(r).await
-        })
+        self.unary(
+            "ListTaskPushNotificationConfigs",
+            request,
+            options,
+            |mut c, r| async move { c.list_task_push_notification_configs(r).await },
+        )
         .await
     }
 
@@ -493,9 +587,12 @@ impl Transport for GrpcTransport {
         request: DeleteTaskPushNotificationConfigRequest,
         options: &CallOptions,
     ) -> ClientResult<()> {
-        self.unary(request, options, |mut c, r| async move {
-            c.delete_task_push_notification_config(r).await
-        })
+        self.unary(
+            "DeleteTaskPushNotificationConfig",
+            request,
+            options,
+            |mut c, r| async move { c.delete_task_push_notification_config(r).await },
+        )
         .await
         .map(|_empty| ())
     }
@@ -505,9 +602,12 @@ impl Transport for GrpcTransport {
         request: GetExtendedAgentCardRequest,
         options: &CallOptions,
     ) -> ClientResult<AgentCard> {
-        self.unary(request, options, |mut c, r| async move {
-            c.get_extended_agent_card(r).await
-        })
+        self.unary(
+            "GetExtendedAgentCard",
+            request,
+            options,
+            |mut c, r| async move { c.get_extended_agent_card(r).await },
+        )
         .await
     }
 }

@@ -11,9 +11,10 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::error::{ClientError, error_chain};
 use crate::sse::{self, SseEvent};
+use crate::tap::{Tap, TapCall, Tapped};
 use agentwire_types::StreamResponse;
 
-use crate::transport::{CallOptions, EventStream, LastEventId, end_after_error_with_ids};
+use crate::transport::{Binding, CallOptions, EventStream, LastEventId, end_after_error_with_ids};
 
 /// How long establishing a TCP (and TLS) connection may take with the
 /// default HTTP client before the agent counts as unreachable.
@@ -153,6 +154,72 @@ pub(crate) async fn send_with_header_timeout(
     res.map_err(|e| map_reqwest_error(e, url))
 }
 
+/// The tap of one call of an HTTP binding: the tap, the binding and the
+/// operation.
+pub(crate) type HttpTap<'a> = Option<(&'a Tap, Binding, &'static str)>;
+
+/// [`send_with_header_timeout`] (`timeout` `None`: as `rb.send()`), telling
+/// the tap, when there is one, the request as built and the response head.
+pub(crate) async fn send_tapped(
+    rb: reqwest::RequestBuilder,
+    timeout: Option<Duration>,
+    url: &str,
+    tap: HttpTap<'_>,
+) -> Result<(reqwest::Response, Option<TapCall>), ClientError> {
+    let Some((tap, binding, operation)) = tap else {
+        return send_with_header_timeout(rb, timeout, url)
+            .await
+            .map(|r| (r, None));
+    };
+    let (client, req) = rb.build_split();
+    let req = req.map_err(|e| map_reqwest_error(e, url))?;
+    let mut call = tap.http_request(binding, operation, &req);
+    let fut = client.execute(req);
+    let res = match timeout {
+        Some(d) => match tokio::time::timeout(d, fut).await {
+            Ok(r) => r,
+            Err(_) => {
+                let e = ClientError::Timeout {
+                    url: url.to_owned(),
+                };
+                call.end(Some(&e));
+                return Err(e);
+            }
+        },
+        None => fut.await,
+    };
+    match res {
+        Ok(resp) => {
+            call.http_head(&resp);
+            Ok((resp, Some(call)))
+        }
+        Err(e) => {
+            let e = map_reqwest_error(e, url);
+            call.end(Some(&e));
+            Err(e)
+        }
+    }
+}
+
+/// [`read_body`], the body (and the end of the exchange) told to the tap.
+pub(crate) async fn read_body_tapped(
+    resp: reqwest::Response,
+    url: &str,
+    call: Option<TapCall>,
+) -> Result<Bytes, ClientError> {
+    let res = read_body(resp, url).await;
+    if let Some(mut call) = call {
+        match &res {
+            Ok(body) => {
+                call.body(body);
+                call.end(None);
+            }
+            Err(e) => call.end(Some(e)),
+        }
+    }
+    res
+}
+
 /// Reads a whole body.
 pub(crate) async fn read_body(resp: reqwest::Response, url: &str) -> Result<Bytes, ClientError> {
     resp.bytes().await.map_err(|e| map_reqwest_error(e, url))
@@ -191,9 +258,30 @@ pub(crate) fn sse_event_stream(
     url: &str,
     decode: fn(&SseEvent) -> Option<Result<StreamResponse, ClientError>>,
 ) -> EventStream {
+    sse_event_stream_tapped(resp, url, decode, None)
+}
+
+/// [`sse_event_stream`], each frame told to the tap as received.
+pub(crate) fn sse_event_stream_tapped(
+    resp: reqwest::Response,
+    url: &str,
+    decode: fn(&SseEvent) -> Option<Result<StreamResponse, ClientError>>,
+    call: Option<TapCall>,
+) -> EventStream {
     let ids = LastEventId::default();
     let seen = ids.clone();
-    let events = sse_events(resp, url).filter_map(move |ev| {
+    let frames = sse_events(resp, url);
+    let frames = match call {
+        None => futures::future::Either::Left(frames),
+        Some(mut call) => {
+            call.flush_head();
+            futures::future::Either::Right(Tapped::new(frames, call, |call, item| match item {
+                Ok(ev) => call.sse_frame(ev),
+                Err(e) => call.fail(e.to_string()),
+            }))
+        }
+    };
+    let events = frames.filter_map(move |ev| {
         let item = match ev {
             Err(e) => Some(Err(e)),
             Ok(ev) => {

@@ -17,11 +17,12 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{ClientError, ClientResult, truncate_body};
 use crate::http::{
-    MAX_ERROR_BODY, default_http_client, is_event_stream, read_body, send_with_header_timeout,
-    service_headers, sse_event_stream,
+    HttpTap, MAX_ERROR_BODY, default_http_client, is_event_stream, read_body_tapped, send_tapped,
+    service_headers, sse_event_stream_tapped,
 };
 use crate::sse::SseEvent;
-use crate::transport::{CallOptions, EventStream, TenantField, Transport};
+use crate::tap::{Tap, TapCall};
+use crate::transport::{Binding, CallOptions, EventStream, TenantField, Transport};
 
 /// The JSON-RPC 2.0 transport.
 ///
@@ -46,6 +47,7 @@ pub struct JsonRpcTransport {
     url: String,
     tenant: String,
     next_id: AtomicU64,
+    tap: Option<Tap>,
 }
 
 #[derive(Serialize)]
@@ -83,7 +85,24 @@ impl JsonRpcTransport {
             url,
             tenant: String::new(),
             next_id: AtomicU64::new(1),
+            tap: None,
         })
+    }
+
+    /// Tells `tap` every exchange: the request and its exact body, the
+    /// response and its exact body, each stream frame (see [`crate::tap`]).
+    pub fn with_tap(mut self, tap: Tap) -> Self {
+        self.tap = Some(tap);
+        self
+    }
+
+    pub(crate) fn tapped(mut self, tap: Option<&Tap>) -> Self {
+        self.tap = tap.cloned();
+        self
+    }
+
+    fn tap_for(&self, operation: &'static str) -> HttpTap<'_> {
+        self.tap.as_ref().map(|t| (t, Binding::JsonRpc, operation))
     }
 
     /// Uses this HTTP client (its pool, TLS settings, proxies, timeouts).
@@ -119,7 +138,7 @@ impl JsonRpcTransport {
 
     fn request<P: Serialize>(
         &self,
-        method: &str,
+        method: &'static str,
         params: &P,
         options: &CallOptions,
         stream: bool,
@@ -150,17 +169,19 @@ impl JsonRpcTransport {
         Ok(rb)
     }
 
-    async fn call<P, R>(&self, method: &str, params: &P, options: &CallOptions) -> ClientResult<R>
+    async fn call<P, R>(
+        &self,
+        method: &'static str,
+        params: &P,
+        options: &CallOptions,
+    ) -> ClientResult<R>
     where
         P: Serialize,
         R: DeserializeOwned,
     {
         let rb = self.request(method, params, options, false)?;
-        let resp = rb
-            .send()
-            .await
-            .map_err(|e| crate::http::map_reqwest_error(e, &self.url))?;
-        self.finish::<R>(method, resp)
+        let (resp, tap) = send_tapped(rb, None, &self.url, self.tap_for(method)).await?;
+        self.finish::<R>(method, resp, tap)
             .await?
             .ok_or_else(|| no_result(method))
     }
@@ -171,30 +192,31 @@ impl JsonRpcTransport {
         &self,
         method: &str,
         resp: reqwest::Response,
+        tap: Option<TapCall>,
     ) -> ClientResult<Option<R>> {
         let status = resp.status();
-        let body = read_body(resp, &self.url).await?;
+        let body = read_body_tapped(resp, &self.url, tap).await?;
         decode_response(method, status.as_u16(), &body)
     }
 
     async fn stream<P: Serialize>(
         &self,
-        method: &str,
+        method: &'static str,
         params: &P,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
         let rb = self.request(method, params, options, true)?;
-        let resp = send_with_header_timeout(rb, options.timeout, &self.url).await?;
+        let (resp, tap) = send_tapped(rb, options.timeout, &self.url, self.tap_for(method)).await?;
         if !resp.status().is_success() || !is_event_stream(&resp) {
             // An answer before any stream: normally a JSON-RPC error; a lone
             // result is accepted as a one-event stream.
             let first: StreamResponse = self
-                .finish(method, resp)
+                .finish(method, resp, tap)
                 .await?
                 .ok_or_else(|| no_result(method))?;
             return Ok(EventStream::new(futures::stream::iter([Ok(first)])));
         }
-        Ok(sse_event_stream(resp, &self.url, decode_event))
+        Ok(sse_event_stream_tapped(resp, &self.url, decode_event, tap))
     }
 }
 
@@ -355,12 +377,10 @@ impl Transport for JsonRpcTransport {
         let request = with_tenant(request, &self.tenant);
         let method = methods::DELETE_PUSH_CONFIG;
         let rb = self.request(method, &request, options, false)?;
-        let resp = rb
-            .send()
-            .await
-            .map_err(|e| crate::http::map_reqwest_error(e, &self.url))?;
+        let (resp, tap) = send_tapped(rb, None, &self.url, self.tap_for(method)).await?;
         // The result is `google.protobuf.Empty` (`{}`), or absent / null.
-        self.finish::<serde::de::IgnoredAny>(method, resp).await?;
+        self.finish::<serde::de::IgnoredAny>(method, resp, tap)
+            .await?;
         Ok(())
     }
 

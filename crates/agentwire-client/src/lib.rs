@@ -43,6 +43,10 @@
 //! 6. **The ledger** (module [`ledger`]): contexts, tasks, artifact version
 //!    chains, the accepted version and the tasks waiting for the user, in
 //!    memory or in SQLite, with `continue_task`, `refine` and `accept`.
+//! 7. **The wire tap** (module [`tap`]): an optional observer told what
+//!    the transports really sent and received (headers, exact bodies, each
+//!    stream frame; gRPC messages decoded to JSON), credentials redacted,
+//!    bounded; set with [`ClientBuilder::tap`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), agentwire_client::ClientError> {
@@ -122,6 +126,7 @@ pub mod oauth;
 pub mod registry;
 mod rest;
 pub mod sse;
+pub mod tap;
 mod transport;
 pub mod v0_3;
 #[cfg(feature = "webhook")]

@@ -18,11 +18,12 @@ use serde_json::Value;
 
 use crate::error::{ClientError, ClientResult, truncate_body};
 use crate::http::{
-    MAX_ERROR_BODY, default_http_client, is_event_stream, map_reqwest_error, read_body,
-    send_with_header_timeout, service_headers, sse_event_stream,
+    HttpTap, MAX_ERROR_BODY, default_http_client, is_event_stream, read_body_tapped, send_tapped,
+    service_headers, sse_event_stream_tapped,
 };
 use crate::sse::SseEvent;
-use crate::transport::{CallOptions, EventStream, Transport};
+use crate::tap::{Tap, TapCall};
+use crate::transport::{Binding, CallOptions, EventStream, Transport};
 
 const ACCEPT_JSON: &str = "application/a2a+json, application/json";
 
@@ -52,6 +53,7 @@ pub struct RestTransport {
     base: String,
     tenant: String,
     query: Vec<(String, String)>,
+    tap: Option<Tap>,
 }
 
 impl RestTransport {
@@ -77,7 +79,24 @@ impl RestTransport {
             base: base.trim_end_matches('/').to_owned(),
             tenant: String::new(),
             query: Vec::new(),
+            tap: None,
         })
+    }
+
+    /// Tells `tap` every exchange: the request and its exact body, the
+    /// response and its exact body, each stream frame (see [`crate::tap`]).
+    pub fn with_tap(mut self, tap: Tap) -> Self {
+        self.tap = Some(tap);
+        self
+    }
+
+    pub(crate) fn tapped(mut self, tap: Option<&Tap>) -> Self {
+        self.tap = tap.cloned();
+        self
+    }
+
+    fn tap_for(&self, operation: &'static str) -> HttpTap<'_> {
+        self.tap.as_ref().map(|t| (t, Binding::HttpJson, operation))
     }
 
     /// Adds query parameters to every request URL (for an API key the agent
@@ -148,18 +167,16 @@ impl RestTransport {
 
     async fn exchange(
         &self,
+        op: &'static str,
         method: Method,
         url: &str,
         body: Option<Vec<u8>>,
         options: &CallOptions,
     ) -> ClientResult<bytes::Bytes> {
-        let resp = self
-            .builder(method, url, body, options, false)?
-            .send()
-            .await
-            .map_err(|e| map_reqwest_error(e, url))?;
+        let rb = self.builder(method, url, body, options, false)?;
+        let (resp, tap) = send_tapped(rb, None, url, self.tap_for(op)).await?;
         let status = resp.status();
-        let bytes = read_body(resp, url).await?;
+        let bytes = read_body_tapped(resp, url, tap).await?;
         if !status.is_success() {
             return Err(error_from_http(status.as_u16(), &bytes));
         }
@@ -168,12 +185,13 @@ impl RestTransport {
 
     async fn unary<R: DeserializeOwned>(
         &self,
+        op: &'static str,
         method: Method,
         url: &str,
         body: Option<Vec<u8>>,
         options: &CallOptions,
     ) -> ClientResult<R> {
-        let bytes = self.exchange(method, url, body, options).await?;
+        let bytes = self.exchange(op, method, url, body, options).await?;
         serde_json::from_slice(&bytes).map_err(|e| {
             ClientError::invalid_response(format!(
                 "undecodable answer from {url}: {e}: {}",
@@ -184,24 +202,29 @@ impl RestTransport {
 
     async fn open_stream(
         &self,
+        op: &'static str,
         method: Method,
         url: &str,
         body: Option<Vec<u8>>,
         options: &CallOptions,
-    ) -> ClientResult<reqwest::Response> {
+    ) -> ClientResult<(reqwest::Response, Option<TapCall>)> {
         let rb = self.builder(method, url, body, options, true)?;
-        send_with_header_timeout(rb, options.timeout, url).await
+        send_tapped(rb, options.timeout, url, self.tap_for(op)).await
     }
 
-    async fn event_stream(&self, resp: reqwest::Response, url: &str) -> ClientResult<EventStream> {
+    async fn event_stream(
+        &self,
+        (resp, tap): (reqwest::Response, Option<TapCall>),
+        url: &str,
+    ) -> ClientResult<EventStream> {
         let status = resp.status();
         if !status.is_success() {
-            let bytes = read_body(resp, url).await?;
+            let bytes = read_body_tapped(resp, url, tap).await?;
             return Err(error_from_http(status.as_u16(), &bytes));
         }
         if !is_event_stream(&resp) {
             // A single JSON answer instead of a stream.
-            let bytes = read_body(resp, url).await?;
+            let bytes = read_body_tapped(resp, url, tap).await?;
             let ev = SseEvent {
                 event: "message".into(),
                 data: String::from_utf8_lossy(&bytes).into_owned(),
@@ -214,7 +237,7 @@ impl RestTransport {
             })?;
             return Ok(EventStream::new(futures::stream::iter([Ok(first)])));
         }
-        Ok(sse_event_stream(resp, url, decode_event))
+        Ok(sse_event_stream_tapped(resp, url, decode_event, tap))
     }
 }
 
@@ -387,8 +410,14 @@ impl Transport for RestTransport {
         let route = RestRoute::SendMessage;
         let url = self.url(&request.tenant, &route).build();
         let body = Some(json_body(&request)?);
-        self.unary(http_method(route.method()), &url, body, options)
-            .await
+        self.unary(
+            route.template().operation,
+            http_method(route.method()),
+            &url,
+            body,
+            options,
+        )
+        .await
     }
 
     async fn send_streaming_message(
@@ -400,7 +429,13 @@ impl Transport for RestTransport {
         let url = self.url(&request.tenant, &route).build();
         let body = Some(json_body(&request)?);
         let resp = self
-            .open_stream(http_method(route.method()), &url, body, options)
+            .open_stream(
+                route.template().operation,
+                http_method(route.method()),
+                &url,
+                body,
+                options,
+            )
             .await?;
         self.event_stream(resp, &url).await
     }
@@ -414,8 +449,14 @@ impl Transport for RestTransport {
             .url(&request.tenant, &route)
             .query_opt("historyLength", request.history_length)
             .build();
-        self.unary(http_method(route.method()), &url, None, options)
-            .await
+        self.unary(
+            route.template().operation,
+            http_method(route.method()),
+            &url,
+            None,
+            options,
+        )
+        .await
     }
 
     async fn list_tasks(
@@ -424,8 +465,10 @@ impl Transport for RestTransport {
         options: &CallOptions,
     ) -> ClientResult<ListTasksResponse> {
         let url = list_tasks_url(self, &request);
-        let method = http_method(RestRoute::ListTasks.method());
-        self.unary(method, &url, None, options).await
+        let route = RestRoute::ListTasks;
+        let method = http_method(route.method());
+        self.unary(route.template().operation, method, &url, None, options)
+            .await
     }
 
     async fn cancel_task(
@@ -439,8 +482,14 @@ impl Transport for RestTransport {
         };
         let url = self.url(&request.tenant, &route).build();
         let body = Some(json_body(&request)?);
-        self.unary(http_method(route.method()), &url, body, options)
-            .await
+        self.unary(
+            route.template().operation,
+            http_method(route.method()),
+            &url,
+            body,
+            options,
+        )
+        .await
     }
 
     async fn subscribe_to_task(
@@ -458,15 +507,20 @@ impl Transport for RestTransport {
         // server refuses the method.
         let mut methods = route.template().methods.iter().copied();
         let first = methods.next().unwrap_or(RestMethod::Get);
+        let op = route.template().operation;
         let mut resp = self
-            .open_stream(http_method(first), &url, None, options)
+            .open_stream(op, http_method(first), &url, None, options)
             .await?;
         if let Some(next) = methods.next() {
-            if resp.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED {
+            if resp.0.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED {
                 tracing::debug!(%url, "{first} :subscribe refused with 405, retrying with {next}");
-                drop(resp);
+                let (refused, tap) = resp;
+                drop(refused);
+                if let Some(tap) = tap {
+                    tap.end(None);
+                }
                 resp = self
-                    .open_stream(http_method(next), &url, None, options)
+                    .open_stream(op, http_method(next), &url, None, options)
                     .await?;
             }
         }
@@ -484,8 +538,14 @@ impl Transport for RestTransport {
         };
         let url = self.url(&request.tenant, &route).build();
         let body = Some(json_body(&request)?);
-        self.unary(http_method(route.method()), &url, body, options)
-            .await
+        self.unary(
+            route.template().operation,
+            http_method(route.method()),
+            &url,
+            body,
+            options,
+        )
+        .await
     }
 
     async fn get_task_push_notification_config(
@@ -500,8 +560,14 @@ impl Transport for RestTransport {
             id: request.id.clone(),
         };
         let url = self.url(&request.tenant, &route).build();
-        self.unary(http_method(route.method()), &url, None, options)
-            .await
+        self.unary(
+            route.template().operation,
+            http_method(route.method()),
+            &url,
+            None,
+            options,
+        )
+        .await
     }
 
     async fn list_task_push_notification_configs(
@@ -520,8 +586,14 @@ impl Transport for RestTransport {
         if !request.page_token.is_empty() {
             url = url.query("pageToken", &request.page_token);
         }
-        self.unary(http_method(route.method()), &url.build(), None, options)
-            .await
+        self.unary(
+            route.template().operation,
+            http_method(route.method()),
+            &url.build(),
+            None,
+            options,
+        )
+        .await
     }
 
     async fn delete_task_push_notification_config(
@@ -536,8 +608,14 @@ impl Transport for RestTransport {
             id: request.id.clone(),
         };
         let url = self.url(&request.tenant, &route).build();
-        self.exchange(http_method(route.method()), &url, None, options)
-            .await?;
+        self.exchange(
+            route.template().operation,
+            http_method(route.method()),
+            &url,
+            None,
+            options,
+        )
+        .await?;
         Ok(())
     }
 
@@ -548,8 +626,14 @@ impl Transport for RestTransport {
     ) -> ClientResult<AgentCard> {
         let route = RestRoute::GetExtendedAgentCard;
         let url = self.url(&request.tenant, &route).build();
-        self.unary(http_method(route.method()), &url, None, options)
-            .await
+        self.unary(
+            route.template().operation,
+            http_method(route.method()),
+            &url,
+            None,
+            options,
+        )
+        .await
     }
 }
 

@@ -647,3 +647,179 @@ async fn interceptors_see_every_call() {
     assert_eq!(reqs[0].header("a2a-extensions"), Some("urn:ext:trace"));
     assert_eq!(reqs[1].header("x-trace"), Some("abc"));
 }
+
+/// The wire tap on each binding against the project's own server: the
+/// exact request body, the answer's frames as received (gRPC messages as
+/// JSON), the credential redacted, the exchanges labelled by their scope.
+#[tokio::test]
+async fn the_tap_sees_every_binding_as_sent_and_received() {
+    use std::sync::Arc;
+
+    use crate::tap::{Tap, WireLog};
+
+    let server = agentwire_server::A2aServer::new(
+        agentwire_agents::conformance::card(),
+        agentwire_agents::conformance::ConformanceAgent::default(),
+    )
+    .bind("127.0.0.1:0")
+    .await
+    .expect("bind")
+    .spawn();
+    for b in Binding::ALL {
+        let log = Arc::new(WireLog::new(10));
+        let client = Client::builder()
+            .bindings([b])
+            .credentials(crate::Credentials::new().with_bearer("s3cret-tok"))
+            .tap(Tap::new(log.clone()))
+            .connect(&server.base_url())
+            .await
+            .expect("connect");
+        let request = SendMessageRequest {
+            message: Some(
+                Message::user_text("chunks please").with_message_id("tck-stream-artifact-chunked"),
+            ),
+            ..Default::default()
+        };
+        let events: Vec<_> = crate::tap::scope(
+            "streamed",
+            client.send_streaming_message(request, &CallOptions::new()),
+        )
+        .await
+        .expect("a stream")
+        .collect()
+        .await;
+        assert!(events.iter().all(Result::is_ok), "{b}: {events:?}");
+        let got = client.get_task("nope").await.unwrap_err();
+        assert_eq!(got.kind(), Some(ErrorKind::TaskNotFound), "{b}");
+
+        let xs = log.exchanges();
+        assert_eq!(xs.len(), 2, "{b}: {xs:?}");
+        let x = &xs[0];
+        assert_eq!(x.label.as_deref(), Some("streamed"), "{b}");
+        assert_eq!(x.operation, "SendStreamingMessage");
+        assert_eq!(x.binding, b);
+        let text = format!("{xs:?}");
+        assert!(!text.contains("s3cret-tok"), "{b}: {text}");
+        assert!(
+            x.request_headers
+                .iter()
+                .any(|(k, v)| k == "authorization" && v == "Bearer <redacted>"),
+            "{b}: {:?}",
+            x.request_headers
+        );
+        let body: serde_json::Value =
+            serde_json::from_slice(x.request_body.as_ref().expect("a body").bytes()).expect("JSON");
+        let message = match b {
+            Binding::JsonRpc => {
+                assert_eq!(body["method"], "SendStreamingMessage");
+                &body["params"]["message"]
+            }
+            _ => &body["message"],
+        };
+        assert_eq!(message["messageId"], "tck-stream-artifact-chunked", "{b}");
+        match b {
+            Binding::Grpc => {
+                assert_eq!(x.method, "/lf.a2a.v1.A2AService/SendStreamingMessage");
+                assert_eq!(x.status, None);
+            }
+            _ => {
+                assert_eq!(x.method, "POST");
+                assert_eq!(x.status, Some(200));
+                assert!(
+                    x.response_headers
+                        .iter()
+                        .any(|(k, v)| k == "content-type" && v.starts_with("text/event-stream")),
+                    "{b}: {:?}",
+                    x.response_headers
+                );
+            }
+        }
+        // The task, working, two chunks, completed: each frame as it came.
+        assert_eq!(x.frames.len(), events.len(), "{b}");
+        assert_eq!(x.frames.len(), 5, "{b}");
+        for f in &x.frames {
+            let v: serde_json::Value = serde_json::from_slice(f.data.bytes()).expect("JSON");
+            let ev = if b == Binding::JsonRpc {
+                &v["result"]
+            } else {
+                &v
+            };
+            assert!(ev.is_object(), "{b}: {v}");
+        }
+        let end = x.end.as_ref().expect("ended");
+        assert_eq!((end.error.as_deref(), end.frames), (None, 5), "{b}");
+        // An A2A error is an answer: on the HTTP bindings its body is there,
+        // on gRPC the status ends the exchange.
+        let e = &xs[1];
+        assert_eq!(e.label, None);
+        assert_eq!(e.operation, "GetTask");
+        match b {
+            Binding::Grpc => assert!(
+                e.end
+                    .as_ref()
+                    .and_then(|x| x.error.as_deref())
+                    .is_some_and(|s| s.starts_with("NOT_FOUND")),
+                "{e:?}"
+            ),
+            _ => assert!(
+                e.response_body
+                    .as_ref()
+                    .is_some_and(|x| x.text().contains("TASK_NOT_FOUND")),
+                "{e:?}"
+            ),
+        }
+    }
+}
+
+/// A key the card wants in the query is redacted in the URL the tap shows;
+/// the request still carries it.
+#[tokio::test]
+async fn the_tap_redacts_api_keys_where_the_card_puts_them() {
+    use std::sync::Arc;
+
+    use agentwire_types::{ApiKeySecurityScheme, SecurityScheme, security_scheme};
+
+    use crate::tap::{Tap, WireLog};
+
+    let server = serve(|_| {
+        Canned::json(
+            200,
+            json!({"jsonrpc": "2.0", "id": 1, "result": task_json("t-1", "TASK_STATE_COMPLETED")}),
+        )
+    })
+    .await;
+    let mut card =
+        AgentCard::new("Keyed", "d", "1").with_interface(format!("{}/rpc", server.url), "JSONRPC");
+    for (name, location, key_name) in [
+        ("a-query", "query", "api_key"),
+        ("b-header", "header", "X-Secret"),
+    ] {
+        card.security_schemes.insert(
+            name.into(),
+            SecurityScheme {
+                scheme: Some(security_scheme::Scheme::ApiKeySecurityScheme(
+                    ApiKeySecurityScheme {
+                        location: location.into(),
+                        name: key_name.into(),
+                        ..Default::default()
+                    },
+                )),
+            },
+        );
+    }
+    let log = Arc::new(WireLog::new(10));
+    let client = Client::builder()
+        .credentials(crate::Credentials::new().with_api_key("k-s3cret"))
+        .options(CallOptions::new().with_service_param("X-Secret", "h-s3cret"))
+        .tap(Tap::new(log.clone()))
+        .build(card)
+        .unwrap();
+    client.get_task("t-1").await.unwrap();
+    let sent = &server.requests()[0];
+    assert!(sent.target.contains("api_key=k-s3cret"), "{}", sent.target);
+    assert_eq!(sent.header("x-secret"), Some("h-s3cret"));
+    let x = &log.exchanges()[0];
+    assert!(x.url.ends_with("/rpc?api_key=<redacted>"), "{}", x.url);
+    assert!(!format!("{x:?}").contains("s3cret"), "{x:?}");
+    assert_eq!(x.request_body.as_ref().unwrap().bytes(), &sent.body[..]);
+}

@@ -121,7 +121,7 @@ function renderCard(info) {
       el("dt", {}, "Version"), el("dd", {}, str(card.version)),
       el("dt", {}, "Provider"), el("dd", {}, [str(provider.organization), str(provider.url)].filter(Boolean).join(" ") || "-"),
       el("dt", {}, "Source"), el("dd", {}, str(info.location)),
-      el("dt", {}, "Signature"), el("dd", { class: info.signatureVerified ? "ok" : "" }, str(info.signature)),
+      el("dt", {}, "Signature"), el("dd", { id: "card-signature", "data-status": str(info.signatureStatus), class: info.signatureStatus === "trusted" ? "ok" : info.signatureStatus === "invalid" ? "bad" : info.signatureStatus === "agent-key" ? "" : "warn" }, str(info.signature)),
       el("dt", {}, "Capabilities"), el("dd", {}, capList.length ? capList : "none declared"),
       el("dt", {}, "Input modes"), el("dd", {}, arr(card.defaultInputModes).join(", ")),
       el("dt", {}, "Output modes"), el("dd", {}, arr(card.defaultOutputModes).join(", "))),
@@ -383,17 +383,53 @@ const calls = [];
 function copy(text) {
   if (navigator.clipboard) navigator.clipboard.writeText(text).catch(() => {});
 }
+function bodyView(b, what) {
+  b = obj(b);
+  if (b.text === undefined) return el("p", { class: "muted" }, `(no ${what})`);
+  const mark = b.truncated ? el("p", { class: "warn" }, `truncated: the first ${str(b.text).length} characters of ${Number(b.length) || 0} bytes`) : null;
+  return [el("pre", { class: "raw" }, str(b.text)), mark];
+}
+const headerText = (hs) => arr(hs).map((h) => `${str(arr(h)[0])}: ${str(arr(h)[1])}`).join("\n");
+// An SSE frame as it was on the wire: its id, event type and data lines.
+function frameText(f) {
+  f = obj(f);
+  const lines = [];
+  if (f.id !== undefined && f.id !== null) lines.push(`id: ${str(f.id)}`);
+  if (f.event && f.event !== "message") lines.push(`event: ${str(f.event)}`);
+  for (const l of str(obj(f.data).text).split("\n")) lines.push(`data: ${l}`);
+  return lines.join("\n");
+}
+function exchangeView(x, n, total) {
+  x = obj(x);
+  const grpc = x.binding === "GRPC";
+  const end = obj(x.end);
+  const frames = arr(x.frames);
+  return el("section", { class: "exchange" },
+    total > 1 ? el("h4", {}, `Exchange ${n + 1} of ${total}`) : null,
+    el("h4", {}, grpc ? "Request (gRPC)" : "Request"),
+    el("pre", { class: "reqline" }, `${str(x.method)} ${str(x.url)}`),
+    el("h5", {}, grpc ? "Metadata" : "Headers"), el("pre", { class: "headers" }, headerText(x.requestHeaders)),
+    el("h5", {}, grpc ? "Message (decoded to JSON)" : "Body, exactly as sent"), bodyView(x.requestBody, "body"),
+    el("h4", {}, "Response"),
+    x.status !== null && x.status !== undefined ? el("pre", { class: "status" }, `HTTP ${x.status}`) : null,
+    arr(x.responseHeaders).length ? [el("h5", {}, grpc ? "Metadata" : "Headers"), el("pre", { class: "headers" }, headerText(x.responseHeaders))] : null,
+    x.responseBody ? [el("h5", {}, grpc ? "Message (decoded to JSON)" : "Body, exactly as received"), bodyView(x.responseBody, "body")] : null,
+    frames.length || x.streamed ? [el("h5", {}, `${grpc ? "Stream messages (decoded to JSON)" : "Stream frames, as received"} (${Number(end.frames) || frames.length})`),
+      el("pre", { class: "frames" }, frames.map((f) => `+${Number(obj(f).offsetMs) || 0} ms\n${frameText(f)}`).join("\n\n")),
+      end.framesDropped ? el("p", { class: "warn" }, `${end.framesDropped} more frames not kept`) : null] : null,
+    end.error ? el("p", { class: "bad" }, `Ended: ${str(end.error)}`) : x.end ? null : el("p", { class: "muted" }, "still open"));
+}
 function renderWire() {
   $("wire").replaceChildren(...calls.map((c) => {
     c = obj(c);
     const w = obj(c.wire);
+    const xs = arr(c.exchanges);
     return el("li", { class: "call" }, el("details", {},
-      el("summary", {}, `${str(c.op)} · ${str(c.binding)} · ${str(w.method)} ${str(w.target)} · ${Number(c.durationMs) || 0} ms${c.error ? " · error" : ""}`),
-      el("h4", {}, "Headers / metadata"), el("pre", {}, arr(c.headers).map((h) => `${str(arr(h)[0])}: ${str(arr(h)[1])}`).join("\n")),
-      el("h4", {}, "Sent"), el("pre", {}, clipped(w.body)),
-      arr(c.frames).length ? [el("h4", {}, `Stream frames (${arr(c.frames).length})`), el("pre", {}, arr(c.frames).map((f) => `+${obj(f).offsetMs} ms${obj(f).id ? " id:" + str(obj(f).id) : ""}\ndata: ${clipped(obj(f).data).replace(/\n\s*/g, " ")}`).join("\n\n"))] : null,
-      el("h4", {}, c.error ? "Error" : "Received"), el("pre", {}, c.error ? str(c.error) : clipped(c.response)),
-      c.curl ? [el("button", { type: "button", onclick: () => copy(str(c.curl)) }, "Copy as curl"), el("pre", {}, str(c.curl))] : el("p", {}, "gRPC: no curl equivalent; the messages are shown as JSON."),
+      el("summary", {}, `${str(c.op)} · ${str(c.binding)} · ${str(w.method)} ${str(w.target)}${w.status ? " · " + w.status : ""} · ${Number(c.durationMs) || 0} ms${c.error ? " · error" : ""}`),
+      xs.length ? xs.map((x, i) => exchangeView(x, i, xs.length)) : el("p", {}, "Nothing was sent (the call failed before it reached the agent)."),
+      el("h4", {}, c.error ? "Error" : "Result (decoded)"), el("pre", {}, c.error ? str(c.error) : clipped(c.response)),
+      c.curl ? [el("button", { type: "button", onclick: () => copy(str(c.curl)) }, "Copy as curl"), el("pre", { class: "curl" }, str(c.curl))] : null,
+      c.grpcurl ? [el("button", { type: "button", onclick: () => copy(str(c.grpcurl)) }, "Copy as grpcurl"), el("pre", { class: "curl" }, str(c.grpcurl))] : null,
       c.a2a ? [el("button", { type: "button", onclick: () => copy(str(c.a2a)) }, "Copy as a2a command"), el("pre", {}, str(c.a2a))] : null));
   }));
 }
