@@ -43,7 +43,7 @@ impl Running {
         std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
         let url = first
             .split_whitespace()
-            .find(|w| w.starts_with("http://127.0.0.1:"))
+            .find(|w| w.starts_with("http://127.0.0.1:") || w.starts_with("https://127.0.0.1:"))
             .unwrap_or_else(|| panic!("no URL in {first:?}"))
             .trim_end_matches('/')
             .to_owned();
@@ -876,6 +876,37 @@ async fn the_cards_signature_status_is_shown() {
     let (st, text) = status(&s["connected"]);
     assert_eq!(st, "unverified", "{s}");
     assert!(text.contains("HTTPS"), "{text}");
+    // Over HTTPS, without a trusted key: the agent's own published key
+    // (same origin as the card) verifies it, and the page says that is all.
+    let tls = |f: &str| format!("{}/tests/fixtures/tls/{f}", env!("CARGO_MANIFEST_DIR"));
+    let https = Running::start(
+        &env,
+        &[
+            "serve",
+            "--agent",
+            "echo",
+            "--port",
+            "0",
+            "--store",
+            "memory",
+            "--sign-card",
+            &key,
+            "--tls-cert",
+            &tls("cert.pem"),
+            "--tls-key",
+            &tls("key.pem"),
+        ],
+    );
+    assert!(https.url.starts_with("https://"), "{}", https.url);
+    let own = Running::start(&env, &["inspect", "--insecure", "-a", &https.url]);
+    let s = get(&own.url, "/api/session").await;
+    let (st, text) = status(&s["connected"]);
+    assert_eq!(st, "agent-key", "{s}");
+    assert!(
+        text.starts_with("signed with the agent's own published key"),
+        "{text}"
+    );
+    assert!(text.contains("--insecure"), "{text}");
     // A key file that is not a key: refused at start, with the reason.
     let out = env.run(&[
         "inspect",
