@@ -14,6 +14,7 @@ export default async function* tableReporter(source) {
   const cells = new Map(); // case -> Map(binding -> {status, note})
   const bindings = [];
   const notes = [];
+  const skips = new Map(); // binding + reason -> the cases skipped for it
   for await (const event of source) {
     if (event.type !== 'test:pass' && event.type !== 'test:fail') continue;
     const name = event.data.name ?? '';
@@ -33,7 +34,10 @@ export default async function* tableReporter(source) {
       notes.push(`FAIL ${binding} ${kase}: ${msg}`);
     } else if (event.data.skip !== undefined) {
       status = 'skip';
-      notes.push(`skip ${binding} ${kase}: ${event.data.skip === true ? 'skipped' : event.data.skip}`);
+      const reason = event.data.skip === true ? 'skipped' : String(event.data.skip);
+      const key = `${binding}\u0000${reason}`;
+      if (!skips.has(key)) skips.set(key, { binding, reason, cases: [] });
+      skips.get(key).cases.push(kase);
     } else {
       status = 'ok';
     }
@@ -81,6 +85,10 @@ export default async function* tableReporter(source) {
   });
   lines.push(`all bindings: ${all.p}/${all.t} passed${all.s ? `, ${all.s} skipped` : ''}`);
   for (const n of notes) lines.push(n);
+  for (const { binding, reason, cases } of skips.values()) {
+    const which = cases.length === cells.size ? 'all cases' : cases.join(', ');
+    lines.push(`skip ${binding} (${which}): ${reason}`);
+  }
   lines.push('');
   yield lines.join('\n');
 }

@@ -68,7 +68,8 @@ log "running the JS SDK 1.x client against $BASE_URL"
 set +e
 (
   cd "$SDK_DIR"
-  A2A_INTEROP_URL="$BASE_URL" \
+  A2A_INTEROP_REFERENCE="$([[ "$MODE" == reference ]] && echo 1 || echo 0)" \
+    A2A_INTEROP_URL="$BASE_URL" \
     A2A_INTEROP_TITLE="JS SDK @a2a-js/sdk $(node -p 'require("./node_modules/@a2a-js/sdk/package.json").version') client -> ${MODE/binary/our server} (protocol 1.0)" \
     timeout --kill-after=10 "$RUN_TIMEOUT" node --test \
     --test-reporter=spec --test-reporter-destination=stderr \
