@@ -766,9 +766,15 @@ fn a_push_config_create_body_is_read_in_both_client_forms() {
     // The whole request (the Python SDK 0.3 client sends this).
     let whole = json!({"parent": "tasks/t-1", "configId": "cfg-1", "config": alone.clone()});
     for body in [alone, whole] {
-        let req = create_push_body(body.to_string().as_bytes()).unwrap_or_else(|e| panic!("{e}: {body}"));
-        let config = req.config.unwrap_or_else(|| panic!("no config read from {body}"));
-        assert_eq!(config.push_notification_config.url, "https://hooks.example.com/a", "{body}");
+        let req =
+            create_push_body(body.to_string().as_bytes()).unwrap_or_else(|e| panic!("{e}: {body}"));
+        let config = req
+            .config
+            .unwrap_or_else(|| panic!("no config read from {body}"));
+        assert_eq!(
+            config.push_notification_config.url, "https://hooks.example.com/a",
+            "{body}"
+        );
         assert_eq!(config.push_notification_config.id, "cfg-1", "{body}");
         assert_eq!(config.push_notification_config.token, "tok", "{body}");
     }
