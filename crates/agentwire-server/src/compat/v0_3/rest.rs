@@ -150,6 +150,36 @@ fn required_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aE
     })
 }
 
+/// The body of `POST /v1/tasks/{id}/pushNotificationConfigs`, in either of
+/// the two forms 0.3 clients send. The 0.3 protobuf's HTTP rule says the
+/// body is the `config` field alone (a `TaskPushNotificationConfig`,
+/// `{"name", "pushNotificationConfig"}`), which is what the official
+/// JavaScript SDK 0.3 client sends; the official Python SDK 0.3 client
+/// sends the whole `CreateTaskPushNotificationConfigRequest`
+/// (`{"parent", "configId", "config"}`). A body with a top-level
+/// `pushNotificationConfig` and no `config` is the first form.
+pub(crate) fn create_push_body(bytes: &[u8]) -> Result<CreatePushConfigRequest, A2aError> {
+    let value: serde_json::Value = body(bytes)?;
+    if value.is_null() {
+        return Ok(CreatePushConfigRequest::default());
+    }
+    let is_config_alone = value.as_object().is_some_and(|o| {
+        !o.contains_key("config")
+            && (o.contains_key("pushNotificationConfig")
+                || o.contains_key("push_notification_config"))
+    });
+    if is_config_alone {
+        let config: TaskPushConfig = serde_json::from_value(value)
+            .map_err(|e| A2aError::invalid_params("", e.to_string()))?;
+        Ok(CreatePushConfigRequest {
+            config: Some(config),
+            ..Default::default()
+        })
+    } else {
+        serde_json::from_value(value).map_err(|e| A2aError::invalid_params("", e.to_string()))
+    }
+}
+
 fn stream(result: Result<IdEventStream, A2aError>) -> Response {
     let events = match result {
         Ok(s) => s,
@@ -286,7 +316,7 @@ pub(crate) async fn handle(
             stream(Box::pin(h.subscribe_to_task_with_ids(&ctx, req)).await)
         }
         Route::CreatePush(task_id) => {
-            let req = match body::<CreatePushConfigRequest>(bytes) {
+            let req = match create_push_body(bytes) {
                 Ok(r) => r,
                 Err(e) => return error_response(&e),
             };

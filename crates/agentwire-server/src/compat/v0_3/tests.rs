@@ -753,3 +753,32 @@ fn the_0_3_rest_routes() {
     assert_eq!(r(Method::GET, "/message:send"), None);
     assert_eq!(r(Method::GET, "/v1/other/thing"), None);
 }
+
+#[test]
+fn a_push_config_create_body_is_read_in_both_client_forms() {
+    use super::rest::create_push_body;
+    // The config alone (the 0.3 protobuf's HTTP rule `body: "config"`;
+    // the JavaScript SDK 0.3 client sends this).
+    let alone = json!({
+        "name": "tasks/t-1/pushNotificationConfigs/cfg-1",
+        "pushNotificationConfig": {"id": "cfg-1", "url": "https://hooks.example.com/a", "token": "tok"}
+    });
+    // The whole request (the Python SDK 0.3 client sends this).
+    let whole = json!({"parent": "tasks/t-1", "configId": "cfg-1", "config": alone.clone()});
+    for body in [alone, whole] {
+        let req =
+            create_push_body(body.to_string().as_bytes()).unwrap_or_else(|e| panic!("{e}: {body}"));
+        let config = req
+            .config
+            .unwrap_or_else(|| panic!("no config read from {body}"));
+        assert_eq!(
+            config.push_notification_config.url, "https://hooks.example.com/a",
+            "{body}"
+        );
+        assert_eq!(config.push_notification_config.id, "cfg-1", "{body}");
+        assert_eq!(config.push_notification_config.token, "tok", "{body}");
+    }
+    // Neither form: nothing to register, refused later for its missing URL.
+    let req = create_push_body(br#"{"parent": "tasks/t-1"}"#).unwrap();
+    assert!(req.config.is_none());
+}
