@@ -16,7 +16,7 @@ use agentwire_types::{
 };
 use futures::future::BoxFuture;
 
-use crate::auth::{Credentials, Interceptor, Operation};
+use crate::auth::{Credentials, Interceptor, Operation, TokenSource, set_bearer};
 use crate::card::fetch_agent_card_with;
 use crate::error::{ClientError, ClientResult};
 #[cfg(feature = "grpc")]
@@ -226,6 +226,8 @@ struct Shared {
     /// the query); gRPC gets them as metadata.
     query: Vec<(String, String)>,
     interceptors: Vec<Arc<dyn Interceptor>>,
+    /// The bearer token of every call, refreshed once on a refusal.
+    token_source: Option<Arc<dyn TokenSource>>,
 }
 
 /// An A2A client: one agent, the best interface its card offers, and the
@@ -289,6 +291,7 @@ pub struct ClientBuilder {
     options: CallOptions,
     credentials: Credentials,
     interceptors: Vec<Arc<dyn Interceptor>>,
+    token_source: Option<Arc<dyn TokenSource>>,
     allow_v03: bool,
 }
 
@@ -301,6 +304,7 @@ impl Default for ClientBuilder {
             options: CallOptions::default(),
             credentials: Credentials::default(),
             interceptors: Vec::new(),
+            token_source: None,
             allow_v03: false,
         }
     }
@@ -353,6 +357,14 @@ impl ClientBuilder {
         self
     }
 
+    /// The bearer token of every call comes from `source`, and a call the
+    /// agent refuses as unauthenticated is retried once with the token
+    /// [`TokenSource::refresh`] gives (on every binding).
+    pub fn token_source(mut self, source: Arc<dyn TokenSource>) -> Self {
+        self.token_source = Some(source);
+        self
+    }
+
     /// When `true`, an agent that speaks only A2A 0.3 (a 0.3 card) is
     /// called through the 0.3 JSON-RPC or HTTP+JSON forms, its answers
     /// converted into the 1.0 model (default `false`: such a card is
@@ -394,6 +406,7 @@ impl ClientBuilder {
                 http: self.http.unwrap_or_else(default_http_client),
                 query: placed.query,
                 interceptors: self.interceptors,
+                token_source: self.token_source,
             }),
             options: self.options,
         })
@@ -448,6 +461,7 @@ impl Client {
                 http: default_http_client(),
                 query: Vec::new(),
                 interceptors: Vec::new(),
+                token_source: None,
             }),
             options: CallOptions::default(),
         }
@@ -543,10 +557,35 @@ impl Client {
                     .service_params
                     .extend(shared.query.iter().cloned());
             }
+            let bearer = match &shared.token_source {
+                Some(source) => source.token().await?,
+                None => None,
+            };
+            if let Some(t) = &bearer {
+                set_bearer(opts.to_mut(), t);
+            }
             for interceptor in &shared.interceptors {
                 interceptor.intercept(op, opts.to_mut())?;
             }
-            match call(&*transport, req, &opts).await {
+            // A refused token is refreshed once and the call retried once
+            // with the new one, whatever the binding.
+            let retry = bearer.as_ref().map(|_| req.clone());
+            let mut res = call(&*transport, req, &opts).await;
+            let refused = matches!(&res, Err(e) if e.is_unauthenticated());
+            if refused
+                && let (Some(rejected), Some(req), Some(source)) =
+                    (&bearer, retry, &shared.token_source)
+            {
+                match source.refresh(rejected).await? {
+                    Some(fresh) if fresh != *rejected => {
+                        tracing::debug!(%op, "the agent refused the token: retrying with a fresh one");
+                        set_bearer(opts.to_mut(), &fresh);
+                        res = call(&*transport, req, &opts).await;
+                    }
+                    _ => {}
+                }
+            }
+            match res {
                 Err(e) if e.is_unreachable() => {
                     if k + 1 < n {
                         tracing::warn!(
