@@ -905,6 +905,7 @@ mod tests {
         // 1 s, 1 s, then 1 + 5 s after the slow_down.
         assert!(started.elapsed() >= Duration::from_secs(8));
         let body = String::from_utf8(server.requests()[0].body.clone()).unwrap();
+        let body = percent_encoding::percent_decode_str(&body).decode_utf8_lossy();
         assert!(
             body.contains("device_code=dc") && body.contains("client_id=cli"),
             "{body}"
@@ -941,6 +942,9 @@ mod tests {
         use crate::auth::TokenSource;
         let server = crate::testutil::serve(|r| {
             let body = String::from_utf8_lossy(&r.body).into_owned();
+            let body = percent_encoding::percent_decode_str(&body)
+                .decode_utf8_lossy()
+                .into_owned();
             assert!(body.contains("grant_type=refresh_token"), "{body}");
             crate::testutil::Canned::json(
                 200,
