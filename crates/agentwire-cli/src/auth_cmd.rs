@@ -286,14 +286,31 @@ fn print_fields(t: &StoredToken) {
     );
 }
 
+/// Where the tokens are kept, said plainly (the OS keyring is not used).
+const STORAGE_NOTE: &str =
+    "one file per agent, readable by you only (mode 0600); the OS keyring is not used";
+
 fn status(g: &Globals) -> Result<u8, CliError> {
-    let all = store()?.list().map_err(|e| auth_err(e.to_string()))?;
+    let store = store()?;
+    let all = store.list().map_err(|e| auth_err(e.to_string()))?;
     match g.output {
         OutputFormat::Json => {
             let list: Vec<_> = all.iter().map(|(k, t)| describe(k, t)).collect();
-            println!("{}", json!({ "agents": list }));
+            println!(
+                "{}",
+                json!({
+                    "agents": list,
+                    "storage": {
+                        "kind": "file",
+                        "directory": store.dir().display().to_string(),
+                        "note": STORAGE_NOTE,
+                    },
+                })
+            );
         }
         OutputFormat::Text => {
+            println!("Storage: {} ({STORAGE_NOTE})", store.dir().display());
+            println!();
             if all.is_empty() {
                 println!("Not signed in to any agent (a2a auth login -a AGENT).");
             }

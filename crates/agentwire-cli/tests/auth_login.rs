@@ -161,6 +161,17 @@ fn client_credentials_login_then_send_on_every_binding_status_logout() {
     );
     let v = out.json();
     assert_eq!(v["agents"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v["storage"]["kind"], "file", "{v}");
+    assert!(
+        v["storage"]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("keyring is not used")),
+        "{v}"
+    );
+    let text = env.run(&["auth", "status"]);
+    text.expect(0);
+    assert!(text.stdout.starts_with("Storage: "), "{}", text.stdout);
+    assert!(!text.stdout.contains("eyJ"), "{}", text.stdout);
 
     env.run(&["auth", "logout", "-a", &addr]).expect(0);
     let v = env.run(&["auth", "status", "-o", "json"]).json();
