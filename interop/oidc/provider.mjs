@@ -2,13 +2,18 @@
 // `a2a auth login` tests: one confidential client for the
 // client-credentials grant, one public client for the device flow, JWT
 // access tokens (RS256) for the resource given in A2A_RESOURCE, and a
-// short token lifetime (A2A_TOKEN_TTL seconds) so refresh can be tested.
+// short token lifetime (A2A_TOKEN_TTL seconds) so refresh can be tested,
+// and a device code lifetime of A2A_DEVICE_TTL seconds (default 300) so an
+// expired device code can be tested. The development interactions (the
+// verification page, a login form that takes any name, a consent form) are
+// plain HTML forms the tests fill in over HTTP.
 // Prints "ISSUER <url>" once it listens.
 import http from 'node:http';
 import Provider from 'oidc-provider';
 
 const resource = process.env.A2A_RESOURCE || 'urn:a2a:agent';
 const ttl = Number(process.env.A2A_TOKEN_TTL || 300);
+const deviceTtl = Number(process.env.A2A_DEVICE_TTL || 300);
 
 const server = http.createServer();
 server.listen(0, '127.0.0.1', () => {
@@ -49,7 +54,7 @@ server.listen(0, '127.0.0.1', () => {
       },
     },
     issueRefreshToken: async () => true,
-    ttl: { AccessToken: ttl, ClientCredentials: ttl, DeviceCode: 300 },
+    ttl: { AccessToken: ttl, ClientCredentials: ttl, DeviceCode: deviceTtl },
   });
   server.on('request', provider.callback());
   console.log(`ISSUER ${issuer}`);

@@ -42,6 +42,9 @@ pub struct Settings {
     pub no_cache: bool,
     /// `--registry`: resolves `-a registry:NAME`.
     pub registry: Option<String>,
+    /// The token stored by `a2a auth login` for the agent: sent on every
+    /// call, refreshed when it expires or the agent refuses it.
+    pub stored_token: Option<Arc<agentwire_client::oauth::RefreshingToken>>,
 }
 
 impl Settings {
@@ -92,6 +95,7 @@ impl Settings {
             insecure: g.insecure,
             no_cache: g.no_cache,
             registry: g.registry.clone(),
+            stored_token: None,
         })
     }
 
@@ -273,9 +277,10 @@ impl Agent {
         // A token stored by `a2a auth login` for this agent, when no
         // credential was given (refreshed first when it has expired).
         if settings.credentials.is_empty()
-            && let Some(t) = crate::auth_cmd::stored_bearer(&http, &resolved.card).await?
+            && let Some((t, source)) = crate::auth_cmd::stored_token(&http, &resolved.card).await?
         {
             settings.credentials.bearer = Some(t);
+            settings.stored_token = Some(source);
         }
         let mut agent = Self::with_card(settings, http, resolved.card)?;
         agent.origin = resolved.origin;
@@ -358,6 +363,9 @@ impl Agent {
         let mut builder = Client::builder();
         if let Some(tap) = tap {
             builder = builder.tap(tap);
+        }
+        if let Some(source) = &settings.stored_token {
+            builder = builder.token_source(source.clone());
         }
         let client = builder
             .bindings(bindings)

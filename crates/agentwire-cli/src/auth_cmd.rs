@@ -5,8 +5,12 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use agentwire_client::oauth::{self, OAuthEndpoints, StoredToken, TokenParams, TokenStore};
+use agentwire_client::TokenSource;
+use agentwire_client::oauth::{
+    self, OAuthEndpoints, RefreshingToken, StoredToken, TokenParams, TokenStore,
+};
 use agentwire_types::AgentCard;
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -95,12 +99,14 @@ fn client_err(e: &agentwire_client::ClientError) -> CliError {
     }
 }
 
-/// The stored token for this card, refreshed first when it has expired;
-/// `None` when there is none (or the store cannot be read).
-pub async fn stored_bearer(
+/// The token stored for this card, refreshed first when it has expired,
+/// and the source that keeps it fresh for the calls (refreshed again, and
+/// the call retried once, when the agent refuses it); `None` when there is
+/// none (or no store).
+pub async fn stored_token(
     http: &reqwest::Client,
     card: &AgentCard,
-) -> Result<Option<String>, CliError> {
+) -> Result<Option<(String, Arc<RefreshingToken>)>, CliError> {
     let Ok(store) = store() else {
         return Ok(None);
     };
@@ -108,35 +114,13 @@ pub async fn stored_bearer(
     let Some(token) = store.load(&key).map_err(|e| auth_err(e.to_string()))? else {
         return Ok(None);
     };
-    if !token.is_expired() {
-        return Ok(Some(token.access_token));
-    }
-    let fresh = refresh_stored(http, &store, &key, &token).await?;
-    Ok(Some(fresh.access_token))
-}
-
-/// Refreshes a stored token and stores the new one.
-pub async fn refresh_stored(
-    http: &reqwest::Client,
-    store: &TokenStore,
-    key: &str,
-    token: &StoredToken,
-) -> Result<StoredToken, CliError> {
-    let fresh = oauth::refresh(http, token).await.map_err(|e| {
-        client_err(&e).with_hint(format!(
-            "sign in again: a2a auth login -a {}",
-            token_hint(key)
-        ))
-    })?;
-    store
-        .save(key, &fresh)
-        .map_err(|e| auth_err(e.to_string()))?;
-    tracing::debug!("refreshed the stored token for {key}");
-    Ok(fresh)
-}
-
-fn token_hint(key: &str) -> String {
-    key.trim_start_matches("name:").to_owned()
+    let source = Arc::new(RefreshingToken::stored(http.clone(), store, key, token));
+    let current = source
+        .token()
+        .await
+        .map_err(|e| client_err(&e))?
+        .unwrap_or_default();
+    Ok(Some((current, source)))
 }
 
 pub async fn run(g: &Globals, command: AuthCommand) -> Result<u8, CliError> {
@@ -302,14 +286,31 @@ fn print_fields(t: &StoredToken) {
     );
 }
 
+/// Where the tokens are kept, said plainly (the OS keyring is not used).
+const STORAGE_NOTE: &str =
+    "one file per agent, readable by you only (mode 0600); the OS keyring is not used";
+
 fn status(g: &Globals) -> Result<u8, CliError> {
-    let all = store()?.list().map_err(|e| auth_err(e.to_string()))?;
+    let store = store()?;
+    let all = store.list().map_err(|e| auth_err(e.to_string()))?;
     match g.output {
         OutputFormat::Json => {
             let list: Vec<_> = all.iter().map(|(k, t)| describe(k, t)).collect();
-            println!("{}", json!({ "agents": list }));
+            println!(
+                "{}",
+                json!({
+                    "agents": list,
+                    "storage": {
+                        "kind": "file",
+                        "directory": store.dir().display().to_string(),
+                        "note": STORAGE_NOTE,
+                    },
+                })
+            );
         }
         OutputFormat::Text => {
+            println!("Storage: {} ({STORAGE_NOTE})", store.dir().display());
+            println!();
             if all.is_empty() {
                 println!("Not signed in to any agent (a2a auth login -a AGENT).");
             }

@@ -1018,9 +1018,15 @@ impl Session {
                         TaskState::InputRequired => {
                             self.say("The agent needs more input: type your reply.")
                         }
-                        TaskState::AuthRequired => self.say(
-                            "The agent needs authorization: complete it as it says, then reply.",
-                        ),
+                        TaskState::AuthRequired => match render::auth_request(task) {
+                            Some(r) => self.say(&format!(
+                                "The agent needs {}: type it as your reply (it is kept out of the history).",
+                                render::describe_auth_request(&r)
+                            )),
+                            None => self.say(
+                                "The agent needs authorization: complete it as it says, then reply.",
+                            ),
+                        },
                         _ => {}
                     }
                 }

@@ -296,16 +296,28 @@ pub fn outcome_notes(task: &Task, reference: &str) -> (Option<String>, Option<St
             "task {} is waiting for input (INPUT_REQUIRED)",
             task.id
         )),
-        TaskState::AuthRequired => Some(format!(
-            "task {} is waiting for authorization (AUTH_REQUIRED)",
-            task.id
-        )),
+        TaskState::AuthRequired => Some(match auth_request(task) {
+            Some(r) => format!(
+                "task {} is waiting for authorization (AUTH_REQUIRED): {}",
+                task.id,
+                describe_auth_request(&r)
+            ),
+            None => format!(
+                "task {} is waiting for authorization (AUTH_REQUIRED)",
+                task.id
+            ),
+        }),
         TaskState::Failed | TaskState::Rejected | TaskState::Canceled => {
             Some(format!("task {} ended {}", task.id, state_label(state)))
         }
         _ => None,
     };
     let next = match state {
+        TaskState::AuthRequired if auth_request(task).is_some() => Some(format!(
+            "a2a send -a {} --task-id {} \"<credential>\"",
+            shell_quote(reference),
+            task.id
+        )),
         TaskState::InputRequired | TaskState::AuthRequired => Some(format!(
             "a2a send -a {} --task-id {} \"<reply>\"",
             shell_quote(reference),
@@ -319,6 +331,30 @@ pub fn outcome_notes(task: &Task, reference: &str) -> (Option<String>, Option<St
         _ => None,
     };
     (warn, next)
+}
+
+/// What an auth-required task asks for, when its status message says it
+/// as data (an agent using the in-task authorization extension).
+pub fn auth_request(task: &Task) -> Option<agentwire_server::AuthRequest> {
+    let m = task.status.as_ref()?.message.as_deref()?;
+    agentwire_server::AuthRequest::from_message(m)
+}
+
+/// "a bearer token for URL (scopes: a b)".
+pub fn describe_auth_request(r: &agentwire_server::AuthRequest) -> String {
+    let mut s = match r.scheme.as_str() {
+        "bearer" => "a bearer token".to_owned(),
+        "apiKey" => "an API key".to_owned(),
+        "" => "a credential".to_owned(),
+        other => format!("a {other} credential"),
+    };
+    if let Some(res) = &r.resource {
+        s.push_str(&format!(" for {res}"));
+    }
+    if !r.scopes.is_empty() {
+        s.push_str(&format!(" (scopes: {})", r.scopes.join(" ")));
+    }
+    s
 }
 
 /// Quotes a word for a POSIX shell when it needs it.

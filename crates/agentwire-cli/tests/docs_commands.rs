@@ -257,6 +257,14 @@ const SUBSTITUTIONS: &[Subst] = &[
     },
     Subst::Placeholder {
         name: "<taskId>",
+        when: "acme-read-token",
+        run: "a2a send -a 127.0.0.1:8080 -o json \"Does @acme-internal/widgets 2.0.0 run on Node.js 18?\"",
+        take: "/task/id",
+        check: Some(("/task/status/state", "TASK_STATE_AUTH_REQUIRED")),
+        why: "a question about a private registry package waits for the registry's token",
+    },
+    Subst::Placeholder {
+        name: "<taskId>",
         when: "\"Node.js 22\"",
         run: "a2a send -a $A -o json --file package.json --file package-lock.json \"Check payment-service\"",
         take: "/task/id",

@@ -112,6 +112,39 @@ pub trait Interceptor: Send + Sync + fmt::Debug {
     fn intercept(&self, operation: Operation, options: &mut CallOptions) -> ClientResult<()>;
 }
 
+/// Supplies the bearer token of every call of a [`crate::Client`] and, when
+/// the agent refuses one as unauthenticated (HTTP 401, gRPC
+/// `UNAUTHENTICATED`, the JSON-RPC mapping of either), a fresh one.
+///
+/// The client asks [`TokenSource::token`] before each call and sends the
+/// answer as `Authorization: Bearer ...` (replacing any other). When the
+/// agent refuses it, the client calls [`TokenSource::refresh`] once and, given
+/// a different token, retries the call once; a second refusal is the
+/// call's error. The retry lives in the client, above the transports, so
+/// JSON-RPC, HTTP+JSON and gRPC behave the same (see
+/// [`crate::oauth::RefreshingToken`] for OAuth tokens with a refresh token).
+#[async_trait::async_trait]
+pub trait TokenSource: Send + Sync + fmt::Debug {
+    /// The token for the next call (`None`: this source sends none). May
+    /// refresh a token it knows has expired.
+    async fn token(&self) -> ClientResult<Option<String>>;
+
+    /// The agent refused `rejected`: a new token to retry the call with, or
+    /// `None` to give up (the call then fails with the agent's refusal).
+    async fn refresh(&self, rejected: &str) -> ClientResult<Option<String>>;
+}
+
+/// Puts `Authorization: Bearer <token>` in the options, replacing any
+/// other `Authorization`.
+pub(crate) fn set_bearer(options: &mut CallOptions, token: &str) {
+    options
+        .service_params
+        .retain(|(n, _)| !n.eq_ignore_ascii_case("authorization"));
+    options
+        .service_params
+        .push(("Authorization".into(), format!("Bearer {token}")));
+}
+
 /// Where a credential travels.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placement {

@@ -16,7 +16,7 @@ use agentwire_types::{
 };
 use futures::future::BoxFuture;
 
-use crate::auth::{Credentials, Interceptor, Operation};
+use crate::auth::{Credentials, Interceptor, Operation, TokenSource, set_bearer};
 use crate::card::fetch_agent_card_with;
 use crate::error::{ClientError, ClientResult};
 #[cfg(feature = "grpc")]
@@ -232,6 +232,8 @@ struct Shared {
     interceptors: Vec<Arc<dyn Interceptor>>,
     /// The wire tap of the transports, if any.
     tap: Option<Tap>,
+    /// The bearer token of every call, refreshed once on a refusal.
+    token_source: Option<Arc<dyn TokenSource>>,
 }
 
 /// An A2A client: one agent, the best interface its card offers, and the
@@ -295,6 +297,7 @@ pub struct ClientBuilder {
     options: CallOptions,
     credentials: Credentials,
     interceptors: Vec<Arc<dyn Interceptor>>,
+    token_source: Option<Arc<dyn TokenSource>>,
     allow_v03: bool,
     tap: Option<Tap>,
 }
@@ -308,6 +311,7 @@ impl Default for ClientBuilder {
             options: CallOptions::default(),
             credentials: Credentials::default(),
             interceptors: Vec::new(),
+            token_source: None,
             allow_v03: false,
             tap: None,
         }
@@ -358,6 +362,14 @@ impl ClientBuilder {
     /// Adds an interceptor, called (in the order added) before every call.
     pub fn interceptor(mut self, interceptor: Arc<dyn Interceptor>) -> Self {
         self.interceptors.push(interceptor);
+        self
+    }
+
+    /// The bearer token of every call comes from `source`, and a call the
+    /// agent refuses as unauthenticated is retried once with the token
+    /// [`TokenSource::refresh`] gives (on every binding).
+    pub fn token_source(mut self, source: Arc<dyn TokenSource>) -> Self {
+        self.token_source = Some(source);
         self
     }
 
@@ -414,6 +426,7 @@ impl ClientBuilder {
                 query: placed.query,
                 interceptors: self.interceptors,
                 tap,
+                token_source: self.token_source,
             }),
             options: self.options,
         })
@@ -496,6 +509,7 @@ impl Client {
                 query: Vec::new(),
                 interceptors: Vec::new(),
                 tap: None,
+                token_source: None,
             }),
             options: CallOptions::default(),
         }
@@ -595,10 +609,35 @@ impl Client {
                     .service_params
                     .extend(shared.query.iter().cloned());
             }
+            let bearer = match &shared.token_source {
+                Some(source) => source.token().await?,
+                None => None,
+            };
+            if let Some(t) = &bearer {
+                set_bearer(opts.to_mut(), t);
+            }
             for interceptor in &shared.interceptors {
                 interceptor.intercept(op, opts.to_mut())?;
             }
-            match call(&*transport, req, &opts).await {
+            // A refused token is refreshed once and the call retried once
+            // with the new one, whatever the binding.
+            let retry = bearer.as_ref().map(|_| req.clone());
+            let mut res = call(&*transport, req, &opts).await;
+            let refused = matches!(&res, Err(e) if e.is_unauthenticated());
+            if refused
+                && let (Some(rejected), Some(req), Some(source)) =
+                    (&bearer, retry, &shared.token_source)
+            {
+                match source.refresh(rejected).await? {
+                    Some(fresh) if fresh != *rejected => {
+                        tracing::debug!(%op, "the agent refused the token: retrying with a fresh one");
+                        set_bearer(opts.to_mut(), &fresh);
+                        res = call(&*transport, req, &opts).await;
+                    }
+                    _ => {}
+                }
+            }
+            match res {
                 Err(e) if e.is_unreachable() => {
                     if k + 1 < n {
                         tracing::warn!(

@@ -137,6 +137,17 @@ impl ClientError {
         matches!(self, ClientError::Connect { .. })
     }
 
+    /// Whether the agent refused the caller's credentials as missing,
+    /// invalid or expired: HTTP 401, gRPC `UNAUTHENTICATED` or the JSON-RPC
+    /// mapping (not `PERMISSION_DENIED`: a fresh token would not help).
+    pub fn is_unauthenticated(&self) -> bool {
+        match self {
+            ClientError::A2a(e) => e.kind == ErrorKind::Unauthenticated,
+            ClientError::Http { status, .. } => *status == 401,
+            _ => false,
+        }
+    }
+
     /// Whether the call timed out after the connection was made.
     pub fn is_timeout(&self) -> bool {
         matches!(self, ClientError::Timeout { .. })

@@ -138,7 +138,7 @@ mod testutil;
 #[cfg(test)]
 mod wire_tests;
 
-pub use auth::{Credentials, Interceptor, Operation};
+pub use auth::{Credentials, Interceptor, Operation, TokenSource};
 pub use card::{CardResolver, fetch_agent_card};
 pub use client::{
     ALLOW_V03_HINT, Client, ClientBuilder, select_interfaces, select_interfaces_with,

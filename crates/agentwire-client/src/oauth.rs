@@ -513,6 +513,15 @@ pub async fn device_poll(
                         "the sign-in was denied at the verification page".into(),
                     ));
                 }
+                // An authorization server that forgets an expired code
+                // answers as for an unknown one.
+                "invalid_grant" => {
+                    return Err(ClientError::InvalidRequest(
+                        "the device code is no longer valid (it expired or was already used): \
+                         run the login again"
+                            .into(),
+                    ));
+                }
                 _ => return Err(Failure::OAuth(code, desc).into_error("device sign-in")),
             },
             Err(f) => return Err(f.into_error("device sign-in")),
@@ -557,6 +566,97 @@ pub async fn refresh(http: &reqwest::Client, token: &StoredToken) -> ClientResul
     )?;
     t.agent.clone_from(&token.agent);
     Ok(t)
+}
+
+/// An OAuth token that refreshes itself: a [`crate::auth::TokenSource`]
+/// for [`crate::ClientBuilder::token_source`].
+///
+/// Before a call, a token that has expired (see [`StoredToken::is_expired`])
+/// is refreshed with its refresh token; when the agent refuses a token
+/// anyway (revoked, clock skew), [`crate::auth::TokenSource::refresh`]
+/// refreshes it once and the client retries the call once. A refreshed
+/// token is saved in the [`TokenStore`] it came from, if any. Calls that
+/// share one `RefreshingToken` refresh it once between them.
+#[derive(Debug)]
+pub struct RefreshingToken {
+    http: reqwest::Client,
+    token: tokio::sync::Mutex<StoredToken>,
+    store: Option<(TokenStore, String)>,
+}
+
+impl RefreshingToken {
+    /// A token kept in memory only.
+    pub fn new(http: reqwest::Client, token: StoredToken) -> Self {
+        Self {
+            http,
+            token: tokio::sync::Mutex::new(token),
+            store: None,
+        }
+    }
+
+    /// A token of `store` (under `agent`): refreshed tokens are saved there.
+    pub fn stored(
+        http: reqwest::Client,
+        store: TokenStore,
+        agent: impl Into<String>,
+        token: StoredToken,
+    ) -> Self {
+        Self {
+            http,
+            token: tokio::sync::Mutex::new(token),
+            store: Some((store, agent.into())),
+        }
+    }
+
+    /// The token as it is now.
+    pub async fn current(&self) -> StoredToken {
+        self.token.lock().await.clone()
+    }
+
+    /// Refreshes the token held (the lock is held by the caller).
+    async fn renew(&self, held: &mut StoredToken) -> ClientResult<()> {
+        let fresh = refresh(&self.http, held).await?;
+        if let Some((store, agent)) = &self.store {
+            store.save(agent, &fresh)?;
+        }
+        *held = fresh;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::auth::TokenSource for RefreshingToken {
+    async fn token(&self) -> ClientResult<Option<String>> {
+        let mut held = self.token.lock().await;
+        if held.is_expired()
+            && held.refresh_token.is_some()
+            && let Err(e) = self.renew(&mut held).await
+        {
+            // The agent has the last word on the old token (it may still
+            // be within its leeway); a refusal comes back as the call's
+            // error.
+            tracing::warn!("the token has expired and could not be refreshed: {e}");
+        }
+        Ok(Some(held.access_token.clone()))
+    }
+
+    async fn refresh(&self, rejected: &str) -> ClientResult<Option<String>> {
+        let mut held = self.token.lock().await;
+        if held.access_token != rejected {
+            // Another call refreshed it meanwhile.
+            return Ok(Some(held.access_token.clone()));
+        }
+        if held.refresh_token.is_none() {
+            return Ok(None);
+        }
+        match self.renew(&mut held).await {
+            Ok(()) => Ok(Some(held.access_token.clone())),
+            Err(e) => {
+                tracing::warn!("the agent refused the token and it could not be refreshed: {e}");
+                Ok(None)
+            }
+        }
+    }
 }
 
 /// Tokens per agent, one JSON file each (mode 0600 on Unix) in a directory
@@ -745,6 +845,159 @@ mod tests {
         assert!(t.is_expired());
         t.expires_at = None;
         assert!(!t.is_expired());
+    }
+
+    /// A device authorization to poll every second at `url`.
+    fn device(url: &str) -> (OAuthEndpoints, DeviceAuthorization) {
+        let endpoints = OAuthEndpoints {
+            token_endpoint: format!("{url}/token"),
+            ..Default::default()
+        };
+        let auth = DeviceAuthorization {
+            device_code: "dc".into(),
+            user_code: "ABCD-EFGH".into(),
+            verification_uri: format!("{url}/device"),
+            verification_uri_complete: None,
+            expires_in: 300,
+            interval: Some(1),
+        };
+        (endpoints, auth)
+    }
+
+    fn oauth_error(code: &str) -> crate::testutil::Canned {
+        crate::testutil::Canned::json(400, serde_json::json!({ "error": code }))
+    }
+
+    #[tokio::test]
+    async fn device_poll_waits_longer_on_slow_down_then_takes_the_token() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let n = std::sync::Arc::new(AtomicUsize::new(0));
+        let seen = n.clone();
+        let server = crate::testutil::serve(move |_| match seen.fetch_add(1, Ordering::SeqCst) {
+            0 => oauth_error("authorization_pending"),
+            1 => oauth_error("slow_down"),
+            _ => crate::testutil::Canned::json(
+                200,
+                serde_json::json!({
+                    "access_token": "at", "token_type": "Bearer", "expires_in": 60,
+                    "refresh_token": "rt", "scope": "a2a"
+                }),
+            ),
+        })
+        .await;
+        let (endpoints, auth) = device(&server.url);
+        let started = std::time::Instant::now();
+        let http = crate::http::default_http_client();
+        let t = device_poll(
+            &http,
+            &endpoints,
+            "cli",
+            &auth,
+            &[],
+            &TokenParams::default(),
+        )
+        .await
+        .expect("the token");
+        assert_eq!(t.access_token, "at");
+        assert_eq!(t.refresh_token.as_deref(), Some("rt"));
+        assert_eq!(t.grant, "device_code");
+        assert_eq!(n.load(Ordering::SeqCst), 3);
+        // 1 s, 1 s, then 1 + 5 s after the slow_down.
+        assert!(started.elapsed() >= Duration::from_secs(8));
+        let body = String::from_utf8(server.requests()[0].body.clone()).unwrap();
+        let body = percent_encoding::percent_decode_str(&body).decode_utf8_lossy();
+        assert!(
+            body.contains("device_code=dc") && body.contains("client_id=cli"),
+            "{body}"
+        );
+    }
+
+    #[tokio::test]
+    async fn device_poll_errors_say_what_happened() {
+        for (code, says) in [
+            ("access_denied", "denied at the verification page"),
+            ("expired_token", "run the login again"),
+            ("invalid_grant", "run the login again"),
+            ("invalid_client", "invalid_client"),
+        ] {
+            let server = crate::testutil::serve(move |_| oauth_error(code)).await;
+            let (endpoints, auth) = device(&server.url);
+            let http = crate::http::default_http_client();
+            let e = device_poll(
+                &http,
+                &endpoints,
+                "cli",
+                &auth,
+                &[],
+                &TokenParams::default(),
+            )
+            .await
+            .expect_err("refused");
+            assert!(e.to_string().contains(says), "{code}: {e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn refreshing_token_refreshes_when_expired_or_refused_and_stores_it() {
+        use crate::auth::TokenSource;
+        let server = crate::testutil::serve(|r| {
+            let body = String::from_utf8_lossy(&r.body).into_owned();
+            let body = percent_encoding::percent_decode_str(&body)
+                .decode_utf8_lossy()
+                .into_owned();
+            assert!(body.contains("grant_type=refresh_token"), "{body}");
+            crate::testutil::Canned::json(
+                200,
+                serde_json::json!({
+                    "access_token": format!("at-{}", body.len()), "token_type": "Bearer",
+                    "expires_in": 3600, "refresh_token": "rt-2"
+                }),
+            )
+        })
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let store = TokenStore::new(dir.path().join("tokens"));
+        let mut t = token();
+        t.token_endpoint = format!("{}/token", server.url);
+        t.expires_at = Some(chrono::Utc::now() - chrono::Duration::seconds(1));
+        let http = crate::http::default_http_client();
+        let source = RefreshingToken::stored(http.clone(), store.clone(), "agent", t.clone());
+
+        // Expired: refreshed before use, and stored.
+        let first = source.token().await.unwrap().unwrap();
+        assert_ne!(first, "secret-access");
+        assert_eq!(server.requests().len(), 1);
+        assert_eq!(store.load("agent").unwrap().unwrap().access_token, first);
+        assert_eq!(
+            store
+                .load("agent")
+                .unwrap()
+                .unwrap()
+                .refresh_token
+                .as_deref(),
+            Some("rt-2")
+        );
+        // Fresh now: no request.
+        assert_eq!(source.token().await.unwrap().unwrap(), first);
+        assert_eq!(server.requests().len(), 1);
+        // A token refused after another call refreshed it: the current one,
+        // no request.
+        assert_eq!(
+            source.refresh("an-older-token").await.unwrap().as_deref(),
+            Some(first.as_str())
+        );
+        assert_eq!(server.requests().len(), 1);
+        // The current one refused: refreshed once.
+        let second = source.refresh(&first).await.unwrap().unwrap();
+        assert_eq!(server.requests().len(), 2);
+        assert_eq!(source.current().await.access_token, second);
+
+        // Without a refresh token there is nothing to retry with.
+        let mut t = token();
+        t.refresh_token = None;
+        let source = RefreshingToken::new(http, t);
+        assert_eq!(source.refresh("secret-access").await.unwrap(), None);
+        assert_eq!(server.requests().len(), 2);
     }
 
     #[test]

@@ -154,6 +154,134 @@ impl RequestContext {
     pub async fn canceled(&self) {
         self.cancel.cancelled().await;
     }
+
+    /// The credential this message answers an authorization request with
+    /// (see [`TaskUpdater::request_auth`]), when the task it continues is in
+    /// `TASK_STATE_AUTH_REQUIRED`: the string of a data part
+    /// `{"credential": "..."}`, else the message's text when it is one
+    /// word (a token pasted as the reply). `None` for anything else: the
+    /// agent may treat such a message as the client negotiating or
+    /// declining (spec 7.6.1).
+    pub fn credential(&self) -> Option<String> {
+        let waiting = self
+            .task
+            .as_ref()
+            .is_some_and(|t| t.state() == TaskState::AuthRequired);
+        if !waiting {
+            return None;
+        }
+        let from_data = self.message.parts.iter().find_map(|p| {
+            p.as_data()
+                .and_then(|d| d.get(CREDENTIAL_FIELD)?.as_str().map(str::to_owned))
+        });
+        if let Some(c) = from_data.filter(|c| !c.trim().is_empty()) {
+            return Some(c.trim().to_owned());
+        }
+        let text = self.text();
+        let text = text.trim();
+        (!text.is_empty() && !text.contains(char::is_whitespace)).then(|| text.to_owned())
+    }
+}
+
+/// The URI of the extension by which an agent takes the credential of an
+/// in-task authorization in the follow-up message (spec 7.6.1: in-band
+/// only when negotiated, e.g. by an extension the card declares). An agent
+/// that calls [`TaskUpdater::request_auth`] declares it in its card's
+/// `capabilities.extensions` (see [`in_task_auth_extension`]).
+pub const IN_TASK_AUTH_EXTENSION: &str = "urn:agentwire:ext:in-task-auth:v1";
+
+/// The data part field naming what an authorization request needs.
+pub const AUTH_REQUIRED_FIELD: &str = "authRequired";
+
+/// The data part field of a follow-up message carrying the credential.
+pub const CREDENTIAL_FIELD: &str = "credential";
+
+/// The card entry of [`IN_TASK_AUTH_EXTENSION`].
+pub fn in_task_auth_extension() -> agentwire_types::AgentExtension {
+    agentwire_types::AgentExtension {
+        uri: IN_TASK_AUTH_EXTENSION.into(),
+        description: "In-task authorization: when a task is auth-required, its status message \
+             says what is needed (text, and a data part {\"authRequired\": {...}}); reply in the \
+             same task with the credential as a data part {\"credential\": \"...\"} or as the \
+             message's only word."
+            .into(),
+        required: false,
+        ..Default::default()
+    }
+}
+
+/// What an agent needs to go on with a task (spec 7.6): the credential's
+/// kind, what it unlocks, and the words shown to the person.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthRequest {
+    /// Shown to the person: what the credential is for and how to get it.
+    pub description: String,
+    /// The kind of credential: `bearer` (a token), `apiKey`, `oauth2`...
+    pub scheme: String,
+    /// The service or resource it is for (a URL or a name), when known.
+    pub resource: Option<String>,
+    /// The scopes the credential needs, when it is an OAuth token.
+    pub scopes: Vec<String>,
+}
+
+impl AuthRequest {
+    /// A request for a bearer token for `resource`, explained by `description`.
+    pub fn bearer(resource: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            description: description.into(),
+            scheme: "bearer".into(),
+            resource: Some(resource.into()),
+            scopes: Vec::new(),
+        }
+    }
+
+    /// Adds the scopes the token needs.
+    pub fn with_scopes(mut self, scopes: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.scopes = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The data part's value: `{"authRequired": {"scheme", "resource",
+    /// "scopes", "description", "reply"}}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut o = serde_json::Map::new();
+        o.insert("scheme".into(), self.scheme.clone().into());
+        if let Some(r) = &self.resource {
+            o.insert("resource".into(), r.clone().into());
+        }
+        if !self.scopes.is_empty() {
+            o.insert("scopes".into(), self.scopes.clone().into());
+        }
+        o.insert("description".into(), self.description.clone().into());
+        o.insert(
+            "reply".into(),
+            serde_json::json!({ "extension": IN_TASK_AUTH_EXTENSION, "field": CREDENTIAL_FIELD }),
+        );
+        serde_json::json!({ AUTH_REQUIRED_FIELD: serde_json::Value::Object(o) })
+    }
+
+    /// Reads the request back from a status message (a client's view).
+    pub fn from_message(message: &Message) -> Option<Self> {
+        message.parts.iter().find_map(|p| {
+            let d = p.as_data()?;
+            let o = d.get(AUTH_REQUIRED_FIELD)?;
+            let s = |k: &str| o.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+            Some(Self {
+                description: s("description").unwrap_or_default(),
+                scheme: s("scheme").unwrap_or_default(),
+                resource: s("resource"),
+                scopes: o
+                    .get("scopes")
+                    .and_then(|v| v.as_array())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+        })
+    }
 }
 
 /// The agent's handle to answer a request: a plain message, or the events
@@ -305,9 +433,30 @@ impl TaskUpdater {
         self.set_status(TaskState::InputRequired, Some(self.text_message(question)))
     }
 
-    /// Asks the client for authorization (`TASK_STATE_AUTH_REQUIRED`).
+    /// Asks the client for authorization (`TASK_STATE_AUTH_REQUIRED`), in words.
     pub fn require_auth(&self, what: impl Into<String>) -> Update<'_> {
         self.set_status(TaskState::AuthRequired, Some(self.text_message(what)))
+    }
+
+    /// The status message of an authorization request: the description as
+    /// text, then the request as data (see [`AuthRequest::to_json`]). Add
+    /// metadata to it and pass it to [`TaskUpdater::set_status`] with
+    /// `TASK_STATE_AUTH_REQUIRED`, or use [`TaskUpdater::request_auth`].
+    pub fn auth_request_message(&self, request: &AuthRequest) -> Message {
+        self.agent_message(vec![
+            Part::text(request.description.clone()),
+            Part::data(request.to_json()),
+        ])
+    }
+
+    /// Moves the task to `TASK_STATE_AUTH_REQUIRED` naming what it needs
+    /// (spec 7.6.1). The credential comes back in the next message to the
+    /// task: [`RequestContext::credential`] reads it.
+    pub fn request_auth(&self, request: &AuthRequest) -> Update<'_> {
+        self.set_status(
+            TaskState::AuthRequired,
+            Some(self.auth_request_message(request)),
+        )
     }
 }
 

@@ -71,7 +71,10 @@ pub use bindings::http::DEFAULT_MAX_BODY_BYTES;
 pub use card_signing::CardSigning;
 pub use cluster::bus;
 pub use cluster::bus::EventBus;
-pub use executor::{AgentExecutor, RequestContext, TaskUpdater, Update};
+pub use executor::{
+    AUTH_REQUIRED_FIELD, AgentExecutor, AuthRequest, CREDENTIAL_FIELD, IN_TASK_AUTH_EXTENSION,
+    RequestContext, TaskUpdater, Update, in_task_auth_extension,
+};
 pub use handler::{CallContext, EventStream, HandlerBuilder, HandlerConfig, RequestHandler};
 pub use push::{PushConfig, PushSender, PushSigner, RetryPolicy, UrlPolicy};
 pub use serving::accept::{

@@ -22,6 +22,12 @@
 //!   metadata `artifactId`, or "json" / "markdown" in the text), the agent
 //!   asks which one (`input-required`) instead of guessing.
 //!
+//! - a question about a package of the private registry (the `@acme-internal`
+//!   scope, simulated locally: [`private`]) becomes a task in
+//!   `TASK_STATE_AUTH_REQUIRED` naming the token it needs; the reply in
+//!   the task carries the token and the task completes with the registry's
+//!   entry (in-task authorization, spec 7.6);
+//!
 //! The analysis itself ([`npm`], [`cargo`], [`semver`]) works offline on
 //! the files sent: nothing is fetched from a registry, and the report says
 //! what could not be checked.
@@ -30,6 +36,7 @@ pub mod answers;
 pub mod cargo;
 pub mod input;
 pub mod npm;
+pub mod private;
 pub mod report;
 pub mod semver;
 
@@ -72,6 +79,7 @@ impl AgentExecutor for DepCompatAgent {
     async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
         if let Some(existing) = &ctx.task {
             return match awaiting(existing).as_deref() {
+                Some(private::AWAITING) => private::resume(&ctx, &task).await,
                 Some("artifact") | Some("instruction") => refine(&ctx, &task).await,
                 _ => analyse(&ctx, &task).await,
             };
@@ -93,6 +101,12 @@ impl AgentExecutor for DepCompatAgent {
             return refine(&ctx, &task).await;
         }
         let text = ctx.text();
+        // A package of the private registry: its token first (in-task
+        // authorization).
+        let private = private::mentioned(&text);
+        if !private.is_empty() {
+            return private::ask(&task, &private).await;
+        }
         if answers::is_capability_question(&text) || !answers::asks_for_analysis(&text) {
             return task.reply_text(answers::answer(&text)).await;
         }
@@ -806,7 +820,7 @@ async fn refine(ctx: &RequestContext, task: &TaskUpdater) -> A2aResult<()> {
 
 /// The agent's card: what it does, what it accepts and returns.
 pub fn card() -> AgentCard {
-    AgentCard::new(
+    let mut card = AgentCard::new(
         "Dependency Compatibility Agent",
         "Checks a project's dependencies against a target runtime (Node.js for npm projects, Rust for Cargo projects) and target package versions, and streams a structured risk report and a Markdown report. Works offline on the files sent.",
         env!("CARGO_PKG_VERSION"),
@@ -863,4 +877,21 @@ pub fn card() -> AgentCard {
         .with_input_modes(["text/plain"])
         .with_output_modes(["text/plain"]),
     )
+    .with_skill(
+        AgentSkill::new(
+            "private-registry-packages",
+            "Private registry packages",
+            "Checks packages of the private registry npm.acme.internal (the @acme-internal scope; simulated, offline) against a target Node.js. Reading the registry needs its read token: the task goes to auth-required saying so, and the reply in the same task carries the token (in-task authorization, extension urn:agentwire:ext:in-task-auth:v1).",
+            ["private-registry", "authorization", "npm", "node"],
+        )
+        .with_example("Does @acme-internal/widgets 2.0.0 run on Node.js 18?")
+        .with_input_modes(["text/plain", "application/json"])
+        .with_output_modes(["application/json", "text/plain"]),
+    )
+    ;
+    card.capabilities
+        .get_or_insert_with(Default::default)
+        .extensions
+        .push(agentwire_server::in_task_auth_extension());
+    card
 }
