@@ -170,6 +170,7 @@ impl Candidate {
         &self,
         http: &reqwest::Client,
         query: &[(String, String)],
+        tls: Option<&crate::tls::TlsOptions>,
     ) -> ClientResult<Arc<dyn Transport>> {
         if let Some(t) = self.transport.get() {
             return Ok(t.clone());
@@ -202,7 +203,10 @@ impl Candidate {
                     .with_query_params(query.iter().cloned()),
             ),
             #[cfg(feature = "grpc")]
-            Binding::Grpc => Arc::new(GrpcTransport::new(iface.url.clone())?),
+            Binding::Grpc => Arc::new(match tls {
+                Some(tls) => GrpcTransport::with_tls(iface.url.clone(), tls)?,
+                None => GrpcTransport::new(iface.url.clone())?,
+            }),
             #[cfg(not(feature = "grpc"))]
             Binding::Grpc => return Err(ClientError::NoCompatibleInterface(GRPC_MISSING.into())),
         };
@@ -226,6 +230,8 @@ struct Shared {
     /// the query); gRPC gets them as metadata.
     query: Vec<(String, String)>,
     interceptors: Vec<Arc<dyn Interceptor>>,
+    /// The TLS settings of the gRPC channels (the HTTP client has its own).
+    tls: Option<crate::tls::TlsOptions>,
 }
 
 /// An A2A client: one agent, the best interface its card offers, and the
@@ -290,6 +296,7 @@ pub struct ClientBuilder {
     credentials: Credentials,
     interceptors: Vec<Arc<dyn Interceptor>>,
     allow_v03: bool,
+    tls: Option<crate::tls::TlsOptions>,
 }
 
 impl Default for ClientBuilder {
@@ -302,6 +309,7 @@ impl Default for ClientBuilder {
             credentials: Credentials::default(),
             interceptors: Vec::new(),
             allow_v03: false,
+            tls: None,
         }
     }
 }
@@ -363,6 +371,27 @@ impl ClientBuilder {
         self
     }
 
+    /// TLS settings: the certificate authorities to trust for the agent's
+    /// certificate and a client certificate for mutual TLS (see
+    /// [`crate::tls::TlsOptions`]), on every binding: the gRPC channels, and
+    /// the HTTP client of JSON-RPC, HTTP+JSON and card fetches unless one
+    /// is given with [`ClientBuilder::http_client`] (configure that one
+    /// with [`crate::tls::TlsOptions::configure_reqwest`]).
+    pub fn tls(mut self, tls: crate::tls::TlsOptions) -> Self {
+        self.tls = (!tls.is_empty()).then_some(tls);
+        self
+    }
+
+    /// The HTTP client: the one given, else one with the TLS settings,
+    /// else the shared default.
+    fn http_or_default(&self) -> ClientResult<reqwest::Client> {
+        match (&self.http, &self.tls) {
+            (Some(h), _) => Ok(h.clone()),
+            (None, Some(tls)) => tls.http_client(),
+            (None, None) => Ok(default_http_client()),
+        }
+    }
+
     /// A client for the agent this card describes.
     pub fn build(mut self, card: AgentCard) -> ClientResult<Client> {
         let picked = select_interfaces_with(
@@ -391,9 +420,10 @@ impl ClientBuilder {
                 card: Some(card),
                 candidates,
                 active: AtomicUsize::new(0),
-                http: self.http.unwrap_or_else(default_http_client),
+                http: self.http_or_default()?,
                 query: placed.query,
                 interceptors: self.interceptors,
+                tls: self.tls,
             }),
             options: self.options,
         })
@@ -402,7 +432,7 @@ impl ClientBuilder {
     /// Fetches the agent's card (see [`crate::card::agent_card_url`]) with
     /// this builder's HTTP client and options, then builds the client.
     pub async fn connect(self, url: &str) -> ClientResult<Client> {
-        let http = self.http.clone().unwrap_or_else(default_http_client);
+        let http = self.http_or_default()?;
         // The public card is fetched without credentials (spec 12.4).
         let public = CallOptions {
             timeout: self.options.timeout,
@@ -448,6 +478,7 @@ impl Client {
                 http: default_http_client(),
                 query: Vec::new(),
                 interceptors: Vec::new(),
+                tls: None,
             }),
             options: CallOptions::default(),
         }
@@ -526,7 +557,11 @@ impl Client {
                 request.take()
             }
             .expect("request kept until the last attempt");
-            let transport = match candidate.transport(&shared.http, &shared.query) {
+            let transport = match candidate.transport(
+                &shared.http,
+                &shared.query,
+                shared.tls.as_ref(),
+            ) {
                 Ok(t) => t,
                 Err(e) => {
                     tracing::warn!(interface = %candidate.describe(), error = %e, "interface unusable");

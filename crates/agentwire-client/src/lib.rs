@@ -122,6 +122,7 @@ pub mod oauth;
 pub mod registry;
 mod rest;
 pub mod sse;
+pub mod tls;
 mod transport;
 pub mod v0_3;
 #[cfg(feature = "webhook")]
