@@ -209,17 +209,24 @@ impl Settings {
             )
             .await?
         } else {
-            self.resolver(http.clone())
+            match self
+                .resolver(http.clone())
                 .resolve_with(reference, mode)
                 .await
-                .map_err(|e| {
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    // A TLS connection ended without saying why: find out.
+                    let url = agentwire_client::card::agent_card_url(reference).unwrap_or_default();
+                    let e = agentwire_client::tls::diagnose(e, &url, Some(&self.tls)).await;
                     let ctx = ErrorContext {
                         resolving_card: true,
                         client_certificate: self.tls.has_identity(),
                         ..Default::default()
                     };
-                    CliError::from_client(&e, &ctx)
-                })?
+                    return Err(CliError::from_client(&e, &ctx));
+                }
+            }
         };
         if self.debug {
             let how = match resolved.origin {

@@ -592,6 +592,14 @@ impl Client {
                     }
                     failures.push((candidate.describe(), e));
                 }
+                Err(e) => {
+                    if i != start {
+                        shared.active.store(i, Ordering::Relaxed);
+                    }
+                    // A TLS connection ended without saying why: find out.
+                    let url = candidate.interface.as_ref().map_or("", |f| f.url.as_str());
+                    return Err(crate::tls::diagnose(e, url, shared.tls.as_ref()).await);
+                }
                 res => {
                     if i != start {
                         shared.active.store(i, Ordering::Relaxed);

@@ -295,6 +295,124 @@ fn find_rustls<'a>(mut cur: &'a (dyn std::error::Error + 'static)) -> Option<&'a
     None
 }
 
+/// Diagnoses a failed call over TLS whose error does not say why: with
+/// TLS 1.3 a server refuses a client certificate (or its absence) only
+/// after the client considers the handshake done, and HTTP/2 may report
+/// the connection's end ("channel closed") without the alert that ended
+/// it. When `e` is such an error for an `https://` / `grpcs://` URL, one
+/// bounded handshake with the same settings is made to the same address,
+/// without sending anything, and the server's answer read: a TLS alert
+/// about the certificate becomes the error's cause (so that
+/// [`tls_failure`] names it), anything else leaves `e` as it is.
+///
+/// Written here because no HTTP or gRPC client exposes the alert that
+/// ended a connection after the handshake; it is what tokio-rustls and
+/// rustls read.
+pub async fn diagnose(e: ClientError, url: &str, tls: Option<&TlsOptions>) -> ClientError {
+    let unexplained = matches!(
+        e,
+        ClientError::Transport { .. } | ClientError::Connect { .. }
+    ) && tls_failure(&e).is_none();
+    if !unexplained {
+        return e;
+    }
+    let default = TlsOptions::default();
+    match probe(url, tls.unwrap_or(&default)).await {
+        Some(cause) => {
+            let message = match &e {
+                ClientError::Transport { message, .. } | ClientError::Connect { message, .. } => {
+                    format!("{message}: {cause}")
+                }
+                other => other.to_string(),
+            };
+            ClientError::Transport {
+                message,
+                source: Some(Box::new(cause)),
+            }
+        }
+        None => e,
+    }
+}
+
+/// How long the diagnosis of [`diagnose`] may take in all.
+const PROBE_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// One handshake to the host of `url`; the rustls error the server's
+/// answer makes (an alert about the client's certificate), if any.
+async fn probe(url: &str, tls: &TlsOptions) -> Option<rustls::Error> {
+    let uri: http::Uri = url.trim().parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    if scheme != "https" && scheme != "grpcs" {
+        return None;
+    }
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().unwrap_or(443);
+    let config = probe_config(tls)?;
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned()).ok()?;
+    let attempt = async {
+        let tcp = tokio::net::TcpStream::connect((host, port)).await.ok()?;
+        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+        let mut stream = match connector.connect(name, tcp).await {
+            Ok(s) => s,
+            Err(io) => return alert_of(&io),
+        };
+        // Accepted: the server sends session tickets after checking the
+        // client's certificate; refused: an alert. Nothing is sent, so the
+        // server never has data of ours to discard (its close is clean).
+        let mut buf = [0u8; 1];
+        loop {
+            let read = tokio::io::AsyncReadExt::read(&mut stream, &mut buf);
+            match tokio::time::timeout(std::time::Duration::from_millis(100), read).await {
+                Ok(Err(io)) => return alert_of(&io),
+                Ok(Ok(_)) => return None,
+                Err(_) if stream.get_ref().1.tls13_tickets_received() > 0 => return None,
+                Err(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(PROBE_LIMIT, attempt).await.ok()?
+}
+
+fn alert_of(io: &std::io::Error) -> Option<rustls::Error> {
+    let r = find_rustls(io)?;
+    matches!(classify(r), TlsFailure::ClientCertificate(_)).then(|| r.clone())
+}
+
+/// The rustls configuration of the probe: the options' roots (else the
+/// webpki roots) and client certificate.
+fn probe_config(tls: &TlsOptions) -> Option<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let mut roots = rustls::RootCertStore::empty();
+    match &tls.ca_pem {
+        Some(pem) => {
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                roots.add(cert.ok()?).ok()?;
+            }
+        }
+        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+    }
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::ring::default_provider()));
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(roots);
+    let mut config = match &tls.identity {
+        Some((cert, key)) => {
+            let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
+                .collect::<Result<_, _>>()
+                .ok()?;
+            let key = PrivateKeyDer::from_pem_slice(key).ok()?;
+            builder.with_client_auth_cert(chain, key).ok()?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Some(config)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
