@@ -137,7 +137,21 @@ impl Settings {
             .configure_reqwest(builder)
             .map_err(|e| CliError::usage(e.to_string()))?
             .build()
-            .map_err(|e| CliError::internal(format!("cannot build the HTTP client: {e}")))
+            .map_err(|e| {
+                let mut why = e.to_string();
+                let mut cur = std::error::Error::source(&e);
+                while let Some(c) = cur {
+                    why = format!("{why}: {c}");
+                    cur = c.source();
+                }
+                if self.tls.has_identity() {
+                    // rustls refuses the certificate or key while setting up.
+                    CliError::usage(format!("--cert/--key: the client certificate is not usable: {why}"))
+                        .with_hint("give --cert an X.509 v3 certificate (PEM) and --key its own private key (PEM)")
+                } else {
+                    CliError::internal(format!("cannot build the HTTP client: {why}"))
+                }
+            })
     }
 
     pub fn resolver(&self, http: reqwest::Client) -> CardResolver {
