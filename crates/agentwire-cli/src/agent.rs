@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agentwire_client::card::{CacheMode, CardOrigin, CardResolver, ResolvedCard};
+use agentwire_client::tls::TlsOptions;
 use agentwire_client::{
     Binding, CallOptions, Client, ClientResult, Credentials, EventStream, Transport,
     select_interfaces_with,
@@ -38,6 +39,8 @@ pub struct Settings {
     pub allow_v03: bool,
     pub debug: bool,
     pub insecure: bool,
+    /// `--cacert`, `--cert`/`--key`: TLS with the agent, on every binding.
+    pub tls: TlsOptions,
     /// `--no-cache`: the card is fetched afresh, not read from the cache.
     pub no_cache: bool,
     /// `--registry`: resolves `-a registry:NAME`.
@@ -84,6 +87,7 @@ impl Settings {
         let mut credentials = Credentials::new();
         credentials.bearer = g.bearer.clone().filter(|s| !s.is_empty());
         credentials.api_key = g.api_key.clone().filter(|s| !s.is_empty());
+        let tls = tls_options(g)?;
         Ok(Self {
             reference: g.agent_card.clone().filter(|s| !s.trim().is_empty()),
             credentials,
@@ -93,6 +97,7 @@ impl Settings {
             allow_v03: g.allow_v03,
             debug: g.debug,
             insecure: g.insecure,
+            tls,
             no_cache: g.no_cache,
             registry: g.registry.clone(),
             stored_token: None,
@@ -102,6 +107,7 @@ impl Settings {
     /// Whether the caller supplied any credential.
     pub fn credentials_given(&self) -> bool {
         !self.credentials.is_empty()
+            || self.tls.has_identity()
             || self.service_params.iter().any(|(k, _)| {
                 k.eq_ignore_ascii_case("authorization") || k.eq_ignore_ascii_case("x-api-key")
             })
@@ -126,13 +132,30 @@ impl Settings {
             }
         }
         agentwire_client::install_crypto_provider();
-        reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .connect_timeout(agentwire_client::DEFAULT_CONNECT_TIMEOUT)
             .tcp_nodelay(true)
             .user_agent(concat!("agentwire-cli/", env!("CARGO_PKG_VERSION")))
-            .danger_accept_invalid_certs(self.insecure)
+            .danger_accept_invalid_certs(self.insecure);
+        self.tls
+            .configure_reqwest(builder)
+            .map_err(|e| CliError::usage(e.to_string()))?
             .build()
-            .map_err(|e| CliError::internal(format!("cannot build the HTTP client: {e}")))
+            .map_err(|e| {
+                let mut why = e.to_string();
+                let mut cur = std::error::Error::source(&e);
+                while let Some(c) = cur {
+                    why = format!("{why}: {c}");
+                    cur = c.source();
+                }
+                if self.tls.has_identity() {
+                    // rustls refuses the certificate or key while setting up.
+                    CliError::usage(format!("--cert/--key: the client certificate is not usable: {why}"))
+                        .with_hint("give --cert an X.509 v3 certificate (PEM) and --key its own private key (PEM)")
+                } else {
+                    CliError::internal(format!("cannot build the HTTP client: {why}"))
+                }
+            })
     }
 
     pub fn resolver(&self, http: reqwest::Client) -> CardResolver {
@@ -149,6 +172,7 @@ impl Settings {
     pub fn error_context(&self, card: Option<&AgentCard>) -> ErrorContext {
         ErrorContext {
             credentials_given: self.credentials_given(),
+            client_certificate: self.tls.has_identity(),
             auth_hint: card.and_then(auth_hint),
             ..Default::default()
         }
@@ -203,16 +227,24 @@ impl Settings {
             )
             .await?
         } else {
-            self.resolver(http.clone())
+            match self
+                .resolver(http.clone())
                 .resolve_with(reference, mode)
                 .await
-                .map_err(|e| {
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    // A TLS connection ended without saying why: find out.
+                    let url = agentwire_client::card::agent_card_url(reference).unwrap_or_default();
+                    let e = agentwire_client::tls::diagnose(e, &url, Some(&self.tls)).await;
                     let ctx = ErrorContext {
                         resolving_card: true,
+                        client_certificate: self.tls.has_identity(),
                         ..Default::default()
                     };
-                    CliError::from_client(&e, &ctx)
-                })?
+                    return Err(CliError::from_client(&e, &ctx));
+                }
+            }
         };
         if self.debug {
             let how = match resolved.origin {
@@ -232,6 +264,43 @@ impl Settings {
     }
 }
 
+/// The TLS settings of `--cacert` and `--cert`/`--key`: the files read and
+/// checked now, so that a wrong path is a usage error before any call.
+fn tls_options(g: &Globals) -> Result<TlsOptions, CliError> {
+    let mut tls = TlsOptions::new();
+    if let Some(ca) = &g.cacert {
+        tls = tls
+            .ca_file(ca)
+            .map_err(|e| tls_usage("--cacert", &e).with_hint(
+                "give --cacert a PEM file with the certificate of the authority that signed the agent's certificate",
+            ))?;
+    }
+    match (&g.cert, &g.key) {
+        (Some(cert), Some(key)) => {
+            tls = tls.identity_files(cert, key).map_err(|e| {
+                tls_usage("--cert/--key", &e).with_hint(
+                    "give --cert the client certificate (PEM) and --key its private key (PEM)",
+                )
+            })?;
+        }
+        (None, None) => {}
+        _ => {
+            return Err(CliError::usage("--cert and --key go together").with_hint(
+                "give --cert the client certificate (PEM) and --key its private key (PEM)",
+            ));
+        }
+    }
+    Ok(tls)
+}
+
+fn tls_usage(option: &str, e: &agentwire_client::ClientError) -> CliError {
+    let text = match e {
+        agentwire_client::ClientError::InvalidRequest(m) => m.clone(),
+        other => other.to_string(),
+    };
+    CliError::usage(format!("{option}: {text}"))
+}
+
 /// A hint naming what the card's security schemes ask for.
 pub fn auth_hint(card: &AgentCard) -> Option<String> {
     let schemes = agentwire_client::auth::describe_schemes(card);
@@ -244,6 +313,15 @@ pub fn auth_hint(card: &AgentCard) -> Option<String> {
     }
     if agentwire_client::auth::accepts_api_key(card) {
         flags.push("--api-key <key> (or A2ACLI_API_KEY)");
+    }
+    let mtls = card.security_schemes.values().any(|s| {
+        matches!(
+            s.scheme,
+            Some(agentwire_types::security_scheme::Scheme::MtlsSecurityScheme(_))
+        )
+    });
+    if mtls {
+        flags.push("--cert <file> --key <file> (a client certificate)");
     }
     let how = if flags.is_empty() {
         "a credential this tool cannot obtain yet".to_owned()
@@ -372,6 +450,7 @@ impl Agent {
             .prefer_binding_order(prefer)
             .allow_v03(settings.allow_v03)
             .http_client(http.clone())
+            .tls(settings.tls.clone())
             .credentials(settings.credentials.clone())
             .options(options)
             .build(card.clone())

@@ -10,6 +10,7 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use agentwire_client::ClientError;
+use agentwire_client::tls::TlsFailure;
 use agentwire_types::ErrorKind;
 use serde_json::{Value, json};
 
@@ -141,6 +142,9 @@ impl CliError {
     /// A client failure, with context: what the tool was doing, and whether
     /// the caller supplied credentials.
     pub fn from_client(e: &ClientError, ctx: &ErrorContext) -> Self {
+        if let Some(failure) = agentwire_client::tls::tls_failure(e) {
+            return Self::from_tls(e, &failure, ctx);
+        }
         match e {
             ClientError::A2a(err) => {
                 let kind = err.kind;
@@ -265,12 +269,65 @@ impl CliError {
     }
 }
 
+impl CliError {
+    /// A failed TLS handshake: the agent's certificate not trusted (the
+    /// agent cannot be reached safely: exit 3), or this client's
+    /// certificate refused or missing (authentication: exit 4).
+    fn from_tls(e: &ClientError, failure: &TlsFailure, ctx: &ErrorContext) -> Self {
+        let url = match e {
+            ClientError::Connect { url, .. } => format!(" at {url}"),
+            _ => String::new(),
+        };
+        match failure {
+            TlsFailure::ServerCertificate(why) => CliError::new(
+                code::UNREACHABLE,
+                exit::UNREACHABLE,
+                format!("the TLS certificate of the agent{url} is not trusted: {why}"),
+            )
+            .with_hint(
+                "pass --cacert <file> with the certificate of the authority that signed the                  agent's certificate (or check the address: the certificate must name its host)",
+            ),
+            TlsFailure::ClientCertificate(why) if ctx.client_certificate => CliError::new(
+                code::AUTH_FAILED,
+                exit::AUTH,
+                format!(
+                    "the agent{url} refused the TLS connection over the client certificate                      ({why})"
+                ),
+            )
+            .with_hint(
+                "the agent does not accept this certificate (--cert): use one signed by an                  authority the agent trusts, not expired",
+            ),
+            TlsFailure::ClientCertificate(why) => CliError::new(
+                code::CREDENTIALS_MISSING,
+                exit::AUTH,
+                format!(
+                    "the agent{url} refused the TLS connection without a client certificate                      ({why})"
+                ),
+            )
+            .with_hint("the agent requires mutual TLS: pass --cert <file> --key <file>"),
+            TlsFailure::Other(why) => CliError::new(
+                code::UNREACHABLE,
+                exit::UNREACHABLE,
+                format!("the TLS connection to the agent{url} failed: {why}"),
+            )
+            .with_hint("re-run with --debug to see the exchange with the agent"),
+            _ => CliError::new(
+                code::UNREACHABLE,
+                exit::UNREACHABLE,
+                format!("the TLS connection to the agent{url} failed: {}", failure.detail()),
+            ),
+        }
+    }
+}
+
 /// What the tool was doing when a client call failed.
 #[derive(Debug, Clone, Default)]
 pub struct ErrorContext {
-    /// Whether the caller supplied credentials (bearer, API key, or an
-    /// `Authorization` service parameter).
+    /// Whether the caller supplied credentials (bearer, API key, client
+    /// certificate, or an `Authorization` service parameter).
     pub credentials_given: bool,
+    /// Whether a client certificate (`--cert`) was given.
+    pub client_certificate: bool,
     /// A hint naming the credentials the card asks for.
     pub auth_hint: Option<String>,
     /// The card was being resolved.

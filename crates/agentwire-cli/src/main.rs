@@ -158,7 +158,48 @@ pub struct AgentOpts {
     pub no_cache: bool,
 
     #[command(flatten)]
+    pub tls: TlsOpts,
+
+    #[command(flatten)]
     pub registry: RegistryOpt,
+}
+
+/// TLS with the agent: the authorities to trust, and a client certificate
+/// for agents that ask for one (mutual TLS), on every binding.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Connection options")]
+pub struct TlsOpts {
+    /// Trust the certificate authorities in this PEM file for the agent's certificate, instead of the system's.
+    #[arg(long, global = true, env = "A2ACLI_CACERT", value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+
+    /// Present this client certificate (PEM) to agents that ask for one (mutual TLS); needs --key.
+    #[arg(
+        long,
+        global = true,
+        env = "A2ACLI_CERT",
+        requires = "key",
+        value_name = "FILE"
+    )]
+    pub cert: Option<PathBuf>,
+
+    /// The private key (PEM) of --cert.
+    #[arg(
+        long,
+        global = true,
+        env = "A2ACLI_KEY",
+        requires = "cert",
+        value_name = "FILE"
+    )]
+    pub key: Option<PathBuf>,
+}
+
+impl Apply for TlsOpts {
+    fn apply(&self, g: &mut Globals) {
+        g.cacert.clone_from(&self.cacert);
+        g.cert.clone_from(&self.cert);
+        g.key.clone_from(&self.key);
+    }
 }
 
 /// The agent registry (`-a registry:NAME`, `a2a demo`, the `a2a registry` commands).
@@ -346,6 +387,10 @@ pub struct Globals {
     pub debug: bool,
     pub insecure: bool,
     pub no_cache: bool,
+    /// `--cacert`, `--cert`, `--key`: TLS with the agent.
+    pub cacert: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
     pub registry: Option<String>,
     pub metadata: Option<String>,
     pub output: OutputFormat,
@@ -377,6 +422,9 @@ impl Globals {
             debug: c.debug,
             insecure: false,
             no_cache: false,
+            cacert: None,
+            cert: None,
+            key: None,
             registry: None,
             metadata: None,
             output: c.output,
@@ -416,6 +464,7 @@ impl Apply for AgentOpts {
         g.agent_card.clone_from(&self.agent_card);
         g.insecure = self.insecure;
         g.no_cache = self.no_cache;
+        self.tls.apply(g);
         self.registry.apply(g);
     }
 }
@@ -931,6 +980,13 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     ("task_id", "A2ACLI_TASK_ID", ""),
     ("debug", "A2ACLI_DEBUG", "false"),
     ("insecure", "A2ACLI_INSECURE", "false (TLS verification on)"),
+    (
+        "cacert",
+        "A2ACLI_CACERT",
+        "the system's certificate authorities",
+    ),
+    ("cert", "A2ACLI_CERT", "none (no client certificate)"),
+    ("key", "A2ACLI_KEY", ""),
     (
         "no_cache",
         "A2ACLI_NO_CACHE",

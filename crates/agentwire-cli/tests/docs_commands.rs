@@ -184,6 +184,36 @@ const SUBSTITUTIONS: &[Subst] = &[
         why: "the token issuer's published keys (one P-256 public key) for `--auth-jwks`",
     },
     Subst::File {
+        name: "ca.pem",
+        content: Content::Fixture("crates/agentwire-cli/tests/fixtures/tls/ca.pem"),
+        why: "the authority of the agent's TLS certificate in docs/authentication.md (made there with openssl)",
+    },
+    Subst::File {
+        name: "agent.pem",
+        content: Content::Fixture("crates/agentwire-cli/tests/fixtures/tls/agent.pem"),
+        why: "the agent's TLS certificate (127.0.0.1 and localhost)",
+    },
+    Subst::File {
+        name: "agent.key",
+        content: Content::Fixture("crates/agentwire-cli/tests/fixtures/tls/agent.key"),
+        why: "its private key",
+    },
+    Subst::File {
+        name: "clients-ca.pem",
+        content: Content::Fixture("crates/agentwire-cli/tests/fixtures/tls/clients-ca.pem"),
+        why: "the authority of the client certificates (`--client-ca`)",
+    },
+    Subst::File {
+        name: "alice.pem",
+        content: Content::Fixture("crates/agentwire-cli/tests/fixtures/tls/alice.pem"),
+        why: "a client certificate (CN=alice) for mutual TLS",
+    },
+    Subst::File {
+        name: "alice.key",
+        content: Content::Fixture("crates/agentwire-cli/tests/fixtures/tls/alice.key"),
+        why: "its private key",
+    },
+    Subst::File {
         name: "card-key.pem",
         content: Content::Fixture("crates/agentwire-types/tests/fixtures/keys/ed25519.pem"),
         why: "the card signing key of docs/card-signing.md (made there with openssl)",
@@ -390,6 +420,12 @@ const EXPECT: &[Expect] = &[
         status: 4,
         ..expect("--bearer not-a-valid-token", "")
     },
+    Expect {
+        status: 4,
+        ..expect("\"hello without a certificate\"", "")
+    },
+    expect("\"hello over mutual TLS\"", "State: COMPLETED"),
+    expect("\"hello over gRPC and TLS\"", "State: COMPLETED"),
     expect(
         "--api-key alice-key-0123456789 \"hello\"",
         "State: COMPLETED",

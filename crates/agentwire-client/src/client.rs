@@ -172,6 +172,7 @@ impl Candidate {
         http: &reqwest::Client,
         query: &[(String, String)],
         tap: Option<&Tap>,
+        tls: Option<&crate::tls::TlsOptions>,
     ) -> ClientResult<Arc<dyn Transport>> {
         if let Some(t) = self.transport.get() {
             return Ok(t.clone());
@@ -206,7 +207,13 @@ impl Candidate {
                     .tapped(tap),
             ),
             #[cfg(feature = "grpc")]
-            Binding::Grpc => Arc::new(GrpcTransport::new(iface.url.clone())?.tapped(tap)),
+            Binding::Grpc => Arc::new(
+                match tls {
+                    Some(tls) => GrpcTransport::with_tls(iface.url.clone(), tls)?,
+                    None => GrpcTransport::new(iface.url.clone())?,
+                }
+                .tapped(tap),
+            ),
             #[cfg(not(feature = "grpc"))]
             Binding::Grpc => return Err(ClientError::NoCompatibleInterface(GRPC_MISSING.into())),
         };
@@ -234,6 +241,8 @@ struct Shared {
     tap: Option<Tap>,
     /// The bearer token of every call, refreshed once on a refusal.
     token_source: Option<Arc<dyn TokenSource>>,
+    /// The TLS settings of the gRPC channels (the HTTP client has its own).
+    tls: Option<crate::tls::TlsOptions>,
 }
 
 /// An A2A client: one agent, the best interface its card offers, and the
@@ -300,6 +309,7 @@ pub struct ClientBuilder {
     token_source: Option<Arc<dyn TokenSource>>,
     allow_v03: bool,
     tap: Option<Tap>,
+    tls: Option<crate::tls::TlsOptions>,
 }
 
 impl Default for ClientBuilder {
@@ -314,6 +324,7 @@ impl Default for ClientBuilder {
             token_source: None,
             allow_v03: false,
             tap: None,
+            tls: None,
         }
     }
 }
@@ -393,6 +404,27 @@ impl ClientBuilder {
         self
     }
 
+    /// TLS settings: the certificate authorities to trust for the agent's
+    /// certificate and a client certificate for mutual TLS (see
+    /// [`crate::tls::TlsOptions`]), on every binding: the gRPC channels, and
+    /// the HTTP client of JSON-RPC, HTTP+JSON and card fetches unless one
+    /// is given with [`ClientBuilder::http_client`] (configure that one
+    /// with [`crate::tls::TlsOptions::configure_reqwest`]).
+    pub fn tls(mut self, tls: crate::tls::TlsOptions) -> Self {
+        self.tls = (!tls.is_empty()).then_some(tls);
+        self
+    }
+
+    /// The HTTP client: the one given, else one with the TLS settings,
+    /// else the shared default.
+    fn http_or_default(&self) -> ClientResult<reqwest::Client> {
+        match (&self.http, &self.tls) {
+            (Some(h), _) => Ok(h.clone()),
+            (None, Some(tls)) => tls.http_client(),
+            (None, None) => Ok(default_http_client()),
+        }
+    }
+
     /// A client for the agent this card describes.
     pub fn build(mut self, card: AgentCard) -> ClientResult<Client> {
         let picked = select_interfaces_with(
@@ -422,11 +454,12 @@ impl ClientBuilder {
                 card: Some(card),
                 candidates,
                 active: AtomicUsize::new(0),
-                http: self.http.unwrap_or_else(default_http_client),
+                http: self.http_or_default()?,
                 query: placed.query,
                 interceptors: self.interceptors,
                 tap,
                 token_source: self.token_source,
+                tls: self.tls,
             }),
             options: self.options,
         })
@@ -435,7 +468,7 @@ impl ClientBuilder {
     /// Fetches the agent's card (see [`crate::card::agent_card_url`]) with
     /// this builder's HTTP client and options, then builds the client.
     pub async fn connect(self, url: &str) -> ClientResult<Client> {
-        let http = self.http.clone().unwrap_or_else(default_http_client);
+        let http = self.http_or_default()?;
         // The public card is fetched without credentials (spec 12.4).
         let public = CallOptions {
             timeout: self.options.timeout,
@@ -510,6 +543,7 @@ impl Client {
                 interceptors: Vec::new(),
                 tap: None,
                 token_source: None,
+                tls: None,
             }),
             options: CallOptions::default(),
         }
@@ -592,6 +626,7 @@ impl Client {
                 &shared.http,
                 &shared.query,
                 shared.tap.as_ref(),
+                shared.tls.as_ref(),
             ) {
                 Ok(t) => t,
                 Err(e) => {
@@ -647,6 +682,14 @@ impl Client {
                         );
                     }
                     failures.push((candidate.describe(), e));
+                }
+                Err(e) => {
+                    if i != start {
+                        shared.active.store(i, Ordering::Relaxed);
+                    }
+                    // A TLS connection ended without saying why: find out.
+                    let url = candidate.interface.as_ref().map_or("", |f| f.url.as_str());
+                    return Err(crate::tls::diagnose(e, url, shared.tls.as_ref()).await);
                 }
                 res => {
                     if i != start {

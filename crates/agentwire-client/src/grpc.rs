@@ -18,6 +18,7 @@ use tonic::transport::{Channel, Endpoint};
 use crate::error::{ClientError, ClientResult, error_chain};
 use crate::http::DEFAULT_CONNECT_TIMEOUT;
 use crate::tap::{Tap, TapCall, Tapped};
+use crate::tls::TlsOptions;
 use crate::transport::{
     CallOptions, EventStream, LastEventId, TenantField, Transport, end_after_error_with_ids,
 };
@@ -77,7 +78,7 @@ pub(crate) fn endpoint_uri(url: &str) -> ClientResult<(String, bool)> {
     Ok((uri, tls))
 }
 
-fn endpoint(url: &str) -> ClientResult<Endpoint> {
+fn endpoint(url: &str, tls_options: Option<&TlsOptions>) -> ClientResult<Endpoint> {
     let (uri, tls) = endpoint_uri(url)?;
     let ep = Endpoint::from_shared(uri.clone())
         .map_err(|e| ClientError::InvalidRequest(format!("invalid gRPC URL {url:?}: {e}")))?
@@ -86,19 +87,23 @@ fn endpoint(url: &str) -> ClientResult<Endpoint> {
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_while_idle(false);
     if tls {
-        return tls_endpoint(ep, url);
+        return tls_endpoint(ep, url, tls_options);
     }
     Ok(ep)
 }
 
 #[cfg(feature = "grpc-tls")]
-fn tls_endpoint(ep: Endpoint, url: &str) -> ClientResult<Endpoint> {
-    ep.tls_config(tonic::transport::ClientTlsConfig::new().with_webpki_roots())
+fn tls_endpoint(ep: Endpoint, url: &str, options: Option<&TlsOptions>) -> ClientResult<Endpoint> {
+    let config = match options {
+        Some(o) => o.tonic_config(),
+        None => tonic::transport::ClientTlsConfig::new().with_webpki_roots(),
+    };
+    ep.tls_config(config)
         .map_err(|e| ClientError::InvalidRequest(format!("TLS setup for {url:?}: {e}")))
 }
 
 #[cfg(not(feature = "grpc-tls"))]
-fn tls_endpoint(_ep: Endpoint, url: &str) -> ClientResult<Endpoint> {
+fn tls_endpoint(_ep: Endpoint, url: &str, _options: Option<&TlsOptions>) -> ClientResult<Endpoint> {
     Err(ClientError::InvalidRequest(format!(
         "gRPC over TLS ({url}) needs the `grpc-tls` feature of agentwire-client; \
          this build only speaks plaintext gRPC (host:port, http://, grpc://)"
@@ -110,7 +115,16 @@ impl GrpcTransport {
     /// connection drops). Must be called within a Tokio runtime.
     pub fn new(url: impl Into<String>) -> ClientResult<Self> {
         let url = url.into();
-        let channel = endpoint(&url)?.connect_lazy();
+        let channel = endpoint(&url, None)?.connect_lazy();
+        Ok(Self::from_channel(channel, url))
+    }
+
+    /// [`GrpcTransport::new`] with these TLS settings (trusted authorities,
+    /// client certificate) for an `https://` / `grpcs://` URL; a plaintext
+    /// URL ignores them.
+    pub fn with_tls(url: impl Into<String>, tls: &TlsOptions) -> ClientResult<Self> {
+        let url = url.into();
+        let channel = endpoint(&url, Some(tls))?.connect_lazy();
         Ok(Self::from_channel(channel, url))
     }
 
@@ -118,7 +132,7 @@ impl GrpcTransport {
     /// the agent cannot be reached.
     pub async fn connect(url: impl Into<String>) -> ClientResult<Self> {
         let url = url.into();
-        let channel = endpoint(&url)?
+        let channel = endpoint(&url, None)?
             .connect()
             .await
             .map_err(|e| ClientError::Connect {
@@ -644,7 +658,7 @@ mod tests {
     #[cfg(not(feature = "grpc-tls"))]
     #[test]
     fn tls_without_feature_is_a_clear_error() {
-        let e = endpoint("https://agent.example.com").unwrap_err();
+        let e = endpoint("https://agent.example.com", None).unwrap_err();
         assert!(e.to_string().contains("grpc-tls"), "{e}");
     }
 

@@ -127,6 +127,7 @@ pub mod registry;
 mod rest;
 pub mod sse;
 pub mod tap;
+pub mod tls;
 mod transport;
 pub mod v0_3;
 #[cfg(feature = "webhook")]

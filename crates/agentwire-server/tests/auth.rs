@@ -5,7 +5,9 @@
 //! spec's error and never with data; the challenge of each binding; key
 //! rotation and the refresh rate limit; throttling; and two principals
 //! (with tenants, and an anonymous caller) who never see each other's
-//! tasks on any operation.
+//! tasks on any operation. Mutual TLS joins the matrix with certificates
+//! generated here (rcgen): none, one from another authority, an expired
+//! one.
 //!
 //! The JWTs are minted here with keys generated here (ES256); the JWKS URL
 //! and the OpenID discovery document are served by a small HTTP server of
@@ -45,6 +47,7 @@ over_all_bindings!(
     matrix_jwt_file,
     matrix_jwt_url,
     matrix_oidc,
+    matrix_mtls,
     two_principals_never_see_each_other,
 );
 
@@ -475,6 +478,164 @@ fn bad_tokens(iss: &str, key: &SigningKey) -> Vec<(&'static str, CallOptions)> {
         ("a token not valid yet", bearer(&key.mint(early))),
         ("an API key instead", api_key("alice-key-0123456789")),
     ]
+}
+
+// ----- mutual TLS ---------------------------------------------------------------
+
+/// A certificate authority of the mutual TLS rows.
+struct TestCa {
+    cert: rcgen::Certificate,
+    key: rcgen::KeyPair,
+}
+
+impl TestCa {
+    fn new(name: &str) -> Self {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let cert = params.self_signed(&key).unwrap();
+        Self { cert, key }
+    }
+
+    /// A certificate and its key (PEM); `expired`: valid in 2020 only.
+    fn issue(&self, cn: &str, server: bool, expired: bool) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let sans = if server {
+            vec!["localhost".to_owned()]
+        } else {
+            Vec::new()
+        };
+        let mut params = rcgen::CertificateParams::new(sans).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        params.extended_key_usages = vec![if server {
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth
+        } else {
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth
+        }];
+        if expired {
+            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2020, 12, 31);
+        }
+        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+/// A transport over TLS to `server` with these client TLS settings.
+fn tls_transport(
+    server: &ServerHandle,
+    b: Binding,
+    tls: &agentwire_client::tls::TlsOptions,
+) -> (Box<dyn Transport>, String) {
+    let base = format!("https://localhost:{}", server.local_addr().port());
+    let http = tls.http_client().unwrap();
+    let t: Box<dyn Transport> = match b {
+        Binding::JsonRpc => Box::new(
+            JsonRpcTransport::new(format!("{base}/"))
+                .unwrap()
+                .with_http_client(http),
+        ),
+        Binding::HttpJson => Box::new(
+            RestTransport::new(base.clone())
+                .unwrap()
+                .with_http_client(http),
+        ),
+        Binding::Grpc => Box::new(GrpcTransport::with_tls(base.clone(), tls).unwrap()),
+    };
+    (t, base)
+}
+
+/// The matrix row of mutual TLS: the owner's certificate works on every
+/// operation; no certificate is Unauthenticated on every operation; a
+/// certificate of another authority and an expired one are refused at
+/// the handshake on every operation (the TLS alert named by the client):
+/// never data.
+async fn matrix_mtls(b: Binding) {
+    use agentwire_client::tls::{TlsFailure, TlsOptions, diagnose, tls_failure};
+    let dir = tempfile::tempdir().unwrap();
+    let server_ca = TestCa::new("server CA");
+    let clients = TestCa::new("clients CA");
+    let other = TestCa::new("another CA");
+    let (cert, key) = server_ca.issue("agent", true, false);
+    std::fs::write(dir.path().join("server.crt"), cert).unwrap();
+    std::fs::write(dir.path().join("server.key"), key).unwrap();
+    std::fs::write(dir.path().join("clients.pem"), clients.cert.pem()).unwrap();
+    let extended = agents::scripted_card().with_skill(agentwire_types::AgentSkill::new(
+        "members",
+        "Members only",
+        "Shown to authenticated callers",
+        ["test"],
+    ));
+    let server = start_server(
+        A2aServer::new(agents::scripted_card(), agents::Scripted::default())
+            .push(PushConfig::new().allow_loopback())
+            .extended_card(extended)
+            .authenticator(Arc::new(AuthSchemes::new().mutual_tls(true).throttle(None)))
+            .tls(
+                agentwire_server::TlsConfig::new(
+                    dir.path().join("server.crt"),
+                    dir.path().join("server.key"),
+                )
+                .client_ca(dir.path().join("clients.pem")),
+            ),
+    )
+    .await;
+    let roots = TlsOptions::new().ca_pem(server_ca.cert.pem()).unwrap();
+    let with = |(cert, key): (String, String)| roots.clone().identity_pem(cert, key).unwrap();
+    let alice = with(clients.issue("alice", false, false));
+
+    let (t, _) = tls_transport(&server, b, &alice);
+    let (task_id, config_id) = own_task(&*t, &CallOptions::new(), b).await;
+
+    // No certificate: the handshake goes through, every call is refused.
+    let (anonymous, _) = tls_transport(&server, b, &roots);
+    let outcomes = every_operation(&*anonymous, &CallOptions::new(), &task_id, &config_id).await;
+    let n = all_refused(
+        outcomes,
+        ErrorKind::Unauthenticated,
+        &format!("[{b}] no client certificate"),
+    );
+    assert_eq!(n, 13, "[{b}] every operation tried");
+
+    // Certificates the agent does not trust: refused at the handshake.
+    for (what, identity) in [
+        (
+            "a certificate of another authority",
+            with(other.issue("alice", false, false)),
+        ),
+        (
+            "an expired certificate",
+            with(clients.issue("alice", false, true)),
+        ),
+    ] {
+        let (t, url) = tls_transport(&server, b, &identity);
+        let outcomes = every_operation(&*t, &CallOptions::new(), &task_id, &config_id).await;
+        assert_eq!(outcomes.len(), 13, "[{b}] {what}: every operation tried");
+        for (op, r) in outcomes {
+            match r {
+                Ok(data) => panic!("[{b}] {what}: {op}: expected a refusal, got data: {data}"),
+                Err(e) => {
+                    let e = diagnose(e, &url, Some(&identity)).await;
+                    assert!(
+                        matches!(tls_failure(&e), Some(TlsFailure::ClientCertificate(_))),
+                        "[{b}] {what}: {op}: expected the handshake refused, got {e:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    // The owner still has everything, untouched.
+    for (op, r) in every_operation(&*t, &CallOptions::new(), &task_id, &config_id).await {
+        if let Err(e) = r {
+            panic!("[{b}] {op} with the owner's certificate: {e:?}");
+        }
+    }
 }
 
 async fn matrix_api_key(b: Binding) {

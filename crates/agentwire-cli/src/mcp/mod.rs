@@ -100,6 +100,9 @@ pub struct McpConn {
     pub no_cache: bool,
 
     #[command(flatten)]
+    pub tls: crate::TlsOpts,
+
+    #[command(flatten)]
     pub transport: TransportOpt,
 
     #[command(flatten)]
@@ -112,6 +115,7 @@ impl Apply for McpConn {
         g.api_key.clone_from(&self.api_key);
         g.insecure = self.insecure;
         g.no_cache = self.no_cache;
+        self.tls.apply(g);
         self.transport.apply(g);
         self.registry.apply(g);
     }

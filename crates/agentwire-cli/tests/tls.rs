@@ -1,0 +1,595 @@
+//! TLS and mutual TLS end to end: `a2a serve --tls-cert/--tls-key` (and
+//! `--client-ca`) called by `a2a card get`, `a2a send` and `a2a send
+//! --stream` with `--cacert` (and `--cert/--key`) on JSON-RPC, HTTP+JSON
+//! and gRPC over TLS. An agent certificate the client does not trust exits
+//! 3; no client certificate is a 401 (exit 4); a certificate of another
+//! authority is refused at the handshake (exit 4, named as such); the
+//! certificate's subject is the principal that owns the tasks; a live
+//! stream outlives a certificate reload while new connections get the new
+//! certificate.
+//!
+//! The certificates are generated here (rcgen).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+use serde_json::Value;
+
+/// Bound on every wait.
+const LIMIT: Duration = Duration::from_secs(30);
+
+const BINDINGS: [&str; 3] = ["JSONRPC", "HTTP+JSON", "GRPC"];
+
+/// A certificate authority of the test.
+struct Ca {
+    cert: rcgen::Certificate,
+    key: KeyPair,
+}
+
+impl Ca {
+    fn new(name: &str) -> Self {
+        let key = KeyPair::generate().expect("CA key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let cert = params.self_signed(&key).expect("CA certificate");
+        Self { cert, key }
+    }
+
+    /// A leaf certificate (PEM) and its key (PEM).
+    fn issue(&self, cn: &str, sans: &[&str], usage: ExtendedKeyUsagePurpose) -> (String, String) {
+        let key = KeyPair::generate().expect("leaf key");
+        let mut params =
+            CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>())
+                .expect("leaf params");
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.extended_key_usages = vec![usage];
+        let cert = params
+            .signed_by(&key, &self.cert, &self.key)
+            .expect("leaf certificate");
+        (cert.pem(), key.serialize_pem())
+    }
+
+    /// Writes the CA certificate to `dir/name`.
+    fn write(&self, dir: &Path, name: &str) -> String {
+        write(dir, name, &self.cert.pem())
+    }
+
+    /// Writes a server certificate for 127.0.0.1 (and localhost) and its key.
+    fn server_files(&self, dir: &Path, cert: &str, key: &str) {
+        let (c, k) = self.issue(
+            "agent",
+            &["127.0.0.1", "localhost"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        write(dir, cert, &c);
+        write(dir, key, &k);
+    }
+
+    /// Writes a client certificate for `cn` and its key: the two paths.
+    fn client_files(&self, dir: &Path, cn: &str) -> (String, String) {
+        let (c, k) = self.issue(cn, &[], ExtendedKeyUsagePurpose::ClientAuth);
+        (
+            write(dir, &format!("{cn}.crt"), &c),
+            write(dir, &format!("{cn}.key"), &k),
+        )
+    }
+}
+
+/// Writes `text` to `dir/name` and gives the path as a string.
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path: PathBuf = dir.join(name);
+    std::fs::write(&path, text).expect("write a PEM file");
+    path.display().to_string()
+}
+
+/// A running `a2a serve` (memory store, free port) and what it printed up
+/// to its agent card line.
+struct Serving {
+    child: Child,
+    stdout: String,
+}
+
+impl Serving {
+    fn start(env: &Env, args: &[&str]) -> Self {
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
+        for (k, _) in std::env::vars() {
+            if k.starts_with("A2ACLI_") || k.starts_with("A2A_") || k == "RUST_LOG" {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.arg("serve")
+            .args(["--store", "memory", "--port", "0"])
+            .args(args)
+            .env("HOME", env.home())
+            .current_dir(env.cwd())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start a2a serve");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(out).lines();
+            let mut got = String::new();
+            while let Some(Ok(line)) = lines.next() {
+                got.push_str(&line);
+                got.push('\n');
+                if line.contains("Press Ctrl-C") {
+                    break;
+                }
+            }
+            let _ = tx.send(got);
+        });
+        let stdout = match rx.recv_timeout(LIMIT) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("a2a serve {args:?} did not announce itself within {LIMIT:?}");
+            }
+        };
+        if !stdout.contains("agent card:") {
+            let _ = child.kill();
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("a2a serve {args:?} did not start: {stdout}\n{err}");
+        }
+        Self { child, stdout }
+    }
+
+    /// `https://127.0.0.1:PORT`, from its agent card line.
+    fn base(&self) -> String {
+        let line = self
+            .stdout
+            .lines()
+            .find(|l| l.contains("agent card:"))
+            .expect("the agent card line");
+        let url = line.split_whitespace().last().expect("a URL");
+        assert!(url.starts_with("https://"), "a TLS agent card: {url}");
+        let host = url
+            .trim_start_matches("https://")
+            .split('/')
+            .next()
+            .expect("host");
+        format!("https://{host}")
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `a2a ARGS -o json`.
+fn a2a(env: &Env, args: &[&str]) -> Out {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    env.run(&all)
+}
+
+/// The error code of a failed `-o json` run.
+fn error_code(out: &Out) -> String {
+    out.json()["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn tls_on_every_binding_with_cacert() {
+    let env = Env::new();
+    let dir = env.cwd();
+    let ca = Ca::new("test CA");
+    ca.server_files(&dir, "server.crt", "server.key");
+    let cacert = ca.write(&dir, "ca.pem");
+    let serving = Serving::start(
+        &env,
+        &["--tls-cert", "server.crt", "--tls-key", "server.key"],
+    );
+    let a = serving.base();
+
+    // The agent's certificate is not signed by a system authority: refused,
+    // exit 3, and the error says why.
+    let out = a2a(&env, &["card", "get", "-a", &a, "--no-cache"]);
+    out.expect(3);
+    assert_eq!(error_code(&out), "A2ACLI_ERR_UNREACHABLE", "{}", out.stdout);
+    assert!(out.stdout.contains("not trusted"), "{}", out.stdout);
+    assert!(out.stderr.contains("--cacert"), "{}", out.stderr);
+
+    let out = a2a(&env, &["card", "get", "-a", &a, "--cacert", &cacert]);
+    out.expect(0);
+    let card = out.json();
+    for iface in card["supportedInterfaces"].as_array().expect("interfaces") {
+        let url = iface["url"].as_str().expect("url");
+        assert!(url.starts_with("https://"), "interface over TLS: {url}");
+    }
+
+    // The same through the environment variable.
+    let out = env
+        .cmd()
+        .env("A2ACLI_CACERT", &cacert)
+        .args(["card", "get", "-a", &a, "-o", "json", "--no-cache"])
+        .output()
+        .expect("run a2a");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    for t in BINDINGS {
+        let out = a2a(
+            &env,
+            &[
+                "send",
+                "-a",
+                &a,
+                "--cacert",
+                &cacert,
+                "--transport",
+                t,
+                "over tls",
+            ],
+        );
+        out.expect(0);
+        let answer = out.json();
+        assert_eq!(
+            answer["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "[{t}] {answer}"
+        );
+        assert!(answer.to_string().contains("over tls"), "[{t}] {answer}");
+
+        let out = a2a(
+            &env,
+            &[
+                "send",
+                "-a",
+                &a,
+                "--cacert",
+                &cacert,
+                "--transport",
+                t,
+                "--stream",
+                "streamed words",
+            ],
+        );
+        out.expect(0);
+        let events = out.jsonl();
+        assert!(events.len() > 1, "[{t}] {}", out.stdout);
+        assert!(out.stdout.contains("streamed"), "[{t}] {}", out.stdout);
+
+        // Without --cacert, on this binding too: not trusted, exit 3.
+        let out = a2a(
+            &env,
+            &["send", "-a", &a, "--transport", t, "--no-cache", "hi"],
+        );
+        out.expect(3);
+        assert!(out.stdout.contains("not trusted"), "[{t}] {}", out.stdout);
+    }
+}
+
+#[test]
+fn mutual_tls_certificates_are_the_callers() {
+    let env = Env::new();
+    let dir = env.cwd();
+    let ca = Ca::new("server CA");
+    let clients = Ca::new("clients CA");
+    let other = Ca::new("another CA");
+    ca.server_files(&dir, "server.crt", "server.key");
+    let cacert = ca.write(&dir, "ca.pem");
+    clients.write(&dir, "clients.pem");
+    let (alice_cert, alice_key) = clients.client_files(&dir, "alice");
+    let (bob_cert, bob_key) = clients.client_files(&dir, "bob");
+    let other_dir = dir.join("other");
+    std::fs::create_dir_all(&other_dir).expect("dir");
+    let (mallory_cert, mallory_key) = other.client_files(&other_dir, "alice");
+    let serving = Serving::start(
+        &env,
+        &[
+            "--tls-cert",
+            "server.crt",
+            "--tls-key",
+            "server.key",
+            "--client-ca",
+            "clients.pem",
+        ],
+    );
+    assert!(serving.stdout.contains("mutual TLS"), "{}", serving.stdout);
+    let a = serving.base();
+
+    // The card is public, and declares the scheme.
+    let out = a2a(&env, &["card", "get", "-a", &a, "--cacert", &cacert]);
+    out.expect(0);
+    assert!(
+        out.json()["securitySchemes"]["mtls"]["mtlsSecurityScheme"].is_object(),
+        "{}",
+        out.stdout
+    );
+
+    let alice = ["--cert", alice_cert.as_str(), "--key", alice_key.as_str()];
+    let bob = ["--cert", bob_cert.as_str(), "--key", bob_key.as_str()];
+    let mallory = [
+        "--cert",
+        mallory_cert.as_str(),
+        "--key",
+        mallory_key.as_str(),
+    ];
+    let call = |t: &str, identity: &[&str], rest: &[&str]| {
+        let mut args = vec![
+            "-a",
+            a.as_str(),
+            "--cacert",
+            cacert.as_str(),
+            "--transport",
+            t,
+        ];
+        args.extend(identity);
+        let mut all: Vec<&str> = rest.to_vec();
+        all.extend(args);
+        a2a(&env, &all)
+    };
+    for t in BINDINGS {
+        // No certificate: a 401 / UNAUTHENTICATED, exit 4, no data.
+        let out = call(t, &[], &["send", "private words"]);
+        out.expect(4);
+        assert_eq!(
+            error_code(&out),
+            "A2ACLI_ERR_CREDENTIALS_MISSING",
+            "[{t}] {}",
+            out.stdout
+        );
+        assert!(
+            !out.stdout.contains("private words"),
+            "[{t}] {}",
+            out.stdout
+        );
+        assert!(out.stderr.contains("--cert"), "[{t}] {}", out.stderr);
+
+        // A certificate of another authority: refused at the handshake.
+        let out = call(t, &mallory, &["send", "private words"]);
+        out.expect(4);
+        assert_eq!(
+            error_code(&out),
+            "A2ACLI_ERR_AUTH_FAILED",
+            "[{t}] {}",
+            out.stdout
+        );
+        assert!(
+            out.stdout
+                .contains("refused the TLS connection over the client certificate"),
+            "[{t}] {}",
+            out.stdout
+        );
+        assert!(
+            !out.stdout.contains("private words"),
+            "[{t}] {}",
+            out.stdout
+        );
+
+        // Alice's certificate: accepted, and her task is hers.
+        let out = call(t, &alice, &["send", "private words"]);
+        out.expect(0);
+        let task = out.json()["task"]["id"]
+            .as_str()
+            .expect("a task id")
+            .to_owned();
+        let out = call(t, &alice, &["send", "--stream", "streamed private words"]);
+        out.expect(0);
+        assert!(out.stdout.contains("streamed"), "[{t}] {}", out.stdout);
+        call(t, &alice, &["task", "get", &task]).expect(0);
+
+        // Bob's certificate (same authority, another subject) sees nothing.
+        let out = call(t, &bob, &["task", "get", &task]);
+        out.expect(1);
+        assert_eq!(
+            error_code(&out),
+            "TaskNotFoundError",
+            "[{t}] {}",
+            out.stdout
+        );
+        assert!(
+            !out.stdout.contains("private words"),
+            "[{t}] {}",
+            out.stdout
+        );
+        let out = call(t, &bob, &["task", "list"]);
+        out.expect(0);
+        assert!(
+            !out.stdout.contains(&task),
+            "[{t}] bob's list: {}",
+            out.stdout
+        );
+    }
+
+    // The card fetch presents the certificate too: another authority's is
+    // refused there as well.
+    let out = a2a(
+        &env,
+        &[
+            "card",
+            "get",
+            "-a",
+            &a,
+            "--no-cache",
+            "--cacert",
+            &cacert,
+            "--cert",
+            &mallory_cert,
+            "--key",
+            &mallory_key,
+        ],
+    );
+    out.expect(4);
+
+    // A --cert without its --key is a usage error.
+    let out = a2a(&env, &["card", "get", "-a", &a, "--cert", &alice_cert]);
+    out.expect(2);
+    // A file that is not PEM, too.
+    let out = a2a(
+        &env,
+        &[
+            "card",
+            "get",
+            "-a",
+            &a,
+            "--cacert",
+            &alice_key,
+            "--no-cache",
+        ],
+    );
+    out.expect(2);
+    assert!(out.stdout.contains("--cacert"), "{}", out.stdout);
+}
+
+#[test]
+fn a_stream_outlives_a_certificate_reload() {
+    let env = Env::new();
+    let dir = env.cwd();
+    let first = Ca::new("first CA");
+    let second = Ca::new("second CA");
+    first.server_files(&dir, "server.crt", "server.key");
+    let first_pem = first.write(&dir, "first.pem");
+    let second_pem = second.write(&dir, "second.pem");
+    let serving = Serving::start(
+        &env,
+        &["--tls-cert", "server.crt", "--tls-key", "server.key"],
+    );
+    let a = serving.base();
+
+    // A long job, streamed: its events keep coming over one connection.
+    let mut stream = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("A2ACLI_") || k.starts_with("XDG_") || k == "RUST_LOG" {
+            stream.env_remove(k);
+        }
+    }
+    stream
+        .env("HOME", env.home())
+        .env("XDG_CONFIG_HOME", env.home().join(".config"))
+        .env("XDG_CACHE_HOME", env.home().join(".cache"))
+        .current_dir(env.cwd())
+        .stdin(Stdio::null())
+        .args([
+            "send", "-a", &a, "--cacert", &first_pem, "--stream", "-o", "json", "slow 120",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = stream.spawn().expect("start the stream");
+    let out = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str| -> Value {
+        let line = rx
+            .recv_timeout(LIMIT)
+            .unwrap_or_else(|_| panic!("no stream event ({what}) within {LIMIT:?}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    };
+    let first_event = next("the first");
+    let task = first_event
+        .pointer("/task/id")
+        .or_else(|| first_event.pointer("/statusUpdate/taskId"))
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("a task id in {first_event}"))
+        .to_owned();
+
+    // The certificate is replaced by one of another authority.
+    second.server_files(&dir, "server.crt.new", "server.key.new");
+    std::fs::rename(dir.join("server.key.new"), dir.join("server.key")).expect("new key");
+    std::fs::rename(dir.join("server.crt.new"), dir.join("server.crt")).expect("new cert");
+
+    // New connections get the new certificate (once the server has seen the
+    // files change): trusted with the second authority...
+    let started = Instant::now();
+    loop {
+        let out = a2a(
+            &env,
+            &[
+                "card",
+                "get",
+                "-a",
+                &a,
+                "--no-cache",
+                "--cacert",
+                &second_pem,
+            ],
+        );
+        if out.code == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "the new certificate was not served within {LIMIT:?}: {}",
+            out.stdout
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // ...and no longer with the first.
+    let out = a2a(
+        &env,
+        &[
+            "card",
+            "get",
+            "-a",
+            &a,
+            "--no-cache",
+            "--cacert",
+            &first_pem,
+        ],
+    );
+    out.expect(3);
+
+    // The stream opened before the reload is still live: it receives the
+    // progress that follows, then the cancellation made over a new
+    // connection.
+    next("after the reload");
+    a2a(
+        &env,
+        &["task", "cancel", "-a", &a, "--cacert", &second_pem, &task],
+    )
+    .expect(0);
+    let deadline = Instant::now() + LIMIT;
+    let mut canceled = false;
+    while Instant::now() < deadline {
+        match rx.recv_timeout(LIMIT) {
+            Ok(line) if line.contains("TASK_STATE_CANCELED") => {
+                canceled = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("the stream's status") {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    assert!(canceled, "the live stream saw the cancellation: {err}");
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "the stream ended cleanly: {err}"
+    );
+}
