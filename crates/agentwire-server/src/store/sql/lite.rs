@@ -279,7 +279,7 @@ impl Dialect for Lite {
     const SKIP_LOCKED: &'static str = "";
     const NULL_BLOB: &'static str = "NULL";
     const FALSE: &'static str = "0";
-    const TASK_TABLES: &'static [&'static str] = &["a2a_push_configs"];
+    const TASK_TABLES: &'static [&'static str] = &["a2a_push_configs", "a2a_artifact_chunks"];
 
     fn on(pool: &LiteDb) -> &LiteDb {
         pool

@@ -202,6 +202,13 @@ mod sqlite {
             !lines.iter().any(|l| l.contains("TEMP B-TREE")),
             "{name}: sorts its rows: {lines:?}"
         );
+        // A task's artifact chunks are read from their index.
+        for l in lines.iter().filter(|l| l.contains("a2a_artifact_chunks")) {
+            assert!(
+                l.starts_with("SEARCH") && l.contains("a2a_artifact_chunks_task"),
+                "{name}: {l:?} does not search the chunks' index: {lines:?}"
+            );
+        }
     }
 
     #[test]
