@@ -27,6 +27,14 @@
 //! Artifact updates touch nothing but artifacts and status updates nothing
 //! but the status and history, so replaying the chunks after the blob gives
 //! exactly the task that applying every update in turn would have.
+//!
+//! The totals of listings (`totalSize`) are not counted row by row: a store
+//! whose dialect keeps counters ([`Dialect::COUNTED`]) keeps the number of
+//! tasks per owner and state (`a2a_task_counts`) and per owner, context and
+//! state (`a2a_context_counts`), changed in the transaction of the writes
+//! that change them ([`Counts`], applied once per transaction), so a total
+//! costs a few index lookups however many tasks match. Only a listing with a
+//! status-time filter still counts its matching rows (through an index).
 
 pub(crate) mod driver;
 pub(crate) mod fault;
@@ -39,7 +47,8 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agentwire_types::{
@@ -259,9 +268,9 @@ pub(crate) fn page_query<'a, D: Dialect>(owner: &'a Owner, q: &'a TaskQuery) -> 
     };
     let mut s = Stmt::new(format!(
         "{with_chunks}SELECT id, status_millis, head, {history} AS history, \
-         {artifacts} AS artifacts, (SELECT COUNT(*) FROM a2a_tasks"
+         {artifacts} AS artifacts, ("
     ));
-    push_filters(&mut s, owner, q);
+    push_total::<D>(&mut s, owner, q);
     s.push(") AS total FROM a2a_tasks");
     push_filters(&mut s, owner, q);
     if let Some(Cursor { millis, id }) = &q.cursor {
@@ -288,15 +297,85 @@ pub(crate) fn page_query<'a, D: Dialect>(owner: &'a Owner, q: &'a TaskQuery) -> 
 
 /// The count query of a listing (used when the page is empty, so the total
 /// did not come with it).
-fn count_query<'a>(owner: &'a Owner, q: &'a TaskQuery) -> Stmt<'a> {
-    let mut s = Stmt::new("SELECT COUNT(*) AS total FROM a2a_tasks");
-    push_filters(&mut s, owner, q);
+pub(crate) fn count_query<'a, D: Dialect>(owner: &'a Owner, q: &'a TaskQuery) -> Stmt<'a> {
+    let mut s = Stmt::new("SELECT (");
+    push_total::<D>(&mut s, owner, q);
+    s.push(") AS total");
     s
 }
+
+/// Appends the query of a listing's total: the counters of the owner (and
+/// context) where the dialect keeps them and the listing has no time
+/// filter, else a count of the matching rows.
+fn push_total<'a, D: Dialect>(s: &mut Stmt<'a>, owner: &'a Owner, q: &'a TaskQuery) {
+    if !D::COUNTED || q.status_after.is_some() {
+        s.push("SELECT COUNT(*) FROM a2a_tasks");
+        push_filters(s, owner, q);
+        return;
+    }
+    let table = match q.context_id {
+        Some(_) => "a2a_context_counts",
+        None => "a2a_task_counts",
+    };
+    // SUM is a BIGINT in SQLite and a NUMERIC in PostgreSQL.
+    s.push(&format!(
+        "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM {table} WHERE owner_tenant = "
+    ))
+    .bind(owner.tenant.as_str())
+    .push(" AND owner_principal = ")
+    .bind(owner.principal.as_str());
+    if let Some(context) = q.context_id.as_deref() {
+        s.push(" AND context_id = ").bind(context);
+    }
+    if let Some(state) = q.state {
+        s.push(" AND state = ").bind(state as i32);
+    }
+}
+
+/// The changes to the task counters of a transaction, applied once before
+/// it commits ([`Tables::flush_counts`]): by owner, context and state, in
+/// key order (two transactions take the counters' rows in the same order).
+#[derive(Debug, Default)]
+pub(crate) struct Counts {
+    by_context: BTreeMap<(String, String, String, i32), i64>,
+}
+
+impl Counts {
+    fn add(&mut self, owner: &Owner, context: &str, state: i32, n: i64) {
+        let key = (
+            owner.tenant.clone(),
+            owner.principal.clone(),
+            context.to_owned(),
+            state,
+        );
+        *self.by_context.entry(key).or_default() += n;
+    }
+
+    /// Forgets the changes (their transaction was rolled back).
+    pub fn clear(&mut self) {
+        self.by_context.clear();
+    }
+}
+
+/// Adds `n` to a counter of tasks by owner and state.
+const ADD_TASK_COUNT: &str = "INSERT INTO a2a_task_counts \
+     (owner_tenant, owner_principal, state, n) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (owner_tenant, owner_principal, state) \
+     DO UPDATE SET n = a2a_task_counts.n + excluded.n";
+/// Adds `n` to a counter of tasks by owner, context and state.
+const ADD_CONTEXT_COUNT: &str = "INSERT INTO a2a_context_counts \
+     (owner_tenant, owner_principal, context_id, state, n) VALUES ($1, $2, $3, $4, $5) \
+     ON CONFLICT (owner_tenant, owner_principal, context_id, state) \
+     DO UPDATE SET n = a2a_context_counts.n + excluded.n";
+/// Deletes a counter of a context that fell to zero (a context's counters
+/// would otherwise outlive its tasks).
+const DROP_CONTEXT_COUNT: &str = "DELETE FROM a2a_context_counts WHERE owner_tenant = $1 \
+     AND owner_principal = $2 AND context_id = $3 AND state = $4 AND n = 0";
 
 /// The blobs and version of a task as read before an update.
 pub(crate) struct Stored {
     pub version: i64,
+    pub owner: Owner,
     pub head: Vec<u8>,
     pub history: Vec<u8>,
     /// `None` when the update did not read them (a status or a message
@@ -308,10 +387,12 @@ pub(crate) struct Stored {
 }
 
 impl Stored {
-    /// Reads the columns `version, head, history, artifacts` of a row.
+    /// Reads the columns `version, owner_tenant, owner_principal, head,
+    /// history, artifacts` of a row.
     pub fn from_row(row: &impl SqlRow) -> A2aResult<Self> {
         Ok(Self {
             version: row.i64("version")?,
+            owner: row_owner(row)?,
             head: row.blob("head")?,
             history: row.blob("history")?,
             artifacts: Some(row.blob("artifacts")?),
@@ -319,11 +400,13 @@ impl Stored {
         })
     }
 
-    /// Reads the columns `version, head, history, chunked` of a row (of
+    /// Reads the columns `version, owner_tenant, owner_principal, head,
+    /// history, chunked` of a row (of
     /// [`READ_STATUS`]).
     fn status_row(row: &impl SqlRow) -> A2aResult<Self> {
         Ok(Self {
             version: row.i64("version")?,
+            owner: row_owner(row)?,
             head: row.blob("head")?,
             history: row.blob("history")?,
             artifacts: None,
@@ -420,6 +503,14 @@ fn delete_of_tasks<'a>(table: &str, task_ids: &'a [String]) -> Stmt<'a> {
     }
     s.push(")");
     s
+}
+
+/// The owner of a row (`owner_tenant, owner_principal`).
+fn row_owner(row: &impl SqlRow) -> A2aResult<Owner> {
+    Ok(Owner {
+        tenant: row.text("owner_tenant")?,
+        principal: row.text("owner_principal")?,
+    })
 }
 
 /// Reads a task with its owner from the columns `owner_tenant,
@@ -529,13 +620,13 @@ pub(crate) const GET_TASK: &str = "SELECT 0 AS seq, owner_tenant, owner_principa
      WHERE task_id = $1";
 /// A task as a status update or a message reads it: no artifacts (they do
 /// not change), whether it has artifact chunks to fold.
-const READ_STATUS: &str = "SELECT version, head, history, \
+const READ_STATUS: &str = "SELECT version, owner_tenant, owner_principal, head, history, \
      EXISTS (SELECT 1 FROM a2a_artifact_chunks WHERE task_id = $1) AS chunked \
      FROM a2a_tasks WHERE id = $1";
 /// A task as an update in a transaction reads it (followed by the
 /// dialect's row lock), then its chunks ([`CHUNKS_OF`]).
-const READ_FOR_UPDATE: &str =
-    "SELECT version, head, history, artifacts FROM a2a_tasks WHERE id = $1";
+const READ_FOR_UPDATE: &str = "SELECT version, owner_tenant, owner_principal, head, history, \
+     artifacts FROM a2a_tasks WHERE id = $1";
 /// The artifact chunks of a task.
 const CHUNKS_OF: &str = "SELECT seq, chunk FROM a2a_artifact_chunks WHERE task_id = $1";
 /// Deletes the artifact chunks of a task (folded into its artifacts).
@@ -563,7 +654,8 @@ const DELETE_PUSH_CONFIG: &str = "DELETE FROM a2a_push_configs WHERE task_id = $
 pub(crate) fn purge_query<D: Dialect>() -> String {
     format!(
         "DELETE FROM a2a_tasks WHERE id IN (SELECT id FROM a2a_tasks \
-         WHERE state IN {TERMINAL_STATES_SQL} AND updated_at <= $1 LIMIT $2{}) RETURNING id",
+         WHERE state IN {TERMINAL_STATES_SQL} AND updated_at <= $1 LIMIT $2{}) \
+         RETURNING id, owner_tenant, owner_principal, context_id, state",
         D::SKIP_LOCKED
     )
 }
@@ -704,6 +796,10 @@ fn fail<D: Dialect>(what: &str, e: D::Error) -> A2aError {
 pub(crate) struct Tables<D: Dialect> {
     pub writer: D::Pool,
     pub reader: D::Pool,
+    /// Where the writes record their changes to the task counters, for a
+    /// writer whose transactions apply them before committing
+    /// ([`Tables::flush_counts`]); `None` for a reader.
+    pub counts: Option<Arc<parking_lot::Mutex<Counts>>>,
 }
 
 impl<D: Dialect> Tables<D> {
@@ -712,7 +808,82 @@ impl<D: Dialect> Tables<D> {
         Self {
             writer: pool.clone(),
             reader: pool,
+            counts: None,
         }
+    }
+
+    /// [`Tables::one_pool`] for a writer that applies the counters' changes
+    /// before each commit.
+    pub fn counting(pool: D::Pool) -> Self {
+        Self {
+            counts: D::COUNTED.then(Default::default),
+            ..Self::one_pool(pool)
+        }
+    }
+
+    /// Records a change to the task counters (applied with the
+    /// transaction's other writes).
+    fn count(&self, owner: &Owner, context: &str, state: i32, n: i64) {
+        if let Some(c) = &self.counts {
+            c.lock().add(owner, context, state, n);
+        }
+    }
+
+    /// Records a task leaving state `from` for `to`.
+    fn count_move(&self, owner: &Owner, context: &str, from: i32, to: i32) {
+        if from != to {
+            self.count(owner, context, from, -1);
+            self.count(owner, context, to, 1);
+        }
+    }
+
+    /// Applies the recorded changes to the task counters (in the writer's
+    /// transaction, before it commits).
+    pub async fn flush_counts(&self) -> A2aResult<()> {
+        let Some(counts) = &self.counts else {
+            return Ok(());
+        };
+        let by_context = std::mem::take(&mut counts.lock().by_context);
+        if by_context.is_empty() {
+            return Ok(());
+        }
+        let what = "counting tasks";
+        let mut by_owner: BTreeMap<(&str, &str, i32), i64> = BTreeMap::new();
+        for ((tenant, principal, _, state), n) in &by_context {
+            *by_owner.entry((tenant, principal, *state)).or_default() += n;
+        }
+        let mut conn = D::on(&self.writer);
+        for ((tenant, principal, state), n) in by_owner {
+            if n != 0 {
+                let s = Stmt::new(ADD_TASK_COUNT)
+                    .arg(tenant)
+                    .arg(principal)
+                    .arg(state)
+                    .arg(n);
+                conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
+            }
+        }
+        for ((tenant, principal, context, state), n) in &by_context {
+            if *n == 0 {
+                continue;
+            }
+            let s = Stmt::new(ADD_CONTEXT_COUNT)
+                .arg(tenant)
+                .arg(principal)
+                .arg(context)
+                .arg(*state)
+                .arg(*n);
+            conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
+            if *n < 0 {
+                let s = Stmt::new(DROP_CONTEXT_COUNT)
+                    .arg(tenant)
+                    .arg(principal)
+                    .arg(context)
+                    .arg(*state);
+                conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
+            }
+        }
+        Ok(())
     }
 
     /// `TaskStore::create`, recording the task's first event in `log`.
@@ -733,6 +904,9 @@ impl<D: Dialect> Tables<D> {
                 .map(|_| None),
             Some((l, event)) => conn.fetch_optional(l.create(&row, owner, now, event)).await,
         };
+        if written.is_ok() {
+            self.count(owner, &row.context_id, row.state, 1);
+        }
         match written {
             Ok(Some(r)) => {
                 let (span, after) = logged_span(&r)?;
@@ -773,6 +947,7 @@ impl<D: Dialect> Tables<D> {
             .ok_or_else(|| A2aError::task_not_found(task_id))?;
         let old = Stored::status_row(&row)?;
         let mut task = old.task(task_id)?;
+        let before = task.state() as i32;
         let event = log.and_then(|l| l.update_event(&task.id, &task.context_id, &update));
         apply_update(&mut task, update.clone())?;
         let state = task.state();
@@ -789,6 +964,7 @@ impl<D: Dialect> Tables<D> {
                     .await
                     .map_err(|e| fail::<D>(&what(), e))?;
                 if written == 1 {
+                    self.count_move(&old.owner, &new.context_id, before, new.state);
                     return Ok(Updated::new(state));
                 }
             }
@@ -800,6 +976,7 @@ impl<D: Dialect> Tables<D> {
                     .await
                     .map_err(|e| fail::<D>(&what(), e))?;
                 if let Some(r) = written {
+                    self.count_move(&old.owner, &new.context_id, before, new.state);
                     let (span, after) = logged_span(&r)?;
                     if let Some(seq) = after {
                         l.announce(task_id, seq);
@@ -915,6 +1092,7 @@ impl<D: Dialect> Tables<D> {
             .collect::<A2aResult<Vec<_>>>()?;
         let folded = !chunks.is_empty();
         fold_chunks(task_id, &mut task, chunks)?;
+        let before = task.state() as i32;
         let event = log.and_then(|l| l.update_event(&task.id, &task.context_id, &update));
         apply_update(&mut task, update)?;
         let state = task.state();
@@ -942,6 +1120,7 @@ impl<D: Dialect> Tables<D> {
                 .map_err(|e| fail::<D>(&what(), e))?;
         }
         D::commit(tx).await.map_err(|e| fail::<D>(&what(), e))?;
+        self.count_move(&old.owner, &new.context_id, before, new.state);
         Ok(match logged {
             None => Updated::new(state),
             Some((l, (span, after))) => {
@@ -979,7 +1158,7 @@ impl<D: Dialect> Tables<D> {
         let total = match rows.first() {
             Some(r) => r.total,
             None => match conn
-                .fetch_optional(count_query(owner, query))
+                .fetch_optional(count_query::<D>(owner, query))
                 .await
                 .map_err(|e| fail::<D>(what, e))?
             {
@@ -1113,10 +1292,12 @@ impl<D: Dialect> Tables<D> {
             )
             .await
             .map_err(|e| fail::<D>(what, e))?;
-        let ids = rows
-            .iter()
-            .map(|r| r.text("id"))
-            .collect::<A2aResult<Vec<_>>>()?;
+        let mut ids = Vec::with_capacity(rows.len());
+        let mut gone = Vec::with_capacity(rows.len());
+        for r in &rows {
+            ids.push(r.text("id")?);
+            gone.push((row_owner(r)?, r.text("context_id")?, r.i32("state")?));
+        }
         if !ids.is_empty() {
             for table in D::TASK_TABLES {
                 tx.execute(delete_of_tasks(table, &ids))
@@ -1125,6 +1306,9 @@ impl<D: Dialect> Tables<D> {
             }
         }
         D::commit(tx).await.map_err(|e| fail::<D>(what, e))?;
+        for (owner, context, state) in &gone {
+            self.count(owner, context, *state, -1);
+        }
         Ok(ids.len() as u64)
     }
 }

@@ -55,6 +55,9 @@ impl Dialect for Sqlite {
     const NULL_BLOB: &'static str = "NULL";
     const FALSE: &'static str = "0";
     const TASK_TABLES: &'static [&'static str] = &["a2a_push_configs", "a2a_artifact_chunks"];
+    // The async driver writes statement by statement (files of an earlier
+    // version): no counters.
+    const COUNTED: bool = false;
 
     fn on(pool: &SqlitePool) -> &SqlitePool {
         pool

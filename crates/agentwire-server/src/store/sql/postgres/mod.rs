@@ -57,6 +57,7 @@ impl Dialect for Pg {
     const FALSE: &'static str = "false";
     const TASK_TABLES: &'static [&'static str] =
         &["a2a_push_configs", "a2a_task_events", "a2a_artifact_chunks"];
+    const COUNTED: bool = false;
 
     fn on(pool: &PgPool) -> &PgPool {
         pool
