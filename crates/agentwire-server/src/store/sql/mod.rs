@@ -608,10 +608,11 @@ fn assemble_page(mut rows: Vec<PageRow>, page_size: usize, total: usize) -> Task
 
 // The statements of the task store. `$n` placeholders (see `driver.rs`).
 
-/// A new task.
+/// A new task (none when the id exists: no failing statement, which would
+/// abort PostgreSQL's transaction of a whole batch).
 const INSERT_TASK: &str = "INSERT INTO a2a_tasks (id, context_id, owner_tenant, owner_principal, \
      state, status_millis, has_status_time, head, history, artifacts, created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)";
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) ON CONFLICT (id) DO NOTHING";
 /// A task with its owner (`seq` 0), then its artifact chunks (`seq` > 0,
 /// the chunk in `artifacts`): one statement, one snapshot.
 pub(crate) const GET_TASK: &str = "SELECT 0 AS seq, owner_tenant, owner_principal, head, \
@@ -897,27 +898,33 @@ impl<D: Dialect> Tables<D> {
         let row = TaskRow::encode(task);
         let now = now_millis();
         let mut conn = D::on(&self.writer);
+        // `Some(None)`: written, without a log; `None`: the id exists.
         let written = match &log {
             None => conn
                 .execute(insert_task(INSERT_TASK, &row, owner, now))
                 .await
-                .map(|_| None),
-            Some((l, event)) => conn.fetch_optional(l.create(&row, owner, now, event)).await,
+                .map(|n| (n > 0).then_some(None)),
+            Some((l, event)) => conn
+                .fetch_optional(l.create(&row, owner, now, event))
+                .await
+                .map(|r| r.map(Some)),
         };
-        if written.is_ok() {
-            self.count(owner, &row.context_id, row.state, 1);
-        }
+        let written = match written {
+            Ok(Some(w)) => w,
+            Ok(None) => return Err(duplicate(&row.id)),
+            Err(e) if D::is_unique_violation(&e) => return Err(duplicate(&row.id)),
+            Err(e) => return Err(fail::<D>(&format!("creating task {}", row.id), e)),
+        };
+        self.count(owner, &row.context_id, row.state, 1);
         match written {
-            Ok(Some(r)) => {
+            Some(r) => {
                 let (span, after) = logged_span(&r)?;
                 if let (Some((l, _)), Some(seq)) = (&log, after) {
                     l.announce(&row.id, seq);
                 }
                 Ok(Some(span))
             }
-            Ok(None) => Ok(None),
-            Err(e) if D::is_unique_violation(&e) => Err(duplicate(&row.id)),
-            Err(e) => Err(fail::<D>(&format!("creating task {}", row.id), e)),
+            None => Ok(None),
         }
     }
 
@@ -1257,24 +1264,6 @@ impl<D: Dialect> Tables<D> {
         Ok(tasks)
     }
 
-    /// `TaskStore::purge_terminal_older_than`: in batches of a few hundred
-    /// tasks, each batch one transaction (rows another replica is purging
-    /// are skipped, not waited for), with the rows of [`Dialect::TASK_TABLES`];
-    /// `age` is measured by this process's clock against the time a task
-    /// last changed (when it became terminal).
-    #[cfg(feature = "postgres")]
-    pub async fn purge_terminal_older_than(&self, age: std::time::Duration) -> A2aResult<u64> {
-        let cutoff = purge_cutoff(age);
-        let mut purged = 0;
-        loop {
-            let n = self.purge_batch(cutoff).await?;
-            purged += n;
-            if n < PURGE_BATCH as u64 {
-                return Ok(purged);
-            }
-        }
-    }
-
     /// One transaction of a purge: deletes at most [`PURGE_BATCH`]
     /// terminal tasks last changed at or before `cutoff`, with their rows
     /// in [`Dialect::TASK_TABLES`]; how many.
@@ -1312,101 +1301,6 @@ impl<D: Dialect> Tables<D> {
         Ok(ids.len() as u64)
     }
 }
-
-/// Implements `TaskStore` for a store type by calling its `tables` (a
-/// [`Tables`]) with its event log `log` (an `Option<&impl EventLog>`).
-#[cfg(feature = "postgres")]
-macro_rules! task_store_on_tables {
-    ($store:ty, |$s:ident| $log:expr) => {
-        #[async_trait::async_trait]
-        impl $crate::store::TaskStore for $store {
-            async fn create(
-                &self,
-                owner: &$crate::store::Owner,
-                task: agentwire_types::Task,
-            ) -> agentwire_types::A2aResult<Option<$crate::store::LogSpan>> {
-                let $s = self;
-                self.tables.create(owner, task, $log).await
-            }
-
-            async fn update(
-                &self,
-                task_id: &str,
-                update: $crate::store::TaskUpdate,
-            ) -> agentwire_types::A2aResult<$crate::store::Updated> {
-                let $s = self;
-                self.tables.update(task_id, update, $log).await
-            }
-
-            async fn get(
-                &self,
-                task_id: &str,
-                history_length: Option<usize>,
-            ) -> agentwire_types::A2aResult<Option<$crate::store::StoredTask>> {
-                self.tables.get(task_id, history_length).await
-            }
-
-            async fn list(
-                &self,
-                owner: &$crate::store::Owner,
-                query: &$crate::store::TaskQuery,
-            ) -> agentwire_types::A2aResult<$crate::store::TaskPage> {
-                self.tables.list(owner, query).await
-            }
-
-            async fn put_push_config(
-                &self,
-                config: &agentwire_types::TaskPushNotificationConfig,
-            ) -> agentwire_types::A2aResult<()> {
-                self.tables.put_push_config(config).await
-            }
-
-            async fn get_push_config(
-                &self,
-                task_id: &str,
-                id: &str,
-            ) -> agentwire_types::A2aResult<Option<agentwire_types::TaskPushNotificationConfig>>
-            {
-                self.tables.get_push_config(task_id, id).await
-            }
-
-            async fn list_push_configs(
-                &self,
-                task_id: &str,
-            ) -> agentwire_types::A2aResult<Vec<agentwire_types::TaskPushNotificationConfig>> {
-                self.tables.list_push_configs(task_id).await
-            }
-
-            async fn delete_push_config(
-                &self,
-                task_id: &str,
-                id: &str,
-            ) -> agentwire_types::A2aResult<bool> {
-                self.tables.delete_push_config(task_id, id).await
-            }
-
-            async fn unfinished(
-                &self,
-            ) -> agentwire_types::A2aResult<Vec<$crate::store::StoredTask>> {
-                self.tables.unfinished().await
-            }
-
-            /// Deletes in batches of a few hundred tasks, each batch one
-            /// transaction (rows another replica is purging are skipped,
-            /// not waited for); `age` is measured by this process's clock
-            /// against the time a task last changed (when it became
-            /// terminal).
-            async fn purge_terminal_older_than(
-                &self,
-                age: std::time::Duration,
-            ) -> agentwire_types::A2aResult<u64> {
-                self.tables.purge_terminal_older_than(age).await
-            }
-        }
-    };
-}
-#[cfg(feature = "postgres")]
-pub(crate) use task_store_on_tables;
 
 /// The terminal states as SQL, computed from the state machine (for the
 /// unit test of [`TERMINAL_STATES_SQL`]).

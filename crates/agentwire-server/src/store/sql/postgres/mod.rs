@@ -17,6 +17,7 @@ use crate::store::sql::driver::{self, Dialect, Stmt};
 use crate::store::sql::{self, EventLog, Stored, Tables, TaskRow};
 use crate::store::{Owner, TaskUpdate};
 
+mod batch;
 #[doc(hidden)]
 pub mod testing;
 pub use crate::cluster::postgres::{PgEventBus, connect_cluster};
@@ -57,7 +58,8 @@ impl Dialect for Pg {
     const FALSE: &'static str = "false";
     const TASK_TABLES: &'static [&'static str] =
         &["a2a_push_configs", "a2a_task_events", "a2a_artifact_chunks"];
-    const COUNTED: bool = false;
+    // Every write goes through the batches of `batch.rs`, which keep them.
+    const COUNTED: bool = true;
 
     fn on(pool: &PgPool) -> &PgPool {
         pool
@@ -124,6 +126,8 @@ pub(crate) fn db_error(what: &str, e: sqlx::Error) -> A2aError {
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     tables: Tables<Pg>,
+    /// The task writes' batches (group commit, `batch.rs`).
+    writers: Arc<batch::Writers>,
     /// With an event log: this replica's id (the events' origin).
     pub(crate) log: Option<Arc<str>>,
     /// With an event log: announces the written events.
@@ -233,6 +237,7 @@ impl PostgresStore {
             A2aError::internal(format!("task store: migrating the PostgreSQL schema: {e}"))
         })?;
         Ok(Self {
+            writers: Arc::new(batch::Writers::new(pool.clone(), None)),
             tables: Tables::one_pool(pool),
             log: None,
             announcer: None,
@@ -260,11 +265,16 @@ impl PostgresStore {
             ));
         }
         let origin: Arc<str> = Arc::from(replica_id);
-        self.announcer = Some(Arc::new(Announcer {
+        let announcer = Arc::new(Announcer {
             pool: self.pool().clone(),
             origin: Arc::clone(&origin),
             tx: parking_lot::Mutex::new(None),
-        }));
+        });
+        self.writers = Arc::new(batch::Writers::new(
+            self.pool().clone(),
+            Some(Arc::clone(&announcer)),
+        ));
+        self.announcer = Some(announcer);
         self.log = Some(origin);
         Ok(self)
     }
@@ -352,7 +362,7 @@ const EVENT_PURGE_BATCH: i64 = 5000;
 
 /// The event log: each task write records its event in the same statement
 /// and announces it once committed.
-impl EventLog<Pg> for Announcer {
+impl<D: Dialect> EventLog<D> for Announcer {
     fn created_event(&self, task: &Task) -> Vec<u8> {
         StreamResponse::from(task.clone()).encode_to_vec()
     }
@@ -375,7 +385,7 @@ impl EventLog<Pg> for Announcer {
     ) -> Stmt<'a> {
         // The chunk is inserted holding the task's row (as a task write
         // does), so its event takes its place in the task's order.
-        let mut s = Stmt::new(sql::append_query::<Pg>("WITH c AS ("))
+        let mut s = Stmt::new(sql::append_query::<D>("WITH c AS ("))
             .arg(chunk)
             .arg(task_id);
         s.push(
@@ -405,7 +415,8 @@ impl EventLog<Pg> for Announcer {
         const STATEMENT: &str = "WITH t AS (INSERT INTO a2a_tasks (id, context_id, \
              owner_tenant, owner_principal, state, status_millis, has_status_time, head, \
              history, artifacts, created_at, updated_at, writer) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12) RETURNING id), \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12) \
+             ON CONFLICT (id) DO NOTHING RETURNING id), \
              e AS (INSERT INTO a2a_task_events (task_id, origin, event, created_at) \
              SELECT id, $12, $13, $11 FROM t RETURNING seq, task_id) \
              SELECT 0::bigint AS before, e.seq AS after FROM e";
@@ -462,7 +473,89 @@ impl EventLog<Pg> for Announcer {
     }
 }
 
-sql::task_store_on_tables!(PostgresStore, |s| s.announcer.as_deref());
+/// Reads go to the pool; the task writes (creations, updates, the purge)
+/// to the writers' batches ([`batch`]), which share transactions.
+#[async_trait::async_trait]
+impl crate::store::TaskStore for PostgresStore {
+    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<crate::store::LogSpan>> {
+        let owner = owner.clone();
+        self.writers
+            .write(move |b| Box::pin(async move { b.tables.create(&owner, task, b.log()).await }))
+            .await
+    }
+
+    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<crate::store::Updated> {
+        let id = task_id.to_owned();
+        self.writers
+            .write(move |b| Box::pin(async move { b.tables.update(&id, update, b.log()).await }))
+            .await
+    }
+
+    async fn get(
+        &self,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> A2aResult<Option<crate::store::StoredTask>> {
+        self.tables.get(task_id, history_length).await
+    }
+
+    async fn list(
+        &self,
+        owner: &Owner,
+        query: &crate::store::TaskQuery,
+    ) -> A2aResult<crate::store::TaskPage> {
+        self.tables.list(owner, query).await
+    }
+
+    async fn put_push_config(
+        &self,
+        config: &agentwire_types::TaskPushNotificationConfig,
+    ) -> A2aResult<()> {
+        self.tables.put_push_config(config).await
+    }
+
+    async fn get_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> A2aResult<Option<agentwire_types::TaskPushNotificationConfig>> {
+        self.tables.get_push_config(task_id, id).await
+    }
+
+    async fn list_push_configs(
+        &self,
+        task_id: &str,
+    ) -> A2aResult<Vec<agentwire_types::TaskPushNotificationConfig>> {
+        self.tables.list_push_configs(task_id).await
+    }
+
+    async fn delete_push_config(&self, task_id: &str, id: &str) -> A2aResult<bool> {
+        self.tables.delete_push_config(task_id, id).await
+    }
+
+    async fn unfinished(&self) -> A2aResult<Vec<crate::store::StoredTask>> {
+        self.tables.unfinished().await
+    }
+
+    /// Deletes in batches of a few hundred tasks, each batch one store
+    /// operation (rows another replica is purging are skipped, not waited
+    /// for); `age` is measured by this process's clock against the time a
+    /// task last changed (when it became terminal).
+    async fn purge_terminal_older_than(&self, age: Duration) -> A2aResult<u64> {
+        let cutoff = sql::purge_cutoff(age);
+        let mut purged = 0;
+        loop {
+            let n = self
+                .writers
+                .write(move |b| Box::pin(async move { b.tables.purge_batch(cutoff).await }))
+                .await?;
+            purged += n;
+            if n < sql::PURGE_BATCH as u64 {
+                return Ok(purged);
+            }
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -531,6 +624,13 @@ mod tests {
         let t = store.get("before", None).await.unwrap().unwrap().task;
         assert_eq!(t.artifacts[0].text_content(), "one two");
         assert_eq!(store.unfinished().await.unwrap().len(), 1);
+        // The task stored before the upgrade is counted.
+        let q = crate::store::TaskQuery {
+            state: Some(TaskState::Working),
+            page_size: 10,
+            ..Default::default()
+        };
+        assert_eq!(store.list(&Owner::default(), &q).await.unwrap().total, 1);
         // Connecting again runs nothing new.
         drop(PostgresStore::from_pool(pool.clone()).await.unwrap());
         pool.close().await;
