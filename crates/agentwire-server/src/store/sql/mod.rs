@@ -1004,7 +1004,9 @@ impl<D: Dialect> Tables<D> {
         log: Option<&L>,
     ) -> A2aResult<Updated> {
         let what = || format!("updating task {task_id}");
-        let (state, context_id) = self.state_of(task_id).await?;
+        // PostgreSQL: holding the task's row from here to the commit, so
+        // the next statement (a new snapshot) sees the task's last event.
+        let (state, context_id) = self.state_of(task_id, D::LOCK_ROWS).await?;
         if state.is_terminal() {
             return Err(closed_error(task_id, state));
         }
@@ -1044,7 +1046,7 @@ impl<D: Dialect> Tables<D> {
         }
         // The task ended (or went) between the read and the write: another
         // replica, or a caller that bypasses the task manager.
-        let (state, _) = self.state_of(task_id).await?;
+        let (state, _) = self.state_of(task_id, "").await?;
         Err(if state.is_terminal() {
             closed_error(task_id, state)
         } else {
@@ -1054,10 +1056,11 @@ impl<D: Dialect> Tables<D> {
         })
     }
 
-    /// The state and context of a task (`TaskNotFound` when it is unknown).
-    async fn state_of(&self, task_id: &str) -> A2aResult<(TaskState, String)> {
+    /// The state and context of a task (`TaskNotFound` when it is unknown),
+    /// read with `lock` (the dialect's row lock, or nothing).
+    async fn state_of(&self, task_id: &str, lock: &str) -> A2aResult<(TaskState, String)> {
         let row = D::on(&self.reader)
-            .fetch_optional(Stmt::new(STATE_OF).arg(task_id))
+            .fetch_optional(Stmt::new(format!("{STATE_OF}{lock}")).arg(task_id))
             .await
             .map_err(|e| fail::<D>(&format!("reading task {task_id}"), e))?
             .ok_or_else(|| A2aError::task_not_found(task_id))?;
