@@ -37,6 +37,13 @@
 #                          memory store, same binary, same run (0 skips them)
 #   BENCH_FILL=100000      tasks written into the filled store first (store-fill)
 #   BENCH_DURABLE_PORT=18090  first of the three ports of the durable rows
+#   BENCH_POSTGRES=1       with the durable rows, the PostgreSQL rows: `a2a serve --agent
+#                          echo --store postgres://...` at c=64 as one replica, then two
+#                          replicas on the same database loaded together (c=64 each);
+#                          a throwaway server on loopback (.ci/postgres, installed from
+#                          Debian's packages if missing; 0 skips the rows)
+#   BENCH_POSTGRES_URL=... an existing database to use instead of the throwaway server
+#   BENCH_POSTGRES_PORT=18093  first of the two ports of the replicas
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -100,9 +107,13 @@ fi
 # ---------------------------------------------------------------- servers
 WORK=$(mktemp -d /tmp/a2a-bench.XXXXXX)
 PIDS=()
+PG_STARTED=0
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    if [[ $PG_STARTED == 1 ]]; then
+        A2A_PG_DIR="$WORK/postgres" bash "$ROOT/.ci/postgres" stop 2>/dev/null || true
+    fi
 }
 trap cleanup EXIT
 trap 'exit 2' INT TERM
@@ -317,6 +328,42 @@ if [[ ${BENCH_DURABLE:-1} == 1 ]]; then
         cat "$WORK/probe-chunks-$name.log" >&2
     done
     echo "$FILL" >"$WORK/fill.txt"
+
+    # PostgreSQL: one replica at c=64, then two replicas of the same
+    # database loaded together (c=64 each); the memory and SQLite servers
+    # are stopped first.
+    if [[ ${BENCH_POSTGRES:-1} == 1 ]]; then
+        for name in mem sqlite filled; do
+            pid=PID_$name
+            [[ -n ${!pid:-} ]] && kill "${!pid}" 2>/dev/null || true
+        done
+        PG_URL=${BENCH_POSTGRES_URL:-}
+        if [[ -z $PG_URL ]]; then
+            log "starting a throwaway PostgreSQL server on loopback"
+            PG_STARTED=1
+            PG_URL=$(A2A_PG_DIR="$WORK/postgres" bash "$ROOT/.ci/postgres" start) || die "cannot start PostgreSQL (.ci/postgres)"
+        fi
+        PGP=${BENCH_POSTGRES_PORT:-18093}
+        PORT_pg1=$PGP
+        PORT_pg2=$((PGP + 1))
+        start pg1 "$PORT_pg1" "$CLI" serve --agent echo --store "$PG_URL" --port "$PORT_pg1"
+        start pg2 "$PORT_pg2" "$CLI" serve --agent echo --store "$PG_URL" --port "$PORT_pg2"
+        check pg1 "$PORT_pg1"
+        check pg2 "$PORT_pg2"
+        DURATION_SAVED=$DURATION
+        DURATION=2s
+        for name in pg1 pg2; do load "$name" warmup 16; done
+        DURATION=$DURATION_SAVED
+        for round in $(seq "$ROUNDS"); do
+            load pg1 send-c64 64 "$round"
+            # Both replicas at once: two load generators, one per replica.
+            load pg1 pair-c64 64 "$round" &
+            pair=$!
+            load pg2 pair-c64 64 "$round"
+            wait "$pair" || die "the load of the first replica failed (two replicas, round $round)"
+        done
+        echo "$PG_URL" | sed 's#//[^@]*@#//#' >"$WORK/postgres.txt"
+    fi
 fi
 
 # ---------------------------------------------------------------- report
@@ -500,6 +547,27 @@ if os.path.exists(f"{work}/fill.txt"):
     else:
         drow("stream: 100 chunks", "median ms", "", "failed", "", "", "<= 2.00", False)
 
+# The PostgreSQL rows: one replica, then two replicas loaded together.
+prows = []
+if os.path.exists(f"{work}/postgres.txt"):
+    def prow(test, metric, one, two, ratio, target="", ok=None):
+        prows.append((test, metric, one, two, ratio, target, "" if ok is None else ("PASS" if ok else "FAIL")))
+        if ok is not None:
+            checks.append(ok)
+    one = load("pg1", "send-c64")
+    a, b = load("pg1", "pair-c64"), load("pg2", "pair-c64")
+    both = a["rps"] + b["rps"]
+    r = both / one["rps"] if one["rps"] else float("nan")
+    prow("SendMessage c=64", "req/s", f1(one["rps"]), f"{f1(both)} ({f1(a['rps'])} + {f1(b['rps'])})", fr(r),
+         ">= 5,000 / >= 1.60", one["rps"] >= 5000 and r >= 1.6)
+    prow("", "p50 ms", f3(one["p50"]), f"{f3(a['p50'])} / {f3(b['p50'])}", "")
+    prow("", "p99 ms", f3(one["p99"]), f"{f3(a['p99'])} / {f3(b['p99'])}", "")
+    prow("", "CPU us/req", f"{one['cpu_us']:.1f}", f"{a['cpu_us']:.1f} / {b['cpu_us']:.1f}", "")
+    for name, x in (("one replica", one), ("replica 1 of 2", a), ("replica 2 of 2", b)):
+        if x["non200"] or x["errors"]:
+            notes.append(f"postgres {name}: {x['non200']} non-200 answers, errors {x['errors']}")
+            prow("", f"{name} failures", str(x["non200"] + sum(x["errors"].values())), "", "", "0", False)
+
 head = ("test", "metric", "bare", "a2a", "a2a/bare", "target", "result")
 w = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
 fmt = lambda r: "  ".join(str(x).ljust(w[i]) if i < 2 or i == 5 else str(x).rjust(w[i]) for i, x in enumerate(r)).rstrip()
@@ -519,6 +587,12 @@ if drows:
     dfmt = lambda r: "  ".join(str(x).ljust(dw[i]) if i < 2 or i == 6 else str(x).rjust(dw[i]) for i, x in enumerate(r)).rstrip()
     out += ["", "durable store: `a2a serve --agent echo` (one binary), --store memory / sqlite:empty.db / sqlite:filled.db",
             dfmt(dhead), "  ".join("-" * x for x in dw)] + [dfmt(r) for r in drows]
+if prows:
+    phead = ("postgres rows", "metric", "one replica", "two replicas", "two/one", "target", "result")
+    pw = [max(len(str(r[i])) for r in prows + [phead]) for i in range(len(phead))]
+    pfmt = lambda r: "  ".join(str(x).ljust(pw[i]) if i < 2 or i == 5 else str(x).rjust(pw[i]) for i, x in enumerate(r)).rstrip()
+    out += ["", "PostgreSQL store: `a2a serve --agent echo --store " + open(f"{work}/postgres.txt").read().strip()
+            + "` (each process a replica)", pfmt(phead), "  ".join("-" * x for x in pw)] + [pfmt(r) for r in prows]
 passed, failed = sum(checks), len(checks) - sum(checks)
 out += ["", f"targets: {passed} passed, {failed} failed"]
 if notes:

@@ -507,6 +507,326 @@ async fn update_semantics(s: Stores) {
     assert_eq!(Cursor::of(&page.tasks[0]).millis, 5000);
 }
 
+/// A streamed artifact, chunk by chunk: every read in the middle of the
+/// stream (by id, in a listing with artifacts, among the unfinished tasks a
+/// restarted server recovers) shows the artifact assembled so far, with the
+/// task's other artifacts; the end of the turn keeps it whole; a chunk that
+/// replaces an artifact mid-stream and one after the end behave as anywhere.
+async fn streamed_artifacts(s: Stores) {
+    let me = owner("acme", "streamer");
+    s.store
+        .create(&me, task("t-stream", "ctx-s", TaskState::Submitted, 1000))
+        .await
+        .unwrap();
+    s.store
+        .update("t-stream", set_status(TaskState::Working, 2000))
+        .await
+        .unwrap();
+    let mut expected = String::new();
+    for i in 0..60 {
+        let text = format!("part{i} ");
+        expected.push_str(&text);
+        let store = if i % 3 == 0 { &s.peer } else { &s.store };
+        let updated = store
+            .update("t-stream", chunk("a-live", &text, i > 0))
+            .await
+            .unwrap();
+        assert_eq!(updated.state, TaskState::Working);
+        if i % 20 == 19 {
+            // A status and a message in the middle of the stream keep it.
+            s.store
+                .update("t-stream", set_status(TaskState::Working, 2000 + i))
+                .await
+                .unwrap();
+            s.peer
+                .update(
+                    "t-stream",
+                    TaskUpdate::UserMessage(Message::user_text(format!("note {i}"))),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    let check = |t: &Task, with_history: bool| {
+        assert_eq!(t.state(), TaskState::Working);
+        assert_eq!(t.artifacts.len(), 2, "{:?}", t.artifacts);
+        assert_eq!(t.artifacts[0].text_content(), "artifact of t-stream");
+        let live = t.artifact("a-live").expect("the streamed artifact");
+        assert_eq!(live.parts.len(), 60);
+        assert_eq!(live.text_content(), expected);
+        if with_history {
+            assert_eq!(t.history.len(), 4, "first message and three notes");
+        }
+    };
+    for store in [&s.store, &s.peer] {
+        check(
+            &store.get("t-stream", None).await.unwrap().unwrap().task,
+            true,
+        );
+        let short = store.get("t-stream", Some(1)).await.unwrap().unwrap().task;
+        assert_eq!(short.history.len(), 1);
+        check(&short, false);
+        let q = TaskQuery {
+            include_artifacts: true,
+            ..query(10)
+        };
+        let page = store.list(&me, &q).await.unwrap();
+        assert_eq!(page.total, 1);
+        check(&page.tasks[0], true);
+        let slim = TaskQuery {
+            history_length: Some(0),
+            ..q
+        };
+        let page = store.list(&me, &slim).await.unwrap();
+        check(&page.tasks[0], false);
+        let page = store.list(&me, &query(10)).await.unwrap();
+        assert!(page.tasks[0].artifacts.is_empty());
+        let recovered = store.unfinished().await.unwrap();
+        let found = recovered
+            .iter()
+            .find(|t| t.task.id == "t-stream")
+            .expect("the streaming task is unfinished");
+        assert_eq!(found.owner, me);
+        check(&found.task, true);
+    }
+
+    // Several streamed tasks in one listing page, each with its own chunks.
+    for n in 0..3 {
+        let id = format!("t-many-{n}");
+        s.store
+            .create(&me, task(&id, "ctx-many", TaskState::Working, 5000 + n))
+            .await
+            .unwrap();
+        for i in 0..=n {
+            s.store
+                .update(&id, chunk("a-many", &format!("{id}:{i} "), i > 0))
+                .await
+                .unwrap();
+        }
+    }
+    let q = TaskQuery {
+        context_id: Some("ctx-many".into()),
+        include_artifacts: true,
+        ..query(2)
+    };
+    let pages = all_pages(&s.peer, &me, q).await;
+    let listed: Vec<&Task> = pages.iter().flat_map(|p| &p.tasks).collect();
+    assert_eq!(
+        listed.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        ["t-many-2", "t-many-1", "t-many-0"]
+    );
+    for t in listed {
+        let n: usize = t.id["t-many-".len()..].parse().unwrap();
+        let many = t.artifact("a-many").unwrap();
+        assert_eq!(many.parts.len(), n + 1, "{}", t.id);
+        let want: String = (0..=n).map(|i| format!("{}:{i} ", t.id)).collect();
+        assert_eq!(many.text_content(), want);
+    }
+
+    // A chunk without append replaces the artifact streamed so far.
+    s.store
+        .update("t-stream", chunk("a-live", "fresh ", false))
+        .await
+        .unwrap();
+    s.peer
+        .update("t-stream", chunk("a-live", "tail", true))
+        .await
+        .unwrap();
+    expected = "fresh tail".into();
+    let got = s.store.get("t-stream", None).await.unwrap().unwrap().task;
+    assert_eq!(got.artifact("a-live").unwrap().text_content(), expected);
+
+    // The turn ends: the task keeps its artifacts, and refuses more.
+    let done = s
+        .peer
+        .update("t-stream", set_status(TaskState::Completed, 9000))
+        .await
+        .unwrap();
+    assert_eq!(done.state, TaskState::Completed);
+    let finished = s.store.get("t-stream", None).await.unwrap().unwrap().task;
+    assert_eq!(finished.state(), TaskState::Completed);
+    assert_eq!(finished.artifacts.len(), 2);
+    assert_eq!(
+        finished.artifact("a-live").unwrap().text_content(),
+        expected
+    );
+    assert_eq!(finished.history.len(), 4);
+    let err = s
+        .store
+        .update("t-stream", chunk("a-live", "late", true))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::UnsupportedOperation);
+    let err = s
+        .peer
+        .update("no-such-task", chunk("a-live", "x", true))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::TaskNotFound);
+    assert_eq!(
+        s.peer.get("t-stream", None).await.unwrap().unwrap().task,
+        finished
+    );
+    assert!(
+        !s.store
+            .unfinished()
+            .await
+            .unwrap()
+            .iter()
+            .any(|t| t.task.id == "t-stream")
+    );
+
+    // Interrupted mid-stream, then resumed: the same artifact goes on.
+    s.store
+        .create(&me, task("t-pause", "ctx-p", TaskState::Working, 1000))
+        .await
+        .unwrap();
+    s.store
+        .update("t-pause", chunk("a-p", "one ", false))
+        .await
+        .unwrap();
+    s.store
+        .update("t-pause", set_status(TaskState::InputRequired, 1100))
+        .await
+        .unwrap();
+    s.store
+        .update("t-pause", set_status(TaskState::Working, 1200))
+        .await
+        .unwrap();
+    s.peer
+        .update("t-pause", chunk("a-p", "two", true))
+        .await
+        .unwrap();
+    let got = s.store.get("t-pause", None).await.unwrap().unwrap().task;
+    assert_eq!(got.artifact("a-p").unwrap().text_content(), "one two");
+    assert_eq!(got.artifact("a-p").unwrap().parts.len(), 2);
+}
+
+/// The totals of listings (`totalSize`) follow every change of state,
+/// through either handle: creation, status updates, a refused duplicate, the
+/// failing of the tasks a restarted server finds unfinished, and a purge.
+async fn totals_follow_the_tasks(s: Stores) {
+    let me = owner("totals", "me");
+    let other = owner("totals", "other");
+    let total = |who: &Owner, context: Option<&str>, state: Option<TaskState>| {
+        let q = TaskQuery {
+            context_id: context.map(String::from),
+            state,
+            ..query(1)
+        };
+        let store = Arc::clone(&s.store);
+        let who = who.clone();
+        async move { store.list(&who, &q).await.unwrap().total }
+    };
+    for i in 0..12 {
+        let ctx = ["one", "two", "three"][i % 3];
+        let store = if i % 2 == 0 { &s.store } else { &s.peer };
+        store
+            .create(
+                &me,
+                task(&format!("n{i:02}"), ctx, TaskState::Submitted, 100),
+            )
+            .await
+            .unwrap();
+    }
+    s.peer
+        .create(&other, task("n-other", "one", TaskState::Submitted, 100))
+        .await
+        .unwrap();
+    // A duplicate counts nothing.
+    assert!(
+        s.store
+            .create(&me, task("n00", "one", TaskState::Submitted, 100))
+            .await
+            .is_err()
+    );
+    assert_eq!(total(&me, None, None).await, 12);
+    assert_eq!(total(&me, None, Some(TaskState::Submitted)).await, 12);
+    assert_eq!(total(&me, Some("one"), None).await, 4);
+    assert_eq!(total(&other, None, None).await, 1);
+
+    // Work starts on all; some finish, one waits for input.
+    for i in 0..12 {
+        let store = if i % 3 == 0 { &s.peer } else { &s.store };
+        store
+            .update(&format!("n{i:02}"), set_status(TaskState::Working, 200))
+            .await
+            .unwrap();
+    }
+    for i in 0..4 {
+        s.store
+            .update(&format!("n{i:02}"), set_status(TaskState::Completed, 300))
+            .await
+            .unwrap();
+    }
+    s.peer
+        .update("n04", set_status(TaskState::InputRequired, 300))
+        .await
+        .unwrap();
+    // Refused updates count nothing.
+    assert!(
+        s.store
+            .update("n00", set_status(TaskState::Working, 400))
+            .await
+            .is_err()
+    );
+    assert!(
+        s.store
+            .update("n05", set_status(TaskState::Unspecified, 400))
+            .await
+            .is_err()
+    );
+    assert_eq!(total(&me, None, None).await, 12);
+    assert_eq!(total(&me, None, Some(TaskState::Submitted)).await, 0);
+    assert_eq!(total(&me, None, Some(TaskState::Working)).await, 7);
+    assert_eq!(total(&me, None, Some(TaskState::Completed)).await, 4);
+    assert_eq!(total(&me, None, Some(TaskState::InputRequired)).await, 1);
+    // n00, n03 are "one"; n01 "two"; n02 "three".
+    assert_eq!(total(&me, Some("one"), Some(TaskState::Completed)).await, 2);
+    assert_eq!(total(&me, Some("two"), Some(TaskState::Working)).await, 2);
+    assert_eq!(total(&me, Some("two"), None).await, 4);
+    assert_eq!(total(&me, Some("nowhere"), None).await, 0);
+    assert_eq!(total(&other, None, Some(TaskState::Submitted)).await, 1);
+
+    // A restart finds the unfinished tasks and fails them (as the task
+    // manager does at startup).
+    let unfinished: Vec<String> = s
+        .peer
+        .unfinished()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.owner == me)
+        .map(|t| t.task.id)
+        .collect();
+    assert_eq!(unfinished.len(), 7);
+    for id in &unfinished {
+        s.peer
+            .update(id, set_status(TaskState::Failed, 500))
+            .await
+            .unwrap();
+    }
+    assert_eq!(total(&me, None, None).await, 12);
+    assert_eq!(total(&me, None, Some(TaskState::Working)).await, 0);
+    assert_eq!(total(&me, None, Some(TaskState::Failed)).await, 7);
+    assert_eq!(total(&me, Some("three"), Some(TaskState::Failed)).await, 3);
+
+    // The purge takes the finished tasks out of the totals.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let purged = s
+        .peer
+        .purge_terminal_older_than(Duration::from_millis(5))
+        .await
+        .unwrap();
+    assert_eq!(purged, 11);
+    assert_eq!(total(&me, None, None).await, 1);
+    assert_eq!(total(&me, None, Some(TaskState::Completed)).await, 0);
+    assert_eq!(total(&me, None, Some(TaskState::InputRequired)).await, 1);
+    assert_eq!(total(&me, Some("two"), None).await, 1);
+    assert_eq!(total(&me, Some("one"), None).await, 0);
+    assert_eq!(total(&other, None, None).await, 1);
+}
+
 /// `historyLength` keeps the most recent messages, in order.
 async fn history_length(s: Stores) {
     let mut t = task("t-hist", "ctx", TaskState::Working, 1);
@@ -1166,6 +1486,8 @@ conformance!(
     create_and_get,
     owner_isolation,
     update_semantics,
+    streamed_artifacts,
+    totals_follow_the_tasks,
     history_length,
     list_ordering,
     list_filters,

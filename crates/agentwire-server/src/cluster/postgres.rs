@@ -201,20 +201,22 @@ impl EventBus for PgEventBus {
         // One statement reads from one snapshot of the database: the task
         // and the position of its last event agree.
         let what = || format!("reading task {task_id}");
-        let Some(row) = sqlx::query(
-            "SELECT owner_tenant, owner_principal, head, history, artifacts, \
-             (SELECT COALESCE(max(seq), 0) FROM a2a_task_events WHERE task_id = $1) AS last_seq \
-             FROM a2a_tasks WHERE id = $1",
+        // (The task's artifact chunks come with it: see `store/sql`.)
+        let rows = sqlx::query(
+            "SELECT 0 AS seq, owner_tenant, owner_principal, head, history, artifacts, \
+             (SELECT COALESCE(max(e.seq), 0) FROM a2a_task_events e WHERE e.task_id = $1) \
+             AS last_seq FROM a2a_tasks WHERE id = $1 \
+             UNION ALL SELECT seq, NULL, NULL, NULL, NULL, chunk, NULL \
+             FROM a2a_artifact_chunks WHERE task_id = $1",
         )
         .bind(task_id)
-        .fetch_optional(self.store.pool())
+        .fetch_all(self.store.pool())
         .await
-        .map_err(|e| db_error(&what(), e))?
-        else {
+        .map_err(|e| db_error(&what(), e))?;
+        let Some((stored, row)) = sql::task_from_rows(&rows, task_id, history_length)? else {
             return Ok(None);
         };
-        let seq: i64 = sqlx::Row::try_get(&row, "last_seq").map_err(|e| db_error(&what(), e))?;
-        let stored = sql::stored_task(&row, task_id, history_length)?;
+        let seq: i64 = sqlx::Row::try_get(row, "last_seq").map_err(|e| db_error(&what(), e))?;
         Ok(Some((stored, seq)))
     }
 

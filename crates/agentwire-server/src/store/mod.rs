@@ -92,26 +92,33 @@ pub fn apply_update(task: &mut Task, update: TaskUpdate) -> A2aResult<()> {
         }
         TaskUpdate::Artifact {
             artifact, append, ..
-        } => {
-            let existing = task
-                .artifacts
-                .iter_mut()
-                .find(|a| a.artifact_id == artifact.artifact_id);
-            match (existing, append) {
-                (Some(a), true) => merge_chunk(a, artifact),
-                (Some(a), false) => *a = artifact,
-                (None, _) => {
-                    // Most tasks have one artifact: no room for four.
-                    if task.artifacts.capacity() == 0 {
-                        task.artifacts.reserve_exact(1);
-                    }
-                    task.artifacts.push(artifact);
-                }
-            }
-        }
+        } => apply_artifact(task, artifact, append),
         TaskUpdate::UserMessage(m) => task.history.push(m),
     }
     Ok(())
+}
+
+/// The artifact step of [`apply_update`], without the check that the task
+/// is open: an artifact with `append` adds its parts to the artifact with
+/// the same id (or starts it); without it, it replaces (or adds) the
+/// artifact. (The SQL stores replay the artifact updates they logged,
+/// each checked when it was written, with it.)
+pub(crate) fn apply_artifact(task: &mut Task, artifact: Artifact, append: bool) {
+    let existing = task
+        .artifacts
+        .iter_mut()
+        .find(|a| a.artifact_id == artifact.artifact_id);
+    match (existing, append) {
+        (Some(a), true) => merge_chunk(a, artifact),
+        (Some(a), false) => *a = artifact,
+        (None, _) => {
+            // Most tasks have one artifact: no room for four.
+            if task.artifacts.capacity() == 0 {
+                task.artifacts.reserve_exact(1);
+            }
+            task.artifacts.push(artifact);
+        }
+    }
 }
 
 /// Refuses any change to a task in a terminal state.

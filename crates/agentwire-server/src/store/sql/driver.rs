@@ -187,6 +187,11 @@ pub(crate) trait Dialect: Debug + Clone + Send + Sync + 'static {
     const FALSE: &'static str;
     /// The tables whose rows (by `task_id`) are deleted with their task.
     const TASK_TABLES: &'static [&'static str];
+    /// Whether the task counters (`a2a_task_counts`, `a2a_context_counts`)
+    /// are kept, and listings read their totals from them: only where every
+    /// write goes through a writer that applies its changes to them in its
+    /// transaction ([`super::Tables::flush_counts`]).
+    const COUNTED: bool;
 
     /// A statement on `pool`.
     fn on(pool: &Self::Pool) -> Self::On<'_>;

@@ -279,7 +279,8 @@ impl Dialect for Lite {
     const SKIP_LOCKED: &'static str = "";
     const NULL_BLOB: &'static str = "NULL";
     const FALSE: &'static str = "0";
-    const TASK_TABLES: &'static [&'static str] = &["a2a_push_configs"];
+    const TASK_TABLES: &'static [&'static str] = &["a2a_push_configs", "a2a_artifact_chunks"];
+    const COUNTED: bool = true;
 
     fn on(pool: &LiteDb) -> &LiteDb {
         pool
@@ -640,7 +641,7 @@ fn read_loop(conn: Connection, rx: &flume::Receiver<Box<dyn Job>>) {
 /// answers them all.
 fn write_loop(conn: Connection, rx: &flume::Receiver<Box<dyn Job>>, batching: Batching) {
     let db = LiteDb::new(conn);
-    let tables = Tables::one_pool(db.clone());
+    let tables = Tables::counting(db.clone());
     // A job that must run alone, met while a batch was being filled: it
     // runs once that batch is committed.
     let mut pending: Option<Box<dyn Job>> = None;
@@ -693,13 +694,25 @@ fn write_loop(conn: Connection, rx: &flume::Receiver<Box<dyn Job>>, batching: Ba
                 pending = next.take();
             }
         }
+        // The counters' changes of the batch's writes, in its transaction.
+        let lost = lost.or_else(|| now(tables.flush_counts()).err());
         let commit = match lost {
-            Some(e) => Err(e),
+            Some(e) => {
+                if !db.is_autocommit() {
+                    let _ = db.batch("ROLLBACK");
+                }
+                Err(e)
+            }
             None => db.batch("COMMIT").map_err(|e| {
                 let _ = db.batch("ROLLBACK");
                 Lite::error("task store", "committing writes", e)
             }),
         };
+        if commit.is_err() {
+            if let Some(c) = &tables.counts {
+                c.lock().clear();
+            }
+        }
         for done in ran {
             done.answer(commit.as_ref().map(|_| ()));
         }

@@ -15,6 +15,26 @@
 //! back as they went in). Next to the blobs, the columns a query filters or
 //! sorts on are kept in plain SQL types: owner, context, state, and the status
 //! timestamp in milliseconds (the listing order and cursor of [`Cursor`]).
+//!
+//! Artifact updates are not written into the `artifacts` blob as they come:
+//! each is appended to `a2a_artifact_chunks` (one small row, the update as
+//! a `TaskArtifactUpdateEvent`), so a streamed artifact of N chunks costs N
+//! small inserts instead of N rewrites of everything streamed so far. Every
+//! read of a task's artifacts applies its chunks, in order, after the blob
+//! (in the same statement, so from the same snapshot); when the agent's
+//! turn ends (a terminal or interrupted state), the status write folds them
+//! into the blob and deletes them, in one transaction holding the task.
+//! Artifact updates touch nothing but artifacts and status updates nothing
+//! but the status and history, so replaying the chunks after the blob gives
+//! exactly the task that applying every update in turn would have.
+//!
+//! The totals of listings (`totalSize`) are not counted row by row: a store
+//! whose dialect keeps counters ([`Dialect::COUNTED`]) keeps the number of
+//! tasks per owner and state (`a2a_task_counts`) and per owner, context and
+//! state (`a2a_context_counts`), changed in the transaction of the writes
+//! that change them ([`Counts`], applied once per transaction), so a total
+//! costs a few index lookups however many tasks match. Only a listing with a
+//! status-time filter still counts its matching rows (through an index).
 
 pub(crate) mod driver;
 pub(crate) mod fault;
@@ -27,14 +47,20 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agentwire_types::{A2aError, A2aResult, Task, TaskPushNotificationConfig};
+use agentwire_types::{
+    A2aError, A2aResult, Artifact, Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig,
+    TaskState,
+};
 use prost::Message as _;
 
 use self::driver::{Conn, Dialect, SqlRow, Stmt};
 use super::{
-    Cursor, LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskUpdate, Updated, apply_update,
+    Cursor, LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskUpdate, Updated, apply_artifact,
+    apply_update, closed_error,
 };
 
 /// The terminal states, as SQL (`TaskState` numbers). The migrations' partial
@@ -122,6 +148,41 @@ fn corrupt(id: &str, column: &str, e: prost::DecodeError) -> A2aError {
     ))
 }
 
+/// The row of an artifact update in `a2a_artifact_chunks`: the update as
+/// a `TaskArtifactUpdateEvent` without task and context ids (and without
+/// the event's metadata, which the task does not keep).
+pub(crate) fn encode_chunk(artifact: Artifact, append: bool) -> Vec<u8> {
+    TaskArtifactUpdateEvent {
+        artifact: Some(artifact),
+        append,
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+/// Applies a task's logged artifact updates (`(seq, chunk)`, in any order)
+/// after the artifacts it was read with, in the order they were written.
+/// Each was checked against the task's state when it was written, so none
+/// is refused now.
+pub(crate) fn fold_chunks(
+    id: &str,
+    task: &mut Task,
+    mut chunks: Vec<(i64, Vec<u8>)>,
+) -> A2aResult<()> {
+    chunks.sort_unstable_by_key(|(seq, _)| *seq);
+    for (_, bytes) in chunks {
+        let update = TaskArtifactUpdateEvent::decode(bytes.as_slice())
+            .map_err(|e| corrupt(id, "artifact chunk", e))?;
+        let artifact = update.artifact.ok_or_else(|| {
+            A2aError::internal(format!(
+                "task store: a stored artifact chunk of task {id} has no artifact"
+            ))
+        })?;
+        apply_artifact(task, artifact, update.append);
+    }
+    Ok(())
+}
+
 /// Encodes a push-notification config.
 pub(crate) fn encode_push(config: &TaskPushNotificationConfig) -> Vec<u8> {
     config.encode_to_vec()
@@ -185,7 +246,10 @@ fn push_filters<'a>(s: &mut Stmt<'a>, owner: &'a Owner, q: &'a TaskQuery) {
 
 /// The page query of a listing: the rows after the cursor in listing
 /// order, one more than the page size (to know whether a next page exists),
-/// each with the total number of matching tasks.
+/// each with the total number of matching tasks. With artifacts, the page
+/// is a `WITH` clause followed by the artifact chunks of its tasks, in one
+/// statement (one snapshot): its rows are then the page's (`seq` 0, in no
+/// particular order) and the chunks' ([`read_page`] sorts them out).
 pub(crate) fn page_query<'a, D: Dialect>(owner: &'a Owner, q: &'a TaskQuery) -> Stmt<'a> {
     let history = if q.history_length == Some(0) {
         D::NULL_BLOB
@@ -197,11 +261,16 @@ pub(crate) fn page_query<'a, D: Dialect>(owner: &'a Owner, q: &'a TaskQuery) -> 
     } else {
         D::NULL_BLOB
     };
+    let with_chunks = if q.include_artifacts {
+        "WITH page AS ("
+    } else {
+        ""
+    };
     let mut s = Stmt::new(format!(
-        "SELECT id, status_millis, head, {history} AS history, {artifacts} AS artifacts, \
-         (SELECT COUNT(*) FROM a2a_tasks"
+        "{with_chunks}SELECT id, status_millis, head, {history} AS history, \
+         {artifacts} AS artifacts, ("
     ));
-    push_filters(&mut s, owner, q);
+    push_total::<D>(&mut s, owner, q);
     s.push(") AS total FROM a2a_tasks");
     push_filters(&mut s, owner, q);
     if let Some(Cursor { millis, id }) = &q.cursor {
@@ -216,51 +285,150 @@ pub(crate) fn page_query<'a, D: Dialect>(owner: &'a Owner, q: &'a TaskQuery) -> 
         .saturating_add(1);
     s.push(" ORDER BY status_millis DESC, id DESC LIMIT ")
         .bind(limit);
+    if q.include_artifacts {
+        s.push(
+            ") SELECT 0 AS seq, id, status_millis, head, history, artifacts, total FROM page \
+             UNION ALL SELECT c.seq, c.task_id, NULL, NULL, NULL, c.chunk, NULL \
+             FROM a2a_artifact_chunks c WHERE c.task_id IN (SELECT id FROM page)",
+        );
+    }
     s
 }
 
 /// The count query of a listing (used when the page is empty, so the total
 /// did not come with it).
-fn count_query<'a>(owner: &'a Owner, q: &'a TaskQuery) -> Stmt<'a> {
-    let mut s = Stmt::new("SELECT COUNT(*) AS total FROM a2a_tasks");
-    push_filters(&mut s, owner, q);
+pub(crate) fn count_query<'a, D: Dialect>(owner: &'a Owner, q: &'a TaskQuery) -> Stmt<'a> {
+    let mut s = Stmt::new("SELECT (");
+    push_total::<D>(&mut s, owner, q);
+    s.push(") AS total");
     s
 }
+
+/// Appends the query of a listing's total: the counters of the owner (and
+/// context) where the dialect keeps them and the listing has no time
+/// filter, else a count of the matching rows.
+fn push_total<'a, D: Dialect>(s: &mut Stmt<'a>, owner: &'a Owner, q: &'a TaskQuery) {
+    if !D::COUNTED || q.status_after.is_some() {
+        s.push("SELECT COUNT(*) FROM a2a_tasks");
+        push_filters(s, owner, q);
+        return;
+    }
+    let table = match q.context_id {
+        Some(_) => "a2a_context_counts",
+        None => "a2a_task_counts",
+    };
+    // SUM is a BIGINT in SQLite and a NUMERIC in PostgreSQL.
+    s.push(&format!(
+        "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM {table} WHERE owner_tenant = "
+    ))
+    .bind(owner.tenant.as_str())
+    .push(" AND owner_principal = ")
+    .bind(owner.principal.as_str());
+    if let Some(context) = q.context_id.as_deref() {
+        s.push(" AND context_id = ").bind(context);
+    }
+    if let Some(state) = q.state {
+        s.push(" AND state = ").bind(state as i32);
+    }
+}
+
+/// The changes to the task counters of a transaction, applied once before
+/// it commits ([`Tables::flush_counts`]): by owner, context and state, in
+/// key order (two transactions take the counters' rows in the same order).
+#[derive(Debug, Default)]
+pub(crate) struct Counts {
+    by_context: BTreeMap<(String, String, String, i32), i64>,
+}
+
+impl Counts {
+    fn add(&mut self, owner: &Owner, context: &str, state: i32, n: i64) {
+        let key = (
+            owner.tenant.clone(),
+            owner.principal.clone(),
+            context.to_owned(),
+            state,
+        );
+        *self.by_context.entry(key).or_default() += n;
+    }
+
+    /// Forgets the changes (their transaction was rolled back).
+    pub fn clear(&mut self) {
+        self.by_context.clear();
+    }
+}
+
+/// Adds `n` to a counter of tasks by owner and state.
+const ADD_TASK_COUNT: &str = "INSERT INTO a2a_task_counts \
+     (owner_tenant, owner_principal, state, n) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (owner_tenant, owner_principal, state) \
+     DO UPDATE SET n = a2a_task_counts.n + excluded.n";
+/// Adds `n` to a counter of tasks by owner, context and state.
+const ADD_CONTEXT_COUNT: &str = "INSERT INTO a2a_context_counts \
+     (owner_tenant, owner_principal, context_id, state, n) VALUES ($1, $2, $3, $4, $5) \
+     ON CONFLICT (owner_tenant, owner_principal, context_id, state) \
+     DO UPDATE SET n = a2a_context_counts.n + excluded.n";
+/// Deletes a counter of a context that fell to zero (a context's counters
+/// would otherwise outlive its tasks).
+const DROP_CONTEXT_COUNT: &str = "DELETE FROM a2a_context_counts WHERE owner_tenant = $1 \
+     AND owner_principal = $2 AND context_id = $3 AND state = $4 AND n = 0";
 
 /// The blobs and version of a task as read before an update.
 pub(crate) struct Stored {
     pub version: i64,
+    pub owner: Owner,
     pub head: Vec<u8>,
     pub history: Vec<u8>,
-    pub artifacts: Vec<u8>,
+    /// `None` when the update did not read them (a status or a message
+    /// changes no artifact): they are then not written either.
+    pub artifacts: Option<Vec<u8>>,
+    /// Whether the task has artifact chunks not folded into `artifacts`
+    /// (read by a status update without the artifacts).
+    pub chunked: bool,
 }
 
 impl Stored {
-    /// Reads the columns `version, head, history, artifacts` of a row.
+    /// Reads the columns `version, owner_tenant, owner_principal, head,
+    /// history, artifacts` of a row.
     pub fn from_row(row: &impl SqlRow) -> A2aResult<Self> {
         Ok(Self {
             version: row.i64("version")?,
+            owner: row_owner(row)?,
             head: row.blob("head")?,
             history: row.blob("history")?,
-            artifacts: row.blob("artifacts")?,
+            artifacts: Some(row.blob("artifacts")?),
+            chunked: false,
         })
     }
 
-    /// The whole task.
+    /// Reads the columns `version, owner_tenant, owner_principal, head,
+    /// history, chunked` of a row (of
+    /// [`READ_STATUS`]).
+    fn status_row(row: &impl SqlRow) -> A2aResult<Self> {
+        Ok(Self {
+            version: row.i64("version")?,
+            owner: row_owner(row)?,
+            head: row.blob("head")?,
+            history: row.blob("history")?,
+            artifacts: None,
+            chunked: row.flag("chunked")?,
+        })
+    }
+
+    /// The task as read (without artifacts when they were not).
     pub fn task(&self, id: &str) -> A2aResult<Task> {
         decode_task(
             id,
             &self.head,
             Some(&self.history),
-            Some(&self.artifacts),
+            self.artifacts.as_deref(),
             None,
         )
     }
 }
 
 /// The `UPDATE` writing a task back after an update: the indexed columns,
-/// the version and `updated_at`, and only the blobs that changed (an
-/// artifact chunk rewrites the artifacts, not the history). With
+/// the version and `updated_at`, and only the blobs that changed (and
+/// never the artifacts when they were not read). With
 /// `expected_version` the row is written only if nobody else wrote it since
 /// it was read (optimistic concurrency): zero rows affected means a
 /// conflict. `prefix` is SQL before it (the start of a `WITH` clause) and
@@ -291,7 +459,7 @@ pub(crate) fn update_query<'a>(
     if new.history != old.history {
         s.push(", history = ").bind(new.history.as_slice());
     }
-    if new.artifacts != old.artifacts {
+    if old.artifacts.as_ref().is_some_and(|a| *a != new.artifacts) {
         s.push(", artifacts = ").bind(new.artifacts.as_slice());
     }
     s.push(" WHERE id = ").bind(new.id.as_str());
@@ -337,6 +505,14 @@ fn delete_of_tasks<'a>(table: &str, task_ids: &'a [String]) -> Stmt<'a> {
     s
 }
 
+/// The owner of a row (`owner_tenant, owner_principal`).
+fn row_owner(row: &impl SqlRow) -> A2aResult<Owner> {
+    Ok(Owner {
+        tenant: row.text("owner_tenant")?,
+        principal: row.text("owner_principal")?,
+    })
+}
+
 /// Reads a task with its owner from the columns `owner_tenant,
 /// owner_principal, head, history, artifacts` of a row.
 pub(crate) fn stored_task(
@@ -353,6 +529,57 @@ pub(crate) fn stored_task(
     let artifacts = row.blob("artifacts")?;
     let task = decode_task(id, &head, Some(&history), Some(&artifacts), history_length)?;
     Ok(StoredTask { owner, task })
+}
+
+/// The rows of [`page_query`], decoded, in listing order (with their
+/// artifact chunks applied when the query has them).
+fn read_page<R: SqlRow>(rows: &[R], q: &TaskQuery) -> A2aResult<Vec<PageRow>> {
+    if !q.include_artifacts {
+        return rows.iter().map(|r| page_row(r, q.history_length)).collect();
+    }
+    let mut page = Vec::new();
+    let mut chunks: HashMap<String, Vec<(i64, Vec<u8>)>> = HashMap::new();
+    for r in rows {
+        match r.i64("seq")? {
+            0 => page.push(page_row(r, q.history_length)?),
+            seq => chunks
+                .entry(r.text("id")?)
+                .or_default()
+                .push((seq, r.blob("artifacts")?)),
+        }
+    }
+    for p in &mut page {
+        if let Some(c) = chunks.remove(&p.cursor.id) {
+            fold_chunks(&p.cursor.id, &mut p.task, c)?;
+        }
+    }
+    // Listing order: status timestamp, then id, descending.
+    page.sort_unstable_by(|a, b| b.cursor.cmp(&a.cursor));
+    Ok(page)
+}
+
+/// A task with its owner from the rows of [`GET_TASK`] (or a statement of
+/// the same shape): the task's row (`seq` 0), and its artifact chunks. The
+/// task's row too, for the caller's other columns.
+pub(crate) fn task_from_rows<'r, R: SqlRow>(
+    rows: &'r [R],
+    id: &str,
+    history_length: Option<usize>,
+) -> A2aResult<Option<(StoredTask, &'r R)>> {
+    let mut found = None;
+    let mut chunks = Vec::new();
+    for r in rows {
+        match r.i64("seq")? {
+            0 => found = Some(r),
+            seq => chunks.push((seq, r.blob("artifacts")?)),
+        }
+    }
+    let Some(row) = found else {
+        return Ok(None);
+    };
+    let mut stored = stored_task(row, id, history_length)?;
+    fold_chunks(id, &mut stored.task, chunks)?;
+    Ok(Some((stored, row)))
 }
 
 /// One row of a listing page, decoded.
@@ -381,21 +608,40 @@ fn assemble_page(mut rows: Vec<PageRow>, page_size: usize, total: usize) -> Task
 
 // The statements of the task store. `$n` placeholders (see `driver.rs`).
 
-/// A new task.
+/// A new task (none when the id exists: no failing statement, which would
+/// abort PostgreSQL's transaction of a whole batch).
 const INSERT_TASK: &str = "INSERT INTO a2a_tasks (id, context_id, owner_tenant, owner_principal, \
      state, status_millis, has_status_time, head, history, artifacts, created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)";
-/// A task with its owner.
-const GET_TASK: &str = "SELECT owner_tenant, owner_principal, head, history, artifacts \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) ON CONFLICT (id) DO NOTHING";
+/// A task with its owner (`seq` 0), then its artifact chunks (`seq` > 0,
+/// the chunk in `artifacts`): one statement, one snapshot.
+pub(crate) const GET_TASK: &str = "SELECT 0 AS seq, owner_tenant, owner_principal, head, \
+     history, artifacts FROM a2a_tasks WHERE id = $1 \
+     UNION ALL SELECT seq, NULL, NULL, NULL, NULL, chunk FROM a2a_artifact_chunks \
+     WHERE task_id = $1";
+/// A task as a status update or a message reads it: no artifacts (they do
+/// not change), whether it has artifact chunks to fold.
+const READ_STATUS: &str = "SELECT version, owner_tenant, owner_principal, head, history, \
+     EXISTS (SELECT 1 FROM a2a_artifact_chunks WHERE task_id = $1) AS chunked \
      FROM a2a_tasks WHERE id = $1";
-/// A task as an update reads it (followed by the dialect's row lock in a
-/// transaction).
-const READ_FOR_UPDATE: &str =
-    "SELECT version, head, history, artifacts FROM a2a_tasks WHERE id = $1";
+/// A task as an update in a transaction reads it (followed by the
+/// dialect's row lock), then its chunks ([`CHUNKS_OF`]).
+const READ_FOR_UPDATE: &str = "SELECT version, owner_tenant, owner_principal, head, history, \
+     artifacts FROM a2a_tasks WHERE id = $1";
+/// The artifact chunks of a task.
+const CHUNKS_OF: &str = "SELECT seq, chunk FROM a2a_artifact_chunks WHERE task_id = $1";
+/// Deletes the artifact chunks of a task (folded into its artifacts).
+const DELETE_CHUNKS: &str = "DELETE FROM a2a_artifact_chunks WHERE task_id = $1";
+/// What an artifact update reads of its task.
+const STATE_OF: &str = "SELECT state, context_id FROM a2a_tasks WHERE id = $1";
 /// The tasks an agent was at work on (`TASK_STATE_SUBMITTED` = 1,
-/// `TASK_STATE_WORKING` = 2), for crash recovery.
-const UNFINISHED: &str = "SELECT id, owner_tenant, owner_principal, head, history, artifacts \
-     FROM a2a_tasks WHERE state IN (1, 2)";
+/// `TASK_STATE_WORKING` = 2), for crash recovery (`seq` 0), then their
+/// artifact chunks (`seq` > 0, the chunk in `artifacts`).
+const UNFINISHED: &str = "SELECT 0 AS seq, id, owner_tenant, owner_principal, head, history, \
+     artifacts FROM a2a_tasks WHERE state IN (1, 2) \
+     UNION ALL SELECT c.seq, c.task_id, NULL, NULL, NULL, NULL, c.chunk \
+     FROM a2a_artifact_chunks c \
+     WHERE c.task_id IN (SELECT id FROM a2a_tasks WHERE state IN (1, 2))";
 const PUT_PUSH_CONFIG: &str = "INSERT INTO a2a_push_configs (task_id, id, config) \
      VALUES ($1, $2, $3) ON CONFLICT (task_id, id) DO UPDATE SET config = excluded.config";
 const GET_PUSH_CONFIG: &str = "SELECT config FROM a2a_push_configs WHERE task_id = $1 AND id = $2";
@@ -409,8 +655,21 @@ const DELETE_PUSH_CONFIG: &str = "DELETE FROM a2a_push_configs WHERE task_id = $
 pub(crate) fn purge_query<D: Dialect>() -> String {
     format!(
         "DELETE FROM a2a_tasks WHERE id IN (SELECT id FROM a2a_tasks \
-         WHERE state IN {TERMINAL_STATES_SQL} AND updated_at <= $1 LIMIT $2{}) RETURNING id",
+         WHERE state IN {TERMINAL_STATES_SQL} AND updated_at <= $1 LIMIT $2{}) \
+         RETURNING id, owner_tenant, owner_principal, context_id, state",
         D::SKIP_LOCKED
+    )
+}
+
+/// The insert of an artifact update's chunk (`$1`) of task `$2`, made only
+/// while the task is not in a terminal state, holding its row (PostgreSQL:
+/// the lock orders it with the task's other writes). `prefix` is SQL
+/// before it (the start of a `WITH` clause).
+pub(crate) fn append_query<D: Dialect>(prefix: &str) -> String {
+    format!(
+        "{prefix}INSERT INTO a2a_artifact_chunks (task_id, chunk) SELECT id, $1 FROM a2a_tasks \
+         WHERE id = $2 AND state NOT IN {TERMINAL_STATES_SQL}{}",
+        D::LOCK_ROWS
     )
 }
 
@@ -442,7 +701,8 @@ pub(crate) trait EventLog<D: Dialect>: Sync {
     /// The recorded form of a new task's first event.
     fn created_event(&self, task: &Task) -> Vec<u8>;
     /// The recorded form of an update's event, if it has one.
-    fn update_event(&self, task: &Task, update: &TaskUpdate) -> Option<Vec<u8>>;
+    fn update_event(&self, task_id: &str, context_id: &str, update: &TaskUpdate)
+    -> Option<Vec<u8>>;
     /// The insert of a new task recording `event`: one row (`before`,
     /// `after`).
     fn create<'a>(
@@ -462,6 +722,16 @@ pub(crate) trait EventLog<D: Dialect>: Sync {
         now: i64,
         expected_version: Option<i64>,
         event: Option<&'a [u8]>,
+    ) -> Stmt<'a>;
+    /// The append of an artifact update's `chunk` ([`append_query`])
+    /// recording `event`: one row (`before`, `after`) when the chunk was
+    /// written, none when the task is missing or terminal.
+    fn append<'a>(
+        &'a self,
+        task_id: &'a str,
+        chunk: &'a [u8],
+        now: i64,
+        event: &'a [u8],
     ) -> Stmt<'a>;
     /// Announces the event recorded at `seq` (after the commit: a replica
     /// told about an event it cannot read yet would skip it).
@@ -483,15 +753,18 @@ fn logged_span(row: &impl SqlRow) -> A2aResult<(LogSpan, Option<i64>)> {
 }
 
 /// A store without an event log (never constructed).
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", test))]
 pub(crate) enum NoLog {}
 
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", test))]
 impl<D: Dialect> EventLog<D> for NoLog {
     fn created_event(&self, _: &Task) -> Vec<u8> {
         match *self {}
     }
-    fn update_event(&self, _: &Task, _: &TaskUpdate) -> Option<Vec<u8>> {
+    fn update_event(&self, _: &str, _: &str, _: &TaskUpdate) -> Option<Vec<u8>> {
+        match *self {}
+    }
+    fn append<'a>(&'a self, _: &'a str, _: &'a [u8], _: i64, _: &'a [u8]) -> Stmt<'a> {
         match *self {}
     }
     fn create<'a>(&'a self, _: &'a TaskRow, _: &'a Owner, _: i64, _: &'a [u8]) -> Stmt<'a> {
@@ -524,6 +797,10 @@ fn fail<D: Dialect>(what: &str, e: D::Error) -> A2aError {
 pub(crate) struct Tables<D: Dialect> {
     pub writer: D::Pool,
     pub reader: D::Pool,
+    /// Where the writes record their changes to the task counters, for a
+    /// writer whose transactions apply them before committing
+    /// ([`Tables::flush_counts`]); `None` for a reader.
+    pub counts: Option<Arc<parking_lot::Mutex<Counts>>>,
 }
 
 impl<D: Dialect> Tables<D> {
@@ -532,7 +809,82 @@ impl<D: Dialect> Tables<D> {
         Self {
             writer: pool.clone(),
             reader: pool,
+            counts: None,
         }
+    }
+
+    /// [`Tables::one_pool`] for a writer that applies the counters' changes
+    /// before each commit.
+    pub fn counting(pool: D::Pool) -> Self {
+        Self {
+            counts: D::COUNTED.then(Default::default),
+            ..Self::one_pool(pool)
+        }
+    }
+
+    /// Records a change to the task counters (applied with the
+    /// transaction's other writes).
+    fn count(&self, owner: &Owner, context: &str, state: i32, n: i64) {
+        if let Some(c) = &self.counts {
+            c.lock().add(owner, context, state, n);
+        }
+    }
+
+    /// Records a task leaving state `from` for `to`.
+    fn count_move(&self, owner: &Owner, context: &str, from: i32, to: i32) {
+        if from != to {
+            self.count(owner, context, from, -1);
+            self.count(owner, context, to, 1);
+        }
+    }
+
+    /// Applies the recorded changes to the task counters (in the writer's
+    /// transaction, before it commits).
+    pub async fn flush_counts(&self) -> A2aResult<()> {
+        let Some(counts) = &self.counts else {
+            return Ok(());
+        };
+        let by_context = std::mem::take(&mut counts.lock().by_context);
+        if by_context.is_empty() {
+            return Ok(());
+        }
+        let what = "counting tasks";
+        let mut by_owner: BTreeMap<(&str, &str, i32), i64> = BTreeMap::new();
+        for ((tenant, principal, _, state), n) in &by_context {
+            *by_owner.entry((tenant, principal, *state)).or_default() += n;
+        }
+        let mut conn = D::on(&self.writer);
+        for ((tenant, principal, state), n) in by_owner {
+            if n != 0 {
+                let s = Stmt::new(ADD_TASK_COUNT)
+                    .arg(tenant)
+                    .arg(principal)
+                    .arg(state)
+                    .arg(n);
+                conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
+            }
+        }
+        for ((tenant, principal, context, state), n) in &by_context {
+            if *n == 0 {
+                continue;
+            }
+            let s = Stmt::new(ADD_CONTEXT_COUNT)
+                .arg(tenant)
+                .arg(principal)
+                .arg(context)
+                .arg(*state)
+                .arg(*n);
+            conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
+            if *n < 0 {
+                let s = Stmt::new(DROP_CONTEXT_COUNT)
+                    .arg(tenant)
+                    .arg(principal)
+                    .arg(context)
+                    .arg(*state);
+                conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
+            }
+        }
+        Ok(())
     }
 
     /// `TaskStore::create`, recording the task's first event in `log`.
@@ -546,31 +898,43 @@ impl<D: Dialect> Tables<D> {
         let row = TaskRow::encode(task);
         let now = now_millis();
         let mut conn = D::on(&self.writer);
+        // `Some(None)`: written, without a log; `None`: the id exists.
         let written = match &log {
             None => conn
                 .execute(insert_task(INSERT_TASK, &row, owner, now))
                 .await
-                .map(|_| None),
-            Some((l, event)) => conn.fetch_optional(l.create(&row, owner, now, event)).await,
+                .map(|n| (n > 0).then_some(None)),
+            Some((l, event)) => conn
+                .fetch_optional(l.create(&row, owner, now, event))
+                .await
+                .map(|r| r.map(Some)),
         };
+        let written = match written {
+            Ok(Some(w)) => w,
+            Ok(None) => return Err(duplicate(&row.id)),
+            Err(e) if D::is_unique_violation(&e) => return Err(duplicate(&row.id)),
+            Err(e) => return Err(fail::<D>(&format!("creating task {}", row.id), e)),
+        };
+        self.count(owner, &row.context_id, row.state, 1);
         match written {
-            Ok(Some(r)) => {
+            Some(r) => {
                 let (span, after) = logged_span(&r)?;
                 if let (Some((l, _)), Some(seq)) = (&log, after) {
                     l.announce(&row.id, seq);
                 }
                 Ok(Some(span))
             }
-            Ok(None) => Ok(None),
-            Err(e) if D::is_unique_violation(&e) => Err(duplicate(&row.id)),
-            Err(e) => Err(fail::<D>(&format!("creating task {}", row.id), e)),
+            None => Ok(None),
         }
     }
 
-    /// `TaskStore::update`: reads the task without a lock, applies the
-    /// update and writes it back if its version is unchanged; on a conflict
-    /// (another process or replica, or a caller that bypasses the task
-    /// manager, which serialises the updates of a task) redoes the whole
+    /// `TaskStore::update`: an artifact update is appended as a chunk
+    /// ([`Tables::append`]). A status or a message reads the task (without
+    /// its artifacts) without a lock, applies the update and writes it back
+    /// if its version is unchanged; on a conflict (another process or
+    /// replica, or a caller that bypasses the task manager, which
+    /// serialises the updates of a task), or when the update ends the turn
+    /// of a task with chunks (they are then folded), it redoes the whole
     /// step in a write transaction holding the row, so that no update is
     /// lost and none starves.
     pub async fn update<L: EventLog<D>>(
@@ -579,17 +943,24 @@ impl<D: Dialect> Tables<D> {
         update: TaskUpdate,
         log: Option<&L>,
     ) -> A2aResult<Updated> {
+        if let TaskUpdate::Artifact { .. } = update {
+            return self.append(task_id, update, log).await;
+        }
         let what = || format!("updating task {task_id}");
         let row = D::on(&self.reader)
-            .fetch_optional(Stmt::new(READ_FOR_UPDATE).arg(task_id))
+            .fetch_optional(Stmt::new(READ_STATUS).arg(task_id))
             .await
             .map_err(|e| fail::<D>(&what(), e))?
             .ok_or_else(|| A2aError::task_not_found(task_id))?;
-        let old = Stored::from_row(&row)?;
+        let old = Stored::status_row(&row)?;
         let mut task = old.task(task_id)?;
-        let event = log.and_then(|l| l.update_event(&task, &update));
+        let before = task.state() as i32;
+        let event = log.and_then(|l| l.update_event(&task.id, &task.context_id, &update));
         apply_update(&mut task, update.clone())?;
         let state = task.state();
+        if old.chunked && state.ends_turn() {
+            return self.update_locked(task_id, update, log).await;
+        }
         let new = TaskRow::encode(task);
         let now = now_millis();
         let mut conn = D::on(&self.writer);
@@ -600,6 +971,7 @@ impl<D: Dialect> Tables<D> {
                     .await
                     .map_err(|e| fail::<D>(&what(), e))?;
                 if written == 1 {
+                    self.count_move(&old.owner, &new.context_id, before, new.state);
                     return Ok(Updated::new(state));
                 }
             }
@@ -611,6 +983,7 @@ impl<D: Dialect> Tables<D> {
                     .await
                     .map_err(|e| fail::<D>(&what(), e))?;
                 if let Some(r) = written {
+                    self.count_move(&old.owner, &new.context_id, before, new.state);
                     let (span, after) = logged_span(&r)?;
                     if let Some(seq) = after {
                         l.announce(task_id, seq);
@@ -622,8 +995,85 @@ impl<D: Dialect> Tables<D> {
         self.update_locked(task_id, update, log).await
     }
 
+    /// An artifact update: appended to the task's chunks (one small row,
+    /// whatever the task holds already), only while the task is open.
+    async fn append<L: EventLog<D>>(
+        &self,
+        task_id: &str,
+        update: TaskUpdate,
+        log: Option<&L>,
+    ) -> A2aResult<Updated> {
+        let what = || format!("updating task {task_id}");
+        // PostgreSQL: holding the task's row from here to the commit, so
+        // the next statement (a new snapshot) sees the task's last event.
+        let (state, context_id) = self.state_of(task_id, D::LOCK_ROWS).await?;
+        if state.is_terminal() {
+            return Err(closed_error(task_id, state));
+        }
+        let event = log.and_then(|l| l.update_event(task_id, &context_id, &update));
+        let TaskUpdate::Artifact {
+            artifact, append, ..
+        } = update
+        else {
+            return Err(A2aError::internal("task store: not an artifact update"));
+        };
+        let chunk = encode_chunk(artifact, append);
+        let mut conn = D::on(&self.writer);
+        match (log, event) {
+            (Some(l), Some(event)) => {
+                let written = conn
+                    .fetch_optional(l.append(task_id, &chunk, now_millis(), &event))
+                    .await
+                    .map_err(|e| fail::<D>(&what(), e))?;
+                if let Some(r) = written {
+                    let (span, after) = logged_span(&r)?;
+                    if let Some(seq) = after {
+                        l.announce(task_id, seq);
+                    }
+                    return Ok(Updated::new(state).logged(span));
+                }
+            }
+            _ => {
+                let sql = append_query::<D>("");
+                let written = conn
+                    .execute(Stmt::new(sql.as_str()).arg(&chunk).arg(task_id))
+                    .await
+                    .map_err(|e| fail::<D>(&what(), e))?;
+                if written == 1 {
+                    return Ok(Updated::new(state));
+                }
+            }
+        }
+        // The task ended (or went) between the read and the write: another
+        // replica, or a caller that bypasses the task manager.
+        let (state, _) = self.state_of(task_id, "").await?;
+        Err(if state.is_terminal() {
+            closed_error(task_id, state)
+        } else {
+            A2aError::internal(format!(
+                "task store: the artifact update of task {task_id} was not written"
+            ))
+        })
+    }
+
+    /// The state and context of a task (`TaskNotFound` when it is unknown),
+    /// read with `lock` (the dialect's row lock, or nothing).
+    async fn state_of(&self, task_id: &str, lock: &str) -> A2aResult<(TaskState, String)> {
+        let row = D::on(&self.reader)
+            .fetch_optional(Stmt::new(format!("{STATE_OF}{lock}")).arg(task_id))
+            .await
+            .map_err(|e| fail::<D>(&format!("reading task {task_id}"), e))?
+            .ok_or_else(|| A2aError::task_not_found(task_id))?;
+        let n = row.i32("state")?;
+        let state = TaskState::try_from(n).map_err(|_| {
+            A2aError::internal(format!("task store: task {task_id} has the bad state {n}"))
+        })?;
+        Ok((state, row.text("context_id")?))
+    }
+
     /// Applies an update in a write transaction holding the task (the slow
-    /// path, after a conflict).
+    /// path, after a conflict, and the end of a turn with chunks): the
+    /// task's artifact chunks are folded into its artifacts and deleted.
     async fn update_locked<L: EventLog<D>>(
         &self,
         task_id: &str,
@@ -642,7 +1092,18 @@ impl<D: Dialect> Tables<D> {
             .ok_or_else(|| A2aError::task_not_found(task_id))?;
         let old = Stored::from_row(&row)?;
         let mut task = old.task(task_id)?;
-        let event = log.and_then(|l| l.update_event(&task, &update));
+        // Holding the row: no chunk can be appended until the commit.
+        let chunks = tx
+            .fetch_all(Stmt::new(CHUNKS_OF).arg(task_id))
+            .await
+            .map_err(|e| fail::<D>(&what(), e))?
+            .iter()
+            .map(|r| Ok((r.i64("seq")?, r.blob("chunk")?)))
+            .collect::<A2aResult<Vec<_>>>()?;
+        let folded = !chunks.is_empty();
+        fold_chunks(task_id, &mut task, chunks)?;
+        let before = task.state() as i32;
+        let event = log.and_then(|l| l.update_event(&task.id, &task.context_id, &update));
         apply_update(&mut task, update)?;
         let state = task.state();
         let new = TaskRow::encode(task);
@@ -663,7 +1124,13 @@ impl<D: Dialect> Tables<D> {
                 Some((l, logged_span(&r)?))
             }
         };
+        if folded {
+            tx.execute(Stmt::new(DELETE_CHUNKS).arg(task_id))
+                .await
+                .map_err(|e| fail::<D>(&what(), e))?;
+        }
         D::commit(tx).await.map_err(|e| fail::<D>(&what(), e))?;
+        self.count_move(&old.owner, &new.context_id, before, new.state);
         Ok(match logged {
             None => Updated::new(state),
             Some((l, (span, after))) => {
@@ -681,12 +1148,11 @@ impl<D: Dialect> Tables<D> {
         task_id: &str,
         history_length: Option<usize>,
     ) -> A2aResult<Option<StoredTask>> {
-        let row = D::on(&self.reader)
-            .fetch_optional(Stmt::new(GET_TASK).arg(task_id))
+        let rows = D::on(&self.reader)
+            .fetch_all(Stmt::new(GET_TASK).arg(task_id))
             .await
             .map_err(|e| fail::<D>(&format!("reading task {task_id}"), e))?;
-        row.map(|r| stored_task(&r, task_id, history_length))
-            .transpose()
+        Ok(task_from_rows(&rows, task_id, history_length)?.map(|(t, _)| t))
     }
 
     /// `TaskStore::list`: the page and the total in one statement, so
@@ -698,14 +1164,11 @@ impl<D: Dialect> Tables<D> {
             .fetch_all(page_query::<D>(owner, query))
             .await
             .map_err(|e| fail::<D>(what, e))?;
-        let rows = rows
-            .iter()
-            .map(|r| page_row(r, query.history_length))
-            .collect::<A2aResult<Vec<_>>>()?;
+        let rows = read_page(&rows, query)?;
         let total = match rows.first() {
             Some(r) => r.total,
             None => match conn
-                .fetch_optional(count_query(owner, query))
+                .fetch_optional(count_query::<D>(owner, query))
                 .await
                 .map_err(|e| fail::<D>(what, e))?
             {
@@ -785,27 +1248,23 @@ impl<D: Dialect> Tables<D> {
             .fetch_all(Stmt::new(UNFINISHED))
             .await
             .map_err(|e| fail::<D>("reading unfinished tasks", e))?;
-        rows.iter()
-            .map(|r| stored_task(r, &r.text("id")?, None))
-            .collect()
-    }
-
-    /// `TaskStore::purge_terminal_older_than`: in batches of a few hundred
-    /// tasks, each batch one transaction (rows another replica is purging
-    /// are skipped, not waited for), with the rows of [`Dialect::TASK_TABLES`];
-    /// `age` is measured by this process's clock against the time a task
-    /// last changed (when it became terminal).
-    #[cfg(feature = "postgres")]
-    pub async fn purge_terminal_older_than(&self, age: std::time::Duration) -> A2aResult<u64> {
-        let cutoff = purge_cutoff(age);
-        let mut purged = 0;
-        loop {
-            let n = self.purge_batch(cutoff).await?;
-            purged += n;
-            if n < PURGE_BATCH as u64 {
-                return Ok(purged);
+        let mut tasks = Vec::new();
+        let mut chunks: HashMap<String, Vec<(i64, Vec<u8>)>> = HashMap::new();
+        for r in &rows {
+            match r.i64("seq")? {
+                0 => tasks.push(stored_task(r, &r.text("id")?, None)?),
+                seq => chunks
+                    .entry(r.text("id")?)
+                    .or_default()
+                    .push((seq, r.blob("artifacts")?)),
             }
         }
+        for t in &mut tasks {
+            if let Some(c) = chunks.remove(&t.task.id) {
+                fold_chunks(&t.task.id.clone(), &mut t.task, c)?;
+            }
+        }
+        Ok(tasks)
     }
 
     /// One transaction of a purge: deletes at most [`PURGE_BATCH`]
@@ -825,10 +1284,12 @@ impl<D: Dialect> Tables<D> {
             )
             .await
             .map_err(|e| fail::<D>(what, e))?;
-        let ids = rows
-            .iter()
-            .map(|r| r.text("id"))
-            .collect::<A2aResult<Vec<_>>>()?;
+        let mut ids = Vec::with_capacity(rows.len());
+        let mut gone = Vec::with_capacity(rows.len());
+        for r in &rows {
+            ids.push(r.text("id")?);
+            gone.push((row_owner(r)?, r.text("context_id")?, r.i32("state")?));
+        }
         if !ids.is_empty() {
             for table in D::TASK_TABLES {
                 tx.execute(delete_of_tasks(table, &ids))
@@ -837,104 +1298,12 @@ impl<D: Dialect> Tables<D> {
             }
         }
         D::commit(tx).await.map_err(|e| fail::<D>(what, e))?;
+        for (owner, context, state) in &gone {
+            self.count(owner, context, *state, -1);
+        }
         Ok(ids.len() as u64)
     }
 }
-
-/// Implements `TaskStore` for a store type by calling its `tables` (a
-/// [`Tables`]) with its event log `log` (an `Option<&impl EventLog>`).
-#[cfg(feature = "postgres")]
-macro_rules! task_store_on_tables {
-    ($store:ty, |$s:ident| $log:expr) => {
-        #[async_trait::async_trait]
-        impl $crate::store::TaskStore for $store {
-            async fn create(
-                &self,
-                owner: &$crate::store::Owner,
-                task: agentwire_types::Task,
-            ) -> agentwire_types::A2aResult<Option<$crate::store::LogSpan>> {
-                let $s = self;
-                self.tables.create(owner, task, $log).await
-            }
-
-            async fn update(
-                &self,
-                task_id: &str,
-                update: $crate::store::TaskUpdate,
-            ) -> agentwire_types::A2aResult<$crate::store::Updated> {
-                let $s = self;
-                self.tables.update(task_id, update, $log).await
-            }
-
-            async fn get(
-                &self,
-                task_id: &str,
-                history_length: Option<usize>,
-            ) -> agentwire_types::A2aResult<Option<$crate::store::StoredTask>> {
-                self.tables.get(task_id, history_length).await
-            }
-
-            async fn list(
-                &self,
-                owner: &$crate::store::Owner,
-                query: &$crate::store::TaskQuery,
-            ) -> agentwire_types::A2aResult<$crate::store::TaskPage> {
-                self.tables.list(owner, query).await
-            }
-
-            async fn put_push_config(
-                &self,
-                config: &agentwire_types::TaskPushNotificationConfig,
-            ) -> agentwire_types::A2aResult<()> {
-                self.tables.put_push_config(config).await
-            }
-
-            async fn get_push_config(
-                &self,
-                task_id: &str,
-                id: &str,
-            ) -> agentwire_types::A2aResult<Option<agentwire_types::TaskPushNotificationConfig>>
-            {
-                self.tables.get_push_config(task_id, id).await
-            }
-
-            async fn list_push_configs(
-                &self,
-                task_id: &str,
-            ) -> agentwire_types::A2aResult<Vec<agentwire_types::TaskPushNotificationConfig>> {
-                self.tables.list_push_configs(task_id).await
-            }
-
-            async fn delete_push_config(
-                &self,
-                task_id: &str,
-                id: &str,
-            ) -> agentwire_types::A2aResult<bool> {
-                self.tables.delete_push_config(task_id, id).await
-            }
-
-            async fn unfinished(
-                &self,
-            ) -> agentwire_types::A2aResult<Vec<$crate::store::StoredTask>> {
-                self.tables.unfinished().await
-            }
-
-            /// Deletes in batches of a few hundred tasks, each batch one
-            /// transaction (rows another replica is purging are skipped,
-            /// not waited for); `age` is measured by this process's clock
-            /// against the time a task last changed (when it became
-            /// terminal).
-            async fn purge_terminal_older_than(
-                &self,
-                age: std::time::Duration,
-            ) -> agentwire_types::A2aResult<u64> {
-                self.tables.purge_terminal_older_than(age).await
-            }
-        }
-    };
-}
-#[cfg(feature = "postgres")]
-pub(crate) use task_store_on_tables;
 
 /// The terminal states as SQL, computed from the state machine (for the
 /// unit test of [`TERMINAL_STATES_SQL`]).
@@ -958,7 +1327,11 @@ mod tests {
         for sql in [
             INSERT_TASK,
             GET_TASK,
+            READ_STATUS,
             READ_FOR_UPDATE,
+            CHUNKS_OF,
+            DELETE_CHUNKS,
+            STATE_OF,
             UNFINISHED,
             PUT_PUSH_CONFIG,
             GET_PUSH_CONFIG,
@@ -967,6 +1340,8 @@ mod tests {
         ] {
             driver::assert_placeholders_in_order(sql);
         }
+        #[cfg(feature = "sqlite")]
+        driver::assert_placeholders_in_order(&append_query::<lite::Lite>(""));
     }
 
     #[test]

@@ -54,7 +54,10 @@ impl Dialect for Sqlite {
     const SKIP_LOCKED: &'static str = "";
     const NULL_BLOB: &'static str = "NULL";
     const FALSE: &'static str = "0";
-    const TASK_TABLES: &'static [&'static str] = &["a2a_push_configs"];
+    const TASK_TABLES: &'static [&'static str] = &["a2a_push_configs", "a2a_artifact_chunks"];
+    // The async driver writes statement by statement (files of an earlier
+    // version): no counters.
+    const COUNTED: bool = false;
 
     fn on(pool: &SqlitePool) -> &SqlitePool {
         pool
@@ -514,9 +517,73 @@ mod tests {
         remove_db(&path);
     }
 
-    /// A file created by the first migrations only (before the state and
-    /// recovery indexes) is brought up to date when opened: the later
-    /// migrations run, its tasks stay readable, and the new indexes exist.
+    /// An artifact chunk is one small row: the task's row (its version, its
+    /// artifacts) is not rewritten while the artifact streams; the end of
+    /// the turn folds the chunks into the row and deletes them.
+    #[tokio::test]
+    async fn chunks_are_appended_and_folded_when_the_turn_ends() {
+        let path = temp_db();
+        let s = SqliteStore::open(&path).await.unwrap();
+        s.create(&Owner::default(), task("t1")).await.unwrap();
+        let working = TaskUpdate::Status {
+            status: TaskStatus::new(TaskState::Working),
+            metadata: None,
+        };
+        s.update("t1", working).await.unwrap();
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let row = |c: &rusqlite::Connection| -> (i64, Vec<u8>, i64) {
+            c.query_row(
+                "SELECT version, artifacts, \
+                 (SELECT COUNT(*) FROM a2a_artifact_chunks WHERE task_id = 't1') \
+                 FROM a2a_tasks WHERE id = 't1'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+        };
+        let before = row(&c);
+        assert_eq!(before.2, 0);
+        for i in 0..100 {
+            s.update(
+                "t1",
+                TaskUpdate::Artifact {
+                    artifact: Artifact::text("a", format!("{i},")).with_id("a1"),
+                    append: i > 0,
+                    last_chunk: i == 99,
+                    metadata: None,
+                },
+            )
+            .await
+            .unwrap();
+        }
+        let streaming = row(&c);
+        assert_eq!((streaming.0, &streaming.1), (before.0, &before.1));
+        assert_eq!(streaming.2, 100);
+        let expected: String = (0..100).map(|i| format!("{i},")).collect();
+        let t = s.get("t1", None).await.unwrap().unwrap().task;
+        assert_eq!(t.artifacts[0].text_content(), expected);
+        let done = TaskUpdate::Status {
+            status: TaskStatus::new(TaskState::Completed),
+            metadata: None,
+        };
+        s.update("t1", done).await.unwrap();
+        let after = row(&c);
+        assert_eq!(after.2, 0, "the chunks were folded into the row");
+        assert_eq!(after.0, before.0 + 1);
+        let t = s.get("t1", None).await.unwrap().unwrap().task;
+        assert_eq!(t.state(), TaskState::Completed);
+        assert_eq!(t.artifacts.len(), 1);
+        assert_eq!(t.artifacts[0].parts.len(), 100);
+        assert_eq!(t.artifacts[0].text_content(), expected);
+        drop(c);
+        s.close().await;
+        remove_db(&path);
+    }
+
+    /// A file of the previous schema (every migration but the last) is
+    /// brought up to date when opened: the last migration runs, its tasks
+    /// stay readable and writable (an artifact streams into one), and the
+    /// indexes of every migration exist.
     #[tokio::test]
     async fn a_file_of_the_previous_schema_is_migrated() {
         let path = temp_db();
@@ -550,13 +617,13 @@ mod tests {
                 .collect::<Result<_, _>>()
                 .unwrap()
         };
-        assert!(!indexes(&path).contains(&"a2a_tasks_owner_state_time".to_owned()));
         let s = SqliteStore::open(&path).await.unwrap();
         let found = indexes(&path);
         for name in [
             "a2a_tasks_owner_state_time",
             "a2a_tasks_owner_context_state_time",
             "a2a_tasks_unfinished",
+            "a2a_artifact_chunks_task",
         ] {
             assert!(
                 found.contains(&name.to_owned()),
@@ -577,6 +644,22 @@ mod tests {
             .unwrap();
         assert_eq!(page.total, 1);
         assert_eq!(page.tasks[0].id, "before");
+        // The task written before the upgrade streams an artifact.
+        for (i, text) in ["one ", "two"].into_iter().enumerate() {
+            s.update(
+                "before",
+                TaskUpdate::Artifact {
+                    artifact: Artifact::text("a", text).with_id("a1"),
+                    append: i > 0,
+                    last_chunk: i == 1,
+                    metadata: None,
+                },
+            )
+            .await
+            .unwrap();
+        }
+        let t = s.get("before", None).await.unwrap().unwrap().task;
+        assert_eq!(t.artifacts[0].text_content(), "one two");
         s.close().await;
         // Opening again runs nothing new.
         let s = SqliteStore::open(&path).await.unwrap();

@@ -1,0 +1,496 @@
+//! PostgreSQL group commit: the task writes of concurrent requests share
+//! transactions, as the SQLite store's writer thread does.
+//!
+//! A few writer tasks (each with a connection of the pool for the length of
+//! a batch) take what is queued, run each store operation whole (read the
+//! task, apply the update, write it back, and its event in the event log)
+//! inside one transaction, apply the batch's changes to the task counters,
+//! commit, and only then answer every operation and announce their events
+//! to the other replicas. One commit (one WAL flush) serves a batch, and the
+//! counters' rows are written once per batch, in key order (two batches take
+//! them in the same order, so they cannot deadlock on them).
+//!
+//! Why sqlx's pool, not pipelining (`tokio-postgres`): the operations read
+//! before they write (the version a write checks, the context of an event),
+//! so their statements depend on one another and a pipeline would not
+//! shorten a batch much; several writers already overlap the round trips of
+//! different batches, and the pool is the one the rest of the store (reads,
+//! the event bus, the push outbox) uses.
+//!
+//! A statement that fails aborts PostgreSQL's transaction: the batch is then
+//! rolled back and every operation of it is answered with a storage error
+//! (the fault of the failing statement, I/O when it has none), so the task
+//! manager retries each like any transient failure of the storage; nothing
+//! of the batch was written and none of it is acknowledged. (Creating a task
+//! whose id exists is not a failing statement: `ON CONFLICT DO NOTHING`.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use agentwire_types::{A2aError, A2aResult, Task};
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgConnection, PgPool, PgRow};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Announcer, bind};
+use crate::store::sql::driver::{Conn, Dialect, Stmt};
+use crate::store::sql::{EventLog, Stored, Tables, TaskRow};
+use crate::store::{Owner, StorageFault, TaskUpdate, storage_error, storage_fault};
+
+/// Writer tasks of a store (batches in flight at once).
+const WRITERS: usize = 4;
+/// Store operations per transaction, at most.
+const MAX_BATCH: usize = 128;
+
+/// PostgreSQL through a writer's connection, inside its batch's transaction:
+/// an operation's own transaction is a savepoint.
+#[derive(Debug, Clone)]
+pub(crate) struct PgBatch;
+
+/// The connection of a batch, lent to the operations it runs.
+#[derive(Clone)]
+pub(crate) struct BatchConn(Arc<BatchInner>);
+
+struct BatchInner {
+    conn: tokio::sync::Mutex<PoolConnection<sqlx::Postgres>>,
+    /// A statement failed: PostgreSQL aborted the transaction (unless a
+    /// savepoint rolled back takes it back); its fault.
+    failed: Mutex<Option<Option<StorageFault>>>,
+    /// An operation's savepoint was dropped without being released.
+    rollback: AtomicBool,
+}
+
+impl std::fmt::Debug for BatchConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BatchConn")
+    }
+}
+
+impl BatchConn {
+    fn note<T>(&self, r: Result<T, sqlx::Error>) -> Result<T, sqlx::Error> {
+        if let Err(e) = &r {
+            *self.0.failed.lock() = Some(super::super::fault::fault_of(e));
+        }
+        r
+    }
+
+    async fn raw(&self, sql: &'static str) -> Result<(), sqlx::Error> {
+        let mut c = self.0.conn.lock().await;
+        let r = run_raw(&mut c, sql).await;
+        drop(c);
+        self.note(r)
+    }
+}
+
+// The statements' futures, boxed where their connection is borrowed: the
+// compiler cannot prove `Send` for sqlx's executor futures inside the
+// store's generic async functions otherwise (it asks for it at every
+// lifetime at once); a boxed `Send` future is checked here, once.
+
+fn run_raw<'a>(
+    c: &'a mut PgConnection,
+    sql: &'static str,
+) -> BoxFuture<'a, Result<(), sqlx::Error>> {
+    Box::pin(async move { sqlx::Executor::execute(c, sql).await.map(|_| ()) })
+}
+
+fn run_execute<'a, 'b: 'a>(
+    c: &'a mut PgConnection,
+    s: &'a Stmt<'b>,
+) -> BoxFuture<'a, Result<u64, sqlx::Error>> {
+    Box::pin(async move { bind(s).execute(c).await.map(|r| r.rows_affected()) })
+}
+
+fn run_optional<'a, 'b: 'a>(
+    c: &'a mut PgConnection,
+    s: &'a Stmt<'b>,
+) -> BoxFuture<'a, Result<Option<PgRow>, sqlx::Error>> {
+    Box::pin(async move { bind(s).fetch_optional(c).await })
+}
+
+fn run_all<'a, 'b: 'a>(
+    c: &'a mut PgConnection,
+    s: &'a Stmt<'b>,
+) -> BoxFuture<'a, Result<Vec<PgRow>, sqlx::Error>> {
+    Box::pin(async move { bind(s).fetch_all(c).await })
+}
+
+impl Conn for &BatchConn {
+    type Row = PgRow;
+    type Error = sqlx::Error;
+
+    async fn execute(&mut self, s: Stmt<'_>) -> Result<u64, sqlx::Error> {
+        let mut c = self.0.conn.lock().await;
+        let r = run_execute(&mut c, &s).await;
+        drop(c);
+        self.note(r)
+    }
+
+    async fn fetch_optional(&mut self, s: Stmt<'_>) -> Result<Option<PgRow>, sqlx::Error> {
+        let mut c = self.0.conn.lock().await;
+        let r = run_optional(&mut c, &s).await;
+        drop(c);
+        self.note(r)
+    }
+
+    async fn fetch_all(&mut self, s: Stmt<'_>) -> Result<Vec<PgRow>, sqlx::Error> {
+        let mut c = self.0.conn.lock().await;
+        let r = run_all(&mut c, &s).await;
+        drop(c);
+        self.note(r)
+    }
+}
+
+/// An operation's transaction inside the batch: a savepoint, rolled back
+/// (by the writer, after the operation) if it is dropped unreleased.
+pub(crate) struct BatchTx {
+    db: BatchConn,
+    open: bool,
+}
+
+impl Drop for BatchTx {
+    fn drop(&mut self) {
+        if self.open {
+            self.db.0.rollback.store(true, Ordering::Release);
+        }
+    }
+}
+
+impl Conn for BatchTx {
+    type Row = PgRow;
+    type Error = sqlx::Error;
+
+    async fn execute(&mut self, s: Stmt<'_>) -> Result<u64, sqlx::Error> {
+        (&self.db).execute(s).await
+    }
+
+    async fn fetch_optional(&mut self, s: Stmt<'_>) -> Result<Option<PgRow>, sqlx::Error> {
+        (&self.db).fetch_optional(s).await
+    }
+
+    async fn fetch_all(&mut self, s: Stmt<'_>) -> Result<Vec<PgRow>, sqlx::Error> {
+        (&self.db).fetch_all(s).await
+    }
+}
+
+impl Dialect for PgBatch {
+    type Row = PgRow;
+    type Error = sqlx::Error;
+    type Pool = BatchConn;
+    type On<'p> = &'p BatchConn;
+    type Tx = BatchTx;
+
+    const LOCK_ROWS: &'static str = super::Pg::LOCK_ROWS;
+    const SKIP_LOCKED: &'static str = super::Pg::SKIP_LOCKED;
+    const NULL_BLOB: &'static str = super::Pg::NULL_BLOB;
+    const FALSE: &'static str = super::Pg::FALSE;
+    const TASK_TABLES: &'static [&'static str] = super::Pg::TASK_TABLES;
+    const COUNTED: bool = super::Pg::COUNTED;
+
+    fn on(pool: &BatchConn) -> &BatchConn {
+        pool
+    }
+
+    async fn begin(pool: &BatchConn) -> Result<BatchTx, sqlx::Error> {
+        pool.raw("SAVEPOINT a2a_tx").await?;
+        Ok(BatchTx {
+            db: pool.clone(),
+            open: true,
+        })
+    }
+
+    async fn commit(mut tx: BatchTx) -> Result<(), sqlx::Error> {
+        tx.open = false;
+        tx.db.raw("RELEASE SAVEPOINT a2a_tx").await
+    }
+
+    fn error(area: &str, what: &str, e: sqlx::Error) -> A2aError {
+        super::Pg::error(area, what, e)
+    }
+
+    fn is_unique_violation(e: &sqlx::Error) -> bool {
+        super::Pg::is_unique_violation(e)
+    }
+}
+
+/// The event log of a batch: the statements of the store's [`Announcer`];
+/// the announcements wait for the commit (a replica told about an event it
+/// cannot read yet would skip it).
+pub(crate) struct Deferred {
+    log: Arc<Announcer>,
+    pending: Mutex<Vec<(String, i64)>>,
+}
+
+impl EventLog<PgBatch> for Deferred {
+    fn created_event(&self, task: &Task) -> Vec<u8> {
+        <Announcer as EventLog<PgBatch>>::created_event(&self.log, task)
+    }
+
+    fn update_event(
+        &self,
+        task_id: &str,
+        context_id: &str,
+        update: &TaskUpdate,
+    ) -> Option<Vec<u8>> {
+        <Announcer as EventLog<PgBatch>>::update_event(&self.log, task_id, context_id, update)
+    }
+
+    fn create<'a>(
+        &'a self,
+        row: &'a TaskRow,
+        owner: &'a Owner,
+        now: i64,
+        event: &'a [u8],
+    ) -> Stmt<'a> {
+        <Announcer as EventLog<PgBatch>>::create(&self.log, row, owner, now, event)
+    }
+
+    fn write<'a>(
+        &'a self,
+        new: &'a TaskRow,
+        old: &Stored,
+        now: i64,
+        expected_version: Option<i64>,
+        event: Option<&'a [u8]>,
+    ) -> Stmt<'a> {
+        <Announcer as EventLog<PgBatch>>::write(&self.log, new, old, now, expected_version, event)
+    }
+
+    fn append<'a>(
+        &'a self,
+        task_id: &'a str,
+        chunk: &'a [u8],
+        now: i64,
+        event: &'a [u8],
+    ) -> Stmt<'a> {
+        <Announcer as EventLog<PgBatch>>::append(&self.log, task_id, chunk, now, event)
+    }
+
+    fn announce(&self, task_id: &str, seq: i64) {
+        self.pending.lock().push((task_id.to_owned(), seq));
+    }
+}
+
+/// What an operation of a batch runs on: the batch's tables, and its event
+/// log when the store keeps one.
+pub(crate) struct Batch {
+    pub tables: Tables<PgBatch>,
+    log: Option<Deferred>,
+}
+
+impl Batch {
+    /// The event log, for the operations of [`Tables`].
+    pub fn log(&self) -> Option<&Deferred> {
+        self.log.as_ref()
+    }
+}
+
+/// A store operation sent to a writer: run on the batch, or answered with
+/// the error of a batch that cannot run it.
+type Job =
+    Box<dyn for<'a> FnOnce(Result<&'a Batch, A2aError>) -> BoxFuture<'a, Box<dyn Done>> + Send>;
+
+/// An operation that ran, waiting for the commit of its batch.
+trait Done: Send {
+    fn answer(self: Box<Self>, commit: Result<(), &A2aError>);
+    fn fault(&self) -> Option<StorageFault>;
+}
+
+struct Ran<T> {
+    result: A2aResult<T>,
+    reply: oneshot::Sender<A2aResult<T>>,
+}
+
+impl<T: Send> Done for Ran<T> {
+    fn answer(self: Box<Self>, commit: Result<(), &A2aError>) {
+        let answer = match commit {
+            Ok(()) => self.result,
+            Err(e) => Err(e.clone()),
+        };
+        let _ = self.reply.send(answer);
+    }
+
+    fn fault(&self) -> Option<StorageFault> {
+        self.result.as_ref().err().and_then(storage_fault)
+    }
+}
+
+/// The writers of a store: started with its first write (in the runtime
+/// that makes it), again if they went away with their runtime.
+#[derive(Debug)]
+pub(crate) struct Writers {
+    pool: PgPool,
+    log: Option<Arc<Announcer>>,
+    tx: Mutex<Option<mpsc::UnboundedSender<Job>>>,
+}
+
+fn closed() -> A2aError {
+    storage_error(
+        StorageFault::Io,
+        "task store: the PostgreSQL writer stopped before answering",
+    )
+}
+
+impl Writers {
+    pub fn new(pool: PgPool, log: Option<Arc<Announcer>>) -> Self {
+        Self {
+            pool,
+            log,
+            tx: Mutex::new(None),
+        }
+    }
+
+    fn sender(&self) -> mpsc::UnboundedSender<Job> {
+        let mut slot = self.tx.lock();
+        if let Some(tx) = slot.as_ref().filter(|tx| !tx.is_closed()) {
+            return tx.clone();
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        for _ in 0..WRITERS {
+            tokio::spawn(write_loop(
+                self.pool.clone(),
+                Arc::clone(&rx),
+                self.log.clone(),
+            ));
+        }
+        slot.insert(tx).clone()
+    }
+
+    /// Runs a write in a batch; answers once the batch is committed.
+    pub async fn write<T, F>(&self, f: F) -> A2aResult<T>
+    where
+        T: Send + 'static,
+        F: for<'a> FnOnce(&'a Batch) -> BoxFuture<'a, A2aResult<T>> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let job: Job = Box::new(move |b: Result<&Batch, A2aError>| {
+            Box::pin(async move {
+                let result = match b {
+                    Ok(b) => f(b).await,
+                    Err(e) => Err(e),
+                };
+                Box::new(Ran { result, reply }) as Box<dyn Done>
+            })
+        });
+        if let Err(mpsc::error::SendError(job)) = self.sender().send(job) {
+            // The writers went away (their runtime ended): new ones.
+            self.sender().send(job).map_err(|_| closed())?;
+        }
+        answer.await.map_err(|_| closed())?
+    }
+}
+
+/// A writer: takes what is queued (up to [`MAX_BATCH`]), runs it in one
+/// transaction, commits, answers.
+async fn write_loop(
+    pool: PgPool,
+    rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>>,
+    log: Option<Arc<Announcer>>,
+) {
+    loop {
+        let mut jobs = Vec::new();
+        {
+            let mut rx = rx.lock().await;
+            match rx.recv().await {
+                Some(job) => jobs.push(job),
+                None => return,
+            }
+            while jobs.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+            }
+        }
+        run_batch(&pool, jobs, log.as_ref()).await;
+    }
+}
+
+/// Answers every job of a batch that cannot run with `e`.
+async fn fail_all(jobs: Vec<Job>, e: A2aError) {
+    for job in jobs {
+        job(Err(e.clone())).await.answer(Ok(()));
+    }
+}
+
+async fn run_batch(pool: &PgPool, jobs: Vec<Job>, log: Option<&Arc<Announcer>>) {
+    let conn = match pool.acquire().await {
+        Ok(c) => c,
+        Err(e) => return fail_all(jobs, super::db_error("starting a batch of writes", e)).await,
+    };
+    let db = BatchConn(Arc::new(BatchInner {
+        conn: tokio::sync::Mutex::new(conn),
+        failed: Mutex::new(None),
+        rollback: AtomicBool::new(false),
+    }));
+    if let Err(e) = db.raw("BEGIN").await {
+        return fail_all(jobs, super::db_error("starting a batch of writes", e)).await;
+    }
+    let batch = Batch {
+        tables: Tables::counting(db.clone()),
+        log: log.map(|l| Deferred {
+            log: Arc::clone(l),
+            pending: Mutex::new(Vec::new()),
+        }),
+    };
+    let mut ran: Vec<Box<dyn Done>> = Vec::with_capacity(jobs.len());
+    let mut lost: Option<A2aError> = None;
+    for job in jobs {
+        if let Some(e) = &lost {
+            // The transaction is gone: the rest are not run.
+            ran.push(job(Err(e.clone())).await);
+            continue;
+        }
+        let done = job(Ok(&batch)).await;
+        if db.0.rollback.swap(false, Ordering::AcqRel) {
+            // The operation's savepoint was dropped: undo it (which also
+            // takes back a failure inside it).
+            if db.raw("ROLLBACK TO SAVEPOINT a2a_tx").await.is_ok() {
+                *db.0.failed.lock() = None;
+                let _ = db.raw("RELEASE SAVEPOINT a2a_tx").await;
+            }
+        }
+        let failed = *db.0.failed.lock();
+        if let Some(fault) = failed {
+            let fault = fault.or_else(|| done.fault()).unwrap_or(StorageFault::Io);
+            lost = Some(storage_error(
+                fault,
+                "task store: a write failed and PostgreSQL rolled back its batch",
+            ));
+        }
+        ran.push(done);
+    }
+    if lost.is_none() {
+        // Boxed for the same reason as the statements' futures.
+        let flush: BoxFuture<'_, A2aResult<()>> = Box::pin(batch.tables.flush_counts());
+        if let Err(e) = flush.await {
+            lost = Some(e);
+        }
+    }
+    let commit = match lost {
+        Some(e) => {
+            let _ = db.raw("ROLLBACK").await;
+            Err(e)
+        }
+        None => db
+            .raw("COMMIT")
+            .await
+            .map_err(|e| super::db_error("committing a batch of writes", e)),
+    };
+    for done in ran {
+        done.answer(commit.as_ref().map(|_| ()));
+    }
+    if commit.is_ok()
+        && let Some(d) = &batch.log
+    {
+        for (task_id, seq) in d.pending.lock().drain(..) {
+            d.log.announce(&task_id, seq);
+        }
+    }
+    // The connection goes back to the pool (a rolled-back one is clean).
+    drop(batch);
+    drop(db);
+}
