@@ -121,6 +121,7 @@ pub mod ledger;
 pub mod registry;
 mod rest;
 pub mod sse;
+pub mod trace_context;
 mod transport;
 #[cfg(feature = "webhook")]
 #[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
