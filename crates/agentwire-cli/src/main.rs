@@ -842,6 +842,8 @@ fn main() -> ExitCode {
     let otel = match &cli.command {
         Command::Serve(args) if args.otel || agentwire_server::observe::otel::wanted_by_env() => {
             let _in_runtime = runtime.enter();
+            // The HTTP exporter's client uses rustls with the ring provider.
+            agentwire_client::install_crypto_provider();
             match agentwire_server::observe::otel::init(&format!("a2a-{}", args.agent.name())) {
                 Ok(o) => {
                     agentwire_client::trace_context::set_injector(
