@@ -8,7 +8,7 @@ use std::time::Instant;
 use agentwire_client::card::{CacheMode, CardOrigin, CardResolver, ResolvedCard};
 use agentwire_client::{
     Binding, CallOptions, Client, ClientResult, Credentials, EventStream, Transport,
-    select_interfaces,
+    select_interfaces_with,
 };
 use agentwire_types::{
     AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
@@ -34,6 +34,8 @@ pub struct Settings {
     pub service_params: Vec<(String, String)>,
     pub bindings: Vec<Binding>,
     pub version: String,
+    /// `--allow-v03`: an agent speaking only A2A 0.3 is called through 0.3.
+    pub allow_v03: bool,
     pub debug: bool,
     pub insecure: bool,
     /// `--no-cache`: the card is fetched afresh, not read from the cache.
@@ -85,6 +87,7 @@ impl Settings {
             service_params,
             bindings,
             version,
+            allow_v03: g.allow_v03,
             debug: g.debug,
             insecure: g.insecure,
             no_cache: g.no_cache,
@@ -265,7 +268,15 @@ impl Agent {
     pub async fn connect(g: &Globals) -> Result<Self, CliError> {
         let settings = Settings::from_globals(g)?;
         let http = settings.http_client()?;
+        let mut settings = settings;
         let resolved = settings.resolve_card(&http).await?;
+        // A token stored by `a2a auth login` for this agent, when no
+        // credential was given (refreshed first when it has expired).
+        if settings.credentials.is_empty()
+            && let Some(t) = crate::auth_cmd::stored_bearer(&http, &resolved.card).await?
+        {
+            settings.credentials.bearer = Some(t);
+        }
         let mut agent = Self::with_card(settings, http, resolved.card)?;
         agent.origin = resolved.origin;
         Ok(agent)
@@ -310,7 +321,9 @@ impl Agent {
         // bindings, the card's own order (CLI SPEC 13.1).
         let (bindings, prefer) = if settings.bindings.is_empty() {
             (Binding::ALL.to_vec(), false)
-        } else if select_interfaces(&card, &settings.bindings, true).is_ok() {
+        } else if select_interfaces_with(&card, &settings.bindings, true, settings.allow_v03)
+            .is_ok()
+        {
             (settings.bindings.clone(), true)
         } else {
             eprintln!(
@@ -334,6 +347,7 @@ impl Agent {
         let client = Client::builder()
             .bindings(bindings)
             .prefer_binding_order(prefer)
+            .allow_v03(settings.allow_v03)
             .http_client(http.clone())
             .credentials(settings.credentials.clone())
             .options(options)

@@ -220,7 +220,17 @@ impl CliError {
                 paste("task subscribe", task_id)
             )),
             ClientError::NoCompatibleInterface(m) => {
-                if m.contains("0.x") || m.contains("protocol version") {
+                if m.contains("--allow-v03") {
+                    CliError::new(
+                        &a2a_error_name(ErrorKind::VersionNotSupported),
+                        exit::FAILURE,
+                        m.clone(),
+                    )
+                    .with_hint(
+                        "this agent speaks only A2A 0.3; rerun with --allow-v03 to call it \
+                         through 0.3 (an agent offering 1.0 is always called through 1.0)",
+                    )
+                } else if m.contains("0.x") || m.contains("protocol version") {
                     CliError::new(
                         &a2a_error_name(ErrorKind::VersionNotSupported),
                         exit::FAILURE,

@@ -15,12 +15,14 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod agent;
+mod auth_cmd;
 mod card;
 mod chat;
 mod config;
 mod conformance;
 mod demo;
 mod error;
+mod inspect;
 mod mcp;
 mod progress;
 mod push;
@@ -225,6 +227,10 @@ pub struct ConnOpts {
     )]
     pub a2a_version: String,
 
+    /// Let an agent that speaks only A2A 0.3 be called through the 0.3 protocol (an agent offering 1.0 always gets 1.0).
+    #[arg(long = "allow-v03", global = true, env = "A2ACLI_ALLOW_V03")]
+    pub allow_v03: bool,
+
     /// Bearer token sent as Authorization: Bearer (prefer the environment variable).
     #[arg(
         long,
@@ -329,6 +335,7 @@ pub struct StreamOpt {
 pub struct Globals {
     pub agent_card: Option<String>,
     pub a2a_version: String,
+    pub allow_v03: bool,
     pub async_: bool,
     pub wait: bool,
     pub bearer: Option<String>,
@@ -359,6 +366,7 @@ impl Globals {
         Self {
             agent_card: None,
             a2a_version: "1.0".into(),
+            allow_v03: false,
             async_: false,
             wait: false,
             bearer: None,
@@ -437,6 +445,7 @@ impl Apply for ConnOpts {
     fn apply(&self, g: &mut Globals) {
         self.agent.apply(g);
         g.a2a_version.clone_from(&self.a2a_version);
+        g.allow_v03 = self.allow_v03;
         g.bearer.clone_from(&self.bearer);
         g.api_key.clone_from(&self.api_key);
         g.svc_param.clone_from(&self.svc_param);
@@ -491,6 +500,13 @@ impl Apply for StreamOpt {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Sign in to agents (OAuth device flow or client credentials), list and forget the stored tokens.
+    Auth {
+        #[command(subcommand)]
+        command: auth_cmd::AuthCommand,
+        #[command(flatten)]
+        agent: AgentOpts,
+    },
     /// Agent cards: fetch, show and validate.
     Card {
         #[command(subcommand)]
@@ -547,6 +563,8 @@ pub enum Command {
     },
     /// Offer A2A agents as tools to an MCP host (stdio, or streamable HTTP with --http), with a ledger that keeps the work across calls.
     Mcp(mcp::McpArgs),
+    /// A web inspector for any agent, on 127.0.0.1: its card, chat, timeline, wire log, tasks, versions and pushes, on every binding.
+    Inspect(inspect::InspectArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -887,6 +905,9 @@ async fn run(
 ) -> Result<u8, CliError> {
     let g = Globals::new(&cli.common);
     match cli.command {
+        Command::Auth { command, agent } => {
+            auth_cmd::run(&for_agent(g.with(&agent)), command).await
+        }
         Command::Card { command, conn } => card::run(&for_agent(g.with(&conn)), command).await,
         Command::Send(args) => {
             let sub = matches
@@ -925,6 +946,7 @@ async fn run(
         Command::Serve(args) => serve::run(args).await.map(|()| exit::OK),
         Command::Registry { command } => registry::run(&g, command).await,
         Command::Mcp(args) => mcp::run(&g.with(&args.conn), args).await,
+        Command::Inspect(args) => inspect::run(&g.with(&args.conn), args).await,
     }
 }
 
@@ -941,6 +963,11 @@ fn for_agent(g: Globals) -> Globals {
 const SETTINGS: &[(&str, &str, &str)] = &[
     ("agent_card", "A2ACLI_AGENT_CARD", ""),
     ("a2a_version", "A2ACLI_A2A_VERSION", "1.0"),
+    (
+        "allow_v03",
+        "A2ACLI_ALLOW_V03",
+        "false (agents that speak only A2A 0.3 are refused)",
+    ),
     ("async_", "A2ACLI_ASYNC", "false"),
     ("wait", "A2ACLI_WAIT", "true (send waits unless --async)"),
     ("bearer", "A2ACLI_BEARER", ""),

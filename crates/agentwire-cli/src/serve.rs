@@ -516,6 +516,36 @@ pub struct AuthArgs {
     /// see only the tasks of other anonymous calls).
     #[arg(long, env = "A2A_SERVE_ALLOW_ANONYMOUS")]
     pub allow_anonymous: bool,
+    /// Serve TLS (https://, and gRPC over TLS) with this certificate chain
+    /// (PEM, the server's certificate first); needs --tls-key. The files
+    /// are read again when they change.
+    #[arg(
+        long,
+        env = "A2A_SERVE_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(
+        long,
+        env = "A2A_SERVE_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// Mutual TLS: accept callers by a client certificate signed by a CA of
+    /// this PEM file; the caller is the certificate's subject common name
+    /// (or else its first DNS or URI name). Needs --tls-cert and --tls-key.
+    /// A call without a certificate is refused like one without credentials
+    /// (401), unless --allow-anonymous.
+    #[arg(
+        long,
+        env = "A2A_SERVE_CLIENT_CA",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub client_ca: Option<PathBuf>,
 }
 
 /// The variable holding API keys (`PRINCIPAL:KEY,PRINCIPAL:KEY`).
@@ -593,10 +623,14 @@ impl AuthArgs {
             schemes = schemes.jwt(jwt);
             any = true;
         }
+        if self.client_ca.is_some() {
+            schemes = schemes.mutual_tls(true);
+            any = true;
+        }
         if !any {
             if self.allow_anonymous {
                 return Err(CliError::usage(
-                    "--allow-anonymous applies with authentication on: add --api-key-file, --auth-jwks or --auth-oidc",
+                    "--allow-anonymous applies with authentication on: add --api-key-file, --auth-jwks, --auth-oidc or --client-ca",
                 ));
             }
             return Ok(None);
@@ -1176,6 +1210,21 @@ async fn bind(
     if !args.sign_card.is_empty() {
         server = server.sign_card(card_signing(&args.sign_card)?);
     }
+    let tls = args.auth.tls_cert.is_some();
+    if let (Some(cert), Some(key)) = (&args.auth.tls_cert, &args.auth.tls_key) {
+        let mut config = agentwire_server::TlsConfig::new(cert, key);
+        if let Some(ca) = &args.auth.client_ca {
+            config = config.client_ca(ca);
+        }
+        // Read now, for a clear error before anything listens.
+        config.load().map_err(|e| {
+            failure(format!("TLS: {e}")).with_hint(
+                "give --tls-cert a PEM certificate chain and --tls-key its PEM private key",
+            )
+        })?;
+        server = server.tls(config);
+    }
+    let scheme = if tls { "https" } else { "http" };
     let addr = format!("{}:{port}", args.host);
     let bound = server.bind(&addr).await.map_err(|e| {
         failure(format!("cannot listen on {addr}: {e}")).with_hint(
@@ -1190,7 +1239,7 @@ async fn bind(
     let card = bound.agent_card();
     if every_interface {
         say!(
-            "Serving {} on every network interface ({local}), e.g. http://{reachable}",
+            "Serving {} on every network interface ({local}), e.g. {scheme}://{reachable}",
             card.name
         );
         if !authenticated {
@@ -1211,10 +1260,20 @@ async fn bind(
             );
         }
     } else {
-        say!("Serving {} on http://{local}", card.name);
+        say!("Serving {} on {scheme}://{local}", card.name);
+    }
+    if tls {
+        say!(
+            "  TLS:        on{}",
+            if args.auth.client_ca.is_some() {
+                " (client certificates: mutual TLS)"
+            } else {
+                ""
+            }
+        );
     }
     say!(
-        "  agent card: http://{reachable}{}",
+        "  agent card: {scheme}://{reachable}{}",
         agentwire_types::AGENT_CARD_PATH
     );
     match detail {
@@ -1254,7 +1313,7 @@ async fn bind(
     for i in &card.supported_interfaces {
         say!("  {:<9} {}", i.protocol_binding, i.url);
     }
-    for line in try_lines(agent, &format!("http://{reachable}")) {
+    for line in try_lines(agent, &format!("{scheme}://{reachable}")) {
         say!("  try: {line}");
     }
     Ok(bound)

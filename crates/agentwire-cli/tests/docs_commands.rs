@@ -425,6 +425,7 @@ const EXPECT: &[Expect] = &[
     expect("/.well-known/agent-card.json", "\"supportedInterfaces\""),
     expect("\"method\":\"SendMessage\"", "\"result\""),
     expect("/message:stream", "data:"),
+    expect("/api/session", "\"connected\""),
     expect("/mcp -H", "\"serverInfo\":{\"name\":\"a2a-mcp\""),
 ];
 
@@ -998,7 +999,7 @@ fn cargo_run(words: &[String]) -> Result<(Program, usize), String> {
     }
 }
 
-/// A long-running server: `a2a serve`, `a2a demo-server`, or `a2a webhook`
+/// A long-running server: `a2a serve`, `a2a demo-server`, `a2a inspect`, or `a2a webhook`
 /// (which ends by itself with `--until-final` or `--count`).
 fn is_server(text: &str) -> bool {
     let Some(words) = shlex::split(text) else {
@@ -1006,7 +1007,7 @@ fn is_server(text: &str) -> bool {
     };
     let words = a2a_words(&words);
     match words.get(1).map(String::as_str) {
-        Some("serve" | "demo-server") => true,
+        Some("serve" | "demo-server" | "inspect") => true,
         Some("webhook") => !words.iter().any(|w| w == "--until-final" || w == "--count"),
         _ => false,
     }

@@ -651,7 +651,61 @@ impl CardResolver {
     }
 }
 
-/// Decodes an agent card (ProtoJSON), refusing 0.x cards with a clear error.
+/// A 0.3 card (top-level `url`, `preferredTransport`,
+/// `additionalInterfaces`) as a 1.0 card document: its interfaces become
+/// `supportedInterfaces` with protocol version 0.3 (the preferred one
+/// first), which the client uses only when allowed
+/// ([`crate::ClientBuilder::allow_v03`]). The 0.3 security members, whose
+/// shapes differ from 1.0's, are left out: credentials are still sent as
+/// given (`--bearer`, `--api-key` in their default places).
+fn v03_card_as_v1(mut value: Value) -> Value {
+    let Some(obj) = value.as_object_mut() else {
+        return value;
+    };
+    let version = obj
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("0.3")
+        .to_owned();
+    let url = obj
+        .get("url")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let preferred = obj
+        .get("preferredTransport")
+        .and_then(Value::as_str)
+        .unwrap_or("JSONRPC")
+        .to_owned();
+    let mut interfaces = vec![serde_json::json!({
+        "url": url, "protocolBinding": preferred, "protocolVersion": version,
+    })];
+    if let Some(extra) = obj.get("additionalInterfaces").and_then(Value::as_array) {
+        for i in extra {
+            let (Some(u), Some(t)) = (
+                i.get("url").and_then(Value::as_str),
+                i.get("transport").and_then(Value::as_str),
+            ) else {
+                continue;
+            };
+            if u == url && t.eq_ignore_ascii_case(&preferred) {
+                continue;
+            }
+            interfaces.push(serde_json::json!({
+                "url": u, "protocolBinding": t, "protocolVersion": version,
+            }));
+        }
+    }
+    for k in ["securitySchemes", "security", "signatures"] {
+        obj.remove(k);
+    }
+    obj.insert("supportedInterfaces".into(), Value::Array(interfaces));
+    value
+}
+
+/// Decodes an agent card (ProtoJSON). A 0.3 card is read with its
+/// interfaces marked as 0.3 (see [`crate::ClientBuilder::allow_v03`]);
+/// other 0.x cards are refused with a clear error.
 pub fn parse_agent_card(body: &[u8]) -> ClientResult<AgentCard> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| ClientError::invalid_response(format!("not JSON: {e}")))?;
@@ -662,16 +716,26 @@ pub fn parse_agent_card(body: &[u8]) -> ClientResult<AgentCard> {
         .iter()
         .filter_map(|k| obj.get(*k))
         .any(|v| v.as_array().is_some_and(|a| !a.is_empty()));
-    if !has_interfaces {
-        if let Some(url) = obj.get("url").and_then(Value::as_str) {
+    let legacy = (!has_interfaces)
+        .then(|| obj.get("url").and_then(Value::as_str))
+        .flatten()
+        .map(|url| {
             let version = obj
                 .get("protocolVersion")
                 .and_then(Value::as_str)
                 .unwrap_or("0.x");
-            return Err(ClientError::NoCompatibleInterface(format!(
-                "the agent card is an A2A {version} card (top-level \"url\": {url:?}, no \
-                 \"supportedInterfaces\"); this client speaks A2A 1.0 and does not fall back to 0.x"
-            )));
+            (url.to_owned(), version.to_owned())
+        });
+    let mut value = value;
+    if let Some((url, version)) = legacy {
+        {
+            if !crate::v0_3::is_v03(&version) {
+                return Err(ClientError::NoCompatibleInterface(format!(
+                    "the agent card is an A2A {version} card (top-level \"url\": {url:?}, no \
+                     \"supportedInterfaces\"); this client speaks A2A 1.0 and 0.3, not {version}"
+                )));
+            }
+            value = v03_card_as_v1(value);
         }
     }
     serde_json::from_value(value)
@@ -1102,20 +1166,45 @@ mod tests {
     }
 
     #[test]
-    fn v0_card_is_refused_clearly() {
+    fn v03_card_is_read_as_03_interfaces_and_other_0x_refused() {
         let body = json!({
             "name": "Old", "description": "d", "version": "1", "protocolVersion": "0.3.0",
             "url": "http://h:1/a2a", "preferredTransport": "JSONRPC",
+            "additionalInterfaces": [
+                {"url": "http://h:1/a2a", "transport": "JSONRPC"},
+                {"url": "http://h:1/rest", "transport": "HTTP+JSON"}
+            ],
             "capabilities": {}, "defaultInputModes": [], "defaultOutputModes": [], "skills": []
         });
-        let err = parse_agent_card(&serde_json::to_vec(&body).unwrap()).unwrap_err();
+        let card = parse_agent_card(&serde_json::to_vec(&body).unwrap()).unwrap();
+        let ifaces: Vec<(&str, &str, &str)> = card
+            .supported_interfaces
+            .iter()
+            .map(|i| {
+                (
+                    i.url.as_str(),
+                    i.protocol_binding.as_str(),
+                    i.protocol_version.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ifaces,
+            [
+                ("http://h:1/a2a", "JSONRPC", "0.3.0"),
+                ("http://h:1/rest", "HTTP+JSON", "0.3.0")
+            ]
+        );
+        let mut old = body.clone();
+        old["protocolVersion"] = json!("0.2.5");
+        let err = parse_agent_card(&serde_json::to_vec(&old).unwrap()).unwrap_err();
         assert!(
             matches!(err, ClientError::NoCompatibleInterface(_)),
             "{err:?}"
         );
         let msg = err.to_string();
         assert!(
-            msg.contains("0.3.0") && msg.contains("http://h:1/a2a"),
+            msg.contains("0.2.5") && msg.contains("http://h:1/a2a"),
             "{msg}"
         );
     }

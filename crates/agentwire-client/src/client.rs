@@ -25,6 +25,7 @@ use crate::http::default_http_client;
 use crate::jsonrpc::JsonRpcTransport;
 use crate::rest::RestTransport;
 use crate::transport::{Binding, CallOptions, EventStream, TenantField, Transport};
+use crate::v0_3::{V03JsonRpcTransport, V03RestTransport, is_v03};
 
 /// Why a `GRPC` interface is not used by a build without gRPC.
 const GRPC_MISSING: &str = "gRPC is not compiled in: enable the `grpc` feature of agentwire-client";
@@ -62,23 +63,53 @@ pub fn select_interfaces(
     bindings: &[Binding],
     prefer_binding_order: bool,
 ) -> ClientResult<Vec<(Binding, AgentInterface)>> {
+    select_interfaces_with(card, bindings, prefer_binding_order, false)
+}
+
+/// The text telling a user how to let the client use a 0.3 agent.
+pub const ALLOW_V03_HINT: &str = "pass --allow-v03 to the a2a command (or set allow_v03 = true \
+     in its config file; in the library, ClientBuilder::allow_v03(true)) to call it through \
+     the 0.3 protocol";
+
+/// [`select_interfaces`], and with `allow_v03` the interfaces of protocol
+/// version 0.3 (a 0.3 card's top-level `url` is read as one) when the card
+/// offers no usable 1.0 interface: a 1.0-capable agent is never
+/// downgraded. 0.3 is spoken over JSON-RPC and HTTP+JSON.
+pub fn select_interfaces_with(
+    card: &AgentCard,
+    bindings: &[Binding],
+    prefer_binding_order: bool,
+    allow_v03: bool,
+) -> ClientResult<Vec<(Binding, AgentInterface)>> {
     if card.supported_interfaces.is_empty() {
         return Err(ClientError::NoCompatibleInterface(
-            "the agent card declares no supportedInterfaces (an A2A 0.x card has a top-level \
-             \"url\" instead); this client speaks A2A 1.0 and does not fall back to 0.x"
-                .into(),
+            "the agent card declares no supportedInterfaces and no top-level \"url\"".into(),
         ));
     }
-    let usable: Vec<(Binding, &AgentInterface)> = card
-        .supported_interfaces
-        .iter()
-        .filter(|i| is_v1(&i.protocol_version))
-        .filter_map(|i| {
-            Binding::parse(&i.protocol_binding)
-                .filter(|b| bindings.contains(b) && b.is_available())
-                .map(|b| (b, i))
-        })
-        .collect();
+    let pick =
+        |keep: &dyn Fn(&AgentInterface, Binding) -> bool| -> Vec<(Binding, &AgentInterface)> {
+            card.supported_interfaces
+                .iter()
+                .filter_map(|i| {
+                    Binding::parse(&i.protocol_binding)
+                        .filter(|b| bindings.contains(b) && b.is_available() && keep(i, *b))
+                        .map(|b| (b, i))
+                })
+                .collect()
+        };
+    let mut usable = pick(&|i, _| is_v1(&i.protocol_version));
+    if usable.is_empty() {
+        let v03 = pick(&|i, b| is_v03(&i.protocol_version) && b != Binding::Grpc);
+        if !v03.is_empty() {
+            if !allow_v03 {
+                return Err(ClientError::NoCompatibleInterface(format!(
+                    "the agent speaks only A2A {} ({} at {}); {ALLOW_V03_HINT}",
+                    v03[0].1.protocol_version, v03[0].1.protocol_binding, v03[0].1.url
+                )));
+            }
+            usable = v03;
+        }
+    }
     let ordered: Vec<(Binding, AgentInterface)> = if prefer_binding_order {
         let mut seen = Vec::new();
         bindings
@@ -119,7 +150,7 @@ pub fn select_interfaces(
         };
         return Err(ClientError::NoCompatibleInterface(format!(
             "none of the card's interfaces is usable: it offers {}; this client accepts {} \
-             with protocol version 1.x{missing}",
+             with protocol version 1.x (and 0.3 over JSON-RPC and HTTP+JSON when allowed){missing}",
             offered.join(", "),
             accepted.join(", ")
         )));
@@ -148,7 +179,18 @@ impl Candidate {
                 "candidate without transport".into(),
             ));
         };
+        let v03 = is_v03(&iface.protocol_version);
         let t: Arc<dyn Transport> = match binding {
+            Binding::JsonRpc if v03 => Arc::new(
+                V03JsonRpcTransport::new(iface.url.clone())?
+                    .with_http_client(http.clone())
+                    .with_query_params(query.iter().cloned()),
+            ),
+            Binding::HttpJson if v03 => Arc::new(
+                V03RestTransport::new(iface.url.clone())?
+                    .with_http_client(http.clone())
+                    .with_query_params(query.iter().cloned()),
+            ),
             Binding::JsonRpc => Arc::new(
                 JsonRpcTransport::new(iface.url.clone())?
                     .with_http_client(http.clone())
@@ -247,6 +289,7 @@ pub struct ClientBuilder {
     options: CallOptions,
     credentials: Credentials,
     interceptors: Vec<Arc<dyn Interceptor>>,
+    allow_v03: bool,
 }
 
 impl Default for ClientBuilder {
@@ -258,6 +301,7 @@ impl Default for ClientBuilder {
             options: CallOptions::default(),
             credentials: Credentials::default(),
             interceptors: Vec::new(),
+            allow_v03: false,
         }
     }
 }
@@ -309,9 +353,24 @@ impl ClientBuilder {
         self
     }
 
+    /// When `true`, an agent that speaks only A2A 0.3 (a 0.3 card) is
+    /// called through the 0.3 JSON-RPC or HTTP+JSON forms, its answers
+    /// converted into the 1.0 model (default `false`: such a card is
+    /// refused with [`ClientError::NoCompatibleInterface`]). A card with a
+    /// usable 1.0 interface is always used through 1.0.
+    pub fn allow_v03(mut self, yes: bool) -> Self {
+        self.allow_v03 = yes;
+        self
+    }
+
     /// A client for the agent this card describes.
     pub fn build(mut self, card: AgentCard) -> ClientResult<Client> {
-        let picked = select_interfaces(&card, &self.bindings, self.prefer_binding_order)?;
+        let picked = select_interfaces_with(
+            &card,
+            &self.bindings,
+            self.prefer_binding_order,
+            self.allow_v03,
+        )?;
         let placed = self.credentials.placement(Some(&card));
         if !placed.headers.is_empty() {
             self.options = self.options.merged(&CallOptions {

@@ -117,12 +117,14 @@ mod grpc;
 mod http;
 mod jsonrpc;
 pub mod ledger;
+pub mod oauth;
 #[cfg(feature = "registry")]
 pub mod registry;
 mod rest;
 pub mod sse;
 pub mod trace_context;
 mod transport;
+pub mod v0_3;
 #[cfg(feature = "webhook")]
 #[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
 pub mod webhook;
@@ -134,7 +136,9 @@ mod wire_tests;
 
 pub use auth::{Credentials, Interceptor, Operation};
 pub use card::{CardResolver, fetch_agent_card};
-pub use client::{Client, ClientBuilder, select_interfaces};
+pub use client::{
+    ALLOW_V03_HINT, Client, ClientBuilder, select_interfaces, select_interfaces_with,
+};
 pub use error::{BoxError, ClientError, ClientResult};
 #[cfg(feature = "grpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
@@ -143,6 +147,7 @@ pub use http::{DEFAULT_CONNECT_TIMEOUT, default_http_client, install_crypto_prov
 pub use jsonrpc::JsonRpcTransport;
 pub use rest::RestTransport;
 pub use transport::{Binding, CallOptions, EventStream, Transport};
+pub use v0_3::{V03JsonRpcTransport, V03RestTransport};
 
 /// The data model crate, re-exported for convenience.
 pub use agentwire_types;

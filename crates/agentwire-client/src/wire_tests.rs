@@ -383,19 +383,39 @@ fn selection_card_order_and_caller_order() {
 fn selection_refuses_0x_and_unusable_cards() {
     let err = select_interfaces(&card(&[]), &Binding::ALL, false).unwrap_err();
     assert!(matches!(err, ClientError::NoCompatibleInterface(_)));
-    assert!(err.to_string().contains("0.x"), "{err}");
+    assert!(err.to_string().contains("supportedInterfaces"), "{err}");
 
     let c = card(&[
         ("http://h/rpc", "JSONRPC", "0.3", ""),
         ("h:1", "GRPC", "", ""),
         ("http://h/rest", "HTTP+JSON", "2.0", ""),
     ]);
+    // A 0.3 interface and no 1.0 one: refused unless allowed, naming how.
     let err = select_interfaces(&c, &Binding::ALL, false).unwrap_err();
     let msg = err.to_string();
     assert!(
-        msg.contains("JSONRPC 0.3 at http://h/rpc") && msg.contains("no protocolVersion"),
+        msg.contains("only A2A 0.3") && msg.contains("--allow-v03"),
         "{msg}"
     );
+    let picked = crate::select_interfaces_with(&c, &Binding::ALL, false, true).unwrap();
+    assert_eq!(picked.len(), 1);
+    assert_eq!(picked[0].1.url, "http://h/rpc");
+    // A card with a 1.0 interface is never downgraded, even when allowed.
+    let both = card(&[
+        ("http://h/rpc", "JSONRPC", "0.3", ""),
+        ("http://h/rest", "HTTP+JSON", "1.0", ""),
+    ]);
+    let picked = crate::select_interfaces_with(&both, &Binding::ALL, false, true).unwrap();
+    assert_eq!(picked.len(), 1);
+    assert_eq!(picked[0].1.protocol_version, "1.0");
+    // Unusable versions only: the offered interfaces are listed.
+    let c = card(&[
+        ("h:1", "GRPC", "", ""),
+        ("http://h/rest", "HTTP+JSON", "2.0", ""),
+    ]);
+    let err = select_interfaces(&c, &Binding::ALL, false).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("no protocolVersion"), "{msg}");
     let c = card(&[("h:1", "GRPC", "1.0", "")]);
     let err = select_interfaces(&c, &[Binding::JsonRpc], true).unwrap_err();
     assert!(err.to_string().contains("accepts JSONRPC"), "{err}");

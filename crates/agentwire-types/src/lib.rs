@@ -27,6 +27,7 @@
 //! | feature | default | what it adds |
 //! | --- | --- | --- |
 //! | `grpc` | yes | the tonic service and client of `lf.a2a.v1.A2AService` (in [`proto`]) and `A2aError` to and from a gRPC status with `google.rpc.ErrorInfo` |
+//! | `v0_3` | no | `v0_3`: the A2A 0.3 data model (JSON-RPC and HTTP+JSON forms) and its conversions to and from 1.0, for talking to 0.3 peers |
 //! | `jws` | no | `jws`: JSON Web Signatures, agent card signing and verification (A2A 8.4), keys from PEM files, JWKS |
 //!
 //! Without `grpc` the crate is the data model and its JSON alone (no tonic).
@@ -46,6 +47,9 @@ pub mod jws;
 mod list;
 pub mod rest_routes;
 mod timestamp;
+#[cfg(feature = "v0_3")]
+#[cfg_attr(docsrs, doc(cfg(feature = "v0_3")))]
+pub mod v0_3;
 pub mod wkt;
 
 /// The generated protocol types (also re-exported at the crate root).

@@ -259,6 +259,7 @@ mod tests {
             headers: &h,
             query: Some("x=1&key=bob-key-4567"),
             peer: None,
+            client_cert: None,
         };
         assert_eq!(keys.presented(&call).as_deref(), Some("alice-key-123"));
         let q = ApiKeys::new(ApiKeyLocation::parse("query:key").unwrap());

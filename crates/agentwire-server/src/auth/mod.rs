@@ -14,7 +14,11 @@
 //!   [`JwtConfig::refresh_interval`]), `iss`, `aud`, `exp` and `nbf` with a
 //!   clock skew, algorithms allow-listed, required scopes;
 //! - OpenID Connect ([`JwtAuth::oidc`]): the same, with the issuer and its
-//!   JWKS taken from the issuer's discovery document.
+//!   JWKS taken from the issuer's discovery document;
+//! - mutual TLS ([`AuthSchemes::mutual_tls`]): the client certificate
+//!   verified during the TLS handshake against the CA of
+//!   [`crate::TlsConfig::client_ca`], the principal its subject common
+//!   name (or else its first DNS or URI subject alternative name).
 //!
 //! [`AuthSchemes`] also writes its schemes into the agent card
 //! ([`Authenticator::declare`]: `securitySchemes` and `security`), so the
@@ -60,6 +64,9 @@ pub struct AuthCall<'a> {
     pub query: Option<&'a str>,
     /// The address the call came from.
     pub peer: Option<SocketAddr>,
+    /// The principal of the connection's verified client certificate
+    /// (mutual TLS; see [`crate::TlsConfig`]).
+    pub client_cert: Option<&'a str>,
 }
 
 impl<'a> AuthCall<'a> {
@@ -69,7 +76,27 @@ impl<'a> AuthCall<'a> {
             headers,
             query: None,
             peer: None,
+            client_cert: None,
         }
+    }
+}
+
+/// The caller named by a connection's verified client certificate (its
+/// subject common name, or else its first DNS or URI subject alternative
+/// name), set by the server's TLS accept loop on each request of the
+/// connection (a request extension).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCertificate(std::sync::Arc<str>);
+
+impl ClientCertificate {
+    /// The certificate of `principal`.
+    pub fn new(principal: impl Into<std::sync::Arc<str>>) -> Self {
+        Self(principal.into())
+    }
+
+    /// The principal it names.
+    pub fn principal(&self) -> &str {
+        &self.0
     }
 }
 

@@ -37,6 +37,7 @@ use super::{
 pub struct AuthSchemes {
     api_keys: Option<ApiKeys>,
     jwt: Vec<Arc<JwtAuth>>,
+    mutual_tls: bool,
     allow_anonymous: bool,
     throttle: Option<Throttle>,
 }
@@ -60,6 +61,7 @@ impl AuthSchemes {
         Self {
             api_keys: None,
             jwt: Vec::new(),
+            mutual_tls: false,
             allow_anonymous: false,
             throttle: Some(Throttle::new(ThrottleConfig::default())),
         }
@@ -78,6 +80,19 @@ impl AuthSchemes {
         self
     }
 
+    /// Accepts callers by the client certificate they presented in the TLS
+    /// handshake (mutual TLS; the server must be given a client CA with
+    /// [`crate::TlsConfig::client_ca`], which verifies the certificate).
+    /// The principal is the certificate's subject common name, or else its
+    /// first DNS or URI subject alternative name. Credentials sent with the
+    /// call (an API key, an `Authorization` header) take precedence over
+    /// the certificate; a call with neither is refused like any call
+    /// without credentials (401 / `UNAUTHENTICATED` / `-31401`).
+    pub fn mutual_tls(mut self, on: bool) -> Self {
+        self.mutual_tls = on;
+        self
+    }
+
     /// Lets calls without credentials in, as anonymous (they still see
     /// only anonymous tasks). Bad credentials are refused all the same.
     pub fn allow_anonymous(mut self, yes: bool) -> Self {
@@ -93,7 +108,7 @@ impl AuthSchemes {
 
     /// Whether any scheme is configured.
     pub fn is_empty(&self) -> bool {
-        self.api_keys.is_none() && self.jwt.is_empty()
+        self.api_keys.is_none() && self.jwt.is_empty() && !self.mutual_tls
     }
 
     /// Loads the JWT keys now (see [`JwtAuth::refresh`]); the errors, one
@@ -117,6 +132,11 @@ impl AuthSchemes {
         if let Some(k) = &self.api_keys {
             parts.push(k.challenge());
         }
+        if parts.is_empty() && self.mutual_tls {
+            // (No HTTP authentication scheme names a client certificate;
+            // the challenge still tells the client it must authenticate.)
+            parts.push(r#"Bearer realm="a2a""#.to_owned());
+        }
         parts.join(", ")
     }
 
@@ -127,6 +147,9 @@ impl AuthSchemes {
         }
         if let Some(k) = &self.api_keys {
             ways.push(format!("an API key in {}", k.describe()));
+        }
+        if self.mutual_tls {
+            ways.push("a client certificate signed by the agent's client CA".to_owned());
         }
         unauthenticated(
             format!("missing credentials: send {}", ways.join(" or ")),
@@ -143,6 +166,9 @@ impl AuthSchemes {
             }
         }
         let Some(value) = call.headers.get(http::header::AUTHORIZATION) else {
+            if let (true, Some(principal)) = (self.mutual_tls, call.client_cert) {
+                return Ok(Ok(Some(principal.to_owned())));
+            }
             return Ok(if self.allow_anonymous {
                 Ok(None)
             } else {
@@ -259,6 +285,19 @@ impl Authenticator for AuthSchemes {
         if let Some(k) = &self.api_keys {
             card.security_schemes.insert("apiKey".into(), k.scheme());
             names.push(("apiKey", Vec::new()));
+        }
+        if self.mutual_tls {
+            card.security_schemes.insert(
+                "mtls".into(),
+                agentwire_types::SecurityScheme {
+                    scheme: Some(agentwire_types::security_scheme::Scheme::MtlsSecurityScheme(
+                        agentwire_types::MutualTlsSecurityScheme {
+                            description: "A client certificate signed by the agent's client CA, presented in the TLS handshake".into(),
+                        },
+                    )),
+                },
+            );
+            names.push(("mtls", Vec::new()));
         }
         for j in &self.jwt {
             let (name, scheme) = j.scheme();

@@ -273,7 +273,9 @@ fn split<T>(request: Request<T>) -> (CallContext, T) {
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|c| c.0);
     (
-        CallContext::new(metadata.into_headers()).with_peer(peer),
+        CallContext::new(metadata.into_headers())
+            .with_peer(peer)
+            .with_client_cert(extensions.get::<crate::auth::ClientCertificate>().cloned()),
         message,
     )
 }

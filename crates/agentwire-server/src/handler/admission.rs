@@ -22,6 +22,9 @@ pub struct CallContext {
     /// The address the call came from, when known (repeated
     /// authentication failures from one address are throttled).
     pub peer: Option<std::net::SocketAddr>,
+    /// The caller named by the verified client certificate of the
+    /// connection (mutual TLS), when there is one.
+    pub client_cert: Option<crate::auth::ClientCertificate>,
 }
 
 impl CallContext {
@@ -31,6 +34,7 @@ impl CallContext {
             headers,
             query: None,
             peer: None,
+            client_cert: None,
         }
     }
 
@@ -46,12 +50,19 @@ impl CallContext {
         self
     }
 
+    /// With the principal of the connection's client certificate.
+    pub fn with_client_cert(mut self, cert: Option<crate::auth::ClientCertificate>) -> Self {
+        self.client_cert = cert;
+        self
+    }
+
     /// What the authenticator sees of the call.
     pub(crate) fn auth_call(&self) -> crate::auth::AuthCall<'_> {
         crate::auth::AuthCall {
             headers: &self.headers,
             query: self.query.as_deref(),
             peer: self.peer,
+            client_cert: self.client_cert.as_ref().map(|c| c.principal()),
         }
     }
 

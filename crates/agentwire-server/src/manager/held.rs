@@ -4,9 +4,10 @@
 //!
 //! Only when nobody can have been told about the task before its turn
 //! ends: a blocking `SendMessage` (no stream, no `returnImmediately`)
-//! starting a new task, without an inline push config, on a store that does
-//! I/O (the in-memory store writes at once and gains nothing) and without
-//! other replicas (whose followers read the event log). Its caller is
+//! starting a new task, without an inline push config and without other
+//! replicas (whose followers read the event log). A store that does I/O
+//! saves its round trips; the in-memory store saves re-indexing the task
+//! for `ListTasks` at every status change. Its caller is
 //! answered only after that one write is committed, so nothing is
 //! acknowledged before it is durable; a crash before it loses a task
 //! nobody was told about (the request fails with the connection).
@@ -31,14 +32,22 @@ use agentwire_types::{A2aResult, Message, Task, TaskState, TaskStatus};
 use super::TaskManager;
 use super::live::LiveTask;
 use super::storage::OnFailure;
-use crate::store::{Owner, StoredTask, TaskUpdate, Updated, apply_update};
+use crate::store::{ImmediateStore, Owner, StoredTask, TaskUpdate, Updated, apply_update};
+
+/// What an update did to a held task.
+enum Held {
+    /// Still held, in this state.
+    Kept(TaskState),
+    /// To be written now, in this state.
+    Write(TaskState),
+}
 
 impl TaskManager {
     /// Whether a new task's writes may be held back until its turn ends
     /// (see the module's documentation): `finals_only` is a blocking
     /// request's subscription.
     pub(super) fn may_hold(&self, finals_only: bool, inline_push: bool) -> bool {
-        finals_only && !inline_push && self.store.immediate().is_none() && self.cluster.is_none()
+        finals_only && !inline_push && self.cluster.is_none()
     }
 
     /// Creates a task held back (the caller holds `order`): kept in the
@@ -62,29 +71,63 @@ impl TaskManager {
         update: &TaskUpdate,
         on_failure: OnFailure,
     ) -> Option<A2aResult<Updated>> {
-        live.state.lock().held.as_ref()?;
-        // A task that failed because of the storage takes no more updates.
-        if let Err(e) = Self::check_storage(live) {
-            return Some(Err(e));
-        }
-        let (state, write) = {
-            let mut st = live.state.lock();
-            let hold = st.hold;
-            let task = st.held.as_deref_mut()?;
-            if let Err(e) = apply_update(task, update.clone()) {
-                return Some(Err(e));
-            }
-            let state = task.state();
-            (state, !hold || state.ends_turn())
+        let state = match Self::apply_held(live, update)? {
+            Ok(Held::Kept(state)) => return Some(Ok(Updated::new(state))),
+            Ok(Held::Write(state)) => state,
+            Err(e) => return Some(Err(e)),
         };
-        if !write {
-            return Some(Ok(Updated::new(state)));
-        }
         Some(
             self.write_held_task(live, on_failure)
                 .await
                 .map(|task| Updated::new(state).with_task(Arc::new(task))),
         )
+    }
+
+    /// [`Self::write_held`] on a store that answers at once: the same
+    /// rule, without a future (a store that refuses the write refuses it
+    /// as its other writes are refused, at once).
+    pub(super) fn write_held_now(
+        store: &dyn ImmediateStore,
+        live: &LiveTask,
+        update: &TaskUpdate,
+    ) -> Option<A2aResult<Updated>> {
+        let state = match Self::apply_held(live, update)? {
+            Ok(Held::Kept(state)) => return Some(Ok(Updated::new(state))),
+            Ok(Held::Write(state)) => state,
+            Err(e) => return Some(Err(e)),
+        };
+        let Some(task) = live.state.lock().held.take() else {
+            return Some(Err(agentwire_types::A2aError::internal(
+                "a held task was written twice",
+            )));
+        };
+        let task = Arc::new(*task);
+        let written = store.create_now(&live.owner, Task::clone(&task));
+        live.state.lock().hold = false;
+        Some(written.map(|()| Updated::new(state).with_task(task)))
+    }
+
+    /// Applies an update to a held task: whether the task is to be written
+    /// now (the update ends the turn, or the task stopped being held);
+    /// `None` for a task that is not held.
+    fn apply_held(live: &LiveTask, update: &TaskUpdate) -> Option<A2aResult<Held>> {
+        live.state.lock().held.as_ref()?;
+        // A task that failed because of the storage takes no more updates.
+        if let Err(e) = Self::check_storage(live) {
+            return Some(Err(e));
+        }
+        let mut st = live.state.lock();
+        let hold = st.hold;
+        let task = st.held.as_deref_mut()?;
+        if let Err(e) = apply_update(task, update.clone()) {
+            return Some(Err(e));
+        }
+        let state = task.state();
+        Some(Ok(if !hold || state.ends_turn() {
+            Held::Write(state)
+        } else {
+            Held::Kept(state)
+        }))
     }
 
     /// Writes the held task as it is now (the caller holds `order`): the

@@ -293,7 +293,10 @@ impl TaskManager {
     /// that fails is retried, then the task fails (see `storage.rs`).
     pub(super) async fn write_create(&self, live: &LiveTask, task: Task) -> A2aResult<()> {
         let log = match self.store.immediate() {
-            Some(store) => store.create_now(&live.owner, task).map(|()| None)?,
+            Some(store) => match Self::hold_create(live, task) {
+                Some(task) => store.create_now(&live.owner, task).map(|()| None)?,
+                None => return Ok(()),
+            },
             None => {
                 let Some(task) = Self::hold_create(live, task) else {
                     return Ok(());
@@ -342,7 +345,10 @@ impl TaskManager {
         on_failure: OnFailure,
     ) -> A2aResult<Updated> {
         let written = match self.store.immediate() {
-            Some(store) => store.update_now(&live.id, *update),
+            Some(store) => match Self::write_held_now(store, live, &update) {
+                Some(held) => held,
+                None => store.update_now(&live.id, *update),
+            },
             None => match self.write_held(live, &update, on_failure).await {
                 Some(held) => held,
                 None => self.write_stored_update(live, &update, on_failure).await,
@@ -413,11 +419,16 @@ impl TaskManager {
         update: TaskUpdate,
     ) -> A2aResult<()> {
         if let Some(new) = self.new_task(live, Some(&update))? {
-            store.create_now(&live.owner, new.task)?;
+            if let Some(task) = Self::hold_create(live, new.task) {
+                store.create_now(&live.owner, task)?;
+            }
             Self::mark_created(live, new.event.as_ref(), new.wanted);
         }
         let publish = Self::event_of(live, &update, false);
-        let updated = store.update_now(&live.id, update)?;
+        let updated = match Self::write_held_now(store, live, &update) {
+            Some(held) => held?,
+            None => store.update_now(&live.id, update)?,
+        };
         self.publish_applied(live, updated, &publish);
         Ok(())
     }

@@ -1,5 +1,6 @@
 //! The accept loop: one hyper connection per TCP connection, HTTP/1.1 and
-//! h2c (gRPC) on the same port.
+//! h2c (gRPC) on the same port, or, with TLS ([`super::tls`]), HTTP/1.1 and
+//! HTTP/2 over TLS (offered by ALPN) after a bounded handshake.
 //!
 //! Written here rather than taken from `axum::serve` for two reasons. The
 //! JSON-RPC endpoint and the agent card, most of the traffic, are answered
@@ -41,6 +42,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
@@ -81,6 +83,9 @@ struct Service {
     /// The connection's peer, given to each request (as axum's
     /// `ConnectInfo`): authentication failures are throttled per address.
     peer: Option<std::net::SocketAddr>,
+    /// The principal of the connection's verified client certificate
+    /// (mutual TLS), given to each request.
+    client_cert: Option<crate::auth::ClientCertificate>,
 }
 
 impl tower::Service<Request<Incoming>> for Service {
@@ -106,8 +111,9 @@ impl tower::Service<Request<Incoming>> for Service {
             // The head is read here: the boxed future keeps only what the
             // call needs (the headers and the body).
             let (parts, body) = request.into_parts();
-            let ctx =
-                call_context(parts.headers, &parts.uri, &parts.extensions).with_peer(self.peer);
+            let ctx = call_context(parts.headers, &parts.uri, &parts.extensions)
+                .with_peer(self.peer)
+                .with_client_cert(self.client_cert.clone());
             return Answer::Direct(Box::pin(async move {
                 crate::bindings::jsonrpc::serve(&direct.rpc, ctx, body).await
             }));
@@ -122,6 +128,9 @@ impl tower::Service<Request<Incoming>> for Service {
             request
                 .extensions_mut()
                 .insert(axum::extract::ConnectInfo(peer));
+        }
+        if let Some(cert) = &self.client_cert {
+            request.extensions_mut().insert(cert.clone());
         }
         Answer::Routed(Box::pin(self.router.clone().oneshot(request)))
     }
@@ -328,6 +337,7 @@ pub(crate) async fn serve(
     router: Router,
     direct: Direct,
     limits: ConnectionLimits,
+    tls: Option<super::tls::Tls>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -372,7 +382,7 @@ pub(crate) async fn serve(
         // Small writes (streamed events) must not wait for Nagle.
         let _ = tcp.set_nodelay(true);
         let requests = Arc::new(AtomicU64::new(0));
-        let service = Service {
+        let mut service = Service {
             router: router.clone(),
             direct: Arc::new(Direct {
                 rpc: direct.rpc.clone(),
@@ -383,22 +393,52 @@ pub(crate) async fn serve(
             requests: Arc::clone(&requests),
             body_read_timeout: limits.body_read_timeout,
             peer: Some(peer),
+            client_cert: None,
         };
-        let service = TowerToHyperService::new(crate::observe::layers(
-            service,
-            direct.metrics.clone(),
-            direct.cors.as_ref(),
-        ));
-        let conn = builder
-            .serve_connection(TokioIo::new(tcp), service)
-            .into_owned();
-        tokio::spawn(watch(
-            conn,
-            requests,
-            [limits.request_head_timeout, limits.idle_timeout],
-            stop.clone(),
-            slot,
-        ));
+        let metrics = direct.metrics.clone();
+        let cors = direct.cors.clone();
+        let builder = builder.clone();
+        let periods = [limits.request_head_timeout, limits.idle_timeout];
+        let stop = stop.clone();
+        let Some(tls) = &tls else {
+            let service =
+                TowerToHyperService::new(crate::observe::layers(service, metrics, cors.as_ref()));
+            let conn = builder
+                .serve_connection(TokioIo::new(Either::Left(tcp)), service)
+                .into_owned();
+            tokio::spawn(watch(conn, requests, periods, stop, slot));
+            continue;
+        };
+        let acceptor = tls.acceptor();
+        let handshake_timeout = tls.handshake_timeout;
+        tokio::spawn(async move {
+            // The handshake in the connection's own task, bounded: a slow
+            // client holds its slot only this long.
+            let stream = match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            service.client_cert = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(super::tls::principal_of)
+                .map(crate::auth::ClientCertificate::new);
+            let service =
+                TowerToHyperService::new(crate::observe::layers(service, metrics, cors.as_ref()));
+            let conn = builder
+                .serve_connection(TokioIo::new(Either::Right(stream)), service)
+                .into_owned();
+            watch(conn, requests, periods, stop, slot).await;
+        });
     }
     drop(listener);
     stop.cancel();
@@ -506,7 +546,7 @@ impl std::task::Wake for Alarm {
 /// One connection, HTTP/1.1 or HTTP/2.
 type Connection = auto::Connection<
     'static,
-    TokioIo<TcpStream>,
+    TokioIo<Either<TcpStream, tokio_rustls::server::TlsStream<TcpStream>>>,
     TowerToHyperService<crate::observe::Observed<Service, Incoming>>,
     TokioExecutor,
 >;

@@ -9,12 +9,16 @@
 //!   (HTTP/1.1 and h2c on the same port), with the two most frequent
 //!   requests answered before the router. Limits on connections (head
 //!   and body read times, idle time, how many at once) belong here.
+//! - `tls`: [`TlsConfig`] (certificate and key files, reloaded when they
+//!   change; client certificates for mutual TLS).
 //!
 //! [`A2aServer`]: crate::A2aServer
 //! [`BoundServer`]: crate::BoundServer
 //! [`ServerHandle`]: crate::ServerHandle
 //! [`router`]: crate::router
+//! [`TlsConfig`]: crate::TlsConfig
 
 pub(crate) mod accept;
 pub(crate) mod router;
 pub(crate) mod server;
+pub(crate) mod tls;

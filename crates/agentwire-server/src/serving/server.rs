@@ -52,6 +52,8 @@ pub struct A2aServer {
     cors_origins: Vec<http::HeaderValue>,
     /// How long open requests and streams may go on once the server stops.
     shutdown_grace: Duration,
+    /// TLS, when on.
+    tls: Option<super::tls::TlsConfig>,
 }
 
 /// How long open requests and streams may go on once a server stops, by
@@ -75,6 +77,7 @@ impl A2aServer {
             metrics: None,
             cors_origins: Vec::new(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            tls: None,
         }
     }
 
@@ -238,6 +241,17 @@ impl A2aServer {
         self
     }
 
+    /// Serves TLS (HTTP/1.1 and HTTP/2 by ALPN, so gRPC too) on the port
+    /// instead of plain HTTP, with the certificate and key of `tls`, read
+    /// again when they change; with a client CA, mutual TLS (see
+    /// [`crate::TlsConfig`] and [`crate::auth::AuthSchemes::mutual_tls`]).
+    /// The card's interfaces are then `https://` URLs. [`Self::bind`]
+    /// fails when the files cannot be read or do not go together.
+    pub fn tls(mut self, tls: super::tls::TlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// Purges terminal tasks older than `age` from the store, every minute
     /// (off by default).
     pub fn retention(mut self, age: Duration) -> Self {
@@ -253,16 +267,21 @@ impl A2aServer {
     ) -> std::io::Result<BoundServer> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local = listener.local_addr()?;
-        let base = self
-            .public_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{}", advertised_addr(local)));
+        let base = self.public_url.clone().unwrap_or_else(|| {
+            let scheme = if self.tls.is_some() { "https" } else { "http" };
+            format!("{scheme}://{}", advertised_addr(local))
+        });
         let card = self.builder.card_mut();
         if card.supported_interfaces.is_empty() {
-            let grpc_addr = base
-                .split_once("://")
-                .map_or(base.as_str(), |(_, rest)| rest)
-                .to_owned();
+            // (Over TLS the gRPC URL keeps its https:// scheme, which
+            // tells clients to use TLS.)
+            let grpc_addr = if self.tls.is_some() {
+                base.clone()
+            } else {
+                base.split_once("://")
+                    .map_or(base.as_str(), |(_, rest)| rest)
+                    .to_owned()
+            };
             *card = std::mem::take(card)
                 .with_interface(format!("{base}/"), binding::JSONRPC)
                 .with_interface(base.clone(), binding::HTTP_JSON);
@@ -300,6 +319,13 @@ impl A2aServer {
             bus: self.bus.clone(),
         };
         let stopping = tokio_util::sync::CancellationToken::new();
+        let tls = match &self.tls {
+            None => None,
+            Some(config) => Some(
+                super::tls::Tls::start(config, stopping.clone())
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
+            ),
+        };
         router = crate::observe::health::http_routes(router, readiness.clone());
         if self.options.grpc {
             router = crate::observe::health::grpc_routes(router, readiness, stopping.clone());
@@ -328,6 +354,7 @@ impl A2aServer {
             handler,
             local,
             limits: self.limits,
+            tls,
             stopping: stopping.drop_guard(),
             shutdown_grace: self.shutdown_grace,
         })
@@ -399,6 +426,7 @@ pub struct BoundServer {
     handler: RequestHandler,
     local: SocketAddr,
     limits: ConnectionLimits,
+    tls: Option<super::tls::Tls>,
     /// Ends the server's background work (the gRPC health status) when
     /// the server stops or is dropped.
     stopping: tokio_util::sync::DropGuard,
@@ -438,6 +466,7 @@ impl BoundServer {
             self.router,
             self.direct,
             self.limits,
+            self.tls,
             async move {
                 shutdown.await;
                 stopped.notify_one();

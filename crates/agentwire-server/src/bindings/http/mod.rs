@@ -143,6 +143,7 @@ pub(crate) fn call_context(
     CallContext::new(headers)
         .with_query(uri.query().map(str::to_owned))
         .with_peer(peer_addr(extensions))
+        .with_client_cert(extensions.get::<crate::auth::ClientCertificate>().cloned())
 }
 
 /// The peer of a request: set by the server's accept loop, or by axum's

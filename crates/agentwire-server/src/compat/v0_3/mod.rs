@@ -6,10 +6,10 @@
 //! takes, and the handler's answer (or its events) converted back into the
 //! 0.3 form. The handler, the task manager and the stores never see 0.3.
 //!
-//! - `types`: the 0.3 data model in its JSON-RPC form (`kind`
+//! - `types` (in `agentwire_types::v0_3`, shared with the client): the 0.3 data model in its JSON-RPC form (`kind`
 //!   discriminators, text/file/data parts, lower-case kebab-case states,
 //!   `final` on status updates);
-//! - `convert`: the conversions between that model and the 1.0 one, both
+//! - `convert` (also shared): the conversions between that model and the 1.0 one, both
 //!   ways, by move;
 //! - `jsonrpc`: the 0.3 JSON-RPC methods;
 //! - `rest`: the 0.3 HTTP+JSON routes (`/v1/message:send`...), whose
@@ -74,10 +74,12 @@
 //! - Tenants: 0.3 has none; 0.3 calls reach the default tenant.
 
 pub(crate) mod card;
-pub(crate) mod convert;
 pub(crate) mod jsonrpc;
 pub(crate) mod rest;
-pub(crate) mod types;
+
+/// The 0.3 model and its conversions live in `agentwire-types` (feature
+/// `v0_3`), shared with the client.
+pub(crate) use agentwire_types::v0_3::{convert, types};
 
 #[cfg(test)]
 mod tests;

@@ -167,7 +167,7 @@ impl SqlRow for LiteRow {
 /// Prepares (from the connection's cache) and binds a statement. The
 /// placeholders `$n` are SQLite's named parameters, numbered in order of
 /// first appearance, so binding by position matches (see `driver.rs`).
-fn prepared<'c>(
+pub(crate) fn prepared<'c>(
     conn: &'c Connection,
     s: &Stmt<'_>,
 ) -> rusqlite::Result<rusqlite::CachedStatement<'c>> {

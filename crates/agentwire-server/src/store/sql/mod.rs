@@ -20,6 +20,8 @@ pub(crate) mod driver;
 pub(crate) mod fault;
 #[cfg(feature = "sqlite")]
 pub(crate) mod lite;
+#[cfg(test)]
+mod plans;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]
@@ -401,6 +403,16 @@ const GET_PUSH_CONFIG: &str = "SELECT config FROM a2a_push_configs WHERE task_id
 const LIST_PUSH_CONFIGS: &str =
     "SELECT id, config FROM a2a_push_configs WHERE task_id = $1 ORDER BY seq";
 const DELETE_PUSH_CONFIG: &str = "DELETE FROM a2a_push_configs WHERE task_id = $1 AND id = $2";
+
+/// The deletion of one batch of a purge: terminal tasks last changed at or
+/// before `$1`, at most `$2` of them; their ids.
+pub(crate) fn purge_query<D: Dialect>() -> String {
+    format!(
+        "DELETE FROM a2a_tasks WHERE id IN (SELECT id FROM a2a_tasks \
+         WHERE state IN {TERMINAL_STATES_SQL} AND updated_at <= $1 LIMIT $2{}) RETURNING id",
+        D::SKIP_LOCKED
+    )
+}
 
 /// The insert of a new task: [`INSERT_TASK`] with its arguments.
 pub(crate) fn insert_task<'a>(
@@ -800,11 +812,7 @@ impl<D: Dialect> Tables<D> {
     /// terminal tasks last changed at or before `cutoff`, with their rows
     /// in [`Dialect::TASK_TABLES`]; how many.
     pub async fn purge_batch(&self, cutoff: i64) -> A2aResult<u64> {
-        let delete_tasks = format!(
-            "DELETE FROM a2a_tasks WHERE id IN (SELECT id FROM a2a_tasks \
-             WHERE state IN {TERMINAL_STATES_SQL} AND updated_at <= $1 LIMIT $2{}) RETURNING id",
-            D::SKIP_LOCKED
-        );
+        let delete_tasks = purge_query::<D>();
         let what = "purging terminal tasks";
         let mut tx = D::begin(&self.writer)
             .await

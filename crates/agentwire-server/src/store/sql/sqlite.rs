@@ -310,7 +310,7 @@ impl SqliteStore {
 
 /// The schema of a database in memory: the migrations' statements (no
 /// bookkeeping: the database never outlives the store).
-fn create_schema(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+pub(crate) fn create_schema(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     for m in MIGRATOR.iter() {
         if !m.migration_type.is_down_migration() {
             conn.execute_batch(&m.sql)?;
@@ -511,6 +511,77 @@ mod tests {
         .unwrap();
         assert!(s.unfinished().await.unwrap().is_empty());
         s.close().await;
+        remove_db(&path);
+    }
+
+    /// A file created by the first migrations only (before the state and
+    /// recovery indexes) is brought up to date when opened: the later
+    /// migrations run, its tasks stay readable, and the new indexes exist.
+    #[tokio::test]
+    async fn a_file_of_the_previous_schema_is_migrated() {
+        let path = temp_db();
+        let dir =
+            std::env::temp_dir().join(format!("a2a-migrations-{}", agentwire_types::new_id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let all: Vec<_> = MIGRATOR.iter().collect();
+        assert!(all.len() >= 2, "expected a migration after the first");
+        // Every migration but the last, as files (same text, so the same
+        // checksum as the embedded ones).
+        for m in &all[..all.len() - 1] {
+            let name = format!("{}_{}.sql", m.version, m.description.replace(' ', "_"));
+            std::fs::write(dir.join(name), m.sql.as_bytes()).unwrap();
+        }
+        let old = sqlx::migrate::Migrator::new(dir.as_path()).await.unwrap();
+        let pool = file_pool(AREA, &path, 1).await.unwrap();
+        old.run(&pool).await.unwrap();
+        let tables = crate::store::sql::Tables::<Sqlite>::one_pool(pool.clone());
+        tables
+            .create(&Owner::default(), task("before"), None::<&NoLog>)
+            .await
+            .unwrap();
+        pool.close().await;
+        let indexes = |path: &Path| -> Vec<String> {
+            let c = rusqlite::Connection::open(path).unwrap();
+            let mut st = c
+                .prepare("SELECT name FROM sqlite_master WHERE type = 'index' ORDER BY name")
+                .unwrap();
+            st.query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert!(!indexes(&path).contains(&"a2a_tasks_owner_state_time".to_owned()));
+        let s = SqliteStore::open(&path).await.unwrap();
+        let found = indexes(&path);
+        for name in [
+            "a2a_tasks_owner_state_time",
+            "a2a_tasks_owner_context_state_time",
+            "a2a_tasks_unfinished",
+        ] {
+            assert!(
+                found.contains(&name.to_owned()),
+                "{name} missing: {found:?}"
+            );
+        }
+        assert_eq!(s.unfinished().await.unwrap().len(), 1);
+        let page = s
+            .list(
+                &Owner::default(),
+                &TaskQuery {
+                    state: Some(TaskState::Submitted),
+                    page_size: 10,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(page.total, 1);
+        assert_eq!(page.tasks[0].id, "before");
+        s.close().await;
+        // Opening again runs nothing new.
+        let s = SqliteStore::open(&path).await.unwrap();
+        s.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
         remove_db(&path);
     }
 

@@ -16,7 +16,7 @@
 
 use std::borrow::Cow;
 
-use agentwire_types::{Struct, Timestamp};
+use crate::{Struct, Timestamp};
 use serde::{Deserialize, Serialize};
 
 /// A `kind` marker: always written, checked when present, and optional on
@@ -26,7 +26,7 @@ macro_rules! kind {
     ($name:ident, $lit:literal) => {
         #[doc = concat!("The `kind` value `\"", $lit, "\"`.")]
         #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-        pub(crate) struct $name;
+        pub struct $name;
 
         impl Serialize for $name {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -62,7 +62,7 @@ fn is_false(b: &bool) -> bool {
 /// Who sent a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum Role {
+pub enum Role {
     /// The client.
     User,
     /// The agent.
@@ -72,7 +72,7 @@ pub(crate) enum Role {
 /// The state of a task (kebab-case on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub(crate) enum TaskState {
+pub enum TaskState {
     Submitted,
     Working,
     InputRequired,
@@ -87,7 +87,7 @@ pub(crate) enum TaskState {
 /// One piece of content (`kind` tells which).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
-pub(crate) enum Part {
+pub enum Part {
     /// `{"kind": "text", "text": ...}`.
     Text(TextPart),
     /// `{"kind": "file", "file": {...}}`.
@@ -98,7 +98,7 @@ pub(crate) enum Part {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct TextPart {
+pub struct TextPart {
     pub text: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Struct>,
@@ -106,7 +106,7 @@ pub(crate) struct TextPart {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct FilePart {
+pub struct FilePart {
     pub file: File,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Struct>,
@@ -114,7 +114,7 @@ pub(crate) struct FilePart {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct DataPart {
+pub struct DataPart {
     pub data: Struct,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Struct>,
@@ -123,14 +123,14 @@ pub(crate) struct DataPart {
 /// A file, inline (base64 `bytes`) or by `uri`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub(crate) enum File {
+pub enum File {
     Bytes(FileWithBytes),
     Uri(FileWithUri),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct FileWithBytes {
+pub struct FileWithBytes {
     /// Base64 (standard alphabet), decoded when converted.
     pub bytes: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -141,7 +141,7 @@ pub(crate) struct FileWithBytes {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct FileWithUri {
+pub struct FileWithUri {
     pub uri: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
@@ -151,7 +151,7 @@ pub(crate) struct FileWithUri {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Message {
+pub struct Message {
     #[serde(default)]
     pub kind: MessageKind,
     pub message_id: String,
@@ -171,7 +171,7 @@ pub(crate) struct Message {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct TaskStatus {
+pub struct TaskStatus {
     pub state: TaskState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Box<Message>>,
@@ -181,7 +181,7 @@ pub(crate) struct TaskStatus {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Artifact {
+pub struct Artifact {
     pub artifact_id: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
@@ -196,7 +196,7 @@ pub(crate) struct Artifact {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Task {
+pub struct Task {
     #[serde(default)]
     pub kind: TaskKind,
     pub id: String,
@@ -212,7 +212,7 @@ pub(crate) struct Task {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct TaskStatusUpdateEvent {
+pub struct TaskStatusUpdateEvent {
     #[serde(default)]
     pub kind: StatusUpdateKind,
     pub task_id: String,
@@ -227,7 +227,7 @@ pub(crate) struct TaskStatusUpdateEvent {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct TaskArtifactUpdateEvent {
+pub struct TaskArtifactUpdateEvent {
     #[serde(default)]
     pub kind: ArtifactUpdateKind,
     pub task_id: String,
@@ -244,7 +244,7 @@ pub(crate) struct TaskArtifactUpdateEvent {
 /// The result of `message/send`: a task or a message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub(crate) enum SendResult {
+pub enum SendResult {
     Task(Task),
     Message(Message),
 }
@@ -252,7 +252,7 @@ pub(crate) enum SendResult {
 /// One event of `message/stream` and `tasks/resubscribe`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub(crate) enum StreamEvent {
+pub enum StreamEvent {
     Task(Task),
     Message(Message),
     StatusUpdate(TaskStatusUpdateEvent),
@@ -261,7 +261,7 @@ pub(crate) enum StreamEvent {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct PushAuthentication {
+pub struct PushAuthentication {
     pub schemes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<String>,
@@ -269,7 +269,7 @@ pub(crate) struct PushAuthentication {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct PushNotificationConfig {
+pub struct PushNotificationConfig {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub id: String,
     pub url: String,
@@ -281,14 +281,14 @@ pub(crate) struct PushNotificationConfig {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct TaskPushNotificationConfig {
+pub struct TaskPushNotificationConfig {
     pub task_id: String,
     pub push_notification_config: PushNotificationConfig,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct MessageSendConfiguration {
+pub struct MessageSendConfiguration {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub accepted_output_modes: Vec<String>,
     /// Absent means blocking (the 0.3 servers' default).
@@ -303,7 +303,7 @@ pub(crate) struct MessageSendConfiguration {
 /// The params of `message/send` and `message/stream`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct MessageSendParams {
+pub struct MessageSendParams {
     pub message: Message,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configuration: Option<MessageSendConfiguration>,
@@ -314,7 +314,7 @@ pub(crate) struct MessageSendParams {
 /// The params of `tasks/get`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct TaskQueryParams {
+pub struct TaskQueryParams {
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_length: Option<i32>,
@@ -326,7 +326,7 @@ pub(crate) struct TaskQueryParams {
 /// `tasks/pushNotificationConfig/list`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct TaskIdParams {
+pub struct TaskIdParams {
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Struct>,
@@ -336,7 +336,7 @@ pub(crate) struct TaskIdParams {
 /// config id is optional for `get`: the task's only or first config).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct PushConfigParams {
+pub struct PushConfigParams {
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push_notification_config_id: Option<String>,

@@ -5,14 +5,13 @@
 //! Where 0.3 cannot say what 1.0 says, the loss is written down at the
 //! conversion (a text part's media type, a role left unspecified...).
 //!
-//! The server needs requests one way and answers the other; the other
-//! directions (marked `allow(dead_code)` outside tests) are there for the
-//! round-trip tests, which check every type both ways, and for a client of
-//! 0.3 agents.
+//! The server needs requests one way and answers the other; a client of
+//! 0.3 agents needs the other directions. The round-trip tests (in the
+//! server's compatibility module) check every type both ways.
 
-use agentwire_types as v1;
-use agentwire_types::wkt::value::Kind;
-use agentwire_types::{A2aError, A2aResult, Struct, Value};
+use crate as v1;
+use crate::wkt::value::Kind;
+use crate::{A2aError, A2aResult, Struct, Value};
 use base64::Engine;
 
 use super::types as v03;
@@ -21,11 +20,11 @@ use super::types as v03;
 /// object (0.3 data parts hold objects only): the content travels as
 /// `{"value": ...}` with this key set to `true` in the part's metadata,
 /// the same marker the official SDKs use, so it comes back unchanged.
-pub(crate) const DATA_PART_COMPAT: &str = "data_part_compat";
+pub const DATA_PART_COMPAT: &str = "data_part_compat";
 
 // ---------------------------------------------------------------- enums
 
-pub(crate) fn role_to_v1(r: v03::Role) -> v1::Role {
+pub fn role_to_v1(r: v03::Role) -> v1::Role {
     match r {
         v03::Role::User => v1::Role::User,
         v03::Role::Agent => v1::Role::Agent,
@@ -35,15 +34,14 @@ pub(crate) fn role_to_v1(r: v03::Role) -> v1::Role {
 /// 0.3 has no unspecified role: a message that names none is the agent's
 /// (only the agent's own messages can come out without one; requests
 /// without a role are refused by the handler before anything is sent).
-pub(crate) fn role_to_v03(r: i32) -> v03::Role {
+pub fn role_to_v03(r: i32) -> v03::Role {
     match v1::Role::try_from(r) {
         Ok(v1::Role::User) => v03::Role::User,
         _ => v03::Role::Agent,
     }
 }
 
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) fn state_to_v1(s: v03::TaskState) -> v1::TaskState {
+pub fn state_to_v1(s: v03::TaskState) -> v1::TaskState {
     use v03::TaskState as S;
     match s {
         S::Submitted => v1::TaskState::Submitted,
@@ -58,7 +56,7 @@ pub(crate) fn state_to_v1(s: v03::TaskState) -> v1::TaskState {
     }
 }
 
-pub(crate) fn state_to_v03(s: i32) -> v03::TaskState {
+pub fn state_to_v03(s: i32) -> v03::TaskState {
     use v03::TaskState as S;
     match v1::TaskState::try_from(s).unwrap_or(v1::TaskState::Unspecified) {
         v1::TaskState::Submitted => S::Submitted,
@@ -81,7 +79,7 @@ fn non_empty(s: String) -> Option<String> {
 
 /// A 0.3 part as a 1.0 part. Fails only on a file whose `bytes` are not
 /// base64.
-pub(crate) fn part_to_v1(p: v03::Part) -> A2aResult<v1::Part> {
+pub fn part_to_v1(p: v03::Part) -> A2aResult<v1::Part> {
     use v1::part::Content;
     Ok(match p {
         v03::Part::Text(t) => v1::Part {
@@ -139,7 +137,7 @@ pub(crate) fn part_to_v1(p: v03::Part) -> A2aResult<v1::Part> {
 /// A 1.0 part as a 0.3 part. A text part's `mediaType` and `filename`,
 /// and a data part's, have no place in 0.3 and are left out; a part with
 /// no content becomes an empty text.
-pub(crate) fn part_to_v03(p: v1::Part) -> v03::Part {
+pub fn part_to_v03(p: v1::Part) -> v03::Part {
     use v1::part::Content;
     match p.content {
         None | Some(Content::Text(_)) => v03::Part::Text(v03::TextPart {
@@ -200,7 +198,7 @@ fn parts_to_v03(parts: Vec<v1::Part>) -> Vec<v03::Part> {
 
 // ------------------------------------------------- messages and artifacts
 
-pub(crate) fn message_to_v1(m: v03::Message) -> A2aResult<v1::Message> {
+pub fn message_to_v1(m: v03::Message) -> A2aResult<v1::Message> {
     Ok(v1::Message {
         message_id: m.message_id,
         context_id: m.context_id,
@@ -213,7 +211,7 @@ pub(crate) fn message_to_v1(m: v03::Message) -> A2aResult<v1::Message> {
     })
 }
 
-pub(crate) fn message_to_v03(m: v1::Message) -> v03::Message {
+pub fn message_to_v03(m: v1::Message) -> v03::Message {
     v03::Message {
         kind: v03::MessageKind,
         message_id: m.message_id,
@@ -227,8 +225,7 @@ pub(crate) fn message_to_v03(m: v1::Message) -> v03::Message {
     }
 }
 
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) fn artifact_to_v1(a: v03::Artifact) -> A2aResult<v1::Artifact> {
+pub fn artifact_to_v1(a: v03::Artifact) -> A2aResult<v1::Artifact> {
     Ok(v1::Artifact {
         artifact_id: a.artifact_id,
         name: a.name,
@@ -239,7 +236,7 @@ pub(crate) fn artifact_to_v1(a: v03::Artifact) -> A2aResult<v1::Artifact> {
     })
 }
 
-pub(crate) fn artifact_to_v03(a: v1::Artifact) -> v03::Artifact {
+pub fn artifact_to_v03(a: v1::Artifact) -> v03::Artifact {
     v03::Artifact {
         artifact_id: a.artifact_id,
         name: a.name,
@@ -252,8 +249,7 @@ pub(crate) fn artifact_to_v03(a: v1::Artifact) -> v03::Artifact {
 
 // ------------------------------------------------------------- tasks
 
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) fn status_to_v1(s: v03::TaskStatus) -> A2aResult<v1::TaskStatus> {
+pub fn status_to_v1(s: v03::TaskStatus) -> A2aResult<v1::TaskStatus> {
     Ok(v1::TaskStatus {
         state: state_to_v1(s.state) as i32,
         message: s
@@ -264,7 +260,7 @@ pub(crate) fn status_to_v1(s: v03::TaskStatus) -> A2aResult<v1::TaskStatus> {
     })
 }
 
-pub(crate) fn status_to_v03(s: v1::TaskStatus) -> v03::TaskStatus {
+pub fn status_to_v03(s: v1::TaskStatus) -> v03::TaskStatus {
     v03::TaskStatus {
         state: state_to_v03(s.state),
         message: s.message.map(|m| Box::new(message_to_v03(*m))),
@@ -272,8 +268,7 @@ pub(crate) fn status_to_v03(s: v1::TaskStatus) -> v03::TaskStatus {
     }
 }
 
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) fn task_to_v1(t: v03::Task) -> A2aResult<v1::Task> {
+pub fn task_to_v1(t: v03::Task) -> A2aResult<v1::Task> {
     Ok(v1::Task {
         id: t.id,
         context_id: t.context_id,
@@ -293,7 +288,7 @@ pub(crate) fn task_to_v1(t: v03::Task) -> A2aResult<v1::Task> {
 }
 
 /// A 1.0 task as a 0.3 task (a task without a status is `unknown`).
-pub(crate) fn task_to_v03(t: v1::Task) -> v03::Task {
+pub fn task_to_v03(t: v1::Task) -> v03::Task {
     v03::Task {
         kind: v03::TaskKind,
         id: t.id,
@@ -307,7 +302,7 @@ pub(crate) fn task_to_v03(t: v1::Task) -> v03::Task {
 
 /// A task the handler shares (the in-memory store's copy): moved out when
 /// nobody else holds it, copied otherwise.
-pub(crate) fn shared_task_to_v03(t: std::sync::Arc<v1::Task>) -> v03::Task {
+pub fn shared_task_to_v03(t: std::sync::Arc<v1::Task>) -> v03::Task {
     task_to_v03(std::sync::Arc::try_unwrap(t).unwrap_or_else(|t| (*t).clone()))
 }
 
@@ -316,7 +311,7 @@ pub(crate) fn shared_task_to_v03(t: std::sync::Arc<v1::Task>) -> v03::Task {
 /// A 1.0 status update as a 0.3 one: `final` is set on the update that
 /// ends the stream (a terminal or interrupted state), the rule 1.0 keeps
 /// without a flag.
-pub(crate) fn status_update_to_v03(e: v1::TaskStatusUpdateEvent) -> v03::TaskStatusUpdateEvent {
+pub fn status_update_to_v03(e: v1::TaskStatusUpdateEvent) -> v03::TaskStatusUpdateEvent {
     let status = e.status.unwrap_or_default();
     let is_final = status.state().ends_turn();
     v03::TaskStatusUpdateEvent {
@@ -330,10 +325,7 @@ pub(crate) fn status_update_to_v03(e: v1::TaskStatusUpdateEvent) -> v03::TaskSta
 }
 
 /// A 0.3 status update as a 1.0 one (`final` is implied by the state).
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) fn status_update_to_v1(
-    e: v03::TaskStatusUpdateEvent,
-) -> A2aResult<v1::TaskStatusUpdateEvent> {
+pub fn status_update_to_v1(e: v03::TaskStatusUpdateEvent) -> A2aResult<v1::TaskStatusUpdateEvent> {
     Ok(v1::TaskStatusUpdateEvent {
         task_id: e.task_id,
         context_id: e.context_id,
@@ -342,9 +334,7 @@ pub(crate) fn status_update_to_v1(
     })
 }
 
-pub(crate) fn artifact_update_to_v03(
-    e: v1::TaskArtifactUpdateEvent,
-) -> v03::TaskArtifactUpdateEvent {
+pub fn artifact_update_to_v03(e: v1::TaskArtifactUpdateEvent) -> v03::TaskArtifactUpdateEvent {
     v03::TaskArtifactUpdateEvent {
         kind: v03::ArtifactUpdateKind,
         task_id: e.task_id,
@@ -356,8 +346,7 @@ pub(crate) fn artifact_update_to_v03(
     }
 }
 
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) fn artifact_update_to_v1(
+pub fn artifact_update_to_v1(
     e: v03::TaskArtifactUpdateEvent,
 ) -> A2aResult<v1::TaskArtifactUpdateEvent> {
     Ok(v1::TaskArtifactUpdateEvent {
@@ -372,7 +361,7 @@ pub(crate) fn artifact_update_to_v1(
 
 /// A 1.0 stream event as a 0.3 one (`None` for an empty event, which the
 /// handler never sends).
-pub(crate) fn stream_event_to_v03(e: v1::StreamResponse) -> Option<v03::StreamEvent> {
+pub fn stream_event_to_v03(e: v1::StreamResponse) -> Option<v03::StreamEvent> {
     use v1::stream_response::Payload;
     Some(match e.payload? {
         Payload::Task(t) => v03::StreamEvent::Task(task_to_v03(t)),
@@ -382,8 +371,7 @@ pub(crate) fn stream_event_to_v03(e: v1::StreamResponse) -> Option<v03::StreamEv
     })
 }
 
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) fn stream_event_to_v1(e: v03::StreamEvent) -> A2aResult<v1::StreamResponse> {
+pub fn stream_event_to_v1(e: v03::StreamEvent) -> A2aResult<v1::StreamResponse> {
     Ok(match e {
         v03::StreamEvent::Task(t) => task_to_v1(t)?.into(),
         v03::StreamEvent::Message(m) => message_to_v1(m)?.into(),
@@ -392,7 +380,7 @@ pub(crate) fn stream_event_to_v1(e: v03::StreamEvent) -> A2aResult<v1::StreamRes
     })
 }
 
-pub(crate) fn send_result_to_v03(r: v1::SendMessageResponse) -> Option<v03::SendResult> {
+pub fn send_result_to_v03(r: v1::SendMessageResponse) -> Option<v03::SendResult> {
     use v1::send_message_response::Payload;
     Some(match r.payload? {
         Payload::Task(t) => v03::SendResult::Task(task_to_v03(t)),
@@ -400,8 +388,7 @@ pub(crate) fn send_result_to_v03(r: v1::SendMessageResponse) -> Option<v03::Send
     })
 }
 
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) fn send_result_to_v1(r: v03::SendResult) -> A2aResult<v1::SendMessageResponse> {
+pub fn send_result_to_v1(r: v03::SendResult) -> A2aResult<v1::SendMessageResponse> {
     Ok(match r {
         v03::SendResult::Task(t) => task_to_v1(t)?.into(),
         v03::SendResult::Message(m) => message_to_v1(m)?.into(),
@@ -430,7 +417,7 @@ fn auth_to_v03(a: v1::AuthenticationInfo) -> v03::PushAuthentication {
 }
 
 /// A 0.3 push config of a task as the 1.0 config.
-pub(crate) fn push_config_to_v1(
+pub fn push_config_to_v1(
     task_id: String,
     c: v03::PushNotificationConfig,
 ) -> v1::TaskPushNotificationConfig {
@@ -445,7 +432,7 @@ pub(crate) fn push_config_to_v1(
 }
 
 /// The 1.0 config's own part, as 0.3 nests it.
-pub(crate) fn push_config_to_v03(
+pub fn push_config_to_v03(
     c: v1::TaskPushNotificationConfig,
 ) -> (String, v03::PushNotificationConfig) {
     (
@@ -459,13 +446,13 @@ pub(crate) fn push_config_to_v03(
     )
 }
 
-pub(crate) fn task_push_config_to_v1(
+pub fn task_push_config_to_v1(
     c: v03::TaskPushNotificationConfig,
 ) -> v1::TaskPushNotificationConfig {
     push_config_to_v1(c.task_id, c.push_notification_config)
 }
 
-pub(crate) fn task_push_config_to_v03(
+pub fn task_push_config_to_v03(
     c: v1::TaskPushNotificationConfig,
 ) -> v03::TaskPushNotificationConfig {
     let (task_id, push_notification_config) = push_config_to_v03(c);
@@ -488,7 +475,7 @@ fn history_to_v1(n: Option<i32>) -> Option<i32> {
 /// `blocking` absent means blocking in 0.3 as in 1.0 (`returnImmediately`
 /// false); a push config in the configuration gets no task id (the task
 /// does not exist yet; the handler fills it in).
-pub(crate) fn send_params_to_v1(p: v03::MessageSendParams) -> A2aResult<v1::SendMessageRequest> {
+pub fn send_params_to_v1(p: v03::MessageSendParams) -> A2aResult<v1::SendMessageRequest> {
     let configuration = p.configuration.map(|c| v1::SendMessageConfiguration {
         accepted_output_modes: c.accepted_output_modes,
         task_push_notification_config: c
@@ -507,8 +494,7 @@ pub(crate) fn send_params_to_v1(p: v03::MessageSendParams) -> A2aResult<v1::Send
 
 /// A 1.0 send request as 0.3 params (used by the tests and by callers of
 /// 0.3 agents; the tenant has no place in 0.3).
-#[cfg_attr(not(test), allow(dead_code))]
-pub(crate) fn send_request_to_v03(r: v1::SendMessageRequest) -> v03::MessageSendParams {
+pub fn send_request_to_v03(r: v1::SendMessageRequest) -> v03::MessageSendParams {
     v03::MessageSendParams {
         message: message_to_v03(r.message.unwrap_or_default()),
         configuration: r.configuration.map(|c| v03::MessageSendConfiguration {
@@ -523,7 +509,7 @@ pub(crate) fn send_request_to_v03(r: v1::SendMessageRequest) -> v03::MessageSend
     }
 }
 
-pub(crate) fn get_task_to_v1(p: v03::TaskQueryParams) -> v1::GetTaskRequest {
+pub fn get_task_to_v1(p: v03::TaskQueryParams) -> v1::GetTaskRequest {
     v1::GetTaskRequest {
         tenant: String::new(),
         id: p.id,
@@ -531,7 +517,7 @@ pub(crate) fn get_task_to_v1(p: v03::TaskQueryParams) -> v1::GetTaskRequest {
     }
 }
 
-pub(crate) fn cancel_to_v1(p: v03::TaskIdParams) -> v1::CancelTaskRequest {
+pub fn cancel_to_v1(p: v03::TaskIdParams) -> v1::CancelTaskRequest {
     v1::CancelTaskRequest {
         tenant: String::new(),
         id: p.id,
@@ -539,9 +525,35 @@ pub(crate) fn cancel_to_v1(p: v03::TaskIdParams) -> v1::CancelTaskRequest {
     }
 }
 
-pub(crate) fn subscribe_to_v1(p: v03::TaskIdParams) -> v1::SubscribeToTaskRequest {
+pub fn subscribe_to_v1(p: v03::TaskIdParams) -> v1::SubscribeToTaskRequest {
     v1::SubscribeToTaskRequest {
         tenant: String::new(),
         id: p.id,
+    }
+}
+
+/// A 1.0 `GetTask` request as `tasks/get` params. A 1.0 length of 0 ("no
+/// messages") has no 0.3 form (0 means all there) and asks for one.
+pub fn get_task_to_v03(r: v1::GetTaskRequest) -> v03::TaskQueryParams {
+    v03::TaskQueryParams {
+        id: r.id,
+        history_length: r.history_length.map(|n| n.max(1)),
+        metadata: None,
+    }
+}
+
+/// A 1.0 `CancelTask` request as `tasks/cancel` params.
+pub fn cancel_to_v03(r: v1::CancelTaskRequest) -> v03::TaskIdParams {
+    v03::TaskIdParams {
+        id: r.id,
+        metadata: r.metadata,
+    }
+}
+
+/// A 1.0 `SubscribeToTask` request as `tasks/resubscribe` params.
+pub fn subscribe_to_v03(r: v1::SubscribeToTaskRequest) -> v03::TaskIdParams {
+    v03::TaskIdParams {
+        id: r.id,
+        metadata: None,
     }
 }
