@@ -704,7 +704,8 @@ fn init_logging(
         let keep = tracing_subscriber::filter::Targets::new()
             .with_target("agentwire_server", tracing::Level::INFO)
             .with_target("agentwire_client", tracing::Level::INFO)
-            .with_target("agentwire_agents", tracing::Level::INFO);
+            .with_target("agentwire_agents", tracing::Level::INFO)
+            .with_target("a2a", tracing::Level::INFO);
         o.layer().with_filter(keep)
     });
     tracing_subscriber::registry()
@@ -856,13 +857,24 @@ fn main() -> ExitCode {
         }
     };
     // Traces for `a2a serve --otel` (or with an OTLP endpoint in the
-    // environment); the gRPC exporter starts inside the runtime.
-    let otel = match &cli.command {
+    // environment), and for the demo's coordinator, a traced client whose
+    // calls carry the trace on to the agent, when the environment names an
+    // OTLP endpoint. The gRPC exporter starts inside the runtime.
+    let traced = match &cli.command {
         Command::Serve(args) if args.otel || agentwire_server::observe::otel::wanted_by_env() => {
+            Some(format!("a2a-{}", args.agent.name()))
+        }
+        Command::Demo(_) if agentwire_server::observe::otel::wanted_by_env() => {
+            Some("a2a-demo".to_owned())
+        }
+        _ => None,
+    };
+    let otel = match traced {
+        Some(service) => {
             let _in_runtime = runtime.enter();
             // The HTTP exporter's client uses rustls with the ring provider.
             agentwire_client::install_crypto_provider();
-            match agentwire_server::observe::otel::init(&format!("a2a-{}", args.agent.name())) {
+            match agentwire_server::observe::otel::init(&service) {
                 Ok(o) => {
                     agentwire_client::trace_context::set_injector(
                         agentwire_server::observe::otel::injector,
@@ -875,7 +887,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        _ => None,
+        None => None,
     };
     let (filter, log_warning) = log_filter(cli.common.debug, serving.is_some());
     init_logging(filter, serving, otel.as_ref());

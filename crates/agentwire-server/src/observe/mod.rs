@@ -223,6 +223,9 @@ impl<B> MakeSpan<B> for RequestSpan {
             trace_id = trace_id(headers).map(tracing::field::display),
             method = %request.method(),
             path = %request.uri().path(),
+            // The span's kind for OpenTelemetry, recorded only when traces
+            // are on (an empty field is not logged).
+            otel.kind = tracing::field::Empty,
         );
         #[cfg(feature = "otel")]
         if otel::enabled() {

@@ -172,8 +172,10 @@ impl Extractor for Headers<'_> {
     }
 }
 
-/// Makes the trace context in `headers` (if any) the parent of `span`.
+/// Marks `span` as a server span and makes the trace context in `headers`
+/// (if any) its parent.
 pub(crate) fn adopt(span: &tracing::Span, headers: &http::HeaderMap) {
+    span.record("otel.kind", "server");
     if headers.get("traceparent").is_none() && headers.get("baggage").is_none() {
         return;
     }
