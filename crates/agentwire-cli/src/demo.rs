@@ -223,10 +223,19 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
     // With --agent-url, the coordinator delegates to the agent at that URL
     // (one that `a2a serve --agent depcompat` runs, say) instead of
     // serving one here.
-    if let Some(agent) = args.agent_url.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+    if let Some(agent) = args
+        .agent_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+    {
         if !json_out {
-            out("a2a demo: the bundled example end to end. A release coordinator (the client) delegates a");
-            out(format!("dependency analysis to the agent at {agent}, speaking A2A."));
+            out(
+                "a2a demo: the bundled example end to end. A release coordinator (the client) delegates a",
+            );
+            out(format!(
+                "dependency analysis to the agent at {agent}, speaking A2A."
+            ));
             out(format!("Goal: {}", args.goal));
         }
         let coordinator = ReleaseCoordinator::new()

@@ -445,10 +445,17 @@ async fn metrics_of_the_live_state_streams_turns_tasks_and_push() {
         if gauge(&text, "a2a_active_streams") == Some(0.0) {
             break;
         }
-        assert!(start.elapsed() < LIMIT, "the closed stream still counted:\n{text}");
+        assert!(
+            start.elapsed() < LIMIT,
+            "the closed stream still counted:\n{text}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(!metrics_text(&format!("{}/metrics", served.url)).await.contains("task_id"));
+    assert!(
+        !metrics_text(&format!("{}/metrics", served.url))
+            .await
+            .contains("task_id")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,8 +18,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
-use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use prost::Message as _;
 
 /// Bound on every wait.
@@ -176,7 +176,14 @@ fn serve_depcompat(endpoint: &str) -> Served {
     otel_env(&mut cmd, endpoint, "grpc");
     let mut child = cmd
         .args([
-            "serve", "--agent", "depcompat", "--store", "memory", "--port", "0", "--otel",
+            "serve",
+            "--agent",
+            "depcompat",
+            "--store",
+            "memory",
+            "--port",
+            "0",
+            "--otel",
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -247,13 +254,17 @@ async fn the_coordinators_trace_continues_in_the_agent_on_every_binding() {
         // its spans before it exits).
         let spans = wait_for(&sink, "the coordinator's span", |spans| {
             spans.iter().any(|g| {
-                g.service == "a2a-demo" && g.span.name == "a2a demo" && !before.contains(&g.trace_id())
+                g.service == "a2a-demo"
+                    && g.span.name == "a2a demo"
+                    && !before.contains(&g.trace_id())
             })
         });
         let root = spans
             .iter()
             .find(|g| {
-                g.service == "a2a-demo" && g.span.name == "a2a demo" && !before.contains(&g.trace_id())
+                g.service == "a2a-demo"
+                    && g.span.name == "a2a demo"
+                    && !before.contains(&g.trace_id())
             })
             .expect("the root")
             .clone();
@@ -287,7 +298,10 @@ async fn the_coordinators_trace_continues_in_the_agent_on_every_binding() {
             .iter()
             .filter(|g| g.attr("a2a.operation").is_some())
             .collect();
-        assert!(!calls.is_empty(), "A2A calls in the trace: {agent_spans:#?}");
+        assert!(
+            !calls.is_empty(),
+            "A2A calls in the trace: {agent_spans:#?}"
+        );
         for call in &calls {
             assert_eq!(
                 call.parent_id(),
@@ -308,8 +322,10 @@ async fn the_coordinators_trace_continues_in_the_agent_on_every_binding() {
                 call.span.name
             );
         }
-        let operations: std::collections::BTreeSet<String> =
-            calls.iter().filter_map(|g| g.attr("a2a.operation")).collect();
+        let operations: std::collections::BTreeSet<String> = calls
+            .iter()
+            .filter_map(|g| g.attr("a2a.operation"))
+            .collect();
         assert!(
             operations.contains("SendMessage"),
             "{transport}: {operations:?}"

@@ -181,12 +181,36 @@ impl Metrics {
             live.tasks.clone(),
         );
         for (name, help, c) in [
-            ("push_enqueued", "Push notifications enqueued (one per event and config)", &live.push_enqueued),
-            ("push_delivered", "Push notifications delivered (the webhook answered 2xx)", &live.push_delivered),
-            ("push_failed_attempts", "Push delivery attempts that failed (error, timeout, non-2xx)", &live.push_failed),
-            ("push_dropped", "Push notifications dropped (config failing, deleted or refused)", &live.push_dropped),
-            ("push_refused", "Push deliveries refused by the URL policy at delivery time", &live.push_refused),
-            ("push_streams_given_up", "Push streams given up after too many attempts", &live.push_given_up),
+            (
+                "push_enqueued",
+                "Push notifications enqueued (one per event and config)",
+                &live.push_enqueued,
+            ),
+            (
+                "push_delivered",
+                "Push notifications delivered (the webhook answered 2xx)",
+                &live.push_delivered,
+            ),
+            (
+                "push_failed_attempts",
+                "Push delivery attempts that failed (error, timeout, non-2xx)",
+                &live.push_failed,
+            ),
+            (
+                "push_dropped",
+                "Push notifications dropped (config failing, deleted or refused)",
+                &live.push_dropped,
+            ),
+            (
+                "push_refused",
+                "Push deliveries refused by the URL policy at delivery time",
+                &live.push_refused,
+            ),
+            (
+                "push_streams_given_up",
+                "Push streams given up after too many attempts",
+                &live.push_given_up,
+            ),
         ] {
             registry.register(name, help, c.clone());
         }
@@ -221,7 +245,10 @@ impl Metrics {
         self.live.waiting.set(g(s.waiting));
         self.live.turns.set(g(s.turns_in_flight));
         for ((_, name), n) in STATES.iter().zip(s.states) {
-            self.live.tasks.get_or_create(&StateLabels { state: name }).set(g(n));
+            self.live
+                .tasks
+                .get_or_create(&StateLabels { state: name })
+                .set(g(n));
         }
         if let Some(p) = s.push {
             // Counters only go up: each takes what it lacks.

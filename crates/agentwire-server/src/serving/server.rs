@@ -517,7 +517,10 @@ impl BoundServer {
                       Send the request again to retry.";
         match tokio::time::timeout(SHUTDOWN_WRITE_LIMIT, handler.fail_running_tasks(reason)).await {
             Ok(failed) if !failed.is_empty() => {
-                tracing::warn!(count = failed.len(), "failed the tasks still running at shutdown");
+                tracing::warn!(
+                    count = failed.len(),
+                    "failed the tasks still running at shutdown"
+                );
             }
             Ok(_) => {}
             Err(_) => tracing::warn!(
