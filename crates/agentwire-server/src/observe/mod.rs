@@ -227,6 +227,12 @@ impl<B> MakeSpan<B> for RequestSpan {
             // are on (an empty field is not logged).
             otel.kind = tracing::field::Empty,
         );
+        // Traces off cost nothing more here: with the `otel` feature off
+        // this is not compiled; with it on but `otel::init` never run (no
+        // `--otel`, no OTLP endpoint), no OpenTelemetry layer is in the
+        // subscriber and no exporter exists, so the span is the log's alone
+        // (a disabled one when the log filter drops its target), and this is
+        // one relaxed atomic load: no header is read, no field recorded.
         #[cfg(feature = "otel")]
         if otel::enabled() {
             otel::adopt(&span, headers);
