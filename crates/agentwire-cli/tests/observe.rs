@@ -659,7 +659,7 @@ async fn sigterm_stops_within_the_grace_period_and_no_task_is_left_working() {
     let last = rest
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
-        .last()
+        .next_back()
         .unwrap_or_else(|| panic!("no event after SIGTERM: {rest:?}"));
     let last: Value = serde_json::from_str(last.trim()).expect("a JSON-RPC event");
     let update = &last["result"]["statusUpdate"];
