@@ -44,6 +44,10 @@
 #                          Debian's packages if missing; 0 skips the rows)
 #   BENCH_POSTGRES_URL=... an existing database to use instead of the throwaway server
 #   BENCH_POSTGRES_PORT=18093  first of the two ports of the replicas
+#   BENCH_OBSERVE=1        the observability rows: `a2a serve --agent echo` with
+#                          --metrics and with --otel (exporting to otlp-sink, every
+#                          span sampled) against both off (0 skips them)
+#   BENCH_OBSERVE_PORT=18095  first of the four ports of the observability rows
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -366,6 +370,52 @@ if [[ ${BENCH_DURABLE:-1} == 1 ]]; then
     fi
 fi
 
+# ---------------------------------------------------------------- observability rows
+# The same `a2a serve --agent echo --store memory` with nothing on, with
+# --metrics, and with --otel exporting every span (sampling 100%) over OTLP
+# HTTP to otlp-sink, a local receiver that swallows the exports; loaded in
+# turn in each round; the ratios are on / off.
+if [[ ${BENCH_OBSERVE:-1} == 1 ]]; then
+    [[ -x $CLI ]] || die "target/release/a2a missing (cargo build --release -p agentwire-cli)"
+    SINK=$ROOT/target/release/otlp-sink
+    [[ -x $SINK ]] || die "target/release/otlp-sink missing (cargo build --release -p agentwire-bench)"
+    OP=${BENCH_OBSERVE_PORT:-18095}
+    for name in hold a2a bare mem sqlite filled; do
+        pid=PID_$name
+        # The servers of the rows above are stopped: these rows get the machine.
+        [[ -n ${!pid:-} ]] && kill "${!pid}" 2>/dev/null || true
+    done
+    SINK_PORT=$((OP + 3))
+    log "starting otlp-sink on port $SINK_PORT"
+    "${PIN_CLIENT[@]}" "$SINK" --port "$SINK_PORT" >"$WORK/sink.log" 2>&1 &
+    PIDS+=("$!")
+    for _ in $(seq 50); do
+        curl -sf -o /dev/null --max-time 1 "http://127.0.0.1:$SINK_PORT/stats" && break
+        sleep 0.1
+    done
+    curl -sf -o /dev/null --max-time 1 "http://127.0.0.1:$SINK_PORT/stats" || die "otlp-sink did not start (log: $(cat "$WORK/sink.log"))"
+    PORT_off=$OP
+    PORT_metrics=$((OP + 1))
+    PORT_otel=$((OP + 2))
+    start off "$PORT_off" "$CLI" serve --agent echo --store memory --port "$PORT_off"
+    start metrics "$PORT_metrics" "$CLI" serve --agent echo --store memory --port "$PORT_metrics" --metrics
+    start otel "$PORT_otel" env OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$SINK_PORT" \
+        OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_TRACES_SAMPLER=always_on \
+        "$CLI" serve --agent echo --store memory --port "$PORT_otel" --otel
+    for name in off metrics otel; do check "$name" "$((PORT_$name))"; done
+    DURATION_SAVED=$DURATION
+    DURATION=2s
+    for name in off metrics otel; do load "$name" warmup 16; done
+    DURATION=$DURATION_SAVED
+    for test in send-c1 send-c16; do
+        c=${test##*-c}
+        for round in $(seq "$ROUNDS"); do
+            for name in off metrics otel; do load "$name" "$test" "$c" "$round"; done
+        done
+    done
+    curl -sf --max-time 2 "http://127.0.0.1:$SINK_PORT/stats" >"$WORK/sink-stats.json" || echo '{}' >"$WORK/sink-stats.json"
+fi
+
 # ---------------------------------------------------------------- report
 STATUS=0
 python3 - "$WORK" "$REPORT" "$CLK_TCK" "$DURATION" "$ROUNDS" "$STREAMS" \
@@ -567,6 +617,34 @@ if os.path.exists(f"{work}/postgres.txt"):
         if x["non200"] or x["errors"]:
             notes.append(f"postgres {name}: {x['non200']} non-200 answers, errors {x['errors']}")
             prow("", f"{name} failures", str(x["non200"] + sum(x["errors"].values())), "", "", "0", False)
+# The observability rows: off / --metrics / --otel of the same binary.
+orows = []
+if os.path.exists(f"{work}/sink-stats.json"):
+    def orow(test, metric, off, met, otel, rm, ro, target="", ok=None):
+        orows.append((test, metric, off, met, otel, rm, ro, target, "" if ok is None else ("PASS" if ok else "FAIL")))
+        if ok is not None:
+            checks.append(ok)
+    for test, label in [("send-c1", "SendMessage c=1"), ("send-c16", "SendMessage c=16")]:
+        o, m, t = load("off", test), load("metrics", test), load("otel", test)
+        rm = m["rps"] / o["rps"] if o["rps"] else float("nan")
+        ro = t["rps"] / o["rps"] if o["rps"] else float("nan")
+        t16 = test == "send-c16"
+        orow(label, "req/s", f1(o["rps"]), f1(m["rps"]), f1(t["rps"]), fr(rm), fr(ro),
+             "metrics >= 0.95, otel >= 0.70" if t16 else "", (rm >= 0.95 and ro >= 0.70) if t16 else None)
+        orow("", "p50 ms", f3(o["p50"]), f3(m["p50"]), f3(t["p50"]), "", "")
+        orow("", "p99 ms", f3(o["p99"]), f3(m["p99"]), f3(t["p99"]), "", "")
+        orow("", "CPU us/req", f"{o['cpu_us']:.1f}", f"{m['cpu_us']:.1f}", f"{t['cpu_us']:.1f}",
+             fr(m["cpu_us"] / o["cpu_us"] if o["cpu_us"] else float("nan")),
+             fr(t["cpu_us"] / o["cpu_us"] if o["cpu_us"] else float("nan")))
+        for name, x in (("off", o), ("metrics", m), ("otel", t)):
+            if x["non200"] or x["errors"]:
+                notes.append(f"observability {label}: {name} had {x['non200']} non-200 answers, errors {x['errors']}")
+    sink = json.load(open(f"{work}/sink-stats.json"))
+    if not sink.get("requests"):
+        notes.append("observability: otlp-sink received no trace export (is --otel exporting?)")
+        checks.append(False)
+    else:
+        notes.append(f"observability: otlp-sink received {sink['requests']} exports, {sink['bytes']:,} bytes")
 
 head = ("test", "metric", "bare", "a2a", "a2a/bare", "target", "result")
 w = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
@@ -593,6 +671,13 @@ if prows:
     pfmt = lambda r: "  ".join(str(x).ljust(pw[i]) if i < 2 or i == 5 else str(x).rjust(pw[i]) for i, x in enumerate(r)).rstrip()
     out += ["", "PostgreSQL store: `a2a serve --agent echo --store " + open(f"{work}/postgres.txt").read().strip()
             + "` (each process a replica)", pfmt(phead), "  ".join("-" * x for x in pw)] + [pfmt(r) for r in prows]
+if orows:
+    ohead = ("observability rows", "metric", "off", "--metrics", "--otel", "metrics/off", "otel/off", "target", "result")
+    ow = [max(len(str(r[i])) for r in orows + [ohead]) for i in range(len(ohead))]
+    ofmt = lambda r: "  ".join(str(x).ljust(ow[i]) if i < 2 or i == 7 else str(x).rjust(ow[i]) for i, x in enumerate(r)).rstrip()
+    out += ["", "observability: `a2a serve --agent echo --store memory` (one binary) with nothing on, with --metrics, "
+            "and with --otel (every span exported over OTLP HTTP to otlp-sink)",
+            ofmt(ohead), "  ".join("-" * x for x in ow)] + [ofmt(r) for r in orows]
 passed, failed = sum(checks), len(checks) - sum(checks)
 out += ["", f"targets: {passed} passed, {failed} failed"]
 if notes:

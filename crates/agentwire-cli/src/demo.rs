@@ -33,6 +33,11 @@ pub struct DemoArgs {
     /// The release coordinator's goal.
     #[arg(long, default_value = "upgrade payment-service to Node 24")]
     pub goal: String,
+    /// Delegate to the Dependency Compatibility Agent at this URL (for
+    /// example one `a2a serve --agent depcompat` runs) instead of serving
+    /// one in this process.
+    #[arg(long, value_name = "URL")]
+    pub agent_url: Option<String>,
     #[command(flatten)]
     pub timeout: crate::TimeoutOpt,
     #[command(flatten)]
@@ -215,6 +220,29 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
             .with_registry(registry);
         return tell(coordinator, "", &args.goal, json_out, None).await;
     }
+    // With --agent-url, the coordinator delegates to the agent at that URL
+    // (one that `a2a serve --agent depcompat` runs, say) instead of
+    // serving one here.
+    if let Some(agent) = args
+        .agent_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+    {
+        if !json_out {
+            out(
+                "a2a demo: the bundled example end to end. A release coordinator (the client) delegates a",
+            );
+            out(format!(
+                "dependency analysis to the agent at {agent}, speaking A2A."
+            ));
+            out(format!("Goal: {}", args.goal));
+        }
+        let coordinator = ReleaseCoordinator::new()
+            .with_bindings(bindings)
+            .with_wait(g.timeout.unwrap_or(Duration::from_secs(30)));
+        return tell(coordinator, agent, &args.goal, json_out, None).await;
+    }
     // The server keeps its tasks in SQLite, the default of `a2a serve`: a
     // file of its own, removed when the demo ends.
     let db = std::env::temp_dir().join(format!("a2a-demo-{}.db", std::process::id()));
@@ -346,9 +374,14 @@ async fn tell(
             }
         }
     };
-    let result = coordinator
-        .run(url, goal, &payment_service_files(), &mut printer)
-        .await;
+    // The whole story in one span: with traces on (an OTLP endpoint in the
+    // environment), the agent's spans are its children, in the same trace.
+    let span = tracing::info_span!(target: "a2a::demo", "a2a demo", goal = %goal);
+    let result = tracing::Instrument::instrument(
+        coordinator.run(url, goal, &payment_service_files(), &mut printer),
+        span,
+    )
+    .await;
     if let Some(server) = server {
         let _ = server.shutdown().await;
     }

@@ -726,20 +726,41 @@ const CLIENT_CREDENTIALS: &[&str] = &["--bearer", "--api-key"];
 /// commands print bare lines (their diagnostics); `a2a serve` (`serving`
 /// with its format) stamps each line with its RFC 3339 time, as text or
 /// as one JSON object a line.
-fn init_logging(filter: tracing_subscriber::EnvFilter, serving: Option<serve::LogFormat>) {
-    let fmt = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+///
+/// With `otel`, the spans of the server and the client (whatever the log
+/// filter keeps) also go to the OpenTelemetry exporter.
+fn init_logging(
+    filter: tracing_subscriber::EnvFilter,
+    serving: Option<serve::LogFormat>,
+    otel: Option<&agentwire_server::observe::otel::Otel>,
+) {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false);
-    match serving {
-        None => fmt.without_time().with_target(false).init(),
-        Some(serve::LogFormat::Text) => fmt.with_target(false).init(),
+    let fmt = match serving {
+        None => fmt.without_time().with_target(false).boxed(),
+        Some(serve::LogFormat::Text) => fmt.with_target(false).boxed(),
         Some(serve::LogFormat::Json) => fmt
             .json()
             .with_current_span(true)
             .with_span_list(false)
-            .init(),
-    }
+            .boxed(),
+    };
+    let traces = otel.map(|o| {
+        let keep = tracing_subscriber::filter::Targets::new()
+            .with_target("agentwire_server", tracing::Level::INFO)
+            .with_target("agentwire_client", tracing::Level::INFO)
+            .with_target("agentwire_agents", tracing::Level::INFO)
+            .with_target("a2a", tracing::Level::INFO);
+        o.layer().with_filter(keep)
+    });
+    tracing_subscriber::registry()
+        .with(fmt.with_filter(filter))
+        .with(traces)
+        .init();
 }
 
 /// The log filter: `--debug` (the client's diagnostics), else `RUST_LOG`,
@@ -872,14 +893,6 @@ fn main() -> ExitCode {
         Command::Serve(args) => Some(args.log_format),
         _ => None,
     };
-    let (filter, log_warning) = log_filter(cli.common.debug, serving.is_some());
-    init_logging(filter, serving);
-    if let Some(w) = log_warning {
-        eprintln!("warning: {w}");
-    }
-    for w in &loaded.warnings {
-        eprintln!("warning: {w}");
-    }
     // One worker per core (or TOKIO_WORKER_THREADS): `a2a serve` must use
     // the machine it runs on.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -892,11 +905,55 @@ fn main() -> ExitCode {
             return ExitCode::from(report_error(&ce, json));
         }
     };
+    // Traces for `a2a serve --otel` (or with an OTLP endpoint in the
+    // environment), and for the demo's coordinator, a traced client whose
+    // calls carry the trace on to the agent, when the environment names an
+    // OTLP endpoint. The gRPC exporter starts inside the runtime.
+    let traced = match &cli.command {
+        Command::Serve(args) if args.otel || agentwire_server::observe::otel::wanted_by_env() => {
+            Some(format!("a2a-{}", args.agent.name()))
+        }
+        Command::Demo(_) if agentwire_server::observe::otel::wanted_by_env() => {
+            Some("a2a-demo".to_owned())
+        }
+        _ => None,
+    };
+    let otel = match traced {
+        Some(service) => {
+            let _in_runtime = runtime.enter();
+            // The HTTP exporter's client uses rustls with the ring provider.
+            agentwire_client::install_crypto_provider();
+            match agentwire_server::observe::otel::init(&service) {
+                Ok(o) => {
+                    agentwire_client::trace_context::set_injector(
+                        agentwire_server::observe::otel::injector,
+                    );
+                    Some(o)
+                }
+                Err(e) => {
+                    let ce = CliError::usage(format!("cannot export traces: {e}"));
+                    return ExitCode::from(report_error(&ce, json));
+                }
+            }
+        }
+        None => None,
+    };
+    let (filter, log_warning) = log_filter(cli.common.debug, serving.is_some());
+    init_logging(filter, serving, otel.as_ref());
+    if let Some(w) = log_warning {
+        eprintln!("warning: {w}");
+    }
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
     let result = runtime.block_on(run(cli, &matches, &loaded));
     let code = match result {
         Ok(code) => code,
         Err(e) => report_error(&e, json),
     };
+    if let Some(o) = &otel {
+        o.shutdown();
+    }
     // Streams may still hold connections; do not wait for them.
     runtime.shutdown_timeout(Duration::from_millis(100));
     ExitCode::from(code)

@@ -41,7 +41,7 @@ pub enum AgentName {
 
 impl AgentName {
     /// The name on the command line.
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             AgentName::Echo => "echo",
             AgentName::Conformance => "conformance",
@@ -422,6 +422,17 @@ pub struct ServeArgs {
         value_name = "DURATION"
     )]
     pub shutdown_grace: Option<Duration>,
+    /// Export OpenTelemetry traces with OTLP: a span per call on every
+    /// binding, continuing the caller's W3C trace context (`traceparent`),
+    /// with the agent's turn, its calls to other agents and each push
+    /// delivery as child spans. The standard `OTEL_*` variables configure
+    /// it (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_PROTOCOL`
+    /// `grpc` or `http/protobuf`, `OTEL_SERVICE_NAME`,
+    /// `OTEL_TRACES_SAMPLER`...). On as well when
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` is set; `OTEL_SDK_DISABLED=true`
+    /// keeps it off.
+    #[arg(long, env = "A2A_SERVE_OTEL")]
+    pub otel: bool,
     /// How log lines are written on stderr: `text` (for people) or `json`
     /// (one JSON object a line, for log collectors). Every line carries
     /// an RFC 3339 time; each request answered is one `info` line.

@@ -377,6 +377,88 @@ async fn metrics_text(url: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_of_the_live_state_streams_turns_tasks_and_push() {
+    let served = Served::start(
+        &[
+            "--agent",
+            "conformance",
+            "--tck-streaming-timeout",
+            "10m",
+            "--metrics",
+        ],
+        &[],
+    );
+    let gauge = |text: &str, name: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    };
+    let text = metrics_text(&format!("{}/metrics", served.url)).await;
+    for name in [
+        "a2a_active_streams",
+        "a2a_waiting_calls",
+        "a2a_executor_turns_in_flight",
+        r#"a2a_live_tasks{state="working"}"#,
+        "a2a_push_outbox_pending",
+        "a2a_push_enqueued_total",
+        "a2a_push_failed_attempts_total",
+    ] {
+        assert_eq!(gauge(&text, name), Some(0.0), "{name} at 0 in:\n{text}");
+    }
+
+    // A task the agent keeps working on, and a stream open on it.
+    agentwire_client::install_crypto_provider();
+    let mut stream = reqwest::Client::new()
+        .post(format!("{}/", served.url))
+        .header("A2A-Version", "1.0")
+        .header("content-type", "application/json")
+        .body(
+            serde_json::json!({
+                "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+                "params": {"message": {
+                    "messageId": "test-resubscribe-message-id-metrics",
+                    "role": "ROLE_USER", "parts": [{"text": "keep working"}]
+                }}
+            })
+            .to_string(),
+        )
+        .send()
+        .await
+        .expect("a stream");
+    let first = tokio::time::timeout(LIMIT, stream.chunk())
+        .await
+        .expect("the stream's first event in time")
+        .expect("a chunk");
+    assert!(first.is_some(), "the stream opened");
+    let text = metrics_text(&format!("{}/metrics", served.url)).await;
+    for name in [
+        "a2a_active_streams",
+        "a2a_executor_turns_in_flight",
+        r#"a2a_live_tasks{state="working"}"#,
+    ] {
+        assert_eq!(gauge(&text, name), Some(1.0), "{name} at 1 in:\n{text}");
+    }
+    // The stream closed: no stream left.
+    drop(stream);
+    let start = Instant::now();
+    loop {
+        let text = metrics_text(&format!("{}/metrics", served.url)).await;
+        if gauge(&text, "a2a_active_streams") == Some(0.0) {
+            break;
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "the closed stream still counted:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !metrics_text(&format!("{}/metrics", served.url))
+            .await
+            .contains("task_id")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_on_the_agent_port_and_on_a_port_of_their_own() {
     let served = Served::start(&["--metrics"], &[]);
     let rpc = JsonRpcTransport::new(format!("{}/", served.url)).expect("JSON-RPC");
@@ -563,12 +645,29 @@ async fn sigterm_stops_within_the_grace_period_and_no_task_is_left_working() {
 
     let status = served.terminate();
     assert!(status.success(), "a2a serve stopped with {status}");
-    // The stream ended with the server.
+    // The stream ended with the server, with the task's failure as its
+    // final event.
     let rest = tokio::time::timeout(LIMIT, async {
-        while let Ok(Some(_)) = stream.chunk().await {}
+        let mut text = String::new();
+        while let Ok(Some(chunk)) = stream.chunk().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        text
     })
     .await;
-    assert!(rest.is_ok(), "the stream did not end");
+    let rest = rest.expect("the stream did not end");
+    let last = rest
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .next_back()
+        .unwrap_or_else(|| panic!("no event after SIGTERM: {rest:?}"));
+    let last: Value = serde_json::from_str(last.trim()).expect("a JSON-RPC event");
+    let update = &last["result"]["statusUpdate"];
+    assert_eq!(update["status"]["state"], "TASK_STATE_FAILED", "{last}");
+    let said = update["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(said.contains("shut down"), "{last}");
 
     // Restarted on the same store: the task is not left working.
     let again = Served::start(&args, &[]);
@@ -584,4 +683,14 @@ async fn sigterm_stops_within_the_grace_period_and_no_task_is_left_working() {
         .await
         .expect("the task after the restart");
     assert_eq!(t.state(), agentwire_types::TaskState::Failed, "{t:?}");
+    // Failed, and written, by the server that stopped (not by the crash
+    // recovery of the new one).
+    let said = t
+        .status
+        .as_ref()
+        .and_then(|s| s.message.as_ref())
+        .and_then(|m| m.parts.first())
+        .and_then(|p| p.as_text())
+        .unwrap_or_default();
+    assert!(said.contains("shut down"), "{t:?}");
 }

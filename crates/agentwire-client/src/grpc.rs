@@ -187,6 +187,7 @@ impl GrpcTransport {
         message.fill_tenant(&self.tenant);
         let mut req = tonic::Request::new(message);
         let md = req.metadata_mut();
+        crate::trace_context::grpc(md);
         md.insert(
             "a2a-version",
             AsciiMetadataValue::from_static(agentwire_types::PROTOCOL_VERSION),

@@ -166,7 +166,7 @@ impl JsonRpcTransport {
         if let (false, Some(t)) = (stream, options.timeout) {
             rb = rb.timeout(t);
         }
-        Ok(rb)
+        Ok(crate::trace_context::http(rb))
     }
 
     async fn call<P, R>(

@@ -128,6 +128,7 @@ mod rest;
 pub mod sse;
 pub mod tap;
 pub mod tls;
+pub mod trace_context;
 mod transport;
 pub mod v0_3;
 #[cfg(feature = "webhook")]

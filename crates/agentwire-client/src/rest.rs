@@ -162,7 +162,7 @@ impl RestTransport {
         if let (false, Some(t)) = (stream, options.timeout) {
             rb = rb.timeout(t);
         }
-        Ok(rb)
+        Ok(crate::trace_context::http(rb))
     }
 
     async fn exchange(

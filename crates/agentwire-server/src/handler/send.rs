@@ -259,6 +259,8 @@ impl RequestHandler {
         launch: RunInputs,
     ) -> (Subscription, Run) {
         let manager = &self.inner.manager;
+        #[cfg(feature = "otel")]
+        let (task_id, context_id) = (live.id.clone(), live.context_id.clone());
         let rctx = RequestContext {
             message,
             task: existing.map(Box::new),
@@ -287,6 +289,16 @@ impl RequestHandler {
                 finishing.await;
             }
         });
+        // The turn in a span of its own, current while the agent works, so
+        // the calls it makes carry the trace on.
+        #[cfg(feature = "otel")]
+        let run: Run = if crate::observe::otel::enabled() {
+            use tracing::Instrument as _;
+            let span = crate::observe::otel::turn_span(&task_id, &context_id);
+            Box::pin(run.instrument(span))
+        } else {
+            run
+        };
         (sub, run)
     }
 

@@ -68,6 +68,31 @@ impl RequestHandler {
         Ok(failed)
     }
 
+    /// Shutdown, once the grace period is over: fails every task an agent
+    /// of this process is still working on, with `reason` as the status
+    /// message, and writes it to the store before returning; the tasks'
+    /// open streams end with that final status update. Returns the ids of
+    /// the tasks failed. Called by [`crate::BoundServer::run_until`].
+    pub async fn fail_running_tasks(&self, reason: &str) -> Vec<String> {
+        self.inner.manager.fail_running_here(reason).await
+    }
+
+    /// What the live tasks of this process are doing now, and the push
+    /// counters (for the metrics).
+    pub(crate) fn live_stats(&self) -> crate::observe::metrics::LiveStats {
+        let mut stats = self.inner.manager.live_stats();
+        stats.push = self.push_sender().map(|p| p.metrics().snapshot());
+        stats
+    }
+
+    /// Completes when no agent of this process is working on a task any
+    /// more (checked every 50 ms).
+    pub async fn tasks_settled(&self) {
+        while self.inner.manager.running_here() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// `GetTask`.
     pub async fn get_task(&self, ctx: &CallContext, req: GetTaskRequest) -> A2aResult<Task> {
         // Counted until the answer (see `HandlerConfig::max_in_flight`).

@@ -161,6 +161,77 @@ impl TaskManager {
         failed
     }
 
+    /// What the live tasks of this process are doing now (for the
+    /// metrics): one pass over the live map, each task's state locked in
+    /// turn.
+    pub(crate) fn live_stats(&self) -> crate::observe::metrics::LiveStats {
+        use super::subscribers::Subscriber;
+        let mut stats = crate::observe::metrics::LiveStats::default();
+        for e in self.live.iter() {
+            let st = e.value().state.lock();
+            stats.turns_in_flight += u64::from(st.running);
+            for s in st.subscribers.iter().filter(|s| !s.is_closed()) {
+                match s {
+                    Subscriber::Stream { .. } | Subscriber::Lagging { .. } => stats.streams += 1,
+                    Subscriber::Final(_) => stats.waiting += 1,
+                }
+            }
+            if st.created {
+                stats.count_state(st.last_state);
+            }
+        }
+        stats
+    }
+
+    /// Whether an agent of this process is still working on a task.
+    pub(crate) fn running_here(&self) -> bool {
+        self.live.iter().any(|e| busy(&e.value().state.lock()))
+    }
+
+    /// At shutdown, once the grace period is over: fails every task an
+    /// agent of this process is still working on (submitted or working)
+    /// with a message saying why, then stops its agent. The failure is
+    /// written to the store like any update, and ends the task's open
+    /// streams with a final status update. Returns the ids of the tasks
+    /// failed.
+    pub(crate) async fn fail_running_here(&self, reason: &str) -> Vec<String> {
+        let running: Vec<Arc<LiveTask>> = self
+            .live
+            .iter()
+            .filter(|e| busy(&e.value().state.lock()))
+            .map(|e| Arc::clone(e.value()))
+            .collect();
+        let mut failed = Vec::new();
+        for live in running {
+            let guard = live.order.lock().await;
+            if busy(&live.state.lock()) {
+                let message = Message {
+                    message_id: agentwire_types::new_id(),
+                    context_id: live.context_id.clone(),
+                    task_id: live.id.clone(),
+                    role: Role::Agent as i32,
+                    parts: vec![Part::text(reason)],
+                    ..Default::default()
+                };
+                let update = TaskUpdate::Status {
+                    status: TaskStatus::new(TaskState::Failed).with_message(message),
+                    metadata: None,
+                };
+                match self.apply_locked(&live, Box::new(update)).await {
+                    Ok(()) => failed.push(live.id.clone()),
+                    Err(e) => {
+                        tracing::warn!(task = %live.id, error = %e, "could not fail a task at shutdown");
+                    }
+                }
+            }
+            drop(guard);
+            // After the failure is recorded, so that the agent's end cannot
+            // record a cancelation first.
+            live.cancel.cancel();
+        }
+        failed
+    }
+
     /// Called when an executor run ends: fails a task the agent left
     /// unfinished, turns an early error into the request's answer, and
     /// releases the live state. With a store that answers at once (an
@@ -306,4 +377,12 @@ enum RunEnd {
     Answer(A2aError),
     /// The agent failed after the task settled: only logged.
     Late(A2aError),
+}
+
+/// Whether an agent of this process works on the task: a run under way
+/// while the task is submitted or working.
+fn busy(st: &LiveState) -> bool {
+    st.running > 0
+        && st.created
+        && matches!(st.last_state, TaskState::Submitted | TaskState::Working)
 }

@@ -7,6 +7,22 @@
 //! - `a2a_requests_total{binding,operation,outcome}`: requests answered.
 //! - `a2a_request_duration_seconds{binding,operation}`: time to the
 //!   response's head (a stream goes on after it), a histogram.
+//!
+//! Read from the server's live state when scraped (nothing is counted on
+//! the request path for them):
+//!
+//! - `a2a_active_streams`: event streams open (`SendStreamingMessage`,
+//!   `SubscribeToTask`), and `a2a_waiting_calls`: blocking calls waiting
+//!   for their answer (the tasks' other subscribers).
+//! - `a2a_executor_turns_in_flight`: agent turns running.
+//! - `a2a_live_tasks{state}`: the tasks this process holds live state for
+//!   (being worked on or followed), by state; the store's tasks are not
+//!   counted.
+//! - `a2a_push_enqueued_total`, `a2a_push_delivered_total`,
+//!   `a2a_push_failed_attempts_total`, `a2a_push_dropped_total`,
+//!   `a2a_push_refused_total`, `a2a_push_streams_given_up_total`: push
+//!   notifications (when push is on), and `a2a_push_outbox_pending`: those
+//!   enqueued by this process not yet delivered or dropped.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +30,7 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -41,11 +58,70 @@ const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
+}
+
+/// The task states, as `a2a_live_tasks` labels them.
+const STATES: [(agentwire_types::TaskState, &str); 8] = {
+    use agentwire_types::TaskState as S;
+    [
+        (S::Submitted, "submitted"),
+        (S::Working, "working"),
+        (S::InputRequired, "input_required"),
+        (S::AuthRequired, "auth_required"),
+        (S::Completed, "completed"),
+        (S::Canceled, "canceled"),
+        (S::Failed, "failed"),
+        (S::Rejected, "rejected"),
+    ]
+};
+
+/// What a server's live tasks are doing, read when the metrics are
+/// scraped.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct LiveStats {
+    pub(crate) streams: u64,
+    pub(crate) waiting: u64,
+    pub(crate) turns_in_flight: u64,
+    pub(crate) states: [u64; STATES.len()],
+    pub(crate) push: Option<crate::push::PushStats>,
+}
+
+impl LiveStats {
+    pub(crate) fn count_state(&mut self, state: agentwire_types::TaskState) {
+        if let Some(i) = STATES.iter().position(|(s, _)| *s == state) {
+            self.states[i] += 1;
+        }
+    }
+}
+
+type Probe = Box<dyn Fn() -> LiveStats + Send + Sync>;
+
+/// The gauges and counters read from the live state at each scrape.
+#[derive(Default)]
+struct Live {
+    streams: Gauge,
+    waiting: Gauge,
+    turns: Gauge,
+    tasks: Family<StateLabels, Gauge>,
+    push_enqueued: Counter,
+    push_delivered: Counter,
+    push_failed: Counter,
+    push_dropped: Counter,
+    push_refused: Counter,
+    push_given_up: Counter,
+    push_pending: Gauge,
+}
+
 /// A server's metrics (see the [module documentation](self)).
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     latency: Family<LatencyLabels, Histogram, fn() -> Histogram>,
+    live: Live,
+    probe: std::sync::OnceLock<Probe>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -83,10 +159,114 @@ impl Metrics {
             prometheus_client::registry::Unit::Seconds,
             latency.clone(),
         );
+        let live = Live::default();
+        registry.register(
+            "active_streams",
+            "Event streams open (SendStreamingMessage, SubscribeToTask)",
+            live.streams.clone(),
+        );
+        registry.register(
+            "waiting_calls",
+            "Blocking calls waiting for their answer",
+            live.waiting.clone(),
+        );
+        registry.register(
+            "executor_turns_in_flight",
+            "Agent turns running",
+            live.turns.clone(),
+        );
+        registry.register(
+            "live_tasks",
+            "Tasks this process holds live state for (worked on or followed), by state",
+            live.tasks.clone(),
+        );
+        for (name, help, c) in [
+            (
+                "push_enqueued",
+                "Push notifications enqueued (one per event and config)",
+                &live.push_enqueued,
+            ),
+            (
+                "push_delivered",
+                "Push notifications delivered (the webhook answered 2xx)",
+                &live.push_delivered,
+            ),
+            (
+                "push_failed_attempts",
+                "Push delivery attempts that failed (error, timeout, non-2xx)",
+                &live.push_failed,
+            ),
+            (
+                "push_dropped",
+                "Push notifications dropped (config failing, deleted or refused)",
+                &live.push_dropped,
+            ),
+            (
+                "push_refused",
+                "Push deliveries refused by the URL policy at delivery time",
+                &live.push_refused,
+            ),
+            (
+                "push_streams_given_up",
+                "Push streams given up after too many attempts",
+                &live.push_given_up,
+            ),
+        ] {
+            registry.register(name, help, c.clone());
+        }
+        registry.register(
+            "push_outbox_pending",
+            "Push notifications enqueued by this process not yet delivered or dropped",
+            live.push_pending.clone(),
+        );
         Self {
             registry,
             requests,
             latency,
+            live,
+            probe: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Reads the live gauges from `probe` at each scrape (the first probe
+    /// set stays).
+    pub(crate) fn set_probe(&self, probe: impl Fn() -> LiveStats + Send + Sync + 'static) {
+        let _ = self.probe.set(Box::new(probe));
+    }
+
+    /// Brings the live gauges up to date.
+    fn refresh(&self) {
+        let Some(probe) = self.probe.get() else {
+            return;
+        };
+        let s = probe();
+        let g = |x: u64| i64::try_from(x).unwrap_or(i64::MAX);
+        self.live.streams.set(g(s.streams));
+        self.live.waiting.set(g(s.waiting));
+        self.live.turns.set(g(s.turns_in_flight));
+        for ((_, name), n) in STATES.iter().zip(s.states) {
+            self.live
+                .tasks
+                .get_or_create(&StateLabels { state: name })
+                .set(g(n));
+        }
+        if let Some(p) = s.push {
+            // Counters only go up: each takes what it lacks.
+            let to = |c: &Counter, v: u64| {
+                let now = c.get();
+                if v > now {
+                    c.inc_by(v - now);
+                }
+            };
+            to(&self.live.push_enqueued, p.enqueued);
+            to(&self.live.push_delivered, p.delivered);
+            to(&self.live.push_failed, p.failed_attempts);
+            to(&self.live.push_dropped, p.dropped);
+            to(&self.live.push_refused, p.refused);
+            to(&self.live.push_given_up, p.configs_failed);
+            self.live
+                .push_pending
+                .set(g(p.enqueued.saturating_sub(p.delivered + p.dropped)));
         }
     }
 
@@ -117,6 +297,7 @@ impl Metrics {
 
     /// The metrics in the OpenMetrics text format ([`CONTENT_TYPE`]).
     pub fn render(&self) -> String {
+        self.refresh();
         let mut out = String::with_capacity(4096);
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             // Writing to a String does not fail.

@@ -25,6 +25,8 @@ use tracing::Span;
 
 pub(crate) mod health;
 pub mod metrics;
+#[cfg(feature = "otel")]
+pub mod otel;
 
 pub use metrics::Metrics;
 
@@ -214,14 +216,28 @@ impl<B> MakeSpan<B> for RequestSpan {
             .get(REQUEST_ID_HEADER)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
-        tracing::info_span!(
+        let span = tracing::info_span!(
             target: REQUEST_LOG_TARGET,
             "request",
             request_id = %id,
             trace_id = trace_id(headers).map(tracing::field::display),
             method = %request.method(),
             path = %request.uri().path(),
-        )
+            // The span's kind for OpenTelemetry, recorded only when traces
+            // are on (an empty field is not logged).
+            otel.kind = tracing::field::Empty,
+        );
+        // Traces off cost nothing more here: with the `otel` feature off
+        // this is not compiled; with it on but `otel::init` never run (no
+        // `--otel`, no OTLP endpoint), no OpenTelemetry layer is in the
+        // subscriber and no exporter exists, so the span is the log's alone
+        // (a disabled one when the log filter drops its target), and this is
+        // one relaxed atomic load: no header is read, no field recorded.
+        #[cfg(feature = "otel")]
+        if otel::enabled() {
+            otel::adopt(&span, headers);
+        }
+        span
     }
 }
 
@@ -237,6 +253,10 @@ impl<B> OnResponse<B> for RequestLog {
     fn on_response(self, response: &Response<B>, latency: Duration, _span: &Span) {
         let status = response.status().as_u16();
         let info = response.extensions().get::<CallInfo>();
+        #[cfg(feature = "otel")]
+        if otel::enabled() {
+            otel::answered(_span, info, status);
+        }
         let (binding, operation, outcome) = match info {
             Some(i) => (i.binding, i.operation, i.outcome()),
             None if status >= 400 => ("http", "", "error"),

@@ -219,8 +219,19 @@ impl Shared {
         }
     }
 
-    /// One POST of one notification.
+    /// One POST of one notification (in a span of its own, whose trace
+    /// context the request carries, when traces are on).
     async fn attempt(&self, n: &Notification) -> Outcome {
+        #[cfg(feature = "otel")]
+        if crate::observe::otel::enabled() {
+            use tracing::Instrument as _;
+            let span = crate::observe::otel::push_span(&n.task_id);
+            return self.attempt_now(n).instrument(span).await;
+        }
+        self.attempt_now(n).await
+    }
+
+    async fn attempt_now(&self, n: &Notification) -> Outcome {
         let url = match self.settings.policy.check_url(&n.config.url) {
             Ok(u) => u,
             Err(r) => return Outcome::Refused(r.0),
@@ -268,6 +279,10 @@ impl Shared {
         if let Some(signer) = &self.signer {
             let jwt = signer.sign(&n.config.url, &n.id, &n.task_id, n.seq, &n.body);
             req = req.header(SIGNATURE_HEADER, jwt);
+        }
+        #[cfg(feature = "otel")]
+        if crate::observe::otel::enabled() {
+            req = crate::observe::otel::inject_http(req);
         }
         match req.body(n.body.clone()).send().await {
             Ok(resp) if resp.status().is_success() => Outcome::Delivered,

@@ -330,8 +330,12 @@ impl A2aServer {
         if self.options.grpc {
             router = crate::observe::health::grpc_routes(router, readiness, stopping.clone());
         }
-        if let Some((metrics, true)) = &self.metrics {
-            router = crate::observe::metrics::route(router, Arc::clone(metrics));
+        if let Some((metrics, on_port)) = &self.metrics {
+            let live = handler.clone();
+            metrics.set_probe(move || live.live_stats());
+            if *on_port {
+                router = crate::observe::metrics::route(router, Arc::clone(metrics));
+            }
         }
         let direct = crate::serving::accept::Direct {
             rpc: HttpState {
@@ -418,6 +422,14 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// How long, at shutdown, the store may take to record the tasks still
+/// running as failed.
+const SHUTDOWN_WRITE_LIMIT: Duration = Duration::from_secs(5);
+
+/// How long, at shutdown, the streams ended by those failures may take to
+/// send their last event before the server stops.
+const SHUTDOWN_FLUSH_LIMIT: Duration = Duration::from_secs(1);
+
 /// A server bound to its address, ready to run.
 pub struct BoundServer {
     listener: tokio::net::TcpListener,
@@ -451,14 +463,17 @@ impl BoundServer {
 
     /// Serves until `shutdown` completes; then stops accepting, lets open
     /// requests finish for up to the shutdown grace period
-    /// ([`A2aServer::shutdown_grace`], five seconds by default), and
-    /// returns.
+    /// ([`A2aServer::shutdown_grace`], five seconds by default), and the
+    /// agents still working too; then fails (and writes) the tasks still
+    /// running, which ends their streams with that final status update,
+    /// and returns.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let _stopping = self.stopping;
         let grace = self.shutdown_grace;
+        let handler = self.handler.clone();
         let stop = Arc::new(tokio::sync::Notify::new());
         let stopped = Arc::clone(&stop);
         let serve = crate::serving::accept::serve(
@@ -472,13 +487,52 @@ impl BoundServer {
                 stopped.notify_one();
             },
         );
+        let mut serve = std::pin::pin!(serve);
+        let mut deadline = std::pin::pin!(async {
+            stop.notified().await;
+            tokio::time::sleep(grace).await;
+        });
+        let mut closed = false;
         tokio::select! {
-            r = serve => r,
-            () = async {
-                stop.notified().await;
-                tokio::time::sleep(grace).await;
-            } => Ok(()),
+            r = &mut serve => {
+                // Ends well only once shutdown began (`stop` then holds its
+                // permit).
+                r?;
+                closed = true;
+            }
+            () = &mut deadline => {}
         }
+        if closed {
+            // Every connection closed within the grace period: the agents
+            // still working have the rest of it.
+            tokio::select! {
+                () = &mut deadline => {}
+                () = handler.tasks_settled() => {}
+            }
+        }
+        // The grace period is over. The tasks still running here are
+        // failed, as after a crash, but written now, before the process
+        // exits: their open streams get the failure as their final event.
+        let reason = "The server shut down before the agent finished this task. \
+                      Send the request again to retry.";
+        match tokio::time::timeout(SHUTDOWN_WRITE_LIMIT, handler.fail_running_tasks(reason)).await {
+            Ok(failed) if !failed.is_empty() => {
+                tracing::warn!(
+                    count = failed.len(),
+                    "failed the tasks still running at shutdown"
+                );
+            }
+            Ok(_) => {}
+            Err(_) => tracing::warn!(
+                "the task store did not record the tasks still running at shutdown in time"
+            ),
+        }
+        // Streams ending with those failures close their connections: a
+        // moment for their last events to be sent.
+        if !closed {
+            let _ = tokio::time::timeout(SHUTDOWN_FLUSH_LIMIT, &mut serve).await;
+        }
+        Ok(())
     }
 
     /// Serves in a background task; the handle stops it when dropped or
