@@ -47,9 +47,12 @@ V03_URL="$REF_URL"
 
 log "running cargo test -p agentwire-cli --test interop_js against $V1_URL (1.x) and $V03_URL (0.3)"
 cd "$REPO_ROOT"
+# Build first (a build is not bounded), then bound the run itself.
+cargo test --locked -p agentwire-cli --test interop_js --no-run >&2 \
+  || { log "building the interop_js tests failed"; exit 2; }
 set +e
 A2A_INTEROP_JS_URL="$V1_URL" A2A_INTEROP_JS_V03_URL="$V03_URL" \
-  timeout --kill-after=10 1800 cargo test --locked -p agentwire-cli --test interop_js "$@" -- --nocapture
+  timeout --kill-after=10 900 cargo test --locked -p agentwire-cli --test interop_js "$@" -- --nocapture
 RC=$?
 set -e
 if [[ $RC -ne 0 ]]; then

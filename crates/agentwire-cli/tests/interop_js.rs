@@ -15,11 +15,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
-
 use common::Env;
 use serde_json::Value;
 
@@ -80,67 +75,6 @@ impl Peer<'_> {
             self.binding
         );
         v["task"].clone()
-    }
-
-    /// Runs `a2a task subscribe --stream` on a task, waits for its first
-    /// event, calls `then`, and returns every event the subscription printed
-    /// until it ended by itself.
-    fn subscribe_then(&self, task_id: &str, then: impl FnOnce()) -> Vec<Value> {
-        let env = self.env;
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
-        for (k, _) in std::env::vars() {
-            if k.starts_with("A2ACLI_") || k.starts_with("XDG_") {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.env("HOME", env.home())
-            .env("XDG_CONFIG_HOME", env.home().join(".config"))
-            .env("XDG_CACHE_HOME", env.home().join(".cache"))
-            .current_dir(env.cwd())
-            .args(self.args(&["task", "subscribe", task_id, "--stream", "--timeout", "30s"]))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("start a2a task subscribe");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut lines = Vec::new();
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(first) => lines.push(first),
-            Err(_) => {
-                let _ = child.kill();
-                let out = child.wait_with_output().expect("wait for a2a");
-                panic!(
-                    "{}: the subscription printed no event; stderr:\n{}",
-                    self.binding,
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-        }
-        then();
-        // The subscription ends by itself when the task is terminal; the
-        // command's own --timeout bounds it.
-        while let Ok(line) = rx.recv_timeout(Duration::from_secs(40)) {
-            lines.push(line);
-        }
-        let status = child.wait().expect("wait for a2a");
-        let _ = reader.join();
-        assert!(
-            status.success(),
-            "{}: subscribe exited {status}; events: {lines:?}",
-            self.binding
-        );
-        lines
-            .iter()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("line not JSON ({e}): {l}")))
-            .collect()
     }
 }
 
@@ -270,21 +204,34 @@ fn resubscribe(p: &Peer) {
     let b = p.binding;
     let t = p.send_task("tck-input-required");
     let task_id = t["id"].as_str().unwrap_or_default().to_owned();
-    let events = p.subscribe_then(&task_id, || {
-        let c = p.ok(&["task", "cancel", &task_id]);
-        assert_eq!(c["status"]["state"], "TASK_STATE_CANCELED", "{b}: {c}");
-    });
+    // `a2a task subscribe` follows a task until it is terminal or
+    // interrupted: on an input-required task it shows the task and stops.
+    let out = p.run(&[
+        "task",
+        "subscribe",
+        &task_id,
+        "--stream",
+        "--timeout",
+        "30s",
+    ]);
+    out.expect(0);
+    let events = out.jsonl();
     assert_eq!(
-        state_of(&events[0]),
+        events.first().and_then(state_of),
         Some("TASK_STATE_INPUT_REQUIRED"),
         "{b}: {events:?}"
     );
-    assert_eq!(
-        events.last().and_then(state_of),
-        Some("TASK_STATE_CANCELED"),
-        "{b}: {events:?}"
-    );
-    // A completed task cannot be subscribed to.
+    let c = p.ok(&["task", "cancel", &task_id]);
+    assert_eq!(c["status"]["state"], "TASK_STATE_CANCELED", "{b}: {c}");
+    // A completed task cannot be subscribed to (1.0). The 0.3 SDK server
+    // answers such a resubscription with the task instead of an error (a
+    // limit of @a2a-js/sdk 0.3.14, interop/js/README.md): not checked there.
+    if p.v03 {
+        eprintln!(
+            "skipped for {b} (0.3): subscribe to a completed task, the SDK server answers the task"
+        );
+        return;
+    }
     let done = p.send_task("tck-complete-task");
     let out = p.run(&[
         "task",
