@@ -169,9 +169,7 @@ mod tests {
                     },
                     proto::Part {
                         part: Some(proto::part::Part::File(proto::FilePart {
-                            file: Some(proto::file_part::File::FileWithBytes(
-                                b"abc".to_vec().into(),
-                            )),
+                            file: Some(proto::file_part::File::FileWithBytes(b"abc".to_vec())),
                             mime_type: "text/plain".into(),
                             name: String::new(),
                         })),
