@@ -153,7 +153,7 @@ async def case_card(base_url, binding):
         assert card.capabilities.streaming is True
         assert card.capabilities.push_notifications is True
         # (The gRPC interface is `host:port`, without a scheme.)
-        assert base_url.endswith(interface_url(card, binding).removeprefix('http://'))
+        assert base_url.endswith(interface_url(card, binding).removeprefix('http://').rstrip('/'))
         assert card.skills, card
         got = await client.get_card()
         assert got.name == card.name
