@@ -51,5 +51,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ignore_unknown_fields()
         .exclude([".lf.a2a.v1.ListTasksResponse"])
         .build(&[".lf.a2a.v1"])?;
+
+    #[cfg(all(feature = "v0_3", feature = "grpc"))]
+    compile_v03(&root, &out)?;
+    Ok(())
+}
+
+/// The A2A 0.3 gRPC service (package `a2a.v1`, feature `v0_3` with
+/// `grpc`): its messages, their ProtoJSON serde (the bridge to the 0.3
+/// HTTP+JSON forms, see `src/v0_3/grpc.rs`), its client and its server.
+#[cfg(all(feature = "v0_3", feature = "grpc"))]
+fn compile_v03(
+    root: &std::path::Path,
+    out: &std::path::Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let proto = root.join("a2a/v1/a2a.proto");
+    let fds = protox::compile([&proto], [root])?;
+    let descriptor_path = out.join("a2a_v03_descriptor.bin");
+    std::fs::write(&descriptor_path, prost::Message::encode_to_vec(&fds))?;
+    let mut config = prost_build::Config::new();
+    config
+        .file_descriptor_set_path(&descriptor_path)
+        .skip_protoc_run()
+        .compile_well_known_types()
+        .extern_path(".google.protobuf.Timestamp", "crate::Timestamp")
+        .extern_path(".google.protobuf.Struct", "crate::wkt::Struct")
+        .extern_path(".google.protobuf.Value", "crate::wkt::Value")
+        .extern_path(".google.protobuf.ListValue", "crate::wkt::ListValue")
+        .extern_path(".google.protobuf.NullValue", "crate::wkt::NullValue")
+        .extern_path(".google.protobuf", "::pbjson_types");
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .skip_protoc_run()
+        .file_descriptor_set_path(&descriptor_path)
+        .compile_fds_with_config(fds, config)?;
+    let descriptor_set = std::fs::read(&descriptor_path)?;
+    pbjson_build::Builder::new()
+        .register_descriptors(&descriptor_set)?
+        .ignore_unknown_fields()
+        .build(&[".a2a.v1"])?;
     Ok(())
 }

@@ -393,7 +393,14 @@ async fn the_card_has_the_0_3_fields_and_stays_a_1_0_card() {
             .any(|i| i["transport"] == "HTTP+JSON" && i["url"] == base.as_str()),
         "{card}"
     );
-    assert!(extra.iter().all(|i| i["transport"] != "GRPC"), "{card}");
+    // The 0.3 gRPC service is at the 1.0 one's address.
+    let grpc = base.trim_start_matches("http://");
+    assert!(
+        extra
+            .iter()
+            .any(|i| i["transport"] == "GRPC" && i["url"] == grpc),
+        "{card}"
+    );
     // The 1.0 card as before.
     let one: agentwire_types::AgentCard = serde_json::from_value(card.clone()).unwrap();
     assert_eq!(&one, server.handler().agent_card());
@@ -617,8 +624,9 @@ async fn rest_non_blocking_resubscribe_and_cancel() {
     assert_eq!(r.status, 501, "{:?}", r.body);
 }
 
-/// A gRPC call of the 0.3 service (not served), or of any unknown service,
-/// gets a gRPC status (UNIMPLEMENTED), not an HTTP 404 with a JSON body.
+/// A gRPC call of an unknown method of the 0.3 service, or of any unknown
+/// service, gets a gRPC status (UNIMPLEMENTED), not an HTTP 404 with a JSON
+/// body.
 #[tokio::test]
 async fn unknown_grpc_services_get_a_grpc_status() {
     let server = scripted_server().await;
@@ -627,7 +635,7 @@ async fn unknown_grpc_services_get_a_grpc_status() {
         .http2_prior_knowledge()
         .build()
         .expect("h2c client");
-    for path in ["/a2a.v1.A2AService/SendMessage", "/other.Service/Call"] {
+    for path in ["/a2a.v1.A2AService/NoSuchMethod", "/other.Service/Call"] {
         let r = raw_send(
             http.post(format!("{}{path}", server.base_url()))
                 .header("content-type", "application/grpc")
@@ -642,9 +650,233 @@ async fn unknown_grpc_services_get_a_grpc_status() {
             header("content-type").starts_with("application/grpc"),
             "{path}"
         );
-        assert!(
-            header("grpc-message").contains("lf.a2a.v1.A2AService"),
-            "{path}"
-        );
     }
+}
+
+// ------------------------------------------------- the 0.3 gRPC service
+
+use agentwire_types::v0_3::grpc::proto as g03;
+use g03::a2a_service_client::A2aServiceClient;
+
+async fn grpc03(server: &ServerHandle) -> A2aServiceClient<tonic::transport::Channel> {
+    A2aServiceClient::connect(server.base_url().to_owned())
+        .await
+        .expect("a gRPC connection")
+}
+
+fn grpc_message(prefix: &str) -> g03::Message {
+    g03::Message {
+        message_id: format!("{prefix}-{}", new_id()),
+        role: g03::Role::User as i32,
+        content: vec![g03::Part {
+            part: Some(g03::part::Part::Text("hello".into())),
+            metadata: None,
+        }],
+        ..Default::default()
+    }
+}
+
+fn send_request(prefix: &str) -> g03::SendMessageRequest {
+    g03::SendMessageRequest {
+        request: Some(grpc_message(prefix)),
+        configuration: None,
+        metadata: None,
+    }
+}
+
+/// The 0.3 gRPC service beside the 1.0 one: send (task and message), get,
+/// cancel, stream, push config CRUD, the card, and the errors as statuses.
+#[tokio::test]
+async fn grpc_service_in_the_0_3_form() {
+    use g03::send_message_response::Payload;
+    use g03::stream_response::Payload as Event;
+    let server = scripted_server().await;
+    let mut c = grpc03(&server).await;
+
+    let r = c
+        .send_message(send_request("tck-artifact-text"))
+        .await
+        .expect("send")
+        .into_inner();
+    let Some(Payload::Task(task)) = r.payload else {
+        panic!("not a task: {r:?}");
+    };
+    assert_eq!(
+        task.status.as_ref().unwrap().state,
+        g03::TaskState::Completed as i32
+    );
+    assert_eq!(
+        task.artifacts[0].parts[0].part,
+        Some(g03::part::Part::Text("Generated text content".into()))
+    );
+    let id = task.id.clone();
+
+    let r = c
+        .send_message(send_request("tck-message-response"))
+        .await
+        .expect("send")
+        .into_inner();
+    assert!(matches!(r.payload, Some(Payload::Msg(_))), "{r:?}");
+
+    let got = c
+        .get_task(g03::GetTaskRequest {
+            name: format!("tasks/{id}"),
+            history_length: 0,
+        })
+        .await
+        .expect("get")
+        .into_inner();
+    assert_eq!(got.id, id);
+
+    let e = c
+        .get_task(g03::GetTaskRequest {
+            name: "tasks/no-such-task".into(),
+            history_length: 0,
+        })
+        .await
+        .expect_err("not found");
+    assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+    let e = c
+        .cancel_task(g03::CancelTaskRequest {
+            name: format!("tasks/{id}"),
+        })
+        .await
+        .expect_err("terminal");
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    let e = c
+        .get_task(g03::GetTaskRequest {
+            name: "bad-name".into(),
+            history_length: 0,
+        })
+        .await
+        .expect_err("bad name");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+
+    // A stream ends with a final status update.
+    let mut events = c
+        .send_streaming_message(send_request("tck-stream-001"))
+        .await
+        .expect("stream")
+        .into_inner();
+    let mut last_final = false;
+    let mut n = 0;
+    while let Some(ev) = tokio::time::timeout(WAIT, events.message())
+        .await
+        .expect("an event in time")
+        .expect("no error")
+    {
+        n += 1;
+        if let Some(Event::StatusUpdate(u)) = ev.payload {
+            last_final = u.r#final;
+        }
+    }
+    assert!(n > 0 && last_final, "{n} events, last final: {last_final}");
+
+    // Push config CRUD (on an agent with push notifications).
+    let server =
+        start_server(A2aServer::new(echo_card(), Echo).push(PushConfig::new().allow_loopback()))
+            .await;
+    let mut c = grpc03(&server).await;
+    let r = c
+        .send_message(send_request("p"))
+        .await
+        .expect("send")
+        .into_inner();
+    let Some(Payload::Task(task)) = r.payload else {
+        panic!("not a task: {r:?}");
+    };
+    let id = task.id;
+    let created = c
+        .create_task_push_notification_config(g03::CreateTaskPushNotificationConfigRequest {
+            parent: format!("tasks/{id}"),
+            config_id: "cfg-1".into(),
+            config: Some(g03::TaskPushNotificationConfig {
+                name: String::new(),
+                push_notification_config: Some(g03::PushNotificationConfig {
+                    id: String::new(),
+                    url: "https://example.com/hook".into(),
+                    token: "tok".into(),
+                    authentication: None,
+                }),
+            }),
+        })
+        .await
+        .expect("create")
+        .into_inner();
+    assert_eq!(
+        created.name,
+        format!("tasks/{id}/pushNotificationConfigs/cfg-1")
+    );
+    let got = c
+        .get_task_push_notification_config(g03::GetTaskPushNotificationConfigRequest {
+            name: created.name.clone(),
+        })
+        .await
+        .expect("get config")
+        .into_inner();
+    assert_eq!(got.push_notification_config.unwrap().token, "tok");
+    let all = c
+        .list_task_push_notification_config(g03::ListTaskPushNotificationConfigRequest {
+            parent: format!("tasks/{id}"),
+            ..Default::default()
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(all.configs.len(), 1);
+    c.delete_task_push_notification_config(g03::DeleteTaskPushNotificationConfigRequest {
+        name: created.name.clone(),
+    })
+    .await
+    .expect("delete");
+    let e = c
+        .get_task_push_notification_config(g03::GetTaskPushNotificationConfigRequest {
+            name: created.name,
+        })
+        .await
+        .expect_err("deleted");
+    assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+
+    // The card, with the 0.3 fields.
+    let card = c
+        .get_agent_card(g03::GetAgentCardRequest {})
+        .await
+        .expect("card")
+        .into_inner();
+    assert_eq!(card.protocol_version, "0.3.0");
+    assert!(!card.url.is_empty());
+    assert!(
+        card.additional_interfaces
+            .iter()
+            .any(|i| i.transport == "GRPC"),
+        "{card:?}"
+    );
+
+    // Another version than 0.3: refused with a status.
+    let mut req = tonic::Request::new(send_request("tck-complete-task"));
+    req.metadata_mut()
+        .insert("a2a-version", "1.0".parse().unwrap());
+    let e = c
+        .send_message(req)
+        .await
+        .expect_err("1.0 on the 0.3 service");
+    assert_ne!(e.code(), tonic::Code::Ok);
+    assert!(e.message().to_lowercase().contains("version"), "{e:?}");
+}
+
+/// With 0.3 turned off, the 0.3 gRPC service answers with a status.
+#[tokio::test]
+async fn grpc_0_3_turned_off() {
+    let config = HandlerConfig {
+        serve_v03: false,
+        ..Default::default()
+    };
+    let server =
+        start_server(A2aServer::new(scripted_card(), Scripted::default()).config(config)).await;
+    let mut c = grpc03(&server).await;
+    let e = c
+        .send_message(send_request("tck-complete-task"))
+        .await
+        .expect_err("0.3 is off");
+    assert!(e.message().to_lowercase().contains("version"), "{e:?}");
 }

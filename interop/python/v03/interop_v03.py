@@ -1,15 +1,16 @@
 """Interop: the official Python A2A SDK 0.3 client (a2a-sdk 0.3.x) against
 an agent that serves 1.0 and 0.3 on the same endpoints.
 
-Every case runs on the two bindings the 0.3 SDK client speaks over HTTP
-(JSON-RPC and HTTP+JSON). Clients are built as an SDK user builds them:
+Every case runs on the three bindings the 0.3 SDK client speaks
+(JSON-RPC, HTTP+JSON, and gRPC: the 0.3 service `a2a.v1.A2AService`, on the
+same port as the 1.0 one). Clients are built as an SDK user builds them:
 the card resolved from /.well-known/agent-card.json, then `ClientFactory`
 picks the card's interface for the binding (the 0.3 card fields: `url`,
 `preferredTransport`, `additionalInterfaces`).
 
 Listing and deleting push configs have no call in the 0.3 SDK client; they
-are made with the SDK's own request and response types (JSON-RPC) or its
-protobuf messages (HTTP+JSON) over httpx.
+are made with the SDK's own request and response types (JSON-RPC), its
+protobuf messages (HTTP+JSON) over httpx, or its generated gRPC stub (gRPC).
 
 The agent must implement the conformance behaviour keyed on messageId
 prefixes (`a2a serve --agent conformance`).
@@ -22,12 +23,13 @@ import uuid
 
 from contextlib import asynccontextmanager
 
+import grpc
 import httpx
 import pytest
 
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientHTTPError, A2AClientJSONRPCError
-from a2a.grpc import a2a_pb2
+from a2a.grpc import a2a_pb2, a2a_pb2_grpc
 from a2a.types import (
     AgentCard,
     DeleteTaskPushNotificationConfigParams,
@@ -59,11 +61,24 @@ STEP_TIMEOUT_S = 15.0
 HTTP_TIMEOUT = httpx.Timeout(STEP_TIMEOUT_S)
 HOOK = 'http://127.0.0.1:9/a2a-v03-hook'
 
-BINDINGS = ['JSONRPC', 'HTTP+JSON']
+BINDINGS = ['JSONRPC', 'HTTP+JSON', 'GRPC']
 TRANSPORT = {
     'JSONRPC': TransportProtocol.jsonrpc,
     'HTTP+JSON': TransportProtocol.http_json,
+    'GRPC': TransportProtocol.grpc,
 }
+# The gRPC status of each A2A error code (as 1.0 maps them; 0.3 servers
+# answer the same codes).
+GRPC_CODE = {
+    -32001: grpc.StatusCode.NOT_FOUND,
+    -32002: grpc.StatusCode.FAILED_PRECONDITION,
+    -32004: grpc.StatusCode.FAILED_PRECONDITION,
+}
+
+
+def grpc_channel(url: str) -> grpc.aio.Channel:
+    """The channel to a card's gRPC interface (`host:port`, plain text)."""
+    return grpc.aio.insecure_channel(url.removeprefix('http://'))
 
 
 def message(prefix: str, task_id: str | None = None) -> Message:
@@ -84,6 +99,7 @@ async def sdk_client(base_url: str, binding: str, *, streaming=False, polling=Fa
             polling=polling,
             httpx_client=http,
             supported_transports=[TRANSPORT[binding]],
+            grpc_channel_factory=grpc_channel,
         )
         client = ClientFactory(config).create(card)
         yield client, card, http
@@ -118,6 +134,9 @@ def expect_error(e: Exception, binding: str, code: int, status: int) -> None:
     if binding == 'JSONRPC':
         assert isinstance(e, A2AClientJSONRPCError), repr(e)
         assert e.error.code == code, e.error
+    elif binding == 'GRPC':
+        assert isinstance(e, grpc.aio.AioRpcError), repr(e)
+        assert e.code() == GRPC_CODE[code], e
     else:
         assert isinstance(e, A2AClientHTTPError), repr(e)
         assert e.status_code == status, e
@@ -133,7 +152,8 @@ async def case_card(base_url, binding):
         assert card.preferred_transport == 'JSONRPC'
         assert card.capabilities.streaming is True
         assert card.capabilities.push_notifications is True
-        assert interface_url(card, binding).startswith(base_url)
+        # (The gRPC interface is `host:port`, without a scheme.)
+        assert base_url.endswith(interface_url(card, binding).removeprefix('http://').rstrip('/'))
         assert card.skills, card
         got = await client.get_card()
         assert got.name == card.name
@@ -254,9 +274,15 @@ async def list_configs(http, card, binding, task_id) -> list[TaskPushNotificatio
         resp = ListTaskPushNotificationConfigResponse.model_validate(r.json())
         assert isinstance(resp.root, ListTaskPushNotificationConfigSuccessResponse), resp
         return resp.root.result
-    r = await http.get(f'{url.rstrip("/")}/v1/tasks/{task_id}/pushNotificationConfigs')
-    r.raise_for_status()
-    pb = ParseDict(r.json(), a2a_pb2.ListTaskPushNotificationConfigResponse())
+    if binding == 'GRPC':
+        async with grpc_channel(url) as channel:
+            pb = await a2a_pb2_grpc.A2AServiceStub(channel).ListTaskPushNotificationConfig(
+                a2a_pb2.ListTaskPushNotificationConfigRequest(parent=f'tasks/{task_id}')
+            )
+    else:
+        r = await http.get(f'{url.rstrip("/")}/v1/tasks/{task_id}/pushNotificationConfigs')
+        r.raise_for_status()
+        pb = ParseDict(r.json(), a2a_pb2.ListTaskPushNotificationConfigResponse())
     out = []
     for c in pb.configs:
         tid, _, cid = c.name.removeprefix('tasks/').partition('/pushNotificationConfigs/')
@@ -297,6 +323,13 @@ async def case_push_delete(base_url, binding):
             r = await http.post(url, json=req.model_dump(mode='json', exclude_none=True))
             resp = DeleteTaskPushNotificationConfigResponse.model_validate(r.json())
             assert isinstance(resp.root, DeleteTaskPushNotificationConfigSuccessResponse), resp
+        elif binding == 'GRPC':
+            async with grpc_channel(url) as channel:
+                await a2a_pb2_grpc.A2AServiceStub(channel).DeleteTaskPushNotificationConfig(
+                    a2a_pb2.DeleteTaskPushNotificationConfigRequest(
+                        name=f'tasks/{task.id}/pushNotificationConfigs/cfg-d'
+                    )
+                )
         else:
             r = await http.delete(
                 f'{url.rstrip("/")}/v1/tasks/{task.id}/pushNotificationConfigs/cfg-d'

@@ -385,8 +385,8 @@ fn grpc_unimplemented(path: &str) -> Response {
         .next()
         .unwrap_or_default();
     let message = if service == "a2a.v1.A2AService" {
-        "the A2A 0.3 gRPC service a2a.v1.A2AService is not served here; this agent serves \
-         lf.a2a.v1.A2AService (A2A 1.0) over gRPC, and A2A 0.3 over JSON-RPC and HTTP+JSON"
+        "the A2A 0.3 gRPC service a2a.v1.A2AService is not served here: this server does \
+         not serve gRPC"
             .to_owned()
     } else {
         format!("no gRPC service {service:?} here; this agent serves lf.a2a.v1.A2AService")

@@ -1,6 +1,6 @@
 //! The axum router carrying the agent card, JSON-RPC (`POST /`), HTTP+JSON
-//! (the REST paths) and gRPC (the `/lf.a2a.v1.A2AService/*` paths,
-//! HTTP/2), all on one port.
+//! (the REST paths) and gRPC (the `/lf.a2a.v1.A2AService/*` paths, and the
+//! A2A 0.3 service's `/a2a.v1.A2AService/*`, HTTP/2), all on one port.
 
 use std::time::Duration;
 
@@ -97,6 +97,10 @@ pub(crate) fn router_with_card(
         );
     }
     if options.grpc {
+        // The 0.3 service is always mounted: with 0.3 turned off it answers
+        // every call with a gRPC status saying so.
+        let v03 = crate::compat::v0_3::grpc::service(handler.clone(), options.max_body_bytes);
+        router = router.route_service(&crate::compat::v0_3::grpc::route(), v03);
         let grpc = crate::grpc::grpc_service(handler, options.max_body_bytes);
         router = router.route_service("/lf.a2a.v1.A2AService/{method}", grpc);
     }

@@ -20,6 +20,8 @@
 // documents each member, so they carry no doc comment of their own.
 #[allow(missing_docs)]
 pub mod convert;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 #[allow(missing_docs)]
 pub mod rest;
 #[allow(missing_docs)]

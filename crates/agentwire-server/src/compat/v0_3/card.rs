@@ -10,9 +10,11 @@
 //!
 //! - `protocolVersion`: `0.3.0`;
 //! - `url` and `preferredTransport`: the first JSON-RPC or HTTP+JSON
-//!   interface of `supportedInterfaces` (the bindings this server serves
-//!   0.3 on), and `additionalInterfaces`: all of them, the first included
-//!   (`{url, transport}`). Interfaces with a tenant are left out: 0.3 has
+//!   interface of `supportedInterfaces` (else the gRPC one), and
+//!   `additionalInterfaces`: every JSON-RPC, HTTP+JSON and gRPC interface
+//!   (the bindings this server serves 0.3 on: the 0.3 gRPC service
+//!   `a2a.v1.A2AService` is at the same address as the 1.0 one), the
+//!   preferred one included (`{url, transport}`). Interfaces with a tenant are left out: 0.3 has
 //!   no tenants. Without any such interface no 0.3 address is published;
 //! - `supportsAuthenticatedExtendedCard`: `capabilities.extendedAgentCard`;
 //! - `security` (card and skills): `securityRequirements` as 0.3 lists
@@ -54,10 +56,17 @@ pub(crate) fn add_v03_fields(card: &AgentCard, doc: &mut Map<String, Value>) {
         .filter(|i| {
             i.tenant.is_empty()
                 && (i.protocol_binding == binding::JSONRPC
-                    || i.protocol_binding == binding::HTTP_JSON)
+                    || i.protocol_binding == binding::HTTP_JSON
+                    || i.protocol_binding == binding::GRPC)
         })
         .collect();
-    if let Some(first) = interfaces.first() {
+    // The preferred one is JSON-RPC or HTTP+JSON when there is one (every
+    // 0.3 client speaks JSON-RPC; gRPC needs an extra of the SDKs).
+    let preferred = interfaces
+        .iter()
+        .find(|i| i.protocol_binding != binding::GRPC)
+        .or_else(|| interfaces.first());
+    if let Some(first) = preferred {
         add("url", json!(first.url));
         add("preferredTransport", json!(first.protocol_binding));
         add(

@@ -14,6 +14,8 @@
 //! - `jsonrpc`: the 0.3 JSON-RPC methods;
 //! - `rest`: the 0.3 HTTP+JSON routes (`/v1/message:send`...), whose
 //!   bodies are the ProtoJSON form of the 0.3 protobuf messages;
+//! - `grpc`: the 0.3 gRPC service `a2a.v1.A2AService`, beside the 1.0
+//!   `lf.a2a.v1.A2AService` on the same port;
 //! - `card`: the agent card fields a 0.3 client needs, derived from the
 //!   1.0 card.
 //!
@@ -74,6 +76,7 @@
 //! - Tenants: 0.3 has none; 0.3 calls reach the default tenant.
 
 pub(crate) mod card;
+pub(crate) mod grpc;
 pub(crate) mod jsonrpc;
 pub(crate) mod rest;
 

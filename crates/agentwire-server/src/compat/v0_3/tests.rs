@@ -539,7 +539,8 @@ fn the_card_carries_the_0_3_fields_beside_the_1_0_ones() {
     assert_eq!(
         doc["additionalInterfaces"],
         json!([{"url": "http://127.0.0.1:9/", "transport": "JSONRPC"},
-               {"url": "http://127.0.0.1:9", "transport": "HTTP+JSON"}])
+               {"url": "http://127.0.0.1:9", "transport": "HTTP+JSON"},
+               {"url": "127.0.0.1:9", "transport": "GRPC"}])
     );
     assert_eq!(doc["supportsAuthenticatedExtendedCard"], true);
     assert_eq!(doc["security"], json!([{"bearer": ["read"]}]));
