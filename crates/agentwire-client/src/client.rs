@@ -215,7 +215,11 @@ impl Candidate {
                 .tapped(tap),
             ),
             #[cfg(not(feature = "grpc"))]
-            Binding::Grpc => return Err(ClientError::NoCompatibleInterface(GRPC_MISSING.into())),
+            Binding::Grpc => {
+                // The TLS settings are the gRPC channel's.
+                let _ = tls;
+                return Err(ClientError::NoCompatibleInterface(GRPC_MISSING.into()));
+            }
         };
         Ok(self.transport.get_or_init(|| t).clone())
     }

@@ -743,6 +743,15 @@ async fn grpc_service_in_the_0_3_form() {
         .await
         .expect_err("terminal");
     assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    // 0.3 carries UnsupportedOperationError as UNIMPLEMENTED (1.0 as
+    // FAILED_PRECONDITION): a subscription to a finished task.
+    let e = c
+        .task_subscription(g03::TaskSubscriptionRequest {
+            name: format!("tasks/{id}"),
+        })
+        .await
+        .expect_err("terminal");
+    assert_eq!(e.code(), tonic::Code::Unimplemented, "{e:?}");
     let e = c
         .get_task(g03::GetTaskRequest {
             name: "bad-name".into(),

@@ -67,12 +67,13 @@ TRANSPORT = {
     'HTTP+JSON': TransportProtocol.http_json,
     'GRPC': TransportProtocol.grpc,
 }
-# The gRPC status of each A2A error code (as 1.0 maps them; 0.3 servers
-# answer the same codes).
+# The gRPC status of each A2A error code as the 0.3 SDKs carry them
+# (UnsupportedOperationError is UNIMPLEMENTED in 0.3, FAILED_PRECONDITION
+# in 1.0).
 GRPC_CODE = {
     -32001: grpc.StatusCode.NOT_FOUND,
     -32002: grpc.StatusCode.FAILED_PRECONDITION,
-    -32004: grpc.StatusCode.FAILED_PRECONDITION,
+    -32004: grpc.StatusCode.UNIMPLEMENTED,
 }
 
 

@@ -87,8 +87,25 @@ impl V03Grpc {
 }
 
 /// The status of an error (with its challenge, as the 1.0 service sends).
+///
+/// Where 0.3 and 1.0 differ: the 0.3 SDKs (Python and JavaScript, servers
+/// and clients) carry `UnsupportedOperationError` and
+/// `PushNotificationNotSupportedError` as `UNIMPLEMENTED`, where 1.0 says
+/// `FAILED_PRECONDITION`; a 0.3 client reads these errors only from the
+/// code, so the 0.3 service answers with theirs.
 fn status_of(e: &A2aError) -> Status {
     let mut status = e.to_grpc_status();
+    if matches!(
+        e.kind,
+        ErrorKind::UnsupportedOperation | ErrorKind::PushNotificationNotSupported
+    ) {
+        status = Status::with_details_and_metadata(
+            tonic::Code::Unimplemented,
+            status.message().to_owned(),
+            status.details().to_vec().into(),
+            status.metadata().clone(),
+        );
+    }
     if let Some(challenge) = crate::bindings::http::challenge(e)
         .and_then(|v| v.to_str().ok().and_then(|v| v.parse().ok()))
     {
