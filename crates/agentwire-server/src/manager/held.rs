@@ -25,6 +25,7 @@
 //! recorded by creating the task failed, without the artifacts the store
 //! refused ([`failed_record`]).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use agentwire_types::{A2aResult, Message, Task, TaskState, TaskStatus};
@@ -71,7 +72,7 @@ impl TaskManager {
         update: &TaskUpdate,
         on_failure: OnFailure,
     ) -> Option<A2aResult<Updated>> {
-        let state = match Self::apply_held(live, update)? {
+        let state = match Self::apply_held(live, Cow::Borrowed(update)).ok()? {
             Ok(Held::Kept(state)) => return Some(Ok(Updated::new(state))),
             Ok(Held::Write(state)) => state,
             Err(e) => return Some(Err(e)),
@@ -85,45 +86,56 @@ impl TaskManager {
 
     /// [`Self::write_held`] on a store that answers at once: the same
     /// rule, without a future (a store that refuses the write refuses it
-    /// as its other writes are refused, at once).
+    /// as its other writes are refused, at once). The update is given
+    /// back, not applied, for a task that is not held: the usual write.
     pub(super) fn write_held_now(
         store: &dyn ImmediateStore,
         live: &LiveTask,
-        update: &TaskUpdate,
-    ) -> Option<A2aResult<Updated>> {
-        let state = match Self::apply_held(live, update)? {
-            Ok(Held::Kept(state)) => return Some(Ok(Updated::new(state))),
-            Ok(Held::Write(state)) => state,
-            Err(e) => return Some(Err(e)),
+        update: TaskUpdate,
+    ) -> Result<A2aResult<Updated>, TaskUpdate> {
+        let state = match Self::apply_held(live, Cow::Owned(update)) {
+            Err(update) => return Err(update.into_owned()),
+            Ok(Ok(Held::Kept(state))) => return Ok(Ok(Updated::new(state))),
+            Ok(Ok(Held::Write(state))) => state,
+            Ok(Err(e)) => return Ok(Err(e)),
         };
         let Some(task) = live.state.lock().held.take() else {
-            return Some(Err(agentwire_types::A2aError::internal(
+            return Ok(Err(agentwire_types::A2aError::internal(
                 "a held task was written twice",
             )));
         };
+        // Shared with the store, which keeps this task and no copy of it.
         let task = Arc::new(*task);
-        let written = store.create_now(&live.owner, Task::clone(&task));
+        let written = store.create_shared_now(&live.owner, &task);
         live.state.lock().hold = false;
-        Some(written.map(|()| Updated::new(state).with_task(task)))
+        Ok(written.map(|()| Updated::new(state).with_task(task)))
     }
 
     /// Applies an update to a held task: whether the task is to be written
-    /// now (the update ends the turn, or the task stopped being held);
-    /// `None` for a task that is not held.
-    fn apply_held(live: &LiveTask, update: &TaskUpdate) -> Option<A2aResult<Held>> {
-        live.state.lock().held.as_ref()?;
+    /// now (the update ends the turn, or the task stopped being held). The
+    /// update is given back, not applied, for a task that is not held (an
+    /// owned one is applied without a copy).
+    fn apply_held<'u>(
+        live: &LiveTask,
+        update: Cow<'u, TaskUpdate>,
+    ) -> Result<A2aResult<Held>, Cow<'u, TaskUpdate>> {
+        if live.state.lock().held.is_none() {
+            return Err(update);
+        }
         // A task that failed because of the storage takes no more updates.
         if let Err(e) = Self::check_storage(live) {
-            return Some(Err(e));
+            return Ok(Err(e));
         }
         let mut st = live.state.lock();
         let hold = st.hold;
-        let task = st.held.as_deref_mut()?;
-        if let Err(e) = apply_update(task, update.clone()) {
-            return Some(Err(e));
+        let Some(task) = st.held.as_deref_mut() else {
+            return Err(update);
+        };
+        if let Err(e) = apply_update(task, update.into_owned()) {
+            return Ok(Err(e));
         }
         let state = task.state();
-        Some(Ok(if !hold || state.ends_turn() {
+        Ok(Ok(if !hold || state.ends_turn() {
             Held::Write(state)
         } else {
             Held::Kept(state)

@@ -345,9 +345,9 @@ impl TaskManager {
         on_failure: OnFailure,
     ) -> A2aResult<Updated> {
         let written = match self.store.immediate() {
-            Some(store) => match Self::write_held_now(store, live, &update) {
-                Some(held) => held,
-                None => store.update_now(&live.id, *update),
+            Some(store) => match Self::write_held_now(store, live, *update) {
+                Ok(held) => held,
+                Err(update) => store.update_now(&live.id, update),
             },
             None => match self.write_held(live, &update, on_failure).await {
                 Some(held) => held,
@@ -425,9 +425,9 @@ impl TaskManager {
             Self::mark_created(live, new.event.as_ref(), new.wanted);
         }
         let publish = Self::event_of(live, &update, false);
-        let updated = match Self::write_held_now(store, live, &update) {
-            Some(held) => held?,
-            None => store.update_now(&live.id, update)?,
+        let updated = match Self::write_held_now(store, live, update) {
+            Ok(held) => held?,
+            Err(update) => store.update_now(&live.id, update)?,
         };
         self.publish_applied(live, updated, &publish);
         Ok(())

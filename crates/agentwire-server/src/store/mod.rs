@@ -310,6 +310,13 @@ pub trait ImmediateStore: Send + Sync {
     /// [`TaskStore::create`], at once.
     fn create_now(&self, owner: &Owner, task: Task) -> A2aResult<()>;
 
+    /// [`Self::create_now`] with a task the caller keeps too (the answer
+    /// of the request that wrote it): a store that can share it keeps this
+    /// one instead of a copy. The default stores a copy.
+    fn create_shared_now(&self, owner: &Owner, task: &Arc<Task>) -> A2aResult<()> {
+        self.create_now(owner, Task::clone(task))
+    }
+
     /// [`TaskStore::update`], at once.
     fn update_now(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated>;
 

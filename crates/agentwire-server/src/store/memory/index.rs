@@ -54,6 +54,17 @@ pub(super) struct Position {
     pub(super) timed: bool,
 }
 
+impl Position {
+    /// The position of a task in this state, with this status time.
+    pub(super) fn new(state: TaskState, timestamp: Option<agentwire_types::Timestamp>) -> Self {
+        Self {
+            state,
+            millis: timestamp.map_or(0, |t| t.as_millis()),
+            timed: timestamp.is_some(),
+        }
+    }
+}
+
 /// The most entries in one chunk of a [`Ranked`]; a chunk splits beyond it.
 const CHUNK_MAX: usize = 512;
 /// A chunk smaller than this merges with a neighbour when they fit in one.
@@ -66,7 +77,7 @@ const CHUNK_MIN: usize = CHUNK_MAX / 4;
 /// a chunk (and, when a chunk splits, merges or empties, rebuilds the
 /// tree: once per hundreds of changes). Keys mostly arrive at the end
 /// (status times grow), where inserting moves nothing.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Ranked {
     /// Never an empty chunk.
     chunks: Vec<Vec<Entry>>,
@@ -270,43 +281,72 @@ impl Ranked {
 #[derive(Debug, Default)]
 pub(super) struct Group {
     all: Ranked,
-    /// Few states are in use at once: a short list.
+    /// While every task of the group is in one state, that state: `all` is
+    /// then that state's list too, and `states` is empty. A group is mostly
+    /// in one state (an owner's finished tasks), and a second copy of the
+    /// list would cost an insert and a removal per task for nothing.
+    only: Option<TaskState>,
+    /// The tasks by state, while they are in two states or more. Few states
+    /// are in use at once: a short list.
     states: Vec<(TaskState, Ranked)>,
 }
 
 impl Group {
     fn insert(&mut self, entry: Entry, p: Position) {
         let timed = p.timed;
-        match self.states.iter_mut().find(|(s, _)| *s == p.state) {
-            Some((_, r)) => {
-                r.insert(entry.clone(), timed);
-            }
-            None => {
+        match self.only {
+            _ if self.all.is_empty() => self.only = Some(p.state),
+            Some(state) if state == p.state => {}
+            Some(state) => {
+                // A second state: the list of the first is `all` so far.
                 let mut r = Ranked::default();
                 r.insert(entry.clone(), timed);
-                self.states.reserve_exact(1);
-                self.states.push((p.state, r));
+                self.states = vec![(state, self.all.clone()), (p.state, r)];
+                self.only = None;
             }
+            None => match self.states.iter_mut().find(|(s, _)| *s == p.state) {
+                Some((_, r)) => {
+                    r.insert(entry.clone(), timed);
+                }
+                None => {
+                    let mut r = Ranked::default();
+                    r.insert(entry.clone(), timed);
+                    self.states.reserve_exact(1);
+                    self.states.push((p.state, r));
+                }
+            },
         }
         self.all.insert(entry, timed);
     }
 
     fn remove(&mut self, id: &str, p: Position) -> Option<Entry> {
-        if let Some(i) = self.states.iter().position(|(s, _)| *s == p.state) {
+        if self.only.is_none()
+            && let Some(i) = self.states.iter().position(|(s, _)| *s == p.state)
+        {
             self.states[i].1.remove(p.millis, id, p.timed);
             if self.states[i].1.is_empty() {
                 self.states.swap_remove(i);
-                self.states.shrink_to_fit();
+            }
+            // Back to one state: `all` is its list.
+            if self.states.len() == 1 {
+                self.only = Some(self.states[0].0);
+                self.states = Vec::new();
             }
         }
-        self.all.remove(p.millis, id, p.timed)
+        let entry = self.all.remove(p.millis, id, p.timed);
+        if self.all.is_empty() {
+            self.only = None;
+            self.states = Vec::new();
+        }
+        entry
     }
 
     /// The tasks in this state, or all of them.
     pub(super) fn get(&self, state: Option<TaskState>) -> Option<&Ranked> {
-        match state {
-            None => Some(&self.all),
-            Some(state) => self
+        match (state, self.only) {
+            (None, _) => Some(&self.all),
+            (Some(state), Some(only)) => (state == only).then_some(&self.all),
+            (Some(state), None) => self
                 .states
                 .iter()
                 .find(|(s, _)| *s == state)
@@ -317,6 +357,72 @@ impl Group {
     fn is_empty(&self) -> bool {
         self.all.is_empty()
     }
+
+    /// Entries as if every task were in two lists, all and its state's (for
+    /// tests of the bounds).
+    #[cfg(test)]
+    fn entries(&self) -> usize {
+        match self.only {
+            Some(_) => 2 * self.all.len(),
+            None => self.all.len() + self.states.iter().map(|(_, r)| r.len()).sum::<usize>(),
+        }
+    }
+}
+
+/// One conversation's tasks: most conversations have one task, which is
+/// kept as it is, without lists (a list is made when a second task comes).
+#[derive(Debug)]
+enum Context {
+    One(Entry, Position),
+    Many(Group),
+}
+
+impl Context {
+    fn insert(&mut self, entry: Entry, p: Position) {
+        match self {
+            Context::Many(g) => g.insert(entry, p),
+            Context::One(first, fp) => {
+                let mut g = Group::default();
+                g.insert(first.clone(), *fp);
+                g.insert(entry, p);
+                *self = Context::Many(g);
+            }
+        }
+    }
+
+    /// Removes the task; true when the conversation has none left.
+    fn remove(&mut self, id: &str, p: Position) -> bool {
+        match self {
+            Context::One(first, _) => &*first.id == id,
+            Context::Many(g) => {
+                g.remove(id, p);
+                g.is_empty()
+            }
+        }
+    }
+
+    /// `f` on the conversation's tasks in this state, or all of them.
+    fn read<R>(&self, state: Option<TaskState>, f: impl FnOnce(&Ranked) -> R) -> Option<R> {
+        match self {
+            Context::Many(g) => g.get(state).map(f),
+            Context::One(entry, p) => {
+                if state.is_some_and(|s| s != p.state) {
+                    return None;
+                }
+                let mut r = Ranked::default();
+                r.insert(entry.clone(), p.timed);
+                Some(f(&r))
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn entries(&self) -> usize {
+        match self {
+            Context::One(..) => 2,
+            Context::Many(g) => g.entries(),
+        }
+    }
 }
 
 type Hasher = ahash::RandomState;
@@ -325,35 +431,62 @@ type Hasher = ahash::RandomState;
 #[derive(Debug, Default)]
 struct OwnerIndex {
     tasks: Group,
-    contexts: HashMap<Box<str>, Group, Hasher>,
+    contexts: HashMap<Box<str>, Context, Hasher>,
 }
 
 impl OwnerIndex {
     fn insert(&mut self, context: &str, entry: Entry, p: Position) {
         match self.contexts.get_mut(context) {
-            Some(g) => g.insert(entry.clone(), p),
+            Some(c) => c.insert(entry.clone(), p),
             None => {
-                let mut g = Group::default();
-                g.insert(entry.clone(), p);
-                self.contexts.insert(context.into(), g);
+                self.contexts
+                    .insert(context.into(), Context::One(entry.clone(), p));
             }
         }
         self.tasks.insert(entry, p);
     }
 
     fn remove(&mut self, context: &str, id: &str, p: Position) -> Option<Entry> {
-        if let Some(g) = self.contexts.get_mut(context) {
-            g.remove(id, p);
-            if g.is_empty() {
-                self.contexts.remove(context);
-                if self.contexts.capacity() > 16
-                    && self.contexts.len() < self.contexts.capacity() / 4
-                {
-                    self.contexts.shrink_to(self.contexts.len() * 2);
-                }
+        if let Some(c) = self.contexts.get_mut(context)
+            && c.remove(id, p)
+        {
+            self.contexts.remove(context);
+            if self.contexts.capacity() > 16 && self.contexts.len() < self.contexts.capacity() / 4 {
+                self.contexts.shrink_to(self.contexts.len() * 2);
             }
         }
         self.tasks.remove(id, p)
+    }
+
+    /// A task's status changed: it moves in its lists, and a conversation
+    /// of one task keeps its place in the map.
+    fn moved(&mut self, context: &str, id: &str, before: Position, after: Position) -> Entry {
+        let entry = match self.contexts.get_mut(context) {
+            Some(Context::One(first, p)) if &*first.id == id => {
+                first.millis = after.millis;
+                *p = after;
+                let e = self.tasks.remove(id, before);
+                let entry = e.unwrap_or_else(|| first.clone());
+                Entry {
+                    millis: after.millis,
+                    id: entry.id,
+                }
+            }
+            _ => {
+                let e = self.remove(context, id, before).unwrap_or_else(|| Entry {
+                    millis: after.millis,
+                    id: Arc::from(id),
+                });
+                let entry = Entry {
+                    millis: after.millis,
+                    id: e.id,
+                };
+                self.insert(context, entry.clone(), after);
+                return entry;
+            }
+        };
+        self.tasks.insert(entry.clone(), after);
+        entry
     }
 }
 
@@ -422,21 +555,7 @@ impl ListIndex {
         let Some(o) = shard.get_mut(task.owner) else {
             return;
         };
-        // The entry's shared id moves with it.
-        let entry = o
-            .remove(task.context, task.id, before)
-            .unwrap_or_else(|| Entry {
-                millis: after.millis,
-                id: Arc::from(task.id),
-            });
-        o.insert(
-            task.context,
-            Entry {
-                millis: after.millis,
-                id: entry.id,
-            },
-            after,
-        );
+        o.moved(task.context, task.id, before, after);
     }
 
     /// `f` on the owner's tasks (of this context, in this state, when
@@ -450,11 +569,10 @@ impl ListIndex {
     ) -> Option<R> {
         let shard = self.shard(owner).read();
         let o = shard.get(owner)?;
-        let group = match context {
-            None => &o.tasks,
-            Some(c) => o.contexts.get(c)?,
-        };
-        group.get(state).map(f)
+        match context {
+            None => o.tasks.get(state).map(f),
+            Some(c) => o.contexts.get(c)?.read(state, f),
+        }
     }
 
     /// How many owners have an index (for tests of the bounds).
@@ -472,10 +590,7 @@ impl ListIndex {
                 s.read()
                     .values()
                     .map(|o| {
-                        let group = |g: &Group| {
-                            g.all.len() + g.states.iter().map(|(_, r)| r.len()).sum::<usize>()
-                        };
-                        group(&o.tasks) + o.contexts.values().map(group).sum::<usize>()
+                        o.tasks.entries() + o.contexts.values().map(Context::entries).sum::<usize>()
                     })
                     .sum::<usize>()
             })
@@ -568,5 +683,106 @@ mod tests {
         let mut r = Ranked::default();
         r.insert(e(1, "a"), true);
         assert!(r.held_bytes() <= 64, "{} bytes", r.held_bytes());
+    }
+    /// The indexes against a model (every task with its context and
+    /// position), through random inserts, moves and removals: every list
+    /// (all, by state, by context, by context and state) reads as the
+    /// model filtered and sorted.
+    #[test]
+    fn the_lists_follow_a_model_through_moves() {
+        use std::collections::BTreeMap;
+        let owner = Owner::default();
+        let index = ListIndex::default();
+        let states = [
+            TaskState::Working,
+            TaskState::InputRequired,
+            TaskState::Completed,
+        ];
+        // id -> (context, position)
+        let mut model: BTreeMap<String, (String, Position)> = BTreeMap::new();
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for step in 0..4000 {
+            let pick = next(10);
+            let id = format!("t{}", next(60));
+            let at = |millis: u64, state: usize| Position {
+                state: states[state],
+                millis: millis as i64,
+                timed: millis % 5 != 0,
+            };
+            match model.get(&id).cloned() {
+                None if pick < 7 => {
+                    let context = format!("c{}", next(8));
+                    let p = at(next(50), next(3) as usize);
+                    index.insert(&Indexed { owner: &owner, context: &context, id: &id }, p);
+                    model.insert(id, (context, p));
+                }
+                None => {}
+                Some((context, before)) if pick < 6 => {
+                    let after = at(next(50), next(3) as usize);
+                    let t = Indexed { owner: &owner, context: &context, id: &id };
+                    if after != before {
+                        index.moved(&t, before, after);
+                    }
+                    model.insert(id, (context, after));
+                }
+                Some((context, p)) => {
+                    index.remove(&Indexed { owner: &owner, context: &context, id: &id }, p);
+                    model.remove(&id);
+                }
+            }
+            if step % 97 != 0 && step != 3999 {
+                continue;
+            }
+            let contexts: Vec<Option<String>> = std::iter::once(None)
+                .chain((0..8).map(|c| Some(format!("c{c}"))))
+                .collect();
+            for context in &contexts {
+                for state in std::iter::once(None).chain(states.iter().copied().map(Some)) {
+                    let mut want: Vec<(i64, String)> = model
+                        .iter()
+                        .filter(|(_, (c, p))| {
+                            context.as_ref().is_none_or(|x| x == c)
+                                && state.is_none_or(|s| s == p.state)
+                        })
+                        .map(|(id, (_, p))| (p.millis, id.clone()))
+                        .collect();
+                    want.sort();
+                    want.reverse();
+                    let untimed_want = model
+                        .iter()
+                        .filter(|(_, (c, p))| {
+                            context.as_ref().is_none_or(|x| x == c)
+                                && state.is_none_or(|s| s == p.state)
+                                && p.timed
+                        })
+                        .count();
+                    let got = index.read(&owner, context.as_deref(), state, |r| {
+                        let list: Vec<(i64, String)> = r
+                            .descending_from(None)
+                            .map(|e| (e.millis, e.id.to_string()))
+                            .collect();
+                        (list, r.count_from(0))
+                    });
+                    match got {
+                        None => assert!(want.is_empty(), "{context:?} {state:?} at {step}"),
+                        Some((list, timed)) => {
+                            assert_eq!(list, want, "{context:?} {state:?} at {step}");
+                            assert_eq!(timed, untimed_want, "{context:?} {state:?} at {step}");
+                        }
+                    }
+                }
+            }
+        }
+        for (id, (context, p)) in std::mem::take(&mut model) {
+            index.remove(&Indexed { owner: &owner, context: &context, id: &id }, p);
+        }
+        assert_eq!(index.owners(), 0, "an empty index holds no owner");
+        assert_eq!(index.entries(), 0);
     }
 }

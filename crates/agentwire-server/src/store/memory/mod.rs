@@ -598,19 +598,25 @@ impl MemoryStore {
 /// future.
 impl ImmediateStore for MemoryStore {
     fn create_now(&self, owner: &Owner, task: Task) -> A2aResult<()> {
+        self.create_shared_now(owner, &Arc::new(task))
+    }
+
+    /// The task is kept as it is, not copied: shared while it is open,
+    /// packed at once when it is terminal.
+    fn create_shared_now(&self, owner: &Owner, task: &Arc<Task>) -> A2aResult<()> {
         let s = &*self.shared;
-        let bytes = task_bytes(&task).min(u32::MAX as usize);
+        let bytes = task_bytes(task).min(u32::MAX as usize);
         let room = Room { tasks: 1, bytes };
         s.reserve(room)?;
         self.start_timer();
         let hash = s.tasks.hash(&task.id);
-        let slot = Slot::new(Arc::new(task), owner, slot_bytes(bytes), s.now_ticks());
+        let slot = Slot::new(task, owner, slot_bytes(bytes), s.now_ticks());
         let token = slot.token();
-        if let Err(slot) = s.tasks.insert(hash, slot) {
+        if s.tasks.insert(hash, slot, task).is_err() {
             s.release(room);
             return Err(A2aError::internal(format!(
                 "task id {} already exists",
-                slot.id()
+                task.id
             )));
         }
         if let Some(token) = token {

@@ -60,13 +60,14 @@ pub(super) struct Slot {
 }
 
 impl Slot {
-    /// A slot for a task: packed at once when it is already terminal.
-    pub(super) fn new(task: Arc<Task>, owner: &Owner, bytes: u32, touched: u32) -> Self {
+    /// A slot for a task: packed at once when it is already terminal
+    /// (shared, not copied, when it is open).
+    pub(super) fn new(task: &Arc<Task>, owner: &Owner, bytes: u32, touched: u32) -> Self {
         let anonymous = owner.tenant.is_empty() && owner.principal.is_empty();
         let held = if task.state().is_terminal() {
-            Held::Finished(PackedTask::pack(&task))
+            Held::Finished(PackedTask::pack(task))
         } else {
-            Held::Open(task)
+            Held::Open(Arc::clone(task))
         };
         Self {
             held,
@@ -144,12 +145,7 @@ impl Slot {
 
     /// Where the task stands in the listing indexes.
     pub(super) fn position(&self) -> Position {
-        let timestamp = self.status_timestamp();
-        Position {
-            state: self.state(),
-            millis: timestamp.map_or(0, |t| t.as_millis()),
-            timed: timestamp.is_some(),
-        }
+        Position::new(self.state(), self.status_timestamp())
     }
 
     fn indexed(&self) -> Indexed<'_> {
@@ -231,14 +227,21 @@ impl TaskTable {
         &self.shards[(hash >> 40) as usize & (SHARDS - 1)]
     }
 
-    /// Adds a task; gives the slot back (and adds nothing) when one with
-    /// the same id is there.
-    pub(super) fn insert(&self, hash: u64, slot: Slot) -> Result<(), Slot> {
+    /// Adds the slot made of `task`; gives the slot back (and adds
+    /// nothing) when one with the same id is there. The index keys are read
+    /// from `task`, not from the slot (a finished task is packed there).
+    pub(super) fn insert(&self, hash: u64, slot: Slot, task: &Task) -> Result<(), Slot> {
         let mut shard = self.shard(hash).write();
-        match shard.entry(hash, |s| s.id() == slot.id(), |s| self.hash(s.id())) {
+        match shard.entry(hash, |s| s.id() == task.id, |s| self.hash(s.id())) {
             Entry::Occupied(_) => Err(slot),
             Entry::Vacant(v) => {
-                self.index.insert(&slot.indexed(), slot.position());
+                let indexed = Indexed {
+                    owner: slot.owner_ref(),
+                    context: &task.context_id,
+                    id: &task.id,
+                };
+                self.index
+                    .insert(&indexed, Position::new(task.state(), task.status_timestamp()));
                 v.insert(slot);
                 Ok(())
             }
@@ -349,13 +352,14 @@ mod tests {
             let id = format!("t{i}");
             let owner = if i % 2 == 0 { &bob } else { &Owner::default() };
             assert!(
-                t.insert(t.hash(&id), Slot::new(task(&id), owner, 0, 0))
+                t.insert(t.hash(&id), Slot::new(&task(&id), owner, 0, 0), &task(&id))
                     .is_ok()
             );
         }
         let h = t.hash("t7");
         assert!(
-            t.insert(h, Slot::new(task("t7"), &bob, 0, 0)).is_err(),
+            t.insert(h, Slot::new(&task("t7"), &bob, 0, 0), &task("t7"))
+                .is_err(),
             "ids are unique"
         );
         assert_eq!(t.read(h, "t7", |s| s.owner()), Some(Owner::default()));
@@ -394,7 +398,7 @@ mod tests {
         });
         let hd = t.hash("done");
         assert!(
-            t.insert(hd, Slot::new(Arc::clone(&done), &bob, 0, 0))
+            t.insert(hd, Slot::new(&done, &bob, 0, 0), &done)
                 .is_ok()
         );
         let slot_state = t.read(hd, "done", |s| {
@@ -405,7 +409,7 @@ mod tests {
             (true, TaskState::Completed, "c".to_owned())
         );
         assert!(
-            t.insert(hd, Slot::new(done, &bob, 0, 0)).is_err(),
+            t.insert(hd, Slot::new(&done, &bob, 0, 0), &done).is_err(),
             "ids are unique, packed or not"
         );
 
