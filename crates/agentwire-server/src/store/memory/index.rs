@@ -19,7 +19,7 @@
 //! nodes of hundreds of entries up front.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use agentwire_types::TaskState;
@@ -79,8 +79,10 @@ const CHUNK_MIN: usize = CHUNK_MAX / 4;
 /// (status times grow), where inserting moves nothing.
 #[derive(Debug, Default, Clone)]
 pub(super) struct Ranked {
-    /// Never an empty chunk.
-    chunks: Vec<Vec<Entry>>,
+    /// Never an empty chunk. Ring buffers: the oldest entries, which
+    /// eviction removes, leave the front of the first chunk without moving
+    /// the rest of it (a `Vec` moved the whole chunk, kilobytes, per task).
+    chunks: Vec<VecDeque<Entry>>,
     /// Fenwick tree over the chunks' lengths (empty with one chunk).
     tree: Vec<usize>,
     len: usize,
@@ -102,7 +104,7 @@ impl Ranked {
     fn locate(&self, millis: i64, id: &str) -> (usize, usize) {
         let c = self
             .chunks
-            .partition_point(|ch| ch.last().is_some_and(|e| e.cmp_key(millis, id).is_lt()));
+            .partition_point(|ch| ch.back().is_some_and(|e| e.cmp_key(millis, id).is_lt()));
         let c = c.min(self.chunks.len() - 1);
         let pos = self.chunks[c].partition_point(|e| e.cmp_key(millis, id).is_lt());
         (c, pos)
@@ -125,7 +127,7 @@ impl Ranked {
         self.tree.clear();
         if self.chunks.len() > 1 {
             let n = self.chunks.len();
-            self.tree.extend(self.chunks.iter().map(Vec::len));
+            self.tree.extend(self.chunks.iter().map(VecDeque::len));
             for k in 1..=n {
                 let parent = k + (k & k.wrapping_neg());
                 if parent <= n {
@@ -154,7 +156,9 @@ impl Ranked {
     pub(super) fn insert(&mut self, entry: Entry, timed: bool) -> bool {
         if self.chunks.is_empty() {
             self.chunks.reserve_exact(1);
-            self.chunks.push(vec![entry]);
+            let mut chunk = VecDeque::with_capacity(1);
+            chunk.push_back(entry);
+            self.chunks.push(chunk);
         } else {
             let (c, pos) = self.locate(entry.millis, &entry.id);
             let chunk = &mut self.chunks[c];
@@ -196,7 +200,7 @@ impl Ranked {
         {
             return None;
         }
-        let entry = chunk.remove(pos);
+        let entry = chunk.remove(pos)?;
         self.len -= 1;
         self.untimed -= usize::from(!timed);
         if chunk.is_empty() {
@@ -252,17 +256,22 @@ impl Ranked {
         &'a self,
         cursor: Option<(i64, &str)>,
     ) -> impl Iterator<Item = &'a Entry> + 'a {
-        let (head, rest): (&[Entry], &[Vec<Entry>]) = match cursor {
-            _ if self.chunks.is_empty() => (&[], &[]),
-            None => (&[], &self.chunks[..]),
-            Some((millis, id)) => {
-                let (c, pos) = self.locate(millis, id);
-                (&self.chunks[c][..pos], &self.chunks[..c])
-            }
+        // The entries before `pos` in chunk `c`, then the chunks before it.
+        let (c, pos) = match cursor {
+            _ if self.chunks.is_empty() => (0, 0),
+            None => (self.chunks.len(), 0),
+            Some((millis, id)) => self.locate(millis, id),
         };
-        head.iter()
+        let head = self
+            .chunks
+            .get(c)
+            .into_iter()
+            .flat_map(move |ch| ch.range(..pos).rev());
+        let rest = self.chunks[..c.min(self.chunks.len())]
+            .iter()
             .rev()
-            .chain(rest.iter().rev().flat_map(|ch| ch.iter().rev()))
+            .flat_map(|ch| ch.iter().rev());
+        head.chain(rest)
     }
 
     /// Bytes held (for tests of the bounds).
@@ -272,7 +281,7 @@ impl Ranked {
             .iter()
             .map(|c| c.capacity() * std::mem::size_of::<Entry>())
             .sum::<usize>()
-            + self.chunks.capacity() * std::mem::size_of::<Vec<Entry>>()
+            + self.chunks.capacity() * std::mem::size_of::<VecDeque<Entry>>()
             + self.tree.capacity() * std::mem::size_of::<usize>()
     }
 }
@@ -581,7 +590,9 @@ impl ListIndex {
         self.shards.iter().map(|s| s.read().len()).sum()
     }
 
-    /// How many entries the indexes hold in all (each task is in four).
+    /// How many entries the indexes hold in all, counted as if each task
+    /// were in four lists (see `Group` and `Context` for the lists that are
+    /// not kept).
     #[cfg(test)]
     pub(super) fn entries(&self) -> usize {
         self.shards
