@@ -25,7 +25,6 @@
 //! recorded by creating the task failed, without the artifacts the store
 //! refused ([`failed_record`]).
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use agentwire_types::{A2aResult, Message, Task, TaskState, TaskStatus};
@@ -72,7 +71,7 @@ impl TaskManager {
         update: &TaskUpdate,
         on_failure: OnFailure,
     ) -> Option<A2aResult<Updated>> {
-        let state = match Self::apply_held(live, Cow::Borrowed(update)).ok()? {
+        let state = match Self::apply_held(live, || Some(update.clone()))? {
             Ok(Held::Kept(state)) => return Some(Ok(Updated::new(state))),
             Ok(Held::Write(state)) => state,
             Err(e) => return Some(Err(e)),
@@ -86,21 +85,21 @@ impl TaskManager {
 
     /// [`Self::write_held`] on a store that answers at once: the same
     /// rule, without a future (a store that refuses the write refuses it
-    /// as its other writes are refused, at once). The update is given
-    /// back, not applied, for a task that is not held: the usual write.
+    /// as its other writes are refused, at once). The update is taken from
+    /// `slot` (and applied without a copy) only for a held task: otherwise
+    /// it stays there for the usual write, and the answer is `None`.
     pub(super) fn write_held_now(
         store: &dyn ImmediateStore,
         live: &LiveTask,
-        update: TaskUpdate,
-    ) -> Result<A2aResult<Updated>, TaskUpdate> {
-        let state = match Self::apply_held(live, Cow::Owned(update)) {
-            Err(update) => return Err(update.into_owned()),
-            Ok(Ok(Held::Kept(state))) => return Ok(Ok(Updated::new(state))),
-            Ok(Ok(Held::Write(state))) => state,
-            Ok(Err(e)) => return Ok(Err(e)),
+        slot: &mut Option<TaskUpdate>,
+    ) -> Option<A2aResult<Updated>> {
+        let state = match Self::apply_held(live, || slot.take())? {
+            Ok(Held::Kept(state)) => return Some(Ok(Updated::new(state))),
+            Ok(Held::Write(state)) => state,
+            Err(e) => return Some(Err(e)),
         };
         let Some(task) = live.state.lock().held.take() else {
-            return Ok(Err(agentwire_types::A2aError::internal(
+            return Some(Err(agentwire_types::A2aError::internal(
                 "a held task was written twice",
             )));
         };
@@ -108,34 +107,30 @@ impl TaskManager {
         let task = Arc::new(*task);
         let written = store.create_shared_now(&live.owner, &task);
         live.state.lock().hold = false;
-        Ok(written.map(|()| Updated::new(state).with_task(task)))
+        Some(written.map(|()| Updated::new(state).with_task(task)))
     }
 
     /// Applies an update to a held task: whether the task is to be written
-    /// now (the update ends the turn, or the task stopped being held). The
-    /// update is given back, not applied, for a task that is not held (an
-    /// owned one is applied without a copy).
-    fn apply_held<'u>(
+    /// now (the update ends the turn, or the task stopped being held);
+    /// `None` for a task that is not held, and then `update` is not called
+    /// (it gives the update to apply, `None` when there is none).
+    fn apply_held(
         live: &LiveTask,
-        update: Cow<'u, TaskUpdate>,
-    ) -> Result<A2aResult<Held>, Cow<'u, TaskUpdate>> {
-        if live.state.lock().held.is_none() {
-            return Err(update);
-        }
+        update: impl FnOnce() -> Option<TaskUpdate>,
+    ) -> Option<A2aResult<Held>> {
+        live.state.lock().held.as_ref()?;
         // A task that failed because of the storage takes no more updates.
         if let Err(e) = Self::check_storage(live) {
-            return Ok(Err(e));
+            return Some(Err(e));
         }
         let mut st = live.state.lock();
         let hold = st.hold;
-        let Some(task) = st.held.as_deref_mut() else {
-            return Err(update);
-        };
-        if let Err(e) = apply_update(task, update.into_owned()) {
-            return Ok(Err(e));
+        let task = st.held.as_deref_mut()?;
+        if let Err(e) = apply_update(task, update()?) {
+            return Some(Err(e));
         }
         let state = task.state();
-        Ok(Ok(if !hold || state.ends_turn() {
+        Some(Ok(if !hold || state.ends_turn() {
             Held::Write(state)
         } else {
             Held::Kept(state)

@@ -345,10 +345,14 @@ impl TaskManager {
         on_failure: OnFailure,
     ) -> A2aResult<Updated> {
         let written = match self.store.immediate() {
-            Some(store) => match Self::write_held_now(store, live, *update) {
-                Ok(held) => held,
-                Err(update) => store.update_now(&live.id, update),
-            },
+            Some(store) => {
+                let mut slot = Some(*update);
+                match (Self::write_held_now(store, live, &mut slot), slot) {
+                    (Some(held), _) => held,
+                    (None, Some(update)) => store.update_now(&live.id, update),
+                    (None, None) => Err(A2aError::internal("an update was lost")),
+                }
+            }
             None => match self.write_held(live, &update, on_failure).await {
                 Some(held) => held,
                 None => self.write_stored_update(live, &update, on_failure).await,
@@ -425,9 +429,11 @@ impl TaskManager {
             Self::mark_created(live, new.event.as_ref(), new.wanted);
         }
         let publish = Self::event_of(live, &update, false);
-        let updated = match Self::write_held_now(store, live, update) {
-            Ok(held) => held?,
-            Err(update) => store.update_now(&live.id, update)?,
+        let mut slot = Some(update);
+        let updated = match (Self::write_held_now(store, live, &mut slot), slot) {
+            (Some(held), _) => held?,
+            (None, Some(update)) => store.update_now(&live.id, update)?,
+            (None, None) => return Err(A2aError::internal("an update was lost")),
         };
         self.publish_applied(live, updated, &publish);
         Ok(())

@@ -730,20 +730,38 @@ mod tests {
                 None if pick < 7 => {
                     let context = format!("c{}", next(8));
                     let p = at(next(50), next(3) as usize);
-                    index.insert(&Indexed { owner: &owner, context: &context, id: &id }, p);
+                    index.insert(
+                        &Indexed {
+                            owner: &owner,
+                            context: &context,
+                            id: &id,
+                        },
+                        p,
+                    );
                     model.insert(id, (context, p));
                 }
                 None => {}
                 Some((context, before)) if pick < 6 => {
                     let after = at(next(50), next(3) as usize);
-                    let t = Indexed { owner: &owner, context: &context, id: &id };
+                    let t = Indexed {
+                        owner: &owner,
+                        context: &context,
+                        id: &id,
+                    };
                     if after != before {
                         index.moved(&t, before, after);
                     }
                     model.insert(id, (context, after));
                 }
                 Some((context, p)) => {
-                    index.remove(&Indexed { owner: &owner, context: &context, id: &id }, p);
+                    index.remove(
+                        &Indexed {
+                            owner: &owner,
+                            context: &context,
+                            id: &id,
+                        },
+                        p,
+                    );
                     model.remove(&id);
                 }
             }
@@ -791,7 +809,14 @@ mod tests {
             }
         }
         for (id, (context, p)) in std::mem::take(&mut model) {
-            index.remove(&Indexed { owner: &owner, context: &context, id: &id }, p);
+            index.remove(
+                &Indexed {
+                    owner: &owner,
+                    context: &context,
+                    id: &id,
+                },
+                p,
+            );
         }
         assert_eq!(index.owners(), 0, "an empty index holds no owner");
         assert_eq!(index.entries(), 0);

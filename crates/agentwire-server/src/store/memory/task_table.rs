@@ -240,8 +240,10 @@ impl TaskTable {
                     context: &task.context_id,
                     id: &task.id,
                 };
-                self.index
-                    .insert(&indexed, Position::new(task.state(), task.status_timestamp()));
+                self.index.insert(
+                    &indexed,
+                    Position::new(task.state(), task.status_timestamp()),
+                );
                 v.insert(slot);
                 Ok(())
             }
@@ -397,10 +399,7 @@ mod tests {
             ..Default::default()
         });
         let hd = t.hash("done");
-        assert!(
-            t.insert(hd, Slot::new(&done, &bob, 0, 0), &done)
-                .is_ok()
-        );
+        assert!(t.insert(hd, Slot::new(&done, &bob, 0, 0), &done).is_ok());
         let slot_state = t.read(hd, "done", |s| {
             (s.token().is_some(), s.state(), s.context_id().to_owned())
         });
