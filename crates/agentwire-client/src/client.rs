@@ -187,12 +187,14 @@ impl Candidate {
             Binding::JsonRpc if v03 => Arc::new(
                 V03JsonRpcTransport::new(iface.url.clone())?
                     .with_http_client(http.clone())
-                    .with_query_params(query.iter().cloned()),
+                    .with_query_params(query.iter().cloned())
+                    .tapped(tap),
             ),
             Binding::HttpJson if v03 => Arc::new(
                 V03RestTransport::new(iface.url.clone())?
                     .with_http_client(http.clone())
-                    .with_query_params(query.iter().cloned()),
+                    .with_query_params(query.iter().cloned())
+                    .tapped(tap),
             ),
             Binding::JsonRpc => Arc::new(
                 JsonRpcTransport::new(iface.url.clone())?
