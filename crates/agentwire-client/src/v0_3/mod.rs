@@ -41,6 +41,11 @@ use crate::sse::SseEvent;
 use crate::tap::Tap;
 use crate::transport::{Binding, CallOptions, EventStream, Transport};
 
+#[cfg(feature = "grpc")]
+mod grpc;
+#[cfg(feature = "grpc")]
+pub use grpc::V03GrpcTransport;
+
 /// The 0.3 JSON-RPC method names.
 mod methods {
     pub const SEND: &str = "message/send";
@@ -543,6 +548,25 @@ fn decode_rest_event(ev: &SseEvent) -> Option<ClientResult<StreamResponse>> {
     }
 }
 
+/// The answer of a send (`{task}` or `{message}` in the HTTP+JSON form) as
+/// the 1.0 answer.
+fn send_answer(r: rest::StreamResponse) -> ClientResult<SendMessageResponse> {
+    use agentwire_types::send_message_response::Payload as Answer;
+    use agentwire_types::stream_response::Payload;
+    let payload = match rest_event_to_v1(r)?.payload {
+        Some(Payload::Task(t)) => Answer::Task(t),
+        Some(Payload::Message(m)) => Answer::Message(m),
+        _ => {
+            return Err(ClientError::invalid_response(
+                "message:send answered neither a task nor a message",
+            ));
+        }
+    };
+    Ok(SendMessageResponse {
+        payload: Some(payload),
+    })
+}
+
 /// A path segment, percent-encoded.
 fn seg(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
@@ -561,21 +585,7 @@ impl Transport for V03RestTransport {
             &body,
         )?;
         let r: rest::StreamResponse = self.call_result("SendMessage", rb).await?;
-        let event = rest_event_to_v1(r)?;
-        use agentwire_types::send_message_response::Payload as Answer;
-        use agentwire_types::stream_response::Payload;
-        let payload = match event.payload {
-            Some(Payload::Task(t)) => Answer::Task(t),
-            Some(Payload::Message(m)) => Answer::Message(m),
-            _ => {
-                return Err(ClientError::invalid_response(
-                    "message:send answered neither a task nor a message",
-                ));
-            }
-        };
-        Ok(SendMessageResponse {
-            payload: Some(payload),
-        })
+        send_answer(r)
     }
 
     async fn send_streaming_message(
