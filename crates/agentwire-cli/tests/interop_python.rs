@@ -1,15 +1,18 @@
 //! Interop: our client (the `a2a` command, hence `agentwire-client`) against the
-//! official Python SDK's server (`interop/python/reference_server.py`,
-//! PyPI `a2a-sdk` 1.x) over JSON-RPC, HTTP+JSON and gRPC.
+//! official Python SDK's servers over JSON-RPC, HTTP+JSON and gRPC: the 1.x
+//! server (`interop/python/reference_server.py`, PyPI `a2a-sdk` 1.x), and the
+//! 0.3 server (`interop/python/v03/reference_server.py`, `a2a-sdk` 0.3.x)
+//! called with `--allow-v03` (the `py_v03_*` tests).
 //!
-//! The tests are ignored (`cargo test` lists them as such): they need that
-//! server, named by `A2A_INTEROP_PY_URL`. `bash interop/python/client_interop.sh`
+//! The tests are ignored (`cargo test` lists them as such): they need those
+//! servers, named by `A2A_INTEROP_PY_URL` and `A2A_INTEROP_PY_V03_URL`. `bash interop/python/client_interop.sh`
 //! starts it and runs them (CI does); run with `--ignored` and without the
 //! variable, they fail, saying so.
 
 mod common;
 
 use common::Env;
+use common::interop;
 use serde_json::Value;
 
 const BINDINGS: [&str; 3] = ["JSONRPC", "HTTP+JSON", "GRPC"];
@@ -24,8 +27,17 @@ fn target() -> String {
     }
 }
 
-fn id(prefix: &str) -> String {
-    format!("{prefix}-{}", agentwire_types::new_id())
+use interop::id;
+
+/// The URL of the Python SDK 0.3 server.
+fn target_v03() -> String {
+    match std::env::var("A2A_INTEROP_PY_V03_URL") {
+        Ok(u) if !u.trim().is_empty() => u,
+        _ => panic!(
+            "this test needs the Python SDK 0.3 server: set A2A_INTEROP_PY_V03_URL to its URL, \
+             or run `bash interop/python/client_interop.sh`, which starts it and runs these tests"
+        ),
+    }
 }
 
 #[test]
@@ -250,4 +262,53 @@ fn push_config_errors_keep_their_name() {
             );
         }
     }
+}
+
+// ------------------------------------------------------------ 0.3 server
+
+#[test]
+#[ignore = "needs the Python SDK 0.3 server: set A2A_INTEROP_PY_V03_URL (bash interop/python/client_interop.sh)"]
+fn py_v03_server_card() {
+    interop::card(&Env::new(), &target_v03(), true, &BINDINGS);
+}
+
+#[test]
+#[ignore = "needs the Python SDK 0.3 server: set A2A_INTEROP_PY_V03_URL (bash interop/python/client_interop.sh)"]
+fn py_v03_server_is_refused_without_allow_v03() {
+    let url = target_v03();
+    let out = Env::new().run(&[
+        "send",
+        "-a",
+        &url,
+        "-o",
+        "json",
+        "--message-id",
+        &id("tck-complete-task"),
+        "x",
+    ]);
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(
+        format!("{}{}", out.stdout, out.stderr).contains("--allow-v03"),
+        "the refusal names --allow-v03: {} {}",
+        out.stdout,
+        out.stderr
+    );
+}
+
+#[test]
+#[ignore = "needs the Python SDK 0.3 server: set A2A_INTEROP_PY_V03_URL (bash interop/python/client_interop.sh)"]
+fn py_v03_server_over_jsonrpc() {
+    interop::every_flow(&Env::new(), &target_v03(), "JSONRPC", true);
+}
+
+#[test]
+#[ignore = "needs the Python SDK 0.3 server: set A2A_INTEROP_PY_V03_URL (bash interop/python/client_interop.sh)"]
+fn py_v03_server_over_http_json() {
+    interop::every_flow(&Env::new(), &target_v03(), "HTTP+JSON", true);
+}
+
+#[test]
+#[ignore = "needs the Python SDK 0.3 server: set A2A_INTEROP_PY_V03_URL (bash interop/python/client_interop.sh)"]
+fn py_v03_server_over_grpc() {
+    interop::every_flow(&Env::new(), &target_v03(), "GRPC", true);
 }
