@@ -266,6 +266,39 @@ fn push_config_errors_keep_their_name() {
 
 // ------------------------------------------------------------ 0.3 server
 
+/// The interop flows against the 0.3 server over `binding`, but for two
+/// limits of a2a-sdk 0.3's server (not of our client): it follows a task
+/// only while its executor runs (a resubscription to an input-required task
+/// answers `TaskNotFoundError`), and its HTTP+JSON and gRPC handlers do not
+/// implement listing nor deleting push configs (there only create and get
+/// are checked, and that listing answers an error).
+fn v03_flows(env: &Env, url: &str, binding: &str) {
+    let p = interop::Peer {
+        env,
+        url,
+        binding,
+        v03: true,
+    };
+    interop::send_get_and_errors(&p);
+    interop::stream_and_chunks(&p);
+    interop::cancel_and_follow_up(&p);
+    if binding == "JSONRPC" {
+        interop::push_config_crud(&p);
+    } else {
+        let (task_id, _) = interop::push_config_create_and_get(&p);
+        let out = p.run(&["task", "push-config", "list", &task_id]);
+        assert_ne!(out.code, 0, "{binding}: {}", out.stdout);
+        p.ok(&["task", "cancel", &task_id]);
+        eprintln!(
+            "skipped for {binding} (0.3): push config list and delete, a2a-sdk 0.3 does not implement them there"
+        );
+    }
+    eprintln!(
+        "skipped for {binding} (0.3): resubscribe to an input-required task, \
+         a2a-sdk 0.3 answers TaskNotFoundError once the executor has returned"
+    );
+}
+
 #[test]
 #[ignore = "needs the Python SDK 0.3 server: set A2A_INTEROP_PY_V03_URL (bash interop/python/client_interop.sh)"]
 fn py_v03_server_card() {
@@ -298,17 +331,17 @@ fn py_v03_server_is_refused_without_allow_v03() {
 #[test]
 #[ignore = "needs the Python SDK 0.3 server: set A2A_INTEROP_PY_V03_URL (bash interop/python/client_interop.sh)"]
 fn py_v03_server_over_jsonrpc() {
-    interop::every_flow(&Env::new(), &target_v03(), "JSONRPC", true);
+    v03_flows(&Env::new(), &target_v03(), "JSONRPC");
 }
 
 #[test]
 #[ignore = "needs the Python SDK 0.3 server: set A2A_INTEROP_PY_V03_URL (bash interop/python/client_interop.sh)"]
 fn py_v03_server_over_http_json() {
-    interop::every_flow(&Env::new(), &target_v03(), "HTTP+JSON", true);
+    v03_flows(&Env::new(), &target_v03(), "HTTP+JSON");
 }
 
 #[test]
 #[ignore = "needs the Python SDK 0.3 server: set A2A_INTEROP_PY_V03_URL (bash interop/python/client_interop.sh)"]
 fn py_v03_server_over_grpc() {
-    interop::every_flow(&Env::new(), &target_v03(), "GRPC", true);
+    v03_flows(&Env::new(), &target_v03(), "GRPC");
 }

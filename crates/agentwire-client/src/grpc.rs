@@ -247,6 +247,7 @@ impl GrpcTransport {
             service: SERVICE_NAME,
             op,
             timeout: options.timeout,
+            status_error: status_to_error,
         };
         call.unary(req, |r| call_fn(client, r)).await
     }
@@ -278,6 +279,7 @@ impl GrpcTransport {
             service: SERVICE_NAME,
             op,
             timeout: options.timeout,
+            status_error: status_to_error,
         };
         call.stream(
             req,
@@ -305,6 +307,8 @@ pub(crate) struct GrpcCall<'a> {
     pub(crate) service: &'static str,
     pub(crate) op: &'static str,
     pub(crate) timeout: Option<Duration>,
+    /// How a status reads as an error ([`status_to_error`] for 1.0).
+    pub(crate) status_error: fn(tonic::Status, &str) -> ClientError,
 }
 
 impl GrpcCall<'_> {
@@ -348,7 +352,7 @@ impl GrpcCall<'_> {
                 if let Some(tap) = tap {
                     tap.grpc_status(&status);
                 }
-                Err(status_to_error(status, self.url))
+                Err((self.status_error)(status, self.url))
             }
         }
     }
@@ -394,6 +398,7 @@ impl GrpcCall<'_> {
         });
         let streaming = response.into_inner();
         let url = self.url.to_owned();
+        let status_error = self.status_error;
         let ids = LastEventId::default();
         let seen = ids.clone();
         // Each message with its event id, told to the tap when there is one.
@@ -421,7 +426,7 @@ impl GrpcCall<'_> {
             if item.is_ok() {
                 seen.set(id);
             }
-            item.map_err(|s| status_to_error(s, &url)).and_then(convert)
+            item.map_err(|s| status_error(s, &url)).and_then(convert)
         });
         Ok(end_after_error_with_ids(events, ids))
     }

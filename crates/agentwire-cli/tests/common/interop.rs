@@ -29,11 +29,11 @@ impl Peer<'_> {
         a
     }
 
-    fn run(&self, args: &[&str]) -> Out {
+    pub fn run(&self, args: &[&str]) -> Out {
         self.env.run(&self.args(args))
     }
 
-    fn ok(&self, args: &[&str]) -> Value {
+    pub fn ok(&self, args: &[&str]) -> Value {
         let out = self.run(args);
         out.expect(0);
         out.json()
@@ -85,7 +85,7 @@ pub fn card(env: &Env, url: &str, v03: bool, bindings: &[&str]) {
     }
 }
 
-fn send_get_and_errors(p: &Peer) {
+pub fn send_get_and_errors(p: &Peer) {
     let b = p.binding;
     let t = p.send_task("tck-complete-task");
     assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED", "{b}: {t}");
@@ -121,7 +121,7 @@ fn send_get_and_errors(p: &Peer) {
     );
 }
 
-fn stream_and_chunks(p: &Peer) {
+pub fn stream_and_chunks(p: &Peer) {
     let b = p.binding;
     let out = p.run(&[
         "send",
@@ -152,7 +152,7 @@ fn stream_and_chunks(p: &Peer) {
     assert_eq!(text, "chunk-1 chunk-2", "{b}: {t}");
 }
 
-fn cancel_and_follow_up(p: &Peer) {
+pub fn cancel_and_follow_up(p: &Peer) {
     let b = p.binding;
     let t = p.send_task("tck-input-required");
     assert_eq!(
@@ -172,7 +172,7 @@ fn cancel_and_follow_up(p: &Peer) {
     assert_eq!(c["status"]["state"], "TASK_STATE_CANCELED", "{b}: {c}");
 }
 
-fn resubscribe(p: &Peer) {
+pub fn resubscribe(p: &Peer) {
     let b = p.binding;
     let t = p.send_task("tck-input-required");
     let task_id = t["id"].as_str().unwrap_or_default().to_owned();
@@ -215,7 +215,9 @@ fn resubscribe(p: &Peer) {
     assert_ne!(out.code, 0, "{b}: {}", out.stdout);
 }
 
-fn push_config_crud(p: &Peer) {
+/// Creates a push config on an input-required task and reads it back: the
+/// task id and the config id.
+pub fn push_config_create_and_get(p: &Peer) -> (String, String) {
     let b = p.binding;
     let t = p.send_task("tck-input-required");
     let task_id = t["id"].as_str().unwrap_or_default().to_owned();
@@ -238,6 +240,12 @@ fn push_config_crud(p: &Peer) {
     let g = p.ok(&["task", "push-config", "get", &task_id, &config_id]);
     assert_eq!(g["id"], config_id.as_str(), "{b}: {g}");
     assert_eq!(g["url"], hook, "{b}: {g}");
+    (task_id, config_id)
+}
+
+pub fn push_config_crud(p: &Peer) {
+    let b = p.binding;
+    let (task_id, config_id) = push_config_create_and_get(p);
     let l = p.ok(&["task", "push-config", "list", &task_id]);
     let ids: Vec<&str> = l["configs"]
         .as_array()

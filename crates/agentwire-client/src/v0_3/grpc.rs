@@ -23,9 +23,12 @@ use proto::a2a_service_client::A2aServiceClient;
 use tonic::metadata::MetadataMap;
 use tonic::transport::Channel;
 
-use super::{invalid_answer, list_tasks_unsupported, rest_event_to_v1, send_answer, v03_headers};
-use crate::error::ClientResult;
-use crate::grpc::{GrpcCall, endpoint};
+use super::{
+    invalid_answer, list_tasks_unsupported, named_error_kind, rest_event_to_v1, send_answer,
+    v03_headers,
+};
+use crate::error::{ClientError, ClientResult};
+use crate::grpc::{GrpcCall, endpoint, status_to_error};
 use crate::tap::Tap;
 use crate::tls::TlsOptions;
 use crate::transport::{CallOptions, EventStream, Transport};
@@ -121,6 +124,7 @@ impl V03GrpcTransport {
             service: SERVICE_NAME,
             op,
             timeout: options.timeout,
+            status_error,
         }
     }
 
@@ -151,6 +155,23 @@ impl V03GrpcTransport {
                 event_to_v1,
             )
             .await
+    }
+}
+
+/// A status as an error: one without error details whose message names a
+/// 0.3 SDK error (`TaskNotFoundError: ...`) is that error.
+fn status_error(status: tonic::Status, url: &str) -> ClientError {
+    let named = status
+        .details()
+        .is_empty()
+        .then(|| named_error_kind(status.message()))
+        .flatten();
+    match (status_to_error(status, url), named) {
+        (ClientError::A2a(mut e), Some(kind)) => {
+            e.kind = kind;
+            ClientError::A2a(e)
+        }
+        (e, _) => e,
     }
 }
 
@@ -381,7 +402,7 @@ impl Transport for V03GrpcTransport {
             .unary(req, |r| async move { c.get_agent_card(r).await })
             .await?;
         let body = serde_json::to_vec(&card)
-            .map_err(|e| crate::ClientError::invalid_response(format!("extended card: {e}")))?;
+            .map_err(|e| ClientError::invalid_response(format!("extended card: {e}")))?;
         crate::card::parse_agent_card(&body)
     }
 }

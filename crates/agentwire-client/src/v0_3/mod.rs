@@ -336,6 +336,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn errors_of_the_0_3_sdks() {
+        assert_eq!(
+            named_error_kind("TaskNotCancelableError: Task cannot be canceled"),
+            Some(ErrorKind::TaskNotCancelable)
+        );
+        assert_eq!(
+            named_error_kind("TaskNotFoundError: Task not found"),
+            Some(ErrorKind::TaskNotFound)
+        );
+        assert_eq!(
+            named_error_kind("PushNotificationNotSupportedError: no"),
+            Some(ErrorKind::PushNotificationNotSupported)
+        );
+        assert_eq!(
+            named_error_kind("InvalidParamsError: x"),
+            Some(ErrorKind::InvalidParams)
+        );
+        assert_eq!(
+            named_error_kind("JSONParseError: x"),
+            Some(ErrorKind::ParseError)
+        );
+        assert_eq!(named_error_kind("just a message"), None);
+        assert_eq!(named_error_kind("Frobnicated: x"), None);
+        let e = rest_error(409, br#"{"message":"Task cannot be canceled"}"#);
+        assert_eq!(e.kind(), Some(ErrorKind::TaskNotCancelable));
+        let e = rest_error(404, br#"{"code":-32001,"message":"Task not found"}"#);
+        assert_eq!(e.kind(), Some(ErrorKind::TaskNotFound));
+    }
+
+    #[test]
     fn v03_versions() {
         assert!(is_v03("0.3"));
         assert!(is_v03("0.3.0"));
@@ -515,11 +545,28 @@ impl V03RestTransport {
 use agentwire_types::v0_3::rest;
 
 /// An error answer of a 0.3 HTTP+JSON agent: `{code, message, data}` as in
-/// JSON-RPC (what 0.3 servers send), else judged by the HTTP status.
+/// JSON-RPC (what some 0.3 servers send); a body with a `message` only (the
+/// Python SDK 0.3's) is judged by the HTTP status as the 0.3 SDKs send it
+/// (404 task not found, 409 not cancelable, 501 unsupported, 415 content
+/// type); else as a 1.0 error body or by the HTTP status.
 fn rest_error(status: u16, body: &[u8]) -> ClientError {
     match serde_json::from_slice::<serde_json::Value>(body) {
         Ok(v) if v.get("code").is_some_and(serde_json::Value::is_i64) => {
             ClientError::A2a(A2aError::from_jsonrpc_error(&v))
+        }
+        Ok(v) if v.get("error").is_none() && v.get("message").is_some_and(|m| m.is_string()) => {
+            let message = v["message"].as_str().unwrap_or_default();
+            let kind = match status {
+                404 => Some(ErrorKind::TaskNotFound),
+                409 => Some(ErrorKind::TaskNotCancelable),
+                415 => Some(ErrorKind::ContentTypeNotSupported),
+                501 => Some(ErrorKind::UnsupportedOperation),
+                _ => None,
+            };
+            match kind {
+                Some(kind) => ClientError::A2a(A2aError::new(kind, message)),
+                None => ClientError::A2a(A2aError::from_http_body(status, &v)),
+            }
         }
         Ok(v) if v.is_object() => ClientError::A2a(A2aError::from_http_body(status, &v)),
         _ => ClientError::Http {
@@ -527,6 +574,32 @@ fn rest_error(status: u16, body: &[u8]) -> ClientError {
             body: truncate_body(body, MAX_ERROR_BODY),
         },
     }
+}
+
+/// The kind of error a 0.3 SDK names at the start of a gRPC status message
+/// (`TaskNotFoundError: Task not found`): the 0.3 gRPC binding has no error
+/// details, and the SDKs share status codes between errors.
+#[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+fn named_error_kind(message: &str) -> Option<ErrorKind> {
+    let (name, _) = message.split_once(':')?;
+    let name = name.trim().strip_suffix("Error")?;
+    match name {
+        "JSONParse" => return Some(ErrorKind::ParseError),
+        "AuthenticatedExtendedCardNotConfigured" => {
+            return Some(ErrorKind::ExtendedAgentCardNotConfigured);
+        }
+        "Internal" => return Some(ErrorKind::Internal),
+        _ => {}
+    }
+    // `TaskNotFound` -> `TASK_NOT_FOUND`, the reason of the kind.
+    let mut reason = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            reason.push('_');
+        }
+        reason.push(c.to_ascii_uppercase());
+    }
+    ErrorKind::from_reason(&reason)
 }
 
 fn rest_event_to_v1(e: rest::StreamResponse) -> ClientResult<StreamResponse> {
