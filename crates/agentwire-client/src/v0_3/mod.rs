@@ -1,23 +1,39 @@
-//! Calling agents that speak A2A 0.3 (JSON-RPC binding).
+//! Calling agents that speak A2A 0.3
+//! (<https://a2a-protocol.org/v0.3.0/specification/>) over its three
+//! bindings: [`V03JsonRpcTransport`] (`message/send`, `tasks/get`...),
+//! [`V03RestTransport`] (`/v1/message:send`, `/v1/tasks/{id}`...) and, with
+//! the `grpc` feature, `V03GrpcTransport` (service `a2a.v1.A2AService`).
 //!
-//! The client works in the 1.0 model; this transport converts each 1.0
-//! request into its 0.3 JSON-RPC form (`message/send`, `tasks/get`...),
-//! and each answer and stream event back into the 1.0 model, through the
-//! conversion layer the server's compatibility module uses too
-//! ([`agentwire_types::v0_3`]). Streaming helpers, the ledger and the CLI
-//! see 1.0 objects and work unchanged.
+//! The client works in the 1.0 model; these transports convert each 1.0
+//! request into its 0.3 form, and each answer and stream event back into
+//! the 1.0 model, through the conversion layer the server's compatibility
+//! module uses too ([`agentwire_types::v0_3`]). Streaming helpers, the
+//! ledger and the CLI see 1.0 objects and work unchanged. The envelope,
+//! exchange, stream and tap plumbing is that of the 1.0 transports; only
+//! the headers differ: no `A2A-Version` (its absence means 0.3), the
+//! extensions also in 0.3's `X-A2A-Extensions`.
 //!
-//! The transport is chosen by [`crate::ClientBuilder::allow_v03`] for an
-//! interface whose `protocolVersion` is 0.3 (a 0.3 card's top-level `url`
-//! becomes such an interface when the card is read); it is never chosen
-//! while the card offers a 1.0 interface.
+//! A transport is chosen by [`crate::ClientBuilder::allow_v03`] for an
+//! interface whose `protocolVersion` is 0.3 (a 0.3 card's top-level `url`,
+//! `preferredTransport` and `additionalInterfaces` become such interfaces
+//! when the card is read, [`crate::card::parse_agent_card`], as do its
+//! security schemes and requirements, so credentials are attached as for
+//! a 1.0 card); it is never chosen while the card offers a 1.0 interface.
+//!
+//! Errors: JSON-RPC errors by their codes; HTTP+JSON errors by their
+//! `{code, message}` body, or by the HTTP status the 0.3 SDKs use (404,
+//! 409, 415, 501) when the body has a message only; gRPC errors by their
+//! status, the error a 0.3 SDK names at the start of the message
+//! (`TaskNotCancelableError: ...`) winning over the code.
 //!
 //! What 0.3 cannot carry: a tenant, `ListTasks` (answered
 //! `UnsupportedOperation` without a call), a 1.0 `historyLength` of 0
 //! (sent as 1: in 0.3, 0 means the whole history), paged push config
-//! lists (0.3 returns them all), and the extended card call (0.3's
-//! `agent/getAuthenticatedExtendedCard` answers a 0.3 card, which is read
-//! as the 1.0 card).
+//! lists (0.3 returns them all), event ids on gRPC streams, and the
+//! extended card call (0.3's `agent/getAuthenticatedExtendedCard`,
+//! `GET /v1/card` and `GetAgentCard` answer a 0.3 card, which is read as
+//! the 1.0 card). See [`agentwire_types::v0_3`] for what the conversions
+//! lose.
 
 use agentwire_types::v0_3::{convert, types as v03};
 use agentwire_types::{
