@@ -4,9 +4,8 @@
 //! - the 1.x server (`interop/js/v1/reference_server.mjs`, protocol 1.0),
 //!   named by `A2A_INTEROP_JS_URL`, over JSON-RPC, HTTP+JSON and gRPC;
 //! - the 0.3 server (`interop/js/v03/reference_server.mjs`, protocol 0.3),
-//!   named by `A2A_INTEROP_JS_V03_URL`, with `--allow-v03`, over JSON-RPC
-//!   and HTTP+JSON, and over gRPC when our client speaks 0.3 gRPC (the test
-//!   says so when it does not).
+//!   named by `A2A_INTEROP_JS_V03_URL`, with `--allow-v03`, over JSON-RPC,
+//!   HTTP+JSON and gRPC.
 //!
 //! Both servers implement the conformance behaviour keyed on the messageId
 //! prefix. `bash interop/js/client_interop.sh` starts them and runs these
@@ -19,7 +18,7 @@ use common::Env;
 use common::interop::{card, every_flow, id};
 
 const V1_BINDINGS: [&str; 3] = ["JSONRPC", "HTTP+JSON", "GRPC"];
-const V03_BINDINGS: [&str; 2] = ["JSONRPC", "HTTP+JSON"];
+const V03_BINDINGS: [&str; 3] = ["JSONRPC", "HTTP+JSON", "GRPC"];
 
 /// The server's URL from `var`, or `None` after saying the test is skipped.
 fn target(var: &str, test: &str) -> Option<String> {
@@ -128,28 +127,5 @@ fn js_v03_server_over_grpc() {
     let Some(url) = target("A2A_INTEROP_JS_V03_URL", "js_v03_server_over_grpc") else {
         return;
     };
-    let env = Env::new();
-    // Our client's 0.3 gRPC transport may not be there yet: say so and stop.
-    let probe = env.run(&[
-        "send",
-        "-a",
-        &url,
-        "--transport",
-        "GRPC",
-        "--allow-v03",
-        "-o",
-        "json",
-        "--message-id",
-        &id("tck-complete-task"),
-        "probe",
-    ]);
-    if probe.code != 0 {
-        eprintln!(
-            "skipped js_v03_server_over_grpc: our client does not call this 0.3 agent over gRPC: {}{}",
-            probe.stdout.trim(),
-            probe.stderr.trim()
-        );
-        return;
-    }
-    every_flow(&env, &url, "GRPC", true);
+    every_flow(&Env::new(), &url, V03_BINDINGS[2], true);
 }
