@@ -247,7 +247,7 @@ impl GrpcTransport {
             service: SERVICE_NAME,
             op,
             timeout: options.timeout,
-            status_error: status_to_error,
+            status_error: |status, url, _| status_to_error(status, url),
         };
         call.unary(req, |r| call_fn(client, r)).await
     }
@@ -279,7 +279,7 @@ impl GrpcTransport {
             service: SERVICE_NAME,
             op,
             timeout: options.timeout,
-            status_error: status_to_error,
+            status_error: |status, url, _| status_to_error(status, url),
         };
         call.stream(
             req,
@@ -307,8 +307,9 @@ pub(crate) struct GrpcCall<'a> {
     pub(crate) service: &'static str,
     pub(crate) op: &'static str,
     pub(crate) timeout: Option<Duration>,
-    /// How a status reads as an error ([`status_to_error`] for 1.0).
-    pub(crate) status_error: fn(tonic::Status, &str) -> ClientError,
+    /// How a status of the call `op` to `url` reads as an error
+    /// ([`status_to_error`] for 1.0).
+    pub(crate) status_error: fn(tonic::Status, &str, &'static str) -> ClientError,
 }
 
 impl GrpcCall<'_> {
@@ -352,7 +353,7 @@ impl GrpcCall<'_> {
                 if let Some(tap) = tap {
                     tap.grpc_status(&status);
                 }
-                Err((self.status_error)(status, self.url))
+                Err((self.status_error)(status, self.url, self.op))
             }
         }
     }
@@ -399,6 +400,7 @@ impl GrpcCall<'_> {
         let streaming = response.into_inner();
         let url = self.url.to_owned();
         let status_error = self.status_error;
+        let op = self.op;
         let ids = LastEventId::default();
         let seen = ids.clone();
         // Each message with its event id, told to the tap when there is one.
@@ -426,7 +428,8 @@ impl GrpcCall<'_> {
             if item.is_ok() {
                 seen.set(id);
             }
-            item.map_err(|s| status_error(s, &url)).and_then(convert)
+            item.map_err(|s| status_error(s, &url, op))
+                .and_then(convert)
         });
         Ok(end_after_error_with_ids(events, ids))
     }

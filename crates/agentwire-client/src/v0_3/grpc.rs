@@ -158,15 +158,32 @@ impl V03GrpcTransport {
     }
 }
 
-/// A status as an error: one without error details whose message names a
-/// 0.3 SDK error (`TaskNotFoundError: ...`) is that error.
-fn status_error(status: tonic::Status, url: &str) -> ClientError {
-    let named = status
-        .details()
-        .is_empty()
-        .then(|| named_error_kind(status.message()))
-        .flatten();
-    match (status_to_error(status, url), named) {
+/// A status of the call `op` as an error. The 0.3 gRPC binding has no
+/// error details, and the 0.3 SDKs share status codes between errors, so a
+/// status without details is read as they read it: the error a message
+/// names (`TaskNotFoundError: ...`, the Python SDK's form), else by the
+/// code and the call (the JavaScript SDK's reading): `FAILED_PRECONDITION`
+/// on `CancelTask` is not cancelable and on `GetAgentCard` no extended
+/// card; `UNIMPLEMENTED` on a push config call is push notifications not
+/// supported, elsewhere an unsupported operation.
+fn status_error(status: tonic::Status, url: &str, op: &'static str) -> ClientError {
+    use agentwire_types::ErrorKind;
+    let kind = if status.details().is_empty() {
+        named_error_kind(status.message()).or(match (status.code(), op) {
+            (tonic::Code::FailedPrecondition, "CancelTask") => Some(ErrorKind::TaskNotCancelable),
+            (tonic::Code::FailedPrecondition, "GetAgentCard") => {
+                Some(ErrorKind::ExtendedAgentCardNotConfigured)
+            }
+            (tonic::Code::Unimplemented, op) if op.contains("PushNotificationConfig") => {
+                Some(ErrorKind::PushNotificationNotSupported)
+            }
+            (tonic::Code::Unimplemented, _) => Some(ErrorKind::UnsupportedOperation),
+            _ => None,
+        })
+    } else {
+        None
+    };
+    match (status_to_error(status, url), kind) {
         (ClientError::A2a(mut e), Some(kind)) => {
             e.kind = kind;
             ClientError::A2a(e)
@@ -427,6 +444,45 @@ mod tests {
         assert_eq!(md.get("a2a-extensions").unwrap(), "urn:a");
         assert_eq!(md.get("x-a2a-extensions").unwrap(), "urn:a");
         assert_eq!(config_name("t", ""), "tasks/t");
+        // Errors as the 0.3 SDKs send them (no details; response metadata,
+        // as a status from a server has).
+        use agentwire_types::ErrorKind as K;
+        use tonic::Code;
+        let kind = |code, msg: &str, op| {
+            let mut s = tonic::Status::new(code, msg);
+            s.metadata_mut()
+                .insert("content-type", "application/grpc".parse().unwrap());
+            status_error(s, "h:1", op).kind()
+        };
+        let not_cancelable = Some(K::TaskNotCancelable);
+        assert_eq!(
+            kind(
+                Code::FailedPrecondition,
+                "Task not cancelable",
+                "CancelTask"
+            ),
+            not_cancelable
+        );
+        assert_eq!(
+            kind(
+                Code::Unimplemented,
+                "TaskNotCancelableError: no",
+                "CancelTask"
+            ),
+            not_cancelable
+        );
+        assert_eq!(
+            kind(Code::NotFound, "Task not found", "GetTask"),
+            Some(K::TaskNotFound)
+        );
+        assert_eq!(
+            kind(Code::Unimplemented, "no", "GetTaskPushNotificationConfig"),
+            Some(K::PushNotificationNotSupported)
+        );
+        assert_eq!(
+            kind(Code::Unimplemented, "no", "TaskSubscription"),
+            Some(K::UnsupportedOperation)
+        );
         assert_eq!(config_name("t", "c"), "tasks/t/pushNotificationConfigs/c");
     }
 }
