@@ -589,6 +589,7 @@ impl Tap {
         self.headers_of(&md.clone().into_headers())
     }
 
+    #[cfg(feature = "grpc")]
     fn json_body<T: Serialize>(&self, message: &T) -> TapBody {
         match serde_json::to_vec(message) {
             Ok(v) => TapBody::capture(&v, self.limits.max_body_bytes),
