@@ -655,9 +655,10 @@ impl CardResolver {
 /// `additionalInterfaces`) as a 1.0 card document: its interfaces become
 /// `supportedInterfaces` with protocol version 0.3 (the preferred one
 /// first), which the client uses only when allowed
-/// ([`crate::ClientBuilder::allow_v03`]). The 0.3 security members, whose
-/// shapes differ from 1.0's, are left out: credentials are still sent as
-/// given (`--bearer`, `--api-key` in their default places).
+/// ([`crate::ClientBuilder::allow_v03`]). The security schemes and
+/// requirements (card and skills) are converted ([`v03_security_as_v1`]), so
+/// credentials are attached as the card says, as for a 1.0 card. The
+/// signatures are left out: they sign the 0.3 document, not this one.
 fn v03_card_as_v1(mut value: Value) -> Value {
     let Some(obj) = value.as_object_mut() else {
         return value;
@@ -696,11 +697,132 @@ fn v03_card_as_v1(mut value: Value) -> Value {
             }));
         }
     }
-    for k in ["securitySchemes", "security", "signatures"] {
-        obj.remove(k);
+    obj.remove("signatures");
+    v03_security_as_v1(obj);
+    if let Some(Value::Array(skills)) = obj.get_mut("skills") {
+        for skill in skills.iter_mut().filter_map(Value::as_object_mut) {
+            v03_security_as_v1(skill);
+        }
     }
     obj.insert("supportedInterfaces".into(), Value::Array(interfaces));
     value
+}
+
+/// The 0.3 security members of a card (or a skill) in their 1.0 form:
+///
+/// - `security` (`[{"scheme": ["scope", ...]}]`, or the protobuf form
+///   `[{"schemes": {"scheme": {"list": [...]}}}]` a 0.3 gRPC card has)
+///   becomes `securityRequirements` (`[{"schemes": {"scheme": {"list":
+///   [...]}}}]`);
+/// - each of `securitySchemes`, an OpenAPI-style object with a `type`
+///   (`apiKey` with `in` and `name`, `http` with `scheme` and
+///   `bearerFormat`, `oauth2` with `flows` and `oauth2MetadataUrl`,
+///   `openIdConnect` with `openIdConnectUrl`, `mutualTLS`), becomes the 1.0
+///   wrapper (`{"apiKeySecurityScheme": {"location", "name"}}`...); a
+///   scheme already in the wrapper form (a 0.3 gRPC card, or a card
+///   carrying both forms) keeps only the wrapper. 1.0 has one OAuth flow
+///   per scheme: the first of `authorizationCode`, `clientCredentials`,
+///   `implicit`, `password` is kept. A scheme of an unknown type is left
+///   out.
+fn v03_security_as_v1(obj: &mut serde_json::Map<String, Value>) {
+    if let Some(Value::Array(reqs)) = obj.remove("security") {
+        let reqs: Vec<Value> = reqs
+            .into_iter()
+            .filter_map(|r| match r {
+                Value::Object(mut r) => Some(match r.remove("schemes") {
+                    Some(schemes @ Value::Object(_)) => serde_json::json!({ "schemes": schemes }),
+                    _ => {
+                        let schemes: serde_json::Map<String, Value> = r
+                            .into_iter()
+                            .map(|(name, scopes)| {
+                                let list = if scopes.is_array() {
+                                    scopes
+                                } else {
+                                    Value::Array(vec![])
+                                };
+                                (name, serde_json::json!({ "list": list }))
+                            })
+                            .collect();
+                        serde_json::json!({ "schemes": schemes })
+                    }
+                }),
+                _ => None,
+            })
+            .collect();
+        if !obj.contains_key("securityRequirements") {
+            obj.insert("securityRequirements".into(), Value::Array(reqs));
+        }
+    }
+    if let Some(Value::Object(schemes)) = obj.get_mut("securitySchemes") {
+        let converted: serde_json::Map<String, Value> = std::mem::take(schemes)
+            .into_iter()
+            .filter_map(|(name, scheme)| v03_scheme_as_v1(scheme).map(|s| (name, s)))
+            .collect();
+        *schemes = converted;
+    }
+}
+
+/// One 0.3 security scheme as the 1.0 `SecurityScheme`; `None` for an
+/// unknown type.
+fn v03_scheme_as_v1(scheme: Value) -> Option<Value> {
+    let Value::Object(mut s) = scheme else {
+        return None;
+    };
+    if let Some((wrapper, inner)) = s
+        .iter()
+        .find(|(k, v)| k.ends_with("SecurityScheme") && v.is_object())
+        .map(|(k, v)| (k.clone(), v.clone()))
+    {
+        return Some(Value::Object([(wrapper, inner)].into_iter().collect()));
+    }
+    let kind = s.remove("type")?;
+    let mut take = |from: &str, to: &str, into: &mut serde_json::Map<String, Value>| {
+        if let Some(v) = s.remove(from) {
+            into.insert(to.to_owned(), v);
+        }
+    };
+    let mut inner = serde_json::Map::new();
+    take("description", "description", &mut inner);
+    let wrapper = match kind.as_str()? {
+        "apiKey" => {
+            take("in", "location", &mut inner);
+            take("name", "name", &mut inner);
+            "apiKeySecurityScheme"
+        }
+        "http" => {
+            take("scheme", "scheme", &mut inner);
+            take("bearerFormat", "bearerFormat", &mut inner);
+            "httpAuthSecurityScheme"
+        }
+        "oauth2" => {
+            take("oauth2MetadataUrl", "oauth2MetadataUrl", &mut inner);
+            if let Some(Value::Object(mut flows)) = s.remove("flows") {
+                let first = [
+                    "authorizationCode",
+                    "clientCredentials",
+                    "implicit",
+                    "password",
+                ]
+                .into_iter()
+                .find_map(|k| flows.remove(k).map(|f| (k.to_owned(), f)));
+                if let Some(flow) = first {
+                    inner.insert("flows".into(), Value::Object([flow].into_iter().collect()));
+                }
+            }
+            "oauth2SecurityScheme"
+        }
+        "openIdConnect" => {
+            take("openIdConnectUrl", "openIdConnectUrl", &mut inner);
+            "openIdConnectSecurityScheme"
+        }
+        "mutualTLS" => "mtlsSecurityScheme",
+        _ => return None,
+    };
+    Some(Value::Object(
+        [(wrapper.to_owned(), Value::Object(inner))]
+            .into_iter()
+            .collect(),
+    ))
 }
 
 /// Decodes an agent card (ProtoJSON). A 0.3 card is read with its
@@ -1207,6 +1329,88 @@ mod tests {
             msg.contains("0.2.5") && msg.contains("http://h:1/a2a"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn v03_security_schemes_are_read_as_1_0_ones() {
+        use agentwire_types::security_scheme::Scheme;
+        let body = json!({
+            "name": "Old", "description": "d", "version": "1", "protocolVersion": "0.3.0",
+            "url": "http://h:1/a2a", "capabilities": {}, "defaultInputModes": [],
+            "defaultOutputModes": [],
+            "securitySchemes": {
+                "key": {"type": "apiKey", "in": "query", "name": "api_key", "description": "k"},
+                "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
+                "oauth": {"type": "oauth2", "flows": {"clientCredentials": {
+                    "tokenUrl": "https://h/token", "scopes": {"read": "r"}}}},
+                "oidc": {"type": "openIdConnect", "openIdConnectUrl": "https://h/.well-known/openid-configuration"},
+                "mtls": {"type": "mutualTLS"},
+                "odd": {"type": "carrier-pigeon"},
+                // A 0.3 gRPC card (protobuf form) or a card with both forms.
+                "both": {"type": "http", "scheme": "basic",
+                         "httpAuthSecurityScheme": {"scheme": "basic"}}
+            },
+            "security": [{"key": []}, {"oauth": ["read"], "bearer": []}],
+            "skills": [{"id": "s", "name": "s", "description": "d", "tags": [],
+                        "security": [{"schemes": {"bearer": {"list": []}}}]}]
+        });
+        let card = parse_agent_card(&serde_json::to_vec(&body).unwrap()).unwrap();
+        let scheme = |n: &str| card.security_schemes.get(n).and_then(|s| s.scheme.clone());
+        match scheme("key") {
+            Some(Scheme::ApiKeySecurityScheme(k)) => {
+                assert_eq!((k.location.as_str(), k.name.as_str()), ("query", "api_key"));
+                assert_eq!(k.description, "k");
+            }
+            other => panic!("key: {other:?}"),
+        }
+        match scheme("bearer") {
+            Some(Scheme::HttpAuthSecurityScheme(h)) => {
+                assert_eq!(
+                    (h.scheme.as_str(), h.bearer_format.as_str()),
+                    ("bearer", "JWT")
+                );
+            }
+            other => panic!("bearer: {other:?}"),
+        }
+        match scheme("oauth") {
+            Some(Scheme::Oauth2SecurityScheme(o)) => {
+                let flows = o.flows.expect("flows");
+                assert!(
+                    format!("{flows:?}").contains("https://h/token"),
+                    "{flows:?}"
+                );
+            }
+            other => panic!("oauth: {other:?}"),
+        }
+        assert!(matches!(
+            scheme("oidc"),
+            Some(Scheme::OpenIdConnectSecurityScheme(o)) if o.open_id_connect_url.ends_with("openid-configuration")
+        ));
+        assert!(matches!(
+            scheme("mtls"),
+            Some(Scheme::MtlsSecurityScheme(_))
+        ));
+        assert!(
+            matches!(scheme("both"), Some(Scheme::HttpAuthSecurityScheme(h)) if h.scheme == "basic")
+        );
+        assert!(!card.security_schemes.contains_key("odd"));
+        assert_eq!(card.security_requirements.len(), 2);
+        assert!(card.security_requirements[0].schemes.contains_key("key"));
+        assert_eq!(
+            card.security_requirements[1].schemes["oauth"].list,
+            ["read"]
+        );
+        assert!(
+            card.skills[0].security_requirements[0]
+                .schemes
+                .contains_key("bearer")
+        );
+        // Credentials are attached as the card says: the API key in the query.
+        assert_eq!(
+            crate::auth::api_key_scheme(&card),
+            Some(crate::auth::Placement::Query("api_key".into()))
+        );
+        assert!(crate::auth::accepts_bearer(&card));
     }
 
     #[test]

@@ -75,7 +75,7 @@ pub const ALLOW_V03_HINT: &str = "pass --allow-v03 to the a2a command (or set al
 /// [`select_interfaces`], and with `allow_v03` the interfaces of protocol
 /// version 0.3 (a 0.3 card's top-level `url` is read as one) when the card
 /// offers no usable 1.0 interface: a 1.0-capable agent is never
-/// downgraded. 0.3 is spoken over JSON-RPC and HTTP+JSON.
+/// downgraded. 0.3 is spoken over JSON-RPC, HTTP+JSON and gRPC.
 pub fn select_interfaces_with(
     card: &AgentCard,
     bindings: &[Binding],
@@ -100,7 +100,7 @@ pub fn select_interfaces_with(
         };
     let mut usable = pick(&|i, _| is_v1(&i.protocol_version));
     if usable.is_empty() {
-        let v03 = pick(&|i, b| is_v03(&i.protocol_version) && b != Binding::Grpc);
+        let v03 = pick(&|i, _| is_v03(&i.protocol_version));
         if !v03.is_empty() {
             if !allow_v03 {
                 return Err(ClientError::NoCompatibleInterface(format!(
@@ -151,7 +151,7 @@ pub fn select_interfaces_with(
         };
         return Err(ClientError::NoCompatibleInterface(format!(
             "none of the card's interfaces is usable: it offers {}; this client accepts {} \
-             with protocol version 1.x (and 0.3 over JSON-RPC and HTTP+JSON when allowed){missing}",
+             with protocol version 1.x (and 0.3 when allowed){missing}",
             offered.join(", "),
             accepted.join(", ")
         )));
@@ -187,12 +187,14 @@ impl Candidate {
             Binding::JsonRpc if v03 => Arc::new(
                 V03JsonRpcTransport::new(iface.url.clone())?
                     .with_http_client(http.clone())
-                    .with_query_params(query.iter().cloned()),
+                    .with_query_params(query.iter().cloned())
+                    .tapped(tap),
             ),
             Binding::HttpJson if v03 => Arc::new(
                 V03RestTransport::new(iface.url.clone())?
                     .with_http_client(http.clone())
-                    .with_query_params(query.iter().cloned()),
+                    .with_query_params(query.iter().cloned())
+                    .tapped(tap),
             ),
             Binding::JsonRpc => Arc::new(
                 JsonRpcTransport::new(iface.url.clone())?
@@ -205,6 +207,14 @@ impl Candidate {
                     .with_http_client(http.clone())
                     .with_query_params(query.iter().cloned())
                     .tapped(tap),
+            ),
+            #[cfg(feature = "grpc")]
+            Binding::Grpc if v03 => Arc::new(
+                match tls {
+                    Some(tls) => crate::v0_3::V03GrpcTransport::with_tls(iface.url.clone(), tls)?,
+                    None => crate::v0_3::V03GrpcTransport::new(iface.url.clone())?,
+                }
+                .tapped(tap),
             ),
             #[cfg(feature = "grpc")]
             Binding::Grpc => Arc::new(

@@ -78,7 +78,7 @@ pub(crate) fn endpoint_uri(url: &str) -> ClientResult<(String, bool)> {
     Ok((uri, tls))
 }
 
-fn endpoint(url: &str, tls_options: Option<&TlsOptions>) -> ClientResult<Endpoint> {
+pub(crate) fn endpoint(url: &str, tls_options: Option<&TlsOptions>) -> ClientResult<Endpoint> {
     let (uri, tls) = endpoint_uri(url)?;
     let ep = Endpoint::from_shared(uri.clone())
         .map_err(|e| ClientError::InvalidRequest(format!("invalid gRPC URL {url:?}: {e}")))?
@@ -231,7 +231,7 @@ impl GrpcTransport {
         op: &'static str,
         message: T,
         options: &CallOptions,
-        call: F,
+        call_fn: F,
     ) -> ClientResult<R>
     where
         T: TenantField + serde::Serialize,
@@ -240,38 +240,16 @@ impl GrpcTransport {
         Fut: Future<Output = Result<tonic::Response<R>, tonic::Status>>,
     {
         let req = self.request(message, options, true)?;
-        let tap = self
-            .tap
-            .as_ref()
-            .map(|t| t.grpc_request(op, &self.url, &req));
-        let fut = call(self.client.clone(), req);
-        let res = match options.timeout {
-            Some(d) => match tokio::time::timeout(d, fut).await {
-                Ok(res) => res,
-                Err(_) => {
-                    let e = self.timeout();
-                    if let Some(tap) = tap {
-                        tap.end(Some(&e));
-                    }
-                    return Err(e);
-                }
-            },
-            None => fut.await,
+        let client = self.client.clone();
+        let call = GrpcCall {
+            url: &self.url,
+            tap: self.tap.as_ref(),
+            service: SERVICE_NAME,
+            op,
+            timeout: options.timeout,
+            status_error: |status, url, _| status_to_error(status, url),
         };
-        match (res, tap) {
-            (Ok(resp), Some(mut tap)) => {
-                tap.grpc_response(resp.metadata(), Some(resp.get_ref()));
-                tap.end(None);
-                Ok(resp.into_inner())
-            }
-            (Err(status), Some(tap)) => {
-                tap.grpc_status(&status);
-                Err(self.status_error(status))
-            }
-            (res, None) => res
-                .map(tonic::Response::into_inner)
-                .map_err(|s| self.status_error(s)),
-        }
+        call.unary(req, |r| call_fn(client, r)).await
     }
 
     async fn stream<T, F, Fut>(
@@ -279,7 +257,7 @@ impl GrpcTransport {
         op: &'static str,
         message: T,
         options: &CallOptions,
-        call: F,
+        call_fn: F,
     ) -> ClientResult<EventStream>
     where
         T: TenantField + serde::Serialize,
@@ -294,16 +272,73 @@ impl GrpcTransport {
         // No grpc-timeout on streams: the deadline would cut a long task's
         // stream. The timeout bounds the wait for the response headers.
         let req = self.request(message, options, false)?;
+        let client = self.client.clone();
+        let call = GrpcCall {
+            url: &self.url,
+            tap: self.tap.as_ref(),
+            service: SERVICE_NAME,
+            op,
+            timeout: options.timeout,
+            status_error: |status, url, _| status_to_error(status, url),
+        };
+        call.stream(
+            req,
+            |r| call_fn(client, r),
+            |e| {
+                matches!(
+                    e.payload,
+                    Some(agentwire_types::stream_response::Payload::Task(_))
+                )
+            },
+            Ok,
+        )
+        .await
+    }
+}
+
+/// The gRPC service name of A2A 1.0.
+const SERVICE_NAME: &str = "lf.a2a.v1.A2AService";
+
+/// One gRPC call of either version's service: where it goes, its tap, and
+/// how long the answer (or a stream's response headers) may take.
+pub(crate) struct GrpcCall<'a> {
+    pub(crate) url: &'a str,
+    pub(crate) tap: Option<&'a Tap>,
+    pub(crate) service: &'static str,
+    pub(crate) op: &'static str,
+    pub(crate) timeout: Option<Duration>,
+    /// How a status of the call `op` to `url` reads as an error
+    /// ([`status_to_error`] for 1.0).
+    pub(crate) status_error: fn(tonic::Status, &str, &'static str) -> ClientError,
+}
+
+impl GrpcCall<'_> {
+    fn timeout_error(&self) -> ClientError {
+        ClientError::Timeout {
+            url: self.url.to_owned(),
+        }
+    }
+
+    /// Sends `req` through `call` (told to the tap when there is one),
+    /// waiting at most the timeout for the answer.
+    async fn send<T, R, Fut>(
+        &self,
+        req: tonic::Request<T>,
+        call: impl FnOnce(tonic::Request<T>) -> Fut,
+    ) -> Result<(tonic::Response<R>, Option<TapCall>), ClientError>
+    where
+        T: serde::Serialize,
+        Fut: Future<Output = Result<tonic::Response<R>, tonic::Status>>,
+    {
         let tap = self
             .tap
-            .as_ref()
-            .map(|t| t.grpc_request(op, &self.url, &req));
-        let fut = call(self.client.clone(), req);
-        let res = match options.timeout {
+            .map(|t| t.grpc_request(self.service, self.op, self.url, &req));
+        let fut = call(req);
+        let res = match self.timeout {
             Some(d) => match tokio::time::timeout(d, fut).await {
                 Ok(res) => res,
                 Err(_) => {
-                    let e = self.timeout();
+                    let e = self.timeout_error();
                     if let Some(tap) = tap {
                         tap.end(Some(&e));
                     }
@@ -312,28 +347,66 @@ impl GrpcTransport {
             },
             None => fut.await,
         };
-        let response = match res {
-            Ok(r) => r,
+        match res {
+            Ok(resp) => Ok((resp, tap)),
             Err(status) => {
                 if let Some(tap) = tap {
                     tap.grpc_status(&status);
                 }
-                return Err(self.status_error(status));
+                Err((self.status_error)(status, self.url, self.op))
             }
-        };
+        }
+    }
+
+    /// A unary call: its answer.
+    pub(crate) async fn unary<T, R, Fut>(
+        &self,
+        req: tonic::Request<T>,
+        call: impl FnOnce(tonic::Request<T>) -> Fut,
+    ) -> ClientResult<R>
+    where
+        T: serde::Serialize,
+        R: serde::Serialize,
+        Fut: Future<Output = Result<tonic::Response<R>, tonic::Status>>,
+    {
+        let (resp, tap) = self.send(req, call).await?;
+        if let Some(mut tap) = tap {
+            tap.grpc_response(resp.metadata(), Some(resp.get_ref()));
+            tap.end(None);
+        }
+        Ok(resp.into_inner())
+    }
+
+    /// A server-streaming call: its messages, each made a 1.0 event by
+    /// `convert` (`is_snapshot` tells a `Task` message, for the event ids).
+    pub(crate) async fn stream<T, M, Fut>(
+        &self,
+        req: tonic::Request<T>,
+        call: impl FnOnce(tonic::Request<T>) -> Fut,
+        is_snapshot: fn(&M) -> bool,
+        convert: fn(M) -> ClientResult<agentwire_types::StreamResponse>,
+    ) -> ClientResult<EventStream>
+    where
+        T: serde::Serialize,
+        M: serde::Serialize + Send + 'static,
+        Fut: Future<Output = Result<tonic::Response<tonic::Streaming<M>>, tonic::Status>>,
+    {
+        let (response, tap) = self.send(req, call).await?;
         let mut numbering = EventNumbering::from_metadata(response.metadata());
         let tap = tap.map(|mut t| {
-            t.grpc_response::<agentwire_types::StreamResponse>(response.metadata(), None);
+            t.grpc_response::<M>(response.metadata(), None);
             t
         });
         let streaming = response.into_inner();
-        let url = self.url.clone();
+        let url = self.url.to_owned();
+        let status_error = self.status_error;
+        let op = self.op;
         let ids = LastEventId::default();
         let seen = ids.clone();
         // Each message with its event id, told to the tap when there is one.
         let numbered = streaming.map(move |item| {
             let id = match &item {
-                Ok(event) => numbering.as_mut().and_then(|n| n.next(event)),
+                Ok(event) => numbering.as_mut().and_then(|n| n.next(is_snapshot(event))),
                 Err(_) => None,
             };
             (item, id)
@@ -343,7 +416,7 @@ impl GrpcTransport {
             Some(tap) => futures::future::Either::Right(Tapped::new(
                 numbered,
                 tap,
-                |tap: &mut TapCall, (item, id): &(Result<_, tonic::Status>, Option<String>)| {
+                |tap: &mut TapCall, (item, id): &(Result<M, tonic::Status>, Option<String>)| {
                     match item {
                         Ok(event) => tap.grpc_frame(event, id.clone()),
                         Err(status) => tap.grpc_fail(status),
@@ -355,19 +428,10 @@ impl GrpcTransport {
             if item.is_ok() {
                 seen.set(id);
             }
-            item.map_err(|s| status_to_error(s, &url))
+            item.map_err(|s| status_error(s, &url, op))
+                .and_then(convert)
         });
         Ok(end_after_error_with_ids(events, ids))
-    }
-
-    fn timeout(&self) -> ClientError {
-        ClientError::Timeout {
-            url: self.url.clone(),
-        }
-    }
-
-    fn status_error(&self, status: tonic::Status) -> ClientError {
-        status_to_error(status, &self.url)
     }
 }
 
@@ -413,14 +477,10 @@ impl EventNumbering {
         })
     }
 
-    /// The id of the next message, `event`; `None` once the numbering
-    /// stopped.
-    fn next(&mut self, event: &agentwire_types::StreamResponse) -> Option<String> {
+    /// The id of the next message (`snapshot`: a `Task` message); `None`
+    /// once the numbering stopped.
+    fn next(&mut self, snapshot: bool) -> Option<String> {
         let first = std::mem::take(&mut self.first);
-        let snapshot = matches!(
-            event.payload,
-            Some(agentwire_types::stream_response::Payload::Task(_))
-        );
         if snapshot && !first {
             self.log.clear();
         }

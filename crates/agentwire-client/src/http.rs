@@ -220,6 +220,39 @@ pub(crate) async fn read_body_tapped(
     res
 }
 
+/// One non-streaming exchange: sends the request (told to the tap when
+/// there is one) and reads the whole answer, its HTTP status and body.
+pub(crate) async fn exchange(
+    rb: reqwest::RequestBuilder,
+    url: &str,
+    tap: HttpTap<'_>,
+) -> Result<(u16, Bytes), ClientError> {
+    let (resp, tap) = send_tapped(rb, None, url, tap).await?;
+    let status = resp.status().as_u16();
+    let body = read_body_tapped(resp, url, tap).await?;
+    Ok((status, body))
+}
+
+/// The answer to a streaming request (as [`send_tapped`] gives it): a
+/// successful event-stream answer becomes the stream of its events, each
+/// decoded by `decode`; any other answer is read whole and handed to
+/// `single` with its HTTP status, which makes it an error or the one event
+/// of a one-event stream.
+pub(crate) async fn event_stream(
+    (resp, tap): (reqwest::Response, Option<TapCall>),
+    url: &str,
+    decode: fn(&SseEvent) -> Option<Result<StreamResponse, ClientError>>,
+    single: impl FnOnce(u16, &[u8]) -> Result<StreamResponse, ClientError>,
+) -> Result<EventStream, ClientError> {
+    if resp.status().is_success() && is_event_stream(&resp) {
+        return Ok(sse_event_stream_tapped(resp, url, decode, tap));
+    }
+    let status = resp.status().as_u16();
+    let body = read_body_tapped(resp, url, tap).await?;
+    let first = single(status, &body)?;
+    Ok(EventStream::new(futures::stream::iter([Ok(first)])))
+}
+
 /// Reads a whole body.
 pub(crate) async fn read_body(resp: reqwest::Response, url: &str) -> Result<Bytes, ClientError> {
     resp.bytes().await.map_err(|e| map_reqwest_error(e, url))
@@ -252,16 +285,8 @@ pub(crate) fn sse_events(
 
 /// The protocol events of an SSE response, each decoded by `decode`
 /// (`None`: an event to skip), keeping the id of the last one yielded (the
-/// SSE `id:` field; an empty id resets it).
-pub(crate) fn sse_event_stream(
-    resp: reqwest::Response,
-    url: &str,
-    decode: fn(&SseEvent) -> Option<Result<StreamResponse, ClientError>>,
-) -> EventStream {
-    sse_event_stream_tapped(resp, url, decode, None)
-}
-
-/// [`sse_event_stream`], each frame told to the tap as received.
+/// SSE `id:` field; an empty id resets it), each frame told to the tap (if
+/// any) as received.
 pub(crate) fn sse_event_stream_tapped(
     resp: reqwest::Response,
     url: &str,

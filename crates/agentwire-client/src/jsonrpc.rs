@@ -17,11 +17,11 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{ClientError, ClientResult, truncate_body};
 use crate::http::{
-    HttpTap, MAX_ERROR_BODY, default_http_client, is_event_stream, read_body_tapped, send_tapped,
-    service_headers, sse_event_stream_tapped,
+    HttpTap, MAX_ERROR_BODY, default_http_client, event_stream, exchange, send_tapped,
+    service_headers,
 };
 use crate::sse::SseEvent;
-use crate::tap::{Tap, TapCall};
+use crate::tap::Tap;
 use crate::transport::{Binding, CallOptions, EventStream, TenantField, Transport};
 
 /// The JSON-RPC 2.0 transport.
@@ -48,19 +48,23 @@ pub struct JsonRpcTransport {
     tenant: String,
     next_id: AtomicU64,
     tap: Option<Tap>,
+    /// The headers of a call (the 0.3 transport sends its own).
+    headers: fn(&CallOptions) -> ClientResult<http::HeaderMap>,
 }
 
+/// The JSON-RPC 2.0 request object.
 #[derive(Serialize)]
-struct RequestEnvelope<'a, P> {
+pub(crate) struct RequestEnvelope<'a, P> {
     jsonrpc: &'static str,
     id: u64,
     method: &'a str,
     params: &'a P,
 }
 
+/// The JSON-RPC 2.0 response object (`result` or `error`).
 #[derive(serde::Deserialize)]
 #[serde(bound = "T: DeserializeOwned")]
-struct ResponseEnvelope<T> {
+pub(crate) struct ResponseEnvelope<T> {
     #[serde(default)]
     result: Option<T>,
     #[serde(default)]
@@ -86,7 +90,18 @@ impl JsonRpcTransport {
             tenant: String::new(),
             next_id: AtomicU64::new(1),
             tap: None,
+            headers: service_headers,
         })
+    }
+
+    /// Sends the headers `headers` makes instead of the 1.0 ones (the 0.3
+    /// transport's).
+    pub(crate) fn with_headers(
+        mut self,
+        headers: fn(&CallOptions) -> ClientResult<http::HeaderMap>,
+    ) -> Self {
+        self.headers = headers;
+        self
     }
 
     /// Tells `tap` every exchange: the request and its exact body, the
@@ -159,7 +174,7 @@ impl JsonRpcTransport {
         let mut rb = self
             .http
             .post(&self.url)
-            .headers(service_headers(options)?)
+            .headers((self.headers)(options)?)
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::ACCEPT, accept)
             .body(body);
@@ -169,7 +184,8 @@ impl JsonRpcTransport {
         Ok(crate::trace_context::http(rb))
     }
 
-    async fn call<P, R>(
+    /// Calls `method` and decodes its `result`.
+    pub(crate) async fn call<P, R>(
         &self,
         method: &'static str,
         params: &P,
@@ -179,24 +195,26 @@ impl JsonRpcTransport {
         P: Serialize,
         R: DeserializeOwned,
     {
-        let rb = self.request(method, params, options, false)?;
-        let (resp, tap) = send_tapped(rb, None, &self.url, self.tap_for(method)).await?;
-        self.finish::<R>(method, resp, tap)
+        self.call_opt(method, params, options)
             .await?
             .ok_or_else(|| no_result(method))
     }
 
-    /// Decodes a non-streaming answer: `Ok(None)` for a success without
-    /// `result` (or with `"result": null`).
-    async fn finish<R: DeserializeOwned>(
+    /// [`Self::call`], `Ok(None)` for a success without `result` (or with
+    /// `"result": null`).
+    pub(crate) async fn call_opt<P, R>(
         &self,
-        method: &str,
-        resp: reqwest::Response,
-        tap: Option<TapCall>,
-    ) -> ClientResult<Option<R>> {
-        let status = resp.status();
-        let body = read_body_tapped(resp, &self.url, tap).await?;
-        decode_response(method, status.as_u16(), &body)
+        method: &'static str,
+        params: &P,
+        options: &CallOptions,
+    ) -> ClientResult<Option<R>>
+    where
+        P: Serialize,
+        R: DeserializeOwned,
+    {
+        let rb = self.request(method, params, options, false)?;
+        let (status, body) = exchange(rb, &self.url, self.tap_for(method)).await?;
+        decode_response(method, status, &body)
     }
 
     async fn stream<P: Serialize>(
@@ -205,29 +223,41 @@ impl JsonRpcTransport {
         params: &P,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
+        self.stream_as::<_, StreamResponse>(method, params, options, decode_event, Ok)
+            .await
+    }
+
+    /// A streaming call whose SSE events `decode` reads; an answer that is
+    /// not a stream is a JSON-RPC error, or a lone result of type `E`
+    /// (`convert` makes it the 1.0 event) accepted as a one-event stream.
+    pub(crate) async fn stream_as<P: Serialize, E: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        params: &P,
+        options: &CallOptions,
+        decode: fn(&SseEvent) -> Option<ClientResult<StreamResponse>>,
+        convert: fn(E) -> ClientResult<StreamResponse>,
+    ) -> ClientResult<EventStream> {
         let rb = self.request(method, params, options, true)?;
-        let (resp, tap) = send_tapped(rb, options.timeout, &self.url, self.tap_for(method)).await?;
-        if !resp.status().is_success() || !is_event_stream(&resp) {
-            // An answer before any stream: normally a JSON-RPC error; a lone
-            // result is accepted as a one-event stream.
-            let first: StreamResponse = self
-                .finish(method, resp, tap)
-                .await?
-                .ok_or_else(|| no_result(method))?;
-            return Ok(EventStream::new(futures::stream::iter([Ok(first)])));
-        }
-        Ok(sse_event_stream_tapped(resp, &self.url, decode_event, tap))
+        let sent = send_tapped(rb, options.timeout, &self.url, self.tap_for(method)).await?;
+        event_stream(sent, &self.url, decode, |status, body| {
+            let first: E =
+                decode_response(method, status, body)?.ok_or_else(|| no_result(method))?;
+            convert(first)
+        })
+        .await
     }
 }
 
-fn no_result(method: &str) -> ClientError {
+/// A success without `result`, where one is due.
+pub(crate) fn no_result(method: &str) -> ClientError {
     ClientError::invalid_response(format!(
         "{method}: JSON-RPC response has neither result nor error"
     ))
 }
 
 /// Decodes a JSON-RPC response body received with HTTP `status`.
-fn decode_response<R: DeserializeOwned>(
+pub(crate) fn decode_response<R: DeserializeOwned>(
     method: &str,
     status: u16,
     body: &[u8],
@@ -253,23 +283,28 @@ fn decode_response<R: DeserializeOwned>(
 /// One SSE event of a JSON-RPC stream; `None` for events to skip (empty
 /// data, or a result of an event kind this client does not know).
 fn decode_event(ev: &SseEvent) -> Option<ClientResult<StreamResponse>> {
+    match decode_rpc_event::<StreamResponse>(ev)? {
+        Ok(r) if r.payload.is_none() => {
+            tracing::debug!(data = %ev.data, "skipping stream event of unknown kind");
+            None
+        }
+        other => Some(other),
+    }
+}
+
+/// The `result` (or the error) of one SSE event of a JSON-RPC stream, as a
+/// `T`; `None` for an event without data.
+pub(crate) fn decode_rpc_event<T: DeserializeOwned>(ev: &SseEvent) -> Option<ClientResult<T>> {
     if ev.data.trim().is_empty() {
         return None;
     }
-    match serde_json::from_str::<ResponseEnvelope<StreamResponse>>(&ev.data) {
+    match serde_json::from_str::<ResponseEnvelope<T>>(&ev.data) {
         Ok(ResponseEnvelope {
             error: Some(error), ..
         }) => Some(Err(ClientError::A2a(A2aError::from_jsonrpc_error(&error)))),
         Ok(ResponseEnvelope {
             result: Some(r), ..
-        }) => {
-            if r.payload.is_none() {
-                tracing::debug!(data = %ev.data, "skipping stream event of unknown kind");
-                None
-            } else {
-                Some(Ok(r))
-            }
-        }
+        }) => Some(Ok(r)),
         Ok(_) => Some(Err(ClientError::invalid_response(format!(
             "stream event is neither a result nor an error: {}",
             truncate_body(ev.data.as_bytes(), 200)
@@ -375,11 +410,8 @@ impl Transport for JsonRpcTransport {
         options: &CallOptions,
     ) -> ClientResult<()> {
         let request = with_tenant(request, &self.tenant);
-        let method = methods::DELETE_PUSH_CONFIG;
-        let rb = self.request(method, &request, options, false)?;
-        let (resp, tap) = send_tapped(rb, None, &self.url, self.tap_for(method)).await?;
         // The result is `google.protobuf.Empty` (`{}`), or absent / null.
-        self.finish::<serde::de::IgnoredAny>(method, resp, tap)
+        self.call_opt::<_, serde::de::IgnoredAny>(methods::DELETE_PUSH_CONFIG, &request, options)
             .await?;
         Ok(())
     }

@@ -153,6 +153,8 @@ pub use http::{DEFAULT_CONNECT_TIMEOUT, default_http_client, install_crypto_prov
 pub use jsonrpc::JsonRpcTransport;
 pub use rest::RestTransport;
 pub use transport::{Binding, CallOptions, EventStream, Transport};
+#[cfg(feature = "grpc")]
+pub use v0_3::V03GrpcTransport;
 pub use v0_3::{V03JsonRpcTransport, V03RestTransport};
 
 /// The data model crate, re-exported for convenience.

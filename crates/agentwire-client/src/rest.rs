@@ -18,8 +18,8 @@ use serde_json::Value;
 
 use crate::error::{ClientError, ClientResult, truncate_body};
 use crate::http::{
-    HttpTap, MAX_ERROR_BODY, default_http_client, is_event_stream, read_body_tapped, send_tapped,
-    service_headers, sse_event_stream_tapped,
+    HttpTap, MAX_ERROR_BODY, default_http_client, event_stream, exchange, send_tapped,
+    service_headers,
 };
 use crate::sse::SseEvent;
 use crate::tap::{Tap, TapCall};
@@ -174,11 +174,9 @@ impl RestTransport {
         options: &CallOptions,
     ) -> ClientResult<bytes::Bytes> {
         let rb = self.builder(method, url, body, options, false)?;
-        let (resp, tap) = send_tapped(rb, None, url, self.tap_for(op)).await?;
-        let status = resp.status();
-        let bytes = read_body_tapped(resp, url, tap).await?;
-        if !status.is_success() {
-            return Err(error_from_http(status.as_u16(), &bytes));
+        let (status, bytes) = exchange(rb, url, self.tap_for(op)).await?;
+        if !(200..300).contains(&status) {
+            return Err(error_from_http(status, &bytes));
         }
         Ok(bytes)
     }
@@ -214,30 +212,26 @@ impl RestTransport {
 
     async fn event_stream(
         &self,
-        (resp, tap): (reqwest::Response, Option<TapCall>),
+        sent: (reqwest::Response, Option<TapCall>),
         url: &str,
     ) -> ClientResult<EventStream> {
-        let status = resp.status();
-        if !status.is_success() {
-            let bytes = read_body_tapped(resp, url, tap).await?;
-            return Err(error_from_http(status.as_u16(), &bytes));
-        }
-        if !is_event_stream(&resp) {
+        event_stream(sent, url, decode_event, |status, bytes| {
+            if !(200..300).contains(&status) {
+                return Err(error_from_http(status, bytes));
+            }
             // A single JSON answer instead of a stream.
-            let bytes = read_body_tapped(resp, url, tap).await?;
             let ev = SseEvent {
                 event: "message".into(),
-                data: String::from_utf8_lossy(&bytes).into_owned(),
+                data: String::from_utf8_lossy(bytes).into_owned(),
                 id: None,
             };
-            let first = decode_event(&ev).unwrap_or_else(|| {
+            decode_event(&ev).unwrap_or_else(|| {
                 Err(ClientError::invalid_response(format!(
                     "{url} answered a streaming call with neither a stream nor an event"
                 )))
-            })?;
-            return Ok(EventStream::new(futures::stream::iter([Ok(first)])));
-        }
-        Ok(sse_event_stream_tapped(resp, url, decode_event, tap))
+            })
+        })
+        .await
     }
 }
 

@@ -566,11 +566,12 @@ impl Tap {
     #[cfg(feature = "grpc")]
     pub(crate) fn grpc_request<T: Serialize>(
         &self,
+        service: &str,
         operation: &'static str,
         url: &str,
         req: &tonic::Request<T>,
     ) -> TapCall {
-        let method = format!("/{}/{operation}", GRPC_SERVICE);
+        let method = format!("/{service}/{operation}");
         let headers = self.metadata_of(req.metadata());
         let body = self.json_body(req.get_ref());
         self.start(
@@ -588,6 +589,7 @@ impl Tap {
         self.headers_of(&md.clone().into_headers())
     }
 
+    #[cfg(feature = "grpc")]
     fn json_body<T: Serialize>(&self, message: &T) -> TapBody {
         match serde_json::to_vec(message) {
             Ok(v) => TapBody::capture(&v, self.limits.max_body_bytes),
@@ -598,10 +600,6 @@ impl Tap {
         }
     }
 }
-
-/// The gRPC service of A2A, as method paths name it.
-#[cfg(feature = "grpc")]
-const GRPC_SERVICE: &str = "lf.a2a.v1.A2AService";
 
 tokio::task_local! {
     static LABEL: String;

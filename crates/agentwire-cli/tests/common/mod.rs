@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod interop;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

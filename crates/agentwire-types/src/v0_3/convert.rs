@@ -24,6 +24,7 @@ pub const DATA_PART_COMPAT: &str = "data_part_compat";
 
 // ---------------------------------------------------------------- enums
 
+/// A 0.3 role (`user`, `agent`) as the 1.0 role.
 pub fn role_to_v1(r: v03::Role) -> v1::Role {
     match r {
         v03::Role::User => v1::Role::User,
@@ -41,6 +42,8 @@ pub fn role_to_v03(r: i32) -> v03::Role {
     }
 }
 
+/// A 0.3 task state (kebab-case: `input-required`...) as the 1.0 state;
+/// `unknown` is 1.0's unspecified state.
 pub fn state_to_v1(s: v03::TaskState) -> v1::TaskState {
     use v03::TaskState as S;
     match s {
@@ -56,6 +59,8 @@ pub fn state_to_v1(s: v03::TaskState) -> v1::TaskState {
     }
 }
 
+/// A 1.0 task state as 0.3's; an unspecified or unknown number is
+/// `unknown`.
 pub fn state_to_v03(s: i32) -> v03::TaskState {
     use v03::TaskState as S;
     match v1::TaskState::try_from(s).unwrap_or(v1::TaskState::Unspecified) {
@@ -198,6 +203,8 @@ fn parts_to_v03(parts: Vec<v1::Part>) -> Vec<v03::Part> {
 
 // ------------------------------------------------- messages and artifacts
 
+/// A 0.3 message as the 1.0 message (parts by [`part_to_v1`]). Fails on a
+/// part that does not convert.
 pub fn message_to_v1(m: v03::Message) -> A2aResult<v1::Message> {
     Ok(v1::Message {
         message_id: m.message_id,
@@ -211,6 +218,7 @@ pub fn message_to_v1(m: v03::Message) -> A2aResult<v1::Message> {
     })
 }
 
+/// A 1.0 message as a 0.3 message (parts by [`part_to_v03`]).
 pub fn message_to_v03(m: v1::Message) -> v03::Message {
     v03::Message {
         kind: v03::MessageKind,
@@ -225,6 +233,8 @@ pub fn message_to_v03(m: v1::Message) -> v03::Message {
     }
 }
 
+/// A 0.3 artifact as the 1.0 artifact. Fails on a part that does not
+/// convert.
 pub fn artifact_to_v1(a: v03::Artifact) -> A2aResult<v1::Artifact> {
     Ok(v1::Artifact {
         artifact_id: a.artifact_id,
@@ -236,6 +246,7 @@ pub fn artifact_to_v1(a: v03::Artifact) -> A2aResult<v1::Artifact> {
     })
 }
 
+/// A 1.0 artifact as a 0.3 artifact.
 pub fn artifact_to_v03(a: v1::Artifact) -> v03::Artifact {
     v03::Artifact {
         artifact_id: a.artifact_id,
@@ -249,6 +260,7 @@ pub fn artifact_to_v03(a: v1::Artifact) -> v03::Artifact {
 
 // ------------------------------------------------------------- tasks
 
+/// A 0.3 task status (state, message, timestamp) as the 1.0 status.
 pub fn status_to_v1(s: v03::TaskStatus) -> A2aResult<v1::TaskStatus> {
     Ok(v1::TaskStatus {
         state: state_to_v1(s.state) as i32,
@@ -260,6 +272,7 @@ pub fn status_to_v1(s: v03::TaskStatus) -> A2aResult<v1::TaskStatus> {
     })
 }
 
+/// A 1.0 task status as the 0.3 status.
 pub fn status_to_v03(s: v1::TaskStatus) -> v03::TaskStatus {
     v03::TaskStatus {
         state: state_to_v03(s.state),
@@ -268,6 +281,7 @@ pub fn status_to_v03(s: v1::TaskStatus) -> v03::TaskStatus {
     }
 }
 
+/// A 0.3 task (status, artifacts, history, metadata) as the 1.0 task.
 pub fn task_to_v1(t: v03::Task) -> A2aResult<v1::Task> {
     Ok(v1::Task {
         id: t.id,
@@ -334,6 +348,7 @@ pub fn status_update_to_v1(e: v03::TaskStatusUpdateEvent) -> A2aResult<v1::TaskS
     })
 }
 
+/// A 1.0 artifact update (`append`, `lastChunk`) as the 0.3 event.
 pub fn artifact_update_to_v03(e: v1::TaskArtifactUpdateEvent) -> v03::TaskArtifactUpdateEvent {
     v03::TaskArtifactUpdateEvent {
         kind: v03::ArtifactUpdateKind,
@@ -346,6 +361,7 @@ pub fn artifact_update_to_v03(e: v1::TaskArtifactUpdateEvent) -> v03::TaskArtifa
     }
 }
 
+/// A 0.3 artifact update as the 1.0 event.
 pub fn artifact_update_to_v1(
     e: v03::TaskArtifactUpdateEvent,
 ) -> A2aResult<v1::TaskArtifactUpdateEvent> {
@@ -371,6 +387,8 @@ pub fn stream_event_to_v03(e: v1::StreamResponse) -> Option<v03::StreamEvent> {
     })
 }
 
+/// A 0.3 stream event (`kind`: task, message, status-update, artifact-
+/// update) as the 1.0 `StreamResponse`.
 pub fn stream_event_to_v1(e: v03::StreamEvent) -> A2aResult<v1::StreamResponse> {
     Ok(match e {
         v03::StreamEvent::Task(t) => task_to_v1(t)?.into(),
@@ -380,6 +398,8 @@ pub fn stream_event_to_v1(e: v03::StreamEvent) -> A2aResult<v1::StreamResponse> 
     })
 }
 
+/// The answer of a 1.0 `SendMessage` as the 0.3 `message/send` result
+/// (`None` for an empty answer).
 pub fn send_result_to_v03(r: v1::SendMessageResponse) -> Option<v03::SendResult> {
     use v1::send_message_response::Payload;
     Some(match r.payload? {
@@ -388,6 +408,7 @@ pub fn send_result_to_v03(r: v1::SendMessageResponse) -> Option<v03::SendResult>
     })
 }
 
+/// A 0.3 `message/send` result (a task or a message) as the 1.0 answer.
 pub fn send_result_to_v1(r: v03::SendResult) -> A2aResult<v1::SendMessageResponse> {
     Ok(match r {
         v03::SendResult::Task(t) => task_to_v1(t)?.into(),
@@ -446,12 +467,16 @@ pub fn push_config_to_v03(
     )
 }
 
+/// A 0.3 task push config (`taskId` and the nested config) as the flat 1.0
+/// config.
 pub fn task_push_config_to_v1(
     c: v03::TaskPushNotificationConfig,
 ) -> v1::TaskPushNotificationConfig {
     push_config_to_v1(c.task_id, c.push_notification_config)
 }
 
+/// A flat 1.0 task push config as 0.3's (the config nested under
+/// `pushNotificationConfig`; the tenant has no place in 0.3).
 pub fn task_push_config_to_v03(
     c: v1::TaskPushNotificationConfig,
 ) -> v03::TaskPushNotificationConfig {
@@ -509,6 +534,7 @@ pub fn send_request_to_v03(r: v1::SendMessageRequest) -> v03::MessageSendParams 
     }
 }
 
+/// `tasks/get` params as the 1.0 `GetTask` request.
 pub fn get_task_to_v1(p: v03::TaskQueryParams) -> v1::GetTaskRequest {
     v1::GetTaskRequest {
         tenant: String::new(),
@@ -517,6 +543,7 @@ pub fn get_task_to_v1(p: v03::TaskQueryParams) -> v1::GetTaskRequest {
     }
 }
 
+/// `tasks/cancel` params as the 1.0 `CancelTask` request.
 pub fn cancel_to_v1(p: v03::TaskIdParams) -> v1::CancelTaskRequest {
     v1::CancelTaskRequest {
         tenant: String::new(),
@@ -525,6 +552,7 @@ pub fn cancel_to_v1(p: v03::TaskIdParams) -> v1::CancelTaskRequest {
     }
 }
 
+/// `tasks/resubscribe` params as the 1.0 `SubscribeToTask` request.
 pub fn subscribe_to_v1(p: v03::TaskIdParams) -> v1::SubscribeToTaskRequest {
     v1::SubscribeToTaskRequest {
         tenant: String::new(),

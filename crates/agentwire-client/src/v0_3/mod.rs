@@ -1,27 +1,40 @@
-//! Calling agents that speak A2A 0.3 (JSON-RPC binding).
+//! Calling agents that speak A2A 0.3
+//! (<https://a2a-protocol.org/v0.3.0/specification/>) over its three
+//! bindings: [`V03JsonRpcTransport`] (`message/send`, `tasks/get`...),
+//! [`V03RestTransport`] (`/v1/message:send`, `/v1/tasks/{id}`...) and, with
+//! the `grpc` feature, `V03GrpcTransport` (service `a2a.v1.A2AService`).
 //!
-//! The client works in the 1.0 model; this transport converts each 1.0
-//! request into its 0.3 JSON-RPC form (`message/send`, `tasks/get`...),
-//! and each answer and stream event back into the 1.0 model, through the
-//! conversion layer the server's compatibility module uses too
-//! ([`agentwire_types::v0_3`]). Streaming helpers, the ledger and the CLI
-//! see 1.0 objects and work unchanged.
+//! The client works in the 1.0 model; these transports convert each 1.0
+//! request into its 0.3 form, and each answer and stream event back into
+//! the 1.0 model, through the conversion layer the server's compatibility
+//! module uses too ([`agentwire_types::v0_3`]). Streaming helpers, the
+//! ledger and the CLI see 1.0 objects and work unchanged. The envelope,
+//! exchange, stream and tap plumbing is that of the 1.0 transports; only
+//! the headers differ: no `A2A-Version` (its absence means 0.3), the
+//! extensions also in 0.3's `X-A2A-Extensions`.
 //!
-//! The transport is chosen by [`crate::ClientBuilder::allow_v03`] for an
-//! interface whose `protocolVersion` is 0.3 (a 0.3 card's top-level `url`
-//! becomes such an interface when the card is read); it is never chosen
-//! while the card offers a 1.0 interface.
+//! A transport is chosen by [`crate::ClientBuilder::allow_v03`] for an
+//! interface whose `protocolVersion` is 0.3 (a 0.3 card's top-level `url`,
+//! `preferredTransport` and `additionalInterfaces` become such interfaces
+//! when the card is read, [`crate::card::parse_agent_card`], as do its
+//! security schemes and requirements, so credentials are attached as for
+//! a 1.0 card); it is never chosen while the card offers a 1.0 interface.
+//!
+//! Errors: JSON-RPC errors by their codes; HTTP+JSON errors by their
+//! `{code, message}` body, or by the HTTP status the 0.3 SDKs use (404,
+//! 409, 415, 501) when the body has a message only; gRPC errors by their
+//! status, the error a 0.3 SDK names at the start of the message
+//! (`TaskNotCancelableError: ...`) winning over the code.
 //!
 //! What 0.3 cannot carry: a tenant, `ListTasks` (answered
 //! `UnsupportedOperation` without a call), a 1.0 `historyLength` of 0
 //! (sent as 1: in 0.3, 0 means the whole history), paged push config
-//! lists (0.3 returns them all), and the extended card call (0.3's
-//! `agent/getAuthenticatedExtendedCard` answers a 0.3 card, which is read
-//! as the 1.0 card).
+//! lists (0.3 returns them all), event ids on gRPC streams, and the
+//! extended card call (0.3's `agent/getAuthenticatedExtendedCard`,
+//! `GET /v1/card` and `GetAgentCard` answer a 0.3 card, which is read as
+//! the 1.0 card). See [`agentwire_types::v0_3`] for what the conversions
+//! lose.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use agentwire_types::jsonrpc::JSONRPC_VERSION;
 use agentwire_types::v0_3::{convert, types as v03};
 use agentwire_types::{
     A2aError, AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, ErrorKind,
@@ -36,11 +49,18 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{ClientError, ClientResult, truncate_body};
 use crate::http::{
-    MAX_ERROR_BODY, default_http_client, is_event_stream, read_body, send_with_header_timeout,
-    service_headers, sse_event_stream,
+    HttpTap, MAX_ERROR_BODY, default_http_client, event_stream, exchange, send_tapped,
+    service_headers,
 };
+use crate::jsonrpc::{JsonRpcTransport, decode_rpc_event};
 use crate::sse::SseEvent;
-use crate::transport::{CallOptions, EventStream, Transport};
+use crate::tap::Tap;
+use crate::transport::{Binding, CallOptions, EventStream, Transport};
+
+#[cfg(feature = "grpc")]
+mod grpc;
+#[cfg(feature = "grpc")]
+pub use grpc::V03GrpcTransport;
 
 /// The 0.3 JSON-RPC method names.
 mod methods {
@@ -83,26 +103,9 @@ pub fn is_v03(version: &str) -> bool {
 /// ```
 #[derive(Debug)]
 pub struct V03JsonRpcTransport {
-    http: reqwest::Client,
-    url: String,
-    next_id: AtomicU64,
-}
-
-#[derive(Serialize)]
-struct RequestEnvelope<'a, P> {
-    jsonrpc: &'static str,
-    id: u64,
-    method: &'a str,
-    params: &'a P,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(bound = "T: DeserializeOwned")]
-struct ResponseEnvelope<T> {
-    #[serde(default)]
-    result: Option<T>,
-    #[serde(default)]
-    error: Option<serde_json::Value>,
+    /// The 1.0 transport's envelope, exchange and stream plumbing, with
+    /// the 0.3 headers.
+    inner: JsonRpcTransport,
 }
 
 static X_A2A_EXTENSIONS: HeaderName = HeaderName::from_static("x-a2a-extensions");
@@ -111,7 +114,7 @@ static X_A2A_EXTENSIONS: HeaderName = HeaderName::from_static("x-a2a-extensions"
 /// 0.3; a 1.x version the caller's defaults carry, such as the `a2a`
 /// command's, is dropped, a 0.x one kept), the extensions also in 0.3's
 /// `X-A2A-Extensions`.
-fn v03_headers(options: &CallOptions) -> ClientResult<http::HeaderMap> {
+pub(crate) fn v03_headers(options: &CallOptions) -> ClientResult<http::HeaderMap> {
     let mut headers = service_headers(options)?;
     let keep = headers
         .get("a2a-version")
@@ -130,104 +133,44 @@ impl V03JsonRpcTransport {
     /// A transport posting to `url` (the 0.3 card's `url`, or the URL of
     /// an interface with protocol version 0.3).
     pub fn new(url: impl Into<String>) -> ClientResult<Self> {
-        let url = url.into();
-        let parsed = reqwest::Url::parse(&url).map_err(|e| {
-            ClientError::InvalidRequest(format!("invalid JSON-RPC URL {url:?}: {e}"))
-        })?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(ClientError::InvalidRequest(format!(
-                "JSON-RPC URL {url:?} must be http:// or https://"
-            )));
-        }
         Ok(Self {
-            http: default_http_client(),
-            url,
-            next_id: AtomicU64::new(1),
+            inner: JsonRpcTransport::new(url)?.with_headers(v03_headers),
         })
     }
 
     /// Uses this HTTP client (its pool, TLS settings, proxies, timeouts).
     pub fn with_http_client(mut self, http: reqwest::Client) -> Self {
-        self.http = http;
+        self.inner = self.inner.with_http_client(http);
         self
     }
 
     /// Adds query parameters to the endpoint URL (an API key the card
     /// wants in the query).
     pub fn with_query_params(mut self, params: impl IntoIterator<Item = (String, String)>) -> Self {
-        let mut params = params.into_iter().peekable();
-        if params.peek().is_none() {
-            return self;
-        }
-        if let Ok(mut url) = reqwest::Url::parse(&self.url) {
-            url.query_pairs_mut().extend_pairs(params);
-            self.url = url.into();
-        }
+        self.inner = self.inner.with_query_params(params);
+        self
+    }
+
+    /// Tells `tap` every exchange (see [`crate::tap`]), as the 1.0
+    /// JSON-RPC transport does.
+    pub fn with_tap(mut self, tap: Tap) -> Self {
+        self.inner = self.inner.with_tap(tap);
+        self
+    }
+
+    pub(crate) fn tapped(mut self, tap: Option<&Tap>) -> Self {
+        self.inner = self.inner.tapped(tap);
         self
     }
 
     /// The endpoint URL.
     pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    fn request<P: Serialize>(
-        &self,
-        method: &str,
-        params: &P,
-        options: &CallOptions,
-        stream: bool,
-    ) -> ClientResult<reqwest::RequestBuilder> {
-        let envelope = RequestEnvelope {
-            jsonrpc: JSONRPC_VERSION,
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            method,
-            params,
-        };
-        let body = serde_json::to_vec(&envelope)
-            .map_err(|e| ClientError::InvalidRequest(format!("cannot encode {method}: {e}")))?;
-        let headers = v03_headers(options)?;
-        let accept = if stream {
-            "text/event-stream"
-        } else {
-            "application/json"
-        };
-        let mut rb = self
-            .http
-            .post(&self.url)
-            .headers(headers)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, HeaderValue::from_static(accept))
-            .body(body);
-        if let (false, Some(t)) = (stream, options.timeout) {
-            rb = rb.timeout(t);
-        }
-        Ok(rb)
-    }
-
-    async fn call<P, R>(
-        &self,
-        method: &str,
-        params: &P,
-        options: &CallOptions,
-    ) -> ClientResult<Option<R>>
-    where
-        P: Serialize,
-        R: DeserializeOwned,
-    {
-        let rb = self.request(method, params, options, false)?;
-        let resp = rb
-            .send()
-            .await
-            .map_err(|e| crate::http::map_reqwest_error(e, &self.url))?;
-        let status = resp.status();
-        let body = read_body(resp, &self.url).await?;
-        decode_response(method, status.as_u16(), &body)
+        self.inner.url()
     }
 
     async fn call_result<P, R>(
         &self,
-        method: &str,
+        method: &'static str,
         params: &P,
         options: &CallOptions,
     ) -> ClientResult<R>
@@ -235,37 +178,21 @@ impl V03JsonRpcTransport {
         P: Serialize,
         R: DeserializeOwned,
     {
-        self.call(method, params, options)
-            .await?
-            .ok_or_else(|| no_result(method))
+        self.inner.call(method, params, options).await
     }
 
     async fn stream<P: Serialize>(
         &self,
-        method: &str,
+        method: &'static str,
         params: &P,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
-        let rb = self.request(method, params, options, true)?;
-        let resp = send_with_header_timeout(rb, options.timeout, &self.url).await?;
-        if !resp.status().is_success() || !is_event_stream(&resp) {
-            // An answer before any stream: normally a JSON-RPC error; a lone
-            // result is accepted as a one-event stream.
-            let status = resp.status();
-            let body = read_body(resp, &self.url).await?;
-            let first: v03::StreamEvent = decode_response(method, status.as_u16(), &body)?
-                .ok_or_else(|| no_result(method))?;
-            let first = convert::stream_event_to_v1(first).map_err(invalid_answer)?;
-            return Ok(EventStream::new(futures::stream::iter([Ok(first)])));
-        }
-        Ok(sse_event_stream(resp, &self.url, decode_event))
+        self.inner
+            .stream_as(method, params, options, decode_event, |first| {
+                convert::stream_event_to_v1(first).map_err(invalid_answer)
+            })
+            .await
     }
-}
-
-fn no_result(method: &str) -> ClientError {
-    ClientError::invalid_response(format!(
-        "{method}: JSON-RPC response has neither result nor error"
-    ))
 }
 
 /// A 0.3 answer that does not convert into the 1.0 model.
@@ -273,51 +200,18 @@ fn invalid_answer(e: A2aError) -> ClientError {
     ClientError::invalid_response(format!("0.3 agent's answer: {}", e.message))
 }
 
-/// Decodes a JSON-RPC response body received with HTTP `status`.
-fn decode_response<R: DeserializeOwned>(
-    method: &str,
-    status: u16,
-    body: &[u8],
-) -> ClientResult<Option<R>> {
-    let success = (200..300).contains(&status);
-    match serde_json::from_slice::<ResponseEnvelope<R>>(body) {
-        Ok(ResponseEnvelope {
-            error: Some(error), ..
-        }) => Err(ClientError::A2a(A2aError::from_jsonrpc_error(&error))),
-        Ok(ResponseEnvelope { result, .. }) if success => Ok(result),
-        _ if !success => Err(ClientError::Http {
-            status,
-            body: truncate_body(body, MAX_ERROR_BODY),
-        }),
-        Err(e) => Err(ClientError::invalid_response(format!(
-            "{method}: undecodable 0.3 JSON-RPC response: {e}: {}",
-            truncate_body(body, 200)
-        ))),
-        Ok(_) => Err(no_result(method)),
-    }
-}
-
 /// One SSE event of a 0.3 JSON-RPC stream, as the 1.0 event.
 fn decode_event(ev: &SseEvent) -> Option<ClientResult<StreamResponse>> {
-    if ev.data.trim().is_empty() {
-        return None;
-    }
-    match serde_json::from_str::<ResponseEnvelope<v03::StreamEvent>>(&ev.data) {
-        Ok(ResponseEnvelope {
-            error: Some(error), ..
-        }) => Some(Err(ClientError::A2a(A2aError::from_jsonrpc_error(&error)))),
-        Ok(ResponseEnvelope {
-            result: Some(r), ..
-        }) => Some(convert::stream_event_to_v1(r).map_err(invalid_answer)),
-        Ok(_) => Some(Err(ClientError::invalid_response(format!(
-            "stream event is neither a result nor an error: {}",
-            truncate_body(ev.data.as_bytes(), 200)
-        )))),
-        Err(e) => Some(Err(ClientError::invalid_response(format!(
-            "undecodable 0.3 stream event: {e}: {}",
-            truncate_body(ev.data.as_bytes(), 200)
-        )))),
-    }
+    let event = decode_rpc_event::<v03::StreamEvent>(ev)?;
+    Some(event.and_then(|e| convert::stream_event_to_v1(e).map_err(invalid_answer)))
+}
+
+/// `ListTasks`, which 0.3 does not have.
+fn list_tasks_unsupported() -> ClientResult<ListTasksResponse> {
+    Err(ClientError::A2a(A2aError::new(
+        ErrorKind::UnsupportedOperation,
+        "listing tasks is not part of A2A 0.3: this agent speaks 0.3 only",
+    )))
 }
 
 fn push_params(task_id: String, config_id: String) -> v03::PushConfigParams {
@@ -360,10 +254,7 @@ impl Transport for V03JsonRpcTransport {
         _request: ListTasksRequest,
         _options: &CallOptions,
     ) -> ClientResult<ListTasksResponse> {
-        Err(ClientError::A2a(A2aError::new(
-            ErrorKind::UnsupportedOperation,
-            "listing tasks is not part of A2A 0.3: this agent speaks 0.3 only",
-        )))
+        list_tasks_unsupported()
     }
 
     async fn cancel_task(
@@ -436,7 +327,8 @@ impl Transport for V03JsonRpcTransport {
         options: &CallOptions,
     ) -> ClientResult<()> {
         let params = push_params(request.task_id, request.id);
-        self.call::<_, serde_json::Value>(methods::PUSH_DELETE, &params, options)
+        self.inner
+            .call_opt::<_, serde::de::IgnoredAny>(methods::PUSH_DELETE, &params, options)
             .await?;
         Ok(())
     }
@@ -458,6 +350,36 @@ impl Transport for V03JsonRpcTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_of_the_0_3_sdks() {
+        assert_eq!(
+            named_error_kind("TaskNotCancelableError: Task cannot be canceled"),
+            Some(ErrorKind::TaskNotCancelable)
+        );
+        assert_eq!(
+            named_error_kind("TaskNotFoundError: Task not found"),
+            Some(ErrorKind::TaskNotFound)
+        );
+        assert_eq!(
+            named_error_kind("PushNotificationNotSupportedError: no"),
+            Some(ErrorKind::PushNotificationNotSupported)
+        );
+        assert_eq!(
+            named_error_kind("InvalidParamsError: x"),
+            Some(ErrorKind::InvalidParams)
+        );
+        assert_eq!(
+            named_error_kind("JSONParseError: x"),
+            Some(ErrorKind::ParseError)
+        );
+        assert_eq!(named_error_kind("just a message"), None);
+        assert_eq!(named_error_kind("Frobnicated: x"), None);
+        let e = rest_error(409, br#"{"message":"Task cannot be canceled"}"#);
+        assert_eq!(e.kind(), Some(ErrorKind::TaskNotCancelable));
+        let e = rest_error(404, br#"{"code":-32001,"message":"Task not found"}"#);
+        assert_eq!(e.kind(), Some(ErrorKind::TaskNotFound));
+    }
 
     #[test]
     fn v03_versions() {
@@ -482,6 +404,7 @@ pub struct V03RestTransport {
     http: reqwest::Client,
     base: String,
     query: Vec<(String, String)>,
+    tap: Option<Tap>,
 }
 
 impl V03RestTransport {
@@ -500,7 +423,24 @@ impl V03RestTransport {
             http: default_http_client(),
             base: url.trim_end_matches('/').to_owned(),
             query: Vec::new(),
+            tap: None,
         })
+    }
+
+    /// Tells `tap` every exchange (see [`crate::tap`]), as the 1.0
+    /// HTTP+JSON transport does.
+    pub fn with_tap(mut self, tap: Tap) -> Self {
+        self.tap = Some(tap);
+        self
+    }
+
+    pub(crate) fn tapped(mut self, tap: Option<&Tap>) -> Self {
+        self.tap = tap.cloned();
+        self
+    }
+
+    fn tap_for(&self, operation: &'static str) -> HttpTap<'_> {
+        self.tap.as_ref().map(|t| (t, Binding::HttpJson, operation))
     }
 
     /// Uses this HTTP client (its pool, TLS settings, proxies, timeouts).
@@ -570,14 +510,10 @@ impl V03RestTransport {
 
     async fn call<R: DeserializeOwned>(
         &self,
+        op: &'static str,
         rb: reqwest::RequestBuilder,
     ) -> ClientResult<Option<R>> {
-        let resp = rb
-            .send()
-            .await
-            .map_err(|e| crate::http::map_reqwest_error(e, &self.base))?;
-        let status = resp.status().as_u16();
-        let body = read_body(resp, &self.base).await?;
+        let (status, body) = exchange(rb, &self.base, self.tap_for(op)).await?;
         if !(200..300).contains(&status) {
             return Err(rest_error(status, &body));
         }
@@ -594,44 +530,59 @@ impl V03RestTransport {
 
     async fn call_result<R: DeserializeOwned>(
         &self,
+        op: &'static str,
         rb: reqwest::RequestBuilder,
     ) -> ClientResult<R> {
-        self.call(rb)
+        self.call(op, rb)
             .await?
             .ok_or_else(|| ClientError::invalid_response("0.3 HTTP+JSON response without a body"))
     }
 
     async fn stream(
         &self,
+        op: &'static str,
         rb: reqwest::RequestBuilder,
         timeout: Option<std::time::Duration>,
     ) -> ClientResult<EventStream> {
-        let resp = send_with_header_timeout(rb, timeout, &self.base).await?;
-        let status = resp.status().as_u16();
-        if !(200..300).contains(&status) {
-            let body = read_body(resp, &self.base).await?;
-            return Err(rest_error(status, &body));
-        }
-        if !is_event_stream(&resp) {
-            let body = read_body(resp, &self.base).await?;
-            let first: rest::StreamResponse = serde_json::from_slice(&body).map_err(|e| {
+        let sent = send_tapped(rb, timeout, &self.base, self.tap_for(op)).await?;
+        event_stream(sent, &self.base, decode_rest_event, |status, body| {
+            if !(200..300).contains(&status) {
+                return Err(rest_error(status, body));
+            }
+            let first: rest::StreamResponse = serde_json::from_slice(body).map_err(|e| {
                 ClientError::invalid_response(format!("undecodable 0.3 event: {e}"))
             })?;
-            let first = rest_event_to_v1(first)?;
-            return Ok(EventStream::new(futures::stream::iter([Ok(first)])));
-        }
-        Ok(sse_event_stream(resp, &self.base, decode_rest_event))
+            rest_event_to_v1(first)
+        })
+        .await
     }
 }
 
 use agentwire_types::v0_3::rest;
 
 /// An error answer of a 0.3 HTTP+JSON agent: `{code, message, data}` as in
-/// JSON-RPC (what 0.3 servers send), else judged by the HTTP status.
+/// JSON-RPC (what some 0.3 servers send); a body with a `message` only (the
+/// Python SDK 0.3's) is judged by the HTTP status as the 0.3 SDKs send it
+/// (404 task not found, 409 not cancelable, 501 unsupported, 415 content
+/// type); else as a 1.0 error body or by the HTTP status.
 fn rest_error(status: u16, body: &[u8]) -> ClientError {
     match serde_json::from_slice::<serde_json::Value>(body) {
         Ok(v) if v.get("code").is_some_and(serde_json::Value::is_i64) => {
             ClientError::A2a(A2aError::from_jsonrpc_error(&v))
+        }
+        Ok(v) if v.get("error").is_none() && v.get("message").is_some_and(|m| m.is_string()) => {
+            let message = v["message"].as_str().unwrap_or_default();
+            let kind = match status {
+                404 => Some(ErrorKind::TaskNotFound),
+                409 => Some(ErrorKind::TaskNotCancelable),
+                415 => Some(ErrorKind::ContentTypeNotSupported),
+                501 => Some(ErrorKind::UnsupportedOperation),
+                _ => None,
+            };
+            match kind {
+                Some(kind) => ClientError::A2a(A2aError::new(kind, message)),
+                None => ClientError::A2a(A2aError::from_http_body(status, &v)),
+            }
         }
         Ok(v) if v.is_object() => ClientError::A2a(A2aError::from_http_body(status, &v)),
         _ => ClientError::Http {
@@ -639,6 +590,32 @@ fn rest_error(status: u16, body: &[u8]) -> ClientError {
             body: truncate_body(body, MAX_ERROR_BODY),
         },
     }
+}
+
+/// The kind of error a 0.3 SDK names at the start of a gRPC status message
+/// (`TaskNotFoundError: Task not found`): the 0.3 gRPC binding has no error
+/// details, and the SDKs share status codes between errors.
+#[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+fn named_error_kind(message: &str) -> Option<ErrorKind> {
+    let (name, _) = message.split_once(':')?;
+    let name = name.trim().strip_suffix("Error")?;
+    match name {
+        "JSONParse" => return Some(ErrorKind::ParseError),
+        "AuthenticatedExtendedCardNotConfigured" => {
+            return Some(ErrorKind::ExtendedAgentCardNotConfigured);
+        }
+        "Internal" => return Some(ErrorKind::Internal),
+        _ => {}
+    }
+    // `TaskNotFound` -> `TASK_NOT_FOUND`, the reason of the kind.
+    let mut reason = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            reason.push('_');
+        }
+        reason.push(c.to_ascii_uppercase());
+    }
+    ErrorKind::from_reason(&reason)
 }
 
 fn rest_event_to_v1(e: rest::StreamResponse) -> ClientResult<StreamResponse> {
@@ -660,6 +637,25 @@ fn decode_rest_event(ev: &SseEvent) -> Option<ClientResult<StreamResponse>> {
     }
 }
 
+/// The answer of a send (`{task}` or `{message}` in the HTTP+JSON form) as
+/// the 1.0 answer.
+fn send_answer(r: rest::StreamResponse) -> ClientResult<SendMessageResponse> {
+    use agentwire_types::send_message_response::Payload as Answer;
+    use agentwire_types::stream_response::Payload;
+    let payload = match rest_event_to_v1(r)?.payload {
+        Some(Payload::Task(t)) => Answer::Task(t),
+        Some(Payload::Message(m)) => Answer::Message(m),
+        _ => {
+            return Err(ClientError::invalid_response(
+                "message:send answered neither a task nor a message",
+            ));
+        }
+    };
+    Ok(SendMessageResponse {
+        payload: Some(payload),
+    })
+}
+
 /// A path segment, percent-encoded.
 fn seg(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
@@ -677,22 +673,8 @@ impl Transport for V03RestTransport {
             self.request(http::Method::POST, "/v1/message:send", options, false)?,
             &body,
         )?;
-        let r: rest::StreamResponse = self.call_result(rb).await?;
-        let event = rest_event_to_v1(r)?;
-        use agentwire_types::send_message_response::Payload as Answer;
-        use agentwire_types::stream_response::Payload;
-        let payload = match event.payload {
-            Some(Payload::Task(t)) => Answer::Task(t),
-            Some(Payload::Message(m)) => Answer::Message(m),
-            _ => {
-                return Err(ClientError::invalid_response(
-                    "message:send answered neither a task nor a message",
-                ));
-            }
-        };
-        Ok(SendMessageResponse {
-            payload: Some(payload),
-        })
+        let r: rest::StreamResponse = self.call_result("SendMessage", rb).await?;
+        send_answer(r)
     }
 
     async fn send_streaming_message(
@@ -705,7 +687,8 @@ impl Transport for V03RestTransport {
             self.request(http::Method::POST, "/v1/message:stream", options, true)?,
             &body,
         )?;
-        self.stream(rb, options.timeout).await
+        self.stream("SendStreamingMessage", rb, options.timeout)
+            .await
     }
 
     async fn get_task(&self, request: GetTaskRequest, options: &CallOptions) -> ClientResult<Task> {
@@ -722,7 +705,7 @@ impl Transport for V03RestTransport {
             options,
             false,
         )?;
-        let t: rest::Task = self.call_result(rb).await?;
+        let t: rest::Task = self.call_result("GetTask", rb).await?;
         rest::task_from(t)
             .and_then(convert::task_to_v1)
             .map_err(invalid_answer)
@@ -733,10 +716,7 @@ impl Transport for V03RestTransport {
         _request: ListTasksRequest,
         _options: &CallOptions,
     ) -> ClientResult<ListTasksResponse> {
-        Err(ClientError::A2a(A2aError::new(
-            ErrorKind::UnsupportedOperation,
-            "listing tasks is not part of A2A 0.3: this agent speaks 0.3 only",
-        )))
+        list_tasks_unsupported()
     }
 
     async fn cancel_task(
@@ -753,7 +733,7 @@ impl Transport for V03RestTransport {
             )?,
             &serde_json::json!({ "name": format!("tasks/{}", request.id) }),
         )?;
-        let t: rest::Task = self.call_result(rb).await?;
+        let t: rest::Task = self.call_result("CancelTask", rb).await?;
         rest::task_from(t)
             .and_then(convert::task_to_v1)
             .map_err(invalid_answer)
@@ -770,7 +750,7 @@ impl Transport for V03RestTransport {
             options,
             true,
         )?;
-        self.stream(rb, options.timeout).await
+        self.stream("SubscribeToTask", rb, options.timeout).await
     }
 
     async fn create_task_push_notification_config(
@@ -795,7 +775,9 @@ impl Transport for V03RestTransport {
             )?,
             &body,
         )?;
-        let c: rest::TaskPushConfig = self.call_result(rb).await?;
+        let c: rest::TaskPushConfig = self
+            .call_result("CreateTaskPushNotificationConfig", rb)
+            .await?;
         Ok(convert::task_push_config_to_v1(rest::task_push_from(
             task_id, c,
         )))
@@ -816,7 +798,9 @@ impl Transport for V03RestTransport {
             options,
             false,
         )?;
-        let c: rest::TaskPushConfig = self.call_result(rb).await?;
+        let c: rest::TaskPushConfig = self
+            .call_result("GetTaskPushNotificationConfig", rb)
+            .await?;
         Ok(convert::task_push_config_to_v1(rest::task_push_from(
             request.task_id,
             c,
@@ -838,7 +822,10 @@ impl Transport for V03RestTransport {
             false,
         )?;
         // 0.3 servers answer the bare list or `{configs: [...]}`.
-        let v: serde_json::Value = self.call(rb).await?.unwrap_or_default();
+        let v: serde_json::Value = self
+            .call("ListTaskPushNotificationConfigs", rb)
+            .await?
+            .unwrap_or_default();
         let list: Vec<rest::TaskPushConfig> = match v {
             serde_json::Value::Array(_) => serde_json::from_value(v),
             serde_json::Value::Null => Ok(Vec::new()),
@@ -876,7 +863,8 @@ impl Transport for V03RestTransport {
             options,
             false,
         )?;
-        self.call::<serde_json::Value>(rb).await?;
+        self.call::<serde_json::Value>("DeleteTaskPushNotificationConfig", rb)
+            .await?;
         Ok(())
     }
 
@@ -886,7 +874,7 @@ impl Transport for V03RestTransport {
         options: &CallOptions,
     ) -> ClientResult<AgentCard> {
         let rb = self.request(http::Method::GET, "/v1/card", options, false)?;
-        let card: serde_json::Value = self.call_result(rb).await?;
+        let card: serde_json::Value = self.call_result("GetExtendedAgentCard", rb).await?;
         let body = serde_json::to_vec(&card)
             .map_err(|e| ClientError::invalid_response(format!("extended card: {e}")))?;
         crate::card::parse_agent_card(&body)
