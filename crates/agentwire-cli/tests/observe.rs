@@ -509,6 +509,78 @@ async fn metrics_on_the_agent_port_and_on_a_port_of_their_own() {
     assert_eq!(r.status(), 404);
 }
 
+/// The count of `a2a_store_operation_duration_seconds` for `store` and
+/// `operation` in a scrape (0 when the series is not there yet).
+fn store_op_count(text: &str, store: &str, operation: &str) -> u64 {
+    let series = format!(
+        r#"a2a_store_operation_duration_seconds_count{{store="{store}",operation="{operation}"}} "#
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_operation_latency_on_memory_and_sqlite() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sqlite = format!("sqlite:{}", dir.path().join("tasks.db").display());
+    for (store, kind) in [("memory", "memory"), (sqlite.as_str(), "sqlite")] {
+        let served = Served::start(&["--metrics", "--store", store], &[]);
+        let url = format!("{}/metrics", served.url);
+        let before = metrics_text(&url).await;
+        assert!(
+            before.contains("# TYPE a2a_store_operation_duration_seconds histogram"),
+            "{before}"
+        );
+        let rpc = JsonRpcTransport::new(format!("{}/", served.url)).expect("JSON-RPC");
+        let rest = RestTransport::new(served.url.clone()).expect("REST");
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let send = SendMessageRequest {
+                message: Some(
+                    Message::user_text("time my store").with_message_id(format!("m-{kind}-{i}")),
+                ),
+                ..Default::default()
+            };
+            let answer = rpc
+                .send_message(send, &CallOptions::new())
+                .await
+                .expect("SendMessage");
+            ids.push(answer.task().expect("a task").id.clone());
+        }
+        for id in &ids {
+            let get = GetTaskRequest {
+                id: id.clone(),
+                ..Default::default()
+            };
+            rest.get_task(get, &CallOptions::new())
+                .await
+                .expect("GetTask");
+        }
+        let list = agentwire_types::ListTasksRequest::default();
+        rest.list_tasks(list, &CallOptions::new())
+            .await
+            .expect("ListTasks");
+        let after = metrics_text(&url).await;
+        // Every task was written, then read three times over, then listed.
+        for (operation, at_least) in [("create", 3), ("get", 3), ("list", 1)] {
+            let (b, a) = (
+                store_op_count(&before, kind, operation),
+                store_op_count(&after, kind, operation),
+            );
+            assert!(
+                a >= b + at_least,
+                "{kind} {operation}: {b} before, {a} after, in:\n{after}"
+            );
+        }
+        let bucket = format!(
+            r#"a2a_store_operation_duration_seconds_bucket{{le="+Inf",store="{kind}",operation="get"}}"#
+        );
+        assert!(after.contains(&bucket), "{bucket} in:\n{after}");
+        assert!(!after.contains("task_id"), "{after}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cors_preflight_and_answers_for_an_allowed_origin() {
     let origin = "https://app.example.com";

@@ -289,6 +289,9 @@ impl A2aServer {
                 *card = std::mem::take(card).with_interface(grpc_addr, binding::GRPC);
             }
         }
+        if let Some((metrics, _)) = &self.metrics {
+            self.builder = self.builder.time_store(metrics);
+        }
         let handler = self.builder.build();
         if self.recover_on_start {
             handler
