@@ -292,6 +292,11 @@ impl RequestHandler {
     }
 }
 
+/// The store of a handler given none.
+fn default_store() -> Arc<dyn TaskStore> {
+    Arc::new(MemoryStore::default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,9 +352,4 @@ mod tests {
         let jwks: serde_json::Value = serde_json::from_slice(&h.card_jwks_json().unwrap()).unwrap();
         assert_eq!(jwks["keys"][0]["kid"], key.kid());
     }
-}
-
-/// The store of a handler given none.
-fn default_store() -> Arc<dyn TaskStore> {
-    Arc::new(MemoryStore::default())
 }
