@@ -5,7 +5,10 @@
 //!
 //! - **Text** (the usual case, and what the benchmark sends): a task whose
 //!   one artifact, `echo`, repeats the text; streamed word by word as
-//!   chunks (`append`, `lastChunk`) when the client streams.
+//!   chunks (`append`, `lastChunk`) when the client streams. With
+//!   `metadata: {"chunkIntervalMs": N}` in the message, a stream pauses N
+//!   milliseconds (at most 1000) before each chunk after the first: a
+//!   stream slow enough to watch, or to interrupt half-way.
 //! - **`slow [SECONDS]` or `long job [SECONDS]`** (the first words of the
 //!   text, any case): a long job. It works for SECONDS seconds (10 by
 //!   default, at most 600), sends a progress status every second, stops at
@@ -100,18 +103,39 @@ impl AgentExecutor for EchoAgent {
         task: TaskUpdater,
     ) -> impl Future<Output = A2aResult<()>> + Send {
         match Request::of(&ctx.message) {
-            Request::Echo => Either::Left(echo(ctx.text(), ctx.streaming, task)),
+            Request::Echo => {
+                let pace = if ctx.streaming {
+                    chunk_interval(&ctx.message)
+                } else {
+                    None
+                };
+                Either::Left(echo(ctx.text(), ctx.streaming, pace, task))
+            }
             Request::LongJob(duration) => Either::Right(long_job(ctx, task, duration).boxed()),
             Request::Parts => Either::Right(parts(ctx, task).boxed()),
         }
     }
 }
 
-/// The text back as one artifact (word chunks when streaming).
+/// The longest pause between two chunks (`chunkIntervalMs`).
+const LONGEST_CHUNK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The pause between chunks a message asks for (`chunkIntervalMs` in its
+/// metadata), at most [`LONGEST_CHUNK_INTERVAL`]; `None` without one.
+fn chunk_interval(message: &Message) -> Option<Duration> {
+    // Most messages have no metadata: no lookup.
+    message.metadata.as_ref()?;
+    let ms = message.metadata_value("chunkIntervalMs")?.as_u64()?;
+    Some(Duration::from_millis(ms).min(LONGEST_CHUNK_INTERVAL))
+}
+
+/// The text back as one artifact (word chunks when streaming, `pace`
+/// apart).
 #[allow(clippy::manual_async_fn)]
 fn echo(
     text: String,
     streaming: bool,
+    pace: Option<Duration>,
     task: TaskUpdater,
 ) -> impl Future<Output = A2aResult<()>> + Send {
     async move {
@@ -120,6 +144,9 @@ fn echo(
         if streaming && words.len() > 1 {
             let id = new_id();
             for (i, word) in words.iter().enumerate() {
+                if let Some(pace) = pace.filter(|_| i > 0) {
+                    tokio::time::sleep(pace).await;
+                }
                 let chunk = Artifact::text("echo", *word).with_id(&id);
                 task.artifact_chunk(chunk, i > 0, i + 1 == words.len())
                     .await?;

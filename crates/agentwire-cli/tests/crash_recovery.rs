@@ -17,17 +17,24 @@ const IN_FLIGHT: usize = 12;
 /// Starts `a2a serve` on a free port with the given store; returns the
 /// process and its base URL (read from its first line of output).
 fn serve(db: &std::path::Path) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_a2a"))
-        .args([
-            "serve",
+    serve_agent(
+        db,
+        &[
             "--agent",
             "conformance",
-            "--port",
-            "0",
             "--tck-streaming-timeout-ms",
             "600000",
-            "--store",
-        ])
+        ],
+    )
+}
+
+/// Starts `a2a serve ARGS` on a free port with the given store (see
+/// [`serve`]).
+fn serve_agent(db: &std::path::Path, args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_a2a"))
+        .arg("serve")
+        .args(args)
+        .args(["--port", "0", "--store"])
         .arg(format!("sqlite:{}", db.display()))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -237,6 +244,235 @@ async fn killed_mid_burst_keeps_every_acknowledged_task() {
                 assert_eq!(now, TaskState::Completed, "{id} was acknowledged completed");
             }
         }
+    })
+    .await;
+    second.kill().ok();
+    let _ = second.wait();
+    checked.expect("checks timed out");
+}
+
+/// Words (so chunks: the echo agent streams a text word by word) of each
+/// streamed task.
+const STREAM_CHUNKS: usize = 100;
+/// The pause between two chunks of a streamed task (the echo agent's
+/// `chunkIntervalMs`): a stream takes about 2 s.
+const CHUNK_INTERVAL_MS: u64 = 20;
+/// Chunks of a stream the client has read when the kill is ordered.
+const KILL_AT_CHUNK: usize = 30;
+
+/// What a streaming client saw of one streamed task before the kill.
+#[derive(Debug, Default, Clone)]
+struct Streamed {
+    id: String,
+    /// The text of the chunks received, in order.
+    text: String,
+    chunks: usize,
+    /// The stream ended with the task completed.
+    completed: bool,
+}
+
+/// Group commit under SIGKILL, with streams: while clients send a burst
+/// of echo tasks (long jobs answered at once, and echoes completed inside
+/// their request), other clients stream 100-chunk tasks (paced by the
+/// agent), and the server is killed while a stream is being read, half-way
+/// through. After the
+/// restart every acknowledged task is found and none is left working (the
+/// crash recovery fails them, with a message), and each streamed task's
+/// artifact holds at least every chunk its client received before the kill,
+/// in order (each chunk is written before it is sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_stream_keeps_every_chunk_sent() {
+    use futures::StreamExt;
+    use std::sync::{Arc, Mutex};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("tasks.db");
+    let (mut first, url) = serve_agent(&db, &["--agent", "echo"]);
+    let acked: Arc<Mutex<Vec<(String, TaskState)>>> = Arc::default();
+    let streams: Arc<Mutex<Vec<Streamed>>> = Arc::default();
+    let kill = Arc::new(tokio::sync::Notify::new());
+    let mut clients = Vec::new();
+    for c in 0..BURST_CLIENTS {
+        let rpc = JsonRpcTransport::new(format!("{url}/")).expect("transport");
+        let acked = Arc::clone(&acked);
+        clients.push(tokio::spawn(async move {
+            for i in 0.. {
+                // Half the tasks stay at work (answered at once), half
+                // complete inside their request.
+                let (text, immediate) = if (c + i) % 2 == 0 {
+                    ("slow 600", true)
+                } else {
+                    ("echo me", false)
+                };
+                let req = SendMessageRequest {
+                    message: Some(
+                        Message::user_text(text).with_message_id(format!("burst-{c}-{i}")),
+                    ),
+                    configuration: Some(SendMessageConfiguration {
+                        return_immediately: immediate,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                };
+                let Ok(r) = rpc.send_message(req, &Default::default()).await else {
+                    return;
+                };
+                if let Some(t) = r.task() {
+                    acked.lock().expect("acked").push((t.id.clone(), t.state()));
+                }
+            }
+        }));
+    }
+    let words: Vec<String> = (0..STREAM_CHUNKS).map(|i| format!("w{i}")).collect();
+    let words = words.join(" ");
+    for c in 0..2 {
+        let rpc = JsonRpcTransport::new(format!("{url}/")).expect("transport");
+        let (acked, streams, kill, words) = (
+            Arc::clone(&acked),
+            Arc::clone(&streams),
+            Arc::clone(&kill),
+            words.clone(),
+        );
+        clients.push(tokio::spawn(async move {
+            for i in 0.. {
+                let req = SendMessageRequest {
+                    message: Some(
+                        Message::user_text(words.clone())
+                            .with_message_id(format!("stream-{c}-{i}"))
+                            // Paced, so that the kill finds it half-way.
+                            .with_metadata("chunkIntervalMs", serde_json::json!(CHUNK_INTERVAL_MS)),
+                    ),
+                    ..Default::default()
+                };
+                let Ok(mut events) = rpc.send_streaming_message(req, &Default::default()).await
+                else {
+                    return;
+                };
+                let mut slot = None;
+                while let Some(Ok(event)) = events.next().await {
+                    use agentwire_types::stream_response::Payload;
+                    let mut all = streams.lock().expect("streams");
+                    match &event.payload {
+                        Some(Payload::Task(t)) => {
+                            all.push(Streamed {
+                                id: t.id.clone(),
+                                ..Default::default()
+                            });
+                            slot = Some(all.len() - 1);
+                        }
+                        Some(Payload::ArtifactUpdate(u)) => {
+                            let Some(s) = slot.map(|k| &mut all[k]) else {
+                                continue;
+                            };
+                            s.chunks += 1;
+                            s.text.push_str(
+                                &u.artifact
+                                    .as_ref()
+                                    .map(|a| a.text_content())
+                                    .unwrap_or_default(),
+                            );
+                            // Half-way through a stream, once the burst has
+                            // been acknowledged long enough: the kill.
+                            if s.chunks == KILL_AT_CHUNK
+                                && acked.lock().expect("acked").len() >= BURST_ACKED
+                            {
+                                kill.notify_one();
+                            }
+                        }
+                        Some(Payload::StatusUpdate(u)) => {
+                            if let Some(s) = slot.map(|k| &mut all[k]) {
+                                let state = u.status.as_ref().map(|s| s.state());
+                                s.completed = state == Some(TaskState::Completed);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }));
+    }
+    let ordered = tokio::time::timeout(Duration::from_secs(60), kill.notified()).await;
+    // SIGKILL while a stream is read: its task, and the burst's, in flight.
+    first.kill().expect("kill -9");
+    let _ = first.wait();
+    for c in clients {
+        c.abort();
+        let _ = c.await;
+    }
+    ordered.expect("no stream reached the kill point in time");
+    let acked = std::mem::take(&mut *acked.lock().expect("acked"));
+    let streams = std::mem::take(&mut *streams.lock().expect("streams"));
+    assert!(acked.len() >= BURST_ACKED);
+    let cut = streams.iter().filter(|s| !s.completed).count();
+    assert!(cut >= 1, "no stream was cut: {streams:?}");
+
+    let (mut second, url) = serve_agent(&db, &["--agent", "echo"]);
+    let rpc = JsonRpcTransport::new(format!("{url}/")).expect("transport");
+    let checked = tokio::time::timeout(Duration::from_secs(60), async {
+        let get = |id: String| {
+            let rpc = &rpc;
+            async move {
+                rpc.get_task(
+                    GetTaskRequest {
+                        id: id.clone(),
+                        ..Default::default()
+                    },
+                    &Default::default(),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("acknowledged task {id} is lost: {e}"))
+            }
+        };
+        for (id, was) in &acked {
+            let now = get(id.clone()).await.state();
+            assert!(
+                !matches!(now, TaskState::Submitted | TaskState::Working),
+                "{id} is left {now:?} after the restart"
+            );
+            if *was == TaskState::Completed {
+                assert_eq!(now, TaskState::Completed, "{id} was acknowledged completed");
+            }
+        }
+        let mut failed = 0;
+        for s in &streams {
+            let t = get(s.id.clone()).await;
+            let state = t.state();
+            let stored: String = t.artifacts.iter().map(|a| a.text_content()).collect();
+            let parts: usize = t.artifacts.iter().map(|a| a.parts.len()).sum();
+            assert!(
+                t.artifacts.len() <= 1,
+                "{}: the chunks became {} artifacts",
+                s.id,
+                t.artifacts.len()
+            );
+            assert!(
+                parts >= s.chunks && stored.starts_with(&s.text),
+                "{}: {} chunks received, {parts} stored ({stored:?})",
+                s.id,
+                s.chunks
+            );
+            match state {
+                TaskState::Completed => assert_eq!(parts, STREAM_CHUNKS, "{}", s.id),
+                TaskState::Failed => {
+                    assert!(!s.completed, "{} was seen completed", s.id);
+                    let why = t
+                        .status
+                        .as_ref()
+                        .and_then(|st| st.message.as_deref())
+                        .map(Message::text)
+                        .unwrap_or_default();
+                    assert!(why.contains("restarted"), "{}: {why:?}", s.id);
+                    failed += 1;
+                }
+                other => panic!("{} is left {other:?} after the restart", s.id),
+            }
+        }
+        eprintln!(
+            "{} acknowledged tasks; {} streams, {cut} cut by the kill, {failed} found failed \
+             (killed before their end was written)",
+            acked.len(),
+            streams.len()
+        );
     })
     .await;
     second.kill().ok();

@@ -509,6 +509,78 @@ async fn metrics_on_the_agent_port_and_on_a_port_of_their_own() {
     assert_eq!(r.status(), 404);
 }
 
+/// The count of `a2a_store_operation_duration_seconds` for `store` and
+/// `operation` in a scrape (0 when the series is not there yet).
+fn store_op_count(text: &str, store: &str, operation: &str) -> u64 {
+    let series = format!(
+        r#"a2a_store_operation_duration_seconds_count{{store="{store}",operation="{operation}"}} "#
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_operation_latency_on_memory_and_sqlite() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sqlite = format!("sqlite:{}", dir.path().join("tasks.db").display());
+    for (store, kind) in [("memory", "memory"), (sqlite.as_str(), "sqlite")] {
+        let served = Served::start(&["--metrics", "--store", store], &[]);
+        let url = format!("{}/metrics", served.url);
+        let before = metrics_text(&url).await;
+        assert!(
+            before.contains("# TYPE a2a_store_operation_duration_seconds histogram"),
+            "{before}"
+        );
+        let rpc = JsonRpcTransport::new(format!("{}/", served.url)).expect("JSON-RPC");
+        let rest = RestTransport::new(served.url.clone()).expect("REST");
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let send = SendMessageRequest {
+                message: Some(
+                    Message::user_text("time my store").with_message_id(format!("m-{kind}-{i}")),
+                ),
+                ..Default::default()
+            };
+            let answer = rpc
+                .send_message(send, &CallOptions::new())
+                .await
+                .expect("SendMessage");
+            ids.push(answer.task().expect("a task").id.clone());
+        }
+        for id in &ids {
+            let get = GetTaskRequest {
+                id: id.clone(),
+                ..Default::default()
+            };
+            rest.get_task(get, &CallOptions::new())
+                .await
+                .expect("GetTask");
+        }
+        let list = agentwire_types::ListTasksRequest::default();
+        rest.list_tasks(list, &CallOptions::new())
+            .await
+            .expect("ListTasks");
+        let after = metrics_text(&url).await;
+        // Every task was written, then read three times over, then listed.
+        for (operation, at_least) in [("create", 3), ("get", 3), ("list", 1)] {
+            let (b, a) = (
+                store_op_count(&before, kind, operation),
+                store_op_count(&after, kind, operation),
+            );
+            assert!(
+                a >= b + at_least,
+                "{kind} {operation}: {b} before, {a} after, in:\n{after}"
+            );
+        }
+        let bucket = format!(
+            r#"a2a_store_operation_duration_seconds_bucket{{le="+Inf",store="{kind}",operation="get"}}"#
+        );
+        assert!(after.contains(&bucket), "{bucket} in:\n{after}");
+        assert!(!after.contains("task_id"), "{after}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cors_preflight_and_answers_for_an_allowed_origin() {
     let origin = "https://app.example.com";
@@ -693,4 +765,157 @@ async fn sigterm_stops_within_the_grace_period_and_no_task_is_left_working() {
         .and_then(|p| p.as_text())
         .unwrap_or_default();
     assert!(said.contains("shut down"), "{t:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_the_streams_of_waiting_tasks_with_their_status_on_every_binding() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = format!("sqlite:{}", dir.path().join("tasks.db").display());
+    let args = [
+        "--agent",
+        "conformance",
+        "--shutdown-grace",
+        "1s",
+        "--store",
+        &store,
+    ];
+    let mut served = Served::start(&args, &[]);
+    let transports: Vec<(&str, Box<dyn Transport>)> = vec![
+        (
+            "jsonrpc",
+            Box::new(JsonRpcTransport::new(format!("{}/", served.url)).expect("JSON-RPC")),
+        ),
+        (
+            "rest",
+            Box::new(RestTransport::new(served.url.clone()).expect("REST")),
+        ),
+        (
+            "grpc",
+            Box::new(
+                GrpcTransport::connect(served.url.clone())
+                    .await
+                    .expect("gRPC"),
+            ),
+        ),
+    ];
+    // On each binding: a task waiting for input, and a subscription to it
+    // (which stays open: only a terminal state ends a subscription).
+    let mut open = Vec::new();
+    for (binding, t) in &transports {
+        let send = SendMessageRequest {
+            message: Some(
+                Message::user_text("ask me")
+                    .with_message_id(format!("tck-input-required-{binding}")),
+            ),
+            ..Default::default()
+        };
+        let task = t
+            .send_message(send, &CallOptions::new())
+            .await
+            .expect("SendMessage")
+            .task()
+            .expect("a task")
+            .clone();
+        assert_eq!(task.state(), agentwire_types::TaskState::InputRequired);
+        let sub = agentwire_types::SubscribeToTaskRequest {
+            id: task.id.clone(),
+            ..Default::default()
+        };
+        let mut stream = t
+            .subscribe_to_task(sub, &CallOptions::new())
+            .await
+            .expect("SubscribeToTask");
+        let first = tokio::time::timeout(LIMIT, stream.next())
+            .await
+            .expect("the snapshot in time")
+            .expect("an event")
+            .expect("not an error");
+        assert!(
+            matches!(
+                first.payload,
+                Some(agentwire_types::stream_response::Payload::Task(_))
+            ),
+            "{binding}: {first:?}"
+        );
+        open.push((*binding, task, stream));
+    }
+
+    let status = served.terminate();
+    assert!(status.success(), "a2a serve stopped with {status}");
+    for (binding, task, mut stream) in open {
+        let mut events = Vec::new();
+        let ended = tokio::time::timeout(LIMIT, async {
+            while let Some(event) = stream.next().await {
+                events.push(event);
+            }
+        })
+        .await;
+        assert!(ended.is_ok(), "{binding}: the stream did not end");
+        // One last event, the task's status as it is, and a clean end.
+        let last = match events.as_slice() {
+            [Ok(last)] => last,
+            other => panic!("{binding}: not one last event: {other:?}"),
+        };
+        let update = match &last.payload {
+            Some(agentwire_types::stream_response::Payload::StatusUpdate(u)) => u,
+            other => panic!("{binding}: not a status update: {other:?}"),
+        };
+        assert_eq!(update.task_id, task.id, "{binding}");
+        assert_eq!(
+            update.status.as_ref().map(|s| s.state()),
+            Some(agentwire_types::TaskState::InputRequired),
+            "{binding}: {update:?}"
+        );
+    }
+    drop(transports);
+
+    // Restarted on the same store: each task still waits for its input,
+    // and the answer completes it.
+    let again = Served::start(&args, &[]);
+    let rpc = JsonRpcTransport::new(format!("{}/", again.url)).expect("JSON-RPC");
+    for binding in ["jsonrpc", "rest", "grpc"] {
+        let page = rpc
+            .list_tasks(
+                agentwire_types::ListTasksRequest::default(),
+                &CallOptions::new(),
+            )
+            .await
+            .expect("ListTasks");
+        assert_eq!(page.tasks.len(), 3, "{page:?}");
+        let task = page
+            .tasks
+            .iter()
+            .find(|t| {
+                t.history
+                    .iter()
+                    .any(|m| m.message_id == format!("tck-input-required-{binding}"))
+            })
+            .unwrap_or_else(|| panic!("the {binding} task in {page:?}"));
+        assert_eq!(
+            task.state(),
+            agentwire_types::TaskState::InputRequired,
+            "{task:?}"
+        );
+        let answer = SendMessageRequest {
+            message: Some(
+                Message::user_text("here it is")
+                    .with_message_id(format!("tck-complete-task-{binding}"))
+                    .with_task_id(&task.id),
+            ),
+            ..Default::default()
+        };
+        let done = rpc
+            .send_message(answer, &CallOptions::new())
+            .await
+            .expect("the answer")
+            .task()
+            .expect("a task")
+            .clone();
+        assert_eq!(
+            done.state(),
+            agentwire_types::TaskState::Completed,
+            "{done:?}"
+        );
+    }
 }

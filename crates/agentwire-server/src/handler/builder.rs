@@ -139,6 +139,16 @@ impl HandlerBuilder {
         self
     }
 
+    /// Times every operation of the store (the one given, or the default)
+    /// into `metrics` (see `observe::store_timing`).
+    pub(crate) fn time_store(mut self, metrics: &crate::observe::Metrics) -> Self {
+        let store = self.store.take().unwrap_or_else(default_store);
+        self.store = Some(crate::observe::store_timing::TimedStore::wrap(
+            store, metrics,
+        ));
+        self
+    }
+
     /// Serves an extended card to authenticated callers (and declares
     /// `capabilities.extendedAgentCard`).
     pub fn extended_card(mut self, card: AgentCard) -> Self {
@@ -207,9 +217,7 @@ impl HandlerBuilder {
             signing.jwks_json()
         });
         let card_json = Bytes::from(serde_json::to_vec(&card).unwrap_or_default());
-        let store = self
-            .store
-            .unwrap_or_else(|| Arc::new(MemoryStore::default()));
+        let store = self.store.unwrap_or_else(default_store);
         RequestHandler {
             inner: Arc::new(Inner {
                 card,
@@ -282,6 +290,11 @@ impl RequestHandler {
             signing: None,
         }
     }
+}
+
+/// The store of a handler given none.
+fn default_store() -> Arc<dyn TaskStore> {
+    Arc::new(MemoryStore::default())
 }
 
 #[cfg(test)]

@@ -322,6 +322,47 @@ mod tests {
         assert_eq!(states.last(), Some(&TaskState::Completed), "{rest:?}");
     }
 
+    #[tokio::test]
+    async fn at_shutdown_a_lagging_subscription_ends_with_the_waiting_status() {
+        use futures::StreamExt;
+        let h = RequestHandler::builder(AgentCard::default().with_streaming(true), Bursty)
+            .config(HandlerConfig {
+                queue_capacity: 4,
+                ..Default::default()
+            })
+            .build();
+        let ctx = CallContext::v1();
+        let first = h.send_message(&ctx, send("start", "")).await.unwrap();
+        let id = first.task().unwrap().id.clone();
+        let sub = SubscribeToTaskRequest {
+            id: id.clone(),
+            ..Default::default()
+        };
+        let mut stream = h.subscribe_to_task(&ctx, sub).await.unwrap();
+        stream.next().await.unwrap().unwrap();
+        // Unread, it falls behind during the burst (queue of 4).
+        h.send_message(&ctx, send("burst", &id)).await.unwrap();
+        assert_eq!(h.end_streams().await, 1);
+        let rest: Vec<_> = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            stream.collect::<Vec<_>>(),
+        )
+        .await
+        .expect("the stream ends");
+        // What was queued, then the last event: the status it waits in.
+        let last = rest.last().expect("events").as_ref().expect("not an error");
+        assert!(
+            matches!(
+                last.payload,
+                Some(stream_response::Payload::StatusUpdate(_))
+            ),
+            "{last:?}"
+        );
+        assert_eq!(last.state(), Some(TaskState::InputRequired));
+        // The task still waits for its input.
+        h.send_message(&ctx, send("finish", &id)).await.unwrap();
+    }
+
     fn ids(
         events: &[(Option<EventId>, A2aResult<StreamResponse>)],
     ) -> Vec<(Option<EventId>, StreamResponse)> {

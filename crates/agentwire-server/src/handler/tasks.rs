@@ -77,6 +77,14 @@ impl RequestHandler {
         self.inner.manager.fail_running_here(reason).await
     }
 
+    /// Shutdown, after [`Self::fail_running_tasks`]: ends the streams
+    /// still open with a last event (a task waiting for input: its current
+    /// status; see `docs/observability.md`). Returns how many tasks'
+    /// streams were ended. Called by [`crate::BoundServer::run_until`].
+    pub async fn end_streams(&self) -> usize {
+        self.inner.manager.end_streams_at_shutdown().await
+    }
+
     /// What the live tasks of this process are doing now, and the push
     /// counters (for the metrics).
     pub(crate) fn live_stats(&self) -> crate::observe::metrics::LiveStats {

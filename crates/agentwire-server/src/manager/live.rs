@@ -60,6 +60,10 @@ pub(crate) struct LiveState {
     /// The task as the store would hold it, while its writes are held back
     /// (`None` once it is written).
     pub(crate) held: Option<Box<Task>>,
+    /// The server is stopping: the last item of the task's streams (see
+    /// `TaskManager::end_streams_at_shutdown`), for a stream subscriber
+    /// that was lagging when they were ended.
+    pub(crate) closing: Option<super::subscribers::Item>,
 }
 
 impl LiveState {
@@ -132,6 +136,7 @@ impl TaskManager {
                             storage_failed: None,
                             hold: false,
                             held: None,
+                            closing: None,
                         }),
                     })
                 })

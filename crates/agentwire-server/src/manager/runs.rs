@@ -56,6 +56,7 @@ impl TaskManager {
                 storage_failed: None,
                 hold,
                 held: None,
+                closing: None,
             }),
         });
         let sub = {

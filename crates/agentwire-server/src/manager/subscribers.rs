@@ -267,6 +267,90 @@ impl TaskManager {
     }
 }
 
+impl TaskManager {
+    /// At shutdown, once the tasks still running are failed: ends every
+    /// stream still open on a task (`SubscribeToTask`, or a stream whose
+    /// task no agent of this process works on any more) with a last item,
+    /// so that no stream is cut without one (spec: a stream closes at a
+    /// terminal or interrupted state):
+    ///
+    /// - a task waiting for its client (input-required, auth-required):
+    ///   its current status, as a status update, then the end of the
+    ///   stream. Nothing is written: the task stays as it is, to be
+    ///   continued later (after a restart, on a durable store);
+    /// - a task at work elsewhere (another replica): the error
+    ///   `UNAVAILABLE` saying that this server is shutting down, so that
+    ///   the client subscribes again (to another replica);
+    /// - a terminal task: its streams already have their final event;
+    ///   they just end.
+    ///
+    /// Returns how many tasks' streams were ended.
+    pub(crate) async fn end_streams_at_shutdown(&self) -> usize {
+        let open: Vec<Arc<LiveTask>> = self
+            .live
+            .iter()
+            .filter(|e| {
+                let st = e.value().state.lock();
+                st.created
+                    && st.subscribers.iter().any(|s| {
+                        matches!(s, Subscriber::Stream { .. } | Subscriber::Lagging { .. })
+                            && !s.is_closed()
+                    })
+            })
+            .map(|e| Arc::clone(e.value()))
+            .collect();
+        let mut ended = 0;
+        for live in open {
+            let guard = live.order.lock().await;
+            let last: Option<Item> = match self.get_task(&live.id, Some(0)).await {
+                Ok(Some(stored)) => {
+                    let task = stored.task;
+                    let state = task.state();
+                    if state.is_terminal() {
+                        None
+                    } else if state.is_interrupted() {
+                        let status = task.status.unwrap_or_default();
+                        Some(Ok(Arc::new(StreamResponse::from(
+                            agentwire_types::TaskStatusUpdateEvent::new(
+                                &task.id,
+                                &task.context_id,
+                                status,
+                            ),
+                        ))))
+                    } else {
+                        Some(Err(Box::new(shutting_down(&live.id))))
+                    }
+                }
+                Ok(None) => Some(Err(Box::new(A2aError::task_not_found(&live.id)))),
+                Err(_) => Some(Err(Box::new(shutting_down(&live.id)))),
+            };
+            {
+                let mut st = live.state.lock();
+                if let Some(last) = last {
+                    live.publish(&mut st, last.clone());
+                    st.closing = Some(last);
+                }
+                // Their queues go: each stream reads what is queued (the
+                // last item included), then ends.
+                st.subscribers
+                    .retain(|s| !matches!(s, Subscriber::Stream { .. }));
+            }
+            drop(guard);
+            ended += 1;
+        }
+        ended
+    }
+}
+
+/// The error ending a stream at shutdown when the task goes on elsewhere.
+fn shutting_down(task_id: &str) -> A2aError {
+    A2aError::unavailable(format!(
+        "the server is shutting down; subscribe to task {task_id} again (SubscribeToTask) to \
+         go on following it"
+    ))
+    .with_metadata("taskId", task_id.to_owned())
+}
+
 /// How a stream to an existing task opens.
 pub(crate) enum Opening {
     /// With the task as it is now (and the id of the last event it
@@ -336,9 +420,18 @@ impl Subscription {
             return None;
         }
         let guard = self.live.order.lock().await;
-        // The store failed the task: the error ends the stream.
-        if let Some(e) = self.live.state.lock().storage_failed.clone() {
-            return Some((None, Err(e)));
+        {
+            let st = self.live.state.lock();
+            // The store failed the task: the error ends the stream.
+            if let Some(e) = st.storage_failed.clone() {
+                return Some((None, Err(e)));
+            }
+            // The server is stopping: the streams' last item, then the end.
+            if let Some(last) = st.closing.clone() {
+                drop(st);
+                self.rx = Rx::Final(None);
+                return Some((None, last));
+            }
         }
         // The snapshot first, then the new queue (see `subscribe`).
         let snapshot = self.manager.snapshot_locked(&self.live, None).await;

@@ -8,6 +8,10 @@
 //! - `a2a_request_duration_seconds{binding,operation}`: time to the
 //!   response's head (a stream goes on after it), a histogram.
 //!
+//! - `a2a_store_operation_duration_seconds{store,operation}`: time of each
+//!   task store operation (`create`, `update`, `get`, `list`, the push
+//!   config operations...), a histogram; see `store_timing`.
+//!
 //! Read from the server's live state when scraped (nothing is counted on
 //! the request path for them):
 //!
@@ -120,6 +124,7 @@ pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     latency: Family<LatencyLabels, Histogram, fn() -> Histogram>,
+    store_ops: Family<super::store_timing::StoreOpLabels, super::store_timing::OpHistogram>,
     live: Live,
     probe: std::sync::OnceLock<Probe>,
 }
@@ -158,6 +163,13 @@ impl Metrics {
             "Time from a request to its response's head, by binding and operation",
             prometheus_client::registry::Unit::Seconds,
             latency.clone(),
+        );
+        let store_ops = Family::default();
+        registry.register_with_unit(
+            "store_operation_duration",
+            "Time of task store operations, by kind of store and operation",
+            prometheus_client::registry::Unit::Seconds,
+            store_ops.clone(),
         );
         let live = Live::default();
         registry.register(
@@ -223,6 +235,7 @@ impl Metrics {
             registry,
             requests,
             latency,
+            store_ops,
             live,
             probe: std::sync::OnceLock::new(),
         }
@@ -268,6 +281,17 @@ impl Metrics {
                 .push_pending
                 .set(g(p.enqueued.saturating_sub(p.delivered + p.dropped)));
         }
+    }
+
+    /// The histogram of a store operation (created at zero on first use).
+    pub(crate) fn store_histogram(
+        &self,
+        store: &'static str,
+        operation: &'static str,
+    ) -> super::store_timing::OpHistogram {
+        self.store_ops
+            .get_or_create(&super::store_timing::StoreOpLabels { store, operation })
+            .clone()
     }
 
     /// A request was answered.

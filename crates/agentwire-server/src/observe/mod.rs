@@ -27,6 +27,7 @@ pub(crate) mod health;
 pub mod metrics;
 #[cfg(feature = "otel")]
 pub mod otel;
+pub(crate) mod store_timing;
 
 pub use metrics::Metrics;
 

@@ -289,6 +289,9 @@ impl A2aServer {
                 *card = std::mem::take(card).with_interface(grpc_addr, binding::GRPC);
             }
         }
+        if let Some((metrics, _)) = &self.metrics {
+            self.builder = self.builder.time_store(metrics);
+        }
         let handler = self.builder.build();
         if self.recover_on_start {
             handler
@@ -466,7 +469,8 @@ impl BoundServer {
     /// ([`A2aServer::shutdown_grace`], five seconds by default), and the
     /// agents still working too; then fails (and writes) the tasks still
     /// running, which ends their streams with that final status update,
-    /// and returns.
+    /// ends the other streams still open (a task waiting for input: its
+    /// current status as their last event), and returns.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -526,6 +530,13 @@ impl BoundServer {
             Err(_) => tracing::warn!(
                 "the task store did not record the tasks still running at shutdown in time"
             ),
+        }
+        // The streams still open (on tasks waiting for input...) get their
+        // last event too.
+        match tokio::time::timeout(SHUTDOWN_WRITE_LIMIT, handler.end_streams()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(tasks = n, "ended the streams still open at shutdown"),
+            Err(_) => tracing::warn!("the streams still open at shutdown were not ended in time"),
         }
         // Streams ending with those failures close their connections: a
         // moment for their last events to be sent.

@@ -326,6 +326,10 @@ const AREA: &str = "task store";
 
 #[async_trait::async_trait]
 impl TaskStore for SqliteStore {
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
         let owner = owner.clone();
         self.threads

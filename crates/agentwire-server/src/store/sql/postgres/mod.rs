@@ -477,6 +477,10 @@ impl<D: Dialect> EventLog<D> for Announcer {
 /// to the writers' batches ([`batch`]), which share transactions.
 #[async_trait::async_trait]
 impl crate::store::TaskStore for PostgresStore {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<crate::store::LogSpan>> {
         let owner = owner.clone();
         self.writers
