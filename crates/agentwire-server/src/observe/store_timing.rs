@@ -190,6 +190,10 @@ impl ImmediateStore for TimedStore {
         self.time(Op::Create, || self.now().create_now(owner, task))
     }
 
+    fn create_shared_now(&self, owner: &Owner, task: &Arc<Task>) -> A2aResult<()> {
+        self.time(Op::Create, || self.now().create_shared_now(owner, task))
+    }
+
     fn update_now(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
         self.time(Op::Update, || self.now().update_now(task_id, update))
     }

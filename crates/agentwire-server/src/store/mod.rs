@@ -352,16 +352,12 @@ pub trait TaskStore: Send + Sync + 'static {
     /// What kind of store this is, as the metrics label it (`store` in
     /// `a2a_store_operation_duration_seconds`): `memory`, `sqlite`,
     /// `postgres`, or `custom`. One of a few fixed names, never data. The
-    /// default calls a store with the [`ImmediateStore`] capability
-    /// `memory` (only a store without I/O may have it) and any other one
-    /// `custom`.
+    /// project's stores name themselves; the default, for a store of
+    /// yours, is `custom`.
     fn kind(&self) -> &'static str {
-        if self.immediate().is_some() {
-            "memory"
-        } else {
-            "custom"
-        }
+        "custom"
     }
+
 
     /// Whether the store has room now for a message of about `bytes` bytes
     /// (encoded), starting a new task when `new_task`: a store with bounds

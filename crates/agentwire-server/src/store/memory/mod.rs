@@ -730,6 +730,10 @@ impl TaskStore for MemoryStore {
         Some(self)
     }
 
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
     /// Room for the task the message starts (or the message it adds), by
     /// the estimate its writes will take, after the oldest finished tasks
     /// left to make it. A new task also needs a sixteenth of `max_bytes`
