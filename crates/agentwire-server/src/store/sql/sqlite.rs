@@ -11,7 +11,7 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 
-use agentwire_types::{Task, TaskPushNotificationConfig};
+use agentwire_types::Task;
 use sqlx::ConnectOptions as _;
 use sqlx::Connection as _;
 
@@ -21,7 +21,8 @@ pub use crate::store::sql::lite::Synchronous;
 use crate::store::sql::lite::{Batching, Target, Threads, now};
 use crate::store::sql::{NoLog, PURGE_BATCH, purge_cutoff};
 use crate::store::{
-    LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, Updated,
+    LogSpan, Owner, StoredPushConfig, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate,
+    Updated,
 };
 
 /// The schema, embedded in the binary and applied by [`SqliteStore::open`].
@@ -358,7 +359,7 @@ impl TaskStore for SqliteStore {
             .await
     }
 
-    async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
+    async fn put_push_config(&self, config: &StoredPushConfig) -> A2aResult<()> {
         let config = config.clone();
         self.threads
             .write(move |t| now(t.put_push_config(&config)))
@@ -369,14 +370,14 @@ impl TaskStore for SqliteStore {
         &self,
         task_id: &str,
         id: &str,
-    ) -> A2aResult<Option<TaskPushNotificationConfig>> {
+    ) -> A2aResult<Option<StoredPushConfig>> {
         let (task_id, id) = (task_id.to_owned(), id.to_owned());
         self.threads
             .read(move |t| now(t.get_push_config(&task_id, &id)))
             .await
     }
 
-    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<TaskPushNotificationConfig>> {
+    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<StoredPushConfig>> {
         let task_id = task_id.to_owned();
         self.threads
             .read(move |t| now(t.list_push_configs(&task_id)))

@@ -507,10 +507,7 @@ impl crate::store::TaskStore for PostgresStore {
         self.tables.list(owner, query).await
     }
 
-    async fn put_push_config(
-        &self,
-        config: &agentwire_types::TaskPushNotificationConfig,
-    ) -> A2aResult<()> {
+    async fn put_push_config(&self, config: &crate::store::StoredPushConfig) -> A2aResult<()> {
         self.tables.put_push_config(config).await
     }
 
@@ -518,14 +515,14 @@ impl crate::store::TaskStore for PostgresStore {
         &self,
         task_id: &str,
         id: &str,
-    ) -> A2aResult<Option<agentwire_types::TaskPushNotificationConfig>> {
+    ) -> A2aResult<Option<crate::store::StoredPushConfig>> {
         self.tables.get_push_config(task_id, id).await
     }
 
     async fn list_push_configs(
         &self,
         task_id: &str,
-    ) -> A2aResult<Vec<agentwire_types::TaskPushNotificationConfig>> {
+    ) -> A2aResult<Vec<crate::store::StoredPushConfig>> {
         self.tables.list_push_configs(task_id).await
     }
 
