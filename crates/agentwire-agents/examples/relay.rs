@@ -41,13 +41,13 @@ impl AgentExecutor for Relay {
                 }
                 t.status
                     .and_then(|s| s.message)
-                    .map(|m| m.text_content())
+                    .map(|m| m.text())
                     .unwrap_or_default()
             }
             Some(send_message_response::Payload::Message(m)) => {
                 task.add_artifact(Artifact::new("reply", m.parts.clone()))
                     .await?;
-                m.text_content()
+                m.text()
             }
             None => String::new(),
         };

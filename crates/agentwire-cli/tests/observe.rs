@@ -343,7 +343,10 @@ async fn health_endpoints_and_grpc_health_and_reflection() {
         "a2a.v1.A2AService",
         "grpc.health.v1.Health",
     ] {
-        assert!(names.contains(&expected.to_owned()), "{expected} in {names:?}");
+        assert!(
+            names.contains(&expected.to_owned()),
+            "{expected} in {names:?}"
+        );
     }
     let answer = reflect(
         channel,
@@ -363,8 +366,14 @@ async fn health_endpoints_and_grpc_health_and_reflection() {
         .await
         .expect("connect over gRPC");
     let names = reflection_services(channel.clone()).await;
-    assert!(names.contains(&"lf.a2a.v1.A2AService".to_owned()), "{names:?}");
-    assert!(!names.contains(&"a2a.v1.A2AService".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&"lf.a2a.v1.A2AService".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"a2a.v1.A2AService".to_owned()),
+        "{names:?}"
+    );
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
     let answer = health
         .check(HealthCheckRequest {
@@ -372,7 +381,9 @@ async fn health_endpoints_and_grpc_health_and_reflection() {
         })
         .await;
     assert_eq!(
-        answer.map(|a| a.into_inner().status()).map_err(|s| s.code()),
+        answer
+            .map(|a| a.into_inner().status())
+            .map_err(|s| s.code()),
         Err(tonic::Code::NotFound),
         "the 0.3 service has no health status without 0.3"
     );
