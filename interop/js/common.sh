@@ -1,7 +1,7 @@
 # Shared by the JavaScript SDK interop scripts (sourced, not run).
 #
 # Needs: JS_DIR (interop/js), SDK_DIR (interop/js/v1 or interop/js/v03), LOG_TAG.
-# Gives: log, js_install, free_port, start_bg, wait_card, stop_all.
+# Gives: log, js_install, free_port, start_bg, wait_card, stop_all, run_client_suite.
 
 log() { echo "[$LOG_TAG] $*" >&2; }
 
@@ -75,4 +75,65 @@ const deadline = Date.now() + Number(wait) * 1000;
   process.exit(1);
 })();
 EOF
+}
+
+# run_client_suite [SERVER_BINARY | --reference] [NODE_TEST_ARGS...]: the
+# whole run of a client suite (SDK_DIR/client.test.mjs, see v1/run.sh):
+# installs the pinned packages, starts our server (or the SDK's reference
+# server), waits for its card, runs node --test with the table reporter and
+# exits with its code. Needs besides the above: REPO_ROOT, LOG (server log),
+# RUN_TIMEOUT (seconds), SDK_LABEL ("1.x", "0.3") and PROTOCOL ("1.0", "0.3").
+run_client_suite() {
+  MODE=binary
+  BIN="$REPO_ROOT/target/debug/a2a"
+  if [[ $# -gt 0 && "$1" == "--reference" ]]; then
+    MODE=reference
+    shift
+  elif [[ $# -gt 0 && "$1" != -* ]]; then
+    BIN="$1"
+    shift
+  fi
+
+  js_install
+  trap stop_all EXIT INT TERM
+
+  PORT="$(free_port)"
+  BASE_URL="http://127.0.0.1:$PORT"
+  if [[ "$MODE" == reference ]]; then
+    log "starting the JS SDK reference server on $BASE_URL"
+    start_bg "$LOG" node "$SDK_DIR/reference_server.mjs" --port "$PORT" --grpc-port "$(free_port)"
+  else
+    if [[ ! -x "$BIN" ]]; then
+      log "server binary not found or not executable: $BIN (build it with cargo first)"
+      exit 2
+    fi
+    STORE_DIR="$(mktemp -d)"
+    log "starting $BIN serve --agent conformance --port $PORT --store sqlite:$STORE_DIR/tasks.db"
+    start_bg "$LOG" "$BIN" serve --agent conformance --port "$PORT" --store "sqlite:$STORE_DIR/tasks.db"
+  fi
+  if ! wait_card "$BASE_URL/.well-known/agent-card.json" 30 "$BG_PID"; then
+    log "the server did not come up; last lines of $LOG:"
+    tail -n 40 "$LOG" >&2 || true
+    exit 2
+  fi
+
+  log "running the JS SDK $SDK_LABEL client against $BASE_URL"
+  set +e
+  (
+    cd "$SDK_DIR"
+    A2A_INTEROP_REFERENCE="$([[ "$MODE" == reference ]] && echo 1 || echo 0)" \
+      A2A_INTEROP_URL="$BASE_URL" \
+      A2A_INTEROP_TITLE="JS SDK @a2a-js/sdk $(node -p 'require("./node_modules/@a2a-js/sdk/package.json").version') client -> ${MODE/binary/our server} (protocol $PROTOCOL)" \
+      timeout --kill-after=10 "$RUN_TIMEOUT" node --test \
+      --test-reporter=spec --test-reporter-destination=stderr \
+      --test-reporter="$JS_DIR/table-reporter.mjs" --test-reporter-destination=stdout \
+      "$@" client.test.mjs
+  )
+  RC=$?
+  set -e
+  if [[ $RC -ne 0 ]]; then
+    log "node --test exited $RC; server log: $LOG (last lines below)"
+    tail -n 40 "$LOG" >&2 || true
+  fi
+  exit $RC
 }

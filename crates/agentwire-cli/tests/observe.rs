@@ -321,7 +321,8 @@ async fn health_endpoints_and_grpc_health_and_reflection() {
         .expect("connect over gRPC");
     use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
-    for service in ["", "lf.a2a.v1.A2AService"] {
+    // The 0.3 service (served beside 1.0 by default) too.
+    for service in ["", "lf.a2a.v1.A2AService", "a2a.v1.A2AService"] {
         let answer = health
             .check(HealthCheckRequest {
                 service: service.into(),
@@ -332,33 +333,95 @@ async fn health_endpoints_and_grpc_health_and_reflection() {
         assert_eq!(answer.status(), ServingStatus::Serving, "{service:?}");
     }
 
-    // What `grpcurl list` asks: the services, by server reflection.
-    use tonic_reflection::pb::v1::ServerReflectionRequest;
-    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    // What `grpcurl list` asks: the services, by server reflection; and
+    // what `grpcurl describe a2a.v1.A2AService` asks: its file.
     use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
     use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    let names = reflection_services(channel.clone()).await;
+    for expected in [
+        "lf.a2a.v1.A2AService",
+        "a2a.v1.A2AService",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(
+            names.contains(&expected.to_owned()),
+            "{expected} in {names:?}"
+        );
+    }
+    let answer = reflect(
+        channel,
+        MessageRequest::FileContainingSymbol("a2a.v1.A2AService".into()),
+    )
+    .await;
+    let Some(MessageResponse::FileDescriptorResponse(files)) = answer.message_response else {
+        panic!("no file for the 0.3 service: {answer:?}");
+    };
+    assert!(!files.file_descriptor_proto.is_empty());
+
+    // Without 0.3, neither names it.
+    let served = Served::start(&["--no-v03"], &[]);
+    let channel = tonic::transport::Endpoint::from_shared(served.url.clone())
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect over gRPC");
+    let names = reflection_services(channel.clone()).await;
+    assert!(
+        names.contains(&"lf.a2a.v1.A2AService".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"a2a.v1.A2AService".to_owned()),
+        "{names:?}"
+    );
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let answer = health
+        .check(HealthCheckRequest {
+            service: "a2a.v1.A2AService".into(),
+        })
+        .await;
+    assert_eq!(
+        answer
+            .map(|a| a.into_inner().status())
+            .map_err(|s| s.code()),
+        Err(tonic::Code::NotFound),
+        "the 0.3 service has no health status without 0.3"
+    );
+}
+
+/// One server reflection (v1) request's answer.
+async fn reflect(
+    channel: tonic::transport::Channel,
+    request: tonic_reflection::pb::v1::server_reflection_request::MessageRequest,
+) -> tonic_reflection::pb::v1::ServerReflectionResponse {
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
     let mut reflection = ServerReflectionClient::new(channel);
     let request = ServerReflectionRequest {
         host: String::new(),
-        message_request: Some(MessageRequest::ListServices(String::new())),
+        message_request: Some(request),
     };
     let mut answers = reflection
         .server_reflection_info(futures::stream::iter([request]))
         .await
         .expect("server reflection")
         .into_inner();
-    let answer = answers
+    answers
         .message()
         .await
         .expect("a reflection answer")
-        .expect("one message");
+        .expect("one message")
+}
+
+/// The services server reflection lists (`grpcurl list`).
+async fn reflection_services(channel: tonic::transport::Channel) -> Vec<String> {
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    let answer = reflect(channel, MessageRequest::ListServices(String::new())).await;
     let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
         panic!("not a list of services: {answer:?}");
     };
-    let names: Vec<&str> = list.service.iter().map(|s| s.name.as_str()).collect();
-    for expected in ["lf.a2a.v1.A2AService", "grpc.health.v1.Health"] {
-        assert!(names.contains(&expected), "{expected} in {names:?}");
-    }
+    list.service.into_iter().map(|s| s.name).collect()
 }
 
 /// The text of `/metrics` at `url`.

@@ -192,7 +192,7 @@ impl TaskStore for Counting {
     }
     async fn put_push_config(
         &self,
-        config: &agentwire_server::types::TaskPushNotificationConfig,
+        config: &agentwire_server::store::StoredPushConfig,
     ) -> agentwire_server::A2aResult<()> {
         self.inner.put_push_config(config).await
     }
@@ -200,14 +200,13 @@ impl TaskStore for Counting {
         &self,
         task_id: &str,
         id: &str,
-    ) -> agentwire_server::A2aResult<Option<agentwire_server::types::TaskPushNotificationConfig>>
-    {
+    ) -> agentwire_server::A2aResult<Option<agentwire_server::store::StoredPushConfig>> {
         self.inner.get_push_config(task_id, id).await
     }
     async fn list_push_configs(
         &self,
         task_id: &str,
-    ) -> agentwire_server::A2aResult<Vec<agentwire_server::types::TaskPushNotificationConfig>> {
+    ) -> agentwire_server::A2aResult<Vec<agentwire_server::store::StoredPushConfig>> {
         self.inner.list_push_configs(task_id).await
     }
     async fn delete_push_config(

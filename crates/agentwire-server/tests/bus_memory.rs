@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use agentwire_server::bus::{EventBus, Notice, NoticeSender, Notices, RemoteEvent, notice_channel};
 use agentwire_server::store::{
-    LogSpan, MemoryStore, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, Updated,
+    LogSpan, MemoryStore, Owner, StoredPushConfig, StoredTask, TaskPage, TaskQuery, TaskStore,
+    TaskUpdate, Updated,
 };
 use agentwire_server::types::{
     A2aResult, AgentCard, Artifact, Message, SendMessageRequest, StreamResponse,
@@ -177,7 +178,7 @@ impl TaskStore for Node {
         self.shared.store.list(owner, query).await
     }
 
-    async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
+    async fn put_push_config(&self, config: &StoredPushConfig) -> A2aResult<()> {
         self.shared.store.put_push_config(config).await
     }
 
@@ -185,11 +186,11 @@ impl TaskStore for Node {
         &self,
         task_id: &str,
         id: &str,
-    ) -> A2aResult<Option<TaskPushNotificationConfig>> {
+    ) -> A2aResult<Option<StoredPushConfig>> {
         self.shared.store.get_push_config(task_id, id).await
     }
 
-    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<TaskPushNotificationConfig>> {
+    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<StoredPushConfig>> {
         self.shared.store.list_push_configs(task_id).await
     }
 

@@ -44,7 +44,7 @@ impl TaskStore for Hidden {
     }
     async fn put_push_config(
         &self,
-        config: &agentwire_server::types::TaskPushNotificationConfig,
+        config: &agentwire_server::store::StoredPushConfig,
     ) -> A2aResult<()> {
         self.0.put_push_config(config).await
     }
@@ -52,13 +52,13 @@ impl TaskStore for Hidden {
         &self,
         task_id: &str,
         id: &str,
-    ) -> A2aResult<Option<agentwire_server::types::TaskPushNotificationConfig>> {
+    ) -> A2aResult<Option<agentwire_server::store::StoredPushConfig>> {
         self.0.get_push_config(task_id, id).await
     }
     async fn list_push_configs(
         &self,
         task_id: &str,
-    ) -> A2aResult<Vec<agentwire_server::types::TaskPushNotificationConfig>> {
+    ) -> A2aResult<Vec<agentwire_server::store::StoredPushConfig>> {
         self.0.list_push_configs(task_id).await
     }
     async fn delete_push_config(&self, task_id: &str, id: &str) -> A2aResult<bool> {

@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentwire_server::A2aServer;
 use agentwire_server::store::{
-    LogSpan, MemoryStore, Owner, StorageFault, StoredTask, TaskPage, TaskQuery, TaskStore,
-    TaskUpdate, Updated, storage_error,
+    LogSpan, MemoryStore, Owner, StorageFault, StoredPushConfig, StoredTask, TaskPage, TaskQuery,
+    TaskStore, TaskUpdate, Updated, storage_error,
 };
-use agentwire_server::types::{A2aResult, Task, TaskPushNotificationConfig};
+use agentwire_server::types::{A2aResult, Task};
 use async_trait::async_trait;
 use common::agents::{Echo, echo_card};
 use serde_json::Value;
@@ -56,17 +56,17 @@ impl TaskStore for Unreachable {
         self.check()?;
         self.store.list(owner, query).await
     }
-    async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
+    async fn put_push_config(&self, config: &StoredPushConfig) -> A2aResult<()> {
         self.store.put_push_config(config).await
     }
     async fn get_push_config(
         &self,
         task_id: &str,
         id: &str,
-    ) -> A2aResult<Option<TaskPushNotificationConfig>> {
+    ) -> A2aResult<Option<StoredPushConfig>> {
         self.store.get_push_config(task_id, id).await
     }
-    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<TaskPushNotificationConfig>> {
+    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<StoredPushConfig>> {
         self.store.list_push_configs(task_id).await
     }
     async fn delete_push_config(&self, task_id: &str, id: &str) -> A2aResult<bool> {

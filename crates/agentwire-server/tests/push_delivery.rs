@@ -625,12 +625,14 @@ async fn names_resolving_to_refused_addresses_are_refused_at_delivery() {
     server
         .handler()
         .store()
-        .put_push_config(&TaskPushNotificationConfig {
-            id: "sneaky".into(),
-            task_id: waiting.id.clone(),
-            url,
-            ..Default::default()
-        })
+        .put_push_config(&agentwire_server::store::StoredPushConfig::v1(
+            TaskPushNotificationConfig {
+                id: "sneaky".into(),
+                task_id: waiting.id.clone(),
+                url,
+                ..Default::default()
+            },
+        ))
         .await
         .unwrap();
     let answer = Message::user_text("go on")

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_server::store::{
-    Cursor, MemoryStore, Owner, TaskPage, TaskQuery, TaskStore, TaskUpdate,
+    Cursor, MemoryStore, Owner, PushFormat, StoredPushConfig, TaskPage, TaskQuery, TaskStore,
+    TaskUpdate,
 };
 use agentwire_server::types::{
     Artifact, AuthenticationInfo, ErrorKind, Message, Part, Task, TaskPushNotificationConfig,
@@ -1142,18 +1143,29 @@ async fn pagination(s: Stores) {
 }
 
 /// Push-notification configs: create, replace in place, read, list in
-/// order, delete.
+/// order, delete; each keeps the form of its notifications (the protocol
+/// version that registered it: p2 is a 0.3 client's).
 async fn push_configs(s: Stores) {
-    let config = |task_id: &str, id: &str, url: &str| TaskPushNotificationConfig {
-        tenant: "acme".into(),
-        id: id.into(),
-        task_id: task_id.into(),
-        url: url.into(),
-        token: format!("token-{id}"),
-        authentication: Some(AuthenticationInfo {
-            scheme: "Bearer".into(),
-            credentials: "secret".into(),
-        }),
+    let format = |id: &str| {
+        if id == "p2" {
+            PushFormat::V03
+        } else {
+            PushFormat::V1
+        }
+    };
+    let config = |task_id: &str, id: &str, url: &str| StoredPushConfig {
+        format: format(id),
+        config: TaskPushNotificationConfig {
+            tenant: "acme".into(),
+            id: id.into(),
+            task_id: task_id.into(),
+            url: url.into(),
+            token: format!("token-{id}"),
+            authentication: Some(AuthenticationInfo {
+                scheme: "Bearer".into(),
+                credentials: "secret".into(),
+            }),
+        },
     };
     assert!(
         s.store
@@ -1187,13 +1199,14 @@ async fn push_configs(s: Stores) {
     s.peer.put_push_config(&replaced).await.unwrap();
 
     let listed = s.peer.list_push_configs("t-push").await.unwrap();
-    let listed_ids: Vec<&str> = listed.iter().map(|c| c.id.as_str()).collect();
+    let listed_ids: Vec<&str> = listed.iter().map(|c| c.config.id.as_str()).collect();
     assert_eq!(
         listed_ids,
         ["p1", "p2", "p3"],
         "replacing keeps the position"
     );
     assert_eq!(listed[0], replaced);
+    assert_eq!(listed[1].format, PushFormat::V03, "the format is kept");
     assert_eq!(
         s.store.get_push_config("t-push", "p2").await.unwrap(),
         Some(config("t-push", "p2", "https://hooks.invalid/p2"))
@@ -1204,6 +1217,7 @@ async fn push_configs(s: Stores) {
             .await
             .unwrap()
             .unwrap()
+            .config
             .url,
         "https://hooks.invalid/other"
     );
@@ -1217,7 +1231,7 @@ async fn push_configs(s: Stores) {
         .await
         .unwrap()
         .into_iter()
-        .map(|c| c.id)
+        .map(|c| c.config.id)
         .collect();
     assert_eq!(listed, ["p1", "p3"]);
     assert!(
@@ -1365,11 +1379,13 @@ async fn purge(s: Stores) {
         .update("r-late", set_status(TaskState::Completed, 2000))
         .await
         .unwrap();
-    let push = |task_id: &str| TaskPushNotificationConfig {
-        id: "hook".into(),
-        task_id: task_id.into(),
-        url: "https://hooks.invalid/x".into(),
-        ..Default::default()
+    let push = |task_id: &str| {
+        StoredPushConfig::v1(TaskPushNotificationConfig {
+            id: "hook".into(),
+            task_id: task_id.into(),
+            url: "https://hooks.invalid/x".into(),
+            ..Default::default()
+        })
     };
     s.store.put_push_config(&push("r0")).await.unwrap();
     s.store.put_push_config(&push("r5")).await.unwrap();

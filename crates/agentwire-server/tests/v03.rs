@@ -889,3 +889,212 @@ async fn grpc_0_3_turned_off() {
         .expect_err("0.3 is off");
     assert!(e.message().to_lowercase().contains("version"), "{e:?}");
 }
+
+// ------------------------------- push notifications of 0.3 clients
+
+/// A webhook on loopback that hands each POSTed body (as JSON) to the
+/// test, with the last path segment (which registration it was for).
+async fn webhook() -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<(String, Value)>,
+) {
+    use axum::extract::{Path, State};
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<(String, Value)>();
+    let app = axum::Router::new()
+        .route(
+            "/hook/{name}",
+            axum::routing::post(
+                |State(tx): State<tokio::sync::mpsc::UnboundedSender<(String, Value)>>,
+                 Path(name): Path<String>,
+                 body: axum::body::Bytes| async move {
+                    let v = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let _ = tx.send((name, v));
+                    "ok"
+                },
+            ),
+        )
+        .with_state(tx);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, rx)
+}
+
+/// The notifications of `name` until (and with) the one showing the task
+/// completed, as `completed` says of a body.
+async fn notifications_until(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<(String, Value)>,
+    seen: &mut Vec<(String, Value)>,
+    name: &str,
+    completed: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let mine: Vec<Value> = seen
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .collect();
+        if mine.iter().any(&completed) {
+            return mine;
+        }
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(n)) => seen.push(n),
+            _ => panic!("{name}: no completed notification in time; got {seen:?}"),
+        }
+    }
+}
+
+/// Every 0.3 notification is the whole task in its 0.3 JSON form; the
+/// last one shows it completed, with the history of both turns.
+#[track_caller]
+fn is_task03(bodies: &[Value], id: &str) {
+    for b in bodies {
+        assert_eq!(b["kind"], "task", "a 0.3 push body is a task: {b}");
+        assert_eq!(b["id"], id, "{b}");
+        assert!(b["contextId"].is_string(), "{b}");
+        assert!(
+            b.get("statusUpdate").is_none() && b.get("task").is_none(),
+            "{b}"
+        );
+    }
+    let last = bodies.last().unwrap();
+    assert_eq!(last["status"]["state"], "completed", "{last}");
+    let history = last["history"].as_array().expect("history");
+    assert!(history.iter().all(|m| m["kind"] == "message"), "{last}");
+    assert!(
+        history
+            .iter()
+            .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+            .all(|p| p["kind"] == "text"),
+        "{last}"
+    );
+}
+
+fn completed03(b: &Value) -> bool {
+    b["status"]["state"] == "completed"
+}
+
+/// A 0.3 client that registers a webhook, on each binding, gets the 0.3
+/// notification (the task, `kind: "task"`); a 1.0 registration on the
+/// same task still gets 1.0's `StreamResponse`.
+#[tokio::test]
+async fn push_notifications_of_0_3_clients_take_the_0_3_form() {
+    use reqwest::Method;
+    let server = start_server(
+        A2aServer::new(scripted_card(), Scripted::default())
+            .push(PushConfig::new().allow_loopback()),
+    )
+    .await;
+    let (hook, mut rx) = webhook().await;
+    let mut seen = Vec::new();
+
+    // JSON-RPC 0.3, with a 1.0 registration beside it.
+    let v = call03(
+        &server,
+        "message/send",
+        json!({"message": message03("tck-input-required")}),
+    )
+    .await;
+    let id = result(&v)["id"].as_str().unwrap().to_owned();
+    assert_eq!(result(&v)["status"]["state"], "input-required", "{v}");
+    let v = call03(
+        &server,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": id, "pushNotificationConfig": {"id": "rpc03", "url": format!("{hook}/rpc03"), "token": "t"}}),
+    )
+    .await;
+    result(&v);
+    let r = rpc_call(
+        &server,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "v1", "url": format!("{hook}/v1")}),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(r.json().get("error").is_none(), "{:?}", r.json());
+    let mut answer = message03("tck-complete-task");
+    answer["taskId"] = json!(id);
+    let v = call03(&server, "message/send", json!({"message": answer})).await;
+    assert_eq!(result(&v)["status"]["state"], "completed", "{v}");
+    let bodies = notifications_until(&mut rx, &mut seen, "rpc03", completed03).await;
+    is_task03(&bodies, &id);
+    let v1 = notifications_until(&mut rx, &mut seen, "v1", |b| {
+        b["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    })
+    .await;
+    assert!(
+        v1.iter()
+            .all(|b| b.get("kind").is_none() && b.as_object().is_some_and(|o| o.len() == 1)),
+        "1.0 bodies are StreamResponses: {v1:?}"
+    );
+
+    // HTTP+JSON 0.3.
+    let r = rest03(
+        &server,
+        Method::POST,
+        "/v1/message:send",
+        Some(json!({"message": rest_message("tck-input-required")})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let id = r.json()["task"]["id"].as_str().unwrap().to_owned();
+    let r = rest03(
+        &server,
+        Method::POST,
+        &format!("/v1/tasks/{id}/pushNotificationConfigs"),
+        Some(json!({"parent": format!("tasks/{id}"), "configId": "rest03",
+                    "config": {"name": format!("tasks/{id}/pushNotificationConfigs/rest03"),
+                               "pushNotificationConfig": {"id": "rest03", "url": format!("{hook}/rest03")}}})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let mut answer = rest_message("tck-complete-task");
+    answer["taskId"] = json!(id);
+    let r = rest03(
+        &server,
+        Method::POST,
+        "/v1/message:send",
+        Some(json!({"message": answer})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let bodies = notifications_until(&mut rx, &mut seen, "rest03", completed03).await;
+    is_task03(&bodies, &id);
+
+    // gRPC 0.3.
+    let mut c = grpc03(&server).await;
+    let sent = c
+        .send_message(send_request("tck-input-required"))
+        .await
+        .expect("send")
+        .into_inner();
+    let Some(g03::send_message_response::Payload::Task(task)) = sent.payload else {
+        panic!("not a task: {sent:?}");
+    };
+    let id = task.id;
+    c.create_task_push_notification_config(g03::CreateTaskPushNotificationConfigRequest {
+        parent: format!("tasks/{id}"),
+        config_id: "grpc03".into(),
+        config: Some(g03::TaskPushNotificationConfig {
+            name: String::new(),
+            push_notification_config: Some(g03::PushNotificationConfig {
+                id: "grpc03".into(),
+                url: format!("{hook}/grpc03"),
+                token: String::new(),
+                authentication: None,
+            }),
+        }),
+    })
+    .await
+    .expect("create");
+    let mut answer = send_request("tck-complete-task");
+    if let Some(m) = answer.request.as_mut() {
+        m.task_id.clone_from(&id);
+    }
+    c.send_message(answer).await.expect("answer");
+    let bodies = notifications_until(&mut rx, &mut seen, "grpc03", completed03).await;
+    is_task03(&bodies, &id);
+}

@@ -28,58 +28,9 @@ REPO_ROOT="$(cd "$JS_DIR/../.." && pwd)"
 LOG_TAG=js-v03
 LOG="${A2A_INTEROP_LOG:-$REPO_ROOT/target/a2a-js-v03-server.log}"
 RUN_TIMEOUT="${A2A_INTEROP_TIMEOUT:-600}"
+SDK_LABEL=0.3
+PROTOCOL=0.3
 # shellcheck source=../common.sh
 source "$JS_DIR/common.sh"
 
-MODE=binary
-BIN="$REPO_ROOT/target/debug/a2a"
-if [[ $# -gt 0 && "$1" == "--reference" ]]; then
-  MODE=reference
-  shift
-elif [[ $# -gt 0 && "$1" != -* ]]; then
-  BIN="$1"
-  shift
-fi
-
-js_install
-trap stop_all EXIT INT TERM
-
-PORT="$(free_port)"
-BASE_URL="http://127.0.0.1:$PORT"
-if [[ "$MODE" == reference ]]; then
-  log "starting the JS SDK reference server on $BASE_URL"
-  start_bg "$LOG" node "$SDK_DIR/reference_server.mjs" --port "$PORT" --grpc-port "$(free_port)"
-else
-  if [[ ! -x "$BIN" ]]; then
-    log "server binary not found or not executable: $BIN (build it with cargo first)"
-    exit 2
-  fi
-  STORE_DIR="$(mktemp -d)"
-  log "starting $BIN serve --agent conformance --port $PORT --store sqlite:$STORE_DIR/tasks.db"
-  start_bg "$LOG" "$BIN" serve --agent conformance --port "$PORT" --store "sqlite:$STORE_DIR/tasks.db"
-fi
-if ! wait_card "$BASE_URL/.well-known/agent-card.json" 30 "$BG_PID"; then
-  log "the server did not come up; last lines of $LOG:"
-  tail -n 40 "$LOG" >&2 || true
-  exit 2
-fi
-
-log "running the JS SDK 0.3 client against $BASE_URL"
-set +e
-(
-  cd "$SDK_DIR"
-  A2A_INTEROP_REFERENCE="$([[ "$MODE" == reference ]] && echo 1 || echo 0)" \
-    A2A_INTEROP_URL="$BASE_URL" \
-    A2A_INTEROP_TITLE="JS SDK @a2a-js/sdk $(node -p 'require("./node_modules/@a2a-js/sdk/package.json").version') client -> ${MODE/binary/our server} (protocol 0.3)" \
-    timeout --kill-after=10 "$RUN_TIMEOUT" node --test \
-    --test-reporter=spec --test-reporter-destination=stderr \
-    --test-reporter="$JS_DIR/table-reporter.mjs" --test-reporter-destination=stdout \
-    "$@" client.test.mjs
-)
-RC=$?
-set -e
-if [[ $RC -ne 0 ]]; then
-  log "node --test exited $RC; server log: $LOG (last lines below)"
-  tail -n 40 "$LOG" >&2 || true
-fi
-exit $RC
+run_client_suite "$@"

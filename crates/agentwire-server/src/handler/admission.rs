@@ -25,6 +25,10 @@ pub struct CallContext {
     /// The caller named by the verified client certificate of the
     /// connection (mutual TLS), when there is one.
     pub client_cert: Option<crate::auth::ClientCertificate>,
+    /// The form of the push notifications of the configs this call
+    /// registers: 1.0 unless the call came through the 0.3 compatibility
+    /// layer, whose clients read the 0.3 form.
+    pub push_format: crate::store::PushFormat,
 }
 
 impl CallContext {
@@ -35,6 +39,7 @@ impl CallContext {
             query: None,
             peer: None,
             client_cert: None,
+            push_format: crate::store::PushFormat::V1,
         }
     }
 

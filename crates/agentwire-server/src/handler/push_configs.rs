@@ -8,6 +8,8 @@ use agentwire_types::{
     ListTaskPushNotificationConfigsResponse, TaskPushNotificationConfig,
 };
 
+use crate::store::{PushFormat, StoredPushConfig};
+
 use super::*;
 use crate::push::PushSender;
 
@@ -35,7 +37,8 @@ impl RequestHandler {
         mut config: TaskPushNotificationConfig,
         task_id: &str,
         field: &str,
-    ) -> A2aResult<TaskPushNotificationConfig> {
+        format: PushFormat,
+    ) -> A2aResult<StoredPushConfig> {
         push.check_url(&config.url, &format!("{field}url")).await?;
         if let Some(auth) = &config.authentication {
             if auth.scheme.trim().is_empty() {
@@ -62,16 +65,17 @@ impl RequestHandler {
             config.id = agentwire_types::new_id();
         }
         task_id.clone_into(&mut config.task_id);
-        Ok(config)
+        Ok(StoredPushConfig { config, format })
     }
 
     pub(super) async fn save_push_config(
         &self,
         push: &PushSender,
-        config: &TaskPushNotificationConfig,
+        stored: &StoredPushConfig,
     ) -> A2aResult<()> {
         let manager = &self.inner.manager;
-        manager.store.put_push_config(config).await?;
+        let config = &stored.config;
+        manager.store.put_push_config(stored).await?;
         manager.push_configs_changed(&config.task_id).await;
         manager
             .push_configs_changed_elsewhere(&config.task_id)
@@ -93,11 +97,11 @@ impl RequestHandler {
             return Err(A2aError::invalid_params("taskId", "a task id is required"));
         }
         let task = self.visible_task(&owner, &req.task_id, Some(0)).await?;
-        let config = self
-            .prepare_push_config(push, req, &task.task.id, "")
+        let stored = self
+            .prepare_push_config(push, req, &task.task.id, "", ctx.push_format)
             .await?;
-        self.save_push_config(push, &config).await?;
-        Ok(config)
+        self.save_push_config(push, &stored).await?;
+        Ok(stored.config)
     }
 
     /// `GetTaskPushNotificationConfig`.
@@ -120,7 +124,7 @@ impl RequestHandler {
             .get_push_config(&req.task_id, &req.id)
             .await?
         {
-            Some(c) => Ok(c),
+            Some(c) => Ok(c.config),
             None => Err(A2aError::new(
                 ErrorKind::TaskNotFound,
                 format!(
@@ -170,12 +174,18 @@ impl RequestHandler {
                 )
             })?;
             all.iter()
-                .position(|c| c.id == after)
+                .position(|c| c.config.id == after)
                 .map_or(all.len(), |i| i + 1)
         };
-        let configs: Vec<_> = all.iter().skip(start).take(page_size).cloned().collect();
+        let total = all.len();
+        let configs: Vec<_> = all
+            .into_iter()
+            .skip(start)
+            .take(page_size)
+            .map(|c| c.config)
+            .collect();
         let next_page_token = match configs.last() {
-            Some(last) if start + configs.len() < all.len() => config_page_token(&last.id),
+            Some(last) if start + configs.len() < total => config_page_token(&last.id),
             _ => String::new(),
         };
         Ok(ListTaskPushNotificationConfigsResponse {

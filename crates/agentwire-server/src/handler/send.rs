@@ -4,15 +4,14 @@
 use std::sync::Arc;
 
 use agentwire_types::{
-    A2aError, A2aResult, Message, SendMessageRequest, SendMessageResponse, Task,
-    TaskPushNotificationConfig, stream_response,
+    A2aError, A2aResult, Message, SendMessageRequest, SendMessageResponse, Task, stream_response,
 };
 use futures::FutureExt;
 
 use super::*;
 use crate::executor::{RequestContext, TaskUpdater};
 use crate::manager::{LiveTask, Subscription};
-use crate::store::Owner;
+use crate::store::{Owner, PushFormat, StoredPushConfig};
 
 impl RequestHandler {
     /// Validates a send request, resolves the task it continues (if any),
@@ -42,8 +41,14 @@ impl RequestHandler {
                 return Started::Later(Box::pin(async move {
                     let owner = admitting.await?;
                     let extensions = self.check_send(ctx, &req, streaming)?;
-                    self.start_with_lookups(owner, extensions, req, streaming, finals_only)
-                        .await
+                    self.start_with_lookups(
+                        owner,
+                        extensions,
+                        req,
+                        (streaming, finals_only),
+                        ctx.push_format,
+                    )
+                    .await
                 }));
             }
         };
@@ -65,8 +70,8 @@ impl RequestHandler {
                 owner,
                 extensions,
                 req,
-                streaming,
-                finals_only,
+                (streaming, finals_only),
+                ctx.push_format,
             )));
         }
         let SendMessageRequest {
@@ -131,8 +136,8 @@ impl RequestHandler {
         owner: Owner,
         extensions: Vec<String>,
         req: SendMessageRequest,
-        streaming: bool,
-        finals_only: bool,
+        (streaming, finals_only): (bool, bool),
+        push_format: PushFormat,
     ) -> A2aResult<(Subscription, Run)> {
         let mut inline_push = None;
         if let Some(config) = req
@@ -153,6 +158,7 @@ impl RequestHandler {
                     config.clone(),
                     &task_id,
                     "configuration.taskPushNotificationConfig.",
+                    push_format,
                 )
                 .await?,
             );
@@ -534,7 +540,7 @@ pub(super) enum Replayed {
 pub(super) struct RunInputs {
     metadata: Option<agentwire_types::Struct>,
     configuration: Option<agentwire_types::SendMessageConfiguration>,
-    inline_push: Option<TaskPushNotificationConfig>,
+    inline_push: Option<StoredPushConfig>,
     reference_tasks: Vec<Task>,
     streaming: bool,
     finals_only: bool,

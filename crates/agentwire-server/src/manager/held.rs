@@ -241,7 +241,7 @@ mod tests {
 
     use agentwire_types::{
         A2aResult, AgentCard, Artifact, GetTaskRequest, Message, SendMessageConfiguration,
-        SendMessageRequest, Task, TaskPushNotificationConfig, TaskState,
+        SendMessageRequest, Task, TaskState,
     };
     use async_trait::async_trait;
     use futures::StreamExt as _;
@@ -250,8 +250,8 @@ mod tests {
     use crate::executor::{RequestContext, TaskUpdater};
     use crate::handler::{CallContext, RequestHandler};
     use crate::store::{
-        LogSpan, MemoryStore, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate,
-        Updated,
+        LogSpan, MemoryStore, Owner, StoredPushConfig, StoredTask, TaskPage, TaskQuery, TaskStore,
+        TaskUpdate, Updated,
     };
 
     /// A store that does "I/O" (it has no immediate capability) and counts
@@ -288,20 +288,17 @@ mod tests {
         async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
             self.inner.list(owner, query).await
         }
-        async fn put_push_config(&self, c: &TaskPushNotificationConfig) -> A2aResult<()> {
+        async fn put_push_config(&self, c: &StoredPushConfig) -> A2aResult<()> {
             self.inner.put_push_config(c).await
         }
         async fn get_push_config(
             &self,
             task_id: &str,
             id: &str,
-        ) -> A2aResult<Option<TaskPushNotificationConfig>> {
+        ) -> A2aResult<Option<StoredPushConfig>> {
             self.inner.get_push_config(task_id, id).await
         }
-        async fn list_push_configs(
-            &self,
-            task_id: &str,
-        ) -> A2aResult<Vec<TaskPushNotificationConfig>> {
+        async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<StoredPushConfig>> {
             self.inner.list_push_configs(task_id).await
         }
         async fn delete_push_config(&self, task_id: &str, id: &str) -> A2aResult<bool> {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use agentwire_types::{A2aError, Message, Task, TaskPushNotificationConfig, TaskState};
+use agentwire_types::{A2aError, Message, Task, TaskState};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
@@ -30,7 +30,7 @@ pub(crate) struct LiveState {
     pub(crate) first_message: Option<Message>,
     /// The push config given inline with the message that creates the
     /// task, stored when the task is.
-    pub(crate) inline_push: Option<TaskPushNotificationConfig>,
+    pub(crate) inline_push: Option<crate::store::StoredPushConfig>,
     /// The task's push configs as last read from the store (`None`: not
     /// read yet, or changed since).
     pub(crate) push_targets: Option<PushTargets>,

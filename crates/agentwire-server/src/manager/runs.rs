@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use agentwire_types::{
-    A2aError, A2aResult, ErrorKind, Message, Part, Role, StreamResponse,
-    TaskPushNotificationConfig, TaskState, TaskStatus,
+    A2aError, A2aResult, ErrorKind, Message, Part, Role, StreamResponse, TaskState, TaskStatus,
 };
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
@@ -27,7 +26,7 @@ impl TaskManager {
         context_id: String,
         owner: Owner,
         first_message: Message,
-        inline_push: Option<TaskPushNotificationConfig>,
+        inline_push: Option<crate::store::StoredPushConfig>,
         finals_only: bool,
     ) -> (Arc<LiveTask>, Subscription) {
         let hold = self.may_hold(finals_only, inline_push.is_some());
@@ -47,7 +46,7 @@ impl TaskManager {
                 inline_push,
                 // A new task has no config in the store yet (and without
                 // push, none is ever read).
-                push_targets: self.push.as_ref().map(|_| Arc::from(Vec::new())),
+                push_targets: self.push.as_ref().map(|_| Arc::default()),
                 subscribers: Vec::with_capacity(1),
                 remote: cluster::Remote::new_task(),
                 turn_task: None,

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use agentwire_types::{
     A2aError, A2aResult, Artifact, ErrorKind, Message, StreamResponse, Task,
-    TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskState, TaskStatus,
-    TaskStatusUpdateEvent,
+    TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use futures::future::BoxFuture;
 
@@ -22,7 +21,7 @@ use crate::store::{ImmediateStore, TaskUpdate, Updated};
 /// [`TaskManager::new_task`]).
 pub(super) struct NewTask {
     task: Task,
-    inline_push: Option<TaskPushNotificationConfig>,
+    inline_push: Option<crate::store::StoredPushConfig>,
     event: Option<Arc<StreamResponse>>,
     wanted: bool,
 }

@@ -108,28 +108,48 @@ where
 }
 
 /// The gRPC service names whose health is reported: the server as a
-/// whole (`""`) and the A2A service.
-const GRPC_SERVICES: [&str; 2] = ["", "lf.a2a.v1.A2AService"];
+/// whole (`""`) and the A2A service, and the A2A 0.3 service
+/// (`a2a.v1.A2AService`) when 0.3 is served.
+fn grpc_services(v03: bool) -> Vec<&'static str> {
+    let mut names = vec!["", "lf.a2a.v1.A2AService"];
+    if v03 {
+        names.push(agentwire_types::v0_3::grpc::SERVICE_NAME);
+    }
+    names
+}
 
 /// Adds `grpc.health.v1.Health` and server reflection (v1 and v1alpha)
 /// to `router`; the health status follows the readiness check, brought
 /// up to date every few seconds by a task that ends with the server
-/// (`stop`).
+/// (`stop`). With `v03` (0.3 is served) the 0.3 service is in both.
 pub(crate) fn grpc_routes<S>(
     router: Router<S>,
     readiness: Readiness,
     stop: tokio_util::sync::CancellationToken,
+    v03: bool,
 ) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
     let (reporter, health) = tonic_health::server::health_reporter();
-    tokio::spawn(follow_readiness(reporter, readiness, stop));
+    tokio::spawn(follow_readiness(
+        reporter,
+        readiness,
+        stop,
+        grpc_services(v03),
+    ));
     let mut router = router.route_service("/grpc.health.v1.Health/{method}", health);
     let reflection = || {
-        tonic_reflection::server::Builder::configure()
+        let b = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(agentwire_types::proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+        if v03 {
+            b.register_encoded_file_descriptor_set(
+                agentwire_types::v0_3::grpc::proto::FILE_DESCRIPTOR_SET,
+            )
+        } else {
+            b
+        }
     };
     match reflection().build_v1() {
         Ok(v1) => {
@@ -154,13 +174,14 @@ async fn follow_readiness(
     reporter: HealthReporter,
     readiness: Readiness,
     stop: tokio_util::sync::CancellationToken,
+    services: Vec<&'static str>,
 ) {
     let mut tick = tokio::time::interval(GRPC_HEALTH_PERIOD);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             () = stop.cancelled() => {
-                for name in GRPC_SERVICES {
+                for &name in &services {
                     reporter.set_service_status(name, ServingStatus::NotServing).await;
                 }
                 return;
@@ -173,7 +194,7 @@ async fn follow_readiness(
                 ServingStatus::NotServing
             }
         };
-        for name in GRPC_SERVICES {
+        for &name in &services {
             reporter.set_service_status(name, status).await;
         }
     }

@@ -8,7 +8,10 @@
 //! inline config of `SendMessage` work, and every task update (the task at
 //! creation, then each status and artifact event) is POSTed to each of the
 //! task's webhooks as a `StreamResponse` (ProtoJSON,
-//! `Content-Type: application/a2a+json`).
+//! `Content-Type: application/a2a+json`). A config registered by an A2A
+//! 0.3 client (through the compatibility layer; the store keeps its
+//! [`PushFormat`](crate::store::PushFormat)) gets what 0.3 servers post
+//! instead: the whole task after each event, in its 0.3 JSON form.
 //!
 //! # Delivery
 //!
@@ -426,15 +429,47 @@ impl PushSender {
         if configs.is_empty() {
             return;
         }
-        self.ensure_started();
         let is_final = event.state().is_some_and(|s| s.is_terminal());
-        let body = match serde_json::to_vec(event) {
-            Ok(b) => Bytes::from(b),
+        match serde_json::to_vec(event) {
+            Ok(b) => self.enqueue_body(task_id, configs, b, is_final).await,
             Err(e) => {
                 tracing::error!(task = %task_id, error = %e, "push: cannot serialize an event");
-                return;
             }
-        };
+        }
+    }
+
+    /// Hands the task as one of its events left it to the outbox for each
+    /// config registered by a 0.3 client: the 0.3 notification is the task
+    /// in its 0.3 JSON form (converted by the one conversion layer,
+    /// `agentwire_types::v0_3`). `is_final`: the event ended the task.
+    pub(crate) async fn enqueue_v03(
+        &self,
+        task_id: &str,
+        configs: &[TaskPushNotificationConfig],
+        task: agentwire_types::Task,
+        is_final: bool,
+    ) {
+        if configs.is_empty() {
+            return;
+        }
+        let task = agentwire_types::v0_3::convert::task_to_v03(task);
+        match serde_json::to_vec(&task) {
+            Ok(b) => self.enqueue_body(task_id, configs, b, is_final).await,
+            Err(e) => {
+                tracing::error!(task = %task_id, error = %e, "push: cannot serialize a 0.3 task");
+            }
+        }
+    }
+
+    async fn enqueue_body(
+        &self,
+        task_id: &str,
+        configs: &[TaskPushNotificationConfig],
+        body: Vec<u8>,
+        is_final: bool,
+    ) {
+        self.ensure_started();
+        let body = Bytes::from(body);
         match self
             .inner
             .outbox

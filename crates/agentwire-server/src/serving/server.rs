@@ -331,7 +331,12 @@ impl A2aServer {
         };
         router = crate::observe::health::http_routes(router, readiness.clone());
         if self.options.grpc {
-            router = crate::observe::health::grpc_routes(router, readiness, stopping.clone());
+            router = crate::observe::health::grpc_routes(
+                router,
+                readiness,
+                stopping.clone(),
+                handler.serves_v03(),
+            );
         }
         if let Some((metrics, on_port)) = &self.metrics {
             let live = handler.clone();

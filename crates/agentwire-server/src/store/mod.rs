@@ -175,6 +175,59 @@ pub struct LogSpan {
     pub after: i64,
 }
 
+/// What a push notification's body is, as the client that registered the
+/// config reads it: the protocol version of the registration, kept with
+/// the config.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum PushFormat {
+    /// A2A 1.0: each event as a `StreamResponse` (ProtoJSON).
+    #[default]
+    V1,
+    /// A2A 0.3: the whole task after each event, in its 0.3 JSON form
+    /// (`kind: "task"`), as the 0.3 specification and SDKs post it.
+    V03,
+}
+
+impl PushFormat {
+    /// The protocol version it names, as the SQL stores keep it
+    /// (`"1.0"`, `"0.3"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::V1 => "1.0",
+            Self::V03 => "0.3",
+        }
+    }
+
+    /// The format named by [`PushFormat::as_str`]; anything else (a row
+    /// written before the format was kept) is 1.0.
+    pub fn from_version(v: &str) -> Self {
+        match v {
+            "0.3" => Self::V03,
+            _ => Self::V1,
+        }
+    }
+}
+
+/// A push-notification config as a store keeps it: the config and the
+/// form its notifications take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredPushConfig {
+    /// The config (its `taskId` and `id` are the key).
+    pub config: TaskPushNotificationConfig,
+    /// The body of its notifications.
+    pub format: PushFormat,
+}
+
+impl StoredPushConfig {
+    /// A config whose notifications take the 1.0 form.
+    pub fn v1(config: TaskPushNotificationConfig) -> Self {
+        Self {
+            config,
+            format: PushFormat::V1,
+        }
+    }
+}
+
 /// A stored task with its owner.
 #[derive(Debug, Clone)]
 pub struct StoredTask {
@@ -389,18 +442,17 @@ pub trait TaskStore: Send + Sync + 'static {
     /// A page of the owner's tasks.
     async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage>;
 
-    /// Stores (creates or replaces) a push-notification config.
-    async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()>;
+    /// Stores (creates or replaces) a push-notification config, with the
+    /// form of its notifications.
+    async fn put_push_config(&self, config: &StoredPushConfig) -> A2aResult<()>;
 
     /// A push-notification config of a task.
-    async fn get_push_config(
-        &self,
-        task_id: &str,
-        id: &str,
-    ) -> A2aResult<Option<TaskPushNotificationConfig>>;
+    async fn get_push_config(&self, task_id: &str, id: &str)
+    -> A2aResult<Option<StoredPushConfig>>;
 
-    /// All push-notification configs of a task.
-    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<TaskPushNotificationConfig>>;
+    /// All push-notification configs of a task, in the order they were
+    /// first stored.
+    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<StoredPushConfig>>;
 
     /// Deletes a push-notification config; true when it existed.
     async fn delete_push_config(&self, task_id: &str, id: &str) -> A2aResult<bool>;

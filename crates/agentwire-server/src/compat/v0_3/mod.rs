@@ -103,8 +103,11 @@ static X_A2A_EXTENSIONS: HeaderName = HeaderName::from_static("x-a2a-extensions"
 
 /// The call context of a 0.3 request as the handler is to see it: a 1.0
 /// call (the request has been converted), with the extensions a 0.3 client
-/// names in `X-A2A-Extensions` moved to `A2A-Extensions`.
+/// names in `X-A2A-Extensions` moved to `A2A-Extensions`, registering push
+/// configs whose notifications take the 0.3 form.
 pub(crate) fn as_v1_call(mut ctx: CallContext) -> CallContext {
+    // The configs it registers are notified in the 0.3 form.
+    ctx.push_format = crate::store::PushFormat::V03;
     ctx.headers.insert(
         A2A_VERSION.clone(),
         HeaderValue::from_static(agentwire_types::PROTOCOL_VERSION),

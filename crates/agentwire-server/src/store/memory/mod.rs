@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use agentwire_types::{A2aError, A2aResult, Task, TaskPushNotificationConfig, TaskState};
+use agentwire_types::{A2aError, A2aResult, Task, TaskState};
 use async_trait::async_trait;
 use dashmap::DashMap;
 use parking_lot::Mutex;
@@ -32,8 +32,8 @@ use prost::Message as _;
 
 use self::task_table::{Held, Slot, TaskTable};
 use super::{
-    Cursor, ImmediateStore, LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate,
-    Updated, apply_update, check_open, closed_error,
+    Cursor, ImmediateStore, LogSpan, Owner, StoredPushConfig, StoredTask, TaskPage, TaskQuery,
+    TaskStore, TaskUpdate, Updated, apply_update, check_open, closed_error,
 };
 
 /// The most finished tasks one write evicts (a sweep has no limit).
@@ -111,7 +111,7 @@ struct Shared {
     /// Tasks are updated under their shard's lock: an update is short, and
     /// a lock per task would cost every task an allocation.
     tasks: TaskTable,
-    push: Map<Vec<TaskPushNotificationConfig>>,
+    push: Map<Vec<StoredPushConfig>>,
     /// Whether a push config was ever stored (eviction skips the push map
     /// otherwise).
     any_push: AtomicBool,
@@ -808,10 +808,14 @@ impl TaskStore for MemoryStore {
         Ok(purged as u64)
     }
 
-    async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
+    async fn put_push_config(&self, config: &StoredPushConfig) -> A2aResult<()> {
         self.shared.any_push.store(true, Ordering::Relaxed);
-        let mut configs = self.shared.push.entry(config.task_id.clone()).or_default();
-        match configs.iter_mut().find(|c| c.id == config.id) {
+        let mut configs = self
+            .shared
+            .push
+            .entry(config.config.task_id.clone())
+            .or_default();
+        match configs.iter_mut().find(|c| c.config.id == config.config.id) {
             Some(existing) => *existing = config.clone(),
             None => configs.push(config.clone()),
         }
@@ -822,15 +826,15 @@ impl TaskStore for MemoryStore {
         &self,
         task_id: &str,
         id: &str,
-    ) -> A2aResult<Option<TaskPushNotificationConfig>> {
+    ) -> A2aResult<Option<StoredPushConfig>> {
         Ok(self
             .shared
             .push
             .get(task_id)
-            .and_then(|c| c.iter().find(|c| c.id == id).cloned()))
+            .and_then(|c| c.iter().find(|c| c.config.id == id).cloned()))
     }
 
-    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<TaskPushNotificationConfig>> {
+    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<StoredPushConfig>> {
         Ok(self
             .shared
             .push
@@ -844,7 +848,7 @@ impl TaskStore for MemoryStore {
             return Ok(false);
         };
         let before = configs.len();
-        configs.retain(|c| c.id != id);
+        configs.retain(|c| c.config.id != id);
         Ok(configs.len() != before)
     }
 }

@@ -59,8 +59,8 @@ use prost::Message as _;
 
 use self::driver::{Conn, Dialect, SqlRow, Stmt};
 use super::{
-    Cursor, LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskUpdate, Updated, apply_artifact,
-    apply_update, closed_error,
+    Cursor, LogSpan, Owner, PushFormat, StoredPushConfig, StoredTask, TaskPage, TaskQuery,
+    TaskUpdate, Updated, apply_artifact, apply_update, closed_error,
 };
 
 /// The terminal states, as SQL (`TaskState` numbers). The migrations' partial
@@ -198,6 +198,14 @@ pub(crate) fn decode_push(
         A2aError::internal(format!(
             "task store: push-notification config {id} of task {task_id} cannot be decoded: {e}"
         ))
+    })
+}
+
+/// A push-notification config row (`config`, `format`) as stored.
+fn stored_push<R: SqlRow>(r: &R, task_id: &str, id: &str) -> A2aResult<StoredPushConfig> {
+    Ok(StoredPushConfig {
+        config: decode_push(task_id, id, &r.blob("config")?)?,
+        format: PushFormat::from_version(&r.text("format")?),
     })
 }
 
@@ -642,12 +650,14 @@ const UNFINISHED: &str = "SELECT 0 AS seq, id, owner_tenant, owner_principal, he
      UNION ALL SELECT c.seq, c.task_id, NULL, NULL, NULL, NULL, c.chunk \
      FROM a2a_artifact_chunks c \
      WHERE c.task_id IN (SELECT id FROM a2a_tasks WHERE state IN (1, 2))";
-const PUT_PUSH_CONFIG: &str = "INSERT INTO a2a_push_configs (task_id, id, config) \
-     VALUES ($1, $2, $3) ON CONFLICT (task_id, id) DO UPDATE SET config = excluded.config";
-const GET_PUSH_CONFIG: &str = "SELECT config FROM a2a_push_configs WHERE task_id = $1 AND id = $2";
+const PUT_PUSH_CONFIG: &str = "INSERT INTO a2a_push_configs (task_id, id, config, format) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (task_id, id) \
+     DO UPDATE SET config = excluded.config, format = excluded.format";
+const GET_PUSH_CONFIG: &str =
+    "SELECT config, format FROM a2a_push_configs WHERE task_id = $1 AND id = $2";
 /// In the order they were added.
 const LIST_PUSH_CONFIGS: &str =
-    "SELECT id, config FROM a2a_push_configs WHERE task_id = $1 ORDER BY seq";
+    "SELECT id, config, format FROM a2a_push_configs WHERE task_id = $1 ORDER BY seq";
 const DELETE_PUSH_CONFIG: &str = "DELETE FROM a2a_push_configs WHERE task_id = $1 AND id = $2";
 
 /// The deletion of one batch of a purge: terminal tasks last changed at or
@@ -1180,12 +1190,14 @@ impl<D: Dialect> Tables<D> {
     }
 
     /// `TaskStore::put_push_config`.
-    pub async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
+    pub async fn put_push_config(&self, stored: &StoredPushConfig) -> A2aResult<()> {
+        let config = &stored.config;
         let blob = encode_push(config);
         let s = Stmt::new(PUT_PUSH_CONFIG)
             .arg(&config.task_id)
             .arg(&config.id)
-            .arg(&blob);
+            .arg(&blob)
+            .arg(stored.format.as_str());
         D::on(&self.writer).execute(s).await.map_err(|e| {
             let what = format!(
                 "storing push-notification config {} of task {}",
@@ -1201,7 +1213,7 @@ impl<D: Dialect> Tables<D> {
         &self,
         task_id: &str,
         id: &str,
-    ) -> A2aResult<Option<TaskPushNotificationConfig>> {
+    ) -> A2aResult<Option<StoredPushConfig>> {
         let row = D::on(&self.reader)
             .fetch_optional(Stmt::new(GET_PUSH_CONFIG).arg(task_id).arg(id))
             .await
@@ -1209,15 +1221,11 @@ impl<D: Dialect> Tables<D> {
                 let what = format!("reading push-notification config {id} of task {task_id}");
                 fail::<D>(&what, e)
             })?;
-        row.map(|r| decode_push(task_id, id, &r.blob("config")?))
-            .transpose()
+        row.map(|r| stored_push(&r, task_id, id)).transpose()
     }
 
     /// `TaskStore::list_push_configs`.
-    pub async fn list_push_configs(
-        &self,
-        task_id: &str,
-    ) -> A2aResult<Vec<TaskPushNotificationConfig>> {
+    pub async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<StoredPushConfig>> {
         let rows = D::on(&self.reader)
             .fetch_all(Stmt::new(LIST_PUSH_CONFIGS).arg(task_id))
             .await
@@ -1226,7 +1234,7 @@ impl<D: Dialect> Tables<D> {
                 fail::<D>(&what, e)
             })?;
         rows.iter()
-            .map(|r| decode_push(task_id, &r.text("id")?, &r.blob("config")?))
+            .map(|r| stored_push(r, task_id, &r.text("id")?))
             .collect()
     }
 
