@@ -517,10 +517,14 @@ fn a2a(env: &Env) -> Command {
             c.env_remove(k);
         }
     }
+    c.env_remove("DBUS_SESSION_BUS_ADDRESS");
     c.env("HOME", env.home())
         .env("XDG_CONFIG_HOME", env.home().join(".config"))
         .env("XDG_CACHE_HOME", env.home().join(".cache"))
         .current_dir(env.cwd());
+    for (k, v) in &env.extra {
+        c.env(k, v);
+    }
     c
 }
 
@@ -768,6 +772,31 @@ fn expired_token_is_refreshed_before_use_and_a_refused_one_once_on_every_binding
         assert!(
             out.stderr.contains("A2ACLI_ERR_AUTH") || out.stderr.contains("uthenticat"),
             "{b}: {}",
+            out.stderr
+        );
+    }
+
+    // A refused token whose refresh fails (the provider does not know the
+    // refresh token): exit 4, and the error says the refresh failed and
+    // why, without any token.
+    for b in ["JSONRPC", "HTTP+JSON", "GRPC"] {
+        spoil_stored_token(env.home());
+        let files = token_files(env.home());
+        let mut v = stored_token(env.home());
+        v["refresh_token"] = "a-refresh-token-nobody-issued".into();
+        std::fs::write(&files[0], v.to_string()).expect("write the token file");
+        let out = env.run(&["send", "-a", &addr, "--transport", b, "hello"]);
+        out.expect(4);
+        assert!(
+            out.stderr.contains("refreshing it failed") && out.stderr.contains("invalid_grant"),
+            "{b}: {}",
+            out.stderr
+        );
+        assert!(
+            !out.stderr.contains("a-refresh-token-nobody-issued")
+                && !out.stderr.contains("not-a-token-the-agent-accepts")
+                && !out.stderr.contains("eyJ"),
+            "{b}: a secret in {}",
             out.stderr
         );
     }

@@ -582,6 +582,8 @@ pub struct RefreshingToken {
     http: reqwest::Client,
     token: tokio::sync::Mutex<StoredToken>,
     store: Option<(TokenStore, String)>,
+    /// Why the last refresh failed (cleared by a successful one).
+    failure: std::sync::Mutex<Option<String>>,
 }
 
 impl RefreshingToken {
@@ -591,6 +593,7 @@ impl RefreshingToken {
             http,
             token: tokio::sync::Mutex::new(token),
             store: None,
+            failure: std::sync::Mutex::new(None),
         }
     }
 
@@ -605,6 +608,7 @@ impl RefreshingToken {
             http,
             token: tokio::sync::Mutex::new(token),
             store: Some((store, agent.into())),
+            failure: std::sync::Mutex::new(None),
         }
     }
 
@@ -620,7 +624,14 @@ impl RefreshingToken {
             store.save(agent, &fresh)?;
         }
         *held = fresh;
+        self.set_failure(None);
         Ok(())
+    }
+
+    fn set_failure(&self, failure: Option<String>) {
+        if let Ok(mut f) = self.failure.lock() {
+            *f = failure;
+        }
     }
 }
 
@@ -636,6 +647,9 @@ impl crate::auth::TokenSource for RefreshingToken {
             // be within its leeway); a refusal comes back as the call's
             // error.
             tracing::warn!("the token has expired and could not be refreshed: {e}");
+            self.set_failure(Some(format!(
+                "the token expired and refreshing it failed: {e}"
+            )));
         }
         Ok(Some(held.access_token.clone()))
     }
@@ -647,15 +661,26 @@ impl crate::auth::TokenSource for RefreshingToken {
             return Ok(Some(held.access_token.clone()));
         }
         if held.refresh_token.is_none() {
+            self.set_failure(Some(
+                "the agent refused the token, which has no refresh token: sign in again with a2a auth login"
+                    .into(),
+            ));
             return Ok(None);
         }
         match self.renew(&mut held).await {
             Ok(()) => Ok(Some(held.access_token.clone())),
             Err(e) => {
                 tracing::warn!("the agent refused the token and it could not be refreshed: {e}");
+                self.set_failure(Some(format!(
+                    "the agent refused the token and refreshing it failed: {e}"
+                )));
                 Ok(None)
             }
         }
+    }
+
+    fn refresh_failure(&self) -> Option<String> {
+        self.failure.lock().ok().and_then(|f| f.clone())
     }
 }
 

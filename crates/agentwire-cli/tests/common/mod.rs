@@ -114,6 +114,8 @@ impl Env {
                 c.env_remove(k);
             }
         }
+        // No session bus: tokens go to files unless a test gives one.
+        c.env_remove("DBUS_SESSION_BUS_ADDRESS");
         c.env("HOME", self.home())
             .env("XDG_CONFIG_HOME", self.home().join(".config"))
             .env("XDG_CACHE_HOME", self.home().join(".cache"))
