@@ -48,6 +48,17 @@
 #                          --metrics and with --otel (exporting to otlp-sink, every
 #                          span sampled) against both off (0 skips them)
 #   BENCH_OBSERVE_PORT=18095  first of the four ports of the observability rows
+#   BENCH_AUTH=1           the JWT-auth rows: `a2a serve --agent echo --store memory` with
+#                          --auth-jwks FILE --auth-issuer --auth-audience (a key and a
+#                          token valid for an hour minted for the run by jwt-mint, sent as
+#                          Authorization: Bearer) against the same without auth (0 skips them)
+#   BENCH_AUTH_PORT=18100  first of the two ports of the JWT-auth rows
+#   BENCH_V03=1            the 0.3 rows: one `a2a serve --agent echo --store memory` loaded
+#                          with the 0.3 JSON-RPC `message/send` (no A2A-Version header) and
+#                          with the 1.0 SendMessage (0 skips them)
+#   BENCH_V03_PORT=18102   the port of the 0.3 rows
+#   BENCH_MAIN=1           the a2a-vs-bare rows and the streaming probes (0 skips them,
+#                          e.g. to run only some rows: BENCH_MAIN=0 BENCH_DURABLE=0 ...)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -103,7 +114,8 @@ BARE=$ROOT/target/release/bare-server
 PROBE=$ROOT/target/release/stream-probe
 AGENT=$ROOT/target/release/agent-server
 CLI=$ROOT/target/release/a2a
-[[ -x $BARE && -x $PROBE && -x $AGENT ]] || die "target/release/bare-server, stream-probe or agent-server missing (cargo build --release -p agentwire-bench)"
+MAIN=${BENCH_MAIN:-1}
+[[ $MAIN != 1 || ( -x $BARE && -x $PROBE && -x $AGENT ) ]] || die "target/release/bare-server, stream-probe or agent-server missing (cargo build --release -p agentwire-bench)"
 if [[ -z $A2A_CMD ]]; then
     A2A_CMD="$AGENT --agent echo --port {port}"
 fi
@@ -122,11 +134,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 2' INT TERM
 
+if [[ $MAIN == 1 ]]; then
 for port in "$P1" "$P2"; do
     if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/"; then
         die "port $port is already in use (set BENCH_A2A_PORT / BENCH_BARE_PORT)"
     fi
 done
+fi
 
 # start NAME PORT CMD...: starts a server in the background, waits until its
 # agent card answers, and sets PID_<NAME>.
@@ -157,6 +171,8 @@ PORT_a2a=$P1
 PORT_bare=$P2
 # shellcheck disable=SC2206
 A2A_ARGV=(${A2A_CMD//\{port\}/$P1})
+IDLE_RSS_A2A=0 IDLE_RSS_BARE=0 IDLE_RSS_CLI=0 LOADED_RSS_A2A=0 LOADED_RSS_BARE=0 RSS_BEFORE_HOLD_A2A=0
+if [[ $MAIN == 1 ]]; then
 log "starting a2a server: ${A2A_ARGV[*]}"
 start a2a "$P1" "${A2A_ARGV[@]}"
 log "starting bare-server on port $P2"
@@ -175,6 +191,7 @@ if [[ -n ${PID_cli:-} ]]; then
     IDLE_RSS_CLI=$(rss_kib "$PID_cli")
     kill "$PID_cli" 2>/dev/null || true
 fi
+fi
 
 # ---------------------------------------------------------------- bodies and checks
 SEND_BODY=$WORK/send.json
@@ -182,18 +199,31 @@ cat >"$SEND_BODY" <<'EOF'
 {"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}
 EOF
 
+# Per server name: the SendMessage body (default SEND_BODY), no A2A-Version
+# header (a 0.3 client), an Authorization header value, and what the
+# answer of a completed task contains.
+declare -A BODY=() NOVERSION=() AUTHZ=() EXPECT=()
+
+# send_headers NAME: the headers of NAME's SendMessage (in HEADERS).
+send_headers() {
+    HEADERS=()
+    [[ ${NOVERSION[$1]:-0} == 1 ]] || HEADERS+=(-H 'A2A-Version: 1.0')
+    [[ -z ${AUTHZ[$1]:-} ]] || HEADERS+=(-H "Authorization: ${AUTHZ[$1]}")
+}
+
 # check NAME PORT: one real request before the load; oha counts any HTTP 200
 # as a success, even a JSON-RPC error, so the body is checked here.
 check() {
-    local name=$1 port=$2 code
+    local name=$1 port=$2 code body=${BODY[$1]:-$SEND_BODY} expect=${EXPECT[$1]:-TASK_STATE_COMPLETED}
+    send_headers "$name"
     code=$(curl -s --max-time 5 -o "$WORK/check-$name.json" -w '%{http_code}' -X POST \
-        -H 'A2A-Version: 1.0' -H 'Content-Type: application/json' \
-        --data-binary "@$SEND_BODY" "http://127.0.0.1:$port/") || die "$name: SendMessage request failed"
+        "${HEADERS[@]}" -H 'Content-Type: application/json' \
+        --data-binary "@$body" "http://127.0.0.1:$port/") || die "$name: SendMessage request failed"
     [[ $code == 200 ]] || die "$name: SendMessage answered HTTP $code: $(head -c 300 "$WORK/check-$name.json")"
     if grep -q '"error"' "$WORK/check-$name.json"; then
         die "$name: SendMessage answered a JSON-RPC error: $(head -c 300 "$WORK/check-$name.json")"
     fi
-    grep -q 'TASK_STATE_COMPLETED' "$WORK/check-$name.json" \
+    grep -q "$expect" "$WORK/check-$name.json" \
         || die "$name: SendMessage did not return a completed task: $(head -c 300 "$WORK/check-$name.json")"
     code=$(curl -s --max-time 5 -o "$WORK/card-$name.json" -w '%{http_code}' \
         "http://127.0.0.1:$port/.well-known/agent-card.json") || die "$name: agent card request failed"
@@ -201,8 +231,10 @@ check() {
     python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c.get("name") and "error" not in c' \
         "$WORK/card-$name.json" || die "$name: agent card is not a card: $(head -c 300 "$WORK/card-$name.json")"
 }
-check a2a "$P1"
-check bare "$P2"
+if [[ $MAIN == 1 ]]; then
+    check a2a "$P1"
+    check bare "$P2"
+fi
 
 # ---------------------------------------------------------------- load
 # load NAME TEST C [ROUND]: one oha run; stores oha's JSON and the CPU ticks
@@ -215,7 +247,8 @@ load() {
     port=${!port}
     local args=(-z "$DURATION" -c "$c" --no-tui --output-format json -o "$WORK/oha-$name-$test-$round.json" "${OHA_THREADS[@]}")
     if [[ $test == send-* || $test == warmup ]]; then
-        args+=(-m POST -H 'A2A-Version: 1.0' -T application/json -D "$SEND_BODY" "http://127.0.0.1:$port/")
+        send_headers "$name"
+        args+=(-m POST "${HEADERS[@]}" -T application/json -D "${BODY[$name]:-$SEND_BODY}" "http://127.0.0.1:$port/")
     else
         args+=(-H 'A2A-Version: 1.0' "http://127.0.0.1:$port/.well-known/agent-card.json")
     fi
@@ -230,6 +263,7 @@ load() {
     log "$name $test c=$c round $round: $(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["summary"]; print("%.0f req/s" % s["requestsPerSec"])' "$WORK/oha-$name-$test-$round.json")"
 }
 
+if [[ $MAIN == 1 ]]; then
 log "warm-up (2 s each)"
 DURATION_SAVED=$DURATION
 DURATION=2s
@@ -287,6 +321,8 @@ RSS_BEFORE_HOLD_A2A=$(rss_kib "$HOLD_PID")
 "${PIN_CLIENT[@]}" "$PROBE" --url "$HOLD_URL" --hold "$STREAMS" --hold-secs "$HOLD_SECS" --timeout 30 \
     --server-pid "$HOLD_PID" "${HOLD_ARGS[@]}" --json >"$WORK/probe-hold.json" 2>"$WORK/probe-hold.log" || true
 tail -n 20 "$WORK/probe-hold.log" >&2
+echo 1 >"$WORK/main.txt"
+fi
 
 # ---------------------------------------------------------------- durable rows
 # The same `a2a serve --agent echo` on the memory store, on an empty SQLite
@@ -416,6 +452,86 @@ if [[ ${BENCH_OBSERVE:-1} == 1 ]]; then
     curl -sf --max-time 2 "http://127.0.0.1:$SINK_PORT/stats" >"$WORK/sink-stats.json" || echo '{}' >"$WORK/sink-stats.json"
 fi
 
+# ---------------------------------------------------------------- JWT-auth rows
+# The same `a2a serve --agent echo --store memory` without authentication
+# and with JWT validation against a JWKS file (the keys read once and
+# cached), loaded in turn in each round with a token minted for the run;
+# the ratio is auth / no auth.
+stop_all() {
+    local name pid
+    for name in "$@"; do
+        pid=PID_$name
+        [[ -n ${!pid:-} ]] && kill "${!pid}" 2>/dev/null || true
+    done
+}
+EARLIER="hold a2a bare mem sqlite filled pg1 pg2 off metrics otel"
+if [[ ${BENCH_AUTH:-1} == 1 ]]; then
+    [[ -x $CLI ]] || die "target/release/a2a missing (cargo build --release -p agentwire-cli)"
+    MINT=$ROOT/target/release/jwt-mint
+    [[ -x $MINT ]] || die "target/release/jwt-mint missing (cargo build --release -p agentwire-bench)"
+    # shellcheck disable=SC2086
+    stop_all $EARLIER
+    AP=${BENCH_AUTH_PORT:-18100}
+    ISS=https://bench.test
+    AUD=urn:a2a:bench
+    TOKEN=$("$MINT" --jwks "$WORK/jwks.json" --issuer "$ISS" --audience "$AUD") || die "jwt-mint failed"
+    PORT_noauth=$AP
+    PORT_jwt=$((AP + 1))
+    start noauth "$PORT_noauth" "$CLI" serve --agent echo --store memory --port "$PORT_noauth"
+    start jwt "$PORT_jwt" "$CLI" serve --agent echo --store memory --port "$PORT_jwt" \
+        --auth-jwks "$WORK/jwks.json" --auth-issuer "$ISS" --auth-audience "$AUD"
+    # Without the token the agent refuses: the rows measure real checks.
+    code=$(curl -s --max-time 5 -o "$WORK/refused.json" -w '%{http_code}' -X POST -H 'A2A-Version: 1.0' \
+        -H 'Content-Type: application/json' --data-binary "@$SEND_BODY" "http://127.0.0.1:$PORT_jwt/") || die "jwt: request failed"
+    [[ $code == 401 ]] || grep -q '"error"' "$WORK/refused.json" \
+        || die "jwt: a SendMessage without a token was not refused (HTTP $code: $(head -c 300 "$WORK/refused.json"))"
+    AUTHZ[jwt]="Bearer $TOKEN"
+    for name in noauth jwt; do check "$name" "$((PORT_$name))"; done
+    DURATION_SAVED=$DURATION
+    DURATION=2s
+    for name in noauth jwt; do load "$name" warmup 16; done
+    DURATION=$DURATION_SAVED
+    for test in send-c1 send-c16; do
+        c=${test##*-c}
+        for round in $(seq "$ROUNDS"); do
+            for name in noauth jwt; do load "$name" "$test" "$c" "$round"; done
+        done
+    done
+    echo 1 >"$WORK/auth.txt"
+fi
+
+# ---------------------------------------------------------------- 0.3 rows
+# One `a2a serve --agent echo --store memory` (0.3 clients are served by
+# default) loaded in turn with the 1.0 SendMessage and the 0.3 JSON-RPC
+# message/send without an A2A-Version header; the ratio is 0.3 / 1.0.
+if [[ ${BENCH_V03:-1} == 1 ]]; then
+    [[ -x $CLI ]] || die "target/release/a2a missing (cargo build --release -p agentwire-cli)"
+    # shellcheck disable=SC2086
+    stop_all $EARLIER noauth jwt
+    VP=${BENCH_V03_PORT:-18102}
+    printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"hello"}]}}}' \
+        >"$WORK/send-v03.json"
+    PORT_v10=$VP
+    PORT_v03=$VP
+    start v10 "$VP" "$CLI" serve --agent echo --store memory --port "$VP"
+    PID_v03=$PID_v10
+    BODY[v03]=$WORK/send-v03.json
+    NOVERSION[v03]=1
+    EXPECT[v03]='"completed"'
+    for name in v10 v03; do check "$name" "$VP"; done
+    DURATION_SAVED=$DURATION
+    DURATION=2s
+    for name in v10 v03; do load "$name" warmup 16; done
+    DURATION=$DURATION_SAVED
+    for test in send-c1 send-c16; do
+        c=${test##*-c}
+        for round in $(seq "$ROUNDS"); do
+            for name in v10 v03; do load "$name" "$test" "$c" "$round"; done
+        done
+    done
+    echo 1 >"$WORK/v03.txt"
+fi
+
 # ---------------------------------------------------------------- report
 STATUS=0
 python3 - "$WORK" "$REPORT" "$CLK_TCK" "$DURATION" "$ROUNDS" "$STREAMS" \
@@ -484,82 +600,84 @@ for name in ("a2a", "bare"):
     except OSError:
         check_size[name] = 0
 
-for test, label, rps_min in [("send-c1", "SendMessage c=1", None), ("send-c16", "SendMessage c=16", 0.70),
-                             ("send-c64", "SendMessage c=64", 0.70), ("card-c16", "agent card c=16", 0.90),
-                             ("card-c64", "agent card c=64", 0.90)]:
-    b, a = load("bare", test), load("a2a", test)
-    r = a["rps"] / b["rps"] if b["rps"] else float("nan")
-    row(label, "req/s", f1(b["rps"]), f1(a["rps"]), fr(r),
-        f">= {rps_min:.2f}" if rps_min else "", (r >= rps_min) if rps_min else None)
-    if rounds > 1:
-        span = lambda x: f"{x['spread'][0] / 1e3:.0f}k-{x['spread'][1] / 1e3:.0f}k"
-        row("", "req/s range", span(b), span(a), "")
-    row("", "p50 ms", f3(b["p50"]), f3(a["p50"]), fr(a["p50"] / b["p50"] if b["p50"] else float("nan")))
-    send = test.startswith("send") and rps_min
-    r99 = a["p99"] / b["p99"] if b["p99"] else float("nan")
-    row("", "p99 ms", f3(b["p99"]), f3(a["p99"]), fr(r99), "< 2.00" if send else "", (r99 < 2.0) if send else None)
-    rc = a["cpu_us"] / b["cpu_us"] if b["cpu_us"] else float("nan")
-    row("", "CPU us/req", f"{b['cpu_us']:.1f}", f"{a['cpu_us']:.1f}", fr(rc), "<= 1.50" if send else "",
-        (rc <= 1.5) if send else None)
-    # How often the load generator took the server's core: a busier server
-    # is preempted more, and each preemption costs it CPU and cache.
-    row("", "preempted /req", f"{b['preempt']:.3f}", f"{a['preempt']:.3f}", "")
-    for name, x in (("bare", b), ("a2a", a)):
-        if x["non200"] or x["errors"]:
-            notes.append(f"{label}: {name} had {x['non200']} non-200 answers, errors {x['errors']}")
-            row("", f"{name} failures", "", str(x["non200"] + sum(x["errors"].values())), "", "0", False)
-        if test.startswith("send") and check_size[name] and x["size"] < 0.8 * check_size[name]:
-            notes.append(f"{label}: {name} answers average {x['size']} bytes, the checked success was "
-                         f"{check_size[name]} bytes: some answers under load are not successes")
-            row("", f"{name} body size", "", str(x["size"]), "", f"~{check_size[name]}", False)
+main = os.path.exists(f"{work}/main.txt")
+if main:
+    for test, label, rps_min in [("send-c1", "SendMessage c=1", None), ("send-c16", "SendMessage c=16", 0.70),
+                                 ("send-c64", "SendMessage c=64", 0.70), ("card-c16", "agent card c=16", 0.90),
+                                 ("card-c64", "agent card c=64", 0.90)]:
+        b, a = load("bare", test), load("a2a", test)
+        r = a["rps"] / b["rps"] if b["rps"] else float("nan")
+        row(label, "req/s", f1(b["rps"]), f1(a["rps"]), fr(r),
+            f">= {rps_min:.2f}" if rps_min else "", (r >= rps_min) if rps_min else None)
+        if rounds > 1:
+            span = lambda x: f"{x['spread'][0] / 1e3:.0f}k-{x['spread'][1] / 1e3:.0f}k"
+            row("", "req/s range", span(b), span(a), "")
+        row("", "p50 ms", f3(b["p50"]), f3(a["p50"]), fr(a["p50"] / b["p50"] if b["p50"] else float("nan")))
+        send = test.startswith("send") and rps_min
+        r99 = a["p99"] / b["p99"] if b["p99"] else float("nan")
+        row("", "p99 ms", f3(b["p99"]), f3(a["p99"]), fr(r99), "< 2.00" if send else "", (r99 < 2.0) if send else None)
+        rc = a["cpu_us"] / b["cpu_us"] if b["cpu_us"] else float("nan")
+        row("", "CPU us/req", f"{b['cpu_us']:.1f}", f"{a['cpu_us']:.1f}", fr(rc), "<= 1.50" if send else "",
+            (rc <= 1.5) if send else None)
+        # How often the load generator took the server's core: a busier server
+        # is preempted more, and each preemption costs it CPU and cache.
+        row("", "preempted /req", f"{b['preempt']:.3f}", f"{a['preempt']:.3f}", "")
+        for name, x in (("bare", b), ("a2a", a)):
+            if x["non200"] or x["errors"]:
+                notes.append(f"{label}: {name} had {x['non200']} non-200 answers, errors {x['errors']}")
+                row("", f"{name} failures", "", str(x["non200"] + sum(x["errors"].values())), "", "0", False)
+            if test.startswith("send") and check_size[name] and x["size"] < 0.8 * check_size[name]:
+                notes.append(f"{label}: {name} answers average {x['size']} bytes, the checked success was "
+                             f"{check_size[name]} bytes: some answers under load are not successes")
+                row("", f"{name} body size", "", str(x["size"]), "", f"~{check_size[name]}", False)
 
-mb = lambda kib: int(kib) * 1024 / 1e6  # VmRSS is in KiB; targets are in MB (10^6 bytes)
-row("server RSS", "idle MB", f"{mb(idle_bare):.1f}", f"{mb(idle_a2a):.1f}", fr(int(idle_a2a) / int(idle_bare)),
-    "< 10 MB", mb(idle_a2a) < 10)
-row("", "after load MB", f"{mb(loaded_bare):.1f}", f"{mb(loaded_a2a):.1f}", fr(int(loaded_a2a) / int(loaded_bare)))
-if int(idle_cli):
-    row("", "idle MB, a2a serve", "", f"{mb(idle_cli):.1f}", fr(int(idle_cli) / int(idle_bare)))
+    mb = lambda kib: int(kib) * 1024 / 1e6  # VmRSS is in KiB; targets are in MB (10^6 bytes)
+    row("server RSS", "idle MB", f"{mb(idle_bare):.1f}", f"{mb(idle_a2a):.1f}", fr(int(idle_a2a) / int(idle_bare)),
+        "< 10 MB", mb(idle_a2a) < 10)
+    row("", "after load MB", f"{mb(loaded_bare):.1f}", f"{mb(loaded_a2a):.1f}", fr(int(loaded_a2a) / int(loaded_bare)))
+    if int(idle_cli):
+        row("", "idle MB, a2a serve", "", f"{mb(idle_cli):.1f}", fr(int(idle_cli) / int(idle_bare)))
 
-p = probe("first")
-if p and p.get("first_event"):
-    fe = p["first_event"]
-    row("stream: first event", "median ms", "", f3(fe["median_ms"]), "", "< 1 ms", fe["median_ms"] < 1.0 and p["failures"] == 0)
-    row("", "p99 ms", "", f3(fe["p99_ms"]), "")
-    if p["failures"]:
-        notes.append(f"first event: {p['failures']} of {p['requests']} requests failed: {p['errors']}")
-else:
-    row("stream: first event", "median ms", "", "failed", "", "< 1 ms", False)
-    notes.append("first-event probe failed: " + open(f"{work}/probe-first.log").read().strip()[-500:])
+    p = probe("first")
+    if p and p.get("first_event"):
+        fe = p["first_event"]
+        row("stream: first event", "median ms", "", f3(fe["median_ms"]), "", "< 1 ms", fe["median_ms"] < 1.0 and p["failures"] == 0)
+        row("", "p99 ms", "", f3(fe["p99_ms"]), "")
+        if p["failures"]:
+            notes.append(f"first event: {p['failures']} of {p['requests']} requests failed: {p['errors']}")
+    else:
+        row("stream: first event", "median ms", "", "failed", "", "< 1 ms", False)
+        notes.append("first-event probe failed: " + open(f"{work}/probe-first.log").read().strip()[-500:])
 
-p = probe("chunks")
-if p and p.get("completed"):
-    c = p["completed"]
-    ok = c["median_ms"] < 2.0 and p["failures"] == 0 and c["n"] == p["requests"]
-    row("stream: 100 chunks", "median ms", "", f3(c["median_ms"]), "", "< 2 ms", ok)
-    row("", "p99 ms", "", f3(c["p99_ms"]), "")
-    row("", "events/stream", "", f"{p['events_median']} ({p['events_min']}-{p['events_max']})", "")
-    if p["failures"] or p["not_completed"]:
-        notes.append(f"100-chunk stream: failures {p['errors']}, not completed {p['not_completed']}")
-else:
-    row("stream: 100 chunks", "median ms", "", "failed", "", "< 2 ms", False)
-    notes.append("100-chunk probe failed: " + open(f"{work}/probe-chunks.log").read().strip()[-500:])
+    p = probe("chunks")
+    if p and p.get("completed"):
+        c = p["completed"]
+        ok = c["median_ms"] < 2.0 and p["failures"] == 0 and c["n"] == p["requests"]
+        row("stream: 100 chunks", "median ms", "", f3(c["median_ms"]), "", "< 2 ms", ok)
+        row("", "p99 ms", "", f3(c["p99_ms"]), "")
+        row("", "events/stream", "", f"{p['events_median']} ({p['events_min']}-{p['events_max']})", "")
+        if p["failures"] or p["not_completed"]:
+            notes.append(f"100-chunk stream: failures {p['errors']}, not completed {p['not_completed']}")
+    else:
+        row("stream: 100 chunks", "median ms", "", "failed", "", "< 2 ms", False)
+        notes.append("100-chunk probe failed: " + open(f"{work}/probe-chunks.log").read().strip()[-500:])
 
-p = probe("hold")
-if p:
-    held = p.get("rss_held_kib") or 0
-    ok = p["open_at_end"] == streams and held and mb(held) < 300
-    row(f"stream: {streams} held", "open at end", "", f"{p['open_at_end']}/{streams}", "", f"{streams}",
-        p["open_at_end"] == streams)
-    row("", "RSS held MB", "", f"{mb(held):.1f}", "", "< 300 MB", bool(ok))
-    row("", "RSS before MB", "", f"{mb(pre_hold):.1f}", "")
-    if p["failed"] or p["closed_early"]:
-        notes.append(f"hold: opened {p['opened']}, failed {p['failed']}, closed by the server during the hold "
-                     f"{p['closed_early']}; errors {p['errors']}"
-                     + (" (streams closing early: the hold body does not keep the stream open; set BENCH_HOLD_BODY)"
-                        if p["closed_early"] else ""))
-else:
-    row(f"stream: {streams} held", "open at end", "", "failed", "", f"{streams}", False)
-    notes.append("hold probe failed: " + open(f"{work}/probe-hold.log").read().strip()[-500:])
+    p = probe("hold")
+    if p:
+        held = p.get("rss_held_kib") or 0
+        ok = p["open_at_end"] == streams and held and mb(held) < 300
+        row(f"stream: {streams} held", "open at end", "", f"{p['open_at_end']}/{streams}", "", f"{streams}",
+            p["open_at_end"] == streams)
+        row("", "RSS held MB", "", f"{mb(held):.1f}", "", "< 300 MB", bool(ok))
+        row("", "RSS before MB", "", f"{mb(pre_hold):.1f}", "")
+        if p["failed"] or p["closed_early"]:
+            notes.append(f"hold: opened {p['opened']}, failed {p['failed']}, closed by the server during the hold "
+                         f"{p['closed_early']}; errors {p['errors']}"
+                         + (" (streams closing early: the hold body does not keep the stream open; set BENCH_HOLD_BODY)"
+                            if p["closed_early"] else ""))
+    else:
+        row(f"stream: {streams} held", "open at end", "", "failed", "", f"{streams}", False)
+        notes.append("hold probe failed: " + open(f"{work}/probe-hold.log").read().strip()[-500:])
 
 # The durable rows: memory / sqlite / filled columns of the same binary.
 drows = []
@@ -646,6 +764,33 @@ if os.path.exists(f"{work}/sink-stats.json"):
     else:
         notes.append(f"observability: otlp-sink received {sink['requests']} exports, {sink['bytes']:,} bytes")
 
+# The JWT-auth rows and the 0.3 rows: two columns of the same binary, a
+# ratio and a target at c=16.
+def pair_rows(first, second, target):
+    out = []
+    def xrow(test, metric, a, b, ratio, tgt="", ok=None):
+        out.append((test, metric, a, b, ratio, tgt, "" if ok is None else ("PASS" if ok else "FAIL")))
+        if ok is not None:
+            checks.append(ok)
+    for test, label in [("send-c1", "SendMessage c=1"), ("send-c16", "SendMessage c=16")]:
+        x, y = load(first, test), load(second, test)
+        r = y["rps"] / x["rps"] if x["rps"] else float("nan")
+        t16 = test == "send-c16"
+        xrow(label, "req/s", f1(x["rps"]), f1(y["rps"]), fr(r), f">= {target:.2f}" if t16 else "",
+             (r >= target) if t16 else None)
+        xrow("", "p50 ms", f3(x["p50"]), f3(y["p50"]), fr(y["p50"] / x["p50"] if x["p50"] else float("nan")))
+        xrow("", "p99 ms", f3(x["p99"]), f3(y["p99"]), fr(y["p99"] / x["p99"] if x["p99"] else float("nan")))
+        xrow("", "CPU us/req", f"{x['cpu_us']:.1f}", f"{y['cpu_us']:.1f}",
+             fr(y["cpu_us"] / x["cpu_us"] if x["cpu_us"] else float("nan")))
+        for name, z in ((first, x), (second, y)):
+            if z["non200"] or z["errors"]:
+                notes.append(f"{label}: {name} had {z['non200']} non-200 answers, errors {z['errors']}")
+                xrow("", f"{name} failures", "", str(z["non200"] + sum(z["errors"].values())), "", "0", False)
+    return out
+
+arows = pair_rows("noauth", "jwt", 0.90) if os.path.exists(f"{work}/auth.txt") else []
+vrows = pair_rows("v10", "v03", 0.85) if os.path.exists(f"{work}/v03.txt") else []
+
 head = ("test", "metric", "bare", "a2a", "a2a/bare", "target", "result")
 w = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
 fmt = lambda r: "  ".join(str(x).ljust(w[i]) if i < 2 or i == 5 else str(x).rjust(w[i]) for i, x in enumerate(r)).rstrip()
@@ -658,7 +803,20 @@ out = [
     "",
     fmt(head),
     "  ".join("-" * x for x in w),
-] + [fmt(r) for r in rows]
+] + ([fmt(r) for r in rows] if rows else ["(not run: BENCH_MAIN=0)"])
+def table(title, hd, rs):
+    tw = [max(len(str(r[i])) for r in rs + [hd]) for i in range(len(hd))]
+    tf = lambda r: "  ".join(str(x).ljust(tw[i]) if i < 2 or i == len(hd) - 2 else str(x).rjust(tw[i])
+                             for i, x in enumerate(r)).rstrip()
+    return ["", title, tf(hd), "  ".join("-" * x for x in tw)] + [tf(r) for r in rs]
+if arows:
+    out += table("JWT auth: `a2a serve --agent echo --store memory` (one binary) without auth, and with --auth-jwks FILE "
+                 "--auth-issuer --auth-audience (ES256, keys cached), Authorization: Bearer on every request",
+                 ("auth rows", "metric", "no auth", "JWT", "JWT/none", "target", "result"), arows)
+if vrows:
+    out += table("A2A 0.3: one `a2a serve --agent echo --store memory`, the 1.0 SendMessage (A2A-Version: 1.0) and "
+                 "the 0.3 JSON-RPC message/send (no A2A-Version header)",
+                 ("0.3 rows", "metric", "1.0", "0.3", "0.3/1.0", "target", "result"), vrows)
 if drows:
     dhead = ("durable rows", "metric", "memory", "sqlite", f"sqlite, {fill:,} stored", "sqlite/memory", "target", "result")
     dw = [max(len(str(r[i])) for r in drows + [dhead]) for i in range(len(dhead))]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use agentwire_client::TokenSource;
 use agentwire_client::oauth::{
-    self, OAuthEndpoints, RefreshingToken, StoredToken, TokenParams, TokenStore,
+    self, OAuthEndpoints, RefreshingToken, StoredToken, TokenParams, TokenStorage, TokenStore,
 };
 use agentwire_types::AgentCard;
 use clap::{Args, Subcommand};
@@ -78,13 +78,71 @@ pub fn token_key(card: &AgentCard) -> String {
         .unwrap_or_else(|| format!("name:{}", card.name))
 }
 
-/// The token store under the configuration directory.
-pub fn store() -> Result<TokenStore, CliError> {
+/// The keyring service the CLI's tokens are stored under (one entry per
+/// agent, named by its [`token_key`]).
+pub const KEYRING_SERVICE: &str = "a2a-cli";
+
+/// The variable that chooses the token store: `auto` (the default: the OS
+/// keyring when one answers, else files), `keyring` or `file`.
+pub const TOKEN_STORE_VAR: &str = "A2ACLI_TOKEN_STORE";
+
+/// The token store and why it is the one used.
+pub struct Chosen {
+    pub store: TokenStore,
+    pub why: String,
+}
+
+fn tokens_dir() -> Result<PathBuf, CliError> {
     crate::config::global_dir()
-        .map(|d| TokenStore::new(d.join("tokens")))
+        .map(|d| d.join("tokens"))
         .ok_or_else(|| {
             CliError::internal("no home directory: set HOME or XDG_CONFIG_HOME to store tokens")
         })
+}
+
+/// The store new tokens go to, per [`TOKEN_STORE_VAR`]: asks the OS
+/// keyring whether it answers unless files are asked for.
+pub fn choose_store() -> Result<Chosen, CliError> {
+    let dir = tokens_dir()?;
+    let wanted = std::env::var(TOKEN_STORE_VAR).unwrap_or_default();
+    match wanted.trim().to_ascii_lowercase().as_str() {
+        "file" => Ok(Chosen {
+            store: TokenStore::new(dir),
+            why: format!("{TOKEN_STORE_VAR}=file"),
+        }),
+        "keyring" => match oauth::keyring_reachable(KEYRING_SERVICE) {
+            Ok(()) => Ok(Chosen {
+                store: TokenStore::with_keyring(dir, KEYRING_SERVICE),
+                why: format!("{TOKEN_STORE_VAR}=keyring"),
+            }),
+            Err(e) => Err(auth_err(format!(
+                "{TOKEN_STORE_VAR}=keyring, and the OS keyring is not reachable: {e}"
+            ))
+            .with_hint(format!(
+                "start a Secret Service (e.g. gnome-keyring) in your session, or set {TOKEN_STORE_VAR}=file"
+            ))),
+        },
+        "" | "auto" => Ok(match oauth::keyring_reachable(KEYRING_SERVICE) {
+            Ok(()) => Chosen {
+                store: TokenStore::with_keyring(dir, KEYRING_SERVICE),
+                why: "the OS keyring answers".into(),
+            },
+            Err(e) => Chosen {
+                store: TokenStore::new(dir),
+                why: format!("no OS keyring is reachable: {e}"),
+            },
+        }),
+        other => Err(CliError::usage(format!(
+            "{TOKEN_STORE_VAR}={other}: expected auto, keyring or file"
+        ))),
+    }
+}
+
+/// The token store for reading (and for saving a refreshed token where
+/// the old one was): each token's file says where its secrets are, so no
+/// keyring is asked until one is needed.
+pub fn store() -> Result<TokenStore, CliError> {
+    tokens_dir().map(TokenStore::new)
 }
 
 fn auth_err(message: impl Into<String>) -> CliError {
@@ -114,6 +172,7 @@ pub async fn stored_token(
     let Some(token) = store.load(&key).map_err(|e| auth_err(e.to_string()))? else {
         return Ok(None);
     };
+    let store = store.for_agent(&key);
     let source = Arc::new(RefreshingToken::stored(http.clone(), store, key, token));
     let current = source
         .token()
@@ -231,15 +290,22 @@ async fn login(g: &Globals, args: LoginArgs) -> Result<u8, CliError> {
         }
     };
     let key = token_key(&card);
-    let store = store()?;
-    store
+    let chosen = choose_store()?;
+    chosen
+        .store
         .save(&key, &token)
         .map_err(|e| auth_err(e.to_string()))?;
+    let storage = chosen.store.storage().as_str();
     match g.output {
-        OutputFormat::Json => println!("{}", describe(&key, &token)),
+        OutputFormat::Json => {
+            let mut v = describe(&key, &token);
+            v["storage"] = json!(storage);
+            println!("{v}");
+        }
         OutputFormat::Text => {
             println!("Signed in to {} ({key})", card.name);
             print_fields(&token);
+            println!("Stored in: {}", storage_words(&chosen));
         }
     }
     Ok(exit::OK)
@@ -286,30 +352,51 @@ fn print_fields(t: &StoredToken) {
     );
 }
 
-/// Where the tokens are kept, said plainly (the OS keyring is not used).
-const STORAGE_NOTE: &str =
-    "one file per agent, readable by you only (mode 0600); the OS keyring is not used";
+/// Where new tokens go, said plainly.
+fn storage_words(chosen: &Chosen) -> String {
+    match chosen.store.storage() {
+        TokenStorage::Keyring => format!(
+            "the OS keyring (service {KEYRING_SERVICE}; expiry and scopes in {}, mode 0600)",
+            chosen.store.dir().display()
+        ),
+        TokenStorage::File => format!(
+            "{}, one file per agent readable by you only (mode 0600)",
+            chosen.store.dir().display()
+        ),
+    }
+}
 
 fn status(g: &Globals) -> Result<u8, CliError> {
-    let store = store()?;
-    let all = store.list().map_err(|e| auth_err(e.to_string()))?;
+    let chosen = choose_store()?;
+    let all = chosen.store.list().map_err(|e| auth_err(e.to_string()))?;
+    let kind = chosen.store.storage().as_str();
     match g.output {
         OutputFormat::Json => {
-            let list: Vec<_> = all.iter().map(|(k, t)| describe(k, t)).collect();
+            let list: Vec<_> = all
+                .iter()
+                .map(|(k, t)| {
+                    let mut v = describe(k, t);
+                    v["storage"] = json!(chosen.store.for_agent(k).storage().as_str());
+                    v
+                })
+                .collect();
             println!(
                 "{}",
                 json!({
                     "agents": list,
                     "storage": {
-                        "kind": "file",
-                        "directory": store.dir().display().to_string(),
-                        "note": STORAGE_NOTE,
+                        "kind": kind,
+                        "directory": chosen.store.dir().display().to_string(),
+                        "keyringService": (kind == "keyring").then_some(KEYRING_SERVICE),
+                        "note": storage_words(&chosen),
+                        "why": chosen.why,
                     },
                 })
             );
         }
         OutputFormat::Text => {
-            println!("Storage: {} ({STORAGE_NOTE})", store.dir().display());
+            println!("Storage: {kind} ({})", chosen.why);
+            println!("Stored in: {}", storage_words(&chosen));
             println!();
             if all.is_empty() {
                 println!("Not signed in to any agent (a2a auth login -a AGENT).");
@@ -320,6 +407,7 @@ fn status(g: &Globals) -> Result<u8, CliError> {
                 }
                 println!("Agent: {k}");
                 print_fields(t);
+                println!("Storage: {}", chosen.store.for_agent(k).storage().as_str());
             }
         }
     }

@@ -117,7 +117,9 @@ fn serve_with(env: &Env, issuer: &str, more: &[&str]) -> (Proc, String) {
 #[test]
 #[ignore = "needs node and `npm ci` in interop/oidc (run by .ci/run)"]
 fn client_credentials_login_then_send_on_every_binding_status_logout() {
-    let env = Env::new();
+    // No D-Bus session here: the OS keyring is not reachable, the tokens
+    // fall back to 0600 files.
+    let env = Env::new().with_env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/bus");
     let (_provider, issuer) = provider();
     let (_server, addr) = serve(&env, &issuer);
 
@@ -163,10 +165,17 @@ fn client_credentials_login_then_send_on_every_binding_status_logout() {
     assert_eq!(v["agents"].as_array().map(Vec::len), Some(1), "{v}");
     assert_eq!(v["storage"]["kind"], "file", "{v}");
     assert!(
-        v["storage"]["note"]
+        v["storage"]["why"]
             .as_str()
-            .is_some_and(|n| n.contains("keyring is not used")),
+            .is_some_and(|n| n.contains("no OS keyring is reachable")),
         "{v}"
+    );
+    assert_eq!(v["agents"][0]["storage"], "file", "{v}");
+    let files = token_files(env.home());
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(
+        std::fs::read_to_string(&files[0]).is_ok_and(|t| t.contains("eyJ")),
+        "the token is in its file"
     );
     let text = env.run(&["auth", "status"]);
     text.expect(0);
@@ -174,6 +183,149 @@ fn client_credentials_login_then_send_on_every_binding_status_logout() {
     assert!(!text.stdout.contains("eyJ"), "{}", text.stdout);
 
     env.run(&["auth", "logout", "-a", &addr]).expect(0);
+    let v = env.run(&["auth", "status", "-o", "json"]).json();
+    assert_eq!(v["agents"].as_array().map(Vec::len), Some(0), "{v}");
+    env.run(&["send", "-a", &addr, "hello"]).expect(4);
+}
+
+/// A D-Bus session bus with a real Secret Service (gnome-keyring-daemon,
+/// its login keyring created and unlocked), ended when dropped: the shell
+/// under `dbus-run-session` waits on its stdin, closed on drop.
+struct SecretService {
+    child: Child,
+    address: String,
+}
+
+impl SecretService {
+    /// `None` (with the reason printed) when dbus-run-session or
+    /// gnome-keyring-daemon is not installed.
+    fn start(home: &Path) -> Option<Self> {
+        for tool in ["dbus-run-session", "gnome-keyring-daemon"] {
+            if Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .output()
+                .map_or(true, |o| !o.status.success())
+            {
+                eprintln!(
+                    "SKIPPED: {tool} is not installed (Debian packages dbus and gnome-keyring; .ci/run installs them)"
+                );
+                return None;
+            }
+        }
+        let script = r#"echo "BUS $DBUS_SESSION_BUS_ADDRESS"
+printf 'test-password' | gnome-keyring-daemon --unlock --components=secrets >/dev/null
+echo READY
+read -r _"#;
+        let mut child = Command::new("dbus-run-session")
+            .args(["--", "sh", "-c", script])
+            .env("HOME", home)
+            .env_remove("XDG_RUNTIME_DIR")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start dbus-run-session");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut address = None;
+        loop {
+            let line = rx
+                .recv_timeout(LIMIT)
+                .expect("the session bus and gnome-keyring-daemon start");
+            if let Some(a) = line.strip_prefix("BUS ") {
+                address = Some(a.trim().to_owned());
+            }
+            if line == "READY" {
+                break;
+            }
+        }
+        Some(Self {
+            child,
+            address: address.expect("the bus address"),
+        })
+    }
+}
+
+impl Drop for SecretService {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+#[ignore = "needs node and `npm ci` in interop/oidc, dbus and gnome-keyring (run by .ci/run)"]
+fn client_credentials_login_keeps_the_token_in_the_os_keyring() {
+    let base = Env::new();
+    let Some(bus) = SecretService::start(base.home()) else {
+        return;
+    };
+    let env = base.with_env("DBUS_SESSION_BUS_ADDRESS", &bus.address);
+    let (_provider, issuer) = provider();
+    let (_server, addr) = serve(&env, &issuer);
+    env.run(&["send", "-a", &addr, "hello"]).expect(4);
+
+    let out = env.run(&[
+        "auth",
+        "login",
+        "-a",
+        &addr,
+        "--client-id",
+        "a2a-service",
+        "--client-secret",
+        "service-secret",
+        "--scope",
+        "a2a",
+        "-o",
+        "json",
+    ]);
+    out.expect(0);
+    assert_eq!(out.json()["storage"], "keyring", "{}", out.stdout);
+
+    // The file keeps what status shows, not the token.
+    let files = token_files(env.home());
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).expect("the token file");
+    assert!(!text.contains("eyJ"), "the token is in the file: {text}");
+    assert!(text.contains("inKeyring"), "{text}");
+
+    // A call carries the token from the keyring.
+    env.run(&["send", "-a", &addr, "hello"]).expect(0);
+
+    let v = env.run(&["auth", "status", "-o", "json"]).json();
+    assert_eq!(v["storage"]["kind"], "keyring", "{v}");
+    assert_eq!(v["agents"][0]["storage"], "keyring", "{v}");
+    let t = env.run(&["auth", "status"]);
+    t.expect(0);
+    assert!(t.stdout.starts_with("Storage: keyring"), "{}", t.stdout);
+    assert!(!t.stdout.contains("eyJ"), "{}", t.stdout);
+
+    // Forced file store: the keyring token is still read (its file says
+    // where it is).
+    env.run_with(&["send", "-a", &addr, "hello"], |c| {
+        c.env("A2ACLI_TOKEN_STORE", "file");
+    })
+    .expect(0);
+
+    // Logout removes it from the keyring: a new file pointing there finds
+    // nothing, and the call is refused again.
+    env.run(&["auth", "logout", "-a", &addr]).expect(0);
+    assert!(token_files(env.home()).is_empty());
+    std::fs::create_dir_all(files[0].parent().expect("dir")).expect("dir");
+    std::fs::write(&files[0], &text).expect("put the file back");
     let v = env.run(&["auth", "status", "-o", "json"]).json();
     assert_eq!(v["agents"].as_array().map(Vec::len), Some(0), "{v}");
     env.run(&["send", "-a", &addr, "hello"]).expect(4);
@@ -365,10 +517,14 @@ fn a2a(env: &Env) -> Command {
             c.env_remove(k);
         }
     }
+    c.env_remove("DBUS_SESSION_BUS_ADDRESS");
     c.env("HOME", env.home())
         .env("XDG_CONFIG_HOME", env.home().join(".config"))
         .env("XDG_CACHE_HOME", env.home().join(".cache"))
         .current_dir(env.cwd());
+    for (k, v) in &env.extra {
+        c.env(k, v);
+    }
     c
 }
 
@@ -616,6 +772,31 @@ fn expired_token_is_refreshed_before_use_and_a_refused_one_once_on_every_binding
         assert!(
             out.stderr.contains("A2ACLI_ERR_AUTH") || out.stderr.contains("uthenticat"),
             "{b}: {}",
+            out.stderr
+        );
+    }
+
+    // A refused token whose refresh fails (the provider does not know the
+    // refresh token): exit 4, and the error says the refresh failed and
+    // why, without any token.
+    for b in ["JSONRPC", "HTTP+JSON", "GRPC"] {
+        spoil_stored_token(env.home());
+        let files = token_files(env.home());
+        let mut v = stored_token(env.home());
+        v["refresh_token"] = "a-refresh-token-nobody-issued".into();
+        std::fs::write(&files[0], v.to_string()).expect("write the token file");
+        let out = env.run(&["send", "-a", &addr, "--transport", b, "hello"]);
+        out.expect(4);
+        assert!(
+            out.stderr.contains("refreshing it failed") && out.stderr.contains("invalid_grant"),
+            "{b}: {}",
+            out.stderr
+        );
+        assert!(
+            !out.stderr.contains("a-refresh-token-nobody-issued")
+                && !out.stderr.contains("not-a-token-the-agent-accepts")
+                && !out.stderr.contains("eyJ"),
+            "{b}: a secret in {}",
             out.stderr
         );
     }

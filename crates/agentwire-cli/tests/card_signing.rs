@@ -6,89 +6,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
-
 use agentwire_types::jws::{self, SigningKey};
 use common::*;
-
-const LIMIT: Duration = Duration::from_secs(30);
 
 fn fixture(name: &str) -> String {
     format!(
         "{}/../agentwire-types/tests/fixtures/keys/{name}",
         env!("CARGO_MANIFEST_DIR")
     )
-}
-
-/// A running `a2a serve` and what it announced.
-struct Serving {
-    child: Child,
-    stdout: String,
-}
-
-impl Serving {
-    fn start(env: &Env, args: &[&str]) -> Self {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
-        for (k, _) in std::env::vars() {
-            if k.starts_with("A2ACLI_") || k.starts_with("A2A_") || k == "RUST_LOG" {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.arg("serve")
-            .args(["--agent", "echo", "--store", "memory", "--port", "0"])
-            .args(args)
-            .env("HOME", env.home())
-            .current_dir(env.cwd())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = cmd.spawn().expect("start a2a serve");
-        let out = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(out).lines();
-            let mut got = String::new();
-            while let Some(Ok(line)) = lines.next() {
-                let done = line.starts_with("Press Ctrl-C");
-                got.push_str(&line);
-                got.push('\n');
-                if done {
-                    break;
-                }
-            }
-            let _ = tx.send(got);
-        });
-        let Ok(stdout) = rx.recv_timeout(LIMIT) else {
-            let _ = child.kill();
-            panic!("a2a serve {args:?} did not start within {LIMIT:?}");
-        };
-        assert!(
-            stdout.contains("Press Ctrl-C"),
-            "a2a serve {args:?}: {stdout}"
-        );
-        Self { child, stdout }
-    }
-
-    fn url(&self) -> String {
-        let line = self
-            .stdout
-            .lines()
-            .find(|l| l.contains("agent card:"))
-            .expect("the agent card line");
-        let card = line.split_whitespace().last().expect("a URL");
-        card.trim_end_matches(agentwire_types::AGENT_CARD_PATH)
-            .to_owned()
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A new Ed25519 key pair as PEM files in `dir`: (private, public).
@@ -107,7 +32,7 @@ fn serve_sign_card_then_card_get_verifies_with_the_public_key() {
     let env = Env::new();
     let (key, public) = ed25519_files(env.home(), "card-key");
     let (_, other) = ed25519_files(env.home(), "other-key");
-    let served = Serving::start(&env, &["--sign-card", &key]);
+    let served = Serving::start(&env, &["--agent", "echo", "--sign-card", &key]);
     assert!(
         served.stdout.contains("card signed: EdDSA key "),
         "{}",
@@ -118,7 +43,7 @@ fn serve_sign_card_then_card_get_verifies_with_the_public_key() {
         "{}",
         served.stdout
     );
-    let url = served.url();
+    let url = served.base();
 
     // The right key: verified.
     let out = env.run(&["card", "get", "-a", &url, "--trust-key", &public]);
@@ -196,8 +121,8 @@ fn each_key_type_signs_with_its_algorithm() {
         (fixture("ec-sec1.pem"), fixture("ec-public.pem"), "ES256"),
         (fixture("rsa-pkcs8.pem"), fixture("rsa-public.pem"), "RS256"),
     ] {
-        let served = Serving::start(&env, &["--sign-card", &key]);
-        let out = env.run(&["card", "get", "-a", &served.url(), "--trust-key", &public]);
+        let served = Serving::start(&env, &["--agent", "echo", "--sign-card", &key]);
+        let out = env.run(&["card", "get", "-a", &served.base(), "--trust-key", &public]);
         out.expect(0);
         let sig = out.field("Signature").unwrap();
         assert!(sig.starts_with(&format!("verified ({alg}, key ")), "{sig}");
@@ -207,8 +132,8 @@ fn each_key_type_signs_with_its_algorithm() {
 #[test]
 fn an_unsigned_card_is_absent_and_a_bad_key_file_is_refused() {
     let env = Env::new();
-    let served = Serving::start(&env, &[]);
-    let out = env.run(&["card", "get", "-a", &served.url()]);
+    let served = Serving::start(&env, &["--agent", "echo"]);
+    let out = env.run(&["card", "get", "-a", &served.base()]);
     out.expect(0);
     assert_eq!(out.field("Signature").as_deref(), Some("absent"));
     // A public key cannot sign: a clear start-up failure.

@@ -7,100 +7,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
-
 use base64::Engine as _;
 use common::*;
 use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 use serde_json::{Value, json};
 
-/// Bound on every wait.
-const LIMIT: Duration = Duration::from_secs(30);
-
 const BINDINGS: [&str; 3] = ["JSONRPC", "HTTP+JSON", "GRPC"];
-
-/// A running `a2a serve` (memory store, free port) and what it printed up
-/// to its agent card line.
-struct Serving {
-    child: Child,
-    stdout: String,
-}
-
-impl Serving {
-    fn start(env: &Env, args: &[&str]) -> Self {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
-        for (k, _) in std::env::vars() {
-            if k.starts_with("A2ACLI_") || k.starts_with("A2A_") || k == "RUST_LOG" {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.arg("serve")
-            .args(["--store", "memory", "--port", "0"])
-            .args(args)
-            .env("HOME", env.home())
-            .current_dir(env.cwd())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("start a2a serve");
-        let out = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(out).lines();
-            let mut got = String::new();
-            while let Some(Ok(line)) = lines.next() {
-                got.push_str(&line);
-                got.push('\n');
-                if line.contains("Press Ctrl-C") {
-                    break;
-                }
-            }
-            let _ = tx.send(got);
-        });
-        let stdout = match rx.recv_timeout(LIMIT) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("a2a serve {args:?} did not announce itself within {LIMIT:?}");
-            }
-        };
-        if !stdout.contains("agent card:") {
-            let _ = child.kill();
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                let _ = e.read_to_string(&mut err);
-            }
-            panic!("a2a serve {args:?} did not start: {stdout}\n{err}");
-        }
-        Self { child, stdout }
-    }
-
-    /// `127.0.0.1:PORT`, from its agent card line.
-    fn addr(&self) -> String {
-        let line = self
-            .stdout
-            .lines()
-            .find(|l| l.contains("agent card:"))
-            .expect("the agent card line");
-        let url = line.split_whitespace().last().expect("a URL");
-        url.trim_start_matches("http://")
-            .split('/')
-            .next()
-            .unwrap()
-            .to_owned()
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Runs `a2a ARGS -o json` and returns the output.
 fn a2a(env: &Env, args: &[&str]) -> Out {

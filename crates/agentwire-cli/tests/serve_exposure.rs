@@ -6,93 +6,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use common::*;
 
 /// Bound on every wait.
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// A running `a2a serve`: its announcement on stdout (up to the agent
-/// card line) and the process.
-struct Serving {
-    child: Child,
-    stdout: String,
-}
-
-impl Serving {
-    fn start(env: &Env, args: &[&str]) -> Self {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
-        for (k, _) in std::env::vars() {
-            if k.starts_with("A2ACLI_") || k.starts_with("A2A_") || k == "RUST_LOG" {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.arg("serve")
-            .args(["--store", "memory", "--port", "0"])
-            .args(args)
-            .env("HOME", env.home())
-            .current_dir(env.cwd())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("start a2a serve");
-        let out = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(out).lines();
-            let mut got = String::new();
-            while let Some(Ok(line)) = lines.next() {
-                got.push_str(&line);
-                got.push('\n');
-                if line.contains("agent card:") {
-                    break;
-                }
-            }
-            let _ = tx.send(got);
-        });
-        let stdout = match rx.recv_timeout(LIMIT) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("a2a serve {args:?} did not announce itself within {LIMIT:?}");
-            }
-        };
-        assert!(
-            stdout.contains("agent card:"),
-            "a2a serve {args:?} started: {stdout}"
-        );
-        Self { child, stdout }
-    }
-
-    /// The port it listens on, from its agent card line.
-    fn port(&self) -> u16 {
-        let line = self
-            .stdout
-            .lines()
-            .find(|l| l.contains("agent card:"))
-            .expect("the agent card line");
-        let url = line.split_whitespace().last().expect("a URL");
-        let authority = url.trim_start_matches("http://").split('/').next().unwrap();
-        let port = authority.rsplit(':').next().unwrap();
-        port.parse().expect("a port")
-    }
-
-    /// Stops it: what it printed on stderr.
-    fn stop(mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        err
-    }
-}
 
 /// The agent card served on 127.0.0.1:`port`, as JSON.
 fn card(port: u16) -> serde_json::Value {

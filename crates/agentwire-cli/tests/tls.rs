@@ -14,7 +14,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -90,87 +90,6 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
-/// A running `a2a serve` (memory store, free port) and what it printed up
-/// to its agent card line.
-struct Serving {
-    child: Child,
-    stdout: String,
-}
-
-impl Serving {
-    fn start(env: &Env, args: &[&str]) -> Self {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
-        for (k, _) in std::env::vars() {
-            if k.starts_with("A2ACLI_") || k.starts_with("A2A_") || k == "RUST_LOG" {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.arg("serve")
-            .args(["--store", "memory", "--port", "0"])
-            .args(args)
-            .env("HOME", env.home())
-            .current_dir(env.cwd())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("start a2a serve");
-        let out = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(out).lines();
-            let mut got = String::new();
-            while let Some(Ok(line)) = lines.next() {
-                got.push_str(&line);
-                got.push('\n');
-                if line.contains("Press Ctrl-C") {
-                    break;
-                }
-            }
-            let _ = tx.send(got);
-        });
-        let stdout = match rx.recv_timeout(LIMIT) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("a2a serve {args:?} did not announce itself within {LIMIT:?}");
-            }
-        };
-        if !stdout.contains("agent card:") {
-            let _ = child.kill();
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                let _ = e.read_to_string(&mut err);
-            }
-            panic!("a2a serve {args:?} did not start: {stdout}\n{err}");
-        }
-        Self { child, stdout }
-    }
-
-    /// `https://127.0.0.1:PORT`, from its agent card line.
-    fn base(&self) -> String {
-        let line = self
-            .stdout
-            .lines()
-            .find(|l| l.contains("agent card:"))
-            .expect("the agent card line");
-        let url = line.split_whitespace().last().expect("a URL");
-        assert!(url.starts_with("https://"), "a TLS agent card: {url}");
-        let host = url
-            .trim_start_matches("https://")
-            .split('/')
-            .next()
-            .expect("host");
-        format!("https://{host}")
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Runs `a2a ARGS -o json`.
 fn a2a(env: &Env, args: &[&str]) -> Out {
     let mut all = args.to_vec();
@@ -198,6 +117,7 @@ fn tls_on_every_binding_with_cacert() {
         &["--tls-cert", "server.crt", "--tls-key", "server.key"],
     );
     let a = serving.base();
+    assert!(a.starts_with("https://"), "a TLS agent card: {a}");
 
     // The agent's certificate is not signed by a system authority: refused,
     // exit 3, and the error says why.
@@ -303,6 +223,7 @@ fn mutual_tls_certificates_are_the_callers() {
     );
     assert!(serving.stdout.contains("mutual TLS"), "{}", serving.stdout);
     let a = serving.base();
+    assert!(a.starts_with("https://"), "a TLS agent card: {a}");
 
     // The card is public, and declares the scheme.
     let out = a2a(&env, &["card", "get", "-a", &a, "--cacert", &cacert]);
@@ -462,6 +383,7 @@ fn a_stream_outlives_a_certificate_reload() {
         &["--tls-cert", "server.crt", "--tls-key", "server.key"],
     );
     let a = serving.base();
+    assert!(a.starts_with("https://"), "a TLS agent card: {a}");
 
     // A long job, streamed: its events keep coming over one connection.
     let mut stream = Command::new(assert_cmd::cargo::cargo_bin("a2a"));

@@ -132,6 +132,28 @@ pub trait TokenSource: Send + Sync + fmt::Debug {
     /// The agent refused `rejected`: a new token to retry the call with, or
     /// `None` to give up (the call then fails with the agent's refusal).
     async fn refresh(&self, rejected: &str) -> ClientResult<Option<String>>;
+
+    /// Why the last refresh failed, if it did (no secret in it): the
+    /// client adds it to the agent's refusal of the call, so the caller
+    /// learns that the token could not be renewed and why.
+    fn refresh_failure(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The agent's refusal `e`, with why the token could not be renewed.
+pub(crate) fn with_refresh_failure(e: crate::ClientError, failure: &str) -> crate::ClientError {
+    match e {
+        crate::ClientError::A2a(mut a) => {
+            a.message = format!("{}; {failure}", a.message);
+            crate::ClientError::A2a(a)
+        }
+        crate::ClientError::Http { status, body } => crate::ClientError::Http {
+            status,
+            body: format!("{body}; {failure}"),
+        },
+        other => other,
+    }
 }
 
 /// Puts `Authorization: Bearer <token>` in the options, replacing any

@@ -686,6 +686,13 @@ impl Client {
                     _ => {}
                 }
             }
+            // Still refused: say why the token could not be renewed.
+            if let (Err(e), Some(source)) = (&res, &shared.token_source)
+                && e.is_unauthenticated()
+                && let Some(failure) = source.refresh_failure()
+            {
+                res = res.map_err(|e| crate::auth::with_refresh_failure(e, &failure));
+            }
             match res {
                 Err(e) if e.is_unreachable() => {
                     if k + 1 < n {

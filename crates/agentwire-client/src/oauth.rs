@@ -582,6 +582,8 @@ pub struct RefreshingToken {
     http: reqwest::Client,
     token: tokio::sync::Mutex<StoredToken>,
     store: Option<(TokenStore, String)>,
+    /// Why the last refresh failed (cleared by a successful one).
+    failure: std::sync::Mutex<Option<String>>,
 }
 
 impl RefreshingToken {
@@ -591,6 +593,7 @@ impl RefreshingToken {
             http,
             token: tokio::sync::Mutex::new(token),
             store: None,
+            failure: std::sync::Mutex::new(None),
         }
     }
 
@@ -605,6 +608,7 @@ impl RefreshingToken {
             http,
             token: tokio::sync::Mutex::new(token),
             store: Some((store, agent.into())),
+            failure: std::sync::Mutex::new(None),
         }
     }
 
@@ -620,7 +624,14 @@ impl RefreshingToken {
             store.save(agent, &fresh)?;
         }
         *held = fresh;
+        self.set_failure(None);
         Ok(())
+    }
+
+    fn set_failure(&self, failure: Option<String>) {
+        if let Ok(mut f) = self.failure.lock() {
+            *f = failure;
+        }
     }
 }
 
@@ -636,6 +647,9 @@ impl crate::auth::TokenSource for RefreshingToken {
             // be within its leeway); a refusal comes back as the call's
             // error.
             tracing::warn!("the token has expired and could not be refreshed: {e}");
+            self.set_failure(Some(format!(
+                "the token expired and refreshing it failed: {e}"
+            )));
         }
         Ok(Some(held.access_token.clone()))
     }
@@ -647,39 +661,109 @@ impl crate::auth::TokenSource for RefreshingToken {
             return Ok(Some(held.access_token.clone()));
         }
         if held.refresh_token.is_none() {
+            self.set_failure(Some(
+                "the agent refused the token, which has no refresh token: sign in again with a2a auth login"
+                    .into(),
+            ));
             return Ok(None);
         }
         match self.renew(&mut held).await {
             Ok(()) => Ok(Some(held.access_token.clone())),
             Err(e) => {
                 tracing::warn!("the agent refused the token and it could not be refreshed: {e}");
+                self.set_failure(Some(format!(
+                    "the agent refused the token and refreshing it failed: {e}"
+                )));
                 Ok(None)
             }
         }
     }
+
+    fn refresh_failure(&self) -> Option<String> {
+        self.failure.lock().ok().and_then(|f| f.clone())
+    }
 }
 
-/// Tokens per agent, one JSON file each (mode 0600 on Unix) in a directory
-/// of their own (mode 0700).
+/// Tokens per agent: one JSON file each (mode 0600 on Unix) in a
+/// directory of their own (mode 0700), or, with
+/// [`TokenStore::with_keyring`], the secrets (access and refresh token) in
+/// the OS keyring and only what `a2a auth status` shows (expiry, scopes,
+/// grant, client id) in the file.
 ///
-/// The OS keyring is not used: the machines this runs on (servers, CI)
-/// mostly run no secret service, and a store that works everywhere the
-/// same way is simpler to reason about; the files are readable by their
-/// owner only.
+/// A file that names the keyring holds no token; one that does not is a
+/// token stored in the file, whichever store reads it, so tokens stored
+/// before a change of store stay usable. [`TokenStore::remove`] removes
+/// the token from wherever it is.
 #[derive(Debug, Clone)]
 pub struct TokenStore {
     dir: PathBuf,
+    /// The keyring service the secrets are stored under, when they go to
+    /// the keyring.
+    keyring: Option<String>,
 }
 
+/// The storage kind of a [`TokenStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenStorage {
+    /// Files readable by their owner only.
+    File,
+    /// The OS keyring (files hold what is not secret).
+    Keyring,
+}
+
+impl TokenStorage {
+    /// `file` or `keyring`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenStorage::File => "file",
+            TokenStorage::Keyring => "keyring",
+        }
+    }
+}
+
+/// The secrets of a token, as kept in the keyring.
+#[derive(Serialize, Deserialize)]
+struct Secrets {
+    access_token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    refresh_token: Option<String>,
+}
+
+/// The marker of a file whose secrets are in the keyring.
+const IN_KEYRING: &str = "inKeyring";
+
 impl TokenStore {
-    /// A store in this directory (created on first save).
+    /// A store of files in this directory (created on first save).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+        Self {
+            dir: dir.into(),
+            keyring: None,
+        }
+    }
+
+    /// A store whose secrets go to the OS keyring under `service` (one
+    /// entry per agent), with what is not secret in files of `dir`. Check
+    /// that a keyring is reachable first ([`keyring_reachable`]).
+    #[cfg(feature = "keyring")]
+    pub fn with_keyring(dir: impl Into<PathBuf>, service: impl Into<String>) -> Self {
+        Self {
+            dir: dir.into(),
+            keyring: Some(service.into()),
+        }
     }
 
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Where new tokens go.
+    pub fn storage(&self) -> TokenStorage {
+        if self.keyring.is_some() {
+            TokenStorage::Keyring
+        } else {
+            TokenStorage::File
+        }
     }
 
     fn path(&self, agent: &str) -> PathBuf {
@@ -689,10 +773,10 @@ impl TokenStore {
         self.dir.join(format!("{name}.json"))
     }
 
-    /// The token stored for this agent.
-    pub fn load(&self, agent: &str) -> ClientResult<Option<StoredToken>> {
-        let path = self.path(agent);
-        let bytes = match std::fs::read(&path) {
+    /// The file of this agent: its JSON and the keyring service its
+    /// secrets are in, if any.
+    fn read_file(&self, path: &Path) -> ClientResult<Option<(serde_json::Value, Option<String>)>> {
+        let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => {
@@ -702,12 +786,69 @@ impl TokenStore {
                 )));
             }
         };
-        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
             ClientError::InvalidRequest(format!(
                 "the stored token {} is not valid ({e}): remove it with a2a auth logout",
                 path.display()
             ))
-        })
+        })?;
+        let service = v
+            .get(IN_KEYRING)
+            .and_then(|s| s.as_str())
+            .map(str::to_owned);
+        Ok(Some((v, service)))
+    }
+
+    /// The token of a file read by [`Self::read_file`], with its secrets
+    /// from the keyring when they are there (`None`: the keyring has none).
+    fn complete(
+        &self,
+        path: &Path,
+        v: serde_json::Value,
+        service: Option<&str>,
+        agent: &str,
+    ) -> ClientResult<Option<StoredToken>> {
+        let mut token: StoredToken = serde_json::from_value(v).map_err(|e| {
+            ClientError::InvalidRequest(format!(
+                "the stored token {} is not valid ({e}): remove it with a2a auth logout",
+                path.display()
+            ))
+        })?;
+        if let Some(service) = service {
+            let Some(secret) = os_keyring::get(service, agent)? else {
+                return Ok(None);
+            };
+            let secrets: Secrets = serde_json::from_str(&secret).map_err(|e| {
+                ClientError::InvalidRequest(format!(
+                    "the keyring's token for {agent} is not valid ({e}): remove it with a2a auth logout"
+                ))
+            })?;
+            token.access_token = secrets.access_token;
+            token.refresh_token = secrets.refresh_token;
+        }
+        Ok(Some(token))
+    }
+
+    /// This store, saving where the agent's token is now: in the keyring
+    /// when its secrets are there, whatever this store would choose (so a
+    /// refreshed token goes back where it came from).
+    pub fn for_agent(&self, agent: &str) -> TokenStore {
+        match self.read_file(&self.path(agent)) {
+            Ok(Some((_, Some(service)))) => TokenStore {
+                dir: self.dir.clone(),
+                keyring: Some(service),
+            },
+            _ => self.clone(),
+        }
+    }
+
+    /// The token stored for this agent.
+    pub fn load(&self, agent: &str) -> ClientResult<Option<StoredToken>> {
+        let path = self.path(agent);
+        let Some((v, service)) = self.read_file(&path)? else {
+            return Ok(None);
+        };
+        self.complete(&path, v, service.as_deref(), agent)
     }
 
     /// Stores the token for this agent, replacing any other.
@@ -725,11 +866,36 @@ impl TokenStore {
             std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
                 .map_err(err)?;
         }
+        let path = self.path(agent);
+        if self.keyring.is_none()
+            && let Ok(Some((_, Some(service)))) = self.read_file(&path)
+        {
+            // The token moves from the keyring to the file: the keyring
+            // keeps no stale copy (best effort: the file is what counts).
+            let _ = os_keyring::delete(&service, agent);
+        }
         let mut token = token.clone();
         token.agent = agent.to_owned();
-        let body = serde_json::to_vec_pretty(&token)
-            .map_err(|e| ClientError::InvalidRequest(e.to_string()))?;
-        let path = self.path(agent);
+        let json = |e: serde_json::Error| ClientError::InvalidRequest(e.to_string());
+        let body = match &self.keyring {
+            None => serde_json::to_vec_pretty(&token).map_err(json)?,
+            Some(service) => {
+                let secrets = Secrets {
+                    access_token: std::mem::take(&mut token.access_token),
+                    refresh_token: token.refresh_token.take(),
+                };
+                os_keyring::set(
+                    service,
+                    agent,
+                    &serde_json::to_string(&secrets).map_err(json)?,
+                )?;
+                let mut v = serde_json::to_value(&token).map_err(json)?;
+                if let Some(o) = v.as_object_mut() {
+                    o.insert(IN_KEYRING.into(), service.clone().into());
+                }
+                serde_json::to_vec_pretty(&v).map_err(json)?
+            }
+        };
         let tmp = path.with_extension("json.tmp");
         {
             use std::io::Write;
@@ -747,18 +913,27 @@ impl TokenStore {
         std::fs::rename(&tmp, &path).map_err(err)
     }
 
-    /// Removes the token of this agent; whether there was one.
+    /// Removes the token of this agent, from the keyring too when its
+    /// secrets are there; whether there was one.
     pub fn remove(&self, agent: &str) -> ClientResult<bool> {
-        match std::fs::remove_file(self.path(agent)) {
+        let path = self.path(agent);
+        // A file that cannot be read (or parsed) is removed all the same.
+        let service = self.read_file(&path).ok().flatten().and_then(|(_, s)| s);
+        let mut removed = false;
+        if let Some(service) = &service {
+            removed = os_keyring::delete(service, agent)?;
+        }
+        match std::fs::remove_file(&path) {
             Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(removed),
             Err(e) => Err(ClientError::InvalidRequest(format!(
                 "cannot remove the stored token: {e}"
             ))),
         }
     }
 
-    /// Every stored token, by agent.
+    /// Every stored token, by agent (a token whose secrets the keyring no
+    /// longer has is left out).
     pub fn list(&self) -> ClientResult<BTreeMap<String, StoredToken>> {
         let mut out = BTreeMap::new();
         let rd = match std::fs::read_dir(&self.dir) {
@@ -776,14 +951,123 @@ impl TokenStore {
             if p.extension().and_then(|e| e.to_str()) != Some("json") {
                 continue;
             }
-            let Ok(bytes) = std::fs::read(&p) else {
+            let Ok(Some((v, service))) = self.read_file(&p) else {
                 continue;
             };
-            if let Ok(t) = serde_json::from_slice::<StoredToken>(&bytes) {
+            let agent = v
+                .get("agent")
+                .and_then(|a| a.as_str())
+                .unwrap_or_default()
+                .to_owned();
+            if let Ok(Some(t)) = self.complete(&p, v, service.as_deref(), &agent) {
                 out.insert(t.agent.clone(), t);
             }
         }
         Ok(out)
+    }
+}
+
+/// Whether the OS keyring answers (an entry read under `service`): `Err`
+/// says why not (no D-Bus session, no Secret Service, locked, no answer
+/// within a few seconds).
+#[cfg(feature = "keyring")]
+pub fn keyring_reachable(service: &str) -> Result<(), String> {
+    os_keyring::probe(service)
+}
+
+/// The OS keyring, through the `keyring` crate. Every call runs on a
+/// thread of its own, bounded in time: the Secret Service may wait for an
+/// unlock prompt nobody answers, and its blocking D-Bus client stays off
+/// the async runtime.
+#[cfg(feature = "keyring")]
+mod os_keyring {
+    use std::time::Duration;
+
+    use crate::error::{ClientError, ClientResult};
+
+    /// How long one keyring call may take.
+    const LIMIT: Duration = Duration::from_secs(10);
+
+    fn on_thread<T: Send + 'static>(
+        f: impl FnOnce() -> keyring::Result<T> + Send + 'static,
+    ) -> Result<T, String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        match rx.recv_timeout(LIMIT) {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err(format!("the keyring did not answer within {LIMIT:?}")),
+        }
+    }
+
+    fn failed(what: &str, e: String) -> ClientError {
+        ClientError::InvalidRequest(format!("the OS keyring: cannot {what} the token: {e}"))
+    }
+
+    pub(super) fn probe(service: &str) -> Result<(), String> {
+        let service = service.to_owned();
+        on_thread(
+            move || match keyring::Entry::new(&service, "reachable")?.get_password() {
+                Ok(_) | Err(keyring::Error::NoEntry) => Ok(()),
+                Err(e) => Err(e),
+            },
+        )
+    }
+
+    pub(super) fn get(service: &str, agent: &str) -> ClientResult<Option<String>> {
+        let (service, agent) = (service.to_owned(), agent.to_owned());
+        on_thread(
+            move || match keyring::Entry::new(&service, &agent)?.get_password() {
+                Ok(s) => Ok(Some(s)),
+                Err(keyring::Error::NoEntry) => Ok(None),
+                Err(e) => Err(e),
+            },
+        )
+        .map_err(|e| failed("read", e))
+    }
+
+    pub(super) fn set(service: &str, agent: &str, secret: &str) -> ClientResult<()> {
+        let (service, agent, secret) = (service.to_owned(), agent.to_owned(), secret.to_owned());
+        on_thread(move || keyring::Entry::new(&service, &agent)?.set_password(&secret))
+            .map_err(|e| failed("store", e))
+    }
+
+    pub(super) fn delete(service: &str, agent: &str) -> ClientResult<bool> {
+        let (service, agent) = (service.to_owned(), agent.to_owned());
+        on_thread(
+            move || match keyring::Entry::new(&service, &agent)?.delete_credential() {
+                Ok(()) => Ok(true),
+                Err(keyring::Error::NoEntry) => Ok(false),
+                Err(e) => Err(e),
+            },
+        )
+        .map_err(|e| failed("remove", e))
+    }
+}
+
+/// Without the `keyring` feature no store names the keyring; a file that
+/// does (written by a build with it) is an error that says so.
+#[cfg(not(feature = "keyring"))]
+mod os_keyring {
+    use crate::error::{ClientError, ClientResult};
+
+    fn absent() -> ClientError {
+        ClientError::InvalidRequest(
+            "this token is stored in the OS keyring, and this build has no keyring support".into(),
+        )
+    }
+
+    pub(super) fn get(_: &str, _: &str) -> ClientResult<Option<String>> {
+        Err(absent())
+    }
+
+    pub(super) fn set(_: &str, _: &str, _: &str) -> ClientResult<()> {
+        Err(absent())
+    }
+
+    pub(super) fn delete(_: &str, _: &str) -> ClientResult<bool> {
+        Err(absent())
     }
 }
 

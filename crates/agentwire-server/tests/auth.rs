@@ -424,6 +424,30 @@ fn all_refused(
     n
 }
 
+/// The cells one scheme x binding ran: calls with bad credentials (each
+/// answered with the expected error, or the test fails first) and calls
+/// with good ones (each answered with data).
+#[derive(Default)]
+struct Cells {
+    faults: usize,
+    refused: usize,
+    served: usize,
+}
+
+impl Cells {
+    /// Prints the summary line `auth matrix: SCHEME x BINDING: ...` (run
+    /// with `--nocapture` to see them).
+    fn report(&self, scheme: &str, b: Binding) {
+        eprintln!(
+            "auth matrix: {scheme} x {b}: {} cells ({} faults), {} answered the expected error, {} served the owner",
+            self.refused + self.served,
+            self.faults,
+            self.refused,
+            self.served
+        );
+    }
+}
+
 /// The matrix for one scheme and binding: good credentials work on every
 /// operation; each bad credential is refused on every operation with
 /// Unauthenticated.
@@ -432,7 +456,8 @@ async fn matrix(
     server: &ServerHandle,
     good: CallOptions,
     bad: Vec<(&str, CallOptions)>,
-) {
+) -> Cells {
+    let mut cells = Cells::default();
     let t = transport(server, b, "");
     let (task_id, config_id) = own_task(&*t, &good, b).await;
     for (what, opts) in &bad {
@@ -443,13 +468,17 @@ async fn matrix(
             &format!("[{b}] {what}"),
         );
         assert_eq!(n, 13, "[{b}] {what}: every operation tried");
+        cells.faults += 1;
+        cells.refused += n;
     }
     // The owner still has everything, untouched.
     for (op, r) in every_operation(&*t, &good, &task_id, &config_id).await {
         if let Err(e) = r {
             panic!("[{b}] {op} with good credentials: {e:?}");
         }
+        cells.served += 1;
     }
+    cells
 }
 
 /// Bad bearer credentials: none, not a JWT, a JWT from an unknown key,
@@ -601,6 +630,11 @@ async fn matrix_mtls(b: Binding) {
         &format!("[{b}] no client certificate"),
     );
     assert_eq!(n, 13, "[{b}] every operation tried");
+    let mut cells = Cells {
+        faults: 1,
+        refused: n,
+        served: 0,
+    };
 
     // Certificates the agent does not trust: refused at the handshake.
     for (what, identity) in [
@@ -616,6 +650,7 @@ async fn matrix_mtls(b: Binding) {
         let (t, url) = tls_transport(&server, b, &identity);
         let outcomes = every_operation(&*t, &CallOptions::new(), &task_id, &config_id).await;
         assert_eq!(outcomes.len(), 13, "[{b}] {what}: every operation tried");
+        cells.faults += 1;
         for (op, r) in outcomes {
             match r {
                 Ok(data) => panic!("[{b}] {what}: {op}: expected a refusal, got data: {data}"),
@@ -625,6 +660,7 @@ async fn matrix_mtls(b: Binding) {
                         matches!(tls_failure(&e), Some(TlsFailure::ClientCertificate(_))),
                         "[{b}] {what}: {op}: expected the handshake refused, got {e:?}"
                     );
+                    cells.refused += 1;
                 }
             }
         }
@@ -635,7 +671,9 @@ async fn matrix_mtls(b: Binding) {
         if let Err(e) = r {
             panic!("[{b}] {op} with the owner's certificate: {e:?}");
         }
+        cells.served += 1;
     }
+    cells.report("mTLS", b);
 }
 
 async fn matrix_api_key(b: Binding) {
@@ -660,7 +698,8 @@ async fn matrix_api_key(b: Binding) {
             ("a bearer token instead", bearer("alice-key-0123456789")),
         ],
     )
-    .await;
+    .await
+    .report("API key", b);
 }
 
 async fn matrix_jwt_file(b: Binding) {
@@ -681,7 +720,9 @@ async fn matrix_jwt_file(b: Binding) {
         Some(security_scheme::Scheme::HttpAuthSecurityScheme(h)) if h.scheme == "Bearer" && h.bearer_format == "JWT"
     ));
     let good = bearer(&key.mint(claims(ISSUER_FILE, "alice")));
-    matrix(b, &server, good, bad_tokens(ISSUER_FILE, &key)).await;
+    matrix(b, &server, good, bad_tokens(ISSUER_FILE, &key))
+        .await
+        .report("JWT (JWKS file)", b);
 }
 
 async fn matrix_jwt_url(b: Binding) {
@@ -696,7 +737,9 @@ async fn matrix_jwt_url(b: Binding) {
     .unwrap();
     let server = agent(AuthSchemes::new().jwt(jwt).throttle(None)).await;
     let good = bearer(&key.mint(claims(ISSUER_FILE, "alice")));
-    matrix(b, &server, good, bad_tokens(ISSUER_FILE, &key)).await;
+    matrix(b, &server, good, bad_tokens(ISSUER_FILE, &key))
+        .await
+        .report("JWT (JWKS URL)", b);
     // The keys were fetched once, then taken from the cache (the unknown
     // key ids of the bad tokens may cause one fetch more, not one a call).
     let n = keys.fetches.load(Ordering::SeqCst);
@@ -727,7 +770,7 @@ async fn matrix_oidc(b: Binding) {
     );
     let mut good = claims(&provider.base, "alice");
     good["scope"] = json!("openid a2a");
-    matrix(
+    let mut cells = matrix(
         b,
         &server,
         bearer(&key.mint(good)),
@@ -739,11 +782,15 @@ async fn matrix_oidc(b: Binding) {
     let t = transport(&server, b, "");
     let no_scope = bearer(&key.mint(claims(&provider.base, "alice")));
     let outcomes = every_operation(&*t, &no_scope, "some-task", "some-config").await;
-    all_refused(
+    let n = all_refused(
         outcomes,
         ErrorKind::PermissionDenied,
         &format!("[{b}] no scope"),
     );
+    assert_eq!(n, 13, "[{b}] no scope: every operation tried");
+    cells.faults += 1;
+    cells.refused += n;
+    cells.report("OIDC", b);
 }
 
 // ----- the challenge of each binding ----------------------------------------------------

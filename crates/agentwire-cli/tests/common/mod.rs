@@ -116,6 +116,8 @@ impl Env {
                 c.env_remove(k);
             }
         }
+        // No session bus: tokens go to files unless a test gives one.
+        c.env_remove("DBUS_SESSION_BUS_ADDRESS");
         c.env("HOME", self.home())
             .env("XDG_CONFIG_HOME", self.home().join(".config"))
             .env("XDG_CACHE_HOME", self.home().join(".cache"))
@@ -406,4 +408,124 @@ pub async fn lab_with(card: AgentCard, recorder: Recorder) -> (ServerHandle, Arc
 /// `host:port` of a server.
 pub fn host(server: &ServerHandle) -> String {
     server.local_addr().to_string()
+}
+
+// ----- a2a serve as a process ----------------------------------------------
+
+/// How long `a2a serve` may take to announce itself.
+pub const SERVE_LIMIT: Duration = Duration::from_secs(30);
+
+/// `a2a serve --store memory --port 0 ARGS` in an environment (no
+/// `A2ACLI_*` / `A2A_*` variables inherited), started once it printed its
+/// banner up to `Press Ctrl-C to stop.`, killed on drop.
+pub struct Serving {
+    pub child: std::process::Child,
+    /// What it printed up to the banner's end.
+    pub stdout: String,
+}
+
+impl Serving {
+    pub fn start(env: &Env, args: &[&str]) -> Self {
+        use std::io::{BufRead, BufReader, Read};
+        use std::process::{Command, Stdio};
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
+        for (k, _) in std::env::vars() {
+            if k.starts_with("A2ACLI_") || k.starts_with("A2A_") || k == "RUST_LOG" {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.arg("serve")
+            .args(["--store", "memory", "--port", "0"])
+            .args(args)
+            .env("HOME", env.home())
+            .current_dir(env.cwd())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start a2a serve");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(out).lines();
+            let mut got = String::new();
+            while let Some(Ok(line)) = lines.next() {
+                got.push_str(&line);
+                got.push('\n');
+                if line.contains("Press Ctrl-C") {
+                    break;
+                }
+            }
+            let _ = tx.send(got);
+        });
+        let stdout = match rx.recv_timeout(SERVE_LIMIT) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("a2a serve {args:?} did not announce itself within {SERVE_LIMIT:?}");
+            }
+        };
+        if !stdout.contains("agent card:") {
+            let _ = child.kill();
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("a2a serve {args:?} did not start: {stdout}\n{err}");
+        }
+        Self { child, stdout }
+    }
+
+    /// The agent card URL it printed.
+    pub fn card_url(&self) -> String {
+        let line = self
+            .stdout
+            .lines()
+            .find(|l| l.contains("agent card:"))
+            .expect("the agent card line");
+        line.split_whitespace().last().expect("a URL").to_owned()
+    }
+
+    /// `http(s)://HOST:PORT`, from the agent card URL.
+    pub fn base(&self) -> String {
+        let url = self.card_url();
+        let (scheme, rest) = url.split_once("://").expect("an absolute URL");
+        let host = rest.split('/').next().expect("host");
+        format!("{scheme}://{host}")
+    }
+
+    /// `HOST:PORT`, from the agent card URL.
+    pub fn addr(&self) -> String {
+        let base = self.base();
+        base.split_once("://")
+            .map(|(_, h)| h.to_owned())
+            .unwrap_or(base)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.addr()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("a port")
+    }
+
+    /// Stops it: what it printed on stderr.
+    pub fn stop(mut self) -> String {
+        use std::io::Read;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        err
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
