@@ -2,6 +2,7 @@
 # Performance benchmark of the A2A server against a bare axum baseline.
 #
 #   scripts/bench.sh            # full run (about 3 minutes), report in target/bench-report.txt
+#                               # (in $CARGO_TARGET_DIR when that is set, binaries too)
 #
 # Builds release binaries, starts the echo agent on the library alone
 # (`agent-server --agent echo`: A2aServer, in-memory store, the agent that
@@ -63,7 +64,10 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
-REPORT=$ROOT/target/bench-report.txt
+# Where cargo puts the binaries (CARGO_TARGET_DIR when set, as cargo does).
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+mkdir -p "$TARGET"
+REPORT=$TARGET/bench-report.txt
 
 DURATION=${BENCH_DURATION:-5s}
 ROUNDS=${BENCH_ROUNDS:-3}
@@ -110,10 +114,10 @@ if [[ ${BENCH_SKIP_BUILD:-0} != 1 ]]; then
     log "building agentwire-bench and agentwire-cli (release)"
     cargo build --release -p agentwire-bench -p agentwire-cli || die "cargo build --release -p agentwire-bench -p agentwire-cli failed"
 fi
-BARE=$ROOT/target/release/bare-server
-PROBE=$ROOT/target/release/stream-probe
-AGENT=$ROOT/target/release/agent-server
-CLI=$ROOT/target/release/a2a
+BARE=$TARGET/release/bare-server
+PROBE=$TARGET/release/stream-probe
+AGENT=$TARGET/release/agent-server
+CLI=$TARGET/release/a2a
 MAIN=${BENCH_MAIN:-1}
 [[ $MAIN != 1 || ( -x $BARE && -x $PROBE && -x $AGENT ) ]] || die "target/release/bare-server, stream-probe or agent-server missing (cargo build --release -p agentwire-bench)"
 if [[ -z $A2A_CMD ]]; then
@@ -330,7 +334,7 @@ fi
 # loaded in turn in each round; the ratios are SQLite / memory.
 if [[ ${BENCH_DURABLE:-1} == 1 ]]; then
     [[ -x $CLI ]] || die "target/release/a2a missing (cargo build --release -p agentwire-cli)"
-    FILLER=$ROOT/target/release/store-fill
+    FILLER=$TARGET/release/store-fill
     [[ -x $FILLER ]] || die "target/release/store-fill missing (cargo build --release -p agentwire-bench)"
     FILL=${BENCH_FILL:-100000}
     DP=${BENCH_DURABLE_PORT:-18090}
@@ -413,7 +417,7 @@ fi
 # turn in each round; the ratios are on / off.
 if [[ ${BENCH_OBSERVE:-1} == 1 ]]; then
     [[ -x $CLI ]] || die "target/release/a2a missing (cargo build --release -p agentwire-cli)"
-    SINK=$ROOT/target/release/otlp-sink
+    SINK=$TARGET/release/otlp-sink
     [[ -x $SINK ]] || die "target/release/otlp-sink missing (cargo build --release -p agentwire-bench)"
     OP=${BENCH_OBSERVE_PORT:-18095}
     for name in hold a2a bare mem sqlite filled; do
@@ -467,7 +471,7 @@ stop_all() {
 EARLIER="hold a2a bare mem sqlite filled pg1 pg2 off metrics otel"
 if [[ ${BENCH_AUTH:-1} == 1 ]]; then
     [[ -x $CLI ]] || die "target/release/a2a missing (cargo build --release -p agentwire-cli)"
-    MINT=$ROOT/target/release/jwt-mint
+    MINT=$TARGET/release/jwt-mint
     [[ -x $MINT ]] || die "target/release/jwt-mint missing (cargo build --release -p agentwire-bench)"
     # shellcheck disable=SC2086
     stop_all $EARLIER
