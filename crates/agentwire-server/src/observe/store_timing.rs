@@ -21,13 +21,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use agentwire_types::{A2aResult, Task, TaskPushNotificationConfig};
+use agentwire_types::{A2aResult, Task};
 use async_trait::async_trait;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::{MetricType, TypedMetric};
 
 use crate::store::{
-    ImmediateStore, LogSpan, Owner, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate, Updated,
+    ImmediateStore, LogSpan, Owner, StoredPushConfig, StoredTask, TaskPage, TaskQuery, TaskStore,
+    TaskUpdate, Updated,
 };
 
 /// The store operations, as the `operation` label names them.
@@ -247,7 +248,7 @@ impl TaskStore for TimedStore {
         self.timed(Op::List, self.inner.list(owner, query)).await
     }
 
-    async fn put_push_config(&self, config: &TaskPushNotificationConfig) -> A2aResult<()> {
+    async fn put_push_config(&self, config: &StoredPushConfig) -> A2aResult<()> {
         self.timed(Op::PutPush, self.inner.put_push_config(config))
             .await
     }
@@ -256,12 +257,12 @@ impl TaskStore for TimedStore {
         &self,
         task_id: &str,
         id: &str,
-    ) -> A2aResult<Option<TaskPushNotificationConfig>> {
+    ) -> A2aResult<Option<StoredPushConfig>> {
         self.timed(Op::GetPush, self.inner.get_push_config(task_id, id))
             .await
     }
 
-    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<TaskPushNotificationConfig>> {
+    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<StoredPushConfig>> {
         self.timed(Op::ListPush, self.inner.list_push_configs(task_id))
             .await
     }
