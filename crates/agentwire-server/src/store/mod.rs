@@ -411,7 +411,6 @@ pub trait TaskStore: Send + Sync + 'static {
         "custom"
     }
 
-
     /// Whether the store has room now for a message of about `bytes` bytes
     /// (encoded), starting a new task when `new_task`: a store with bounds
     /// refuses ([`ErrorKind::Unavailable`]) before the agent is started,
