@@ -283,12 +283,24 @@ async fn the_coordinators_trace_continues_in_the_agent_on_every_binding() {
                         && g.attr("a2a.operation").as_deref() == Some("SendMessage")
                 })
                 .collect();
+            // Every agent span of the trace with its parent received too: a
+            // turn's span ends (and is exported) before the request span it
+            // hangs from, which may come in a later export batch.
+            let ids: std::collections::HashSet<String> = spans
+                .iter()
+                .filter(|g| g.trace_id() == trace)
+                .map(Got::span_id)
+                .collect();
             !requests.is_empty()
                 && spans.iter().any(|g| {
                     g.service == "a2a-depcompat"
                         && g.span.name == "a2a.execute"
                         && requests.iter().any(|r| r.span_id() == g.parent_id())
                 })
+                && spans
+                    .iter()
+                    .filter(|g| g.service == "a2a-depcompat" && g.trace_id() == trace)
+                    .all(|g| ids.contains(&g.parent_id()))
         });
         let agent_spans: Vec<&Got> = spans
             .iter()
