@@ -385,6 +385,9 @@ if [[ ${BENCH_DURABLE:-1} == 1 ]]; then
         if [[ -z $PG_URL ]]; then
             log "starting a throwaway PostgreSQL server on loopback"
             PG_STARTED=1
+            # The server runs as the postgres user, which must reach its folder
+            # inside this run's work folder (made 0700 by mktemp).
+            chmod 711 "$WORK"
             PG_URL=$(A2A_PG_DIR="$WORK/postgres" bash "$ROOT/.ci/postgres" start) || die "cannot start PostgreSQL (.ci/postgres)"
         fi
         PGP=${BENCH_POSTGRES_PORT:-18093}
