@@ -923,7 +923,11 @@ async fn key_rotation_and_refresh_rate_limit() {
             .await
         }
     };
-    list(old.mint(claims(ISSUER_FILE, "alice"))).await.unwrap();
+    // One token, sent twice: the second call is answered from the tokens
+    // already verified.
+    let before_rotation = old.mint(claims(ISSUER_FILE, "alice"));
+    list(before_rotation.clone()).await.unwrap();
+    list(before_rotation.clone()).await.unwrap();
     *keys.jwks.lock() = jwks(&[&new]);
     list(new.mint(claims(ISSUER_FILE, "alice")))
         .await
@@ -932,6 +936,13 @@ async fn key_rotation_and_refresh_rate_limit() {
     assert!(
         matches!(&e, Err(ClientError::A2a(e)) if e.kind == ErrorKind::Unauthenticated),
         "the removed key: {e:?}"
+    );
+    // The token accepted before the rotation is refused too: it was checked
+    // under keys no longer in use.
+    let e = list(before_rotation).await;
+    assert!(
+        matches!(&e, Err(ClientError::A2a(e)) if e.kind == ErrorKind::Unauthenticated),
+        "a token accepted under the removed key: {e:?}"
     );
 
     // A long interval: one fetch, however many unknown key ids come.

@@ -165,6 +165,9 @@ struct Key {
 #[derive(Default)]
 struct Cache {
     keys: Arc<Vec<Key>>,
+    /// Counts the loads of `keys`: a token accepted under an earlier set is
+    /// checked again (its key may have left).
+    generation: u64,
     /// When the keys were last loaded.
     loaded: Option<Instant>,
     /// When they were last fetched or tried.
@@ -180,6 +183,33 @@ pub struct JwtAuth {
     /// One fetch at a time.
     fetching: tokio::sync::Mutex<()>,
     http: reqwest::Client,
+    /// Tokens already verified (see [`Accepted`]).
+    accepted: Mutex<std::collections::HashMap<Box<str>, Accepted>>,
+}
+
+/// A token this validator accepted: a client sends the same token on every
+/// call until it expires, and checking its signature again each time is
+/// most of the cost of a call (an ES256 or RS256 verification: tens of
+/// microseconds). Kept until the token expires (with the leeway) and only
+/// while the key set it was checked with is the one in use; the claims'
+/// other checks (issuer, audience, scopes) depend on the configuration
+/// only, which does not change.
+struct Accepted {
+    principal: String,
+    /// Unix seconds after which the token is refused (`exp` + leeway).
+    until: u64,
+    /// The key set's generation it was checked under (0: a shared secret).
+    generation: u64,
+}
+
+/// The most tokens remembered as accepted (a bound on what callers can make
+/// the server hold: a full table drops the expired ones, then all).
+const MAX_ACCEPTED: usize = 4096;
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 impl std::fmt::Debug for JwtAuth {
@@ -231,11 +261,13 @@ impl JwtAuth {
             cache: Mutex::new(Cache::default()),
             fetching: tokio::sync::Mutex::new(()),
             http,
+            accepted: Mutex::new(std::collections::HashMap::new()),
         };
         if let JwksSource::File(path) = &auth.config.source {
             let keys = read_jwks_file(path)?;
             let mut cache = auth.cache.lock();
             cache.keys = Arc::new(keys);
+            cache.generation += 1;
             cache.loaded = Some(Instant::now());
             cache.tried = cache.loaded;
         }
@@ -275,6 +307,7 @@ impl JwtAuth {
         };
         let mut cache = self.cache.lock();
         cache.keys = Arc::new(keys);
+        cache.generation += 1;
         cache.loaded = Some(Instant::now());
         Ok(())
     }
@@ -365,6 +398,10 @@ impl JwtAuth {
 
     /// Checks a token with the keys at hand: the principal, or why not.
     pub(crate) fn verify_now(&self, token: &str) -> Result<String, Refusal> {
+        let now = unix_now();
+        if let Some(principal) = self.accepted_before(token, now) {
+            return Ok(principal);
+        }
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| Refusal::Error(invalid_token("the bearer token is not a JWT")))?;
         let alg = header.alg;
@@ -392,6 +429,8 @@ impl JwtAuth {
         let decode = |key: &DecodingKey| {
             jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, key, &validation)
         };
+        // The key set checked against (0: the shared secret).
+        let mut generation = 0;
         let result = if let Some(secret) = &self.config.shared_secret {
             if is_hmac(alg) {
                 let key = DecodingKey::from_secret(secret);
@@ -405,7 +444,11 @@ impl JwtAuth {
         let result = match result {
             Some(r) => r,
             None => {
-                let keys = Arc::clone(&self.cache.lock().keys);
+                let (keys, keys_generation) = {
+                    let cache = self.cache.lock();
+                    (Arc::clone(&cache.keys), cache.generation)
+                };
+                generation = keys_generation;
                 let fits = |k: &&Key| {
                     Family::of_alg(alg) == Some(k.family)
                         && k.alg.is_none_or(|a| a == alg)
@@ -473,7 +516,43 @@ impl JwtAuth {
                 ),
             ));
         }
+        if let Some(exp) = claims.get("exp").and_then(Value::as_u64) {
+            self.remember(
+                token,
+                principal,
+                exp + self.config.leeway.as_secs(),
+                generation,
+                now,
+            );
+        }
         Ok(principal.to_owned())
+    }
+
+    /// The principal of a token accepted earlier, still unexpired and
+    /// checked under the keys in use.
+    fn accepted_before(&self, token: &str, now: u64) -> Option<String> {
+        let accepted = self.accepted.lock();
+        let a = accepted.get(token)?;
+        let current = a.generation == 0 || a.generation == self.cache.lock().generation;
+        (now <= a.until && current).then(|| a.principal.clone())
+    }
+
+    fn remember(&self, token: &str, principal: &str, until: u64, generation: u64, now: u64) {
+        let mut accepted = self.accepted.lock();
+        if accepted.len() >= MAX_ACCEPTED {
+            accepted.retain(|_, a| now <= a.until);
+            if accepted.len() >= MAX_ACCEPTED {
+                accepted.clear();
+            }
+        }
+        accepted.insert(
+            token.into(),
+            Accepted {
+                principal: principal.to_owned(),
+                until,
+                generation,
+            },
+        );
     }
 
     /// Checks a token, loading the keys first when they are missing or
