@@ -520,7 +520,7 @@ impl JwtAuth {
             self.remember(
                 token,
                 principal,
-                exp + self.config.leeway.as_secs(),
+                exp.saturating_add(self.config.leeway.as_secs()),
                 generation,
                 now,
             );
