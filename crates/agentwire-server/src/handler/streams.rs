@@ -268,9 +268,14 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_lagging_subscriber_keeps_following_the_task() {
-        use futures::StreamExt;
+    /// A handler whose subscribers hold 4 events, a task of [`Bursty`]
+    /// waiting for input, and a subscription to it.
+    async fn subscribed_with_a_small_queue() -> (
+        RequestHandler,
+        CallContext,
+        String,
+        crate::handler::EventStream,
+    ) {
         let h = RequestHandler::builder(AgentCard::default().with_streaming(true), Bursty)
             .config(HandlerConfig {
                 queue_capacity: 4,
@@ -284,7 +289,14 @@ mod tests {
             id: id.clone(),
             ..Default::default()
         };
-        let mut stream = h.subscribe_to_task(&ctx, sub).await.unwrap();
+        let stream = h.subscribe_to_task(&ctx, sub).await.unwrap();
+        (h, ctx, id, stream)
+    }
+
+    #[tokio::test]
+    async fn a_lagging_subscriber_keeps_following_the_task() {
+        use futures::StreamExt;
+        let (h, ctx, id, mut stream) = subscribed_with_a_small_queue().await;
         let opening = stream.next().await.unwrap().unwrap();
         assert!(matches!(
             opening.payload,
@@ -325,20 +337,7 @@ mod tests {
     #[tokio::test]
     async fn at_shutdown_a_lagging_subscription_ends_with_the_waiting_status() {
         use futures::StreamExt;
-        let h = RequestHandler::builder(AgentCard::default().with_streaming(true), Bursty)
-            .config(HandlerConfig {
-                queue_capacity: 4,
-                ..Default::default()
-            })
-            .build();
-        let ctx = CallContext::v1();
-        let first = h.send_message(&ctx, send("start", "")).await.unwrap();
-        let id = first.task().unwrap().id.clone();
-        let sub = SubscribeToTaskRequest {
-            id: id.clone(),
-            ..Default::default()
-        };
-        let mut stream = h.subscribe_to_task(&ctx, sub).await.unwrap();
+        let (h, ctx, id, mut stream) = subscribed_with_a_small_queue().await;
         stream.next().await.unwrap().unwrap();
         // Unread, it falls behind during the burst (queue of 4).
         h.send_message(&ctx, send("burst", &id)).await.unwrap();
