@@ -16,6 +16,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -80,7 +81,11 @@ def shot(d, name):
 
 
 def wait(d, cond, what):
-    return WebDriverWait(d, WAIT).until(lambda _: cond(), message=what)
+    """Until cond() holds; an element replaced while cond() reads it (the
+    page re-renders a view) is read again at the next try."""
+    return WebDriverWait(d, WAIT, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda _: cond(), message=what
+    )
 
 
 def tab(d, name):
@@ -318,10 +323,14 @@ def test_signature_status_in_connect(browser, procs, tmp_path):
     open_inspector(d, procs, "--trust-key", str(KEYS / "ed25519-public.pem"))
     sig = lambda: d.find_element(By.ID, "card-signature")
     connect(d, signed.url)
-    wait(d, lambda: d.find_elements(By.ID, "card-signature") and sig().get_attribute("data-status") == "trusted", "verified with the trusted key")
-    assert "verified with a trusted key" in sig().text
+    wait(
+        d,
+        lambda: d.find_elements(By.ID, "card-signature")
+        and sig().get_attribute("data-status") == "trusted"
+        and "verified with a trusted key" in sig().text,
+        "verified with the trusted key",
+    )
     shot(d, "connect-signature-trusted")
     connect(d, unsigned.url)
-    wait(d, lambda: sig().get_attribute("data-status") == "unsigned", "unsigned")
-    assert "unsigned" in sig().text
+    wait(d, lambda: sig().get_attribute("data-status") == "unsigned" and "unsigned" in sig().text, "unsigned")
     shot(d, "connect-signature-unsigned")
