@@ -735,6 +735,7 @@ fn init_logging(
     otel: Option<&agentwire_server::observe::otel::Otel>,
 ) {
     use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::FilterExt as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     let fmt = tracing_subscriber::fmt::layer()
@@ -755,12 +756,27 @@ fn init_logging(
             .with_target("agentwire_client", tracing::Level::INFO)
             .with_target("agentwire_agents", tracing::Level::INFO)
             .with_target("a2a", tracing::Level::INFO);
-        o.layer().with_filter(keep)
+        // Spans, and of events only warnings and errors: an event at
+        // `info` (the server's line per request) would become a span
+        // event of every request's span, for each export to carry.
+        let spans_and_warnings = tracing_subscriber::filter::filter_fn(|m| {
+            m.is_span() || *m.level() <= tracing::Level::WARN
+        });
+        o.layer().with_filter(keep.and(spans_and_warnings))
     });
-    tracing_subscriber::registry()
-        .with(fmt.with_filter(filter))
-        .with(traces)
-        .init();
+    // With traces on, the turn's span exists for them alone: the log would
+    // format its fields for every request and read differently than with
+    // traces off.
+    let fmt = match otel {
+        None => fmt.with_filter(filter).boxed(),
+        Some(_) => {
+            let not_turns = tracing_subscriber::filter::filter_fn(|m| {
+                !(m.is_span() && m.target() == agentwire_server::observe::otel::TURN_TARGET)
+            });
+            fmt.with_filter(filter.and(not_turns)).boxed()
+        }
+    };
+    tracing_subscriber::registry().with(fmt).with(traces).init();
 }
 
 /// The log filter: `--debug` (the client's diagnostics), else `RUST_LOG`,

@@ -63,9 +63,27 @@ fn attr(attrs: &[KeyValue], key: &str) -> Option<String> {
 
 /// What the receivers got, from either protocol.
 #[derive(Default, Clone)]
-struct Sink(Arc<Mutex<Vec<Got>>>);
+struct Sink(Arc<Mutex<Vec<Got>>>, Arc<Mutex<Vec<String>>>);
 
 impl Sink {
+    /// The `x-a2a-test` header and content type of an HTTP export.
+    fn saw_http(&self, headers: &http::HeaderMap) {
+        let get = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-")
+                .to_owned()
+        };
+        self.1.lock().expect("headers").push(format!(
+            "{} {}",
+            get("x-a2a-test"),
+            get("content-type")
+        ));
+    }
+    fn http_exports(&self) -> Vec<String> {
+        self.1.lock().expect("headers").clone()
+    }
     fn take(&self, request: ExportTraceServiceRequest) {
         let mut got = self.0.lock().expect("spans");
         for rs in request.resource_spans {
@@ -108,9 +126,10 @@ async fn receiver(sink: Sink) -> String {
     let app = axum::Router::new()
         .route(
             "/v1/traces",
-            axum::routing::post(move |body: bytes::Bytes| {
+            axum::routing::post(move |headers: http::HeaderMap, body: bytes::Bytes| {
                 let sink = http_sink.clone();
                 async move {
+                    sink.saw_http(&headers);
                     match ExportTraceServiceRequest::decode(body) {
                         Ok(request) => {
                             sink.take(request);
@@ -155,6 +174,8 @@ fn otel_env(cmd: &mut Command, endpoint: &str, protocol: &str) {
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
         .env("OTEL_TRACES_SAMPLER", "always_on")
         .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        // Sent with every export (percent-encoded value).
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "x-a2a-test=one%20two")
         .env("RUST_LOG", "warn");
 }
 
@@ -357,4 +378,14 @@ async fn the_coordinators_trace_continues_in_the_agent_on_every_binding() {
             );
         }
     }
+    // The coordinator exported over HTTP: each export carried the header of
+    // OTEL_EXPORTER_OTLP_HEADERS, decoded, as protobuf.
+    let exports = sink.http_exports();
+    assert!(!exports.is_empty(), "no HTTP export");
+    assert!(
+        exports
+            .iter()
+            .all(|e| e == "one two application/x-protobuf"),
+        "{exports:?}"
+    );
 }

@@ -27,6 +27,8 @@ pub(crate) mod health;
 pub mod metrics;
 #[cfg(feature = "otel")]
 pub mod otel;
+#[cfg(feature = "otel")]
+mod otlp_http;
 pub(crate) mod store_timing;
 
 pub use metrics::Metrics;
