@@ -479,6 +479,38 @@ mod tests {
         remove_db(&path);
     }
 
+    /// The checkpointer copies what was committed into the database file
+    /// soon after, though the log is far from the writer's own threshold:
+    /// the file read without its log (immutable) holds the tasks.
+    #[tokio::test]
+    async fn the_log_is_copied_into_the_file_by_the_checkpointer() {
+        let path = temp_db();
+        let s = SqliteStore::open(&path).await.unwrap();
+        for i in 0..50 {
+            s.create(&Owner::default(), task(&format!("t{i}")))
+                .await
+                .unwrap();
+        }
+        let uri = format!("file:{}?immutable=1", path.display());
+        let in_file = || -> i64 {
+            let c = rusqlite::Connection::open_with_flags(
+                &uri,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+            )
+            .unwrap();
+            // Before the first checkpoint the file may not hold the table.
+            c.query_row("SELECT count(*) FROM a2a_tasks", [], |r| r.get(0))
+                .unwrap_or(0)
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while in_file() < 50 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(in_file(), 50, "the tasks reached the database file");
+        s.close().await;
+        remove_db(&path);
+    }
+
     /// A file written by the earlier store (sqlx on every connection) opens
     /// and reads: the schema and the row encoding are the same.
     #[tokio::test]
