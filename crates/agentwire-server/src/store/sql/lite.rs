@@ -41,17 +41,13 @@ const STATEMENT_CACHE: usize = 64;
 
 /// How often the checkpointer copies the write-ahead log into the
 /// database, when something was committed since its last pass.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
-/// The writer's own checkpoint: at this many pages in the log (16 MB),
-/// the commit that reaches it copies what the checkpointer has not copied
-/// yet (at most its last 50 ms) and the next transaction starts the log
-/// again from its beginning. The log restarts only after a checkpoint
-/// that copied all of it, which the checkpointer, running beside a busy
-/// writer, never quite does; with SQLite's default (1,000 pages) and no
-/// checkpointer, every few dozen commits waited for the whole copy and
-/// its fsync.
-const WRITER_CHECKPOINT_PAGES: u32 = 4_096;
+/// The writer's own checkpoint, should the checkpointer fall behind: at
+/// this many pages in the log (about 64 MB), the commit that reaches it
+/// copies the log itself (SQLite's default is 1,000 pages, which made
+/// every few dozen commits of a busy server wait for a copy and an fsync).
+const WRITER_CHECKPOINT_PAGES: u32 = 16_384;
 
 /// Bytes of the database file each connection maps into memory: reads
 /// of pages are then memory reads, not `pread` calls.
