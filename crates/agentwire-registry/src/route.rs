@@ -106,6 +106,21 @@ pub struct RouterConfig {
     /// is rare, yet a request that shares only such words with a skill is
     /// not about it.
     pub common_word_weight: f64,
+    /// How much a word of time ("Friday", "tomorrow", "this morning")
+    /// counts, relative to its IDF: it says when, not what.
+    pub temporal_weight: f64,
+    /// How much a name ("Berlin", "Tesla", "Priya": a word written with a
+    /// capital inside a sentence that no skill has in its name, id, tags or
+    /// description) counts, relative to its IDF, in the request and in the
+    /// examples: it says what the request is about, not which skill it
+    /// needs. A name no skill has at all counts this much of the rarest
+    /// word's IDF (instead of [`Self::unknown_weight`] times it).
+    pub entity_weight: f64,
+    /// How much a request's word counts in a skill that has not the word
+    /// but a derived form of it ("summarize" and "summary", "convert" and
+    /// "conversion", "linter" and "lint": [`crate::text::related`]),
+    /// relative to the word itself.
+    pub related_weight: f64,
 }
 
 impl Default for RouterConfig {
@@ -127,6 +142,9 @@ impl Default for RouterConfig {
             agent_weight: 0.25,
             agent_words_in_skill: 0.0,
             common_word_weight: 1.0,
+            temporal_weight: 1.0,
+            entity_weight: 1.0,
+            related_weight: 0.0,
         }
     }
 }
