@@ -363,34 +363,120 @@ async fn main() {
         // each knob in turn takes the value of its list that scores best
         // (top-1 plus none-fits recall; a tie keeps the current value),
         // until a whole round changes nothing.
-        type Knob = (&'static str, fn(&mut RouterConfig) -> &mut f64, &'static [f64]);
+        type Knob = (
+            &'static str,
+            fn(&mut RouterConfig) -> &mut f64,
+            &'static [f64],
+        );
         let knobs: &[Knob] = &[
-            ("coverage_weight", |c| &mut c.coverage_weight, &[0.1, 0.2, 0.3, 0.4]),
-            ("example_weight", |c| &mut c.example_weight, &[0.1, 0.2, 0.3, 0.4]),
-            ("bm25_weight", |c| &mut c.bm25_weight, &[0.3, 0.4, 0.5, 0.6, 0.7]),
-            ("name_weight", |c| &mut c.name_weight, &[0.0, 0.15, 0.3, 0.45, 0.6]),
-            ("agent_weight", |c| &mut c.agent_weight, &[0.0, 0.15, 0.25, 0.35]),
-            ("agent_words_in_skill", |c| &mut c.agent_words_in_skill, &[0.0, 0.25, 0.5]),
-            ("unknown_weight", |c| &mut c.unknown_weight, &[1.0, 1.25, 1.5, 1.75, 2.0]),
-            ("common_word_weight", |c| &mut c.common_word_weight, &[0.25, 0.5, 0.75, 1.0]),
-            ("number_weight", |c| &mut c.number_weight, &[0.25, 0.5, 1.0]),
-            ("temporal_weight", |c| &mut c.temporal_weight, &[0.0, 0.25, 0.5, 0.75, 1.0]),
-            ("entity_weight", |c| &mut c.entity_weight, &[0.0, 0.25, 0.5, 0.75, 1.0]),
-            ("related_weight", |c| &mut c.related_weight, &[0.0, 0.25, 0.5, 0.75, 1.0]),
             (
-                "fit_threshold",
-                |c| &mut c.fit_threshold,
-                &[0.12, 0.14, 0.16, 0.18, 0.2, 0.22, 0.24, 0.26, 0.28],
+                "coverage_weight",
+                |c| &mut c.coverage_weight,
+                &[0.1, 0.2, 0.3, 0.4],
             ),
-            ("min_coverage", |c| &mut c.min_coverage, &[0.0, 0.15, 0.25, 0.35, 0.45]),
+            (
+                "example_weight",
+                |c| &mut c.example_weight,
+                &[0.1, 0.2, 0.3, 0.4],
+            ),
+            (
+                "bm25_weight",
+                |c| &mut c.bm25_weight,
+                &[0.3, 0.4, 0.5, 0.6, 0.7],
+            ),
+            (
+                "name_weight",
+                |c| &mut c.name_weight,
+                &[0.0, 0.15, 0.3, 0.45, 0.6],
+            ),
+            (
+                "agent_weight",
+                |c| &mut c.agent_weight,
+                &[0.0, 0.15, 0.25, 0.35],
+            ),
+            (
+                "agent_words_in_skill",
+                |c| &mut c.agent_words_in_skill,
+                &[0.0, 0.25, 0.5],
+            ),
+            (
+                "unknown_weight",
+                |c| &mut c.unknown_weight,
+                &[1.0, 1.25, 1.5, 1.75, 2.0],
+            ),
+            (
+                "common_word_weight",
+                |c| &mut c.common_word_weight,
+                &[0.25, 0.5, 0.75, 1.0],
+            ),
+            ("number_weight", |c| &mut c.number_weight, &[0.25, 0.5, 1.0]),
+            (
+                "temporal_weight",
+                |c| &mut c.temporal_weight,
+                &[0.0, 0.25, 0.5, 0.75, 1.0],
+            ),
+            (
+                "entity_weight",
+                |c| &mut c.entity_weight,
+                &[0.0, 0.25, 0.5, 0.75, 1.0],
+            ),
+            (
+                "related_weight",
+                |c| &mut c.related_weight,
+                &[0.0, 0.25, 0.5, 0.75, 1.0],
+            ),
+            (
+                "phrase_weight",
+                |c| &mut c.phrase_weight,
+                &[0.0, 0.1, 0.2, 0.3, 0.4],
+            ),
+            (
+                "min_coverage",
+                |c| &mut c.min_coverage,
+                &[0.0, 0.15, 0.25, 0.35, 0.45],
+            ),
             ("tie_margin", |c| &mut c.tie_margin, &[0.0, 0.01, 0.02]),
         ];
         let objective = |c: &RouterConfig| {
             let (train, _) = evaluate(&r, &set, c);
-            train.top1() + train.recall()
+            match std::env::var("TUNE_OBJECTIVE").as_deref() {
+                // How far the worse of the two is above its target, the sum
+                // breaking ties.
+                Ok("targets") => {
+                    (train.top1() - 0.85).min(train.recall() - 0.8)
+                        + 0.01 * (train.top1() + train.recall())
+                }
+                _ => train.top1() + train.recall(),
+            }
+        };
+        // The fit threshold and the known share decide together: each
+        // configuration is scored with the best pair of them.
+        let thresholds = [0.12, 0.14, 0.16, 0.18, 0.2, 0.22, 0.24, 0.26, 0.28];
+        let shares = [0.0, 0.4, 0.6];
+        let contents = [0.0, 0.01, 0.2];
+        let objective = |c: &RouterConfig| {
+            let mut best = (f64::MIN, *c);
+            for th in thresholds {
+                for share in shares {
+                    for content in contents {
+                        let d = RouterConfig {
+                            fit_threshold: th,
+                            min_known_share: share,
+                            min_content_coverage: content,
+                            ..*c
+                        };
+                        let o = objective(&d);
+                        if o > best.0 + 1e-9 {
+                            best = (o, d);
+                        }
+                    }
+                }
+            }
+            best
         };
         let mut config = RouterConfig::default();
-        let mut best = objective(&config);
+        let (mut best, c) = objective(&config);
+        config = c;
         let mut tried = 1usize;
         // `TUNE_RANDOM=N`: first N configurations drawn at random from the
         // lists (a fixed seed), the best of them the start of the search.
@@ -405,7 +491,7 @@ async fn main() {
                 *knob(&mut c) = values[(rng.next() % values.len() as u64) as usize];
             }
             tried += 1;
-            let o = objective(&c);
+            let (o, c) = objective(&c);
             if o > best + 1e-9 {
                 println!("  random: {o:.3}");
                 best = o;
@@ -422,7 +508,7 @@ async fn main() {
                     }
                     *knob(&mut c) = *v;
                     tried += 1;
-                    let o = objective(&c);
+                    let (o, c) = objective(&c);
                     if o > best + 1e-9 {
                         println!("  round {round}: {name} = {v} -> {o:.3}");
                         best = o;
@@ -443,7 +529,12 @@ async fn main() {
         return;
     }
 
-    let config = RouterConfig::default();
+    // `ROUTER_CONFIG='{"fitThreshold": 0.2, ...}'`: another configuration
+    // than the defaults (the keys of `RouterConfig`, camelCase).
+    let config: RouterConfig = match std::env::var("ROUTER_CONFIG") {
+        Ok(v) => serde_json::from_str(&v).expect("ROUTER_CONFIG"),
+        Err(_) => RouterConfig::default(),
+    };
     let (train, test) = evaluate(&r, &set, &config);
     let mut all = train;
     all.n += test.n;
@@ -466,11 +557,14 @@ async fn main() {
         .filter(|(i, _)| (i % 2 == 1) != show_train)
     {
         let routed = r
-            .route(&RouteRequest {
-                text: l.text.clone(),
-                filter: None,
-                limit: Some(3),
-            })
+            .route_with(
+                &RouteRequest {
+                    text: l.text.clone(),
+                    filter: None,
+                    limit: Some(3),
+                },
+                &config,
+            )
             .expect("route");
         let got = routed
             .chosen()
@@ -503,11 +597,14 @@ async fn main() {
             .filter(|(i, _)| (i % 2 == 1) != show_train)
         {
             let routed = r
-                .route(&RouteRequest {
-                    text: l.text.clone(),
-                    filter: None,
-                    limit: Some(5),
-                })
+                .route_with(
+                    &RouteRequest {
+                        text: l.text.clone(),
+                        filter: None,
+                        limit: Some(5),
+                    },
+                    &config,
+                )
                 .expect("route");
             let want = l.label.as_ref().map(|(a, s)| (a.clone(), s.clone()));
             let got = routed
@@ -533,11 +630,14 @@ async fn main() {
             .filter(|(i, _)| (i % 2 == 1) != show_train)
         {
             let routed = r
-                .route(&RouteRequest {
-                    text: l.text.clone(),
-                    filter: None,
-                    limit: Some(5),
-                })
+                .route_with(
+                    &RouteRequest {
+                        text: l.text.clone(),
+                        filter: None,
+                        limit: Some(5),
+                    },
+                    &config,
+                )
                 .expect("route");
             let kind = match &l.label {
                 None => "none",

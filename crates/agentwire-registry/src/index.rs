@@ -129,6 +129,16 @@ impl SkillDoc {
         related * self.presence_by(|t| text::related(t, term), agent_words)
     }
 
+    /// Whether the skill has `a` then `b` in one of its fields.
+    fn has_pair(&self, a: &str, b: &str) -> bool {
+        let pair = |v: &Vec<String>| v.windows(2).any(|w| w[0] == a && w[1] == b);
+        pair(&self.name)
+            || pair(&self.id)
+            || pair(&self.description)
+            || pair(&self.tags)
+            || self.examples.iter().any(pair)
+    }
+
     fn presence_by(&self, is: impl Fn(&String) -> bool, agent_words: f64) -> f64 {
         let mut p: f64 = 0.0;
         let has = |v: &Vec<String>| v.iter().any(&is);
@@ -574,6 +584,48 @@ impl Index {
             })
             .collect();
         let idf_sum: f64 = idf.iter().sum();
+        // The weight of the request's words that some skill has.
+        let known_sum: f64 = q
+            .iter()
+            .zip(&idf)
+            .filter(|(t, _)| self.skills.contains_term(t))
+            .map(|(_, w)| w)
+            .sum();
+        // Pairs of successive content words of the request (by the
+        // positions of their distinct terms), for the phrase signal.
+        let mut pairs: Vec<(usize, usize)> = Vec::new();
+        if config.phrase_weight > 0.0 {
+            let content = |t: &String| {
+                !self.analyzer.is_common(t)
+                    && !self.analyzer.is_temporal(t)
+                    && !t.chars().all(|c| c.is_ascii_digit())
+            };
+            let seq = self.analyzer.terms(text);
+            for w in seq.windows(2) {
+                if w[0] == w[1] || !content(&w[0]) || !content(&w[1]) {
+                    continue;
+                }
+                let (Some(a), Some(b)) = (
+                    q.iter().position(|t| *t == w[0]),
+                    q.iter().position(|t| *t == w[1]),
+                ) else {
+                    continue;
+                };
+                if !pairs.contains(&(a, b)) {
+                    pairs.push((a, b));
+                }
+            }
+        }
+        let pairs_sum: f64 = pairs.iter().map(|(a, b)| idf[*a] + idf[*b]).sum();
+        // Which terms are words of content (for `min_content_coverage`).
+        let content: Vec<bool> = words
+            .iter()
+            .map(|w| {
+                let name = w.name && !self.topic_df.contains_key(&w.term);
+                let number = w.term.chars().all(|c| c.is_ascii_digit());
+                !(w.temporal || name || number || self.analyzer.is_common(&w.term))
+            })
+            .collect();
         let q_norm: f64 = idf.iter().map(|w| w * w).sum::<f64>().sqrt();
         let query_vec = embedder.and_then(|e| e.embed(&[text]).into_iter().next());
         let wants_old = filter.has("protocolVersion") || filter.has("cardVersion");
@@ -619,6 +671,7 @@ impl Index {
         struct Cand {
             score: f64,
             coverage: f64,
+            content_coverage: f64,
             slot: u32,
             skill: u16,
             why: String,
@@ -640,16 +693,24 @@ impl Index {
                 continue;
             }
             // Coverage.
-            let mut found = 0.0;
+            let (mut found, mut content_found) = (0.0, 0.0);
             let mut matched_words: Vec<&str> = Vec::new();
-            for ((t, w), word) in q.iter().zip(&idf).zip(&words) {
+            for (((t, w), word), is_content) in q.iter().zip(&idf).zip(&words).zip(&content) {
                 let p = doc.presence(t, config.agent_words_in_skill, config.related_weight);
                 if p > 0.0 {
                     found += w * p;
+                    if *is_content {
+                        content_found += w * p;
+                    }
                     matched_words.push(&word.word);
                 }
             }
             let coverage = if idf_sum > 0.0 { found / idf_sum } else { 0.0 };
+            let content_coverage = if idf_sum > 0.0 {
+                content_found / idf_sum
+            } else {
+                0.0
+            };
             // The agent as a whole: the best presence over all its skills.
             let mut agent_found = 0.0;
             if config.agent_weight > 0.0 {
@@ -718,14 +779,27 @@ impl Index {
             } else {
                 0.0
             };
+            // The share of the request's pairs of words the skill says too.
+            let phrase = if pairs_sum > 0.0 {
+                pairs
+                    .iter()
+                    .filter(|(a, b)| doc.has_pair(&q[*a], &q[*b]))
+                    .map(|(a, b)| idf[*a] + idf[*b])
+                    .sum::<f64>()
+                    / pairs_sum
+            } else {
+                0.0
+            };
             let weights = config.coverage_weight
                 + config.example_weight
                 + config.bm25_weight
-                + config.name_weight;
+                + config.name_weight
+                + config.phrase_weight;
             let mut score = (config.coverage_weight * coverage
                 + config.example_weight * best_example.0
                 + config.bm25_weight * bm25
-                + config.name_weight * name_share)
+                + config.name_weight * name_share
+                + config.phrase_weight * phrase)
                 / weights.max(1e-9);
             score = (1.0 - config.agent_weight) * score + config.agent_weight * agent_coverage;
             let mut semantic_note = String::new();
@@ -757,6 +831,7 @@ impl Index {
             scored.push(Cand {
                 score,
                 coverage,
+                content_coverage,
                 slot,
                 skill: i,
                 why,
@@ -809,6 +884,32 @@ impl Index {
                      ask the user rather than guess",
                     best.score * 100.0,
                     config.fit_threshold * 100.0
+                ));
+            }
+            (Some(best), _)
+                if known_sum > 0.0
+                    && best.coverage * idf_sum / known_sum < config.min_known_share =>
+            {
+                out.no_fit = true;
+                out.reason = Some(format!(
+                    "the best skill has only {:.0}% of the request's words that some skill has \
+                     (at least {:.0}% needed): the request's words belong to different skills, \
+                     none fits; ask the user rather than guess",
+                    best.coverage * idf_sum / known_sum * 100.0,
+                    config.min_known_share * 100.0
+                ));
+            }
+            (Some(best), _)
+                if best.content_coverage < config.min_content_coverage
+                    && best.score >= config.fit_threshold =>
+            {
+                out.no_fit = true;
+                out.reason = Some(format!(
+                    "the best skill shares with the request only common words, numbers, \
+                     words of time or names ({:.0}% of the request in words of content, at \
+                     least {:.0}% needed): no skill fits; ask the user rather than guess",
+                    best.content_coverage * 100.0,
+                    config.min_content_coverage * 100.0
                 ));
             }
             (Some(best), _) if best.coverage < config.min_coverage => {
