@@ -4,7 +4,7 @@
 //! ```text
 //! cargo bench -p agentwire-registry --bench registry
 //! cargo bench -p agentwire-registry --bench registry -- --cards 2000 --queries 200
-//! cargo bench -p agentwire-registry --bench registry -- --tune   # grid search on the training half
+//! cargo bench -p agentwire-registry --bench registry -- --tune   # coordinate search on the training half
 //! cargo bench -p agentwire-registry --bench registry -- --accuracy   # routing accuracy only
 //! ```
 //!
@@ -359,66 +359,182 @@ async fn main() {
     let r = registry_with(Arc::new(MemoryRegistryStore::new()), &cards).await;
 
     if a.tune {
-        // Grid search on the training half only.
-        let mut best: Option<(f64, RouterConfig)> = None;
-        let mut grid = Vec::new();
-        for cw in [0.2, 0.25, 0.3, 0.4] {
-            for ew in [0.1, 0.2, 0.3] {
-                for nw in [0.0, 0.3, 0.45] {
-                    for th in [0.18, 0.2, 0.22, 0.24, 0.26] {
-                        for min_coverage in [0.0, 0.25, 0.35] {
-                            for agent in [0.0, 0.25] {
-                                for words in [0.0, 0.5] {
-                                    for (common, unknown) in
-                                        [(0.5, 1.25), (1.0, 1.25), (0.5, 1.5), (1.0, 1.5)]
-                                    {
-                                        grid.push(RouterConfig {
-                                            coverage_weight: cw,
-                                            example_weight: ew,
-                                            bm25_weight: (1.0f64 - cw - ew).max(0.0),
-                                            name_weight: nw,
-                                            fit_threshold: th,
-                                            min_coverage,
-                                            tie_margin: 0.0,
-                                            unknown_weight: unknown,
-                                            common_word_weight: common,
-                                            number_weight: 1.0,
-                                            agent_weight: agent,
-                                            agent_words_in_skill: words,
-                                            ..RouterConfig::default()
-                                        });
-                                    }
-                                }
-                            }
+        // Coordinate search on the training half only: from the defaults,
+        // each knob in turn takes the value of its list that scores best
+        // (top-1 plus none-fits recall; a tie keeps the current value),
+        // until a whole round changes nothing.
+        type Knob = (
+            &'static str,
+            fn(&mut RouterConfig) -> &mut f64,
+            &'static [f64],
+        );
+        let knobs: &[Knob] = &[
+            (
+                "coverage_weight",
+                |c| &mut c.coverage_weight,
+                &[0.1, 0.2, 0.3, 0.4],
+            ),
+            (
+                "example_weight",
+                |c| &mut c.example_weight,
+                &[0.1, 0.2, 0.3, 0.4],
+            ),
+            (
+                "bm25_weight",
+                |c| &mut c.bm25_weight,
+                &[0.3, 0.4, 0.5, 0.6, 0.7],
+            ),
+            (
+                "name_weight",
+                |c| &mut c.name_weight,
+                &[0.0, 0.15, 0.3, 0.45, 0.6],
+            ),
+            (
+                "agent_weight",
+                |c| &mut c.agent_weight,
+                &[0.0, 0.15, 0.25, 0.35],
+            ),
+            (
+                "agent_words_in_skill",
+                |c| &mut c.agent_words_in_skill,
+                &[0.0, 0.25, 0.5],
+            ),
+            (
+                "unknown_weight",
+                |c| &mut c.unknown_weight,
+                &[1.0, 1.25, 1.5, 1.75, 2.0],
+            ),
+            (
+                "common_word_weight",
+                |c| &mut c.common_word_weight,
+                &[0.25, 0.5, 0.75, 1.0],
+            ),
+            ("number_weight", |c| &mut c.number_weight, &[0.25, 0.5, 1.0]),
+            (
+                "temporal_weight",
+                |c| &mut c.temporal_weight,
+                &[0.0, 0.25, 0.5, 0.75, 1.0],
+            ),
+            (
+                "entity_weight",
+                |c| &mut c.entity_weight,
+                &[0.0, 0.25, 0.5, 0.75, 1.0],
+            ),
+            (
+                "related_weight",
+                |c| &mut c.related_weight,
+                &[0.0, 0.25, 0.5, 0.75, 1.0],
+            ),
+            (
+                "phrase_weight",
+                |c| &mut c.phrase_weight,
+                &[0.0, 0.1, 0.2, 0.3, 0.4],
+            ),
+            (
+                "min_coverage",
+                |c| &mut c.min_coverage,
+                &[0.0, 0.15, 0.25, 0.35, 0.45],
+            ),
+            ("tie_margin", |c| &mut c.tie_margin, &[0.0, 0.01, 0.02]),
+        ];
+        let objective = |c: &RouterConfig| {
+            let (train, _) = evaluate(&r, &set, c);
+            match std::env::var("TUNE_OBJECTIVE").as_deref() {
+                // How far the worse of the two is above its target, the sum
+                // breaking ties.
+                Ok("targets") => {
+                    (train.top1() - 0.85).min(train.recall() - 0.8)
+                        + 0.01 * (train.top1() + train.recall())
+                }
+                _ => train.top1() + train.recall(),
+            }
+        };
+        // The fit threshold and the known share decide together: each
+        // configuration is scored with the best pair of them.
+        let thresholds = [0.12, 0.14, 0.16, 0.18, 0.2, 0.22, 0.24, 0.26, 0.28];
+        let shares = [0.0, 0.4, 0.6];
+        let contents = [0.0, 0.01, 0.2];
+        let objective = |c: &RouterConfig| {
+            let mut best = (f64::MIN, *c);
+            for th in thresholds {
+                for share in shares {
+                    for content in contents {
+                        let d = RouterConfig {
+                            fit_threshold: th,
+                            min_known_share: share,
+                            min_content_coverage: content,
+                            ..*c
+                        };
+                        let o = objective(&d);
+                        if o > best.0 + 1e-9 {
+                            best = (o, d);
                         }
                     }
                 }
             }
+            best
+        };
+        let mut config = RouterConfig::default();
+        let (mut best, c) = objective(&config);
+        config = c;
+        let mut tried = 1usize;
+        // `TUNE_RANDOM=N`: first N configurations drawn at random from the
+        // lists (a fixed seed), the best of them the start of the search.
+        let random: usize = std::env::var("TUNE_RANDOM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let mut rng = Rng(0x7e57_5eed_0000_0001);
+        for _ in 0..random {
+            let mut c = config;
+            for (_, knob, values) in knobs {
+                *knob(&mut c) = values[(rng.next() % values.len() as u64) as usize];
+            }
+            tried += 1;
+            let (o, c) = objective(&c);
+            if o > best + 1e-9 {
+                println!("  random: {o:.3}");
+                best = o;
+                config = c;
+            }
         }
-        println!("{} configurations", grid.len());
-        {
-            {
-                {
-                    for c in grid {
-                        let (train, _) = evaluate(&r, &set, &c);
-                        let objective = train.top1() + train.recall();
-                        if best.as_ref().is_none_or(|(b, _)| objective > *b) {
-                            best = Some((objective, c));
-                        }
+        for round in 1..=6 {
+            let mut changed = false;
+            for (name, knob, values) in knobs {
+                for v in values.iter() {
+                    let mut c = config;
+                    if (*knob(&mut c) - v).abs() < 1e-12 {
+                        continue;
+                    }
+                    *knob(&mut c) = *v;
+                    tried += 1;
+                    let (o, c) = objective(&c);
+                    if o > best + 1e-9 {
+                        println!("  round {round}: {name} = {v} -> {o:.3}");
+                        best = o;
+                        config = c;
+                        changed = true;
                     }
                 }
             }
+            if !changed {
+                break;
+            }
         }
-        if let Some((_, c)) = best {
-            println!("Best on the training half: {c:?}");
-            let (train, test) = evaluate(&r, &set, &c);
-            println!("{}", train.line("train"));
-            println!("{}", test.line("held-out"));
-        }
+        println!("{tried} configurations tried");
+        println!("Best on the training half: {config:?}");
+        let (train, test) = evaluate(&r, &set, &config);
+        println!("{}", train.line("train"));
+        println!("{}", test.line("held-out"));
         return;
     }
 
-    let config = RouterConfig::default();
+    // `ROUTER_CONFIG='{"fitThreshold": 0.2, ...}'`: another configuration
+    // than the defaults (the keys of `RouterConfig`, camelCase).
+    let config: RouterConfig = match std::env::var("ROUTER_CONFIG") {
+        Ok(v) => serde_json::from_str(&v).expect("ROUTER_CONFIG"),
+        Err(_) => RouterConfig::default(),
+    };
     let (train, test) = evaluate(&r, &set, &config);
     let mut all = train;
     all.n += test.n;
@@ -441,11 +557,14 @@ async fn main() {
         .filter(|(i, _)| (i % 2 == 1) != show_train)
     {
         let routed = r
-            .route(&RouteRequest {
-                text: l.text.clone(),
-                filter: None,
-                limit: Some(3),
-            })
+            .route_with(
+                &RouteRequest {
+                    text: l.text.clone(),
+                    filter: None,
+                    limit: Some(3),
+                },
+                &config,
+            )
             .expect("route");
         let got = routed
             .chosen()
@@ -478,11 +597,14 @@ async fn main() {
             .filter(|(i, _)| (i % 2 == 1) != show_train)
         {
             let routed = r
-                .route(&RouteRequest {
-                    text: l.text.clone(),
-                    filter: None,
-                    limit: Some(5),
-                })
+                .route_with(
+                    &RouteRequest {
+                        text: l.text.clone(),
+                        filter: None,
+                        limit: Some(5),
+                    },
+                    &config,
+                )
                 .expect("route");
             let want = l.label.as_ref().map(|(a, s)| (a.clone(), s.clone()));
             let got = routed
@@ -497,6 +619,35 @@ async fn main() {
                     );
                 }
             }
+        }
+    }
+    // `DUMP=1`: one line per request of the half shown (the training half
+    // with SHOW_TRAIN_MISSES), to study the decision.
+    if std::env::var_os("DUMP").is_some() {
+        for (i, l) in set
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (i % 2 == 1) != show_train)
+        {
+            let routed = r
+                .route_with(
+                    &RouteRequest {
+                        text: l.text.clone(),
+                        filter: None,
+                        limit: Some(5),
+                    },
+                    &config,
+                )
+                .expect("route");
+            let kind = match &l.label {
+                None => "none",
+                Some((a, s)) => match routed.matches.first() {
+                    Some(m) if &m.agent_name == a && &m.skill_id == s => "right",
+                    _ => "wrong",
+                },
+            };
+            let sc: Vec<u8> = routed.matches.iter().map(|m| m.score).collect();
+            println!("DUMP {i} {kind} {sc:?} {:?}", l.text);
         }
     }
     if a.accuracy_only {

@@ -14,7 +14,7 @@ use crate::card::CardFacts;
 use crate::filter::{CompiledFilter, FilterView, parse_time};
 use crate::model::Record;
 use crate::route::{self, Embedder, RouterConfig, cosine};
-use crate::text::{Analyzer, Bm25Index, Field};
+use crate::text::{self, Analyzer, Bm25Index, Field};
 
 /// One live entry.
 #[derive(Debug)]
@@ -67,6 +67,11 @@ struct SkillDoc {
     own_terms: Vec<String>,
     /// The distinct terms of its name and id.
     name_terms: Vec<String>,
+    /// The distinct terms of its name, id, tags and description: what the
+    /// skill is about (a name found there is a topic, not an argument).
+    topic_terms: Vec<String>,
+    /// For each example, its terms written as names ([`crate::text::Word`]).
+    example_names: Vec<Vec<String>>,
 }
 
 impl SkillDoc {
@@ -95,14 +100,48 @@ impl SkillDoc {
                 own.push(t.clone());
             }
         }
+        let mut topic: Vec<String> = Vec::new();
+        for t in self
+            .name
+            .iter()
+            .chain(&self.id)
+            .chain(&self.description)
+            .chain(&self.tags)
+        {
+            if !topic.contains(t) {
+                topic.push(t.clone());
+            }
+        }
         self.own_terms = own;
         self.name_terms = name;
+        self.topic_terms = topic;
         self
     }
 
-    fn presence(&self, term: &String, agent_words: f64) -> f64 {
+    /// How present a request's term is in the skill (0..=1): the presence
+    /// weight of the best field that has it, or `related` times that of
+    /// the best field with a derived form of it.
+    fn presence(&self, term: &String, agent_words: f64, related: f64) -> f64 {
+        let exact = self.presence_by(|t| t == term, agent_words);
+        if exact > 0.0 || related <= 0.0 {
+            return exact;
+        }
+        related * self.presence_by(|t| text::related(t, term), agent_words)
+    }
+
+    /// Whether the skill has `a` then `b` in one of its fields.
+    fn has_pair(&self, a: &str, b: &str) -> bool {
+        let pair = |v: &Vec<String>| v.windows(2).any(|w| w[0] == a && w[1] == b);
+        pair(&self.name)
+            || pair(&self.id)
+            || pair(&self.description)
+            || pair(&self.tags)
+            || self.examples.iter().any(pair)
+    }
+
+    fn presence_by(&self, is: impl Fn(&String) -> bool, agent_words: f64) -> f64 {
         let mut p: f64 = 0.0;
-        let has = |v: &Vec<String>| v.contains(term);
+        let has = |v: &Vec<String>| v.iter().any(&is);
         if self.examples.iter().any(has) {
             p = p.max(route::PRESENCE_EXAMPLE);
         }
@@ -159,6 +198,18 @@ impl Indexed {
                 description: analyzer.terms(&s.description),
                 tags: s.tags.iter().flat_map(|t| analyzer.terms(t)).collect(),
                 examples: s.examples.iter().map(|e| analyzer.terms(e)).collect(),
+                example_names: s
+                    .examples
+                    .iter()
+                    .map(|e| {
+                        analyzer
+                            .words(e)
+                            .into_iter()
+                            .filter(|w| w.name)
+                            .map(|w| w.term)
+                            .collect()
+                    })
+                    .collect(),
                 agent_name: agent_name.clone(),
                 agent_description: agent_description.clone(),
                 vectors: match embedder {
@@ -226,6 +277,9 @@ pub struct Index {
     /// every one of its skills' BM25F documents; counted there, they would
     /// look common and weigh less than a word of one example.
     skill_df: HashMap<String, u32, ahash::RandomState>,
+    /// How many skills have each term in their name, id, tags or
+    /// description.
+    topic_df: HashMap<String, u32, ahash::RandomState>,
     skill_count: u32,
     /// The highest store revision applied.
     pub revision: i64,
@@ -243,6 +297,7 @@ impl Index {
             text: Bm25Index::default(),
             skills: Bm25Index::default(),
             skill_df: HashMap::default(),
+            topic_df: HashMap::default(),
             skill_count: 0,
             revision: 0,
         }
@@ -335,6 +390,9 @@ impl Index {
             for t in &s.own_terms {
                 *self.skill_df.entry(t.clone()).or_default() += 1;
             }
+            for t in &s.topic_terms {
+                *self.topic_df.entry(t.clone()).or_default() += 1;
+            }
             self.skills.insert(
                 (slot, i),
                 &[
@@ -385,6 +443,14 @@ impl Index {
                         *n = n.saturating_sub(1);
                         if *n == 0 {
                             self.skill_df.remove(t);
+                        }
+                    }
+                }
+                for t in &s.topic_terms {
+                    if let Some(n) = self.topic_df.get_mut(t) {
+                        *n = n.saturating_sub(1);
+                        if *n == 0 {
+                            self.topic_df.remove(t);
                         }
                     }
                 }
@@ -481,8 +547,8 @@ impl Index {
         embedder: Option<&dyn Embedder>,
         limit: usize,
     ) -> RouteResponse {
-        let words = self.analyzer.terms_with_words(text);
-        let q: Vec<String> = words.iter().map(|(t, _)| t.clone()).collect();
+        let words = self.analyzer.words(text);
+        let q: Vec<String> = words.iter().map(|w| w.term.clone()).collect();
         if q.is_empty() {
             return RouteResponse {
                 no_fit: true,
@@ -496,25 +562,70 @@ impl Index {
         // `unknown_weight`), whatever the size of the registry: with the raw
         // IDF it would outweigh every known word of a small registry.
         let rarest = self.own_idf_of_df(1);
-        let idf: Vec<f64> = q
+        // What each term counts for, relative to its IDF (also in BM25F).
+        let factors: Vec<f64> = words
             .iter()
-            .map(|t| {
+            .map(|w| self.term_factor(&w.term, w.name, w.temporal, config))
+            .collect();
+        let idf: Vec<f64> = words
+            .iter()
+            .zip(&factors)
+            .map(|(word, f)| {
+                let t = &word.term;
                 let w = match self.skill_df.get(t) {
                     Some(df) => self.own_idf_of_df(*df),
                     // Only in agents' names or descriptions.
                     None if self.skills.contains_term(t) => rarest,
+                    // A name no skill has says nothing of the domain.
+                    None if word.name => rarest,
                     None => rarest * config.unknown_weight,
                 };
-                if t.chars().all(|c| c.is_ascii_digit()) {
-                    w * config.number_weight
-                } else if self.analyzer.is_common(t) {
-                    w * config.common_word_weight
-                } else {
-                    w
-                }
+                w * f
             })
             .collect();
         let idf_sum: f64 = idf.iter().sum();
+        // The weight of the request's words that some skill has.
+        let known_sum: f64 = q
+            .iter()
+            .zip(&idf)
+            .filter(|(t, _)| self.skills.contains_term(t))
+            .map(|(_, w)| w)
+            .sum();
+        // Pairs of successive content words of the request (by the
+        // positions of their distinct terms), for the phrase signal.
+        let mut pairs: Vec<(usize, usize)> = Vec::new();
+        if config.phrase_weight > 0.0 {
+            let content = |t: &String| {
+                !self.analyzer.is_common(t)
+                    && !self.analyzer.is_temporal(t)
+                    && !t.chars().all(|c| c.is_ascii_digit())
+            };
+            let seq = self.analyzer.terms(text);
+            for w in seq.windows(2) {
+                if w[0] == w[1] || !content(&w[0]) || !content(&w[1]) {
+                    continue;
+                }
+                let (Some(a), Some(b)) = (
+                    q.iter().position(|t| *t == w[0]),
+                    q.iter().position(|t| *t == w[1]),
+                ) else {
+                    continue;
+                };
+                if !pairs.contains(&(a, b)) {
+                    pairs.push((a, b));
+                }
+            }
+        }
+        let pairs_sum: f64 = pairs.iter().map(|(a, b)| idf[*a] + idf[*b]).sum();
+        // Which terms are words of content (for `min_content_coverage`).
+        let content: Vec<bool> = words
+            .iter()
+            .map(|w| {
+                let name = w.name && !self.topic_df.contains_key(&w.term);
+                let number = w.term.chars().all(|c| c.is_ascii_digit());
+                !(w.temporal || name || number || self.analyzer.is_common(&w.term))
+            })
+            .collect();
         let q_norm: f64 = idf.iter().map(|w| w * w).sum::<f64>().sqrt();
         let query_vec = embedder.and_then(|e| e.embed(&[text]).into_iter().next());
         let wants_old = filter.has("protocolVersion") || filter.has("cardVersion");
@@ -560,6 +671,7 @@ impl Index {
         struct Cand {
             score: f64,
             coverage: f64,
+            content_coverage: f64,
             slot: u32,
             skill: u16,
             why: String,
@@ -581,16 +693,24 @@ impl Index {
                 continue;
             }
             // Coverage.
-            let mut found = 0.0;
+            let (mut found, mut content_found) = (0.0, 0.0);
             let mut matched_words: Vec<&str> = Vec::new();
-            for ((t, w), (_, word)) in q.iter().zip(&idf).zip(&words) {
-                let p = doc.presence(t, config.agent_words_in_skill);
+            for (((t, w), word), is_content) in q.iter().zip(&idf).zip(&words).zip(&content) {
+                let p = doc.presence(t, config.agent_words_in_skill, config.related_weight);
                 if p > 0.0 {
                     found += w * p;
-                    matched_words.push(word);
+                    if *is_content {
+                        content_found += w * p;
+                    }
+                    matched_words.push(&word.word);
                 }
             }
             let coverage = if idf_sum > 0.0 { found / idf_sum } else { 0.0 };
+            let content_coverage = if idf_sum > 0.0 {
+                content_found / idf_sum
+            } else {
+                0.0
+            };
             // The agent as a whole: the best presence over all its skills.
             let mut agent_found = 0.0;
             if config.agent_weight > 0.0 {
@@ -598,7 +718,7 @@ impl Index {
                     let p = e
                         .skills
                         .iter()
-                        .map(|d| d.presence(t, 1.0))
+                        .map(|d| d.presence(t, 1.0, config.related_weight))
                         .fold(0.0, f64::max);
                     agent_found += w * p;
                 }
@@ -614,18 +734,22 @@ impl Index {
                 let mut dot = 0.0;
                 let mut ex_norm = 0.0;
                 let mut seen: Vec<&String> = Vec::new();
+                let names = doc.example_names.get(n);
                 for t in ex {
                     if seen.contains(&t) {
                         continue;
                     }
                     seen.push(t);
-                    let mut w = self.own_idf(t);
-                    if self.analyzer.is_common(t) {
-                        w *= config.common_word_weight;
-                    }
+                    let name = names.is_some_and(|v| v.contains(t));
+                    let w = self.own_idf(t)
+                        * self.term_factor(t, name, self.analyzer.is_temporal(t), config);
                     ex_norm += w * w;
                     if let Some(k) = q.iter().position(|x| x == t) {
                         dot += w * idf[k];
+                    } else if config.related_weight > 0.0 {
+                        if let Some(k) = q.iter().position(|x| text::related(x, t)) {
+                            dot += config.related_weight * w * idf[k];
+                        }
                     }
                 }
                 if ex_norm > 0.0 && q_norm > 0.0 {
@@ -637,7 +761,7 @@ impl Index {
             }
             let bm25 = self
                 .skills
-                .score(&(slot, i), &q)
+                .score_weighted(&(slot, i), &q, &factors)
                 .map_or(0.0, |s| if s.bound > 0.0 { s.raw / s.bound } else { 0.0 });
             // The share of the skill's name and id the request says.
             let (mut named, mut name_all) = (0.0, 0.0);
@@ -646,6 +770,8 @@ impl Index {
                 name_all += w;
                 if q.contains(t) {
                     named += w;
+                } else if config.related_weight > 0.0 && q.iter().any(|x| text::related(x, t)) {
+                    named += config.related_weight * w;
                 }
             }
             let name_share = if name_all > 0.0 {
@@ -653,14 +779,27 @@ impl Index {
             } else {
                 0.0
             };
+            // The share of the request's pairs of words the skill says too.
+            let phrase = if pairs_sum > 0.0 {
+                pairs
+                    .iter()
+                    .filter(|(a, b)| doc.has_pair(&q[*a], &q[*b]))
+                    .map(|(a, b)| idf[*a] + idf[*b])
+                    .sum::<f64>()
+                    / pairs_sum
+            } else {
+                0.0
+            };
             let weights = config.coverage_weight
                 + config.example_weight
                 + config.bm25_weight
-                + config.name_weight;
+                + config.name_weight
+                + config.phrase_weight;
             let mut score = (config.coverage_weight * coverage
                 + config.example_weight * best_example.0
                 + config.bm25_weight * bm25
-                + config.name_weight * name_share)
+                + config.name_weight * name_share
+                + config.phrase_weight * phrase)
                 / weights.max(1e-9);
             score = (1.0 - config.agent_weight) * score + config.agent_weight * agent_coverage;
             let mut semantic_note = String::new();
@@ -692,6 +831,7 @@ impl Index {
             scored.push(Cand {
                 score,
                 coverage,
+                content_coverage,
                 slot,
                 skill: i,
                 why,
@@ -746,6 +886,32 @@ impl Index {
                     config.fit_threshold * 100.0
                 ));
             }
+            (Some(best), _)
+                if known_sum > 0.0
+                    && best.coverage * idf_sum / known_sum < config.min_known_share =>
+            {
+                out.no_fit = true;
+                out.reason = Some(format!(
+                    "the best skill has only {:.0}% of the request's words that some skill has \
+                     (at least {:.0}% needed): the request's words belong to different skills, \
+                     none fits; ask the user rather than guess",
+                    best.coverage * idf_sum / known_sum * 100.0,
+                    config.min_known_share * 100.0
+                ));
+            }
+            (Some(best), _)
+                if best.content_coverage < config.min_content_coverage
+                    && best.score >= config.fit_threshold =>
+            {
+                out.no_fit = true;
+                out.reason = Some(format!(
+                    "the best skill shares with the request only common words, numbers, \
+                     words of time or names ({:.0}% of the request in words of content, at \
+                     least {:.0}% needed): no skill fits; ask the user rather than guess",
+                    best.content_coverage * 100.0,
+                    config.min_content_coverage * 100.0
+                ));
+            }
             (Some(best), _) if best.coverage < config.min_coverage => {
                 out.no_fit = true;
                 out.reason = Some(format!(
@@ -776,6 +942,25 @@ impl Index {
         let n = f64::from(self.skill_count);
         let df = f64::from(df);
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln().max(0.0)
+    }
+
+    /// What a term counts for, relative to its IDF: less for a word of
+    /// time, a number, a common English word and a name that is no skill's
+    /// topic ([`RouterConfig`]).
+    fn term_factor(&self, term: &str, name: bool, temporal: bool, config: &RouterConfig) -> f64 {
+        let mut f = if temporal {
+            config.temporal_weight
+        } else if term.chars().all(|c| c.is_ascii_digit()) {
+            config.number_weight
+        } else if self.analyzer.is_common(term) {
+            config.common_word_weight
+        } else {
+            1.0
+        };
+        if name && !self.topic_df.contains_key(term) {
+            f *= config.entity_weight;
+        }
+        f
     }
 
     /// The router's IDF of a term (that of the rarest term when no skill

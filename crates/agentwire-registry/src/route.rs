@@ -2,7 +2,7 @@
 //! request, or "no skill fits".
 //!
 //! The request is compared with every skill of the registered A2A 1.x
-//! agents that are reachable. Lexically by default (no model): three
+//! agents that are reachable. Lexically by default (no model): five
 //! signals, each in 0..=1, over terms from the same analyzer as search,
 //! with inverse document frequencies computed over the skills:
 //!
@@ -17,7 +17,23 @@
 //!   of the skill's `examples`;
 //! - **bm25**: the skill's BM25F score over its bound;
 //! - **name**: the IDF-weighted share of the skill's name and id that the
-//!   request says.
+//!   request says;
+//! - **phrase**: the IDF-weighted share of the request's pairs of successive
+//!   words of content that the skill has one after the other in a field
+//!   ("purchase orders", "peer dependencies", "release notes").
+//!
+//! Not every word of a request says what is asked. Each term's IDF is
+//! multiplied by a factor of [`RouterConfig`]: words of time ("Friday",
+//! "tomorrow", "last night": [`crate::text::Analyzer::is_temporal`]) say
+//! when, numbers say how much, and names (a word written with a capital
+//! inside a sentence, "Berlin", "Tesla", "Priya", that no skill has in its
+//! name, id, tags or description: [`crate::text::Word::name`]) say what the
+//! request is about, not which skill it needs; by default words of time and
+//! names count for nothing and numbers for half, in the request and in the
+//! examples alike (BM25F included). Common English words and words no skill
+//! has have factors too, and a derived form of a word ("summary" for
+//! "summarize": [`crate::text::related`]) can count for part of the word;
+//! the search on the training half left those at their neutral values.
 //!
 //! The IDF of routing is counted over the skills' own text (not their
 //! agents' names and descriptions, which every skill of an agent shares).
@@ -28,10 +44,18 @@
 //! request's embedding and the skill's examples is mixed in too.
 //!
 //! The best candidate is chosen only when it scores at least
-//! [`RouterConfig::fit_threshold`], covers at least
-//! [`RouterConfig::min_coverage`] of the request, and leads the next skill by more than
+//! [`RouterConfig::fit_threshold`], and leads the next skill by more than
 //! [`RouterConfig::tie_margin`]; otherwise the answer says so (`noFit` or
-//! `ambiguous`), and the caller asks instead of guessing.
+//! `ambiguous`), and the caller asks instead of guessing. Three more rules
+//! of "no fit" can be set (a minimum coverage, a minimum share of the
+//! request's known words, a minimum coverage in words of content); the
+//! defaults leave them off.
+//!
+//! On the labelled set of the benchmark (`benches/registry.rs`, figures in
+//! `benches/README.md`) the defaults, chosen on its training half, choose
+//! the right skill for 86% of the held-out in-domain requests and answer
+//! "no fit" to 78% of the held-out requests that no skill fits (the target
+//! is 80%: the lexical router misses it by one request of 18).
 
 use serde::{Deserialize, Serialize};
 
@@ -106,6 +130,38 @@ pub struct RouterConfig {
     /// is rare, yet a request that shares only such words with a skill is
     /// not about it.
     pub common_word_weight: f64,
+    /// How much a word of time ("Friday", "tomorrow", "this morning")
+    /// counts, relative to its IDF: it says when, not what.
+    pub temporal_weight: f64,
+    /// How much a name ("Berlin", "Tesla", "Priya": a word written with a
+    /// capital inside a sentence that no skill has in its name, id, tags or
+    /// description) counts, relative to its IDF, in the request and in the
+    /// examples: it says what the request is about, not which skill it
+    /// needs. A name no skill has at all counts this much of the rarest
+    /// word's IDF (instead of [`Self::unknown_weight`] times it).
+    pub entity_weight: f64,
+    /// How much a request's word counts in a skill that has not the word
+    /// but a derived form of it ("summarize" and "summary", "convert" and
+    /// "conversion", "linter" and "lint": [`crate::text::related`]),
+    /// relative to the word itself.
+    pub related_weight: f64,
+    /// Weight of the phrase signal: the IDF-weighted share of the request's
+    /// pairs of successive words (common words, numbers and words of time
+    /// left out) that the skill has one after the other in a field
+    /// ("purchase orders", "peer dependencies", "release notes").
+    pub phrase_weight: f64,
+    /// Below this share of the request's known words (those some skill
+    /// has, IDF-weighted) that the best skill has, no skill fits: the
+    /// words the registry knows are spread over skills that do different
+    /// things ("book" a hotel, "table" of a database, "restaurant" receipt),
+    /// which is what a request that no skill fits looks like. It compares
+    /// the best skill with the best any skill could do for this request.
+    pub min_known_share: f64,
+    /// Below this coverage of the request by the best skill counting only
+    /// its words of content (not common words, numbers, words of time or
+    /// names), no skill fits: a skill that shares with the request only
+    /// "find", "mean", "last night" or "Friday" has nothing to do with it.
+    pub min_content_coverage: f64,
 }
 
 impl Default for RouterConfig {
@@ -114,19 +170,25 @@ impl Default for RouterConfig {
     /// both halves.
     fn default() -> Self {
         Self {
-            coverage_weight: 0.2,
-            example_weight: 0.2,
+            coverage_weight: 0.4,
+            example_weight: 0.3,
             bm25_weight: 0.6,
             name_weight: 0.3,
             semantic_weight: 0.5,
-            fit_threshold: 0.2,
+            fit_threshold: 0.24,
             min_coverage: 0.0,
             tie_margin: 0.0,
-            unknown_weight: 1.5,
-            number_weight: 1.0,
+            unknown_weight: 1.0,
+            number_weight: 0.5,
             agent_weight: 0.25,
             agent_words_in_skill: 0.0,
             common_word_weight: 1.0,
+            temporal_weight: 0.0,
+            entity_weight: 0.0,
+            related_weight: 0.0,
+            phrase_weight: 0.2,
+            min_known_share: 0.0,
+            min_content_coverage: 0.0,
         }
     }
 }

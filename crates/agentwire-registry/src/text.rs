@@ -44,7 +44,80 @@ pub struct Analyzer {
     tokenizer: DefaultTokenizer,
     /// Terms of common English words (see [`Analyzer::is_common`]).
     common: std::collections::HashSet<String, ahash::RandomState>,
+    /// Terms of words of time (see [`Analyzer::is_temporal`]).
+    temporal: std::collections::HashSet<String, ahash::RandomState>,
 }
+
+/// One distinct term of a request, with the word it comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Word {
+    /// The term.
+    pub term: String,
+    /// The first word of the text that gave it, as written.
+    pub word: String,
+    /// Written with a capital inside a sentence ("Berlin", "Tesla",
+    /// "Priya", "USD") every time: the name of a place, a person, a product
+    /// or a company, most likely. Such a word says what the request is
+    /// about, not what is to be done with it.
+    pub name: bool,
+    /// A word of time ([`Analyzer::is_temporal`]).
+    pub temporal: bool,
+}
+
+/// Words of time: the days of the week, the months, parts of the day and
+/// units of the calendar, and the words that place something in time. A
+/// request says when ("on Friday", "this morning", "last night") as often
+/// as what, and the examples of a skill do too, so these words match across
+/// skills that have nothing else in common ("Am I free on Friday" and "I
+/// want to take leave next Friday"). A closed class of English, written
+/// here; "may" and "march" are left out (they are mostly a verb).
+const TEMPORAL_WORDS: &[&str] = &[
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "weekday",
+    "weekend",
+    "january",
+    "february",
+    "april",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "today",
+    "tonight",
+    "tomorrow",
+    "yesterday",
+    "morning",
+    "afternoon",
+    "evening",
+    "night",
+    "noon",
+    "midnight",
+    "day",
+    "week",
+    "month",
+    "year",
+    "hour",
+    "minute",
+    "daily",
+    "weekly",
+    "monthly",
+    "yearly",
+    "hourly",
+    "nightly",
+    "now",
+    "ago",
+    "soon",
+    "later",
+];
 
 /// A general list of common English words (Stopwords ISO, MIT licence:
 /// `data/README.md`). Longer than the tokenizer's stop words ("find",
@@ -78,7 +151,15 @@ impl Analyzer {
             .filter(|w| w.chars().all(char::is_alphabetic))
             .flat_map(|w| tokenizer.tokenize(&american_spelling(w)))
             .collect();
-        Self { tokenizer, common }
+        let temporal = TEMPORAL_WORDS
+            .iter()
+            .flat_map(|w| tokenizer.tokenize(w))
+            .collect();
+        Self {
+            tokenizer,
+            common,
+            temporal,
+        }
     }
 
     /// Whether a term is that of a common English word ("find", "make",
@@ -95,6 +176,49 @@ impl Analyzer {
         let mut terms = self.tokenizer.tokenize(&spaced);
         terms.retain(|t| !FILLER_TERMS.contains(&t.as_str()));
         terms
+    }
+
+    /// Whether a term is that of a word of time ("Friday", "tomorrow",
+    /// "morning", "week", "June"): when something is wanted, not what.
+    pub fn is_temporal(&self, term: &str) -> bool {
+        self.temporal.contains(term)
+    }
+
+    /// The distinct terms of a text with what the router needs to know of
+    /// the words that gave them: the first such word, and whether every
+    /// one was written as a name (see [`Word::name`]).
+    pub fn words(&self, text: &str) -> Vec<Word> {
+        let mut out: Vec<Word> = Vec::new();
+        // The first word of the text, and a word after a full stop, a
+        // question or exclamation mark or a colon, start a sentence: their
+        // capital says nothing.
+        let mut sentence_start = true;
+        for raw in text.split(char::is_whitespace) {
+            let starts = sentence_start;
+            sentence_start = raw.ends_with(['.', '?', '!', ':']);
+            for word in raw.split(['-', '_', '/', '\'', '\u{2019}']) {
+                let word = word.trim_matches(|c: char| !c.is_alphanumeric());
+                if word.is_empty() {
+                    continue;
+                }
+                let name = !starts && word.chars().next().is_some_and(char::is_uppercase);
+                for term in self.tokenizer.tokenize(&american_spelling(word)) {
+                    if FILLER_TERMS.contains(&term.as_str()) {
+                        continue;
+                    }
+                    match out.iter_mut().find(|w| w.term == term) {
+                        Some(w) => w.name &= name,
+                        None => out.push(Word {
+                            temporal: self.is_temporal(&term),
+                            term,
+                            word: word.to_owned(),
+                            name,
+                        }),
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// The distinct terms of a text, each with the first word of the text
@@ -164,6 +288,30 @@ fn american_spelling(text: &str) -> String {
     }
     flush(&mut word, &mut out);
     out
+}
+
+/// Whether two different terms are most likely forms of one word that the
+/// stemmer keeps apart: derived forms ("summarize" / "summary", "convert" /
+/// "conversion", "diversified" / "diversification") and an agent noun in
+/// "-er" ("linter" / "lint"). The Snowball stemmer removes inflections
+/// ("meetings", "booked") and some derivational suffixes, not all: the two
+/// terms here share a stem of five letters at least, and neither goes on
+/// more than two letters past it; or one is the other and "er".
+pub fn related(a: &str, b: &str) -> bool {
+    if a == b {
+        return false;
+    }
+    // Letters of English only (the stemmer is English): cheap on bytes.
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.iter().chain(b).any(|c| !c.is_ascii_lowercase()) {
+        return false;
+    }
+    let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    if common >= 5 && a.len() - common <= 2 && b.len() - common <= 2 {
+        return true;
+    }
+    common == short.len() && short.len() >= 4 && &long[common..] == b"er"
 }
 
 /// BM25 parameters.
@@ -340,13 +488,19 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
 
     /// Scores one document (None if absent), with the query terms it has.
     pub fn score(&self, key: &K, query: &[String]) -> Option<Scored> {
+        self.score_weighted(key, query, &[])
+    }
+
+    /// As [`Self::score`], each distinct query term's IDF multiplied by
+    /// the factor at its position in `factors` (1 past its end).
+    pub fn score_weighted(&self, key: &K, query: &[String], factors: &[f64]) -> Option<Scored> {
         self.docs.get(key)?;
         let q = Self::distinct(query);
         let avgdl = self.avgdl();
         let mut out = Scored::default();
         let (mut all, mut found) = (0.0, 0.0);
-        for t in q {
-            let w = self.idf(t);
+        for (n, t) in q.into_iter().enumerate() {
+            let w = self.idf(t) * factors.get(n).copied().unwrap_or(1.0);
             out.bound += w * (self.params.k1 + 1.0);
             all += w;
             if let Some(p) = self.postings.get(t).and_then(|m| m.get(key)) {
@@ -427,6 +581,44 @@ mod tests {
         assert!(a.is_common("find") && a.is_common("last") && !a.is_common("invoic"));
         let w = a.terms_with_words("Is payment-service ready? Checking...");
         assert!(w.contains(&("check".into(), "Checking".into())), "{w:?}");
+    }
+
+    #[test]
+    fn request_words_say_which_are_names_and_times() {
+        let a = Analyzer::new();
+        let w = a.words("Book a flight to Berlin on Friday. Tesla shares? Yes: Tokyo");
+        let get = |t: &str| w.iter().find(|x| x.term == a.terms(t)[0]).cloned().unwrap();
+        assert!(!get("book").name, "the first word of the text");
+        assert!(get("berlin").name && !get("berlin").temporal);
+        assert!(get("friday").name && get("friday").temporal);
+        assert!(!get("tesla").name, "the first word of a sentence");
+        assert!(!get("tokyo").name, "after a colon");
+        assert!(!get("flight").name && !get("flight").temporal);
+        assert_eq!(get("berlin").word, "Berlin");
+        // A word written both ways is not a name.
+        let w = a.words("the Weather in Paris: weather now");
+        assert!(w.iter().any(|x| x.term == "weather" && !x.name));
+        assert!(w.iter().any(|x| x.term == "now" && x.temporal) || a.terms("now").is_empty());
+        assert!(a.is_temporal(&a.terms("mornings")[0]) && a.is_temporal(&a.terms("weeks")[0]));
+        assert!(!a.is_temporal(&a.terms("invoice")[0]));
+        // Filler words are dropped, as by `terms`.
+        assert!(a.words("please help").is_empty());
+    }
+
+    #[test]
+    fn related_terms_are_derived_forms() {
+        let a = Analyzer::new();
+        let t = |w: &str| a.terms(w).remove(0);
+        assert!(related(&t("summarize"), &t("summary")));
+        assert!(related(&t("convert"), &t("conversion")));
+        assert!(related(&t("linter"), &t("lint")));
+        assert!(related(&t("diversified"), &t("diversification")));
+        assert!(!related(&t("meeting"), &t("meetings")), "the same term");
+        assert!(!related(&t("schedule"), &t("reschedule")));
+        assert!(!related(&t("plan"), &t("planet")));
+        assert!(!related(&t("secret"), &t("secretary")));
+        assert!(!related("rust", "rusty"), "too short a stem");
+        assert!(!related("12345", "123456"), "numbers");
     }
 
     #[test]
