@@ -589,23 +589,23 @@ async fn main() {
         }
     }
 
-    // `EXPLAIN=1`: the best five skills of every miss, with their scores.
-    if std::env::var_os("EXPLAIN").is_some() {
-        for (i, l) in set
-            .iter()
+    // The requests of the half shown, each routed with its best five skills.
+    let shown_routed = || {
+        set.iter()
             .enumerate()
             .filter(|(i, _)| (i % 2 == 1) != show_train)
-        {
-            let routed = r
-                .route_with(
-                    &RouteRequest {
-                        text: l.text.clone(),
-                        filter: None,
-                        limit: Some(5),
-                    },
-                    &config,
-                )
-                .expect("route");
+            .map(|(i, l)| {
+                let request = RouteRequest {
+                    text: l.text.clone(),
+                    filter: None,
+                    limit: Some(5),
+                };
+                (i, l, r.route_with(&request, &config).expect("route"))
+            })
+    };
+    // `EXPLAIN=1`: the best five skills of every miss, with their scores.
+    if std::env::var_os("EXPLAIN").is_some() {
+        for (i, l, routed) in shown_routed() {
             let want = l.label.as_ref().map(|(a, s)| (a.clone(), s.clone()));
             let got = routed
                 .chosen()
@@ -624,21 +624,7 @@ async fn main() {
     // `DUMP=1`: one line per request of the half shown (the training half
     // with SHOW_TRAIN_MISSES), to study the decision.
     if std::env::var_os("DUMP").is_some() {
-        for (i, l) in set
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| (i % 2 == 1) != show_train)
-        {
-            let routed = r
-                .route_with(
-                    &RouteRequest {
-                        text: l.text.clone(),
-                        filter: None,
-                        limit: Some(5),
-                    },
-                    &config,
-                )
-                .expect("route");
+        for (i, l, routed) in shown_routed() {
             let kind = match &l.label {
                 None => "none",
                 Some((a, s)) => match routed.matches.first() {

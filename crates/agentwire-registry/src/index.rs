@@ -79,42 +79,26 @@ impl SkillDoc {
         self.examples.iter().flatten().cloned().collect()
     }
 
-    /// Fills `own_terms` and `name_terms`.
+    /// Fills `own_terms`, `name_terms` and `topic_terms`.
     fn with_term_sets(mut self) -> Self {
-        let mut own: Vec<String> = Vec::new();
-        let mut name: Vec<String> = Vec::new();
-        for t in self.name.iter().chain(&self.id) {
-            if !name.contains(t) {
-                name.push(t.clone());
+        /// The terms in order of first appearance, each once.
+        fn distinct<'a>(terms: impl Iterator<Item = &'a String>) -> Vec<String> {
+            let mut out: Vec<String> = Vec::new();
+            for t in terms {
+                if !out.contains(t) {
+                    out.push(t.clone());
+                }
             }
+            out
         }
-        for t in self
-            .name
-            .iter()
-            .chain(&self.id)
-            .chain(&self.description)
-            .chain(&self.tags)
-            .chain(self.examples.iter().flatten())
-        {
-            if !own.contains(t) {
-                own.push(t.clone());
-            }
-        }
-        let mut topic: Vec<String> = Vec::new();
-        for t in self
-            .name
-            .iter()
-            .chain(&self.id)
-            .chain(&self.description)
-            .chain(&self.tags)
-        {
-            if !topic.contains(t) {
-                topic.push(t.clone());
-            }
-        }
-        self.own_terms = own;
-        self.name_terms = name;
-        self.topic_terms = topic;
+        let named = || self.name.iter().chain(&self.id);
+        let topic = || named().chain(&self.description).chain(&self.tags);
+        let name_terms = distinct(named());
+        let topic_terms = distinct(topic());
+        let own_terms = distinct(topic().chain(self.examples.iter().flatten()));
+        self.own_terms = own_terms;
+        self.name_terms = name_terms;
+        self.topic_terms = topic_terms;
         self
     }
 
