@@ -238,12 +238,21 @@ const FIXED64: u32 = 1;
 const LEN: u32 = 2;
 const FIXED32: u32 = 5;
 
-fn varint(buf: &mut Vec<u8>, mut v: u64) {
+/// `v` as a varint: its bytes (at most 10) and how many there are.
+fn varint_bytes(mut v: u64) -> ([u8; 10], usize) {
+    let (mut out, mut n) = ([0u8; 10], 0);
     while v >= 0x80 {
-        buf.push((v as u8) | 0x80);
+        out[n] = (v as u8) | 0x80;
         v >>= 7;
+        n += 1;
     }
-    buf.push(v as u8);
+    out[n] = v as u8;
+    (out, n + 1)
+}
+
+fn varint(buf: &mut Vec<u8>, v: u64) {
+    let (bytes, n) = varint_bytes(v);
+    buf.extend_from_slice(&bytes[..n]);
 }
 
 fn key(buf: &mut Vec<u8>, field: u32, wire: u32) {
@@ -297,9 +306,8 @@ fn message(buf: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
     if len < 0x80 {
         buf[at] = len as u8;
     } else {
-        let mut prefix = Vec::with_capacity(10);
-        varint(&mut prefix, len as u64);
-        buf.splice(at..=at, prefix);
+        let (prefix, n) = varint_bytes(len as u64);
+        buf.splice(at..=at, prefix[..n].iter().copied());
     }
 }
 
