@@ -250,7 +250,7 @@ load() {
     port=PORT_$name
     port=${!port}
     local args=(-z "$DURATION" -c "$c" --no-tui --output-format json -o "$WORK/oha-$name-$test-$round.json" "${OHA_THREADS[@]}")
-    if [[ $test == send-* || $test == warmup ]]; then
+    if [[ $test == send-* || $test == pair-* || $test == warmup ]]; then
         send_headers "$name"
         args+=(-m POST "${HEADERS[@]}" -T application/json -D "${BODY[$name]:-$SEND_BODY}" "http://127.0.0.1:$port/")
     else

@@ -10,15 +10,39 @@ use crate::proto::{
 };
 use crate::timestamp::Timestamp;
 
-/// A fresh random identifier (UUID v4), as used for tasks, contexts,
-/// messages and artifacts.
+/// A fresh identifier, as used for tasks, contexts, messages and
+/// artifacts: a UUID v7 (RFC 9562), the current time in milliseconds
+/// followed by 74 random bits (no counter: identifiers made in the same
+/// millisecond are no easier to guess from one another than UUID v4s).
+///
+/// Time first, so that a database's indexes on task and context ids take
+/// new ones at one end instead of at random places: a durable store's
+/// commit of a batch of new tasks then rewrites about half as many pages.
 pub fn new_id() -> String {
     // Encoded directly: one allocation of the exact size, no formatter.
     let mut buf = uuid::Uuid::encode_buffer();
-    uuid::Uuid::new_v4()
+    uuid::Uuid::new_v7(uuid::Timestamp::now(uuid::NoContext))
         .hyphenated()
         .encode_lower(&mut buf)
         .to_owned()
+}
+
+#[cfg(test)]
+mod id_tests {
+    use super::new_id;
+
+    #[test]
+    fn identifiers_are_time_ordered_uuid_v7s() {
+        let a = new_id();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = new_id();
+        let ua = uuid::Uuid::parse_str(&a).unwrap();
+        assert_eq!(ua.get_version_num(), 7, "{a}");
+        assert!(a < b, "{a} then {b}");
+        // The random part differs between two made in the same millisecond.
+        let (c, d) = (new_id(), new_id());
+        assert_ne!(c[15..], d[15..]);
+    }
 }
 
 impl TaskState {

@@ -20,7 +20,7 @@
 //! acknowledged.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use agentwire_types::{A2aError, A2aResult};
@@ -43,11 +43,44 @@ const STATEMENT_CACHE: usize = 64;
 /// database, when something was committed since its last pass.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 
-/// The writer's own checkpoint, should the checkpointer fall behind: at
-/// this many pages in the log (about 64 MB), the commit that reaches it
-/// copies the log itself (SQLite's default is 1,000 pages, which made
-/// every few dozen commits of a busy server wait for a copy and an fsync).
-const WRITER_CHECKPOINT_PAGES: u32 = 16_384;
+/// When the write-ahead log is started over, and what the writer does if
+/// the checkpointer falls behind (see [`checkpoint_loop`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WalLimits {
+    /// A log of this many pages or more is to be started over: the
+    /// checkpointer copies it in passes without pause until a pass has
+    /// little left to copy, then has the writer copy the rest (4,096 pages,
+    /// about 16 MB).
+    pub restart_pages: u32,
+    /// "Little left": a pass that copied at most this many pages (512).
+    pub finish_pages: u32,
+    /// The writer's own checkpoint, should the checkpointer fall behind
+    /// all the same: at this many pages in the log (16,384, about 64 MB),
+    /// the commit that reaches it copies the log itself. (SQLite's default
+    /// is 1,000 pages, which made every few dozen commits of a busy server
+    /// wait for a copy and an fsync.)
+    pub writer_pages: u32,
+}
+
+impl Default for WalLimits {
+    fn default() -> Self {
+        Self {
+            restart_pages: 4_096,
+            finish_pages: 512,
+            writer_pages: 16_384,
+        }
+    }
+}
+
+/// What the writer and the checkpointer tell each other.
+#[derive(Debug, Default)]
+struct WalState {
+    /// Transactions committed by the writer.
+    commits: AtomicU64,
+    /// Set by the checkpointer: the log is long and nearly all of it is in
+    /// the database; the writer copies the rest between two batches.
+    finish: AtomicBool,
+}
 
 /// Bytes of the database file each connection maps into memory: reads
 /// of pages are then memory reads, not `pread` calls.
@@ -303,6 +336,7 @@ impl Dialect for Lite {
     const FALSE: &'static str = "0";
     const TASK_TABLES: &'static [&'static str] = &["a2a_push_configs", "a2a_artifact_chunks"];
     const COUNTED: bool = true;
+    const COUNT_SHARDS: u32 = 1;
 
     fn on(pool: &LiteDb) -> &LiteDb {
         pool
@@ -503,8 +537,6 @@ fn open(
         if !read_only {
             conn.pragma_update(None, "journal_mode", "WAL")
                 .map_err(fail)?;
-            conn.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)
-                .map_err(fail)?;
         }
         conn.pragma_update(None, "mmap_size", MMAP_BYTES)
             .map_err(fail)?;
@@ -560,15 +592,22 @@ impl Threads {
         busy: Duration,
         sync: Synchronous,
         batching: Batching,
+        wal: WalLimits,
     ) -> A2aResult<Self> {
         let (alive, exited) = mpsc::channel(1);
         let (writer, rx) = flume::unbounded();
         let settings = (busy, sync, false);
         let name = "a2a-sqlite-writer".to_owned();
-        let commits = Arc::new(AtomicU64::new(0));
-        let committed = Arc::clone(&commits);
+        let state = Arc::new(WalState::default());
+        let shared = Arc::clone(&state);
+        let file = matches!(target, Target::File(_));
         spawn(name, target.clone(), settings, alive.clone(), move |conn| {
-            write_loop(conn, &rx, batching, &committed);
+            if file {
+                if let Err(e) = conn.pragma_update(None, "wal_autocheckpoint", wal.writer_pages) {
+                    tracing::warn!(error = %e, "task store: setting the writer's checkpoint");
+                }
+            }
+            write_loop(conn, &rx, batching, &shared);
         })
         .await?;
         let checkpointer = match target {
@@ -577,7 +616,7 @@ impl Threads {
                 let (tx, stop) = flume::bounded::<()>(1);
                 let name = "a2a-sqlite-checkpoint".to_owned();
                 spawn(name, target.clone(), settings, alive.clone(), move |conn| {
-                    checkpoint_loop(&conn, &stop, &commits);
+                    checkpoint_loop(&conn, &stop, &state, wal);
                 })
                 .await?;
                 Some(tx)
@@ -688,23 +727,69 @@ fn read_loop(conn: Connection, rx: &flume::Receiver<Box<dyn Job>>) {
 /// readers wait for, and copies each page once however often the log
 /// holds it). The writer's commits then never wait for that copy or its
 /// fsync. Stops when `stop`'s sender is dropped.
-fn checkpoint_loop(conn: &Connection, stop: &flume::Receiver<()>, commits: &AtomicU64) {
+///
+/// A log is started over (written again from its start) only by a write
+/// transaction that begins when all of the log is in the database, which
+/// a busy writer never lets a pass beside it reach: each pass ends behind
+/// the commits made while it ran. So once the log has
+/// [`WalLimits::restart_pages`], the passes follow one another without
+/// pause, each copying what the writer added during the one before, until
+/// one copies at most [`WalLimits::finish_pages`]; then the writer, between
+/// two batches, copies the few pages left itself (a short stall, two small
+/// fsyncs) and its next transaction starts the log over. Without this the
+/// log grew until the writer's own checkpoint at
+/// [`WalLimits::writer_pages`], a stall of tens of milliseconds.
+fn checkpoint_loop(
+    conn: &Connection,
+    stop: &flume::Receiver<()>,
+    state: &WalState,
+    wal: WalLimits,
+) {
     let mut seen = 0;
+    // Pages of the log in the database after the last pass.
+    let mut copied = 0;
+    let mut behind = false;
     loop {
-        match stop.recv_timeout(CHECKPOINT_EVERY) {
+        let wait = if behind {
+            Duration::ZERO
+        } else {
+            CHECKPOINT_EVERY
+        };
+        match stop.recv_timeout(wait) {
             Err(flume::RecvTimeoutError::Timeout) => {}
             // Stopping (or a message, which nothing sends).
             _ => return,
         }
-        let now = commits.load(Ordering::Relaxed);
+        let now = state.commits.load(Ordering::Relaxed);
         if now == seen {
+            behind = false;
             continue;
         }
         seen = now;
-        // A failure (the disk, a lock held by another process) is left to
-        // the next pass and to the writer's own checkpoint.
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            tracing::debug!(error = %e, "task store: checkpoint failed");
+        // (busy, pages in the log, pages of it in the database)
+        let pass = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        });
+        let (log, done) = match pass {
+            Ok(p) => p,
+            // A failure (the disk, a lock held by another process) is left
+            // to the next pass and to the writer's own checkpoint.
+            Err(e) => {
+                tracing::debug!(error = %e, "task store: checkpoint failed");
+                behind = false;
+                continue;
+            }
+        };
+        // Fewer pages than before: the log was started over.
+        let this_pass = if done >= copied { done - copied } else { done };
+        copied = done;
+        behind = false;
+        if log >= i64::from(wal.restart_pages) && !state.finish.load(Ordering::Relaxed) {
+            if done == log && this_pass <= i64::from(wal.finish_pages) {
+                state.finish.store(true, Ordering::Relaxed);
+            } else {
+                behind = true;
+            }
         }
     }
 }
@@ -716,7 +801,7 @@ fn write_loop(
     conn: Connection,
     rx: &flume::Receiver<Box<dyn Job>>,
     batching: Batching,
-    commits: &AtomicU64,
+    wal: &WalState,
 ) {
     let db = LiteDb::new(conn);
     let tables = Tables::counting(db.clone());
@@ -791,10 +876,21 @@ fn write_loop(
                 c.lock().clear();
             }
         } else {
-            commits.fetch_add(1, Ordering::Relaxed);
+            wal.commits.fetch_add(1, Ordering::Relaxed);
         }
         for done in ran {
             done.answer(commit.as_ref().map(|_| ()));
+        }
+        // Nothing else writes while the writer copies the rest of the log:
+        // all of it is then in the database, and the next transaction
+        // starts it over (see `checkpoint_loop`).
+        if wal.finish.swap(false, Ordering::Relaxed) {
+            let pass =
+                db.0.lock()
+                    .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+            if let Err(e) = pass {
+                tracing::debug!(error = %e, "task store: the writer's checkpoint failed");
+            }
         }
     }
 }

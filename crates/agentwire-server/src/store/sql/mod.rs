@@ -370,6 +370,27 @@ const ADD_TASK_COUNT: &str = "INSERT INTO a2a_task_counts \
      (owner_tenant, owner_principal, state, n) VALUES ($1, $2, $3, $4) \
      ON CONFLICT (owner_tenant, owner_principal, state) \
      DO UPDATE SET n = a2a_task_counts.n + excluded.n";
+/// [`ADD_TASK_COUNT`] where the counters are split
+/// ([`Dialect::COUNT_SHARDS`]): to the row of shard `$5`.
+const ADD_TASK_COUNT_SHARD: &str = "INSERT INTO a2a_task_counts \
+     (owner_tenant, owner_principal, state, n, shard) VALUES ($1, $2, $3, $4, $5) \
+     ON CONFLICT (owner_tenant, owner_principal, state, shard) \
+     DO UPDATE SET n = a2a_task_counts.n + excluded.n";
+
+/// The shard of the task counters that the next batch of this process
+/// updates: batches in turn, from a start that differs between processes,
+/// so that concurrent batches (of one replica or several) rarely share a
+/// row. A task's count may move out of one shard and into another; only
+/// their sum means anything.
+fn next_count_shard(shards: u32) -> i32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT
+        .fetch_add(1, Ordering::Relaxed)
+        .wrapping_add(std::process::id());
+    // At most COUNT_SHARDS (64): fits an i32.
+    i32::try_from(n % shards.max(1)).unwrap_or(0)
+}
 /// Adds `n` to a counter of tasks by owner, context and state.
 const ADD_CONTEXT_COUNT: &str = "INSERT INTO a2a_context_counts \
      (owner_tenant, owner_principal, context_id, state, n) VALUES ($1, $2, $3, $4, $5) \
@@ -864,13 +885,18 @@ impl<D: Dialect> Tables<D> {
             *by_owner.entry((tenant, principal, *state)).or_default() += n;
         }
         let mut conn = D::on(&self.writer);
+        let shard = (D::COUNT_SHARDS > 1).then(|| next_count_shard(D::COUNT_SHARDS));
         for ((tenant, principal, state), n) in by_owner {
             if n != 0 {
-                let s = Stmt::new(ADD_TASK_COUNT)
-                    .arg(tenant)
-                    .arg(principal)
-                    .arg(state)
-                    .arg(n);
+                let sql = match shard {
+                    Some(_) => ADD_TASK_COUNT_SHARD,
+                    None => ADD_TASK_COUNT,
+                };
+                let s = Stmt::new(sql).arg(tenant).arg(principal).arg(state).arg(n);
+                let s = match shard {
+                    Some(shard) => s.arg(shard),
+                    None => s,
+                };
                 conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
             }
         }

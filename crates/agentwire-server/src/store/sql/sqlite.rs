@@ -18,7 +18,7 @@ use sqlx::Connection as _;
 use crate::store::sql::driver::{self, Dialect};
 use crate::store::sql::fault;
 pub use crate::store::sql::lite::Synchronous;
-use crate::store::sql::lite::{Batching, Target, Threads, now};
+use crate::store::sql::lite::{Batching, Target, Threads, WalLimits, now};
 use crate::store::sql::{NoLog, PURGE_BATCH, purge_cutoff};
 use crate::store::{
     LogSpan, Owner, StoredPushConfig, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate,
@@ -59,6 +59,7 @@ impl Dialect for Sqlite {
     // The async driver writes statement by statement (files of an earlier
     // version): no counters.
     const COUNTED: bool = false;
+    const COUNT_SHARDS: u32 = 1;
 
     fn on(pool: &SqlitePool) -> &SqlitePool {
         pool
@@ -177,6 +178,7 @@ pub struct SqliteOptions {
     max_batch: usize,
     max_wait: Duration,
     readers: usize,
+    wal: WalLimits,
 }
 
 impl Default for SqliteOptions {
@@ -186,6 +188,7 @@ impl Default for SqliteOptions {
             max_batch: MAX_BATCH,
             max_wait: Duration::ZERO,
             readers: READERS,
+            wal: WalLimits::default(),
         }
     }
 }
@@ -263,8 +266,15 @@ impl SqliteStore {
             max_batch: o.max_batch,
             max_wait: o.max_wait,
         };
-        let threads =
-            Threads::start(target, o.readers, BUSY_TIMEOUT, o.synchronous, batching).await?;
+        let threads = Threads::start(
+            target,
+            o.readers,
+            BUSY_TIMEOUT,
+            o.synchronous,
+            batching,
+            o.wal,
+        )
+        .await?;
         Ok(Self { threads })
     }
 
@@ -507,6 +517,69 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert_eq!(in_file(), 50, "the tasks reached the database file");
+        s.close().await;
+        remove_db(&path);
+    }
+
+    /// Under writes that never pause, the log is still started over once
+    /// it is long (the checkpointer copies it and the writer the last few
+    /// pages), not left to grow until the writer's own checkpoint, here
+    /// turned off. The log's header counts its restarts; every task is
+    /// still there after reopening.
+    #[tokio::test]
+    async fn a_long_log_is_started_over_under_steady_writes() {
+        let path = temp_db();
+        let mut o = SqliteOptions::default();
+        o.wal = WalLimits {
+            restart_pages: 256,
+            finish_pages: 128,
+            writer_pages: 10_000_000,
+        };
+        let s = SqliteStore::open_with(&path, o).await.unwrap();
+        let restarts = || -> u32 {
+            // The checkpoint sequence number, bytes 12..16 of the log's header.
+            let wal = std::fs::read(format!("{}-wal", path.display())).unwrap_or_default();
+            wal.get(12..16)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+                .unwrap_or(0)
+        };
+        // Sixteen callers at once: the writer is never idle long enough for
+        // a pass beside it to copy the whole log.
+        let until = std::time::Instant::now() + Duration::from_secs(3);
+        let callers: Vec<_> = (0..16)
+            .map(|c| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut n = 0;
+                    while std::time::Instant::now() < until {
+                        s.create(&Owner::default(), task(&format!("t{c}-{n}")))
+                            .await
+                            .unwrap();
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        let mut n = 0;
+        for c in callers {
+            n = c.await.unwrap();
+        }
+        eprintln!(
+            "log restarts: {} ({n} writes by the last caller)",
+            restarts()
+        );
+        assert!(
+            restarts() >= 2,
+            "the log was started over: {} times",
+            restarts()
+        );
+        s.close().await;
+        let s = SqliteStore::open(&path).await.unwrap();
+        for i in [0, n / 2, n - 1] {
+            let id = format!("t15-{i}");
+            assert!(s.get(&id, None).await.unwrap().is_some(), "{id}");
+        }
         s.close().await;
         remove_db(&path);
     }

@@ -188,6 +188,7 @@ impl Dialect for PgBatch {
     const FALSE: &'static str = super::Pg::FALSE;
     const TASK_TABLES: &'static [&'static str] = super::Pg::TASK_TABLES;
     const COUNTED: bool = super::Pg::COUNTED;
+    const COUNT_SHARDS: u32 = super::Pg::COUNT_SHARDS;
 
     fn on(pool: &BatchConn) -> &BatchConn {
         pool

@@ -60,6 +60,7 @@ impl Dialect for Pg {
         &["a2a_push_configs", "a2a_task_events", "a2a_artifact_chunks"];
     // Every write goes through the batches of `batch.rs`, which keep them.
     const COUNTED: bool = true;
+    const COUNT_SHARDS: u32 = 64;
 
     fn on(pool: &PgPool) -> &PgPool {
         pool
