@@ -529,11 +529,13 @@ mod tests {
     #[tokio::test]
     async fn a_long_log_is_started_over_under_steady_writes() {
         let path = temp_db();
-        let mut o = SqliteOptions::default();
-        o.wal = WalLimits {
-            restart_pages: 256,
-            finish_pages: 128,
-            writer_pages: 10_000_000,
+        let o = SqliteOptions {
+            wal: WalLimits {
+                restart_pages: 256,
+                finish_pages: 128,
+                writer_pages: 10_000_000,
+            },
+            ..SqliteOptions::default()
         };
         let s = SqliteStore::open_with(&path, o).await.unwrap();
         let restarts = || -> u32 {
