@@ -183,8 +183,12 @@ impl Notices {
 /// A replica id for this process: the host name (when the environment
 /// says it), the process id and a random part.
 pub fn new_replica_id() -> String {
+    // The last 8 hex digits of a fresh id: random (its first ones are the
+    // time, a UUID v7's).
     let random = agentwire_types::new_id();
-    let random = random.get(..8).unwrap_or(&random);
+    let random = random
+        .get(random.len().saturating_sub(8)..)
+        .unwrap_or(&random);
     let host: String = std::env::var("HOSTNAME")
         .unwrap_or_default()
         .chars()
