@@ -760,9 +760,9 @@ fn checkpoint_loop(
             // Stopping (or a message, which nothing sends).
             _ => return,
         }
+        behind = false;
         let now = state.commits.load(Ordering::Relaxed);
         if now == seen {
-            behind = false;
             continue;
         }
         seen = now;
@@ -776,14 +776,12 @@ fn checkpoint_loop(
             // to the next pass and to the writer's own checkpoint.
             Err(e) => {
                 tracing::debug!(error = %e, "task store: checkpoint failed");
-                behind = false;
                 continue;
             }
         };
         // Fewer pages than before: the log was started over.
         let this_pass = if done >= copied { done - copied } else { done };
         copied = done;
-        behind = false;
         if log >= i64::from(wal.restart_pages) && !state.finish.load(Ordering::Relaxed) {
             if done == log && this_pass <= i64::from(wal.finish_pages) {
                 state.finish.store(true, Ordering::Relaxed);

@@ -886,17 +886,17 @@ impl<D: Dialect> Tables<D> {
         }
         let mut conn = D::on(&self.writer);
         let shard = (D::COUNT_SHARDS > 1).then(|| next_count_shard(D::COUNT_SHARDS));
+        let add = if shard.is_some() {
+            ADD_TASK_COUNT_SHARD
+        } else {
+            ADD_TASK_COUNT
+        };
         for ((tenant, principal, state), n) in by_owner {
             if n != 0 {
-                let sql = match shard {
-                    Some(_) => ADD_TASK_COUNT_SHARD,
-                    None => ADD_TASK_COUNT,
-                };
-                let s = Stmt::new(sql).arg(tenant).arg(principal).arg(state).arg(n);
-                let s = match shard {
-                    Some(shard) => s.arg(shard),
-                    None => s,
-                };
+                let mut s = Stmt::new(add).arg(tenant).arg(principal).arg(state).arg(n);
+                if let Some(shard) = shard {
+                    s = s.arg(shard);
+                }
                 conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
             }
         }
