@@ -37,7 +37,7 @@ use crate::store::{StorageFault, storage_error, storage_fault};
 
 /// How many prepared statements each connection keeps (the store has a
 /// few dozen distinct texts: listings build theirs from their filters).
-const STATEMENT_CACHE: usize = 64;
+const STATEMENT_CACHE: usize = 96;
 
 /// How often the checkpointer copies the write-ahead log into the
 /// database, when something was committed since its last pass.
