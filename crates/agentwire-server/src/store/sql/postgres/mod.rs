@@ -650,4 +650,97 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         schema.drop_schema().await;
     }
+
+    /// The counters stay exact when many writes share batches (each batch
+    /// then flushes dozens of counter rows in multi-row statements): after
+    /// 300 tasks in 120 contexts went through their states concurrently,
+    /// every counter equals the tasks it counts, by owner and state and by
+    /// context and state, and no counter of zero is left behind.
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL (A2A_TEST_POSTGRES_URL)"]
+    async fn counters_stay_exact_under_concurrent_batches() {
+        let Some(schema) = TestSchema::create("a2a_counts", "the counters test").await else {
+            return;
+        };
+        let store = PostgresStore::connect_with(
+            PgPoolOptions::new().max_connections(8),
+            schema.options.clone(),
+        )
+        .await
+        .unwrap();
+        let owners = [
+            Owner::default(),
+            Owner {
+                tenant: "t".into(),
+                principal: "alice".into(),
+            },
+        ];
+        let mut runs = Vec::new();
+        for i in 0..300usize {
+            let store = store.clone();
+            let owner = owners[i % 2].clone();
+            runs.push(tokio::spawn(async move {
+                let id = format!("task-{i}");
+                let task = Task {
+                    id: id.clone(),
+                    context_id: format!("ctx-{}", i % 120),
+                    status: Some(TaskStatus::new(TaskState::Submitted)),
+                    ..Default::default()
+                };
+                store.create(&owner, task).await.unwrap();
+                // Every task works; then a third completes, a third waits
+                // for input, a third fails after it came back.
+                let mut states = vec![TaskState::Working];
+                states.extend(match i % 3 {
+                    0 => vec![TaskState::Completed],
+                    1 => vec![TaskState::InputRequired],
+                    _ => vec![
+                        TaskState::InputRequired,
+                        TaskState::Working,
+                        TaskState::Failed,
+                    ],
+                });
+                for state in states {
+                    let update = TaskUpdate::Status {
+                        status: TaskStatus::new(state),
+                        metadata: None,
+                    };
+                    store.update(&id, update).await.unwrap();
+                }
+            }));
+        }
+        for run in runs {
+            run.await.unwrap();
+        }
+        let mismatched: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT owner_tenant, owner_principal, state, count(*) AS n \
+             FROM a2a_tasks GROUP BY 1, 2, 3) t FULL JOIN (SELECT owner_tenant, owner_principal, \
+             state, sum(n) AS n FROM a2a_task_counts GROUP BY 1, 2, 3 HAVING sum(n) <> 0) c \
+             USING (owner_tenant, owner_principal, state) WHERE t.n IS DISTINCT FROM c.n",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        assert_eq!(mismatched, 0, "counters by owner and state");
+        let mismatched: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT owner_tenant, owner_principal, context_id, state, \
+             count(*) AS n FROM a2a_tasks GROUP BY 1, 2, 3, 4) t FULL JOIN a2a_context_counts c \
+             USING (owner_tenant, owner_principal, context_id, state) WHERE t.n IS DISTINCT FROM c.n",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        assert_eq!(
+            mismatched, 0,
+            "counters by context and state (none of zero)"
+        );
+        let q = crate::store::TaskQuery {
+            state: Some(TaskState::InputRequired),
+            page_size: 10,
+            ..Default::default()
+        };
+        assert_eq!(store.list(&owners[1], &q).await.unwrap().total, 50);
+        store.pool().close().await;
+        schema.drop_schema().await;
+    }
 }
