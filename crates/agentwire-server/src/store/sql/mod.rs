@@ -400,6 +400,19 @@ fn count_chunks(mut n: usize) -> Vec<usize> {
     sizes
 }
 
+/// `rows` cut into slices of the sizes of [`count_chunks`], in order.
+fn chunked<T>(rows: &[T]) -> Vec<&[T]> {
+    let mut rest = rows;
+    count_chunks(rows.len())
+        .into_iter()
+        .map(|size| {
+            let (chunk, after) = rest.split_at(size);
+            rest = after;
+            chunk
+        })
+        .collect()
+}
+
 /// `VALUES` rows of `width` placeholders each, numbered from `$1`.
 fn values_rows(rows: usize, width: usize) -> String {
     let mut sql = String::with_capacity(rows * width * 5);
@@ -962,10 +975,8 @@ impl<D: Dialect> Tables<D> {
         } else {
             (&TASK_COUNT_COLUMNS, &TASK_COUNT_KEY)
         };
-        let mut rest = owners.as_slice();
-        for size in count_chunks(rest.len()) {
-            let (rows, after) = rest.split_at(size);
-            rest = after;
+        for rows in chunked(&owners) {
+            let size = rows.len();
             let mut s = Stmt::new(add_counts_sql("a2a_task_counts", columns, key, size));
             for ((tenant, principal, state), n) in rows {
                 s = s.arg(*tenant).arg(*principal).arg(*state).arg(*n);
@@ -976,10 +987,8 @@ impl<D: Dialect> Tables<D> {
             conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
         }
         let contexts: Vec<_> = by_context.iter().filter(|(_, n)| **n != 0).collect();
-        let mut rest = contexts.as_slice();
-        for size in count_chunks(rest.len()) {
-            let (rows, after) = rest.split_at(size);
-            rest = after;
+        for rows in chunked(&contexts) {
+            let size = rows.len();
             let sql = add_counts_sql(
                 "a2a_context_counts",
                 &CONTEXT_COUNT_COLUMNS,
@@ -999,10 +1008,8 @@ impl<D: Dialect> Tables<D> {
         }
         // Only a counter that went down can have reached zero.
         let fell: Vec<_> = contexts.iter().filter(|(_, n)| **n < 0).collect();
-        let mut rest = fell.as_slice();
-        for size in count_chunks(rest.len()) {
-            let (rows, after) = rest.split_at(size);
-            rest = after;
+        for rows in chunked(&fell) {
+            let size = rows.len();
             let mut s = Stmt::new(drop_context_counts_sql(size));
             for ((tenant, principal, context, state), _) in rows {
                 s = s.arg(tenant).arg(principal).arg(context).arg(*state);
