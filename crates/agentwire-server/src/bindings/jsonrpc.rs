@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 
 use agentwire_types::jsonrpc::methods;
-use agentwire_types::{A2aError, ErrorKind, Task};
+use agentwire_types::{A2aError, ErrorKind, SendMessageRequest, Task};
 use axum::extract::{Request, State};
 use axum::response::Response;
 use futures::StreamExt;
@@ -24,8 +24,28 @@ use crate::bindings::http::{
 use crate::handler::{CallContext, IdEventStream, SendAnswer};
 use crate::observe::CallInfo;
 
-#[derive(Deserialize)]
+/// A request object as read: each member's JSON text, the params of a
+/// `SendMessage` read already when the method came before them.
 struct Envelope<'a> {
+    jsonrpc: Option<&'a RawValue>,
+    id: Option<&'a RawValue>,
+    method: Option<&'a RawValue>,
+    params: Params<'a>,
+}
+
+/// The params of a request object.
+enum Params<'a> {
+    /// Their JSON text (absent: `None`), read when the method is known.
+    Text(Option<&'a RawValue>),
+    /// A `SendMessage`'s params, read while the envelope was: no second
+    /// pass over the message (which is most of the body).
+    Send(Box<SendMessageRequest>),
+}
+
+/// The envelope read by serde's derive: what decides the errors of a
+/// request object that [`Envelope::read`] does not take in one pass.
+#[derive(Deserialize)]
+struct TextEnvelope<'a> {
     #[serde(borrow, default)]
     jsonrpc: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -34,6 +54,86 @@ struct Envelope<'a> {
     method: Option<&'a RawValue>,
     #[serde(borrow, default)]
     params: Option<&'a RawValue>,
+}
+
+impl<'a> Envelope<'a> {
+    /// Reads a request object. The common case, `"method":"SendMessage"`
+    /// before `"params"`, is read in one pass; anything else that pass
+    /// does not take (another order, a duplicate member, params that are
+    /// not a valid `SendMessageRequest`, bad JSON) is read again as text
+    /// first, which is what decides the error of a bad request.
+    fn read(bytes: &'a [u8]) -> serde_json::Result<Self> {
+        if let Ok(envelope) = serde_json::from_slice::<OnePass<'a>>(bytes) {
+            return Ok(envelope.0);
+        }
+        let e: TextEnvelope<'a> = serde_json::from_slice(bytes)?;
+        Ok(Self {
+            jsonrpc: e.jsonrpc,
+            id: e.id,
+            method: e.method,
+            params: Params::Text(e.params),
+        })
+    }
+}
+
+/// [`Envelope`] in one pass (see [`Envelope::read`]).
+struct OnePass<'a>(Envelope<'a>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for OnePass<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = OnePass<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON-RPC request object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Self::Value, M::Error> {
+                use serde::de::Error;
+                let (mut jsonrpc, mut id, mut method) = (None, None, None);
+                let mut params: Option<Params<'a>> = None;
+                while let Some(key) = map.next_key::<&'de str>()? {
+                    let slot = match key {
+                        "jsonrpc" => &mut jsonrpc,
+                        "id" => &mut id,
+                        "method" => &mut method,
+                        "params" => {
+                            if params.is_some() {
+                                return Err(M::Error::custom("duplicate params"));
+                            }
+                            let send = method.is_some_and(|m: &RawValue| {
+                                m.get().strip_prefix('"').and_then(|m| m.strip_suffix('"'))
+                                    == Some(methods::SEND_MESSAGE)
+                            });
+                            params = Some(if send {
+                                Params::Send(Box::new(map.next_value()?))
+                            } else {
+                                Params::Text(Some(map.next_value()?))
+                            });
+                            continue;
+                        }
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    if slot.is_some() {
+                        return Err(M::Error::custom("duplicate member"));
+                    }
+                    *slot = Some(map.next_value::<&'de RawValue>()?);
+                }
+                Ok(OnePass(Envelope {
+                    jsonrpc,
+                    id,
+                    method,
+                    params: params.unwrap_or(Params::Text(None)),
+                }))
+            }
+        }
+        d.deserialize_map(Visitor(std::marker::PhantomData))
+    }
 }
 
 const NULL_ID: &str = "null";
@@ -199,7 +299,7 @@ where
             }
             Err(e) => return error_response(NULL_ID, &e),
         };
-        let envelope: Envelope<'_> = match serde_json::from_slice(&bytes) {
+        let envelope = match Envelope::read(&bytes) {
             Ok(e) => e,
             Err(e) if is_json(&bytes) => {
                 let what = if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
@@ -266,18 +366,24 @@ where
         };
         *operation = operation_name(&method);
         // A 0.3 method: the compatibility layer's (it checks the version).
+        let p = match envelope.params {
+            Params::Text(p) => p,
+            Params::Send(req) if &*method == methods::SEND_MESSAGE => {
+                return match Box::pin(state.handler.send_answer(&ctx, *req)).await {
+                    Ok(SendAnswer::Task(task)) => task_response(id, &task, true),
+                    other => finish(id, other),
+                };
+            }
+            // (Read in one pass only for that method.)
+            Params::Send(_) => None,
+        };
         if crate::compat::v0_3::jsonrpc::is_v03_method(&method) {
             return Box::pin(crate::compat::v0_3::serve_jsonrpc(
-                state,
-                ctx,
-                id,
-                &method,
-                envelope.params,
+                state, ctx, id, &method, p,
             ))
             .await;
         }
         let h = &state.handler;
-        let p = envelope.params;
         // Each method's future is boxed on its own: the future of this
         // function (which axum boxes) stays small instead of being as large as
         // the largest method's.

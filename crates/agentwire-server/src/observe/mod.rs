@@ -17,10 +17,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Request, Response};
-use tower::util::MapRequest;
-use tower_http::classify::{ServerErrorsAsFailures, SharedClassifier};
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestId, SetRequestId};
-use tower_http::trace::{MakeSpan, OnResponse, Trace};
 use tracing::Span;
 
 pub(crate) mod health;
@@ -95,58 +91,141 @@ impl CallInfo {
     }
 }
 
-/// The service of a connection with the request-id and log layers around
-/// it (outermost first): an insane caller's id dropped, an id set where
-/// there is none, the span and log line, the id copied to the response,
-/// CORS when configured.
-pub(crate) type Observed<S, B> = MapRequest<
-    SetRequestId<
-        Trace<
-            PropagateRequestId<tower::util::Either<tower_http::cors::Cors<S>, S>>,
-            SharedClassifier<ServerErrorsAsFailures>,
-            RequestSpan,
-            (),
-            RequestLog,
-            (),
-            (),
-            (),
-        >,
-        MakeRequestUuid,
-    >,
-    fn(Request<B>) -> Request<B>,
->;
+/// The service of a connection with the request-id and log layer around
+/// it, and CORS inside it when configured.
+pub(crate) struct Observed<S> {
+    inner: tower::util::Either<tower_http::cors::Cors<S>, S>,
+    metrics: Option<Arc<Metrics>>,
+}
 
-/// Wraps a connection's service in the request-id and log layers (which
-/// count the requests in `metrics` too, when there are metrics), and
-/// tower-http's CORS layer when `cors` is given.
-pub(crate) fn layers<S, B>(
+/// Wraps a connection's service in the request-id and log layer (which
+/// counts the requests in `metrics` too, when there are metrics), and
+/// tower-http's CORS layer when `cors` is given (inside the log:
+/// preflights are logged too).
+///
+/// One layer written here instead of tower-http's request-id, propagation
+/// and trace layers: those three cost about 4,500 instructions a request
+/// (three boxed services' futures, the request id stored in the request's
+/// extensions, which allocates their map, the span's fields evaluated for
+/// the `log` fallback even when nothing listens), a sixth of a whole
+/// `SendMessage` on the in-memory store. Here a request whose span and line
+/// nobody wants pays for its id and its response header only.
+pub(crate) fn layers<S>(
     service: S,
     metrics: Option<Arc<Metrics>>,
     cors: Option<&tower_http::cors::CorsLayer>,
-) -> Observed<S, B> {
+) -> Observed<S> {
     use tower::Layer;
-    // CORS inside the log: preflights are logged too.
-    let service = match cors {
+    let inner = match cors {
         Some(cors) => tower::util::Either::Left(cors.layer(service)),
         None => tower::util::Either::Right(service),
     };
-    use tower::ServiceBuilder;
-    use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
-    use tower_http::trace::TraceLayer;
-    ServiceBuilder::new()
-        .map_request(drop_insane_request_id::<B> as fn(Request<B>) -> Request<B>)
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(RequestSpan)
-                .on_request(())
-                .on_response(RequestLog { metrics })
-                .on_body_chunk(())
-                .on_eos(())
-                .on_failure(()),
-        )
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .service(service)
+    Observed { inner, metrics }
+}
+
+impl<S: Clone> Clone for Observed<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+impl<S, B, R> tower::Service<Request<B>> for Observed<S>
+where
+    S: tower::Service<Request<B>, Response = Response<R>, Error = std::convert::Infallible>,
+    R: Default,
+{
+    type Response = Response<R>;
+    type Error = std::convert::Infallible;
+    type Future = ObservedFuture<
+        <tower::util::Either<tower_http::cors::Cors<S>, S> as tower::Service<Request<B>>>::Future,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let id = request_id(request.headers());
+        let span = request_span(&request, &id);
+        let logged = self.metrics.is_some() || !span.is_none();
+        let start = logged.then(std::time::Instant::now);
+        let inner = {
+            let _entered = span.enter();
+            self.inner.call(request)
+        };
+        ObservedFuture {
+            inner,
+            id: Some(id),
+            span,
+            start,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`Observed`]: the inner service's, run in the
+    /// request's span; the request id goes into the response and the line
+    /// into the log when it is ready.
+    pub(crate) struct ObservedFuture<F> {
+        #[pin]
+        inner: F,
+        id: Option<HeaderValue>,
+        span: Span,
+        start: Option<std::time::Instant>,
+        metrics: Option<Arc<Metrics>>,
+    }
+}
+
+impl<F, R> Future for ObservedFuture<F>
+where
+    F: Future<Output = Result<Response<R>, std::convert::Infallible>>,
+{
+    type Output = Result<Response<R>, std::convert::Infallible>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = self.project();
+        // The line is logged in the span too.
+        let _entered = this.span.enter();
+        let Ok(mut response) = std::task::ready!(this.inner.poll(cx));
+        if let Some(id) = this.id.take() {
+            // The caller's id (or the one made for it), unless the service
+            // set one itself.
+            response
+                .headers_mut()
+                .entry(REQUEST_ID_HEADER)
+                .or_insert(id);
+        }
+        if let Some(start) = this.start.take() {
+            answered(
+                &response,
+                start.elapsed(),
+                this.span,
+                this.metrics.as_deref(),
+            );
+        }
+        std::task::Poll::Ready(Ok(response))
+    }
+}
+
+/// The id of a request: the caller's when it sent one sane id, else a new
+/// one (a UUID).
+fn request_id(headers: &HeaderMap) -> HeaderValue {
+    let mut ids = headers.get_all(REQUEST_ID_HEADER).iter();
+    match (ids.next(), ids.next()) {
+        (Some(one), None) if sane_request_id(one) => one.clone(),
+        _ => HeaderValue::try_from(agentwire_types::new_id())
+            .unwrap_or_else(|_| HeaderValue::from_static("-")),
+    }
 }
 
 /// The CORS layer letting pages from `origins` call the agent from a
@@ -172,22 +251,6 @@ pub(crate) fn sane_request_id(value: &HeaderValue) -> bool {
     !b.is_empty() && b.len() <= MAX_REQUEST_ID_LEN && b.iter().all(|c| c.is_ascii_graphic())
 }
 
-/// Removes a request id that is not sane (or several), so that a new one
-/// is made.
-fn drop_insane_request_id<B>(mut request: Request<B>) -> Request<B> {
-    let headers = request.headers_mut();
-    let mut ids = headers.get_all(REQUEST_ID_HEADER).iter();
-    let keep = match (ids.next(), ids.next()) {
-        (Some(one), None) => sane_request_id(one),
-        (None, _) => true,
-        _ => false,
-    };
-    if !keep {
-        headers.remove(REQUEST_ID_HEADER);
-    }
-    request
-}
-
 /// The trace id of a W3C `traceparent` header
 /// (`00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`), when there
 /// is a valid one.
@@ -208,83 +271,74 @@ pub(crate) fn trace_id(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// The span of a request: its id, the caller's trace id, the method and
-/// the path (never the query, which may carry credentials).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RequestSpan;
-
-impl<B> MakeSpan<B> for RequestSpan {
-    fn make_span(&mut self, request: &Request<B>) -> Span {
-        let headers = request.headers();
-        let id = headers
-            .get(REQUEST_ID_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        let span = tracing::info_span!(
-            target: REQUEST_LOG_TARGET,
-            "request",
-            request_id = %id,
-            trace_id = trace_id(headers).map(tracing::field::display),
-            method = %request.method(),
-            path = %request.uri().path(),
-            // The span's kind for OpenTelemetry, recorded only when traces
-            // are on (an empty field is not logged).
-            otel.kind = tracing::field::Empty,
-        );
-        // Traces off cost nothing more here: with the `otel` feature off
-        // this is not compiled; with it on but `otel::init` never run (no
-        // `--otel`, no OTLP endpoint), no OpenTelemetry layer is in the
-        // subscriber and no exporter exists, so the span is the log's alone
-        // (a disabled one when the log filter drops its target), and this is
-        // one relaxed atomic load: no header is read, no field recorded.
-        #[cfg(feature = "otel")]
-        if otel::enabled() {
-            otel::adopt(&span, headers);
-        }
-        span
+/// the path (never the query, which may carry credentials). None (and no
+/// field read) when nothing would record it: neither the log at `info` for
+/// [`REQUEST_LOG_TARGET`] nor OpenTelemetry.
+fn request_span<B>(request: &Request<B>, id: &HeaderValue) -> Span {
+    #[cfg(feature = "otel")]
+    let traced = otel::enabled();
+    #[cfg(not(feature = "otel"))]
+    let traced = false;
+    if !traced && !tracing::span_enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO) {
+        return Span::none();
     }
+    let headers = request.headers();
+    let span = tracing::info_span!(
+        target: REQUEST_LOG_TARGET,
+        "request",
+        request_id = %id.to_str().unwrap_or_default(),
+        trace_id = trace_id(headers).map(tracing::field::display),
+        method = %request.method(),
+        path = %request.uri().path(),
+        // The span's kind for OpenTelemetry, recorded only when traces
+        // are on (an empty field is not logged).
+        otel.kind = tracing::field::Empty,
+    );
+    // With the `otel` feature on but `otel::init` never run (no `--otel`,
+    // no OTLP endpoint), no OpenTelemetry layer is in the subscriber and
+    // no exporter exists, so the span is the log's alone, and this is one
+    // relaxed atomic load.
+    #[cfg(feature = "otel")]
+    if traced {
+        otel::adopt(&span, headers);
+    }
+    span
 }
 
-/// The line logged when a request is answered: binding, operation, task,
-/// outcome, status and how long it took (to the response's head; a stream
-/// goes on after it).
-#[derive(Debug, Clone)]
-pub(crate) struct RequestLog {
-    metrics: Option<Arc<Metrics>>,
-}
-
-impl<B> OnResponse<B> for RequestLog {
-    fn on_response(self, response: &Response<B>, latency: Duration, _span: &Span) {
-        let status = response.status().as_u16();
-        let info = response.extensions().get::<CallInfo>();
-        #[cfg(feature = "otel")]
-        if otel::enabled() {
-            otel::answered(_span, info, status);
-        }
-        let (binding, operation, outcome) = match info {
-            Some(i) => (i.binding, i.operation, i.outcome()),
-            None if status >= 400 => ("http", "", "error"),
-            None => ("http", "", "ok"),
-        };
-        if let Some(m) = &self.metrics {
-            m.request_answered(binding, operation, outcome, latency);
-        }
-        if !tracing::enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO) {
-            return;
-        }
-        let operation = (!operation.is_empty()).then_some(operation);
-        let task_id = info.and_then(|i| i.task_id.as_deref());
-        let duration_ms = (latency.as_secs_f64() * 1e6).round() / 1e3;
-        tracing::info!(
-            target: REQUEST_LOG_TARGET,
-            binding = %binding,
-            operation = operation.map(tracing::field::display),
-            task_id = task_id.map(tracing::field::display),
-            outcome = %outcome,
-            status,
-            duration_ms,
-            "answered"
-        );
+/// A request was answered: the metrics count it, and the line is logged
+/// (binding, operation, task, outcome, status and how long it took, to
+/// the response's head; a stream goes on after it).
+fn answered<B>(response: &Response<B>, latency: Duration, _span: &Span, metrics: Option<&Metrics>) {
+    let status = response.status().as_u16();
+    let info = response.extensions().get::<CallInfo>();
+    #[cfg(feature = "otel")]
+    if otel::enabled() {
+        otel::answered(_span, info, status);
     }
+    let (binding, operation, outcome) = match info {
+        Some(i) => (i.binding, i.operation, i.outcome()),
+        None if status >= 400 => ("http", "", "error"),
+        None => ("http", "", "ok"),
+    };
+    if let Some(m) = metrics {
+        m.request_answered(binding, operation, outcome, latency);
+    }
+    if !tracing::enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO) {
+        return;
+    }
+    let operation = (!operation.is_empty()).then_some(operation);
+    let task_id = info.and_then(|i| i.task_id.as_deref());
+    let duration_ms = (latency.as_secs_f64() * 1e6).round() / 1e3;
+    tracing::info!(
+        target: REQUEST_LOG_TARGET,
+        binding = %binding,
+        operation = operation.map(tracing::field::display),
+        task_id = task_id.map(tracing::field::display),
+        outcome = %outcome,
+        status,
+        duration_ms,
+        "answered"
+    );
 }
 
 #[cfg(test)]

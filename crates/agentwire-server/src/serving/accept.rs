@@ -547,7 +547,7 @@ impl std::task::Wake for Alarm {
 type Connection = auto::Connection<
     'static,
     TokioIo<Either<TcpStream, tokio_rustls::server::TlsStream<TcpStream>>>,
-    TowerToHyperService<crate::observe::Observed<Service, Incoming>>,
+    TowerToHyperService<crate::observe::Observed<Service>>,
     TokioExecutor,
 >;
 

@@ -12,7 +12,10 @@
 //! is freed when the answer is written, while it is still in the caches.
 //!
 //! Listing reads a packed task's id, context id, state and status time from
-//! the bytes without decoding the task; reading one back decodes it.
+//! the bytes without decoding the task; reading one back decodes it. The
+//! state and the status time, which place the task in the listing indexes
+//! (and are read again to take it out when it is evicted), are written in
+//! a fixed header before the encoding, so reading them walks no field.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -20,10 +23,26 @@ use std::sync::Arc;
 use agentwire_types::{A2aError, A2aResult, Task, TaskState, Timestamp};
 use prost::Message as _;
 
-/// A task's protobuf encoding (the `lf.a2a.v1.Task` message). Cloned by
-/// listings, which keep what they found without copying it.
+/// A task's protobuf encoding (the `lf.a2a.v1.Task` message) after a
+/// [`HEADER`] of its state and status time. Cloned by listings, which keep
+/// what they found without copying it.
 #[derive(Clone)]
 pub(super) struct PackedTask(Arc<[u8]>);
+
+/// The header's length: the state (`i32`, little-endian), whether the
+/// status has a time (one byte), and the time's seconds (`i64`) and nanos
+/// (`i32`).
+const HEADER: usize = 17;
+
+/// Writes the header of `task` into `buf`.
+fn write_header(buf: &mut Vec<u8>, task: &Task) {
+    let status = task.status.as_ref();
+    let ts = status.and_then(|s| s.timestamp.as_ref());
+    buf.extend_from_slice(&status.map_or(0, |s| s.state).to_le_bytes());
+    buf.push(u8::from(ts.is_some()));
+    buf.extend_from_slice(&ts.map_or(0, |t| t.seconds).to_le_bytes());
+    buf.extend_from_slice(&ts.map_or(0, |t| t.nanos).to_le_bytes());
+}
 
 impl PackedTask {
     /// Encodes a task: into this thread's scratch buffer, then into one
@@ -35,6 +54,7 @@ impl PackedTask {
         SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
             Ok(mut buf) => {
                 buf.clear();
+                write_header(&mut buf, task);
                 task.encode_raw(&mut *buf);
                 let packed = Self(Arc::from(&buf[..]));
                 // A rare large task does not keep its buffer size.
@@ -43,13 +63,23 @@ impl PackedTask {
                 }
                 packed
             }
-            Err(_) => Self(Arc::from(task.encode_to_vec())),
+            Err(_) => {
+                let mut buf = Vec::with_capacity(HEADER + task.encoded_len());
+                write_header(&mut buf, task);
+                task.encode_raw(&mut buf);
+                Self(Arc::from(buf))
+            }
         })
     }
 
     /// Decodes the task.
     pub(super) fn unpack(&self) -> A2aResult<Task> {
-        Task::decode(&*self.0)
+        if self.0.len() < HEADER {
+            return Err(A2aError::internal(
+                "a stored task could not be decoded: no header",
+            ));
+        }
+        Task::decode(self.body())
             .map_err(|e| A2aError::internal(format!("a stored task could not be decoded: {e}")))
     }
 
@@ -59,54 +89,53 @@ impl PackedTask {
         self.0.as_ptr() as usize
     }
 
-    /// Size of the encoding in bytes.
+    /// Size of the encoding in bytes (the task's encoded length).
     pub(super) fn len(&self) -> usize {
-        self.0.len()
+        self.0.len().saturating_sub(HEADER)
+    }
+
+    /// The encoding, after the header.
+    fn body(&self) -> &[u8] {
+        self.0.get(HEADER..).unwrap_or_default()
+    }
+
+    /// `HEADER`'s bytes `at..at + N`.
+    fn header<const N: usize>(&self, at: usize) -> Option<[u8; N]> {
+        self.0.get(at..at + N)?.try_into().ok()
     }
 
     /// `Task.id` (field 1).
     pub(super) fn id(&self) -> &str {
-        string_field(&self.0, 1)
+        string_field(self.body(), 1)
     }
 
     /// `Task.context_id` (field 2).
     pub(super) fn context_id(&self) -> &str {
-        string_field(&self.0, 2)
+        string_field(self.body(), 2)
     }
 
-    /// `Task.status.state` (field 3, field 1).
+    /// `Task.status.state`, from the header.
     pub(super) fn state(&self) -> TaskState {
-        let status = bytes_field(&self.0, 3).unwrap_or_default();
-        let state = Fields(status).find_map(|(n, v)| match (n, v) {
-            (1, Value::Varint(v)) => Some(v as i32),
-            _ => None,
-        });
-        TaskState::try_from(state.unwrap_or(0)).unwrap_or(TaskState::Unspecified)
+        let state = self.header::<4>(0).map_or(0, i32::from_le_bytes);
+        TaskState::try_from(state).unwrap_or(TaskState::Unspecified)
     }
 
-    /// `Task.status.timestamp` (field 3, field 3).
+    /// `Task.status.timestamp`, from the header.
     pub(super) fn status_timestamp(&self) -> Option<Timestamp> {
-        let status = bytes_field(&self.0, 3)?;
-        let ts = Fields(status).find_map(|(n, v)| match (n, v) {
-            (3, Value::Bytes(b)) => Some(b),
-            _ => None,
-        })?;
-        let mut t = Timestamp::default();
-        for (n, v) in Fields(ts) {
-            match (n, v) {
-                // int64 and int32 travel as two's-complement varints.
-                (1, Value::Varint(v)) => t.seconds = v as i64,
-                (2, Value::Varint(v)) => t.nanos = v as i32,
-                _ => {}
-            }
+        if self.header::<1>(4)? != [1] {
+            return None;
         }
-        Some(t)
+        Some(Timestamp {
+            seconds: i64::from_le_bytes(self.header::<8>(5)?),
+            nanos: i32::from_le_bytes(self.header::<4>(13)?),
+        })
     }
 }
 
 /// One field's value, by wire type.
 enum Value<'a> {
-    Varint(u64),
+    /// (Not read here.)
+    Varint,
     Bytes(&'a [u8]),
     /// A fixed-width value (not read here).
     Fixed,
@@ -123,7 +152,10 @@ impl<'a> Iterator for Fields<'a> {
         let key = varint(&mut self.0)?;
         let field = u32::try_from(key >> 3).ok()?;
         let value = match key & 7 {
-            0 => Value::Varint(varint(&mut self.0)?),
+            0 => {
+                varint(&mut self.0)?;
+                Value::Varint
+            }
             1 => {
                 self.0 = self.0.get(8..)?;
                 Value::Fixed
@@ -281,9 +313,17 @@ mod tests {
             &[0x09, 1, 2][..],
             &[0x1a, 0x02, 0x08][..],
         ] {
-            let p = PackedTask(Arc::from(bytes));
-            let _ = (p.id(), p.context_id(), p.state(), p.status_timestamp());
-            assert!(p.unpack().is_err());
+            // Malformed as a header, and as an encoding after a header.
+            let mut with_header = vec![1, 0, 0, 0, 1];
+            with_header.extend_from_slice(&[0; 12]);
+            with_header.extend_from_slice(bytes);
+            for p in [
+                PackedTask(Arc::from(bytes)),
+                PackedTask(Arc::from(with_header)),
+            ] {
+                let _ = (p.id(), p.context_id(), p.state(), p.status_timestamp());
+                assert!(p.unpack().is_err());
+            }
         }
     }
 }
