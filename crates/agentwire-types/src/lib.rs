@@ -40,6 +40,8 @@ mod ext;
 #[doc(hidden)]
 pub mod fast_json;
 pub mod json;
+#[doc(hidden)]
+pub mod json_reader;
 pub mod jsonrpc;
 #[cfg(feature = "jws")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jws")))]

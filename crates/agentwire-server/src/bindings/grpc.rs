@@ -207,7 +207,7 @@ where
                     .filter(|s| s.code() != tonic::Code::Ok)
                     .map(|s| agentwire_types::grpc_status_name(s.code() as i32));
                 CallInfo::operation(&mut response, "grpc", operation);
-                if error.is_some() {
+                if error.is_some() && CallInfo::wanted() {
                     CallInfo::of(&mut response).error = error;
                 }
                 response
@@ -307,7 +307,7 @@ fn respond_task<T>(
     let id: Option<Box<str>> = task_id(response.get_ref())
         .filter(|id| !id.is_empty())
         .map(Into::into);
-    if let Some(id) = id {
+    if let Some(id) = id.filter(|_| CallInfo::wanted()) {
         response.extensions_mut().insert(CallInfo {
             task_id: Some(id),
             ..CallInfo::default()

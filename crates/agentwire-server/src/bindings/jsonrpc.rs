@@ -27,9 +27,9 @@ use crate::observe::CallInfo;
 /// A request object as read: each member's JSON text, the params of a
 /// `SendMessage` read already when the method came before them.
 struct Envelope<'a> {
-    jsonrpc: Option<&'a RawValue>,
-    id: Option<&'a RawValue>,
-    method: Option<&'a RawValue>,
+    jsonrpc: Option<&'a str>,
+    id: Option<&'a str>,
+    method: Option<&'a str>,
     params: Params<'a>,
 }
 
@@ -63,15 +63,73 @@ impl<'a> Envelope<'a> {
     /// not a valid `SendMessageRequest`, bad JSON) is read again as text
     /// first, which is what decides the error of a bad request.
     fn read(bytes: &'a [u8]) -> serde_json::Result<Self> {
+        if let Some(envelope) = Self::read_plain(bytes) {
+            return Ok(envelope);
+        }
         if let Ok(envelope) = serde_json::from_slice::<OnePass<'a>>(bytes) {
             return Ok(envelope.0);
         }
         let e: TextEnvelope<'a> = serde_json::from_slice(bytes)?;
         Ok(Self {
-            jsonrpc: e.jsonrpc,
-            id: e.id,
-            method: e.method,
+            jsonrpc: e.jsonrpc.map(RawValue::get),
+            id: e.id.map(RawValue::get),
+            method: e.method.map(RawValue::get),
             params: Params::Text(e.params),
+        })
+    }
+
+    /// The commonest request of all, read without serde: `SendMessage`
+    /// with params of the common shape
+    /// ([`agentwire_types::json_reader`]), every member once, the method
+    /// before the params, no escapes. `None` for anything else.
+    fn read_plain(bytes: &'a [u8]) -> Option<Self> {
+        let mut r = agentwire_types::json_reader::Reader::new(bytes);
+        r.eat(b'{')?;
+        let (mut version, mut id, mut method, mut params) = (false, None, false, None);
+        loop {
+            match r.plain_string()? {
+                "jsonrpc" if !version => {
+                    r.eat(b':')?;
+                    version = r.plain_string()? == "2.0";
+                    if !version {
+                        return None;
+                    }
+                }
+                "id" if id.is_none() => {
+                    r.eat(b':')?;
+                    // (A `null` id is refused: left to the text path.)
+                    id = Some(r.plain_id().filter(|id| *id != "null")?);
+                }
+                "method" if !method => {
+                    r.eat(b':')?;
+                    method = r.plain_string()? == methods::SEND_MESSAGE;
+                    if !method {
+                        return None;
+                    }
+                }
+                "params" if method && params.is_none() => {
+                    r.eat(b':')?;
+                    params = Some(r.send_message_request()?);
+                }
+                _ => return None,
+            }
+            match r.peek()? {
+                b',' => r.eat(b',')?,
+                b'}' => {
+                    r.eat(b'}')?;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+        if !r.at_end() || !version {
+            return None;
+        }
+        Some(Self {
+            jsonrpc: Some("\"2.0\""),
+            id: Some(id?),
+            method: Some("\"SendMessage\""),
+            params: Params::Send(Box::new(params?)),
         })
     }
 }
@@ -94,17 +152,20 @@ impl<'de: 'a, 'a> Deserialize<'de> for OnePass<'a> {
                 use serde::de::Error;
                 let (mut jsonrpc, mut id, mut method) = (None, None, None);
                 let mut params: Option<Params<'a>> = None;
+                // Members seen (a repeated one is refused, as serde's derive
+                // does, even after a `null`).
+                let mut seen = [false; 3];
                 while let Some(key) = map.next_key::<&'de str>()? {
-                    let slot = match key {
-                        "jsonrpc" => &mut jsonrpc,
-                        "id" => &mut id,
-                        "method" => &mut method,
+                    let (slot, i) = match key {
+                        "jsonrpc" => (&mut jsonrpc, 0),
+                        "id" => (&mut id, 1),
+                        "method" => (&mut method, 2),
                         "params" => {
                             if params.is_some() {
                                 return Err(M::Error::custom("duplicate params"));
                             }
-                            let send = method.is_some_and(|m: &RawValue| {
-                                m.get().strip_prefix('"').and_then(|m| m.strip_suffix('"'))
+                            let send = method.is_some_and(|m: &str| {
+                                m.strip_prefix('"').and_then(|m| m.strip_suffix('"'))
                                     == Some(methods::SEND_MESSAGE)
                             });
                             params = Some(if send {
@@ -119,10 +180,12 @@ impl<'de: 'a, 'a> Deserialize<'de> for OnePass<'a> {
                             continue;
                         }
                     };
-                    if slot.is_some() {
+                    if std::mem::replace(&mut seen[i], true) {
                         return Err(M::Error::custom("duplicate member"));
                     }
-                    *slot = Some(map.next_value::<&'de RawValue>()?);
+                    // `null` is an absent member (as for an `Option`).
+                    let text = map.next_value::<&'de RawValue>()?.get();
+                    *slot = (text != "null").then_some(text);
                 }
                 Ok(OnePass(Envelope {
                     jsonrpc,
@@ -316,7 +379,7 @@ where
                 );
             }
         };
-        let id = match envelope.id.map(RawValue::get) {
+        let id = match envelope.id {
             Some(id)
                 if id.starts_with('"')
                     || id == "null"
@@ -344,7 +407,7 @@ where
                 );
             }
         };
-        if envelope.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+        if envelope.jsonrpc != Some("\"2.0\"") {
             return error_response(
                 id,
                 &A2aError::new(ErrorKind::InvalidRequest, "jsonrpc must be \"2.0\""),
@@ -352,9 +415,9 @@ where
         }
         // Borrowed from the body unless it has escapes.
         let method: Cow<'_, str> = match envelope.method.map(|m| {
-            serde_json::from_str::<&str>(m.get())
+            serde_json::from_str::<&str>(m)
                 .map(Cow::Borrowed)
-                .or_else(|_| serde_json::from_str::<String>(m.get()).map(Cow::Owned))
+                .or_else(|_| serde_json::from_str::<String>(m).map(Cow::Owned))
         }) {
             Some(Ok(m)) => m,
             _ => {
@@ -477,4 +540,77 @@ fn stream(id: &str, result: Result<IdEventStream, A2aError>) -> Response {
             ),
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a request object says, as the text path reads it.
+    fn by_text(body: &str) -> Option<(Option<String>, Option<String>, Option<String>, String)> {
+        let e: TextEnvelope<'_> = serde_json::from_str(body).ok()?;
+        let params = e.params.map_or(String::new(), |p| {
+            serde_json::from_str::<SendMessageRequest>(p.get())
+                .map_or_else(|_| p.get().to_owned(), |r| format!("{r:?}"))
+        });
+        let get = |v: Option<&RawValue>| v.map(|v| v.get().to_owned());
+        Some((get(e.jsonrpc), get(e.id), get(e.method), params))
+    }
+
+    /// The same, as [`Envelope::read`] reads it (its fast paths included).
+    fn by_read(body: &str) -> Option<(Option<String>, Option<String>, Option<String>, String)> {
+        let e = Envelope::read(body.as_bytes()).ok()?;
+        let params = match e.params {
+            Params::Send(r) => format!("{r:?}"),
+            Params::Text(None) => String::new(),
+            Params::Text(Some(p)) => serde_json::from_str::<SendMessageRequest>(p.get())
+                .map_or_else(|_| p.get().to_owned(), |r| format!("{r:?}")),
+        };
+        let own = |v: Option<&str>| v.map(str::to_owned);
+        Some((own(e.jsonrpc), own(e.id), own(e.method), params))
+    }
+
+    #[test]
+    fn every_way_of_reading_a_request_object_agrees() {
+        let send = r#"{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}"#;
+        let bodies = [
+            // The fast path's shape, with ids of every kind.
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{send}}}"#),
+            format!(r#" {{ "jsonrpc" : "2.0", "id" : "r-1" , "method":"SendMessage","params" : {send} }} "#),
+            format!(r#"{{"id":-7,"method":"SendMessage","params":{send},"jsonrpc":"2.0"}}"#),
+            format!(r#" {{ "jsonrpc" : "2.0", "id" : 0 , "method":"SendMessage","params" : {send} }} "#),
+            // One pass, but not the fast path's shape.
+            format!(r#"{{"jsonrpc":"2.0","id":1.5,"method":"SendMessage","params":{send}}}"#),
+            r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"parts":[{"url":"https://x"}]},"configuration":{"historyLength":2}}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":"a\"b","method":"SendMessage","params":{"message":{}}}"#.to_owned(),
+            // The params first, other methods, errors of every kind.
+            format!(r#"{{"params":{send},"jsonrpc":"2.0","id":1,"method":"SendMessage"}}"#),
+            r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}"#.to_owned(),
+            r#"{"jsonrpc":"1.0","id":1,"method":"SendMessage","params":{"message":{}}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_BAD"}}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":[1]}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":null}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"Send\u004dessage","params":{"message":{}}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"SendMessage","params":{}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{},"params":{}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}} trailing"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"#.to_owned(),
+            r#"[{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}]"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":{},"method":"SendMessage","params":{"message":{}}}"#.to_owned(),
+            format!(r#"{{"jsonrpc":"2.0","id":null,"method":"SendMessage","params":{send}}}"#),
+            r#"{"jsonrpc":"2.0","id":null,"id":1,"method":"SendMessage","params":{"message":{}}}"#.to_owned(),
+            r#"{"jsonrpc":null,"id":1,"method":"SendMessage","params":{"message":{}}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"method":null,"params":{"message":{}}}"#.to_owned(),
+        ];
+        for body in &bodies {
+            assert_eq!(by_read(body), by_text(body), "{body}");
+        }
+        // The fast path did read the first ones.
+        for body in &bodies[..4] {
+            assert!(
+                Envelope::read_plain(body.as_bytes()).is_some(),
+                "not read by the fast path: {body}"
+            );
+        }
+    }
 }

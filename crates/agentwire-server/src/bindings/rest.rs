@@ -205,7 +205,7 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
     let task_id = route_task_id(&route).map(Box::<str>::from);
     let mut response = answer(state, route, tenant, uri, headers, extensions, body).await;
     CallInfo::operation(&mut response, "rest", operation);
-    if let Some(id) = task_id {
+    if let Some(id) = task_id.filter(|_| CallInfo::wanted()) {
         CallInfo::of(&mut response).task_id = Some(id);
     }
     response

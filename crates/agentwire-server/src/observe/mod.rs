@@ -54,7 +54,21 @@ pub(crate) struct CallInfo {
     pub(crate) error: Option<&'static str>,
 }
 
+thread_local! {
+    /// Whether the request being answered on this thread is observed (its
+    /// line logged, its metrics counted, its span traced): set by
+    /// [`ObservedFuture`] while it polls the request's service.
+    static WANTED: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
 impl CallInfo {
+    /// Whether anyone reads the call info of the request being answered:
+    /// when nobody does, the bindings note none (the response's extensions
+    /// are then not allocated for it).
+    pub(crate) fn wanted() -> bool {
+        WANTED.get()
+    }
+
     /// The call info of `response`, added when it has none yet.
     pub(crate) fn of<B>(response: &mut Response<B>) -> &mut CallInfo {
         response
@@ -68,6 +82,9 @@ impl CallInfo {
         binding: &'static str,
         operation: &'static str,
     ) {
+        if !Self::wanted() {
+            return;
+        }
         let info = Self::of(response);
         info.binding = binding;
         info.operation = operation;
@@ -75,14 +92,16 @@ impl CallInfo {
 
     /// Notes the task `response` is about.
     pub(crate) fn task<B>(response: &mut Response<B>, task_id: &str) {
-        if !task_id.is_empty() {
+        if !task_id.is_empty() && Self::wanted() {
             Self::of(response).task_id = Some(task_id.into());
         }
     }
 
     /// Notes the error `response` carries.
     pub(crate) fn error<B>(response: &mut Response<B>, kind: agentwire_types::ErrorKind) {
-        Self::of(response).error = Some(kind.reason());
+        if Self::wanted() {
+            Self::of(response).error = Some(kind.reason());
+        }
     }
 
     /// The outcome of the call: `ok`, or the error's reason.
@@ -196,7 +215,10 @@ where
         let this = self.project();
         // The line is logged in the span too.
         let _entered = this.span.enter();
-        let Ok(mut response) = std::task::ready!(this.inner.poll(cx));
+        let wanted = WANTED.replace(this.start.is_some());
+        let answer = this.inner.poll(cx);
+        WANTED.set(wanted);
+        let Ok(mut response) = std::task::ready!(answer);
         if let Some(id) = this.id.take() {
             // The caller's id (or the one made for it), unless the service
             // set one itself.
@@ -223,9 +245,35 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
     let mut ids = headers.get_all(REQUEST_ID_HEADER).iter();
     match (ids.next(), ids.next()) {
         (Some(one), None) if sane_request_id(one) => one.clone(),
-        _ => HeaderValue::try_from(agentwire_types::new_id())
-            .unwrap_or_else(|_| HeaderValue::from_static("-")),
+        _ => new_request_id(),
     }
+}
+
+/// A new request id, unique in the process and across processes: a
+/// random 64-bit number per thread, then the thread's count of ids (both in
+/// hex, `0123456789abcdef-0000000000000001`). No clock and no random
+/// number per request: a request id only needs to be unique.
+fn new_request_id() -> HeaderValue {
+    use std::hash::BuildHasher;
+    thread_local! {
+        static NEXT: std::cell::Cell<(u64, u64)> = std::cell::Cell::new((
+            // Seeded from the operating system's randomness.
+            std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now()),
+            0,
+        ));
+    }
+    let (prefix, n) = NEXT.with(|c| {
+        let (prefix, n) = c.get();
+        c.set((prefix, n.wrapping_add(1)));
+        (prefix, n)
+    });
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = [b'-'; 33];
+    for (i, shift) in (0..16).map(|i| (i, 60 - 4 * i)) {
+        text[i] = HEX[((prefix >> shift) & 15) as usize];
+        text[17 + i] = HEX[((n >> shift) & 15) as usize];
+    }
+    HeaderValue::from_bytes(&text).unwrap_or_else(|_| HeaderValue::from_static("-"))
 }
 
 /// The CORS layer letting pages from `origins` call the agent from a
@@ -344,6 +392,18 @@ fn answered<B>(response: &Response<B>, latency: Duration, _span: &Span, metrics:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn new_request_ids_differ() {
+        let ids: std::collections::HashSet<_> = (0..1000).map(|_| new_request_id()).collect();
+        assert_eq!(ids.len(), 1000);
+        let other = std::thread::spawn(new_request_id).join().expect("a thread");
+        assert!(!ids.contains(&other));
+        for id in ids.iter().chain([&other]) {
+            assert!(sane_request_id(id), "{id:?}");
+            assert_eq!(id.len(), 33);
+        }
+    }
 
     #[test]
     fn request_ids_from_callers() {

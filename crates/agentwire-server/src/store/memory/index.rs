@@ -192,7 +192,16 @@ impl Ranked {
         if self.chunks.is_empty() {
             return None;
         }
-        let (c, pos) = self.locate(millis, id);
+        // Eviction takes the oldest tasks, mostly the first entry: found
+        // without the two binary searches.
+        let first = self.chunks[0]
+            .front()
+            .is_some_and(|e| e.cmp_key(millis, id).is_eq());
+        let (c, pos) = if first {
+            (0, 0)
+        } else {
+            self.locate(millis, id)
+        };
         let chunk = &mut self.chunks[c];
         if !chunk
             .get(pos)
