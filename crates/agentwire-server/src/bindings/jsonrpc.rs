@@ -546,8 +546,11 @@ fn stream(id: &str, result: Result<IdEventStream, A2aError>) -> Response {
 mod tests {
     use super::*;
 
+    /// A request object's version, id, method (as JSON text) and params.
+    type Read = (Option<String>, Option<String>, Option<String>, String);
+
     /// What a request object says, as the text path reads it.
-    fn by_text(body: &str) -> Option<(Option<String>, Option<String>, Option<String>, String)> {
+    fn by_text(body: &str) -> Option<Read> {
         let e: TextEnvelope<'_> = serde_json::from_str(body).ok()?;
         let params = e.params.map_or(String::new(), |p| {
             serde_json::from_str::<SendMessageRequest>(p.get())
@@ -558,7 +561,7 @@ mod tests {
     }
 
     /// The same, as [`Envelope::read`] reads it (its fast paths included).
-    fn by_read(body: &str) -> Option<(Option<String>, Option<String>, Option<String>, String)> {
+    fn by_read(body: &str) -> Option<Read> {
         let e = Envelope::read(body.as_bytes()).ok()?;
         let params = match e.params {
             Params::Send(r) => format!("{r:?}"),
