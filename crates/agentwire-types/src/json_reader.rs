@@ -17,14 +17,20 @@ use crate::proto::{Message, Part, Role, SendMessageRequest, part};
 /// A cursor over JSON text.
 #[derive(Debug, Clone)]
 pub struct Reader<'a> {
+    text: &'a str,
     bytes: &'a [u8],
     at: usize,
 }
 
 impl<'a> Reader<'a> {
-    /// A reader at the start of `bytes`.
-    pub fn new(bytes: &'a [u8]) -> Self {
-        Self { bytes, at: 0 }
+    /// A reader at the start of `text` (validated as UTF-8 once, here,
+    /// rather than string by string).
+    pub fn new(text: &'a str) -> Self {
+        Self {
+            text,
+            bytes: text.as_bytes(),
+            at: 0,
+        }
     }
 
     /// Skips JSON whitespace.
@@ -64,7 +70,8 @@ impl<'a> Reader<'a> {
             return None;
         }
         self.at = start + len + 1;
-        std::str::from_utf8(&rest[..len]).ok()
+        // Between two ASCII quotes: on character boundaries.
+        self.text.get(start..start + len)
     }
 
     /// A JSON-RPC id as its JSON text: a string without escapes, an
@@ -101,7 +108,7 @@ impl<'a> Reader<'a> {
                 }
             }
         }
-        std::str::from_utf8(&self.bytes[start..self.at]).ok()
+        self.text.get(start..self.at)
     }
 
     /// The members of an object, each key handed to `member` with the
@@ -229,7 +236,7 @@ impl<'a> Reader<'a> {
 /// Reads `text` as a whole as a `SendMessageRequest` of the common shape
 /// (see the module's documentation); `None` when it is not one.
 pub fn send_message_request(text: &[u8]) -> Option<SendMessageRequest> {
-    let mut r = Reader::new(text);
+    let mut r = Reader::new(std::str::from_utf8(text).ok()?);
     let req = r.send_message_request()?;
     r.at_end().then_some(req)
 }
@@ -289,7 +296,7 @@ mod tests {
 
     #[test]
     fn ids_are_read_as_their_text() {
-        let id = |t: &str| Reader::new(t.as_bytes()).plain_id().map(str::to_owned);
+        let id = |t: &str| Reader::new(t).plain_id().map(str::to_owned);
         assert_eq!(id("1").as_deref(), Some("1"));
         assert_eq!(id(" -42,").as_deref(), Some("-42"));
         assert_eq!(id("0").as_deref(), Some("0"));

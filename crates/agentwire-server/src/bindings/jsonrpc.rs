@@ -83,7 +83,7 @@ impl<'a> Envelope<'a> {
     /// ([`agentwire_types::json_reader`]), every member once, the method
     /// before the params, no escapes. `None` for anything else.
     fn read_plain(bytes: &'a [u8]) -> Option<Self> {
-        let mut r = agentwire_types::json_reader::Reader::new(bytes);
+        let mut r = agentwire_types::json_reader::Reader::new(std::str::from_utf8(bytes).ok()?);
         r.eat(b'{')?;
         let (mut version, mut id, mut method, mut params) = (false, None, false, None);
         loop {

@@ -160,7 +160,17 @@ impl Ranked {
             chunk.push_back(entry);
             self.chunks.push(chunk);
         } else {
-            let (c, pos) = self.locate(entry.millis, &entry.id);
+            // New tasks mostly come after every other (status times grow):
+            // their place is the end, found without the binary searches.
+            let last = self.chunks.len() - 1;
+            let after_all = self.chunks[last]
+                .back()
+                .is_some_and(|e| e.cmp_key(entry.millis, &entry.id).is_lt());
+            let (c, pos) = if after_all {
+                (last, self.chunks[last].len())
+            } else {
+                self.locate(entry.millis, &entry.id)
+            };
             let chunk = &mut self.chunks[c];
             if chunk
                 .get(pos)

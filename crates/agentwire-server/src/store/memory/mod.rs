@@ -88,7 +88,9 @@ type Map<V> = DashMap<String, V, ahash::RandomState>;
 /// finds the task's slot without reading the task.
 ///
 /// [`PackedTask`]: super::packed::PackedTask
-type FinishedQueue = VecDeque<(Instant, u64, usize)>;
+/// The time is in the store's ticks (see `now_ticks`): one clock read per
+/// finished task, and comparisons of integers.
+type FinishedQueue = VecDeque<(u32, u64, usize)>;
 
 /// A [`TaskStore`] in process memory. Nothing survives a restart.
 pub struct MemoryStore {
@@ -286,7 +288,7 @@ impl Shared {
     /// Evicts the oldest finished tasks, from every queue, until `room`
     /// fits or none is left.
     fn make_room(&self, room: Room) {
-        let now = Instant::now();
+        let now = self.now_ticks();
         let ttl = self.config.terminal_ttl;
         let (home, _) = home_queue();
         let n = self.finished.len();
@@ -303,8 +305,7 @@ impl Shared {
     /// over its limits. Every [`OTHER_QUEUE_EVERY`] finishes a thread also
     /// looks at another queue, so the tasks finished by threads that went
     /// quiet still expire.
-    fn finished_now(&self, hash: u64, token: usize) {
-        let now = Instant::now();
+    fn finished_now(&self, hash: u64, token: usize, now: u32) {
         let (home, turn) = home_queue();
         let n = self.finished.len();
         self.finished[home % n].lock().push_back((now, hash, token));
@@ -322,7 +323,7 @@ impl Shared {
     /// ones while over the limits, and open tasks idle for longer than
     /// `idle_ttl`.
     fn sweep(&self) {
-        let now = Instant::now();
+        let now = self.now_ticks();
         for q in 0..self.finished.len() {
             self.evict(q, now, self.config.terminal_ttl, None, Room::NONE);
         }
@@ -362,12 +363,13 @@ impl Shared {
     fn evict(
         &self,
         q: usize,
-        now: Instant,
+        now: u32,
         max_age: Duration,
         limit: Option<usize>,
         room: Room,
     ) -> usize {
         let queue = &self.finished[q];
+        let max_age = u32::try_from(max_age.as_millis() / TICK_MS).unwrap_or(u32::MAX);
         let mut evicted = 0;
         while limit.is_none_or(|l| evicted < l) {
             let next = {
@@ -382,7 +384,7 @@ impl Shared {
                 let Some((at, _, _)) = queue.front() else {
                     break;
                 };
-                let expired = now.saturating_duration_since(*at) >= max_age;
+                let expired = now.saturating_sub(*at) >= max_age;
                 if !expired && !self.crowded(room) {
                     break;
                 }
@@ -610,7 +612,8 @@ impl ImmediateStore for MemoryStore {
         s.reserve(room)?;
         self.start_timer();
         let hash = s.tasks.hash(&task.id);
-        let slot = Slot::new(task, owner, slot_bytes(bytes), s.now_ticks());
+        let now = s.now_ticks();
+        let slot = Slot::new(task, owner, slot_bytes(bytes), now);
         let token = slot.token();
         if s.tasks.insert(hash, slot, task).is_err() {
             s.release(room);
@@ -620,7 +623,7 @@ impl ImmediateStore for MemoryStore {
             )));
         }
         if let Some(token) = token {
-            s.finished_now(hash, token);
+            s.finished_now(hash, token, now);
         }
         Ok(())
     }
@@ -688,7 +691,7 @@ impl ImmediateStore for MemoryStore {
                     s.bytes.fetch_sub(taken - after, Ordering::AcqRel);
                 }
                 if let Some(token) = token {
-                    s.finished_now(hash, token);
+                    s.finished_now(hash, token, ticks);
                 }
                 let updated = Updated::new(state);
                 Ok(match task {
@@ -800,7 +803,7 @@ impl TaskStore for MemoryStore {
     }
 
     async fn purge_terminal_older_than(&self, age: Duration) -> A2aResult<u64> {
-        let now = Instant::now();
+        let now = self.shared.now_ticks();
         let age = age.min(self.shared.config.terminal_ttl);
         let purged = (0..self.shared.finished.len())
             .map(|q| self.shared.evict(q, now, age, None, Room::NONE))
