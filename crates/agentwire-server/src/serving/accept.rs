@@ -414,10 +414,12 @@ pub(crate) async fn serve(
         tokio::spawn(async move {
             // The handshake in the connection's own task, bounded: a slow
             // client holds its slot only this long.
-            let stream = match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
+            let accepting = acceptor.accept(tcp).into_fallible();
+            let stream = match tokio::time::timeout(handshake_timeout, accepting).await {
                 Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
+                Ok(Err((e, tcp))) => {
                     tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    close_refused(tcp).await;
                     return;
                 }
                 Err(_) => {
@@ -447,6 +449,31 @@ pub(crate) async fn serve(
         .acquire_many(u32::try_from(cap).unwrap_or(u32::MAX))
         .await;
     Ok(())
+}
+
+/// Closes a connection whose TLS handshake failed (the alert saying why
+/// was written by the handshake) without resetting it: the write side is
+/// shut down, then what the client sent already (its request, written as
+/// soon as its side of the handshake ended) is read and dropped until it
+/// closes too, for at most a second. Dropped at once with unread data, the
+/// socket would be reset, which can discard the alert before the client
+/// reads it, and a client could then be left waiting for an answer.
+async fn close_refused(mut tcp: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if tcp.shutdown().await.is_err() {
+        return;
+    }
+    let drain = async {
+        let mut buf = [0u8; 1024];
+        // At most 64 KiB: a client may not make the server read for it.
+        for _ in 0..64 {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
 /// Runs one connection until it ends, holding its `slot`. It is shut down
