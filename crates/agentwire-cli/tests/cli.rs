@@ -966,8 +966,10 @@ async fn task_subscribe_follows_to_the_end() -> T {
     let env = Env::new();
     let h = host(&server);
     for t in ["JSONRPC", "HTTP+JSON", "GRPC"] {
+        // Long enough for the next `a2a` process to start and subscribe on
+        // a loaded machine (at 800 ms it sometimes found the task finished).
         let v = env
-            .run(&["send", "-a", &h, "--async", "-o", "json", "slow 800"])
+            .run(&["send", "-a", &h, "--async", "-o", "json", "slow 2500"])
             .json();
         let id = v["task"]["id"].as_str().unwrap();
         let out = env.run(&[

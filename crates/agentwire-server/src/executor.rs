@@ -365,7 +365,8 @@ impl TaskUpdater {
     fn update(&self, update: TaskUpdate) -> Update<'_> {
         Update {
             updater: self,
-            step: Step::Ready(Some(Ok(update))),
+            update: Some(update),
+            step: Step::Ready(None),
         }
     }
 
@@ -390,9 +391,10 @@ impl TaskUpdater {
         if artifact.artifact_id.is_empty() {
             return Update {
                 updater: self,
-                step: Step::Ready(Some(Err(Box::new(A2aError::internal(
+                update: None,
+                step: Step::Ready(Some(Box::new(A2aError::internal(
                     "an artifact needs an artifactId",
-                ))))),
+                )))),
             };
         }
         self.update(TaskUpdate::Artifact {
@@ -468,14 +470,19 @@ impl TaskUpdater {
 #[must_use = "an update does nothing unless awaited"]
 pub struct Update<'a> {
     updater: &'a TaskUpdater,
+    /// The update until it is applied (taken from here where it is used,
+    /// not moved along the way: it is a few hundred bytes).
+    update: Option<TaskUpdate>,
     step: Step<'a>,
 }
 
 enum Step<'a> {
-    /// Not polled yet: the update, or why it cannot be made.
-    Ready(Option<Result<TaskUpdate, Box<A2aError>>>),
+    /// Not polled yet, or why the update cannot be made.
+    Ready(Option<Box<A2aError>>),
     /// Being applied.
     Applying(Emit<'a>),
+    /// Applied.
+    Done,
 }
 
 impl std::fmt::Debug for Update<'_> {
@@ -495,22 +502,23 @@ impl Future for Update<'_> {
     ) -> std::task::Poll<A2aResult<()>> {
         // Every field is Unpin (an update's own future is boxed).
         let this = self.get_mut();
-        if let Step::Ready(ready) = &mut this.step {
-            let update = match ready.take() {
-                Some(Ok(update)) => update,
-                Some(Err(e)) => return std::task::Poll::Ready(Err(*e)),
-                None => {
-                    return std::task::Poll::Ready(Err(A2aError::internal(
-                        "an update was awaited twice",
-                    )));
-                }
-            };
+        if let Step::Ready(refused) = &mut this.step {
+            if let Some(e) = refused.take() {
+                this.step = Step::Done;
+                return std::task::Poll::Ready(Err(*e));
+            }
             let updater = this.updater;
-            this.step = Step::Applying(updater.manager.emit(&updater.live, update));
+            this.step = Step::Applying(updater.manager.emit(&updater.live, &mut this.update));
         }
         match &mut this.step {
-            Step::Applying(emit) => std::pin::Pin::new(emit).poll(cx),
-            Step::Ready(_) => {
+            Step::Applying(emit) => {
+                let done = std::pin::Pin::new(emit).poll(cx);
+                if done.is_ready() {
+                    this.step = Step::Done;
+                }
+                done
+            }
+            Step::Ready(_) | Step::Done => {
                 std::task::Poll::Ready(Err(A2aError::internal("an update was awaited twice")))
             }
         }

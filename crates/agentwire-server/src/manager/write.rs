@@ -407,32 +407,38 @@ impl TaskManager {
         let Ok(_guard) = live.order.try_lock() else {
             return None;
         };
-        let update = slot.take()?;
-        Some(self.apply_now(store, live, update))
+        slot.as_ref()?;
+        Some(self.apply_now(store, live, slot))
     }
 
     /// The steps of [`Self::emit_inner`] and [`Self::apply_locked`], in the
     /// same order, answered at once: without push notifications there is no
     /// inline config to store and no event to hand over, and without a bus
     /// no other replica's events to publish first.
+    /// (`slot` holds the update; it is taken from there where it is
+    /// applied.)
     fn apply_now(
         &self,
         store: &dyn ImmediateStore,
         live: &LiveTask,
-        update: TaskUpdate,
+        slot: &mut Option<TaskUpdate>,
     ) -> A2aResult<()> {
-        if let Some(new) = self.new_task(live, Some(&update))? {
+        let Some(update) = slot.as_ref() else {
+            return Err(A2aError::internal("an update was lost"));
+        };
+        if let Some(new) = self.new_task(live, Some(update))? {
             if let Some(task) = Self::hold_create(live, new.task) {
                 store.create_now(&live.owner, task)?;
             }
             Self::mark_created(live, new.event.as_ref(), new.wanted);
         }
-        let publish = Self::event_of(live, &update, false);
-        let mut slot = Some(update);
-        let updated = match (Self::write_held_now(store, live, &mut slot), slot) {
-            (Some(held), _) => held?,
-            (None, Some(update)) => store.update_now(&live.id, update)?,
-            (None, None) => return Err(A2aError::internal("an update was lost")),
+        let publish = Self::event_of(live, update, false);
+        let updated = match Self::write_held_now(store, live, slot) {
+            Some(held) => held?,
+            None => match slot.take() {
+                Some(update) => store.update_now(&live.id, update)?,
+                None => return Err(A2aError::internal("an update was lost")),
+            },
         };
         self.publish_applied(live, updated, &publish);
         Ok(())
@@ -464,19 +470,24 @@ impl TaskManager {
 
     /// Applies an update to the task (creating it first if needed) and
     /// publishes the matching event.
-    pub(crate) fn emit<'a>(&'a self, live: &'a LiveTask, update: TaskUpdate) -> Emit<'a> {
-        if let TaskUpdate::Artifact {
+    /// Applies the update in `slot` (taken from it).
+    pub(crate) fn emit<'a>(
+        &'a self,
+        live: &'a LiveTask,
+        slot: &mut Option<TaskUpdate>,
+    ) -> Emit<'a> {
+        if let Some(TaskUpdate::Artifact {
             artifact, append, ..
-        } = &update
+        }) = &*slot
             && let Err(e) = self.count_artifact(live, artifact, *append)
         {
+            slot.take();
             return Emit::Done(Some(Err(Box::new(e))));
         }
-        let mut slot = Some(update);
-        if let Some(done) = self.emit_now(live, &mut slot) {
+        if let Some(done) = self.emit_now(live, slot) {
             return Emit::Done(Some(done.map_err(Box::new)));
         }
-        match slot {
+        match slot.take() {
             Some(update) => Emit::Later(Box::pin(self.emit_inner(live, Box::new(update)))),
             None => Emit::Done(Some(Err(Box::new(A2aError::internal("an event was lost"))))),
         }
