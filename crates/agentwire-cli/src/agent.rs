@@ -132,9 +132,7 @@ impl Settings {
             }
         }
         agentwire_client::install_crypto_provider();
-        let builder = reqwest::Client::builder()
-            .connect_timeout(agentwire_client::DEFAULT_CONNECT_TIMEOUT)
-            .tcp_nodelay(true)
+        let builder = agentwire_client::http_client_builder()
             .user_agent(concat!("agentwire-cli/", env!("CARGO_PKG_VERSION")))
             .danger_accept_invalid_certs(self.insecure);
         self.tls

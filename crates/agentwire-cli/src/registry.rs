@@ -300,8 +300,7 @@ fn registry_url(g: &Globals) -> Result<String, CliError> {
 
 fn http_client(g: &Globals) -> Result<reqwest::Client, CliError> {
     agentwire_client::install_crypto_provider();
-    reqwest::Client::builder()
-        .connect_timeout(agentwire_client::DEFAULT_CONNECT_TIMEOUT)
+    agentwire_client::http_client_builder()
         .user_agent(concat!("agentwire-cli/", env!("CARGO_PKG_VERSION")))
         .danger_accept_invalid_certs(g.insecure)
         .build()

@@ -46,14 +46,32 @@ pub fn default_http_client() -> reqwest::Client {
     CLIENT
         .get_or_init(|| {
             install_crypto_provider();
-            reqwest::Client::builder()
-                .connect_timeout(DEFAULT_CONNECT_TIMEOUT)
-                .tcp_nodelay(true)
-                .user_agent(concat!("agentwire/", env!("CARGO_PKG_VERSION")))
+            http_client_builder()
                 .build()
                 .unwrap_or_else(|_| reqwest::Client::new())
         })
         .clone()
+}
+
+/// The settings of the HTTP clients the transports make (a client of your
+/// own given to a transport can start from them): connect timeout, no Nagle
+/// delay, the user agent, and HTTP/1.1.
+///
+/// HTTP/1.1 also over TLS, where ALPN would otherwise pick HTTP/2: a
+/// request over an HTTP/2 connection that the server closes as soon as the
+/// TLS handshake ends, which is how a TLS 1.3 server refuses a client
+/// certificate (after the client's side of the handshake completed), was
+/// seen to wait for ever, about once in a hundred runs of the mutual-TLS
+/// test matrix with other tests running (in reqwest/hyper's HTTP/2 client;
+/// never in 200 runs over HTTP/1.1). The JSON-RPC and HTTP+JSON bindings
+/// make one exchange per call and stream over SSE, so they lose nothing
+/// that matters by it; gRPC (HTTP/2 by definition) has its own client.
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .http1_only()
+        .connect_timeout(DEFAULT_CONNECT_TIMEOUT)
+        .tcp_nodelay(true)
+        .user_agent(concat!("agentwire/", env!("CARGO_PKG_VERSION")))
 }
 
 /// The headers of one call: `A2A-Version`, `A2A-Extensions`, then the

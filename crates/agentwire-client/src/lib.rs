@@ -149,7 +149,9 @@ pub use error::{BoxError, ClientError, ClientResult};
 #[cfg(feature = "grpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
 pub use grpc::GrpcTransport;
-pub use http::{DEFAULT_CONNECT_TIMEOUT, default_http_client, install_crypto_provider};
+pub use http::{
+    DEFAULT_CONNECT_TIMEOUT, default_http_client, http_client_builder, install_crypto_provider,
+};
 pub use jsonrpc::JsonRpcTransport;
 pub use rest::RestTransport;
 pub use transport::{Binding, CallOptions, EventStream, Transport};

@@ -163,11 +163,7 @@ impl TlsOptions {
     /// [`crate::default_http_client`] (its own connection pool).
     pub fn http_client(&self) -> Result<reqwest::Client, ClientError> {
         crate::install_crypto_provider();
-        let builder = reqwest::Client::builder()
-            .connect_timeout(crate::DEFAULT_CONNECT_TIMEOUT)
-            .tcp_nodelay(true)
-            .user_agent(concat!("agentwire/", env!("CARGO_PKG_VERSION")));
-        self.configure_reqwest(builder)?
+        self.configure_reqwest(crate::http_client_builder())?
             .build()
             .map_err(|e| ClientError::InvalidRequest(format!("cannot set up TLS: {e}")))
     }
