@@ -250,7 +250,14 @@ async fn responses_carry_a_request_id_and_text_lines_a_time() {
     };
     // A new id when the caller sends none, or one that is not sane.
     let fresh = id_of(&get(None).await.expect("card"));
-    assert_eq!(fresh.len(), 36, "a UUID: {fresh}");
+    let (random, count) = fresh.split_once('-').expect("two parts");
+    assert!(
+        random.len() == 16
+            && count.len() == 16
+            && fresh.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit()),
+        "a random number and a count, in hex: {fresh}"
+    );
+    assert_ne!(id_of(&get(None).await.expect("card")), fresh, "ids differ");
     let replaced = id_of(&get(Some("two words")).await.expect("card"));
     assert_ne!(replaced, "two words");
     let long = "x".repeat(200);
