@@ -63,12 +63,21 @@
 use serde::{Deserialize, Serialize};
 
 /// A semantic model: text to vectors (compared by cosine). Plug one in
-/// with [`crate::Registry::with_embedder`]; skills' examples are embedded
-/// when an agent is indexed, the request when it is routed.
+/// with [`crate::RegistryBuilder::embedder`]: each skill's examples and
+/// description are embedded when its agent is indexed (again only when
+/// they change), the request when it is routed. With the feature
+/// `semantic`, [`crate::embed::SentenceEmbedder`] is one: a local
+/// sentence-embedding model (all-MiniLM-L6-v2, ...).
 pub trait Embedder: Send + Sync + 'static {
-    /// One vector per text, all of the same length.
-    fn embed(&self, texts: &[&str]) -> Vec<Vec<f32>>;
+    /// One vector per text, all of the same length. An error leaves the
+    /// skills concerned without a vector, or routes the request lexically.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
+
+/// Why an [`Embedder`] could not embed (or a model could not be loaded).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EmbedError(pub String);
 
 /// The cosine of two vectors (0 when either is zero).
 pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
@@ -85,6 +94,30 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     }
 }
 
+/// The normalised mean of normalised vectors (None when there is none, or
+/// they cancel out): a skill's vector from its texts' vectors.
+pub fn centroid(vectors: &[Vec<f32>]) -> Option<Vec<f32>> {
+    let dims = vectors.first()?.len();
+    let mut sum = vec![0.0f64; dims];
+    for v in vectors {
+        if v.len() != dims {
+            return None;
+        }
+        let norm = v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+        if norm == 0.0 {
+            continue;
+        }
+        for (s, x) in sum.iter_mut().zip(v) {
+            *s += f64::from(*x) / norm;
+        }
+    }
+    let norm = sum.iter().map(|x| x * x).sum::<f64>().sqrt();
+    if norm == 0.0 || !norm.is_finite() {
+        return None;
+    }
+    Some(sum.iter().map(|x| (x / norm) as f32).collect())
+}
+
 /// Weights and thresholds of the router.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -99,10 +132,22 @@ pub struct RouterConfig {
     /// says: a request that names the skill ("reschedule", "receipt") is
     /// about it more surely than one that shares other words with it.
     pub name_weight: f64,
-    /// Share of the final score given to the embedder, when there is one.
+    /// Share of the final score given to the embedder, when there is one:
+    /// the score is `(1 - w) * lexical + w * semantic`, the semantic part
+    /// the cosine between the request's vector and the skill's (the mean
+    /// of its examples' and description's vectors).
     pub semantic_weight: f64,
-    /// Below this score (0..=1) no skill fits.
+    /// Below this score (0..=1) no skill fits (lexical routing: no
+    /// embedder, or the request could not be embedded).
     pub fit_threshold: f64,
+    /// With an embedder, the fit threshold instead of
+    /// [`Self::fit_threshold`]: the mixed score is on another scale.
+    pub semantic_fit_threshold: f64,
+    /// With an embedder, below this cosine between the request and the
+    /// best skill no skill fits, whatever the words they share: the
+    /// request means something else ("what time does the supermarket
+    /// close" shares "time" with the time-off skill).
+    pub min_semantic: f64,
     /// Below this coverage of the request by the best skill (0..=1) no
     /// skill fits either, whatever the score: most of what is asked is
     /// about something else.
@@ -179,6 +224,8 @@ impl Default for RouterConfig {
             name_weight: 0.3,
             semantic_weight: 0.5,
             fit_threshold: 0.24,
+            semantic_fit_threshold: 0.24,
+            min_semantic: 0.4,
             min_coverage: 0.0,
             tie_margin: 0.0,
             unknown_weight: 1.0,
@@ -208,6 +255,21 @@ pub(crate) const PRESENCE_AGENT_DESCRIPTION: f64 = 0.4;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn centroids_are_means_of_directions() {
+        let c = centroid(&[vec![2.0, 0.0], vec![0.0, 0.5]]).unwrap();
+        let r = std::f32::consts::FRAC_1_SQRT_2;
+        assert!((c[0] - r).abs() < 1e-6 && (c[1] - r).abs() < 1e-6, "{c:?}");
+        assert_eq!(centroid(&[]), None);
+        assert_eq!(centroid(&[vec![0.0, 0.0]]), None);
+        assert_eq!(centroid(&[vec![1.0, 0.0], vec![-1.0, 0.0]]), None);
+        assert_eq!(
+            centroid(&[vec![1.0], vec![1.0, 0.0]]),
+            None,
+            "lengths differ"
+        );
+    }
 
     #[test]
     fn cosines() {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agentwire_client::registry::{FilterValue, PublishRequest, RouteRequest};
 use agentwire_registry::store::MemoryRegistryStore;
-use agentwire_registry::{Embedder, Registry};
+use agentwire_registry::{EmbedError, Embedder, Registry};
 use serde_json::Value;
 
 const CARDS: &str = include_str!("data/routing-cards.json");
@@ -105,8 +105,8 @@ const AXES: &[&[&str]] = &[
 ];
 
 impl Embedder for Concepts {
-    fn embed(&self, texts: &[&str]) -> Vec<Vec<f32>> {
-        texts
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
             .iter()
             .map(|t| {
                 let t = t.to_lowercase();
@@ -115,7 +115,7 @@ impl Embedder for Concepts {
                     .map(|axis| words.iter().filter(|w| axis.contains(w)).count() as f32)
                     .collect()
             })
-            .collect()
+            .collect())
     }
 }
 
