@@ -1049,11 +1049,6 @@ impl Registry {
         ))
     }
 
-    /// Whether routing uses a semantic model ([`RegistryBuilder::embedder`]).
-    pub fn has_embedder(&self) -> bool {
-        self.inner.embedder.is_some()
-    }
-
     /// The identifier of the registry itself in its catalog.
     pub fn own_identifier(&self) -> String {
         format!(
