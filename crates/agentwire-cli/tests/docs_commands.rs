@@ -383,7 +383,7 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
     (
         "scripts/embedder-model.sh",
-        "it downloads an 87 MB model from PyPI; CI runs it for the tests that load the model",
+        "it downloads an 87 MiB model from PyPI; CI runs it for the tests that load the model",
     ),
     (
         "a2a registry serve --embedder",

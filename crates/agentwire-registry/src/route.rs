@@ -72,7 +72,7 @@
 //! that no skill fits (79% and 88% on the 157 written from the cards alone).
 //!
 //! Why the lexical router stays the default, without a model: a model is
-//! files the registry cannot fetch by itself (87 MB for that one), a longer
+//! files the registry cannot fetch by itself (87 MiB for that one), a longer
 //! build (the feature `semantic`), and milliseconds of CPU per request
 //! instead of a fraction of one; the lexical router explains each choice
 //! word by word, and on requests worded like the skills' examples it does
