@@ -713,6 +713,12 @@ impl Index {
         if let Some(qv) = query_vec {
             let mut near: Vec<(f64, (u32, u16))> = Vec::new();
             for (slot, e) in &self.entries {
+                let usable = e.record.fetch.status == crate::model::Status::Active
+                    && (wants_old || e.record.routable(&e.facts))
+                    && filter.matches(&e.view);
+                if !usable {
+                    continue;
+                }
                 for (i, doc) in e.skills.iter().enumerate() {
                     let Ok(i) = u16::try_from(i) else { break };
                     if let Some(v) = &doc.vector {

@@ -134,3 +134,28 @@ async fn an_embedder_brings_in_what_words_alone_miss() {
     assert_eq!(m.agent_name, "Weather Agent", "{a:?}");
     assert!(m.why.contains("semantic similarity"), "{}", m.why);
 }
+
+/// A model that fails on every text.
+struct Broken;
+
+impl Embedder for Broken {
+    fn embed(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Err(EmbedError("the model is gone".into()))
+    }
+}
+
+#[tokio::test]
+async fn a_failing_embedder_leaves_routing_to_the_words() {
+    let lexical = registry(None).await;
+    let broken = registry(Some(Arc::new(Broken))).await;
+    for text in [
+        "Which dependencies block our upgrade to Node 24?",
+        "book a flight from Berlin to Madrid on Friday",
+        "play some relaxing jazz music",
+        "is it chilly outside in Oslo?",
+    ] {
+        let a = route(&broken, text);
+        assert_eq!(a, route(&lexical, text), "{text}");
+        assert!(a.matches.iter().all(|m| !m.why.contains("semantic")));
+    }
+}
