@@ -85,7 +85,7 @@ use serde::{Deserialize, Serialize};
 /// with [`crate::RegistryBuilder::embedder`]: each skill's examples and
 /// description are embedded when its agent is indexed (again only when
 /// they change), the request when it is routed. With the feature
-/// `semantic`, [`crate::embed::SentenceEmbedder`] is one: a local
+/// `semantic`, `crate::embed::SentenceEmbedder` is one: a local
 /// sentence-embedding model (all-MiniLM-L6-v2, ...).
 pub trait Embedder: Send + Sync + 'static {
     /// One vector per text, all of the same length. An error leaves the
