@@ -96,6 +96,11 @@ pub struct ServeArgs {
     /// Another registry, queried in federation "auto" and offered as a referral (repeatable).
     #[arg(long, value_name = "URL")]
     pub upstream: Vec<String>,
+    /// Route with a local sentence-embedding model: a directory with config.json,
+    /// tokenizer.json and model.safetensors (e.g. all-MiniLM-L6-v2). Needs an a2a
+    /// built with the feature `semantic`.
+    #[arg(long, env = "A2A_REGISTRY_EMBEDDER", value_name = "DIR")]
+    pub embedder: Option<std::path::PathBuf>,
 }
 
 /// Options of `a2a registry publish`.
@@ -794,8 +799,14 @@ async fn serve(args: ServeArgs) -> Result<u8, CliError> {
         upstreams: args.upstream.clone(),
         ..RegistryConfig::default()
     };
-    let registry = agentwire_registry::Registry::builder(store)
-        .config(config)
+    let mut builder = agentwire_registry::Registry::builder(store).config(config);
+    let mut model = None;
+    if let Some(dir) = &args.embedder {
+        let (embedder, name) = load_embedder(dir)?;
+        builder = builder.embedder(embedder);
+        model = Some(name);
+    }
+    let registry = builder
         .build()
         .await
         .map_err(|e| CliError::internal(e.to_string()))?;
@@ -819,7 +830,10 @@ async fn serve(args: ServeArgs) -> Result<u8, CliError> {
     say!(
         "  search:    POST {base}/search   list: GET {base}/agents   explore: POST {base}/explore"
     );
-    say!("  route:     POST {base}/route");
+    match &model {
+        Some(name) => say!("  route:     POST {base}/route (words and meaning: model {name})"),
+        None => say!("  route:     POST {base}/route"),
+    }
     say!("  agent:     {base}/.well-known/agent-card.json (skill find-agent)");
     say!("  store:     {}", redact(&args.store));
     say!("  entries:   {}", bound.registry().len());
@@ -838,6 +852,35 @@ async fn serve(args: ServeArgs) -> Result<u8, CliError> {
         .map_err(|e| CliError::internal(format!("the registry stopped: {e}")))?;
     say!("Stopped.");
     Ok(exit::OK)
+}
+
+/// The sentence-embedding model of `--embedder DIR`, and its name.
+#[cfg(feature = "semantic")]
+fn load_embedder(
+    dir: &std::path::Path,
+) -> Result<(Arc<dyn agentwire_registry::Embedder>, String), CliError> {
+    let model = agentwire_registry::embed::SentenceEmbedder::load(dir).map_err(|e| {
+        CliError::usage(format!("--embedder: {e}")).with_hint(
+            "a sentence-embedding model's directory: config.json, tokenizer.json, \
+             model.safetensors (docs/registry.md says how to get all-MiniLM-L6-v2)",
+        )
+    })?;
+    let name = format!("{}, {} dimensions", model.name(), model.dimensions());
+    Ok((Arc::new(model), name))
+}
+
+/// Without the feature `semantic`, `--embedder` is refused with the way
+/// to get it.
+#[cfg(not(feature = "semantic"))]
+fn load_embedder(
+    _dir: &std::path::Path,
+) -> Result<(Arc<dyn agentwire_registry::Embedder>, String), CliError> {
+    Err(
+        CliError::usage("--embedder: this a2a was built without semantic routing").with_hint(
+            "build it with the feature `semantic`: cargo install agentwire-cli --features semantic \
+             (or cargo build -p agentwire-cli --features semantic)",
+        ),
+    )
 }
 
 fn redact(spec: &str) -> String {

@@ -381,6 +381,14 @@ const SKIPPED: &[(&str, &str)] = &[
         "bash scripts/bench.sh",
         "a load test of minutes on every core; it needs oha",
     ),
+    (
+        "scripts/embedder-model.sh",
+        "it downloads an 87 MiB model from PyPI; CI runs it for the tests that load the model",
+    ),
+    (
+        "a2a registry serve --embedder",
+        "it needs an a2a built with the feature `semantic` and the model: tests/registry_semantic.rs",
+    ),
 ];
 
 /// What a command must do, when more than exit 0.

@@ -6,7 +6,14 @@
 //! cargo bench -p agentwire-registry --bench registry -- --cards 2000 --queries 200
 //! cargo bench -p agentwire-registry --bench registry -- --tune   # coordinate search on the training half
 //! cargo bench -p agentwire-registry --bench registry -- --accuracy   # routing accuracy only
+//! cargo bench -p agentwire-registry --features semantic --bench registry -- --accuracy --embedder DIR
+//! cargo bench -p agentwire-registry --features semantic --bench registry -- --tune --embedder DIR
 //! ```
+//!
+//! With `--embedder DIR` (a sentence-embedding model's directory, feature
+//! `semantic`), the tables are those of the router with the model, and
+//! `--tune` searches its knobs (`semanticWeight`, `semanticFitThreshold`,
+//! `minSemantic`) on the training half, the lexical ones kept.
 //!
 //! The labelled set (`tests/data/routing-cards.json`,
 //! `tests/data/routing-requests.json`) is split by position: requests at
@@ -19,14 +26,15 @@
 //! and MRR look at the ranking whatever the decision; "none fits" recall is
 //! the share of requests labelled "none" answered with `noFit`.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentwire_client::registry::{
     PublishRequest, Query, RouteRequest, RouteResponse, SearchRequest,
 };
 use agentwire_registry::store::{MemoryRegistryStore, RegistryStore, SqliteRegistryStore};
-use agentwire_registry::{Registry, RegistryServer, RouterConfig};
+use agentwire_registry::{EmbedError, Embedder, Registry, RegistryServer, RouterConfig};
 use serde_json::{Value, json};
 
 const CARDS: &str = include_str!("../tests/data/routing-cards.json");
@@ -38,6 +46,8 @@ struct Args {
     tune: bool,
     /// Only the routing accuracy (no latency or throughput runs).
     accuracy_only: bool,
+    /// A sentence-embedding model's directory (feature `semantic`).
+    embedder: Option<String>,
 }
 
 fn args() -> Args {
@@ -46,6 +56,7 @@ fn args() -> Args {
         queries: 500,
         tune: false,
         accuracy_only: false,
+        embedder: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
@@ -56,6 +67,7 @@ fn args() -> Args {
             }
             "--tune" => a.tune = true,
             "--accuracy" => a.accuracy_only = true,
+            "--embedder" => a.embedder = it.next(),
             _ => {} // cargo bench passes --bench
         }
     }
@@ -82,8 +94,89 @@ fn labelled() -> Vec<Labelled> {
         .collect()
 }
 
+/// The model of `--embedder DIR`.
+#[cfg(feature = "semantic")]
+fn load_model(dir: &str) -> Arc<dyn Embedder> {
+    match agentwire_registry::embed::SentenceEmbedder::load(dir) {
+        Ok(m) => {
+            println!("Model: {m:?}");
+            Arc::new(m)
+        }
+        Err(e) => {
+            eprintln!("--embedder {dir}: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+#[cfg(not(feature = "semantic"))]
+fn load_model(_dir: &str) -> Arc<dyn Embedder> {
+    eprintln!(
+        "--embedder needs the feature `semantic`: cargo bench -p agentwire-registry --features semantic --bench registry -- ..."
+    );
+    std::process::exit(2);
+}
+
+/// An embedder that remembers the vectors it gave (the accuracy and the
+/// tuning route the same requests again and again; latency is measured
+/// with the model itself).
+struct Remembering {
+    model: Arc<dyn Embedder>,
+    seen: Mutex<HashMap<String, Vec<f32>>>,
+}
+
+impl Embedder for Remembering {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let missing: Vec<&str> = {
+            let seen = self
+                .seen
+                .lock()
+                .map_err(|_| EmbedError("poisoned".into()))?;
+            texts
+                .iter()
+                .copied()
+                .filter(|t| !seen.contains_key(*t))
+                .collect()
+        };
+        if !missing.is_empty() {
+            let vectors = self.model.embed(&missing)?;
+            let mut seen = self
+                .seen
+                .lock()
+                .map_err(|_| EmbedError("poisoned".into()))?;
+            for (t, v) in missing.iter().zip(vectors) {
+                seen.insert((*t).to_owned(), v);
+            }
+        }
+        let seen = self
+            .seen
+            .lock()
+            .map_err(|_| EmbedError("poisoned".into()))?;
+        texts
+            .iter()
+            .map(|t| {
+                seen.get(*t)
+                    .cloned()
+                    .ok_or_else(|| EmbedError(format!("no vector for {t:?}")))
+            })
+            .collect()
+    }
+}
+
 async fn registry_with(store: Arc<dyn RegistryStore>, cards: &[Value]) -> Registry {
-    let r = Registry::builder(store).build().await.expect("registry");
+    registry_embedding(store, cards, None).await
+}
+
+async fn registry_embedding(
+    store: Arc<dyn RegistryStore>,
+    cards: &[Value],
+    embedder: Option<Arc<dyn Embedder>>,
+) -> Registry {
+    let mut b = Registry::builder(store);
+    if let Some(e) = embedder {
+        b = b.embedder(e);
+    }
+    let r = b.build().await.expect("registry");
     for c in cards {
         r.publish(
             "bench",
@@ -197,6 +290,99 @@ fn evaluate_halves(
         }
     }
     (train, test)
+}
+
+/// The scores of the requests whose position passes `keep`.
+fn evaluate_where(
+    r: &Registry,
+    set: &[Labelled],
+    config: &RouterConfig,
+    keep: impl Fn(usize) -> bool,
+) -> Scores {
+    let mut s = Scores::default();
+    for (_, l) in set.iter().enumerate().filter(|(i, _)| keep(*i)) {
+        let routed = r
+            .route_with(
+                &RouteRequest {
+                    text: l.text.clone(),
+                    filter: None,
+                    limit: Some(10),
+                },
+                config,
+            )
+            .expect("route");
+        s.add(l, &routed);
+    }
+    s
+}
+
+/// The requests written from the cards alone start here (see
+/// benches/README.md).
+const INDEPENDENT_FROM: usize = 198;
+
+/// The table of the README: both halves, the whole set, and the requests
+/// written from the cards alone.
+fn report(r: &Registry, set: &[Labelled], config: &RouterConfig) -> (Scores, Scores) {
+    let (train, test) = evaluate(r, set, config);
+    let mut all = train;
+    all.n += test.n;
+    all.top1 += test.top1;
+    all.top3 += test.top3;
+    all.rr += test.rr;
+    all.none += test.none;
+    all.none_flagged += test.none_flagged;
+    all.refused += test.refused;
+    println!("{}", train.line("train"));
+    println!("{}", test.line("held-out"));
+    println!("{}", all.line("all"));
+    let later = evaluate_where(r, set, config, |i| i >= INDEPENDENT_FROM);
+    println!("{}", later.line("last 157"));
+    let later_held = evaluate_where(r, set, config, |i| i >= INDEPENDENT_FROM && i % 2 == 1);
+    println!("{}", later_held.line("157 held"));
+    let first_held = evaluate_where(r, set, config, |i| i < INDEPENDENT_FROM && i % 2 == 1);
+    println!("{}", first_held.line("198 held"));
+    (train, test)
+}
+
+/// `--tune --embedder DIR`: the model's knobs searched on the training
+/// half (every combination of the lists), the lexical ones kept.
+fn tune_semantic(r: &Registry, set: &[Labelled], start: RouterConfig) -> RouterConfig {
+    let weights = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
+    let thresholds: Vec<f64> = (0..=25).map(|k| f64::from(k) * 0.02).collect();
+    let minimums: Vec<f64> = (0..=30).map(|k| f64::from(k) * 0.02).collect();
+    let targets = std::env::var("TUNE_OBJECTIVE").as_deref() == Ok("targets");
+    let mut best = (f64::MIN, start);
+    let mut tried = 0usize;
+    for w in weights {
+        for th in &thresholds {
+            for min in &minimums {
+                let c = RouterConfig {
+                    semantic_weight: w,
+                    semantic_fit_threshold: *th,
+                    min_semantic: *min,
+                    ..start
+                };
+                let (train, _) = evaluate_halves(r, set, &c, false);
+                tried += 1;
+                let o = if targets {
+                    (train.top1() - 0.85).min(train.recall() - 0.8)
+                        + 0.01 * (train.top1() + train.recall())
+                } else {
+                    train.top1() + train.recall()
+                };
+                if o > best.0 + 1e-9 {
+                    best = (o, c);
+                    println!(
+                        "  weight {w}, threshold {th:.2}, min semantic {min:.2} -> {o:.3} (top-1 {:.3}, recall {:.3})",
+                        train.top1(),
+                        train.recall()
+                    );
+                }
+            }
+        }
+    }
+    println!("{tried} configurations tried");
+    best.1
 }
 
 /// A small deterministic generator (xorshift), so runs are comparable.
@@ -370,7 +556,26 @@ async fn main() {
         set.len(),
         set.iter().filter(|l| l.label.is_none()).count()
     );
-    let r = registry_with(Arc::new(MemoryRegistryStore::new()), &cards).await;
+    let model = a.embedder.as_deref().map(load_model);
+    let remembering = model.as_ref().map(|m| {
+        Arc::new(Remembering {
+            model: Arc::clone(m),
+            seen: Mutex::new(HashMap::new()),
+        }) as Arc<dyn Embedder>
+    });
+    let r = registry_embedding(
+        Arc::new(MemoryRegistryStore::new()),
+        &cards,
+        remembering.clone(),
+    )
+    .await;
+
+    if a.tune && remembering.is_some() {
+        let config = tune_semantic(&r, &set, RouterConfig::default());
+        println!("Best on the training half: {config:?}");
+        report(&r, &set, &config);
+        return;
+    }
 
     if a.tune {
         // Coordinate search on the training half only: from the defaults,
@@ -549,19 +754,15 @@ async fn main() {
         Ok(v) => serde_json::from_str(&v).expect("ROUTER_CONFIG"),
         Err(_) => RouterConfig::default(),
     };
-    let (train, test) = evaluate(&r, &set, &config);
-    let mut all = train;
-    all.n += test.n;
-    all.top1 += test.top1;
-    all.top3 += test.top3;
-    all.rr += test.rr;
-    all.none += test.none;
-    all.none_flagged += test.none_flagged;
-    all.refused += test.refused;
-    println!("Default router (lexical): {config:?}");
-    println!("{}", train.line("train"));
-    println!("{}", test.line("held-out"));
-    println!("{}", all.line("all"));
+    if model.is_some() {
+        let lexical = registry_with(Arc::new(MemoryRegistryStore::new()), &cards).await;
+        println!("Router without the model (lexical): {config:?}");
+        report(&lexical, &set, &config);
+        println!("Router with the model (words and meaning):");
+    } else {
+        println!("Default router (lexical): {config:?}");
+    }
+    let (_, test) = report(&r, &set, &config);
 
     // Misses of the held-out half, to read.
     let show_train = std::env::var_os("SHOW_TRAIN_MISSES").is_some();
@@ -652,6 +853,54 @@ async fn main() {
     }
     if a.accuracy_only {
         return;
+    }
+
+    if let Some(model) = &model {
+        // The model's own cost: embedding one request, and routing with it
+        // (nothing remembered), on the labelled cards.
+        println!();
+        println!("With the model, on the 30 labelled cards:");
+        let started = Instant::now();
+        let reg = registry_embedding(
+            Arc::new(MemoryRegistryStore::new()),
+            &cards,
+            Some(Arc::clone(model)),
+        )
+        .await;
+        let took = started.elapsed();
+        println!(
+            "  publish with embedding: {} cards in {:.2} s ({:.1} ms a card)",
+            cards.len(),
+            took.as_secs_f64(),
+            took.as_secs_f64() * 1000.0 / cards.len() as f64
+        );
+        let mut elat = Vec::new();
+        let mut rlat = Vec::new();
+        for l in &set {
+            let t = Instant::now();
+            model.embed(&[l.text.as_str()]).expect("embed");
+            elat.push(t.elapsed());
+            let t = Instant::now();
+            reg.route(&RouteRequest {
+                text: l.text.clone(),
+                filter: None,
+                limit: Some(3),
+            })
+            .expect("route");
+            rlat.push(t.elapsed());
+        }
+        elat.sort();
+        rlat.sort();
+        println!(
+            "  embedding one request: p50 {}  p99 {}",
+            ms(percentile(&elat, 0.5)),
+            ms(percentile(&elat, 0.99))
+        );
+        println!(
+            "  route in process with the model: p50 {}  p99 {}",
+            ms(percentile(&rlat, 0.5)),
+            ms(percentile(&rlat, 0.99))
+        );
     }
 
     // Publish throughput and search latency with many cards.
@@ -771,6 +1020,41 @@ async fn main() {
             }
         );
         let _ = server.shutdown().await;
+    }
+    if let Some(model) = &model {
+        // Routing with the model among many cards (memory store): every
+        // skill's vector is compared with the request's.
+        let started = Instant::now();
+        let reg = registry_embedding(
+            Arc::new(MemoryRegistryStore::new()),
+            &all_cards,
+            Some(Arc::clone(model)),
+        )
+        .await;
+        let took = started.elapsed();
+        println!(
+            "  with the model: {} publishes in {:.1} s ({:.0} publishes/s, embedding included)",
+            all_cards.len(),
+            took.as_secs_f64(),
+            all_cards.len() as f64 / took.as_secs_f64()
+        );
+        let mut rlat = Vec::new();
+        for l in set.iter().take(a.queries) {
+            let t = Instant::now();
+            let _ = reg.route(&RouteRequest {
+                text: l.text.clone(),
+                filter: None,
+                limit: Some(3),
+            });
+            rlat.push(t.elapsed());
+        }
+        rlat.sort();
+        println!(
+            "  route in process with the model ({} cards): p50 {}  p99 {}",
+            reg.len(),
+            ms(percentile(&rlat, 0.5)),
+            ms(percentile(&rlat, 0.99))
+        );
     }
     let targets = test.top1() >= 0.85 && test.recall() >= 0.8;
     println!();

@@ -54,11 +54,12 @@ impl AgentExecutor for FindAgent {
         }
         let routed = self
             .registry
-            .route(&RouteRequest {
+            .route_async(RouteRequest {
                 text: text.clone(),
                 filter: None,
                 limit: Some(3),
             })
+            .await
             .map_err(|e| A2aError::new(ErrorKind::InvalidParams, e.message))?;
         let found = self
             .registry

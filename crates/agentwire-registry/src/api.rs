@@ -115,7 +115,10 @@ async fn explore(State(s): State<ApiState>, body: Bytes) -> Result<Response, Api
 
 async fn route(State(s): State<ApiState>, body: Bytes) -> Result<Response, ApiError> {
     let request: RouteRequest = json_body(&body)?;
-    Ok(json_response(StatusCode::OK, &s.registry.route(&request)?))
+    Ok(json_response(
+        StatusCode::OK,
+        &s.registry.route_async(request).await?,
+    ))
 }
 
 #[derive(Debug, Deserialize)]

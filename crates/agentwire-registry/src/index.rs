@@ -59,9 +59,14 @@ struct SkillDoc {
     examples: Vec<Vec<String>>,
     agent_name: Vec<String>,
     agent_description: Vec<String>,
-    /// Embeddings of the examples (and of the description), with an
-    /// embedder.
-    vectors: Vec<Vec<f32>>,
+    /// With an embedder: the skill's vector, the normalised mean of its
+    /// examples' and description's normalised vectors (the centroid of
+    /// what it is asked and what it says it does).
+    vector: Option<Vec<f32>>,
+    /// The texts the vector comes from (examples, then description), one
+    /// a line: when an agent is indexed again (a refresh, an update), a
+    /// skill whose texts did not change keeps its vector.
+    embedded: String,
     /// The distinct terms of the skill's own text (not its agent's), for
     /// the document frequencies of routing.
     own_terms: Vec<String>,
@@ -153,12 +158,15 @@ impl SkillDoc {
 
 impl Indexed {
     /// Builds the indexed form of a record (outside any lock: it analyses
-    /// every text of the card, and embeds its examples with an embedder).
+    /// every text of the card, and embeds its skills with an embedder).
+    /// The skills of `previous` (the same entry as indexed before) lend
+    /// their vectors to the skills whose texts did not change.
     pub fn build(
         record: Record,
         revision: i64,
         analyzer: &Analyzer,
         embedder: Option<&dyn Embedder>,
+        previous: Option<&Indexed>,
     ) -> Self {
         let facts = record.facts();
         let entry = record.entry(&facts);
@@ -196,14 +204,11 @@ impl Indexed {
                     .collect(),
                 agent_name: agent_name.clone(),
                 agent_description: agent_description.clone(),
-                vectors: match embedder {
-                    Some(e) => {
-                        let mut texts: Vec<&str> = s.examples.iter().map(String::as_str).collect();
-                        texts.push(&s.description);
-                        e.embed(&texts)
-                    }
-                    None => Vec::new(),
-                },
+                embedded: skill_texts(&s.examples, &s.description)
+                    .iter()
+                    .map(|t| t.replace(['\n', '\r'], " "))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
                 ..Default::default()
             }
             .with_term_sets();
@@ -215,6 +220,9 @@ impl Indexed {
             terms.capabilities.extend(doc.id.iter().cloned());
             skills.push(doc);
         }
+        if let Some(embedder) = embedder {
+            embed_skills(&mut skills, embedder, previous, &record.identifier);
+        }
         Self {
             created: parse_time(&record.created_at),
             updated: parse_time(&record.updated_at),
@@ -225,6 +233,77 @@ impl Indexed {
             revision,
             skills,
             terms,
+        }
+    }
+}
+
+/// The texts of a skill that its vector is made of: its examples and its
+/// description (blank ones left out).
+fn skill_texts<'a>(examples: &'a [String], description: &'a str) -> Vec<&'a str> {
+    examples
+        .iter()
+        .map(String::as_str)
+        .chain(std::iter::once(description))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// Gives each skill its vector: the one it had in `previous` when its
+/// texts are the same, otherwise the normalised mean of its texts'
+/// normalised vectors (one call to the embedder for all of them). When the
+/// embedder fails, the skills concerned stay without a vector (semantic
+/// similarity 0: chosen only if their words alone fit) and a warning says
+/// so.
+fn embed_skills(
+    skills: &mut [SkillDoc],
+    embedder: &dyn Embedder,
+    previous: Option<&Indexed>,
+    identifier: &str,
+) {
+    let mut texts: Vec<&str> = Vec::new();
+    let mut wanted: Vec<(usize, usize, usize)> = Vec::new();
+    let mut found: Vec<(usize, Option<Vec<f32>>)> = Vec::new();
+    for (i, doc) in skills.iter().enumerate() {
+        if doc.embedded.is_empty() {
+            continue;
+        }
+        let before = previous.and_then(|p| {
+            p.skills
+                .iter()
+                .find(|d| d.embedded == doc.embedded)
+                .and_then(|d| d.vector.clone())
+        });
+        if before.is_some() {
+            found.push((i, before));
+            continue;
+        }
+        let start = texts.len();
+        texts.extend(doc.embedded.split('\n'));
+        wanted.push((i, start, texts.len()));
+    }
+    if !texts.is_empty() {
+        match embedder.embed(&texts) {
+            Ok(vectors) if vectors.len() == texts.len() => {
+                for (i, start, end) in wanted {
+                    found.push((i, vectors.get(start..end).and_then(route::centroid)));
+                }
+            }
+            Ok(vectors) => tracing::warn!(
+                agent = identifier,
+                "the embedder gave {} vectors for {} texts; the agent's skills are routed by their words only",
+                vectors.len(),
+                texts.len()
+            ),
+            Err(e) => tracing::warn!(
+                agent = identifier,
+                "cannot embed the agent's skills ({e}); they are routed by their words only"
+            ),
+        }
+    }
+    for (i, vector) in found {
+        if let Some(doc) = skills.get_mut(i) {
+            doc.vector = vector;
         }
     }
 }
@@ -528,7 +607,7 @@ impl Index {
         text: &str,
         filter: &CompiledFilter,
         config: &RouterConfig,
-        embedder: Option<&dyn Embedder>,
+        query_vec: Option<&[f32]>,
         limit: usize,
     ) -> RouteResponse {
         let words = self.analyzer.words(text);
@@ -611,7 +690,6 @@ impl Index {
             })
             .collect();
         let q_norm: f64 = idf.iter().map(|w| w * w).sum::<f64>().sqrt();
-        let query_vec = embedder.and_then(|e| e.embed(&[text]).into_iter().next());
         let wants_old = filter.has("protocolVersion") || filter.has("cardVersion");
 
         // Two stages: BM25F picks the candidates (cheap, over the inverted
@@ -632,17 +710,20 @@ impl Index {
             .take(CANDIDATES)
             .map(|(k, _)| k)
             .collect();
-        if let Some(qv) = &query_vec {
+        if let Some(qv) = query_vec {
             let mut near: Vec<(f64, (u32, u16))> = Vec::new();
             for (slot, e) in &self.entries {
+                let usable = e.record.fetch.status == crate::model::Status::Active
+                    && (wants_old || e.record.routable(&e.facts))
+                    && filter.matches(&e.view);
+                if !usable {
+                    continue;
+                }
                 for (i, doc) in e.skills.iter().enumerate() {
                     let Ok(i) = u16::try_from(i) else { break };
-                    let sim = doc
-                        .vectors
-                        .iter()
-                        .map(|v| cosine(qv, v))
-                        .fold(0.0f64, f64::max);
-                    near.push((sim, (*slot, i)));
+                    if let Some(v) = &doc.vector {
+                        near.push((cosine(qv, v), (*slot, i)));
+                    }
                 }
             }
             near.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -654,6 +735,7 @@ impl Index {
         }
         struct Cand {
             score: f64,
+            semantic: f64,
             coverage: f64,
             content_coverage: f64,
             slot: u32,
@@ -787,15 +869,11 @@ impl Index {
                 / weights.max(1e-9);
             score = (1.0 - config.agent_weight) * score + config.agent_weight * agent_coverage;
             let mut semantic_note = String::new();
-            if let Some(qv) = &query_vec {
-                let sem = doc
-                    .vectors
-                    .iter()
-                    .map(|v| cosine(qv, v))
-                    .fold(0.0f64, f64::max)
-                    .max(0.0);
-                score = (1.0 - config.semantic_weight) * score + config.semantic_weight * sem;
-                semantic_note = format!("; semantic similarity {:.2}", sem);
+            let mut semantic = 0.0;
+            if let Some(qv) = query_vec {
+                semantic = doc.vector.as_ref().map_or(0.0, |v| cosine(qv, v).max(0.0));
+                score = (1.0 - config.semantic_weight) * score + config.semantic_weight * semantic;
+                semantic_note = format!("; semantic similarity {semantic:.2}");
             }
             let words_list = matched_words
                 .iter()
@@ -814,6 +892,7 @@ impl Index {
             };
             scored.push(Cand {
                 score,
+                semantic,
                 coverage,
                 content_coverage,
                 slot,
@@ -834,6 +913,11 @@ impl Index {
                 ka.cmp(&kb).then(a.skill.cmp(&b.skill))
             })
         });
+        let threshold = if query_vec.is_some() {
+            config.semantic_fit_threshold
+        } else {
+            config.fit_threshold
+        };
         let mut out = RouteResponse::default();
         for c in scored.iter().take(limit.max(1)) {
             let Some(e) = self.entries.get(&c.slot) else {
@@ -861,13 +945,21 @@ impl Index {
                         .into(),
                 );
             }
-            (Some(best), _) if best.score < config.fit_threshold => {
+            (Some(best), _) if best.score < threshold => {
                 out.no_fit = true;
                 out.reason = Some(format!(
                     "the best skill scores {:.0} of 100, below the fit threshold of {:.0}: no skill fits; \
                      ask the user rather than guess",
                     best.score * 100.0,
-                    config.fit_threshold * 100.0
+                    threshold * 100.0
+                ));
+            }
+            (Some(best), _) if query_vec.is_some() && best.semantic < config.min_semantic => {
+                out.no_fit = true;
+                out.reason = Some(format!(
+                    "the best skill is close to the request in meaning by only {:.2} (at least {:.2} \
+                     needed): no skill fits; ask the user rather than guess",
+                    best.semantic, config.min_semantic
                 ));
             }
             (Some(best), _)
@@ -885,7 +977,7 @@ impl Index {
             }
             (Some(best), _)
                 if best.content_coverage < config.min_content_coverage
-                    && best.score >= config.fit_threshold =>
+                    && best.score >= threshold =>
             {
                 out.no_fit = true;
                 out.reason = Some(format!(

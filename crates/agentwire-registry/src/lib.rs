@@ -44,11 +44,15 @@
 //! # Ok(()) }
 //! ```
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod agent;
 pub mod api;
 pub mod auth;
 pub mod card;
+#[cfg(feature = "semantic")]
+#[cfg_attr(docsrs, doc(cfg(feature = "semantic")))]
+pub mod embed;
 pub mod error;
 pub mod filter;
 pub mod index;
@@ -62,5 +66,5 @@ pub mod text;
 pub use agentwire_client::registry as wire;
 pub use error::ApiError;
 pub use registry::{BackgroundHandle, RefreshPolicy, Registry, RegistryBuilder, RegistryConfig};
-pub use route::{Embedder, RouterConfig};
+pub use route::{EmbedError, Embedder, RouterConfig};
 pub use server::{BoundRegistry, RegistryHandle, RegistryServer};

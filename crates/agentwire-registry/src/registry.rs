@@ -332,11 +332,18 @@ impl Registry {
     }
 
     fn build_indexed(&self, record: Record, revision: i64) -> Indexed {
+        // With an embedder, the skills that did not change keep their
+        // vectors (a refresh re-indexes the card).
+        let previous = match self.inner.embedder {
+            Some(_) => self.inner.index.read().get(&record.identifier),
+            None => None,
+        };
         Indexed::build(
             record,
             revision,
             &self.inner.analyzer,
             self.inner.embedder.as_deref(),
+            previous.as_deref(),
         )
     }
 
@@ -984,6 +991,19 @@ impl Registry {
         self.route_with(request, &self.inner.config.router)
     }
 
+    /// [`Self::route`] for async code: with an embedder, the model runs on
+    /// a thread of the blocking pool, not on the caller's runtime worker
+    /// (embedding a request takes milliseconds of CPU).
+    pub async fn route_async(&self, request: RouteRequest) -> Result<RouteResponse, ApiError> {
+        if self.inner.embedder.is_none() {
+            return self.route(&request);
+        }
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.route(&request))
+            .await
+            .map_err(|e| ApiError::internal(format!("routing stopped: {e}")))?
+    }
+
     /// Routes with other weights and thresholds than the registry's (to
     /// evaluate or tune them).
     pub fn route_with(
@@ -999,11 +1019,32 @@ impl Registry {
             return Err(ApiError::invalid("limit takes 1 to 20"));
         }
         let filter = CompiledFilter::new(request.filter.as_ref()).map_err(ApiError::invalid)?;
+        // The request is embedded before the index is locked (a model takes
+        // milliseconds). If it cannot be, the request is routed by its
+        // words, with the lexical threshold.
+        let query_vec =
+            self.inner
+                .embedder
+                .as_ref()
+                .and_then(|e| match e.embed(&[request.text.as_str()]) {
+                    Ok(mut v) if v.len() == 1 => v.pop(),
+                    Ok(v) => {
+                        tracing::warn!(
+                            "the embedder gave {} vectors for one request; routed by its words",
+                            v.len()
+                        );
+                        None
+                    }
+                    Err(e) => {
+                        tracing::warn!("cannot embed the request ({e}); routed by its words");
+                        None
+                    }
+                });
         Ok(self.inner.index.read().route(
             &request.text,
             &filter,
             config,
-            self.inner.embedder.as_deref(),
+            query_vec.as_deref(),
             limit,
         ))
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agentwire_client::registry::{FilterValue, PublishRequest, RouteRequest};
 use agentwire_registry::store::MemoryRegistryStore;
-use agentwire_registry::{Embedder, Registry};
+use agentwire_registry::{EmbedError, Embedder, Registry};
 use serde_json::Value;
 
 const CARDS: &str = include_str!("data/routing-cards.json");
@@ -105,8 +105,8 @@ const AXES: &[&[&str]] = &[
 ];
 
 impl Embedder for Concepts {
-    fn embed(&self, texts: &[&str]) -> Vec<Vec<f32>> {
-        texts
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
             .iter()
             .map(|t| {
                 let t = t.to_lowercase();
@@ -115,7 +115,7 @@ impl Embedder for Concepts {
                     .map(|axis| words.iter().filter(|w| axis.contains(w)).count() as f32)
                     .collect()
             })
-            .collect()
+            .collect())
     }
 }
 
@@ -133,4 +133,29 @@ async fn an_embedder_brings_in_what_words_alone_miss() {
     let m = a.matches.first().expect("a candidate");
     assert_eq!(m.agent_name, "Weather Agent", "{a:?}");
     assert!(m.why.contains("semantic similarity"), "{}", m.why);
+}
+
+/// A model that fails on every text.
+struct Broken;
+
+impl Embedder for Broken {
+    fn embed(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Err(EmbedError("the model is gone".into()))
+    }
+}
+
+#[tokio::test]
+async fn a_failing_embedder_leaves_routing_to_the_words() {
+    let lexical = registry(None).await;
+    let broken = registry(Some(Arc::new(Broken))).await;
+    for text in [
+        "Which dependencies block our upgrade to Node 24?",
+        "book a flight from Berlin to Madrid on Friday",
+        "play some relaxing jazz music",
+        "is it chilly outside in Oslo?",
+    ] {
+        let a = route(&broken, text);
+        assert_eq!(a, route(&lexical, text), "{text}");
+        assert!(a.matches.iter().all(|m| !m.why.contains("semantic")));
+    }
 }
