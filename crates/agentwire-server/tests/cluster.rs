@@ -1011,7 +1011,11 @@ async fn a_held_task_is_seen_elsewhere_once_written() {
         .expect("ListTasks on b");
     // Past the hold limit (a very slow machine) the task is written anyway.
     if held_at.elapsed() < Duration::from_millis(500) {
-        expect_kind(on_b, agentwire_types::ErrorKind::TaskNotFound, "GetTask on b");
+        expect_kind(
+            on_b,
+            agentwire_types::ErrorKind::TaskNotFound,
+            "GetTask on b",
+        );
         assert!(listed_on_b.tasks.is_empty(), "b lists no held task");
     } else {
         eprintln!("slow: the hold limit may have passed before b was asked");
@@ -1041,7 +1045,11 @@ async fn a_held_task_is_seen_elsewhere_once_written() {
             _ => "other",
         })
         .collect();
-    assert_eq!(kinds, ["artifact", "status"], "b follows the rest: {seen:?}");
+    assert_eq!(
+        kinds,
+        ["artifact", "status"],
+        "b follows the rest: {seen:?}"
+    );
     assert_eq!(state_of(&seen[1]), Some(TaskState::Completed));
     assert_eq!(get_task(&cb, b, &id).await, answer);
     r.stop().await;

@@ -788,13 +788,8 @@ pub(crate) fn append_query<D: Dialect>(prefix: &str) -> String {
 }
 
 /// The insert of a new task: [`INSERT_TASK`] with its arguments.
-pub(crate) fn insert_task<'a>(
-    sql: &'a str,
-    row: &'a TaskRow,
-    owner: &'a Owner,
-    now: i64,
-) -> Stmt<'a> {
-    Stmt::new(sql)
+fn insert_task<'a>(row: &'a TaskRow, owner: &'a Owner, now: i64) -> Stmt<'a> {
+    Stmt::new(INSERT_TASK)
         .arg(&row.id)
         .arg(&row.context_id)
         .arg(&owner.tenant)
@@ -812,20 +807,9 @@ pub(crate) fn insert_task<'a>(
 /// statement (PostgreSQL's event log, for replicas), and announces once the
 /// write committed.
 pub(crate) trait EventLog<D: Dialect>: Sync {
-    /// The recorded form of a new task's first event.
-    fn created_event(&self, task: &Task) -> Vec<u8>;
     /// The recorded form of an update's event, if it has one.
     fn update_event(&self, task_id: &str, context_id: &str, update: &TaskUpdate)
     -> Option<Vec<u8>>;
-    /// The insert of a new task recording `event`: one row (`before`,
-    /// `after`).
-    fn create<'a>(
-        &'a self,
-        row: &'a TaskRow,
-        owner: &'a Owner,
-        now: i64,
-        event: &'a [u8],
-    ) -> Stmt<'a>;
     /// The write-back of an updated task ([`update_query`]) recording
     /// `event`: one row (`before`, `after`) when the task was written, none
     /// on a version conflict.
@@ -872,16 +856,10 @@ pub(crate) enum NoLog {}
 
 #[cfg(any(feature = "sqlite", test))]
 impl<D: Dialect> EventLog<D> for NoLog {
-    fn created_event(&self, _: &Task) -> Vec<u8> {
-        match *self {}
-    }
     fn update_event(&self, _: &str, _: &str, _: &TaskUpdate) -> Option<Vec<u8>> {
         match *self {}
     }
     fn append<'a>(&'a self, _: &'a str, _: &'a [u8], _: i64, _: &'a [u8]) -> Stmt<'a> {
-        match *self {}
-    }
-    fn create<'a>(&'a self, _: &'a TaskRow, _: &'a Owner, _: i64, _: &'a [u8]) -> Stmt<'a> {
         match *self {}
     }
     fn write<'a>(
@@ -938,7 +916,7 @@ impl<D: Dialect> Tables<D> {
 
     /// Records a change to the task counters (applied with the
     /// transaction's other writes).
-    fn count(&self, owner: &Owner, context: &str, state: i32, n: i64) {
+    pub(crate) fn count(&self, owner: &Owner, context: &str, state: i32, n: i64) {
         if let Some(c) = &self.counts {
             c.lock().add(owner, context, state, n);
         }
@@ -1019,45 +997,21 @@ impl<D: Dialect> Tables<D> {
         Ok(())
     }
 
-    /// `TaskStore::create`, recording the task's first event in `log`.
-    pub async fn create<L: EventLog<D>>(
-        &self,
-        owner: &Owner,
-        task: Task,
-        log: Option<&L>,
-    ) -> A2aResult<Option<LogSpan>> {
-        let log = log.map(|l| (l, l.created_event(&task)));
+    /// `TaskStore::create` (a store with an event log records no event for
+    /// it: see the PostgreSQL store's batches, which create its tasks).
+    pub async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
         let row = TaskRow::encode(task);
-        let now = now_millis();
-        let mut conn = D::on(&self.writer);
-        // `Some(None)`: written, without a log; `None`: the id exists.
-        let written = match &log {
-            None => conn
-                .execute(insert_task(INSERT_TASK, &row, owner, now))
-                .await
-                .map(|n| (n > 0).then_some(None)),
-            Some((l, event)) => conn
-                .fetch_optional(l.create(&row, owner, now, event))
-                .await
-                .map(|r| r.map(Some)),
-        };
-        let written = match written {
-            Ok(Some(w)) => w,
-            Ok(None) => return Err(duplicate(&row.id)),
+        let written = D::on(&self.writer)
+            .execute(insert_task(&row, owner, now_millis()))
+            .await;
+        match written {
+            Ok(n) if n > 0 => {}
+            Ok(_) => return Err(duplicate(&row.id)),
             Err(e) if D::is_unique_violation(&e) => return Err(duplicate(&row.id)),
             Err(e) => return Err(fail::<D>(&format!("creating task {}", row.id), e)),
-        };
-        self.count(owner, &row.context_id, row.state, 1);
-        match written {
-            Some(r) => {
-                let (span, after) = logged_span(&r)?;
-                if let (Some((l, _)), Some(seq)) = (&log, after) {
-                    l.announce(&row.id, seq);
-                }
-                Ok(Some(span))
-            }
-            None => Ok(None),
         }
+        self.count(owner, &row.context_id, row.state, 1);
+        Ok(())
     }
 
     /// `TaskStore::update`: an artifact update is appended as a chunk

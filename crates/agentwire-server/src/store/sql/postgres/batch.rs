@@ -36,8 +36,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{Announcer, bind};
 use crate::store::sql::driver::{Conn, Dialect, Stmt};
-use crate::store::sql::{EventLog, Stored, Tables, TaskRow};
-use crate::store::{Owner, StorageFault, TaskUpdate, storage_error, storage_fault};
+use crate::store::sql::{EventLog, Stored, Tables, TaskRow, duplicate, now_millis};
+use crate::store::{LogSpan, Owner, StorageFault, TaskUpdate, storage_error, storage_fault};
 
 /// Writer tasks of a store (batches in flight at once).
 const WRITERS: usize = 4;
@@ -225,10 +225,6 @@ pub(crate) struct Deferred {
 }
 
 impl EventLog<PgBatch> for Deferred {
-    fn created_event(&self, task: &Task) -> Vec<u8> {
-        <Announcer as EventLog<PgBatch>>::created_event(&self.log, task)
-    }
-
     fn update_event(
         &self,
         task_id: &str,
@@ -236,16 +232,6 @@ impl EventLog<PgBatch> for Deferred {
         update: &TaskUpdate,
     ) -> Option<Vec<u8>> {
         <Announcer as EventLog<PgBatch>>::update_event(&self.log, task_id, context_id, update)
-    }
-
-    fn create<'a>(
-        &'a self,
-        row: &'a TaskRow,
-        owner: &'a Owner,
-        now: i64,
-        event: &'a [u8],
-    ) -> Stmt<'a> {
-        <Announcer as EventLog<PgBatch>>::create(&self.log, row, owner, now, event)
     }
 
     fn write<'a>(
@@ -290,8 +276,24 @@ impl Batch {
 
 /// A store operation sent to a writer: run on the batch, or answered with
 /// the error of a batch that cannot run it.
-type Job =
+type RunJob =
     Box<dyn for<'a> FnOnce(Result<&'a Batch, A2aError>) -> BoxFuture<'a, Box<dyn Done>> + Send>;
+
+/// What a writer is sent.
+enum Job {
+    /// Any store operation.
+    Run(RunJob),
+    /// A new task: inserted with the other new tasks of its batch, in one
+    /// statement, before the batch's other operations.
+    Create(NewTask),
+}
+
+/// A new task, encoded, and who waits for it.
+struct NewTask {
+    owner: Owner,
+    row: TaskRow,
+    reply: oneshot::Sender<A2aResult<Option<LogSpan>>>,
+}
 
 /// An operation that ran, waiting for the commit of its batch.
 trait Done: Send {
@@ -367,7 +369,7 @@ impl Writers {
         F: for<'a> FnOnce(&'a Batch) -> BoxFuture<'a, A2aResult<T>> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        let job: Job = Box::new(move |b: Result<&Batch, A2aError>| {
+        let job: RunJob = Box::new(move |b: Result<&Batch, A2aError>| {
             Box::pin(async move {
                 let result = match b {
                     Ok(b) => f(b).await,
@@ -376,11 +378,26 @@ impl Writers {
                 Box::new(Ran { result, reply }) as Box<dyn Done>
             })
         });
+        self.send(Job::Run(job))?;
+        answer.await.map_err(|_| closed())?
+    }
+
+    /// Creates a task in a batch (see [`insert_new_tasks`]); answers once
+    /// the batch is committed.
+    pub async fn create(&self, owner: Owner, task: Task) -> A2aResult<Option<LogSpan>> {
+        let (reply, answer) = oneshot::channel();
+        // Encoded here, by the request, rather than by the writer.
+        let row = TaskRow::encode(task);
+        self.send(Job::Create(NewTask { owner, row, reply }))?;
+        answer.await.map_err(|_| closed())?
+    }
+
+    fn send(&self, job: Job) -> A2aResult<()> {
         if let Err(mpsc::error::SendError(job)) = self.sender().send(job) {
             // The writers went away (their runtime ended): new ones.
             self.sender().send(job).map_err(|_| closed())?;
         }
-        answer.await.map_err(|_| closed())?
+        Ok(())
     }
 }
 
@@ -413,8 +430,143 @@ async fn write_loop(
 /// Answers every job of a batch that cannot run with `e`.
 async fn fail_all(jobs: Vec<Job>, e: A2aError) {
     for job in jobs {
-        job(Err(e.clone())).await.answer(Ok(()));
+        match job {
+            Job::Run(job) => job(Err(e.clone())).await.answer(Ok(())),
+            Job::Create(new) => {
+                let _ = new.reply.send(Err(e.clone()));
+            }
+        }
     }
+}
+
+/// The insert of a batch's new tasks: one row per element of the arrays
+/// (`$1` to `$10`), all written at `$11` by `$12` (the replica, with an
+/// event log); the ids of those inserted (an id that exists is not, and
+/// fails no statement). One text whatever the number of tasks, so one
+/// prepared statement.
+///
+/// No event is logged for a new task: nothing can follow a task before it
+/// exists, and whoever follows it from another replica starts from the
+/// task as stored (whose position in the log is then that of its first
+/// update, or 0), so such an event was never read.
+const INSERT_NEW_TASKS: &str = "INSERT INTO a2a_tasks (id, context_id, owner_tenant, \
+     owner_principal, state, status_millis, has_status_time, head, history, artifacts, \
+     created_at, updated_at, writer) \
+     SELECT id, context_id, owner_tenant, owner_principal, state, status_millis, \
+     has_status_time, head, history, artifacts, $11, $11, $12 \
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::int8[], \
+     $7::bool[], $8::bytea[], $9::bytea[], $10::bytea[]) \
+     AS n(id, context_id, owner_tenant, owner_principal, state, status_millis, \
+     has_status_time, head, history, artifacts) \
+     ON CONFLICT (id) DO NOTHING RETURNING id";
+
+/// The new tasks of a batch, column by column.
+#[derive(Default)]
+struct Columns<'a> {
+    ids: Vec<&'a str>,
+    contexts: Vec<&'a str>,
+    tenants: Vec<&'a str>,
+    principals: Vec<&'a str>,
+    states: Vec<i32>,
+    millis: Vec<i64>,
+    timed: Vec<bool>,
+    heads: Vec<&'a [u8]>,
+    histories: Vec<&'a [u8]>,
+    artifacts: Vec<&'a [u8]>,
+}
+
+fn run_insert<'a>(
+    c: &'a mut PgConnection,
+    cols: &'a Columns<'a>,
+    now: i64,
+    writer: Option<&'a str>,
+) -> BoxFuture<'a, Result<Vec<String>, sqlx::Error>> {
+    Box::pin(async move {
+        sqlx::query_scalar(INSERT_NEW_TASKS)
+            .bind(&cols.ids)
+            .bind(&cols.contexts)
+            .bind(&cols.tenants)
+            .bind(&cols.principals)
+            .bind(&cols.states)
+            .bind(&cols.millis)
+            .bind(&cols.timed)
+            .bind(&cols.heads)
+            .bind(&cols.histories)
+            .bind(&cols.artifacts)
+            .bind(now)
+            .bind(writer)
+            .fetch_all(c)
+            .await
+    })
+}
+
+/// Inserts the new tasks of a batch in one statement ([`INSERT_NEW_TASKS`]),
+/// counts them, and returns their answers (to be sent after the commit).
+/// A task whose id exists, or comes twice in the batch, is refused as the
+/// store refuses a duplicate; a failed statement fails the batch.
+async fn insert_new_tasks(db: &BatchConn, batch: &Batch, new: Vec<NewTask>) -> Vec<Box<dyn Done>> {
+    let mut seen = std::collections::HashSet::with_capacity(new.len());
+    let (fresh, twice): (Vec<NewTask>, Vec<NewTask>) =
+        new.into_iter().partition(|n| seen.insert(n.row.id.clone()));
+    let mut cols = Columns::default();
+    for n in &fresh {
+        cols.ids.push(&n.row.id);
+        cols.contexts.push(&n.row.context_id);
+        cols.tenants.push(&n.owner.tenant);
+        cols.principals.push(&n.owner.principal);
+        cols.states.push(n.row.state);
+        cols.millis.push(n.row.status_millis);
+        cols.timed.push(n.row.has_status_time);
+        cols.heads.push(&n.row.head);
+        cols.histories.push(&n.row.history);
+        cols.artifacts.push(&n.row.artifacts);
+    }
+    let writer = batch.log.as_ref().map(|d| &*d.log.origin);
+    let inserted = {
+        let mut c = db.0.conn.lock().await;
+        let r = run_insert(&mut c, &cols, now_millis(), writer).await;
+        drop(c);
+        db.note(r)
+    };
+    drop(cols);
+    let inserted: std::collections::HashSet<String> = match inserted {
+        Ok(ids) => ids.into_iter().collect(),
+        Err(e) => {
+            let e = super::db_error("creating tasks", e);
+            return fresh
+                .into_iter()
+                .chain(twice)
+                .map(|n| created(n.reply, Err(e.clone())))
+                .collect();
+        }
+    };
+    let span = batch.log.as_ref().map(|_| LogSpan {
+        before: 0,
+        after: 0,
+    });
+    let mut done = Vec::with_capacity(fresh.len() + twice.len());
+    for n in fresh {
+        let result = if inserted.contains(&n.row.id) {
+            batch
+                .tables
+                .count(&n.owner, &n.row.context_id, n.row.state, 1);
+            Ok(span)
+        } else {
+            Err(duplicate(&n.row.id))
+        };
+        done.push(created(n.reply, result));
+    }
+    for n in twice {
+        done.push(created(n.reply, Err(duplicate(&n.row.id))));
+    }
+    done
+}
+
+fn created(
+    reply: oneshot::Sender<A2aResult<Option<LogSpan>>>,
+    result: A2aResult<Option<LogSpan>>,
+) -> Box<dyn Done> {
+    Box::new(Ran { result, reply })
 }
 
 async fn run_batch(pool: &PgPool, jobs: Vec<Job>, log: Option<&Arc<Announcer>>) {
@@ -439,7 +591,27 @@ async fn run_batch(pool: &PgPool, jobs: Vec<Job>, log: Option<&Arc<Announcer>>) 
     };
     let mut ran: Vec<Box<dyn Done>> = Vec::with_capacity(jobs.len());
     let mut lost: Option<A2aError> = None;
+    let (mut new, mut runs): (Vec<NewTask>, Vec<RunJob>) =
+        (Vec::new(), Vec::with_capacity(jobs.len()));
     for job in jobs {
+        match job {
+            Job::Create(n) => new.push(n),
+            Job::Run(r) => runs.push(r),
+        }
+    }
+    // The new tasks first: an operation of the batch on one of them (from
+    // a caller that did not wait for its creation) finds it.
+    if !new.is_empty() {
+        ran.extend(insert_new_tasks(&db, &batch, new).await);
+        let failed = *db.0.failed.lock();
+        if let Some(fault) = failed {
+            lost = Some(storage_error(
+                fault.unwrap_or(StorageFault::Io),
+                "task store: a write failed and PostgreSQL rolled back its batch",
+            ));
+        }
+    }
+    for job in runs {
         if let Some(e) = &lost {
             // The transaction is gone: the rest are not run.
             ran.push(job(Err(e.clone())).await);
