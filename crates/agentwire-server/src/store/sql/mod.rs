@@ -365,12 +365,31 @@ impl Counts {
     }
 }
 
+/// The changes of a transaction to the task counters, as the rows to
+/// write ([`Tables::take_counts`]): by owner and state, and by owner,
+/// context and state, each in key order (two transactions take the rows in
+/// the same order, so they cannot deadlock on them), none that adds up to
+/// nothing.
+pub(crate) struct CountRows {
+    pub owners: Vec<((String, String, i32), i64)>,
+    pub contexts: Vec<((String, String, String, i32), i64)>,
+}
+
+impl CountRows {
+    /// The context counters that went down: only they can have reached
+    /// zero, and a counter at zero is deleted (a context's counters would
+    /// otherwise outlive its tasks).
+    pub fn fell(&self) -> impl Iterator<Item = &((String, String, String, i32), i64)> {
+        self.contexts.iter().filter(|(_, n)| *n < 0)
+    }
+}
+
 /// The shard of the task counters that the next batch of this process
 /// updates: batches in turn, from a start that differs between processes,
 /// so that concurrent batches (of one replica or several) rarely share a
 /// row. A task's count may move out of one shard and into another; only
 /// their sum means anything.
-fn next_count_shard(shards: u32) -> i32 {
+pub(crate) fn next_count_shard(shards: u32) -> i32 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let n = NEXT
@@ -381,11 +400,10 @@ fn next_count_shard(shards: u32) -> i32 {
 }
 
 /// Rows per statement of a counters' flush, largest first. A flush writes
-/// every counter a batch changed (PostgreSQL: each of a request's writes
-/// lands in another batch, so about five rows per request) in a few
-/// multi-row statements, one round trip each, instead of one statement a
-/// row, which was a third of the statements of a SendMessage; a handful of
-/// sizes keeps the distinct texts that each connection prepares few.
+/// every counter a batch changed in a few multi-row statements, one round
+/// trip each, instead of one statement a row; a handful of sizes keeps the
+/// distinct texts that each connection prepares few. (PostgreSQL's batches
+/// write the same rows as arrays, one statement a table: `postgres/batch.rs`.)
 const COUNT_CHUNKS: [usize; 4] = [64, 16, 4, 1];
 
 /// `n` rows cut into the sizes of [`COUNT_CHUNKS`], largest first.
@@ -931,42 +949,33 @@ impl<D: Dialect> Tables<D> {
     }
 
     /// Applies the recorded changes to the task counters (in the writer's
-    /// transaction, before it commits).
+    /// transaction, before it commits), in multi-row statements of the
+    /// sizes of [`COUNT_CHUNKS`].
     pub async fn flush_counts(&self) -> A2aResult<()> {
-        let Some(counts) = &self.counts else {
+        let Some(rows) = self.take_counts() else {
             return Ok(());
         };
-        let by_context = std::mem::take(&mut counts.lock().by_context);
-        if by_context.is_empty() {
-            return Ok(());
-        }
         let what = "counting tasks";
-        let mut by_owner: BTreeMap<(&str, &str, i32), i64> = BTreeMap::new();
-        for ((tenant, principal, _, state), n) in &by_context {
-            *by_owner.entry((tenant, principal, *state)).or_default() += n;
-        }
         let mut conn = D::on(&self.writer);
-        let owners: Vec<_> = by_owner.into_iter().filter(|(_, n)| *n != 0).collect();
         let shard = (D::COUNT_SHARDS > 1).then(|| next_count_shard(D::COUNT_SHARDS));
         let (columns, key): (&[&str], &[&str]) = if shard.is_some() {
             (&TASK_COUNT_SHARD_COLUMNS, &TASK_COUNT_SHARD_KEY)
         } else {
             (&TASK_COUNT_COLUMNS, &TASK_COUNT_KEY)
         };
-        for rows in chunked(&owners) {
-            let size = rows.len();
+        for chunk in chunked(&rows.owners) {
+            let size = chunk.len();
             let mut s = Stmt::new(add_counts_sql("a2a_task_counts", columns, key, size));
-            for ((tenant, principal, state), n) in rows {
-                s = s.arg(*tenant).arg(*principal).arg(*state).arg(*n);
+            for ((tenant, principal, state), n) in chunk {
+                s = s.arg(tenant).arg(principal).arg(*state).arg(*n);
                 if let Some(shard) = shard {
                     s = s.arg(shard);
                 }
             }
             conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
         }
-        let contexts: Vec<_> = by_context.iter().filter(|(_, n)| **n != 0).collect();
-        for rows in chunked(&contexts) {
-            let size = rows.len();
+        for chunk in chunked(&rows.contexts) {
+            let size = chunk.len();
             let sql = add_counts_sql(
                 "a2a_context_counts",
                 &CONTEXT_COUNT_COLUMNS,
@@ -974,27 +983,45 @@ impl<D: Dialect> Tables<D> {
                 size,
             );
             let mut s = Stmt::new(sql);
-            for ((tenant, principal, context, state), n) in rows {
+            for ((tenant, principal, context, state), n) in chunk {
                 s = s
                     .arg(tenant)
                     .arg(principal)
                     .arg(context)
                     .arg(*state)
-                    .arg(**n);
+                    .arg(*n);
             }
             conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
         }
-        // Only a counter that went down can have reached zero.
-        let fell: Vec<_> = contexts.iter().filter(|(_, n)| **n < 0).collect();
-        for rows in chunked(&fell) {
-            let size = rows.len();
+        let fell: Vec<_> = rows.fell().collect();
+        for chunk in chunked(&fell) {
+            let size = chunk.len();
             let mut s = Stmt::new(drop_context_counts_sql(size));
-            for ((tenant, principal, context, state), _) in rows {
+            for ((tenant, principal, context, state), _) in chunk {
                 s = s.arg(tenant).arg(principal).arg(context).arg(*state);
             }
             conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
         }
         Ok(())
+    }
+
+    /// Takes the changes to the task counters recorded since the last
+    /// flush, as the rows to write (`None`: nothing changed).
+    pub(crate) fn take_counts(&self) -> Option<CountRows> {
+        let by_context = std::mem::take(&mut self.counts.as_ref()?.lock().by_context);
+        if by_context.is_empty() {
+            return None;
+        }
+        let mut by_owner: BTreeMap<(String, String, i32), i64> = BTreeMap::new();
+        for ((tenant, principal, _, state), n) in &by_context {
+            *by_owner
+                .entry((tenant.clone(), principal.clone(), *state))
+                .or_default() += n;
+        }
+        Some(CountRows {
+            owners: by_owner.into_iter().filter(|(_, n)| *n != 0).collect(),
+            contexts: by_context.into_iter().filter(|(_, n)| *n != 0).collect(),
+        })
     }
 
     /// `TaskStore::create` (a store with an event log records no event for

@@ -36,7 +36,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{Announcer, bind};
 use crate::store::sql::driver::{Conn, Dialect, Stmt};
-use crate::store::sql::{EventLog, Stored, Tables, TaskRow, duplicate, now_millis};
+use crate::store::sql::{
+    CountRows, EventLog, Stored, Tables, TaskRow, duplicate, next_count_shard, now_millis,
+};
 use crate::store::{LogSpan, Owner, StorageFault, TaskUpdate, storage_error, storage_fault};
 
 /// Writer tasks of a store (batches in flight at once).
@@ -562,6 +564,101 @@ async fn insert_new_tasks(db: &BatchConn, batch: &Batch, new: Vec<NewTask>) -> V
     done
 }
 
+/// The batch's changes to the task counters (the rows of
+/// [`Tables::take_counts`], in its order), as arrays: at most three
+/// statements, each one text whatever the number of rows. `$5` of the
+/// first is the shard of the owners' counters this batch updates.
+const ADD_TASK_COUNTS: &str = "INSERT INTO a2a_task_counts \
+     (owner_tenant, owner_principal, state, n, shard) \
+     SELECT t, p, s, n, $5 FROM unnest($1::text[], $2::text[], $3::int4[], $4::int8[]) \
+     AS c(t, p, s, n) \
+     ON CONFLICT (owner_tenant, owner_principal, state, shard) \
+     DO UPDATE SET n = a2a_task_counts.n + excluded.n";
+const ADD_CONTEXT_COUNTS: &str = "INSERT INTO a2a_context_counts \
+     (owner_tenant, owner_principal, context_id, state, n) \
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int4[], $5::int8[]) \
+     ON CONFLICT (owner_tenant, owner_principal, context_id, state) \
+     DO UPDATE SET n = a2a_context_counts.n + excluded.n";
+/// The context counters that went down and are at zero now.
+const DROP_CONTEXT_COUNTS: &str = "DELETE FROM a2a_context_counts WHERE n = 0 \
+     AND (owner_tenant, owner_principal, context_id, state) IN \
+     (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int4[]))";
+
+/// Applies the batch's changes to the task counters, before its commit.
+async fn flush_counts(db: &BatchConn, tables: &Tables<PgBatch>) -> A2aResult<()> {
+    let Some(rows) = tables.take_counts() else {
+        return Ok(());
+    };
+    let shard = next_count_shard(PgBatch::COUNT_SHARDS);
+    let r = {
+        let mut c = db.0.conn.lock().await;
+        let r = write_counts(&mut c, &rows, shard).await;
+        drop(c);
+        db.note(r)
+    };
+    r.map_err(|e| super::db_error("counting tasks", e))
+}
+
+fn write_counts<'a>(
+    c: &'a mut PgConnection,
+    rows: &'a CountRows,
+    shard: i32,
+) -> BoxFuture<'a, Result<(), sqlx::Error>> {
+    Box::pin(async move {
+        if !rows.owners.is_empty() {
+            let mut cols = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for ((tenant, principal, state), n) in &rows.owners {
+                cols.0.push(tenant.as_str());
+                cols.1.push(principal.as_str());
+                cols.2.push(*state);
+                cols.3.push(*n);
+            }
+            sqlx::query(ADD_TASK_COUNTS)
+                .bind(&cols.0)
+                .bind(&cols.1)
+                .bind(&cols.2)
+                .bind(&cols.3)
+                .bind(shard)
+                .execute(&mut *c)
+                .await?;
+        }
+        let context_columns =
+            |rows: &mut dyn Iterator<Item = &'a ((String, String, String, i32), i64)>| {
+                let mut cols = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                for ((tenant, principal, context, state), n) in rows {
+                    cols.0.push(tenant.as_str());
+                    cols.1.push(principal.as_str());
+                    cols.2.push(context.as_str());
+                    cols.3.push(*state);
+                    cols.4.push(*n);
+                }
+                cols
+            };
+        if !rows.contexts.is_empty() {
+            let cols = context_columns(&mut rows.contexts.iter());
+            sqlx::query(ADD_CONTEXT_COUNTS)
+                .bind(&cols.0)
+                .bind(&cols.1)
+                .bind(&cols.2)
+                .bind(&cols.3)
+                .bind(&cols.4)
+                .execute(&mut *c)
+                .await?;
+        }
+        let fell = context_columns(&mut rows.fell());
+        if !fell.0.is_empty() {
+            sqlx::query(DROP_CONTEXT_COUNTS)
+                .bind(&fell.0)
+                .bind(&fell.1)
+                .bind(&fell.2)
+                .bind(&fell.3)
+                .execute(&mut *c)
+                .await?;
+        }
+        Ok(())
+    })
+}
+
 fn created(
     reply: oneshot::Sender<A2aResult<Option<LogSpan>>>,
     result: A2aResult<Option<LogSpan>>,
@@ -637,9 +734,7 @@ async fn run_batch(pool: &PgPool, jobs: Vec<Job>, log: Option<&Arc<Announcer>>) 
         ran.push(done);
     }
     if lost.is_none() {
-        // Boxed for the same reason as the statements' futures.
-        let flush: BoxFuture<'_, A2aResult<()>> = Box::pin(batch.tables.flush_counts());
-        if let Err(e) = flush.await {
+        if let Err(e) = flush_counts(&db, &batch.tables).await {
             lost = Some(e);
         }
     }
