@@ -360,6 +360,7 @@ impl Counts {
     }
 
     /// Forgets the changes (their transaction was rolled back).
+    #[cfg(any(feature = "sqlite", test))]
     pub fn clear(&mut self) {
         self.by_context.clear();
     }
@@ -404,9 +405,11 @@ pub(crate) fn next_count_shard(shards: u32) -> i32 {
 /// trip each, instead of one statement a row; a handful of sizes keeps the
 /// distinct texts that each connection prepares few. (PostgreSQL's batches
 /// write the same rows as arrays, one statement a table: `postgres/batch.rs`.)
+#[cfg(any(feature = "sqlite", test))]
 const COUNT_CHUNKS: [usize; 4] = [64, 16, 4, 1];
 
 /// `n` rows cut into the sizes of [`COUNT_CHUNKS`], largest first.
+#[cfg(any(feature = "sqlite", test))]
 fn count_chunks(mut n: usize) -> Vec<usize> {
     let mut sizes = Vec::new();
     for size in COUNT_CHUNKS {
@@ -419,6 +422,7 @@ fn count_chunks(mut n: usize) -> Vec<usize> {
 }
 
 /// `rows` cut into slices of the sizes of [`count_chunks`], in order.
+#[cfg(any(feature = "sqlite", test))]
 fn chunked<T>(rows: &[T]) -> Vec<&[T]> {
     let mut rest = rows;
     count_chunks(rows.len())
@@ -432,6 +436,7 @@ fn chunked<T>(rows: &[T]) -> Vec<&[T]> {
 }
 
 /// `VALUES` rows of `width` placeholders each, numbered from `$1`.
+#[cfg(any(feature = "sqlite", test))]
 fn values_rows(rows: usize, width: usize) -> String {
     let mut sql = String::with_capacity(rows * width * 5);
     for r in 0..rows {
@@ -450,6 +455,7 @@ fn values_rows(rows: usize, width: usize) -> String {
 /// Adds to `rows` counters of `table` at once: each row gives the key
 /// columns of `columns` and `n` (in that order), and its `n` is added to
 /// the stored one (keys are distinct within a statement).
+#[cfg(any(feature = "sqlite", test))]
 fn add_counts_sql(table: &str, columns: &[&str], conflict: &[&str], rows: usize) -> String {
     format!(
         "INSERT INTO {table} ({}) VALUES {} ON CONFLICT ({}) DO UPDATE SET n = {table}.n + excluded.n",
@@ -462,13 +468,18 @@ fn add_counts_sql(table: &str, columns: &[&str], conflict: &[&str], rows: usize)
 /// The columns of a counter of tasks by owner and state (with its shard
 /// where [`Dialect::COUNT_SHARDS`] splits them), `n` among them, and its
 /// key.
+#[cfg(any(feature = "sqlite", test))]
 const TASK_COUNT_COLUMNS: [&str; 4] = ["owner_tenant", "owner_principal", "state", "n"];
+#[cfg(any(feature = "sqlite", test))]
 const TASK_COUNT_SHARD_COLUMNS: [&str; 5] =
     ["owner_tenant", "owner_principal", "state", "n", "shard"];
+#[cfg(any(feature = "sqlite", test))]
 const TASK_COUNT_KEY: [&str; 3] = ["owner_tenant", "owner_principal", "state"];
+#[cfg(any(feature = "sqlite", test))]
 const TASK_COUNT_SHARD_KEY: [&str; 4] = ["owner_tenant", "owner_principal", "state", "shard"];
 /// The columns of a counter of tasks by owner, context and state, and its
 /// key.
+#[cfg(any(feature = "sqlite", test))]
 const CONTEXT_COUNT_COLUMNS: [&str; 5] = [
     "owner_tenant",
     "owner_principal",
@@ -476,6 +487,7 @@ const CONTEXT_COUNT_COLUMNS: [&str; 5] = [
     "state",
     "n",
 ];
+#[cfg(any(feature = "sqlite", test))]
 const CONTEXT_COUNT_KEY: [&str; 4] = ["owner_tenant", "owner_principal", "context_id", "state"];
 
 /// Deletes those of `rows` counters of contexts that fell to zero (a
@@ -483,6 +495,7 @@ const CONTEXT_COUNT_KEY: [&str; 4] = ["owner_tenant", "owner_principal", "contex
 /// alternatives (`OR`), which both databases look up in the key's index;
 /// PostgreSQL scanned the whole table for `(key) IN (VALUES ...)` of 16
 /// rows.
+#[cfg(any(feature = "sqlite", test))]
 fn drop_context_counts_sql(rows: usize) -> String {
     let mut sql = String::from("DELETE FROM a2a_context_counts WHERE n = 0 AND (");
     for r in 0..rows {
@@ -740,6 +753,7 @@ fn assemble_page(mut rows: Vec<PageRow>, page_size: usize, total: usize) -> Task
 
 /// A new task (none when the id exists: no failing statement, which would
 /// abort PostgreSQL's transaction of a whole batch).
+#[cfg(any(feature = "sqlite", test))]
 const INSERT_TASK: &str = "INSERT INTO a2a_tasks (id, context_id, owner_tenant, owner_principal, \
      state, status_millis, has_status_time, head, history, artifacts, created_at, updated_at) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) ON CONFLICT (id) DO NOTHING";
@@ -806,6 +820,7 @@ pub(crate) fn append_query<D: Dialect>(prefix: &str) -> String {
 }
 
 /// The insert of a new task: [`INSERT_TASK`] with its arguments.
+#[cfg(any(feature = "sqlite", test))]
 fn insert_task<'a>(row: &'a TaskRow, owner: &'a Owner, now: i64) -> Stmt<'a> {
     Stmt::new(INSERT_TASK)
         .arg(&row.id)
@@ -951,6 +966,7 @@ impl<D: Dialect> Tables<D> {
     /// Applies the recorded changes to the task counters (in the writer's
     /// transaction, before it commits), in multi-row statements of the
     /// sizes of [`COUNT_CHUNKS`].
+    #[cfg(any(feature = "sqlite", test))]
     pub async fn flush_counts(&self) -> A2aResult<()> {
         let Some(rows) = self.take_counts() else {
             return Ok(());
@@ -1026,6 +1042,7 @@ impl<D: Dialect> Tables<D> {
 
     /// `TaskStore::create` (a store with an event log records no event for
     /// it: see the PostgreSQL store's batches, which create its tasks).
+    #[cfg(any(feature = "sqlite", test))]
     pub async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
         let row = TaskRow::encode(task);
         let written = D::on(&self.writer)

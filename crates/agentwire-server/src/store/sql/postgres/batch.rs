@@ -228,6 +228,7 @@ impl Dialect for PgBatch {
         super::Pg::error(area, what, e)
     }
 
+    #[cfg(any(feature = "sqlite", test))]
     fn is_unique_violation(e: &sqlx::Error) -> bool {
         super::Pg::is_unique_violation(e)
     }

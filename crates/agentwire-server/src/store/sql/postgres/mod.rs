@@ -78,6 +78,7 @@ impl Dialect for Pg {
         driver::internal_error(area, what, &e, super::fault::fault_of(&e))
     }
 
+    #[cfg(any(feature = "sqlite", test))]
     fn is_unique_violation(e: &sqlx::Error) -> bool {
         driver::is_sqlx_unique_violation(e)
     }
