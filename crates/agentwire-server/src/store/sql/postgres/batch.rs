@@ -778,3 +778,95 @@ async fn run_batch(pool: &PgPool, jobs: Vec<Job>, log: Option<&Arc<Announcer>>) 
     drop(batch);
     drop(db);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::TaskStore as _;
+    use crate::store::sql::postgres::testing::TestSchema;
+    use agentwire_types::{ErrorKind, TaskState, TaskStatus};
+
+    /// Creations of one id racing each other (they share batches, and
+    /// batches race): exactly one is stored, the others are refused as
+    /// duplicates, and the task is counted once.
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL (A2A_TEST_POSTGRES_URL)"]
+    async fn one_of_several_creations_of_an_id_wins() {
+        let Some(schema) = TestSchema::create("a2a_batch", "the batched creations test").await
+        else {
+            return;
+        };
+        let store = Arc::new(schema.store(8).await.with_event_log("replica-a").unwrap());
+        for round in 0..5 {
+            let id = format!("t{round}");
+            let mut runs = Vec::new();
+            for _ in 0..16 {
+                let (store, id) = (Arc::clone(&store), id.clone());
+                runs.push(tokio::spawn(async move {
+                    let task = Task {
+                        id,
+                        context_id: "c".into(),
+                        status: Some(TaskStatus::new(TaskState::Completed)),
+                        ..Default::default()
+                    };
+                    store.create(&Owner::default(), task).await
+                }));
+            }
+            let mut created = 0;
+            for run in runs {
+                match run.await.unwrap() {
+                    Ok(span) => {
+                        assert_eq!(
+                            span,
+                            Some(LogSpan {
+                                before: 0,
+                                after: 0
+                            })
+                        );
+                        created += 1;
+                    }
+                    Err(e) => assert_eq!(e.kind, ErrorKind::Internal, "{e:?}"),
+                }
+            }
+            assert_eq!(created, 1, "round {round}: one creation wins");
+        }
+        let q = crate::store::TaskQuery {
+            state: Some(TaskState::Completed),
+            page_size: 10,
+            ..Default::default()
+        };
+        assert_eq!(store.list(&Owner::default(), &q).await.unwrap().total, 5);
+        store.pool().close().await;
+        schema.drop_schema().await;
+    }
+
+    /// The deletion of a batch's context counters at zero looks their keys
+    /// up in the key's index (sequential scans off: on a small table the
+    /// planner prefers one even where an index serves).
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL (A2A_TEST_POSTGRES_URL)"]
+    async fn the_counters_deletion_reads_the_key_index() {
+        let Some(schema) = TestSchema::create("a2a_batch", "the counters plan test").await else {
+            return;
+        };
+        let store = schema.store(1).await;
+        let mut c = store.pool().acquire().await.unwrap();
+        sqlx::Executor::execute(&mut *c, "SET enable_seqscan = off")
+            .await
+            .unwrap();
+        let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN {DROP_CONTEXT_COUNTS}"))
+            .bind(vec!["", ""])
+            .bind(vec!["", ""])
+            .bind(vec!["a", "b"])
+            .bind(vec![1i32, 2])
+            .fetch_all(&mut *c)
+            .await
+            .unwrap();
+        let plan = plan.join("\n");
+        assert!(!plan.contains("Seq Scan on a2a_context_counts"), "{plan}");
+        assert!(plan.contains("a2a_context_counts_pkey"), "{plan}");
+        drop(c);
+        store.pool().close().await;
+        schema.drop_schema().await;
+    }
+}
