@@ -448,7 +448,8 @@ async fn cancel_reaches_the_replica_running_the_agent() {
     r.a_finished(1).await;
     assert_eq!(get_task(&ca, b, &id).await, canceled);
 
-    // A blocking send waits on a.
+    // A blocking send waits on a. Its task is held there (see
+    // `manager/held.rs`) until the hold limit passes: b lists it then.
     let blocking = {
         let ca = ca.clone();
         tokio::spawn(async move {
@@ -956,4 +957,100 @@ async fn notifications_queued_by_a_stopped_replica_are_delivered_by_another() {
     drop(hook);
     let _ = within("stop b", b.shutdown()).await;
     schema.drop_schema().await;
+}
+
+// ----- (g) a task held by a blocking send ---------------------------------------
+
+/// Says its task's id, then waits for the test's gate; answers with one
+/// artifact and completes.
+#[derive(Clone)]
+struct SaysItsId {
+    ids: tokio::sync::mpsc::UnboundedSender<String>,
+    gate: watch::Receiver<bool>,
+}
+
+impl AgentExecutor for SaysItsId {
+    async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
+        task.start_work().await?;
+        let _ = self.ids.send(ctx.task_id.clone());
+        let _ = self.gate.clone().wait_for(|open| *open).await;
+        task.add_artifact(Artifact::text("out", "done")).await?;
+        task.complete().await
+    }
+}
+
+/// A blocking send's task is held on its replica (written once, when its
+/// turn ends): the other replica does not know it by id nor list it; once
+/// asked for on its own replica it is written, and from then on it is an
+/// ordinary task of both replicas: found, followed and finished as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: set A2A_TEST_POSTGRES_URL (bash .ci/postgres start)"]
+async fn a_held_task_is_seen_elsewhere_once_written() {
+    let (ids, mut said) = tokio::sync::mpsc::unbounded_channel();
+    let (open, gate) = watch::channel(false);
+    let card = AgentCard::new("Says its id", "Waits at a gate", "1.0.0").with_streaming(true);
+    let Some(r) = Replicas::start(card, SaysItsId { ids, gate }).await else {
+        return;
+    };
+    let b = Binding::JsonRpc;
+    let ca = client(&r.a, b).await;
+    let cb = client(&r.b, b).await;
+    let blocking = {
+        let ca = ca.clone();
+        tokio::spawn(async move {
+            Transport::send_message(&ca, request(Message::user_text("go")), &NO_OPTS).await
+        })
+    };
+    let id = within("the agent says its task", said.recv())
+        .await
+        .expect("an id");
+    let held_at = std::time::Instant::now();
+    let on_b = within("GetTask on b", cb.get_task(&id)).await;
+    let listed_on_b = within("ListTasks on b", cb.list_tasks(Default::default()))
+        .await
+        .expect("ListTasks on b");
+    // Past the hold limit (a very slow machine) the task is written anyway.
+    if held_at.elapsed() < Duration::from_millis(500) {
+        expect_kind(
+            on_b,
+            agentwire_types::ErrorKind::TaskNotFound,
+            "GetTask on b",
+        );
+        assert!(listed_on_b.tasks.is_empty(), "b lists no held task");
+    } else {
+        eprintln!("slow: the hold limit may have passed before b was asked");
+    }
+
+    // Asked for on a: written as it is.
+    let revealed = get_task(&ca, b, &id).await;
+    assert_eq!(revealed.state(), TaskState::Working);
+    assert_eq!(get_task(&cb, b, &id).await, revealed);
+    let (snapshot, follow_b) = subscribe(&cb, b, &id, "subscriber on b").await;
+    assert_eq!(snapshot, revealed);
+
+    open.send_replace(true);
+    let answer = within("the blocking send on a", blocking)
+        .await
+        .expect("the send's task")
+        .expect("SendMessage on a");
+    let answer = answer.task().expect("a task").clone();
+    assert_eq!(answer.state(), TaskState::Completed);
+    assert_eq!(answer.artifacts[0].text_content(), "done");
+    let seen = collect(b, "subscriber on b", follow_b).await;
+    let kinds: Vec<&str> = seen
+        .iter()
+        .map(|e| match &e.payload {
+            Some(stream_response::Payload::ArtifactUpdate(_)) => "artifact",
+            Some(stream_response::Payload::StatusUpdate(_)) => "status",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["artifact", "status"],
+        "b follows the rest: {seen:?}"
+    );
+    assert_eq!(state_of(&seen[1]), Some(TaskState::Completed));
+    assert_eq!(get_task(&cb, b, &id).await, answer);
+    r.stop().await;
 }

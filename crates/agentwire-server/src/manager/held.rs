@@ -4,35 +4,60 @@
 //!
 //! Only when nobody can have been told about the task before its turn
 //! ends: a blocking `SendMessage` (no stream, no `returnImmediately`)
-//! starting a new task, without an inline push config and without other
-//! replicas (whose followers read the event log). A store that does I/O
-//! saves its round trips; the in-memory store saves re-indexing the task
-//! for `ListTasks` at every status change. Its caller is
-//! answered only after that one write is committed, so nothing is
-//! acknowledged before it is durable; a crash before it loses a task
+//! starting a new task, without an inline push config. A store that does
+//! I/O saves its round trips (on PostgreSQL, three of a SendMessage's four
+//! writes with their events in the replicas' log); the in-memory store
+//! saves re-indexing the task for `ListTasks` at every status change. Its
+//! caller is answered only after that one write is committed, so nothing
+//! is acknowledged before it is durable; a crash before it loses a task
 //! nobody was told about (the request fails with the connection).
 //!
 //! Meanwhile the task lives in its [`LiveState`](super::LiveState) as the
 //! store would hold it (`held`, every update applied with
-//! [`apply_update`]). Anyone who asks for it by id anyway (the agent may
-//! have said its id: `GetTask`, `CancelTask`, `SubscribeToTask`, a push
-//! config, a repeated message id) first has it written as it is
-//! ([`TaskManager::stored_or_revealed`]); from then on its writes are the
-//! usual ones. `ListTasks` does not show a held task.
+//! [`apply_update`]). Anyone who asks this process for it by id anyway
+//! (the agent may have said its id: `GetTask`, `CancelTask`,
+//! `SubscribeToTask`, a push config, a repeated message id) first has it
+//! written as it is ([`TaskManager::stored_or_revealed`]); from then on its
+//! writes are the usual ones. A task is held for [`HOLD_LIMIT`] at most: a
+//! turn that lasts longer has its task written then ([`sweep_held`]), so
+//! that a long task is listed, can be canceled and followed from any
+//! replica, and is failed by the others if its replica dies, as any task
+//! is.
+//!
+//! What is not seen while a task is held (at most [`HOLD_LIMIT`], and only
+//! while its turn goes on): `ListTasks` does not show it, on any replica;
+//! another replica sharing the store (which cannot see this process's
+//! memory) answers a request about it by id with `TaskNotFound`, as it
+//! would for a task whose creation is not committed yet, and so does the
+//! duplicate detection of message ids there, which is per process anyway;
+//! the replicas' event log has nothing of it, and nothing can follow it
+//! (following starts from a stored task). If its replica stops before the
+//! task is written, nothing of it is left to recover: its caller got no
+//! answer.
 //!
 //! A held write that the store refuses is retried and, past the budget,
 //! fails the task like any other write (`storage.rs`); the failure is then
 //! recorded by creating the task failed, without the artifacts the store
 //! refused ([`failed_record`]).
 
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use agentwire_types::{A2aResult, Message, Task, TaskState, TaskStatus};
+use tokio::time::Instant;
 
 use super::TaskManager;
 use super::live::LiveTask;
 use super::storage::OnFailure;
 use crate::store::{ImmediateStore, Owner, StoredTask, TaskUpdate, Updated, apply_update};
+
+/// The longest a task is held: a turn that goes on longer has its task
+/// written then (see the module's documentation).
+pub(crate) const HOLD_LIMIT: Duration = Duration::from_secs(1);
+/// How often the held tasks are checked against [`HOLD_LIMIT`] (a task is
+/// written between the limit and the limit and this).
+const SWEEP_EVERY: Duration = Duration::from_millis(250);
 
 /// What an update did to a held task.
 enum Held {
@@ -47,7 +72,34 @@ impl TaskManager {
     /// (see the module's documentation): `finals_only` is a blocking
     /// request's subscription.
     pub(super) fn may_hold(&self, finals_only: bool, inline_push: bool) -> bool {
-        finals_only && !inline_push && self.cluster.is_none()
+        finals_only && !inline_push
+    }
+
+    /// Starts the sweep that writes the tasks held longer than
+    /// [`HOLD_LIMIT`] ([`sweep_held`]), unless it runs.
+    pub(super) fn sweep_held_soon(self: &Arc<Self>) {
+        if self.sweeping.load(Ordering::Acquire) || self.sweeping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn(sweep_held(Arc::downgrade(self)))),
+            Err(_) => self.sweeping.store(false, Ordering::Release),
+        }
+    }
+
+    /// The tasks held for [`HOLD_LIMIT`] whose turn goes on.
+    fn held_too_long(&self) -> Vec<Arc<LiveTask>> {
+        let now = Instant::now();
+        self.live
+            .iter()
+            .filter(|e| {
+                let st = e.value().state.lock();
+                st.hold
+                    && st.held_since.is_some_and(|t| now - t >= HOLD_LIMIT)
+                    && st.held.as_deref().is_some_and(|t| !t.state().ends_turn())
+            })
+            .map(|e| Arc::clone(e.value()))
+            .collect()
     }
 
     /// Creates a task held back (the caller holds `order`): kept in the
@@ -59,6 +111,7 @@ impl TaskManager {
             return Some(task);
         }
         st.held = Some(Box::new(task));
+        st.held_since = Some(Instant::now());
         None
     }
 
@@ -186,19 +239,26 @@ impl TaskManager {
                 l.owner == *owner && (st.hold || st.held.is_some())
             });
         if let Some(live) = held {
-            let _guard = live.order.lock().await;
-            let unwritten = {
-                let mut st = live.state.lock();
-                st.hold = false;
-                st.held.is_some()
-            };
-            if unwritten {
-                // A store that keeps failing refuses the request; the task
-                // stays unwritten, and its next write tries again.
-                self.write_held_task(&live, OnFailure::Refuse).await?;
-            }
+            // A store that keeps failing refuses the request.
+            self.reveal(&live).await?;
         }
         self.get_task(id, history_length).await
+    }
+
+    /// Writes a held task as it is now: from then on its writes are the
+    /// usual ones. A store that keeps failing refuses it; the task then
+    /// stays unwritten, and its next write tries again.
+    async fn reveal(&self, live: &LiveTask) -> A2aResult<()> {
+        let _guard = live.order.lock().await;
+        let unwritten = {
+            let mut st = live.state.lock();
+            st.hold = false;
+            st.held.is_some()
+        };
+        if unwritten {
+            self.write_held_task(live, OnFailure::Refuse).await?;
+        }
+        Ok(())
     }
 
     /// The record of a held task that failed because the store did: the
@@ -214,6 +274,38 @@ impl TaskManager {
         let mut st = live.state.lock();
         st.held = None;
         st.hold = false;
+    }
+}
+
+/// Writes the tasks of `manager` held longer than [`HOLD_LIMIT`], every
+/// [`SWEEP_EVERY`], until the manager goes (or the runtime: the next held
+/// task starts another sweep).
+async fn sweep_held(manager: Weak<TaskManager>) {
+    /// Says the sweep stopped, however it stops.
+    struct Stopped(Weak<TaskManager>);
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            if let Some(m) = self.0.upgrade() {
+                m.sweeping.store(false, Ordering::Release);
+            }
+        }
+    }
+    let _stopped = Stopped(Weak::clone(&manager));
+    let mut every = tokio::time::interval(SWEEP_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let Some(m) = manager.upgrade() else {
+            return;
+        };
+        for live in m.held_too_long() {
+            let m = Arc::clone(&m);
+            tokio::spawn(async move {
+                if let Err(e) = m.reveal(&live).await {
+                    tracing::debug!(task = %live.id, error = %e, "a task held too long could not be written yet");
+                }
+            });
+        }
     }
 }
 
@@ -240,8 +332,8 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use agentwire_types::{
-        A2aResult, AgentCard, Artifact, GetTaskRequest, Message, SendMessageConfiguration,
-        SendMessageRequest, Task, TaskState,
+        A2aResult, AgentCard, Artifact, GetTaskRequest, ListTasksRequest, Message,
+        SendMessageConfiguration, SendMessageRequest, Task, TaskState,
     };
     use async_trait::async_trait;
     use futures::StreamExt as _;
@@ -464,6 +556,43 @@ mod tests {
         assert_eq!(got.state(), TaskState::Working);
         assert_eq!(stored(&s, &id).await, Some(got));
         assert_eq!(s.store.writes(), (1, 0));
+        s.gate.add_permits(1);
+        let answer = blocking.await.unwrap().unwrap();
+        let task = answer.task().expect("a task").clone();
+        assert_eq!(task.state(), TaskState::Completed);
+        assert_eq!(stored(&s, &id).await, Some(task));
+        assert_eq!(s.store.writes(), (1, 2), "then the artifact and the end");
+    }
+
+    /// A turn that lasts longer than the hold limit has its task written
+    /// then (listed, durable, and written as usual from then on); within
+    /// the limit it is held.
+    #[tokio::test(start_paused = true)]
+    async fn a_task_held_too_long_is_written() {
+        let mut s = setup();
+        let handler = s.handler.clone();
+        let blocking = tokio::spawn(async move {
+            handler
+                .send_message(&CallContext::v1(), send("wait", false))
+                .await
+        });
+        let id = s.ids.recv().await.expect("the agent says its task");
+        let listed = || async {
+            s.handler
+                .list_tasks(&CallContext::v1(), ListTasksRequest::default())
+                .await
+                .unwrap()
+                .tasks
+        };
+        tokio::time::sleep(super::HOLD_LIMIT / 2).await;
+        assert_eq!(s.store.writes(), (0, 0), "held within the limit");
+        assert!(listed().await.is_empty());
+        tokio::time::sleep(super::HOLD_LIMIT).await;
+        assert_eq!(s.store.writes(), (1, 0), "written past the limit");
+        let tasks = listed().await;
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(tasks[0].id, id);
+        assert_eq!(tasks[0].state(), TaskState::Working);
         s.gate.add_permits(1);
         let answer = blocking.await.unwrap().unwrap();
         let task = answer.task().expect("a task").clone();

@@ -60,6 +60,8 @@ pub(crate) struct LiveState {
     /// The task as the store would hold it, while its writes are held back
     /// (`None` once it is written).
     pub(crate) held: Option<Box<Task>>,
+    /// Since when the task is held (its first event).
+    pub(crate) held_since: Option<tokio::time::Instant>,
     /// The server is stopping: the last item of the task's streams (see
     /// `TaskManager::end_streams_at_shutdown`), for a stream subscriber
     /// that was lagging when they were ended.
@@ -136,6 +138,7 @@ impl TaskManager {
                             storage_failed: None,
                             hold: false,
                             held: None,
+                            held_since: None,
                             closing: None,
                         }),
                     })

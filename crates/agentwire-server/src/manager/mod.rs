@@ -77,6 +77,8 @@ pub(crate) struct TaskManager {
     /// This manager, shared (set by [`TaskManager::share`]): what a
     /// background task recording a storage failure holds.
     me: OnceLock<Weak<TaskManager>>,
+    /// The sweep of tasks held too long runs (see `held.rs`).
+    sweeping: std::sync::atomic::AtomicBool,
 }
 
 impl TaskManager {
@@ -99,6 +101,7 @@ impl TaskManager {
             max_artifact_bytes: usize::MAX,
             retry: StoreRetry::default(),
             me: OnceLock::new(),
+            sweeping: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

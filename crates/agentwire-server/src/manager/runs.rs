@@ -55,6 +55,7 @@ impl TaskManager {
                 storage_failed: None,
                 hold,
                 held: None,
+                held_since: None,
                 closing: None,
             }),
         });
@@ -63,6 +64,9 @@ impl TaskManager {
             self.subscribe_locked(&live, &mut st, finals_only)
         };
         self.live.insert(id, Arc::clone(&live));
+        if hold {
+            self.sweep_held_soon();
+        }
         (live, sub)
     }
 

@@ -422,9 +422,10 @@ pub trait TaskStore: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Stores a new task. Fails if the id exists. Returns where the task's
-    /// first event (the task itself) went in the store's event log, for a
-    /// store that keeps one (`None` otherwise).
+    /// Stores a new task. Fails if the id exists. For a store that keeps
+    /// an event log, where the creation went in it (`None` otherwise): the
+    /// PostgreSQL store logs no event for a new task (nothing can follow a
+    /// task before it exists), so its span is empty, at 0.
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>>;
 
     /// Applies an update (with [`apply_update`]) and says what it did.

@@ -210,6 +210,7 @@ pub(crate) trait Dialect: Debug + Clone + Send + Sync + 'static {
     /// component ("task store"), `what` what it was doing.
     fn error(area: &str, what: &str, e: Self::Error) -> A2aError;
     /// Whether an error is a unique-key violation.
+    #[cfg(any(feature = "sqlite", test))]
     fn is_unique_violation(e: &Self::Error) -> bool;
 }
 
@@ -235,6 +236,7 @@ pub(crate) fn internal_error(
 
 /// Whether an sqlx error is a unique-key violation (sqlx classifies it for
 /// every database).
+#[cfg(any(feature = "sqlite", test))]
 pub(crate) fn is_sqlx_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }

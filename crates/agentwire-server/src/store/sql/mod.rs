@@ -360,8 +360,28 @@ impl Counts {
     }
 
     /// Forgets the changes (their transaction was rolled back).
+    #[cfg(any(feature = "sqlite", test))]
     pub fn clear(&mut self) {
         self.by_context.clear();
+    }
+}
+
+/// The changes of a transaction to the task counters, as the rows to
+/// write ([`Tables::take_counts`]): by owner and state, and by owner,
+/// context and state, each in key order (two transactions take the rows in
+/// the same order, so they cannot deadlock on them), none that adds up to
+/// nothing.
+pub(crate) struct CountRows {
+    pub owners: Vec<((String, String, i32), i64)>,
+    pub contexts: Vec<((String, String, String, i32), i64)>,
+}
+
+impl CountRows {
+    /// The context counters that went down: only they can have reached
+    /// zero, and a counter at zero is deleted (a context's counters would
+    /// otherwise outlive its tasks).
+    pub fn fell(&self) -> impl Iterator<Item = &((String, String, String, i32), i64)> {
+        self.contexts.iter().filter(|(_, n)| *n < 0)
     }
 }
 
@@ -370,7 +390,7 @@ impl Counts {
 /// so that concurrent batches (of one replica or several) rarely share a
 /// row. A task's count may move out of one shard and into another; only
 /// their sum means anything.
-fn next_count_shard(shards: u32) -> i32 {
+pub(crate) fn next_count_shard(shards: u32) -> i32 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let n = NEXT
@@ -381,14 +401,15 @@ fn next_count_shard(shards: u32) -> i32 {
 }
 
 /// Rows per statement of a counters' flush, largest first. A flush writes
-/// every counter a batch changed (PostgreSQL: each of a request's writes
-/// lands in another batch, so about five rows per request) in a few
-/// multi-row statements, one round trip each, instead of one statement a
-/// row, which was a third of the statements of a SendMessage; a handful of
-/// sizes keeps the distinct texts that each connection prepares few.
+/// every counter a batch changed in a few multi-row statements, one round
+/// trip each, instead of one statement a row; a handful of sizes keeps the
+/// distinct texts that each connection prepares few. (PostgreSQL's batches
+/// write the same rows as arrays, one statement a table: `postgres/batch.rs`.)
+#[cfg(any(feature = "sqlite", test))]
 const COUNT_CHUNKS: [usize; 4] = [64, 16, 4, 1];
 
 /// `n` rows cut into the sizes of [`COUNT_CHUNKS`], largest first.
+#[cfg(any(feature = "sqlite", test))]
 fn count_chunks(mut n: usize) -> Vec<usize> {
     let mut sizes = Vec::new();
     for size in COUNT_CHUNKS {
@@ -401,6 +422,7 @@ fn count_chunks(mut n: usize) -> Vec<usize> {
 }
 
 /// `rows` cut into slices of the sizes of [`count_chunks`], in order.
+#[cfg(any(feature = "sqlite", test))]
 fn chunked<T>(rows: &[T]) -> Vec<&[T]> {
     let mut rest = rows;
     count_chunks(rows.len())
@@ -414,6 +436,7 @@ fn chunked<T>(rows: &[T]) -> Vec<&[T]> {
 }
 
 /// `VALUES` rows of `width` placeholders each, numbered from `$1`.
+#[cfg(any(feature = "sqlite", test))]
 fn values_rows(rows: usize, width: usize) -> String {
     let mut sql = String::with_capacity(rows * width * 5);
     for r in 0..rows {
@@ -432,6 +455,7 @@ fn values_rows(rows: usize, width: usize) -> String {
 /// Adds to `rows` counters of `table` at once: each row gives the key
 /// columns of `columns` and `n` (in that order), and its `n` is added to
 /// the stored one (keys are distinct within a statement).
+#[cfg(any(feature = "sqlite", test))]
 fn add_counts_sql(table: &str, columns: &[&str], conflict: &[&str], rows: usize) -> String {
     format!(
         "INSERT INTO {table} ({}) VALUES {} ON CONFLICT ({}) DO UPDATE SET n = {table}.n + excluded.n",
@@ -444,13 +468,18 @@ fn add_counts_sql(table: &str, columns: &[&str], conflict: &[&str], rows: usize)
 /// The columns of a counter of tasks by owner and state (with its shard
 /// where [`Dialect::COUNT_SHARDS`] splits them), `n` among them, and its
 /// key.
+#[cfg(any(feature = "sqlite", test))]
 const TASK_COUNT_COLUMNS: [&str; 4] = ["owner_tenant", "owner_principal", "state", "n"];
+#[cfg(any(feature = "sqlite", test))]
 const TASK_COUNT_SHARD_COLUMNS: [&str; 5] =
     ["owner_tenant", "owner_principal", "state", "n", "shard"];
+#[cfg(any(feature = "sqlite", test))]
 const TASK_COUNT_KEY: [&str; 3] = ["owner_tenant", "owner_principal", "state"];
+#[cfg(any(feature = "sqlite", test))]
 const TASK_COUNT_SHARD_KEY: [&str; 4] = ["owner_tenant", "owner_principal", "state", "shard"];
 /// The columns of a counter of tasks by owner, context and state, and its
 /// key.
+#[cfg(any(feature = "sqlite", test))]
 const CONTEXT_COUNT_COLUMNS: [&str; 5] = [
     "owner_tenant",
     "owner_principal",
@@ -458,6 +487,7 @@ const CONTEXT_COUNT_COLUMNS: [&str; 5] = [
     "state",
     "n",
 ];
+#[cfg(any(feature = "sqlite", test))]
 const CONTEXT_COUNT_KEY: [&str; 4] = ["owner_tenant", "owner_principal", "context_id", "state"];
 
 /// Deletes those of `rows` counters of contexts that fell to zero (a
@@ -465,6 +495,7 @@ const CONTEXT_COUNT_KEY: [&str; 4] = ["owner_tenant", "owner_principal", "contex
 /// alternatives (`OR`), which both databases look up in the key's index;
 /// PostgreSQL scanned the whole table for `(key) IN (VALUES ...)` of 16
 /// rows.
+#[cfg(any(feature = "sqlite", test))]
 fn drop_context_counts_sql(rows: usize) -> String {
     let mut sql = String::from("DELETE FROM a2a_context_counts WHERE n = 0 AND (");
     for r in 0..rows {
@@ -722,6 +753,7 @@ fn assemble_page(mut rows: Vec<PageRow>, page_size: usize, total: usize) -> Task
 
 /// A new task (none when the id exists: no failing statement, which would
 /// abort PostgreSQL's transaction of a whole batch).
+#[cfg(any(feature = "sqlite", test))]
 const INSERT_TASK: &str = "INSERT INTO a2a_tasks (id, context_id, owner_tenant, owner_principal, \
      state, status_millis, has_status_time, head, history, artifacts, created_at, updated_at) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) ON CONFLICT (id) DO NOTHING";
@@ -788,13 +820,9 @@ pub(crate) fn append_query<D: Dialect>(prefix: &str) -> String {
 }
 
 /// The insert of a new task: [`INSERT_TASK`] with its arguments.
-pub(crate) fn insert_task<'a>(
-    sql: &'a str,
-    row: &'a TaskRow,
-    owner: &'a Owner,
-    now: i64,
-) -> Stmt<'a> {
-    Stmt::new(sql)
+#[cfg(any(feature = "sqlite", test))]
+fn insert_task<'a>(row: &'a TaskRow, owner: &'a Owner, now: i64) -> Stmt<'a> {
+    Stmt::new(INSERT_TASK)
         .arg(&row.id)
         .arg(&row.context_id)
         .arg(&owner.tenant)
@@ -812,20 +840,9 @@ pub(crate) fn insert_task<'a>(
 /// statement (PostgreSQL's event log, for replicas), and announces once the
 /// write committed.
 pub(crate) trait EventLog<D: Dialect>: Sync {
-    /// The recorded form of a new task's first event.
-    fn created_event(&self, task: &Task) -> Vec<u8>;
     /// The recorded form of an update's event, if it has one.
     fn update_event(&self, task_id: &str, context_id: &str, update: &TaskUpdate)
     -> Option<Vec<u8>>;
-    /// The insert of a new task recording `event`: one row (`before`,
-    /// `after`).
-    fn create<'a>(
-        &'a self,
-        row: &'a TaskRow,
-        owner: &'a Owner,
-        now: i64,
-        event: &'a [u8],
-    ) -> Stmt<'a>;
     /// The write-back of an updated task ([`update_query`]) recording
     /// `event`: one row (`before`, `after`) when the task was written, none
     /// on a version conflict.
@@ -872,16 +889,10 @@ pub(crate) enum NoLog {}
 
 #[cfg(any(feature = "sqlite", test))]
 impl<D: Dialect> EventLog<D> for NoLog {
-    fn created_event(&self, _: &Task) -> Vec<u8> {
-        match *self {}
-    }
     fn update_event(&self, _: &str, _: &str, _: &TaskUpdate) -> Option<Vec<u8>> {
         match *self {}
     }
     fn append<'a>(&'a self, _: &'a str, _: &'a [u8], _: i64, _: &'a [u8]) -> Stmt<'a> {
-        match *self {}
-    }
-    fn create<'a>(&'a self, _: &'a TaskRow, _: &'a Owner, _: i64, _: &'a [u8]) -> Stmt<'a> {
         match *self {}
     }
     fn write<'a>(
@@ -938,7 +949,7 @@ impl<D: Dialect> Tables<D> {
 
     /// Records a change to the task counters (applied with the
     /// transaction's other writes).
-    fn count(&self, owner: &Owner, context: &str, state: i32, n: i64) {
+    pub(crate) fn count(&self, owner: &Owner, context: &str, state: i32, n: i64) {
         if let Some(c) = &self.counts {
             c.lock().add(owner, context, state, n);
         }
@@ -953,42 +964,34 @@ impl<D: Dialect> Tables<D> {
     }
 
     /// Applies the recorded changes to the task counters (in the writer's
-    /// transaction, before it commits).
+    /// transaction, before it commits), in multi-row statements of the
+    /// sizes of [`COUNT_CHUNKS`].
+    #[cfg(any(feature = "sqlite", test))]
     pub async fn flush_counts(&self) -> A2aResult<()> {
-        let Some(counts) = &self.counts else {
+        let Some(rows) = self.take_counts() else {
             return Ok(());
         };
-        let by_context = std::mem::take(&mut counts.lock().by_context);
-        if by_context.is_empty() {
-            return Ok(());
-        }
         let what = "counting tasks";
-        let mut by_owner: BTreeMap<(&str, &str, i32), i64> = BTreeMap::new();
-        for ((tenant, principal, _, state), n) in &by_context {
-            *by_owner.entry((tenant, principal, *state)).or_default() += n;
-        }
         let mut conn = D::on(&self.writer);
-        let owners: Vec<_> = by_owner.into_iter().filter(|(_, n)| *n != 0).collect();
         let shard = (D::COUNT_SHARDS > 1).then(|| next_count_shard(D::COUNT_SHARDS));
         let (columns, key): (&[&str], &[&str]) = if shard.is_some() {
             (&TASK_COUNT_SHARD_COLUMNS, &TASK_COUNT_SHARD_KEY)
         } else {
             (&TASK_COUNT_COLUMNS, &TASK_COUNT_KEY)
         };
-        for rows in chunked(&owners) {
-            let size = rows.len();
+        for chunk in chunked(&rows.owners) {
+            let size = chunk.len();
             let mut s = Stmt::new(add_counts_sql("a2a_task_counts", columns, key, size));
-            for ((tenant, principal, state), n) in rows {
-                s = s.arg(*tenant).arg(*principal).arg(*state).arg(*n);
+            for ((tenant, principal, state), n) in chunk {
+                s = s.arg(tenant).arg(principal).arg(*state).arg(*n);
                 if let Some(shard) = shard {
                     s = s.arg(shard);
                 }
             }
             conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
         }
-        let contexts: Vec<_> = by_context.iter().filter(|(_, n)| **n != 0).collect();
-        for rows in chunked(&contexts) {
-            let size = rows.len();
+        for chunk in chunked(&rows.contexts) {
+            let size = chunk.len();
             let sql = add_counts_sql(
                 "a2a_context_counts",
                 &CONTEXT_COUNT_COLUMNS,
@@ -996,22 +999,21 @@ impl<D: Dialect> Tables<D> {
                 size,
             );
             let mut s = Stmt::new(sql);
-            for ((tenant, principal, context, state), n) in rows {
+            for ((tenant, principal, context, state), n) in chunk {
                 s = s
                     .arg(tenant)
                     .arg(principal)
                     .arg(context)
                     .arg(*state)
-                    .arg(**n);
+                    .arg(*n);
             }
             conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
         }
-        // Only a counter that went down can have reached zero.
-        let fell: Vec<_> = contexts.iter().filter(|(_, n)| **n < 0).collect();
-        for rows in chunked(&fell) {
-            let size = rows.len();
+        let fell: Vec<_> = rows.fell().collect();
+        for chunk in chunked(&fell) {
+            let size = chunk.len();
             let mut s = Stmt::new(drop_context_counts_sql(size));
-            for ((tenant, principal, context, state), _) in rows {
+            for ((tenant, principal, context, state), _) in chunk {
                 s = s.arg(tenant).arg(principal).arg(context).arg(*state);
             }
             conn.execute(s).await.map_err(|e| fail::<D>(what, e))?;
@@ -1019,45 +1021,41 @@ impl<D: Dialect> Tables<D> {
         Ok(())
     }
 
-    /// `TaskStore::create`, recording the task's first event in `log`.
-    pub async fn create<L: EventLog<D>>(
-        &self,
-        owner: &Owner,
-        task: Task,
-        log: Option<&L>,
-    ) -> A2aResult<Option<LogSpan>> {
-        let log = log.map(|l| (l, l.created_event(&task)));
+    /// Takes the changes to the task counters recorded since the last
+    /// flush, as the rows to write (`None`: nothing changed).
+    pub(crate) fn take_counts(&self) -> Option<CountRows> {
+        let by_context = std::mem::take(&mut self.counts.as_ref()?.lock().by_context);
+        if by_context.is_empty() {
+            return None;
+        }
+        let mut by_owner: BTreeMap<(String, String, i32), i64> = BTreeMap::new();
+        for ((tenant, principal, _, state), n) in &by_context {
+            *by_owner
+                .entry((tenant.clone(), principal.clone(), *state))
+                .or_default() += n;
+        }
+        Some(CountRows {
+            owners: by_owner.into_iter().filter(|(_, n)| *n != 0).collect(),
+            contexts: by_context.into_iter().filter(|(_, n)| *n != 0).collect(),
+        })
+    }
+
+    /// `TaskStore::create` (a store with an event log records no event for
+    /// it: see the PostgreSQL store's batches, which create its tasks).
+    #[cfg(any(feature = "sqlite", test))]
+    pub async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
         let row = TaskRow::encode(task);
-        let now = now_millis();
-        let mut conn = D::on(&self.writer);
-        // `Some(None)`: written, without a log; `None`: the id exists.
-        let written = match &log {
-            None => conn
-                .execute(insert_task(INSERT_TASK, &row, owner, now))
-                .await
-                .map(|n| (n > 0).then_some(None)),
-            Some((l, event)) => conn
-                .fetch_optional(l.create(&row, owner, now, event))
-                .await
-                .map(|r| r.map(Some)),
-        };
-        let written = match written {
-            Ok(Some(w)) => w,
-            Ok(None) => return Err(duplicate(&row.id)),
+        let written = D::on(&self.writer)
+            .execute(insert_task(&row, owner, now_millis()))
+            .await;
+        match written {
+            Ok(n) if n > 0 => {}
+            Ok(_) => return Err(duplicate(&row.id)),
             Err(e) if D::is_unique_violation(&e) => return Err(duplicate(&row.id)),
             Err(e) => return Err(fail::<D>(&format!("creating task {}", row.id), e)),
-        };
-        self.count(owner, &row.context_id, row.state, 1);
-        match written {
-            Some(r) => {
-                let (span, after) = logged_span(&r)?;
-                if let (Some((l, _)), Some(seq)) = (&log, after) {
-                    l.announce(&row.id, seq);
-                }
-                Ok(Some(span))
-            }
-            None => Ok(None),
         }
+        self.count(owner, &row.context_id, row.state, 1);
+        Ok(())
     }
 
     /// `TaskStore::update`: an artifact update is appended as a chunk

@@ -344,7 +344,7 @@ impl TaskStore for SqliteStore {
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
         let owner = owner.clone();
         self.threads
-            .write(move |t| now(t.create(&owner, task, None::<&NoLog>)))
+            .write(move |t| now(t.create(&owner, task)).map(|()| None))
             .await
     }
 
@@ -594,10 +594,7 @@ mod tests {
         let pool = file_pool(AREA, &path, 1).await.unwrap();
         MIGRATOR.run(&pool).await.unwrap();
         let tables = crate::store::sql::Tables::<Sqlite>::one_pool(pool.clone());
-        tables
-            .create(&Owner::default(), task("old"), None::<&NoLog>)
-            .await
-            .unwrap();
+        tables.create(&Owner::default(), task("old")).await.unwrap();
         tables
             .update(
                 "old",
@@ -717,7 +714,7 @@ mod tests {
         old.run(&pool).await.unwrap();
         let tables = crate::store::sql::Tables::<Sqlite>::one_pool(pool.clone());
         tables
-            .create(&Owner::default(), task("before"), None::<&NoLog>)
+            .create(&Owner::default(), task("before"))
             .await
             .unwrap();
         sqlx::query(

@@ -78,6 +78,7 @@ impl Dialect for Pg {
         driver::internal_error(area, what, &e, super::fault::fault_of(&e))
     }
 
+    #[cfg(any(feature = "sqlite", test))]
     fn is_unique_violation(e: &sqlx::Error) -> bool {
         driver::is_sqlx_unique_violation(e)
     }
@@ -108,11 +109,12 @@ pub(crate) fn db_error(what: &str, e: sqlx::Error) -> A2aError {
 /// the other update nor starve.
 ///
 /// With an event log ([`PostgresStore::with_event_log`], as
-/// [`connect_cluster`] sets up), every write also records its event
+/// [`connect_cluster`] sets up), every update also records its event
 /// (`StreamResponse`, protobuf) in `a2a_task_events`, in the same
 /// statement as the task write, and announces it with `NOTIFY a2a_events`
 /// once committed (batched: see the figures in `benches/README.md`);
-/// [`PgEventBus`] reads them for the other replicas.
+/// [`PgEventBus`] reads them for the other replicas. A new task records
+/// none: nothing can follow a task before it exists.
 ///
 /// ```no_run
 /// use agentwire_server::store::PostgresStore;
@@ -364,10 +366,6 @@ const EVENT_PURGE_BATCH: i64 = 5000;
 /// The event log: each task write records its event in the same statement
 /// and announces it once committed.
 impl<D: Dialect> EventLog<D> for Announcer {
-    fn created_event(&self, task: &Task) -> Vec<u8> {
-        StreamResponse::from(task.clone()).encode_to_vec()
-    }
-
     fn update_event(
         &self,
         task_id: &str,
@@ -403,27 +401,6 @@ impl<D: Dialect> EventLog<D> for Announcer {
              FROM a2a_task_events s WHERE s.task_id = $2) AS before, e.seq AS after FROM e",
         );
         s
-    }
-
-    fn create<'a>(
-        &'a self,
-        row: &'a TaskRow,
-        owner: &'a Owner,
-        now: i64,
-        event: &'a [u8],
-    ) -> Stmt<'a> {
-        // The row also names its writer ($12, the origin).
-        const STATEMENT: &str = "WITH t AS (INSERT INTO a2a_tasks (id, context_id, \
-             owner_tenant, owner_principal, state, status_millis, has_status_time, head, \
-             history, artifacts, created_at, updated_at, writer) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12) \
-             ON CONFLICT (id) DO NOTHING RETURNING id), \
-             e AS (INSERT INTO a2a_task_events (task_id, origin, event, created_at) \
-             SELECT id, $12, $13, $11 FROM t RETURNING seq, task_id) \
-             SELECT 0::bigint AS before, e.seq AS after FROM e";
-        sql::insert_task(STATEMENT, row, owner, now)
-            .arg(&*self.origin)
-            .arg(event)
     }
 
     fn write<'a>(
@@ -483,10 +460,7 @@ impl crate::store::TaskStore for PostgresStore {
     }
 
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<crate::store::LogSpan>> {
-        let owner = owner.clone();
-        self.writers
-            .write(move |b| Box::pin(async move { b.tables.create(&owner, task, b.log()).await }))
-            .await
+        self.writers.create(owner.clone(), task).await
     }
 
     async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<crate::store::Updated> {
@@ -563,7 +537,6 @@ impl crate::store::TaskStore for PostgresStore {
 mod tests {
     use super::testing::TestSchema;
     use super::*;
-    use crate::store::sql::NoLog;
     use crate::store::{TaskStore, TaskUpdate};
     use agentwire_types::{Artifact, TaskState, TaskStatus};
 
@@ -606,10 +579,7 @@ mod tests {
             status: Some(TaskStatus::new(TaskState::Working)),
             ..Default::default()
         };
-        tables
-            .create(&Owner::default(), task, None::<&NoLog>)
-            .await
-            .unwrap();
+        tables.create(&Owner::default(), task).await.unwrap();
         sqlx::query(
             "INSERT INTO a2a_push_configs (task_id, id, config) VALUES ('before', 'p', '')",
         )
