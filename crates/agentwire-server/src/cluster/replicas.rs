@@ -159,6 +159,9 @@ impl TaskManager {
         history_length: Option<usize>,
     ) -> A2aResult<Option<StoredTask>> {
         let Some(bus) = self.bus() else {
+            // Its queued chunks in the store first (`manager/queued.rs`):
+            // none is then both in the snapshot and published after it.
+            self.settle_queued(live).await?;
             return self.get_task(&live.id, history_length).await;
         };
         let Some((stored, seq)) = bus.snapshot(&live.id, history_length).await? else {

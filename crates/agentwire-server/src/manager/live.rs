@@ -66,6 +66,9 @@ pub(crate) struct LiveState {
     /// `TaskManager::end_streams_at_shutdown`), for a stream subscriber
     /// that was lagging when they were ended.
     pub(crate) closing: Option<super::subscribers::Item>,
+    /// The task's artifact chunks queued to the store (see `queued.rs`),
+    /// once one was.
+    pub(crate) queue: Option<Arc<super::queued::Queue>>,
 }
 
 impl LiveState {
@@ -140,6 +143,7 @@ impl TaskManager {
                             held: None,
                             held_since: None,
                             closing: None,
+                            queue: None,
                         }),
                     })
                 })

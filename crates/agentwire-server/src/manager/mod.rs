@@ -16,6 +16,8 @@
 //!   subscribers, last state), and attaching a request to it;
 //! - `order`: the lock that orders a task's updates;
 //! - `write`: the write path (create on the first event, store, publish);
+//! - `queued`: artifact chunks queued to a store that runs its writes in
+//!   order, their events published as each is committed;
 //! - `held`: the writes of a task whose turn ends inside the request that
 //!   started it, held back and written once when the turn ends;
 //! - `storage`: a store that fails: writes retried, then the task failed
@@ -37,6 +39,7 @@ mod held;
 mod live;
 mod order;
 mod push;
+mod queued;
 mod reads;
 mod runs;
 mod storage;

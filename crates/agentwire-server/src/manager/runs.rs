@@ -57,6 +57,7 @@ impl TaskManager {
                 held: None,
                 held_since: None,
                 closing: None,
+                queue: None,
             }),
         });
         let sub = {

@@ -354,7 +354,10 @@ impl TaskManager {
             }
             None => match self.write_held(live, &update, on_failure).await {
                 Some(held) => held,
-                None => self.write_stored_update(live, &update, on_failure).await,
+                None => match self.settle_queued(live).await {
+                    Ok(()) => self.write_stored_update(live, &update, on_failure).await,
+                    Err(e) => Err(e),
+                },
             },
         };
         self.after_write(live, &written).await;
@@ -362,7 +365,7 @@ impl TaskManager {
     }
 
     /// [`Self::write_update_or`] of a task in a store that does I/O.
-    async fn write_stored_update(
+    pub(super) async fn write_stored_update(
         &self,
         live: &LiveTask,
         update: &TaskUpdate,
@@ -473,7 +476,7 @@ impl TaskManager {
     /// Applies the update in `slot` (taken from it).
     pub(crate) fn emit<'a>(
         &'a self,
-        live: &'a LiveTask,
+        live: &'a Arc<LiveTask>,
         slot: &mut Option<TaskUpdate>,
     ) -> Emit<'a> {
         if let Some(TaskUpdate::Artifact {
@@ -488,6 +491,9 @@ impl TaskManager {
             return Emit::Done(Some(done.map_err(Box::new)));
         }
         match slot.take() {
+            Some(update @ TaskUpdate::Artifact { .. }) if self.queues_chunks() => {
+                Emit::Later(Box::pin(self.emit_queued(live, Box::new(update))))
+            }
             Some(update) => Emit::Later(Box::pin(self.emit_inner(live, Box::new(update)))),
             None => Emit::Done(Some(Err(Box::new(A2aError::internal("an event was lost"))))),
         }

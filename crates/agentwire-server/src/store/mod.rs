@@ -387,6 +387,35 @@ pub trait ImmediateStore: Send + Sync {
     }
 }
 
+/// What a [`QueuedStore`] calls with the outcome of a queued update.
+pub type QueuedDone = Box<dyn FnOnce(A2aResult<Updated>) + Send>;
+
+/// An optional capability of a [`TaskStore`]: a task's updates queued
+/// without waiting for each to be committed, so that the chunks of an
+/// artifact streamed by an agent share commits (group commit) instead of
+/// waiting for one commit each.
+///
+/// A store offers it through [`TaskStore::queued`], when it applies its
+/// writes in the order they are sent (one writer). The task manager queues
+/// artifact chunks through it and publishes each chunk's event from `done`,
+/// once the chunk is committed: nothing is told before it is durable. The
+/// store must:
+///
+/// - apply the queued updates of a task in the order they were queued, and
+///   call their `done` in that order, each once, after the commit of the
+///   update (with its error if it or its commit failed); `done` is called
+///   on whatever thread the store answers on and must not block;
+/// - once a queued update of a task failed, refuse that task's later
+///   queued updates without applying them (with a storage error), until a
+///   [`TaskStore::update`] of the task: the task manager writes the
+///   refused updates again that way, in order, before anything else of the
+///   task.
+pub trait QueuedStore: Send + Sync {
+    /// Queues `update` of `task_id`; `done` gets its outcome. An error
+    /// here means it was not queued (and `done` is not called).
+    fn queue_update(&self, task_id: &str, update: TaskUpdate, done: QueuedDone) -> A2aResult<()>;
+}
+
 /// Persistence of tasks and push-notification configs.
 ///
 /// Implementations must apply updates with [`apply_update`] atomically per
@@ -399,6 +428,12 @@ pub trait TaskStore: Send + Sync + 'static {
     /// answers without I/O). The default has none, which is right for any
     /// store that does I/O.
     fn immediate(&self) -> Option<&dyn ImmediateStore> {
+        None
+    }
+
+    /// This store's [`QueuedStore`] capability, if it has one. The default
+    /// has none: every update is awaited.
+    fn queued(&self) -> Option<&dyn QueuedStore> {
         None
     }
 

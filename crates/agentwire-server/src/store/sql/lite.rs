@@ -387,9 +387,65 @@ trait Job: Send {
     fn run(self: Box<Self>, tables: &Tables<Lite>) -> Box<dyn Done>;
     /// Answers without running it.
     fn fail(self: Box<Self>, e: A2aError);
+    /// Not run: answered with `e` once its batch is.
+    fn refuse(self: Box<Self>, e: A2aError) -> Box<dyn Done>;
     /// Whether it runs alone on the writer, outside any transaction
     /// ([`Threads::alone`]).
     fn alone(&self) -> bool;
+    /// What it has to do with the writer's fences ([`Fences`]).
+    fn fence(&self) -> Fence<'_> {
+        Fence::None
+    }
+}
+
+/// What a job has to do with the fences of a task ([`Fences`]).
+enum Fence<'a> {
+    /// Nothing.
+    None,
+    /// A queued update of this task: refused while the task is fenced.
+    Check(&'a str),
+    /// A write of this task through [`Threads::write_lifting`]: the task's
+    /// fence is lifted before it runs.
+    Lift(&'a str),
+}
+
+/// The tasks whose queued updates are refused ([`Threads::queue`]): one
+/// of their queued updates failed, and the task manager writes it again
+/// (lifting the fence) before anything queued later may be applied.
+/// Without it a later chunk of an artifact could be stored after an
+/// earlier one that was not. Empty but for the tasks of a failed write.
+#[derive(Default)]
+struct Fences(std::collections::HashSet<String>);
+
+impl Fences {
+    /// `job` to run, or refused: then what to answer, in its turn with
+    /// the batch's other jobs (the task's earlier update may be among
+    /// them, answered at the end of the batch).
+    fn admit(&mut self, job: Box<dyn Job>) -> Result<Box<dyn Job>, Box<dyn Done>> {
+        if self.0.is_empty() {
+            return Ok(job);
+        }
+        match job.fence() {
+            Fence::Check(task) if self.0.contains(task) => Err(job.refuse(storage_error(
+                StorageFault::Io,
+                "task store: an earlier update of this task failed; this one is refused \
+                 until that one is written again",
+            ))),
+            Fence::Lift(task) => {
+                self.0.remove(task);
+                Ok(job)
+            }
+            _ => Ok(job),
+        }
+    }
+
+    /// A job that ran: its task is fenced if it is a queued update that
+    /// failed (or whose batch is rolled back: `lost`).
+    fn after(&mut self, done: &dyn Done, lost: bool) {
+        if let Some(task) = done.queued_task().filter(|_| lost || done.failed()) {
+            self.0.insert(task.to_owned());
+        }
+    }
 }
 
 /// A job that ran, waiting for the commit of its batch.
@@ -399,12 +455,20 @@ trait Done: Send {
     fn answer(self: Box<Self>, commit: Result<(), &A2aError>);
     /// The storage fault its own result reports, if any.
     fn fault(&self) -> Option<StorageFault>;
+    /// Whether its own result is an error.
+    fn failed(&self) -> bool;
+    /// The task of a queued update ([`Threads::queue`]).
+    fn queued_task(&self) -> Option<&str> {
+        None
+    }
 }
 
 struct Op<F, T> {
     f: F,
     reply: oneshot::Sender<A2aResult<T>>,
     alone: bool,
+    /// The task whose fence it lifts ([`Threads::write_lifting`]).
+    lifts: Option<String>,
 }
 
 struct Ran<T> {
@@ -429,8 +493,22 @@ where
         let _ = self.reply.send(Err(e));
     }
 
+    fn refuse(self: Box<Self>, e: A2aError) -> Box<dyn Done> {
+        Box::new(Ran {
+            result: Err(e),
+            reply: self.reply,
+        })
+    }
+
     fn alone(&self) -> bool {
         self.alone
+    }
+
+    fn fence(&self) -> Fence<'_> {
+        match &self.lifts {
+            Some(task) => Fence::Lift(task),
+            None => Fence::None,
+        }
     }
 }
 
@@ -447,6 +525,86 @@ impl<T: Send> Done for Ran<T> {
 
     fn fault(&self) -> Option<StorageFault> {
         self.result.as_ref().err().and_then(storage_fault)
+    }
+
+    fn failed(&self) -> bool {
+        self.result.is_err()
+    }
+}
+
+/// An update queued without waiting ([`Threads::queue`]): `done` is
+/// called with its outcome once its batch is committed.
+struct Queued<F, D> {
+    task: String,
+    f: F,
+    done: D,
+}
+
+struct QueuedRan<T, D> {
+    task: String,
+    result: A2aResult<T>,
+    done: D,
+}
+
+impl<F, T, D> Job for Queued<F, D>
+where
+    F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send,
+    T: Send + 'static,
+    D: FnOnce(A2aResult<T>) + Send + 'static,
+{
+    fn run(self: Box<Self>, tables: &Tables<Lite>) -> Box<dyn Done> {
+        let result = (self.f)(tables);
+        Box::new(QueuedRan {
+            task: self.task,
+            result,
+            done: self.done,
+        })
+    }
+
+    fn fail(self: Box<Self>, e: A2aError) {
+        (self.done)(Err(e));
+    }
+
+    fn refuse(self: Box<Self>, e: A2aError) -> Box<dyn Done> {
+        Box::new(QueuedRan {
+            task: self.task,
+            result: Err(e),
+            done: self.done,
+        })
+    }
+
+    fn alone(&self) -> bool {
+        false
+    }
+
+    fn fence(&self) -> Fence<'_> {
+        Fence::Check(&self.task)
+    }
+}
+
+impl<T, D> Done for QueuedRan<T, D>
+where
+    T: Send + 'static,
+    D: FnOnce(A2aResult<T>) + Send + 'static,
+{
+    fn answer(self: Box<Self>, commit: Result<(), &A2aError>) {
+        let answer = match commit {
+            Ok(()) => self.result,
+            Err(e) => Err(e.clone()),
+        };
+        (self.done)(answer);
+    }
+
+    fn fault(&self) -> Option<StorageFault> {
+        self.result.as_ref().err().and_then(storage_fault)
+    }
+
+    fn failed(&self) -> bool {
+        self.result.is_err()
+    }
+
+    fn queued_task(&self) -> Option<&str> {
+        Some(&self.task)
     }
 }
 
@@ -650,24 +808,31 @@ impl Threads {
         })
     }
 
-    async fn send<T, F>(&self, to: To, f: F) -> A2aResult<T>
+    async fn send<T, F>(&self, to: To, f: F, lifts: Option<String>) -> A2aResult<T>
     where
         F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
         T: Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let alone = to == To::Alone;
-        let job: Box<dyn Job> = Box::new(Op { f, reply, alone });
-        {
-            let senders = self.inner.senders.read();
-            let senders = senders.as_ref().ok_or_else(closed)?;
-            let to = match (&senders.readers, to) {
-                (Some(readers), To::Reader) => readers,
-                _ => &senders.writer,
-            };
-            to.send(job).map_err(|_| closed())?;
-        }
+        let job: Box<dyn Job> = Box::new(Op {
+            f,
+            reply,
+            alone,
+            lifts,
+        });
+        self.enqueue(to, job)?;
         answer.await.map_err(|_| closed())?
+    }
+
+    fn enqueue(&self, to: To, job: Box<dyn Job>) -> A2aResult<()> {
+        let senders = self.inner.senders.read();
+        let senders = senders.as_ref().ok_or_else(closed)?;
+        let to = match (&senders.readers, to) {
+            (Some(readers), To::Reader) => readers,
+            _ => &senders.writer,
+        };
+        to.send(job).map_err(|_| closed())
     }
 
     /// Runs a write on the writer thread; answers once it is committed.
@@ -676,7 +841,34 @@ impl Threads {
         F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.send(To::Writer, f).await
+        self.send(To::Writer, f, None).await
+    }
+
+    /// [`Self::write`] of a write to `task`, which lifts the task's fence
+    /// (see [`Self::queue`]) before it runs.
+    pub async fn write_lifting<T, F>(&self, task: String, f: F) -> A2aResult<T>
+    where
+        F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.send(To::Writer, f, Some(task)).await
+    }
+
+    /// Queues a write of `task` behind those already sent, without
+    /// waiting: `done` is called on the writer thread with its outcome once
+    /// its batch is committed (or refused). The writes of the writer run
+    /// in the order they are sent, and so the `done` of a task's queued
+    /// writes are called in the order they were queued. Once a queued
+    /// write of a task fails, the task is fenced: its later queued writes
+    /// are refused without running, until a [`Self::write_lifting`] of
+    /// the task.
+    pub fn queue<T, F, D>(&self, task: String, f: F, done: D) -> A2aResult<()>
+    where
+        F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
+        T: Send + 'static,
+        D: FnOnce(A2aResult<T>) + Send + 'static,
+    {
+        self.enqueue(To::Writer, Box::new(Queued { task, f, done }))
     }
 
     /// Runs a read on a reader thread (on the writer for a database in
@@ -686,7 +878,7 @@ impl Threads {
         F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.send(To::Reader, f).await
+        self.send(To::Reader, f, None).await
     }
 
     /// Runs `f` on the writer's connection between two batches, outside
@@ -696,10 +888,14 @@ impl Threads {
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.send(To::Alone, move |t: &Tables<Lite>| {
-            let conn = t.writer.0.lock();
-            f(&conn).map_err(|e| Lite::error("task store", "running on the writer", e))
-        })
+        self.send(
+            To::Alone,
+            move |t: &Tables<Lite>| {
+                let conn = t.writer.0.lock();
+                f(&conn).map_err(|e| Lite::error("task store", "running on the writer", e))
+            },
+            None,
+        )
         .await
     }
 
@@ -806,6 +1002,7 @@ fn write_loop(
     // A job that must run alone, met while a batch was being filled: it
     // runs once that batch is committed.
     let mut pending: Option<Box<dyn Job>> = None;
+    let mut fences = Fences::default();
     loop {
         let first = match pending.take() {
             Some(job) => job,
@@ -813,6 +1010,13 @@ fn write_loop(
                 Ok(job) => job,
                 Err(_) => return,
             },
+        };
+        let first = match fences.admit(first) {
+            Ok(job) => job,
+            Err(refused) => {
+                refused.answer(Ok(()));
+                continue;
+            }
         };
         if first.alone() {
             first.run(&tables).answer(Ok(()));
@@ -828,6 +1032,7 @@ fn write_loop(
         let mut lost = None;
         while let Some(job) = next.take() {
             let done = job.run(&tables);
+            fences.after(&*done, false);
             if db.is_autocommit() {
                 // SQLite rolled the transaction back (a full disk, an I/O
                 // error): nothing of this batch was written. Every job of
@@ -846,10 +1051,23 @@ fn write_loop(
             if ran.len() >= batching.max_batch {
                 break;
             }
-            next = if batching.max_wait.is_zero() {
-                rx.try_recv().ok()
-            } else {
-                rx.recv_deadline(deadline).ok()
+            next = loop {
+                let job = if batching.max_wait.is_zero() {
+                    rx.try_recv().ok()
+                } else {
+                    rx.recv_deadline(deadline).ok()
+                };
+                match job {
+                    // Refused (a fenced task's queued write): the next one.
+                    Some(job) if !job.alone() => match fences.admit(job) {
+                        Ok(job) => break Some(job),
+                        Err(refused) => {
+                            ran.push(refused);
+                            continue;
+                        }
+                    },
+                    other => break other,
+                }
             };
             if next.as_ref().is_some_and(|j| j.alone()) {
                 pending = next.take();
@@ -877,6 +1095,9 @@ fn write_loop(
             wal.commits.fetch_add(1, Ordering::Relaxed);
         }
         for done in ran {
+            if commit.is_err() {
+                fences.after(&*done, true);
+            }
             done.answer(commit.as_ref().map(|_| ()));
         }
         // Nothing else writes while the writer copies the rest of the log:

@@ -21,8 +21,8 @@ pub use crate::store::sql::lite::Synchronous;
 use crate::store::sql::lite::{Batching, Target, Threads, WalLimits, now};
 use crate::store::sql::{NoLog, PURGE_BATCH, purge_cutoff};
 use crate::store::{
-    LogSpan, Owner, StoredPushConfig, StoredTask, TaskPage, TaskQuery, TaskStore, TaskUpdate,
-    Updated,
+    LogSpan, Owner, QueuedDone, QueuedStore, StoredPushConfig, StoredTask, TaskPage, TaskQuery,
+    TaskStore, TaskUpdate, Updated,
 };
 
 /// The schema, embedded in the binary and applied by [`SqliteStore::open`].
@@ -335,6 +335,19 @@ pub(crate) fn create_schema(conn: &rusqlite::Connection) -> rusqlite::Result<()>
 
 const AREA: &str = "task store";
 
+/// The writer runs writes in the order they are sent: a task's updates
+/// can be queued (see `Threads::queue`).
+impl QueuedStore for SqliteStore {
+    fn queue_update(&self, task_id: &str, update: TaskUpdate, done: QueuedDone) -> A2aResult<()> {
+        let id = task_id.to_owned();
+        self.threads.queue(
+            id.clone(),
+            move |t| now(t.update(&id, update, None::<&NoLog>)),
+            done,
+        )
+    }
+}
+
 #[async_trait::async_trait]
 impl TaskStore for SqliteStore {
     fn kind(&self) -> &'static str {
@@ -348,10 +361,16 @@ impl TaskStore for SqliteStore {
             .await
     }
 
+    fn queued(&self) -> Option<&dyn QueuedStore> {
+        Some(self)
+    }
+
     async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
         let id = task_id.to_owned();
         self.threads
-            .write(move |t| now(t.update(&id, update, None::<&NoLog>)))
+            .write_lifting(id.clone(), move |t| {
+                now(t.update(&id, update, None::<&NoLog>))
+            })
             .await
     }
 
