@@ -8,7 +8,10 @@
 //!
 //! Every wait is bounded ([`WAIT`]).
 
-use std::path::{Path, PathBuf};
+#[allow(unused_macros)]
+mod common;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +25,7 @@ use agentwire_server::types::{TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
 use agentwire_server::{
     AgentExecutor, CallContext, HandlerConfig, RequestContext, RequestHandler, TaskUpdater,
 };
+use common::{remove_db, temp_db};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
@@ -151,21 +155,6 @@ impl AgentExecutor for Chunker {
     }
 }
 
-fn temp_db() -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "a2a-queued-chunks-{}.db",
-        agentwire_server::types::new_id()
-    ))
-}
-
-fn remove_db(path: &Path) {
-    for suffix in ["", "-wal", "-shm"] {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        let _ = std::fs::remove_file(p);
-    }
-}
-
 async fn handler(
     n: usize,
     size: usize,
@@ -176,7 +165,7 @@ async fn handler(
     PathBuf,
     mpsc::UnboundedReceiver<bool>,
 ) {
-    let path = temp_db();
+    let path = temp_db("a2a-queued-chunks");
     let store = SqliteStore::open(&path).await.expect("open the store");
     assert!(store.queued().is_some(), "SQLite takes queued chunks");
     let (probe, probed) = mpsc::unbounded_channel();

@@ -14,7 +14,10 @@
 //! Every wait is bounded ([`WAIT`]); the assertions are about what the
 //! server answers, not about how fast.
 
-use std::path::{Path, PathBuf};
+#[allow(unused_macros)]
+mod common;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +31,7 @@ use agentwire_server::{
     A2aResult, A2aServer, AgentCard, AgentExecutor, HandlerConfig, RequestContext, ServerHandle,
     TaskUpdater,
 };
+use common::{remove_db, temp_db};
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 use sqlx::Connection;
@@ -123,24 +127,9 @@ struct Setup {
     bind: Bind,
 }
 
-fn temp_db() -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "a2a-store-failure-{}.db",
-        agentwire_server::types::new_id()
-    ))
-}
-
-fn remove_db(path: &Path) {
-    for suffix in ["", "-wal", "-shm"] {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        let _ = std::fs::remove_file(p);
-    }
-}
-
 async fn setup(bind: Bind, budget: Duration) -> Setup {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let path = temp_db();
+    let path = temp_db("a2a-store-failure");
     let store = SqliteStore::open(&path).await.expect("open the store");
     // A write waiting for the lock gives up quickly (the store's own wait
     // is 10 s), so that the retries, not that wait, are what is tested.
@@ -738,7 +727,7 @@ async fn a_task_that_cannot_be_created_is_answered_with_the_storage_error() {
 #[tokio::test]
 async fn a_damaged_database_is_reported_when_opened() {
     use agentwire_server::store::{StorageFault, storage_fault};
-    let path = temp_db();
+    let path = temp_db("a2a-store-failure");
     std::fs::write(&path, vec![0x5a_u8; 8192]).expect("write the file");
     let err = SqliteStore::open(&path).await.expect_err("not a database");
     remove_db(&path);

@@ -428,6 +428,24 @@ mod tests {
         gate: Arc<Semaphore>,
     }
 
+    /// A blocking send of the script "wait" in the background, and its
+    /// task's id once the agent says it.
+    async fn waiting(
+        s: &mut Setup,
+    ) -> (
+        tokio::task::JoinHandle<A2aResult<agentwire_types::SendMessageResponse>>,
+        String,
+    ) {
+        let handler = s.handler.clone();
+        let blocking = tokio::spawn(async move {
+            handler
+                .send_message(&CallContext::v1(), send("wait", false))
+                .await
+        });
+        let id = s.ids.recv().await.expect("the agent says its task");
+        (blocking, id)
+    }
+
     fn setup() -> Setup {
         let store = Arc::new(Counting::default());
         let (tx, ids) = mpsc::unbounded_channel();
@@ -533,13 +551,7 @@ mod tests {
     #[tokio::test]
     async fn a_held_task_asked_for_is_written_first() {
         let mut s = setup();
-        let handler = s.handler.clone();
-        let blocking = tokio::spawn(async move {
-            handler
-                .send_message(&CallContext::v1(), send("wait", false))
-                .await
-        });
-        let id = s.ids.recv().await.expect("the agent says its task");
+        let (blocking, id) = waiting(&mut s).await;
         assert_eq!(s.store.writes(), (0, 0), "held while nobody knows it");
         assert!(stored(&s, &id).await.is_none());
         let got = s
@@ -570,13 +582,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_task_held_too_long_is_written() {
         let mut s = setup();
-        let handler = s.handler.clone();
-        let blocking = tokio::spawn(async move {
-            handler
-                .send_message(&CallContext::v1(), send("wait", false))
-                .await
-        });
-        let id = s.ids.recv().await.expect("the agent says its task");
+        let (blocking, id) = waiting(&mut s).await;
         let listed = || async {
             s.handler
                 .list_tasks(&CallContext::v1(), ListTasksRequest::default())

@@ -79,6 +79,22 @@ macro_rules! over_all_bindings {
     };
 }
 
+// ----- SQLite files -------------------------------------------------------
+
+/// A new SQLite file's path in the temporary directory (not created).
+pub fn temp_db(prefix: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("{prefix}-{}.db", new_id()))
+}
+
+/// Removes an SQLite file with its write-ahead log and shared memory.
+pub fn remove_db(path: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let _ = std::fs::remove_file(p);
+    }
+}
+
 // ----- servers -------------------------------------------------------------
 
 /// Serves `server` on 127.0.0.1 with an ephemeral port, in the background.
