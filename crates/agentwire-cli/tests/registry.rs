@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -17,6 +15,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use common::Env;
+use common::registry::Registry;
 use http::{HeaderMap, StatusCode, header};
 use serde_json::{Value, json};
 use std::sync::Mutex;
@@ -24,61 +23,17 @@ use std::sync::Mutex;
 const ALICE: &str = "alice-token-0001";
 const BOB: &str = "bob-token-0002";
 
-/// A registry process, stopped when dropped.
-struct Registry {
-    child: Child,
-    url: String,
-}
-
-impl Registry {
-    fn start(env: &Env, extra: &[&str]) -> Self {
-        let tokens = env.home().join("publishers.txt");
-        std::fs::write(&tokens, format!("alice {ALICE}\nbob {BOB}\n")).expect("tokens file");
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
-        cmd.args(["registry", "serve", "--port", "0"])
-            .args(if extra.contains(&"--store") {
-                &[][..]
-            } else {
-                &["--store", "memory"][..]
-            })
-            .arg("--tokens")
-            .arg(&tokens)
-            .args(["--refresh-min", "200ms", "--unreachable-after", "2"])
-            .args(extra)
-            .env("HOME", env.home())
-            .env("A2A_LOG", "error")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        for (k, _) in std::env::vars() {
-            if k.starts_with("A2ACLI_") || k.starts_with("A2A_REGISTRY") {
-                cmd.env_remove(k);
-            }
-        }
-        let mut child = cmd.spawn().expect("start a2a registry serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut url = None;
-        while Instant::now() < deadline {
-            let Some(Ok(line)) = lines.next() else { break };
-            if let Some(rest) = line.strip_prefix("Serving ") {
-                url = rest.rsplit(" on ").next().map(str::to_owned);
-                break;
-            }
-        }
-        // Keep draining stdout so the process never blocks on it.
-        std::thread::spawn(move || for _ in lines {});
-        let url = url.expect("the registry printed its address");
-        Self { child, url }
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A registry with the publishers alice and bob, that refreshes often and
+/// calls an agent unreachable after two failed fetches.
+fn start(env: &Env, extra: &[&str]) -> Registry {
+    let mut args = vec!["--refresh-min", "200ms", "--unreachable-after", "2"];
+    args.extend_from_slice(extra);
+    Registry::start(
+        env,
+        &[("alice", ALICE), ("bob", BOB)],
+        &args,
+        Duration::from_secs(30),
+    )
 }
 
 /// An agent card served with an ETag, that the test can change; counts
@@ -204,22 +159,12 @@ fn ids(search: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publish_search_list_explore_route_and_withdraw() {
     let env = Env::new();
-    let reg = Registry::start(&env, &[]);
+    let reg = start(&env, &[]);
     let host = CardHost::new(weather_card(None));
     let (addr, _server) = host.serve("127.0.0.1:0").await;
 
     // By URL (a host: the well-known path is appended), and by value.
-    let out = env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &reg.url,
-        "--bearer",
-        ALICE,
-        &addr,
-        "-o",
-        "json",
-    ]);
+    let out = reg.publish(&env, ALICE, &addr, &["-o", "json"]);
     out.expect(0);
     let weather = out.json();
     assert_eq!(weather["created"], true);
@@ -231,19 +176,7 @@ async fn publish_search_list_explore_route_and_withdraw() {
     );
     assert_eq!(weather["entry"]["metadata"]["signature"], "unsigned");
     let file = write_card(&env, "fx.json", &fx_card());
-    let out = env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &reg.url,
-        "--bearer",
-        ALICE,
-        &file,
-        "--tag",
-        "finance",
-        "-o",
-        "json",
-    ]);
+    let out = reg.publish(&env, ALICE, &file, &["--tag", "finance", "-o", "json"]);
     out.expect(0);
     let fx = out.json();
     let fx_id = fx["entry"]["identifier"].as_str().unwrap().to_owned();
@@ -253,19 +186,7 @@ async fn publish_search_list_explore_route_and_withdraw() {
     );
     assert!(fx["entry"]["data"].is_object(), "by value: {fx}");
     // Published again: an update (of the whole entry), not a second entry.
-    let again = env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &reg.url,
-        "--bearer",
-        ALICE,
-        &file,
-        "--tag",
-        "finance",
-        "-o",
-        "json",
-    ]);
+    let again = reg.publish(&env, ALICE, &file, &["--tag", "finance", "-o", "json"]);
     again.expect(0);
     assert_eq!(again.json()["created"], false);
 
@@ -567,31 +488,12 @@ async fn publish_search_list_explore_route_and_withdraw() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_publisher_changes_an_entry() {
     let env = Env::new();
-    let reg = Registry::start(&env, &[]);
+    let reg = start(&env, &[]);
     let file = write_card(&env, "fx.json", &fx_card());
-    env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &reg.url,
-        "--bearer",
-        ALICE,
-        &file,
-    ])
-    .expect(0);
+    reg.publish(&env, ALICE, &file, &[]).expect(0);
     let id = "urn:air:fx.example.com:agent:currency-exchange-agent";
     // Bob can neither overwrite nor withdraw Alice's entry.
-    let out = env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &reg.url,
-        "--bearer",
-        BOB,
-        &file,
-        "-o",
-        "json",
-    ]);
+    let out = reg.publish(&env, BOB, &file, &["-o", "json"]);
     out.expect(4);
     assert!(
         out.json()["error"]["message"]
@@ -610,17 +512,12 @@ async fn only_the_publisher_changes_an_entry() {
     ])
     .expect(4);
     // Bob publishes the same card under an identifier of his own.
-    env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &reg.url,
-        "--bearer",
+    reg.publish(
+        &env,
         BOB,
         &file,
-        "--id",
-        "urn:air:bob.example.org:agent:fx",
-    ])
+        &["--id", "urn:air:bob.example.org:agent:fx"],
+    )
     .expect(0);
     // No token, or a wrong one: refused.
     let anon = env.run(&[
@@ -637,17 +534,7 @@ async fn only_the_publisher_changes_an_entry() {
         anon.json()["error"]["code"],
         "A2ACLI_ERR_CREDENTIALS_MISSING"
     );
-    let wrong = env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &reg.url,
-        "--bearer",
-        "not-a-token",
-        &file,
-        "-o",
-        "json",
-    ]);
+    let wrong = reg.publish(&env, "not-a-token", &file, &["-o", "json"]);
     wrong.expect(4);
     assert_eq!(wrong.json()["error"]["code"], "A2ACLI_ERR_AUTH_FAILED");
     // Alice's entry is untouched; both are listed, each with its owner.
@@ -684,19 +571,10 @@ async fn only_the_publisher_changes_an_entry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_card_is_refetched_with_its_etag_and_reindexed() {
     let env = Env::new();
-    let reg = Registry::start(&env, &[]);
+    let reg = start(&env, &[]);
     let host = CardHost::new(weather_card(None));
     let (addr, _server) = host.serve("127.0.0.1:0").await;
-    env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &reg.url,
-        "--bearer",
-        ALICE,
-        &addr,
-    ])
-    .expect(0);
+    reg.publish(&env, ALICE, &addr, &[]).expect(0);
     // Unchanged: revalidated with If-None-Match, answered 304.
     let h = host.clone();
     eventually("the registry revalidates the card", || {
@@ -758,19 +636,10 @@ async fn a_changed_card_is_refetched_with_its_etag_and_reindexed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_agent_leaves_search_until_it_returns() {
     let env = Env::new();
-    let reg = Registry::start(&env, &[]);
+    let reg = start(&env, &[]);
     let host = CardHost::new(weather_card(None));
     let (addr, server) = host.serve("127.0.0.1:0").await;
-    env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &reg.url,
-        "--bearer",
-        ALICE,
-        &addr,
-    ])
-    .expect(0);
+    reg.publish(&env, ALICE, &addr, &[]).expect(0);
     let search = |e: &Env, url: &str| {
         ids(&e
             .run(&[
@@ -840,7 +709,7 @@ async fn an_unreachable_agent_leaves_search_until_it_returns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_0x_card_is_listed_as_such_and_not_routed() {
     let env = Env::new();
-    let reg = Registry::start(&env, &[]);
+    let reg = start(&env, &[]);
     let old = json!({
         "name": "Legacy Translator", "description": "Translates documents between languages.",
         "version": "0.9.0", "protocolVersion": "0.3.0", "url": "https://legacy.example.com/a2a",
@@ -850,17 +719,7 @@ async fn a_0x_card_is_listed_as_such_and_not_routed() {
                     "tags": ["translation"], "examples": ["Translate this letter into German"]}]
     });
     let file = write_card(&env, "old.json", &old);
-    let out = env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &reg.url,
-        "--bearer",
-        ALICE,
-        &file,
-        "-o",
-        "json",
-    ]);
+    let out = reg.publish(&env, ALICE, &file, &["-o", "json"]);
     out.expect(0);
     assert!(out.stderr.contains("A2A 0.3.0 card"), "{}", out.stderr);
     let p = out.json();
@@ -897,17 +756,7 @@ async fn a_0x_card_is_listed_as_such_and_not_routed() {
     let mut bad = fx_card();
     bad["defaultInputModes"] = json!([]);
     let file = write_card(&env, "bad.json", &bad);
-    let out = env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &reg.url,
-        "--bearer",
-        ALICE,
-        &file,
-        "-o",
-        "json",
-    ]);
+    let out = reg.publish(&env, ALICE, &file, &["-o", "json"]);
     out.expect(1);
     let err = out.json();
     assert_eq!(err["error"]["code"], "A2ACLI_ERR_CARD_INVALID");
@@ -923,23 +772,14 @@ async fn a_0x_card_is_listed_as_such_and_not_routed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registry_references_and_the_find_agent_skill() {
     let env = Env::new();
-    let reg = Registry::start(&env, &[]);
+    let reg = start(&env, &[]);
     let echo = common::serve(agentwire_server::A2aServer::new(
         agentwire_agents::echo::card(),
         agentwire_agents::echo::EchoAgent,
     ))
     .await;
     let echo_addr = common::host(&echo);
-    env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &reg.url,
-        "--bearer",
-        ALICE,
-        &echo_addr,
-    ])
-    .expect(0);
+    reg.publish(&env, ALICE, &echo_addr, &[]).expect(0);
     // -a registry:NAME resolves to the agent's card before anything else.
     let card = env.run(&[
         "card",
@@ -1000,7 +840,7 @@ async fn registry_references_and_the_find_agent_skill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_finds_the_compatibility_agent_through_the_registry() {
     let env = Env::new();
-    let reg = Registry::start(&env, &[]);
+    let reg = start(&env, &[]);
     let agent = common::serve(agentwire_server::A2aServer::new(
         agentwire_agents::depcompat::card(),
         agentwire_agents::depcompat::DepCompatAgent,
@@ -1010,16 +850,8 @@ async fn the_demo_finds_the_compatibility_agent_through_the_registry() {
     let out = env.run(&["demo", "--registry", &reg.url]);
     out.expect(1);
     assert!(out.stderr.contains("no agent to choose"), "{}", out.stderr);
-    env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &reg.url,
-        "--bearer",
-        ALICE,
-        &common::host(&agent),
-    ])
-    .expect(0);
+    reg.publish(&env, ALICE, &common::host(&agent), &[])
+        .expect(0);
     let out = env.run(&["demo", "--registry", &reg.url]);
     out.expect(0);
     assert!(
@@ -1039,7 +871,7 @@ async fn the_demo_finds_the_compatibility_agent_through_the_registry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agents_of_an_ai_catalog_are_ingested() {
     let env = Env::new();
-    let reg = Registry::start(&env, &[]);
+    let reg = start(&env, &[]);
     let host = CardHost::new(weather_card(None));
     let (addr, _server) = host.serve("127.0.0.1:0").await;
     let catalog = json!({
@@ -1148,25 +980,14 @@ async fn replicas_share_a_postgres_store() {
         return;
     };
     let env = Env::new();
-    let a = Registry::start(&env, &["--store", &url]);
-    let b = Registry::start(&env, &["--store", &url]);
+    let a = start(&env, &["--store", &url]);
+    let b = start(&env, &["--store", &url]);
     let id = format!(
         "urn:air:replica-{}.example.com:agent:fx",
         std::process::id()
     );
     let file = write_card(&env, "fx.json", &fx_card());
-    env.run(&[
-        "registry",
-        "publish",
-        "--registry",
-        &a.url,
-        "--bearer",
-        ALICE,
-        &file,
-        "--id",
-        &id,
-    ])
-    .expect(0);
+    a.publish(&env, ALICE, &file, &["--id", &id]).expect(0);
     let e2 = Env::new();
     let found = |e: &Env, reg: &str| {
         ids(&e

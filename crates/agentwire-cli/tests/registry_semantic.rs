@@ -42,72 +42,24 @@ fn an_embedder_that_cannot_be_loaded_is_refused_with_the_reason() {
 
 #[cfg(feature = "semantic")]
 mod with_the_model {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Child, Command, Stdio};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use serde_json::Value;
 
     use super::common::Env;
+    use super::common::registry::Registry;
 
     const TOKEN: &str = "alice-token-0001";
     const CARDS: &str = include_str!("../../agentwire-registry/tests/data/routing-cards.json");
 
-    /// A registry process with the model, stopped when dropped.
-    struct Registry {
-        child: Child,
-        url: String,
-        banner: Vec<String>,
-    }
-
-    impl Registry {
-        fn start(env: &Env, model: &str) -> Self {
-            let tokens = env.home().join("publishers.txt");
-            std::fs::write(&tokens, format!("alice {TOKEN}\n")).expect("tokens file");
-            let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
-            cmd.args(["registry", "serve", "--port", "0", "--store", "memory"])
-                .arg("--tokens")
-                .arg(&tokens)
-                .args(["--embedder", model])
-                .env("HOME", env.home())
-                .env("A2A_LOG", "error")
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit());
-            for (k, _) in std::env::vars() {
-                if k.starts_with("A2ACLI_") || k.starts_with("A2A_REGISTRY") {
-                    cmd.env_remove(k);
-                }
-            }
-            let mut child = cmd.spawn().expect("start a2a registry serve");
-            let stdout = child.stdout.take().expect("stdout");
-            let mut lines = BufReader::new(stdout).lines();
-            // Loading the model takes a moment.
-            let deadline = Instant::now() + Duration::from_secs(60);
-            let mut banner = Vec::new();
-            let mut url = None;
-            while Instant::now() < deadline {
-                let Some(Ok(line)) = lines.next() else { break };
-                if let Some(rest) = line.strip_prefix("Serving ") {
-                    url = rest.rsplit(" on ").next().map(str::to_owned);
-                }
-                let done = line.starts_with("Press Ctrl-C");
-                banner.push(line);
-                if done {
-                    break;
-                }
-            }
-            std::thread::spawn(move || for _ in lines {});
-            let url = url.expect("the registry printed its address");
-            Self { child, url, banner }
-        }
-    }
-
-    impl Drop for Registry {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+    /// A registry process with the model; loading it takes a moment.
+    fn start(env: &Env, model: &str) -> Registry {
+        Registry::start(
+            env,
+            &[("alice", TOKEN)],
+            &["--embedder", model],
+            Duration::from_secs(60),
+        )
     }
 
     fn route(env: &Env, reg: &Registry, text: &str) -> Value {
@@ -134,7 +86,7 @@ mod with_the_model {
             );
         };
         let env = Env::new();
-        let reg = Registry::start(&env, model.to_str().expect("a UTF-8 path"));
+        let reg = start(&env, model.to_str().expect("a UTF-8 path"));
         assert!(
             reg.banner
                 .iter()
@@ -146,16 +98,8 @@ mod with_the_model {
         for (i, card) in cards.iter().enumerate() {
             let file = env.cwd().join(format!("card-{i}.json"));
             std::fs::write(&file, card.to_string()).expect("write card");
-            env.run(&[
-                "registry",
-                "publish",
-                "--registry",
-                &reg.url,
-                "--bearer",
-                TOKEN,
-                file.to_str().expect("path"),
-            ])
-            .expect(0);
+            reg.publish(&env, TOKEN, file.to_str().expect("path"), &[])
+                .expect(0);
         }
         // Words no card uses: the model finds the skill.
         for (text, agent, skill) in [

@@ -27,7 +27,7 @@
 //! the share of requests labelled "none" answered with `noFit`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use agentwire_client::registry::{
@@ -125,13 +125,16 @@ struct Remembering {
     seen: Mutex<HashMap<String, Vec<f32>>>,
 }
 
+impl Remembering {
+    fn seen(&self) -> Result<MutexGuard<'_, HashMap<String, Vec<f32>>>, EmbedError> {
+        self.seen.lock().map_err(|_| EmbedError("poisoned".into()))
+    }
+}
+
 impl Embedder for Remembering {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let missing: Vec<&str> = {
-            let seen = self
-                .seen
-                .lock()
-                .map_err(|_| EmbedError("poisoned".into()))?;
+            let seen = self.seen()?;
             texts
                 .iter()
                 .copied()
@@ -140,18 +143,12 @@ impl Embedder for Remembering {
         };
         if !missing.is_empty() {
             let vectors = self.model.embed(&missing)?;
-            let mut seen = self
-                .seen
-                .lock()
-                .map_err(|_| EmbedError("poisoned".into()))?;
+            let mut seen = self.seen()?;
             for (t, v) in missing.iter().zip(vectors) {
                 seen.insert((*t).to_owned(), v);
             }
         }
-        let seen = self
-            .seen
-            .lock()
-            .map_err(|_| EmbedError("poisoned".into()))?;
+        let seen = self.seen()?;
         texts
             .iter()
             .map(|t| {
@@ -161,6 +158,19 @@ impl Embedder for Remembering {
             })
             .collect()
     }
+}
+
+/// A memory registry of `cards`, embedded with `model` as they are
+/// published, and how long publishing them took.
+async fn publish_embedding(cards: &[Value], model: &Arc<dyn Embedder>) -> (Registry, Duration) {
+    let started = Instant::now();
+    let reg = registry_embedding(
+        Arc::new(MemoryRegistryStore::new()),
+        cards,
+        Some(Arc::clone(model)),
+    )
+    .await;
+    (reg, started.elapsed())
 }
 
 async fn registry_with(store: Arc<dyn RegistryStore>, cards: &[Value]) -> Registry {
@@ -273,16 +283,7 @@ fn evaluate_halves(
         if i % 2 == 1 && !held_out {
             continue;
         }
-        let routed = r
-            .route_with(
-                &RouteRequest {
-                    text: l.text.clone(),
-                    filter: None,
-                    limit: Some(10),
-                },
-                config,
-            )
-            .expect("route");
+        let routed = route_with(r, &l.text, 10, config);
         if i % 2 == 0 {
             train.add(l, &routed);
         } else {
@@ -301,16 +302,7 @@ fn evaluate_where(
 ) -> Scores {
     let mut s = Scores::default();
     for (_, l) in set.iter().enumerate().filter(|(i, _)| keep(*i)) {
-        let routed = r
-            .route_with(
-                &RouteRequest {
-                    text: l.text.clone(),
-                    filter: None,
-                    limit: Some(10),
-                },
-                config,
-            )
-            .expect("route");
+        let routed = route_with(r, &l.text, 10, config);
         s.add(l, &routed);
     }
     s
@@ -539,6 +531,54 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// "p50 …  p99 …" of sorted latencies.
+fn p50_p99(sorted: &[Duration]) -> String {
+    format!(
+        "p50 {}  p99 {}",
+        ms(percentile(sorted, 0.5)),
+        ms(percentile(sorted, 0.99))
+    )
+}
+
+/// How long `run` takes on each item, sorted.
+fn latencies<T>(items: impl IntoIterator<Item = T>, mut run: impl FnMut(T)) -> Vec<Duration> {
+    let mut lat: Vec<Duration> = items
+        .into_iter()
+        .map(|item| {
+            let t = Instant::now();
+            run(item);
+            t.elapsed()
+        })
+        .collect();
+    lat.sort();
+    lat
+}
+
+/// `text` routed with `config`, the best `limit` skills.
+fn route_with(r: &Registry, text: &str, limit: u32, config: &RouterConfig) -> RouteResponse {
+    r.route_with(
+        &RouteRequest {
+            text: text.to_owned(),
+            filter: None,
+            limit: Some(limit),
+        },
+        config,
+    )
+    .expect("route")
+}
+
+/// How long routing each text takes in process, sorted.
+fn route_latencies<'a>(reg: &Registry, texts: impl IntoIterator<Item = &'a str>) -> Vec<Duration> {
+    latencies(texts, |text| {
+        reg.route(&RouteRequest {
+            text: text.to_owned(),
+            filter: None,
+            limit: Some(3),
+        })
+        .expect("route");
+    })
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -771,16 +811,7 @@ async fn main() {
         .enumerate()
         .filter(|(i, _)| (i % 2 == 1) != show_train)
     {
-        let routed = r
-            .route_with(
-                &RouteRequest {
-                    text: l.text.clone(),
-                    filter: None,
-                    limit: Some(3),
-                },
-                &config,
-            )
-            .expect("route");
+        let routed = route_with(&r, &l.text, 3, &config);
         let got = routed
             .chosen()
             .map(|m| format!("{} / {}", m.agent_name, m.skill_id));
@@ -809,14 +840,7 @@ async fn main() {
         set.iter()
             .enumerate()
             .filter(|(i, _)| (i % 2 == 1) != show_train)
-            .map(|(i, l)| {
-                let request = RouteRequest {
-                    text: l.text.clone(),
-                    filter: None,
-                    limit: Some(5),
-                };
-                (i, l, r.route_with(&request, &config).expect("route"))
-            })
+            .map(|(i, l)| (i, l, route_with(&r, &l.text, 5, &config)))
     };
     // `EXPLAIN=1`: the best five skills of every miss, with their scores.
     if std::env::var_os("EXPLAIN").is_some() {
@@ -860,47 +884,19 @@ async fn main() {
         // (nothing remembered), on the labelled cards.
         println!();
         println!("With the model, on the 30 labelled cards:");
-        let started = Instant::now();
-        let reg = registry_embedding(
-            Arc::new(MemoryRegistryStore::new()),
-            &cards,
-            Some(Arc::clone(model)),
-        )
-        .await;
-        let took = started.elapsed();
+        let (reg, took) = publish_embedding(&cards, model).await;
         println!(
             "  publish with embedding: {} cards in {:.2} s ({:.1} ms a card)",
             cards.len(),
             took.as_secs_f64(),
             took.as_secs_f64() * 1000.0 / cards.len() as f64
         );
-        let mut elat = Vec::new();
-        let mut rlat = Vec::new();
-        for l in &set {
-            let t = Instant::now();
+        let elat = latencies(&set, |l| {
             model.embed(&[l.text.as_str()]).expect("embed");
-            elat.push(t.elapsed());
-            let t = Instant::now();
-            reg.route(&RouteRequest {
-                text: l.text.clone(),
-                filter: None,
-                limit: Some(3),
-            })
-            .expect("route");
-            rlat.push(t.elapsed());
-        }
-        elat.sort();
-        rlat.sort();
-        println!(
-            "  embedding one request: p50 {}  p99 {}",
-            ms(percentile(&elat, 0.5)),
-            ms(percentile(&elat, 0.99))
-        );
-        println!(
-            "  route in process with the model: p50 {}  p99 {}",
-            ms(percentile(&rlat, 0.5)),
-            ms(percentile(&rlat, 0.99))
-        );
+        });
+        let rlat = route_latencies(&reg, set.iter().map(|l| l.text.as_str()));
+        println!("  embedding one request: {}", p50_p99(&elat));
+        println!("  route in process with the model: {}", p50_p99(&rlat));
     }
 
     // Publish throughput and search latency with many cards.
@@ -979,22 +975,8 @@ async fn main() {
             ms(percentile(&lat, 0.99)),
             ms(*lat.last().unwrap_or(&Duration::ZERO))
         );
-        let mut rlat = Vec::new();
-        for q in &queries {
-            let t = Instant::now();
-            let _ = reg.route(&RouteRequest {
-                text: q.clone(),
-                filter: None,
-                limit: Some(3),
-            });
-            rlat.push(t.elapsed());
-        }
-        rlat.sort();
-        println!(
-            "  route in process: p50 {}  p99 {}",
-            ms(percentile(&rlat, 0.5)),
-            ms(percentile(&rlat, 0.99))
-        );
+        let rlat = route_latencies(&reg, queries.iter().map(String::as_str));
+        println!("  route in process: {}", p50_p99(&rlat));
         let server = RegistryServer::new(reg.clone())
             .background(false)
             .bind("127.0.0.1:0")
@@ -1024,36 +1006,18 @@ async fn main() {
     if let Some(model) = &model {
         // Routing with the model among many cards (memory store): every
         // skill's vector is compared with the request's.
-        let started = Instant::now();
-        let reg = registry_embedding(
-            Arc::new(MemoryRegistryStore::new()),
-            &all_cards,
-            Some(Arc::clone(model)),
-        )
-        .await;
-        let took = started.elapsed();
+        let (reg, took) = publish_embedding(&all_cards, model).await;
         println!(
             "  with the model: {} publishes in {:.1} s ({:.0} publishes/s, embedding included)",
             all_cards.len(),
             took.as_secs_f64(),
             all_cards.len() as f64 / took.as_secs_f64()
         );
-        let mut rlat = Vec::new();
-        for l in set.iter().take(a.queries) {
-            let t = Instant::now();
-            let _ = reg.route(&RouteRequest {
-                text: l.text.clone(),
-                filter: None,
-                limit: Some(3),
-            });
-            rlat.push(t.elapsed());
-        }
-        rlat.sort();
+        let rlat = route_latencies(&reg, set.iter().take(a.queries).map(|l| l.text.as_str()));
         println!(
-            "  route in process with the model ({} cards): p50 {}  p99 {}",
+            "  route in process with the model ({} cards): {}",
             reg.len(),
-            ms(percentile(&rlat, 0.5)),
-            ms(percentile(&rlat, 0.99))
+            p50_p99(&rlat)
         );
     }
     let targets = test.top1() >= 0.85 && test.recall() >= 0.8;

@@ -2,45 +2,13 @@
 //! cards, "no skill fits" and filters, and a semantic model plugged in
 //! through the `Embedder` trait.
 
+mod common;
+
 use std::sync::Arc;
 
-use agentwire_client::registry::{FilterValue, PublishRequest, RouteRequest};
-use agentwire_registry::store::MemoryRegistryStore;
-use agentwire_registry::{EmbedError, Embedder, Registry};
-use serde_json::Value;
-
-const CARDS: &str = include_str!("data/routing-cards.json");
-
-async fn registry(embedder: Option<Arc<dyn Embedder>>) -> Registry {
-    let mut b = Registry::builder(Arc::new(MemoryRegistryStore::new()));
-    if let Some(e) = embedder {
-        b = b.embedder(e);
-    }
-    let r = b.build().await.unwrap();
-    let cards: Vec<Value> = serde_json::from_str(CARDS).unwrap();
-    for c in cards {
-        r.publish(
-            "test",
-            PublishRequest {
-                card: Some(c),
-                ..Default::default()
-            },
-            None,
-        )
-        .await
-        .unwrap();
-    }
-    r
-}
-
-fn route(r: &Registry, text: &str) -> agentwire_client::registry::RouteResponse {
-    r.route(&RouteRequest {
-        text: text.into(),
-        filter: None,
-        limit: Some(3),
-    })
-    .unwrap()
-}
+use agentwire_client::registry::{FilterValue, RouteRequest};
+use agentwire_registry::{EmbedError, Embedder};
+use common::{registry, route};
 
 #[tokio::test]
 async fn requests_go_to_the_skill_whose_examples_fit() {

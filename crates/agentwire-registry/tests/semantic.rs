@@ -13,16 +13,19 @@
 //! alone miss.
 #![cfg(feature = "semantic")]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentwire_client::registry::{PublishRequest, RouteRequest, RouteResponse};
+use agentwire_client::registry::RouteResponse;
 use agentwire_registry::embed::{Pooling, SentenceEmbedder};
 use agentwire_registry::store::MemoryRegistryStore;
 use agentwire_registry::{Embedder, Registry};
 use candle_core::{DType, Device};
 use candle_nn::{VarBuilder, VarMap};
 use candle_transformers::models::bert::{BertModel, Config};
+use common::{publish, registry, route};
 use serde_json::{Value, json};
 
 const WORDS: &[&str] = &[
@@ -282,39 +285,6 @@ fn the_real_model_gives_the_vectors_of_sentence_transformers() {
     }
 }
 
-const CARDS: &str = include_str!("data/routing-cards.json");
-
-async fn registry(embedder: Option<Arc<dyn Embedder>>) -> Registry {
-    let mut b = Registry::builder(Arc::new(MemoryRegistryStore::new()));
-    if let Some(e) = embedder {
-        b = b.embedder(e);
-    }
-    let r = b.build().await.unwrap();
-    let cards: Vec<Value> = serde_json::from_str(CARDS).unwrap();
-    for c in cards {
-        r.publish(
-            "test",
-            PublishRequest {
-                card: Some(c),
-                ..Default::default()
-            },
-            None,
-        )
-        .await
-        .unwrap();
-    }
-    r
-}
-
-fn route(r: &Registry, text: &str) -> RouteResponse {
-    r.route(&RouteRequest {
-        text: text.into(),
-        filter: None,
-        limit: Some(3),
-    })
-    .unwrap()
-}
-
 fn chosen(a: &RouteResponse) -> Option<(String, String)> {
     a.chosen()
         .map(|m| (m.agent_name.clone(), m.skill_id.clone()))
@@ -399,22 +369,7 @@ async fn a_changed_card_gets_new_vectors_and_unchanged_skills_keep_theirs() {
             ]
         })
     };
-    let publish = |c: Value| {
-        let r = r.clone();
-        async move {
-            r.publish(
-                "test",
-                PublishRequest {
-                    card: Some(c),
-                    ..Default::default()
-                },
-                None,
-            )
-            .await
-            .unwrap()
-        }
-    };
-    publish(card(vec!["how often should I water my cactus?"])).await;
+    publish(&r, card(vec!["how often should I water my cactus?"])).await;
     // Two texts a skill: an example and the description (the request's own
     // embeddings are counted too).
     assert_eq!(count(), 4);
@@ -423,13 +378,16 @@ async fn a_changed_card_gets_new_vectors_and_unchanged_skills_keep_theirs() {
     assert_eq!(before.matches[0].skill_id, "plants", "{before:?}");
     assert_eq!(count(), 5);
     // The same card again: nothing embedded again.
-    publish(card(vec!["how often should I water my cactus?"])).await;
+    publish(&r, card(vec!["how often should I water my cactus?"])).await;
     assert_eq!(count(), 5);
     // One skill changed: only its texts are embedded.
-    publish(card(vec![
-        "how often should I water my cactus?",
-        "do orchids need sun?",
-    ]))
+    publish(
+        &r,
+        card(vec![
+            "how often should I water my cactus?",
+            "do orchids need sun?",
+        ]),
+    )
     .await;
     assert_eq!(count(), 8);
     let after = route(&r, ask);

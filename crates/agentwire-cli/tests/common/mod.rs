@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod interop;
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
