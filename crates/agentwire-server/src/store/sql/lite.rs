@@ -909,28 +909,6 @@ impl Threads {
     }
 }
 
-/// Folds the artifact chunks of `tasks` in one transaction of their own.
-/// A failure leaves the chunks where they are (reads apply them): it is
-/// only logged.
-fn fold(db: &LiteDb, tables: &Tables<Lite>, tasks: &[String]) {
-    if let Err(e) = db.control("BEGIN IMMEDIATE") {
-        tracing::debug!(error = %e, "task store: folding artifact chunks: cannot begin");
-        return;
-    }
-    for task in tasks {
-        if let Err(e) = now(tables.fold(task)) {
-            tracing::debug!(task = %task, error = %e, "task store: folding artifact chunks failed");
-            if db.is_autocommit() {
-                return;
-            }
-        }
-    }
-    if let Err(e) = db.control("COMMIT") {
-        let _ = db.batch("ROLLBACK");
-        tracing::debug!(error = %e, "task store: folding artifact chunks: cannot commit");
-    }
-}
-
 /// A reader thread: each job alone, outside any transaction.
 fn read_loop(conn: Connection, rx: &flume::Receiver<Box<dyn Job>>) {
     let tables = Tables::one_pool(LiteDb::new(conn));
@@ -1020,7 +998,7 @@ fn write_loop(
     wal: &WalState,
 ) {
     let db = LiteDb::new(conn);
-    let tables = Tables::counting(db.clone()).folding_later();
+    let tables = Tables::counting(db.clone());
     // A job that must run alone, met while a batch was being filled: it
     // runs once that batch is committed.
     let mut pending: Option<Box<dyn Job>> = None;
@@ -1121,12 +1099,6 @@ fn write_loop(
                 fences.after(&*done, true);
             }
             done.answer(commit.as_ref().map(|_| ()));
-        }
-        // The artifact chunks of the turns that ended, folded into their
-        // tasks now that those writes are answered (see `Tables::fold`).
-        let folds = tables.take_folds();
-        if commit.is_ok() && !folds.is_empty() {
-            fold(&db, &tables, &folds);
         }
         // Nothing else writes while the writer copies the rest of the log:
         // all of it is then in the database, and the next transaction

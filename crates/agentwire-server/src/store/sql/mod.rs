@@ -775,8 +775,6 @@ const READ_FOR_UPDATE: &str = "SELECT version, owner_tenant, owner_principal, he
      artifacts FROM a2a_tasks WHERE id = $1";
 /// The artifact chunks of a task.
 const CHUNKS_OF: &str = "SELECT seq, chunk FROM a2a_artifact_chunks WHERE task_id = $1";
-/// The artifacts of a task, its chunks folded in ([`Tables::fold`]).
-const SET_ARTIFACTS: &str = "UPDATE a2a_tasks SET artifacts = $1 WHERE id = $2";
 /// Deletes the artifact chunks of a task (folded into its artifacts).
 const DELETE_CHUNKS: &str = "DELETE FROM a2a_artifact_chunks WHERE task_id = $1";
 /// What an artifact update reads of its task.
@@ -948,10 +946,6 @@ pub(crate) struct Tables<D: Dialect> {
     /// writer whose transactions apply them before committing
     /// ([`Tables::flush_counts`]); `None` for a reader.
     pub counts: Option<Arc<parking_lot::Mutex<Counts>>>,
-    /// Tasks whose turn ended with artifact chunks, to be folded into
-    /// their artifacts after the commit that answered ([`Tables::fold`]):
-    /// for a writer that folds later (SQLite's); `None` folds at once.
-    pub folds: Option<Arc<parking_lot::Mutex<Vec<String>>>>,
 }
 
 impl<D: Dialect> Tables<D> {
@@ -961,63 +955,7 @@ impl<D: Dialect> Tables<D> {
             writer: pool.clone(),
             reader: pool,
             counts: None,
-            folds: None,
         }
-    }
-
-    /// A writer that folds a task's chunks after the commit of the write
-    /// that ended its turn, not in it ([`Tables::take_folds`]).
-    pub fn folding_later(mut self) -> Self {
-        self.folds = Some(Default::default());
-        self
-    }
-
-    /// The tasks to fold since the last call (see [`Tables::fold`]).
-    pub fn take_folds(&self) -> Vec<String> {
-        self.folds
-            .as_ref()
-            .map(|f| std::mem::take(&mut *f.lock()))
-            .unwrap_or_default()
-    }
-
-    /// Folds a task's artifact chunks into its artifacts and deletes them
-    /// (in the caller's transaction). What the task reads as stays the
-    /// same: reads apply the chunks after the artifacts.
-    pub async fn fold(&self, task_id: &str) -> A2aResult<()> {
-        let what = || format!("folding the artifact chunks of task {task_id}");
-        let mut conn = D::on(&self.writer);
-        let Some(row) = conn
-            .fetch_optional(Stmt::new(READ_FOR_UPDATE).arg(task_id))
-            .await
-            .map_err(|e| fail::<D>(&what(), e))?
-        else {
-            return Ok(());
-        };
-        let old = Stored::from_row(&row)?;
-        let mut task = old.task(task_id)?;
-        let chunks = conn
-            .fetch_all(Stmt::new(CHUNKS_OF).arg(task_id))
-            .await
-            .map_err(|e| fail::<D>(&what(), e))?
-            .iter()
-            .map(|r| Ok((r.i64("seq")?, r.blob("chunk")?)))
-            .collect::<A2aResult<Vec<_>>>()?;
-        if chunks.is_empty() {
-            return Ok(());
-        }
-        fold_chunks(task_id, &mut task, chunks)?;
-        let new = TaskRow::encode(task);
-        conn.execute(
-            Stmt::new(SET_ARTIFACTS)
-                .arg(new.artifacts.as_slice())
-                .arg(task_id),
-        )
-        .await
-        .map_err(|e| fail::<D>(&what(), e))?;
-        conn.execute(Stmt::new(DELETE_CHUNKS).arg(task_id))
-            .await
-            .map_err(|e| fail::<D>(&what(), e))?;
-        Ok(())
     }
 
     /// [`Tables::one_pool`] for a writer that applies the counters' changes
@@ -1171,13 +1109,7 @@ impl<D: Dialect> Tables<D> {
         apply_update(&mut task, update.clone())?;
         let state = task.state();
         if old.chunked && state.ends_turn() {
-            match &self.folds {
-                // The status written as any other; its chunks folded after
-                // the commit that answers it (what the task reads as is the
-                // same either way).
-                Some(folds) if log.is_none() => folds.lock().push(task_id.to_owned()),
-                _ => return self.update_locked(task_id, update, log).await,
-            }
+            return self.update_locked(task_id, update, log).await;
         }
         let new = TaskRow::encode(task);
         let now = now_millis();
