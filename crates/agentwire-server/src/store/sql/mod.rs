@@ -47,7 +47,6 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -820,25 +819,6 @@ pub(crate) fn append_query<D: Dialect>(prefix: &str) -> String {
     )
 }
 
-/// [`append_query`] answering with the task's state: an artifact update
-/// without an event log is this one statement (no read of the task before
-/// it). The text is made once for a dialect without row locks (SQLite).
-fn append_returning_query<D: Dialect>() -> Cow<'static, str> {
-    fn text(lock: &str) -> String {
-        format!(
-            "INSERT INTO a2a_artifact_chunks (task_id, chunk) SELECT id, $1 FROM a2a_tasks \
-             WHERE id = $2 AND state NOT IN {TERMINAL_STATES_SQL}{lock} \
-             RETURNING (SELECT state FROM a2a_tasks WHERE id = $2) AS state"
-        )
-    }
-    static UNLOCKED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    if D::LOCK_ROWS.is_empty() {
-        Cow::Borrowed(UNLOCKED.get_or_init(|| text("")).as_str())
-    } else {
-        Cow::Owned(text(D::LOCK_ROWS))
-    }
-}
-
 /// The insert of a new task: [`INSERT_TASK`] with its arguments.
 #[cfg(any(feature = "sqlite", test))]
 fn insert_task<'a>(row: &'a TaskRow, owner: &'a Owner, now: i64) -> Stmt<'a> {
@@ -1154,40 +1134,13 @@ impl<D: Dialect> Tables<D> {
         log: Option<&L>,
     ) -> A2aResult<Updated> {
         let what = || format!("updating task {task_id}");
-        let Some(log) = log else {
-            // No event to record: one statement, which answers with the
-            // task's state when the task is open.
-            let TaskUpdate::Artifact {
-                artifact, append, ..
-            } = update
-            else {
-                return Err(A2aError::internal("task store: not an artifact update"));
-            };
-            let chunk = encode_chunk(artifact, append);
-            let written = D::on(&self.writer)
-                .fetch_optional(
-                    Stmt::new(append_returning_query::<D>())
-                        .arg(&chunk)
-                        .arg(task_id),
-                )
-                .await
-                .map_err(|e| fail::<D>(&what(), e))?;
-            if let Some(row) = written {
-                let n = row.i32("state")?;
-                let state = TaskState::try_from(n).map_err(|_| {
-                    A2aError::internal(format!("task store: task {task_id} has the bad state {n}"))
-                })?;
-                return Ok(Updated::new(state));
-            }
-            return Err(self.not_appended(task_id).await);
-        };
         // PostgreSQL: holding the task's row from here to the commit, so
         // the next statement (a new snapshot) sees the task's last event.
         let (state, context_id) = self.state_of(task_id, D::LOCK_ROWS).await?;
         if state.is_terminal() {
             return Err(closed_error(task_id, state));
         }
-        let event = log.update_event(task_id, &context_id, &update);
+        let event = log.and_then(|l| l.update_event(task_id, &context_id, &update));
         let TaskUpdate::Artifact {
             artifact, append, ..
         } = update
@@ -1196,21 +1149,21 @@ impl<D: Dialect> Tables<D> {
         };
         let chunk = encode_chunk(artifact, append);
         let mut conn = D::on(&self.writer);
-        match event {
-            Some(event) => {
+        match (log, event) {
+            (Some(l), Some(event)) => {
                 let written = conn
-                    .fetch_optional(log.append(task_id, &chunk, now_millis(), &event))
+                    .fetch_optional(l.append(task_id, &chunk, now_millis(), &event))
                     .await
                     .map_err(|e| fail::<D>(&what(), e))?;
                 if let Some(r) = written {
                     let (span, after) = logged_span(&r)?;
                     if let Some(seq) = after {
-                        log.announce(task_id, seq);
+                        l.announce(task_id, seq);
                     }
                     return Ok(Updated::new(state).logged(span));
                 }
             }
-            None => {
+            _ => {
                 let sql = append_query::<D>("");
                 let written = conn
                     .execute(Stmt::new(sql.as_str()).arg(&chunk).arg(task_id))
@@ -1221,20 +1174,16 @@ impl<D: Dialect> Tables<D> {
                 }
             }
         }
-        Err(self.not_appended(task_id).await)
-    }
-
-    /// Why an artifact update was not written: the task ended (or went)
-    /// before it (another replica, or a caller that bypasses the task
-    /// manager), or is unknown.
-    async fn not_appended(&self, task_id: &str) -> A2aError {
-        match self.state_of(task_id, "").await {
-            Ok((state, _)) if state.is_terminal() => closed_error(task_id, state),
-            Ok(_) => A2aError::internal(format!(
+        // The task ended (or went) between the read and the write: another
+        // replica, or a caller that bypasses the task manager.
+        let (state, _) = self.state_of(task_id, "").await?;
+        Err(if state.is_terminal() {
+            closed_error(task_id, state)
+        } else {
+            A2aError::internal(format!(
                 "task store: the artifact update of task {task_id} was not written"
-            )),
-            Err(e) => e,
-        }
+            ))
+        })
     }
 
     /// The state and context of a task (`TaskNotFound` when it is unknown),
