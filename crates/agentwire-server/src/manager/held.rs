@@ -535,14 +535,15 @@ mod tests {
         while stream.next().await.is_some() {}
         let task = stored(&s, &streamed).await.unwrap();
         assert_eq!(task.state(), TaskState::Completed);
-        // Both tasks: created, then working, the artifact, completed.
+        // Both tasks: created working (the first status is written with
+        // the task), then the artifact, completed.
         for _ in 0..100 {
             if stored(&s, &id).await.unwrap().state() == TaskState::Completed {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        assert_eq!(s.store.writes(), (2, 6));
+        assert_eq!(s.store.writes(), (2, 4));
     }
 
     /// A held task asked for by id (its agent may tell it) is written as

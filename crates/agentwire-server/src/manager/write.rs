@@ -180,9 +180,51 @@ impl TaskManager {
         if !live.state.lock().created {
             // Once per task: boxed, so that the future of every event does
             // not carry the creation's state.
-            Box::pin(self.create_locked(live, Some(&update))).await?;
+            if Box::pin(self.create_applying(live, &update)).await? {
+                return Ok(());
+            }
         }
         self.apply_locked(live, update).await
+    }
+
+    /// Creates the task (the caller holds `order`), with `update`, its
+    /// first event, applied in the same write when that changes nothing
+    /// anyone sees: a status that does not end the turn, in one process,
+    /// on a store that does I/O, for a task neither held nor given an
+    /// inline push config. The subscribers get the task (submitted) and
+    /// then the update's event, as when they are written one after the
+    /// other; only the store never holds the submitted task (nobody was
+    /// told of it before the write). One commit fewer for a task that is
+    /// streamed or answered before it ends. Returns whether `update` was
+    /// applied; otherwise the task is created as usual and `update` is not.
+    async fn create_applying(&self, live: &LiveTask, update: &TaskUpdate) -> A2aResult<bool> {
+        let with_update = self.cluster.is_none()
+            && self.store.immediate().is_none()
+            && matches!(update, TaskUpdate::Status { status, .. } if !status.state().ends_turn())
+            && {
+                let st = live.state.lock();
+                !st.hold && st.inline_push.is_none()
+            };
+        if !with_update {
+            self.create_locked(live, Some(update)).await?;
+            return Ok(false);
+        }
+        let Some(NewTask {
+            mut task,
+            event,
+            wanted,
+            ..
+        }) = self.new_task(live, Some(update))?
+        else {
+            return Ok(false);
+        };
+        let publish = Self::event_of(live, update, false);
+        crate::store::apply_update(&mut task, TaskUpdate::clone(update))?;
+        let state = task.state();
+        self.write_create(live, task).await?;
+        Self::mark_created(live, event.as_ref(), wanted);
+        self.publish_applied(live, Updated::new(state), &publish);
+        Ok(true)
     }
 
     /// Applies an update to an existing task and publishes its event; the
