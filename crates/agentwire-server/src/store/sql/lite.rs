@@ -666,7 +666,7 @@ pub(crate) enum Target {
 /// here reads the statistics. When SQLite was already initialised (another
 /// user of the library opened a database first) the call is refused and
 /// nothing changes.
-fn quiet_memory_statistics() {
+pub(crate) fn quiet_memory_statistics() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // SAFETY: `sqlite3_config` may be called before `sqlite3_initialize`

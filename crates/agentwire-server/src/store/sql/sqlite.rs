@@ -239,6 +239,9 @@ impl SqliteStore {
     /// [`SqliteStore::open`] with options.
     pub async fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> A2aResult<Self> {
         let path = path.as_ref();
+        // Before the migrator's connection: SQLite's global settings only
+        // take before its first use in the process.
+        crate::store::sql::lite::quiet_memory_statistics();
         // The schema is migrated with sqlx's migrator (its bookkeeping table
         // `_sqlx_migrations` is part of the file's format), on a connection
         // closed before the store's own connections open.
