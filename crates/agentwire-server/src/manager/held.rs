@@ -446,6 +446,22 @@ mod tests {
         (blocking, id)
     }
 
+    /// Lets the agent of [`waiting`] finish: the task completes, stored
+    /// with its artifact and its end written as usual (it was written
+    /// once already).
+    async fn completes_written(
+        s: &Setup,
+        blocking: tokio::task::JoinHandle<A2aResult<agentwire_types::SendMessageResponse>>,
+        id: &str,
+    ) {
+        s.gate.add_permits(1);
+        let answer = blocking.await.unwrap().unwrap();
+        let task = answer.task().expect("a task").clone();
+        assert_eq!(task.state(), TaskState::Completed);
+        assert_eq!(stored(s, id).await, Some(task));
+        assert_eq!(s.store.writes(), (1, 2), "then the artifact and the end");
+    }
+
     fn setup() -> Setup {
         let store = Arc::new(Counting::default());
         let (tx, ids) = mpsc::unbounded_channel();
@@ -569,12 +585,7 @@ mod tests {
         assert_eq!(got.state(), TaskState::Working);
         assert_eq!(stored(&s, &id).await, Some(got));
         assert_eq!(s.store.writes(), (1, 0));
-        s.gate.add_permits(1);
-        let answer = blocking.await.unwrap().unwrap();
-        let task = answer.task().expect("a task").clone();
-        assert_eq!(task.state(), TaskState::Completed);
-        assert_eq!(stored(&s, &id).await, Some(task));
-        assert_eq!(s.store.writes(), (1, 2), "then the artifact and the end");
+        completes_written(&s, blocking, &id).await;
     }
 
     /// A turn that lasts longer than the hold limit has its task written
@@ -600,11 +611,6 @@ mod tests {
         assert_eq!(tasks.len(), 1);
         assert_eq!(tasks[0].id, id);
         assert_eq!(tasks[0].state(), TaskState::Working);
-        s.gate.add_permits(1);
-        let answer = blocking.await.unwrap().unwrap();
-        let task = answer.task().expect("a task").clone();
-        assert_eq!(task.state(), TaskState::Completed);
-        assert_eq!(stored(&s, &id).await, Some(task));
-        assert_eq!(s.store.writes(), (1, 2), "then the artifact and the end");
+        completes_written(&s, blocking, &id).await;
     }
 }
