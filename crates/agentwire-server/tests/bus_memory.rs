@@ -383,6 +383,12 @@ async fn started(c: &Cluster) -> (String, Vec<StreamResponse>, EventStream, Even
 async fn lost_notices_are_made_up_by_a_resync() {
     let c = cluster();
     let (_, first, on_a, mut on_b) = started(&c).await;
+    // Each replica's listener starts with a resync (`EventBus::listen`);
+    // b's must be behind it before notices go missing, or a late one would
+    // catch b up and hide what this test is about. It runs as soon as its
+    // task is polled: a pause leaves it time on a loaded machine (seen
+    // once, under two builds beside the test run).
+    tokio::time::sleep(Duration::from_millis(100)).await;
     c.shared.deaf.store(true, Ordering::Release);
     c.open.send_replace(true);
     let mut seen_a = first;
