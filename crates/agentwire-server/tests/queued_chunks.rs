@@ -82,11 +82,12 @@ fn size_of(i: usize, size: usize, big: Option<usize>) -> usize {
 const BIG: usize = 16 * 1024;
 
 /// Streams `n` chunks of `size` bytes of artifact "out", then completes.
-/// With `full_after: Some(k)`, after queuing `k` chunks it makes the
-/// database full (its writer's `max_page_count`), queues chunk `k`, larger
-/// than a page, and [`AFTER`] small ones, checks that the database was full
-/// when they were written (a write of its own behind them fails, reported
-/// on `probe`), lets the database grow again after a pause, and goes on.
+/// With `full_after: Some(k)`, after queuing `k` chunks it holds the
+/// writer and has it make the database full (its writer's
+/// `max_page_count`), queues chunk `k`, larger than a page, and [`AFTER`]
+/// small ones behind that, checks that the database was full when they
+/// were written (a write of its own behind them fails, reported on
+/// `probe`), lets the database grow again after a pause, and goes on.
 struct Chunker {
     n: usize,
     size: usize,
@@ -100,58 +101,79 @@ impl AgentExecutor for Chunker {
         task.start_work().await?;
         for i in 0..self.n {
             if self.full_after == Some(i) {
-                // The writer runs this after the chunks queued so far.
-                self.store
-                    .with_writer(|c| {
-                        let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
-                        c.pragma_update_and_check(None, "max_page_count", pages, |r| {
-                            r.get::<_, i64>(0)
-                        })
-                    })
-                    .await?;
+                self.hold_writer_then_fill().await;
             }
             let size = size_of(i, self.size, self.full_after);
             let chunk = Artifact::text("out", chunk_text(i, size)).with_id("out");
             task.artifact_chunk(chunk, i > 0, i + 1 == self.n).await?;
             if self.full_after.is_some_and(|k| i == k + AFTER) {
-                // Behind the chunks just queued: the database is still
-                // full when this runs, so the large one was refused (the
-                // small ones after it may fit in the pages there are, and
-                // are refused only because it was).
-                let refused = self
-                    .store
-                    .with_writer(|c| {
-                        c.execute_batch(
-                            "CREATE TABLE probe_full(x BLOB); \
-                             INSERT INTO probe_full VALUES (zeroblob(262144));",
-                        )
-                    })
-                    .await
-                    .is_err();
-                let _ = self.probe.send(refused);
-                // The next chunk waits for the refused one to be written
-                // again, which waits for this.
-                let store = self.store.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                    store
-                        .with_writer(|c| {
-                            c.pragma_update_and_check(
-                                None,
-                                "max_page_count",
-                                1_073_741_823i64,
-                                |r| r.get::<_, i64>(0),
-                            )
-                        })
-                        .await
-                        .expect("let the database grow");
-                });
+                self.probe_then_grow();
             }
             if i % 16 == 15 {
                 tokio::task::yield_now().await;
             }
         }
         task.complete().await
+    }
+}
+
+impl Chunker {
+    /// Holds the writer in a job of its own (which then makes the
+    /// database full) until the chunks that follow are all queued behind
+    /// it: none of them is answered before they all are queued, whatever
+    /// the machine's timing.
+    async fn hold_writer_then_fill(&self) {
+        let inside = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&inside);
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            store
+                .with_writer(move |c| {
+                    flag.store(true, std::sync::atomic::Ordering::Release);
+                    std::thread::sleep(Duration::from_millis(200));
+                    let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+                    c.pragma_update_and_check(None, "max_page_count", pages, |r| r.get::<_, i64>(0))
+                })
+                .await
+        });
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !inside.load(std::sync::atomic::Ordering::Acquire) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the writer runs the job"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// In a task of its own (the agent's next chunk may wait for the
+    /// refused ones to be written again): a write behind the chunks queued
+    /// while the database was full, which must fail (they were refused),
+    /// reported on `probe`; then the database may grow again.
+    fn probe_then_grow(&self) {
+        let store = self.store.clone();
+        let probe = self.probe.clone();
+        tokio::spawn(async move {
+            let refused = store
+                .with_writer(|c| {
+                    c.execute_batch(
+                        "CREATE TABLE probe_full(x BLOB); \
+                         INSERT INTO probe_full VALUES (zeroblob(262144));",
+                    )
+                })
+                .await
+                .is_err();
+            let _ = probe.send(refused);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            store
+                .with_writer(|c| {
+                    c.pragma_update_and_check(None, "max_page_count", 1_073_741_823i64, |r| {
+                        r.get::<_, i64>(0)
+                    })
+                })
+                .await
+                .expect("let the database grow");
+        });
     }
 }
 
