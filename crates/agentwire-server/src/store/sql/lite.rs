@@ -415,7 +415,7 @@ enum Fence<'a> {
 /// Without it a later chunk of an artifact could be stored after an
 /// earlier one that was not. Empty but for the tasks of a failed write.
 #[derive(Default)]
-struct Fences(std::collections::HashSet<String>);
+struct Fences(std::collections::HashSet<Arc<str>>);
 
 impl Fences {
     /// `job` to run, or refused: then what to answer, in its turn with
@@ -443,7 +443,7 @@ impl Fences {
     /// failed (or whose batch is rolled back: `lost`).
     fn after(&mut self, done: &dyn Done, lost: bool) {
         if let Some(task) = done.queued_task().filter(|_| lost || done.failed()) {
-            self.0.insert(task.to_owned());
+            self.0.insert(task.into());
         }
     }
 }
@@ -463,102 +463,55 @@ trait Done: Send {
     }
 }
 
-struct Op<F, T> {
+/// A store operation: `f` to run, `done` to answer with its outcome (a
+/// waiting caller's one-shot channel, or a queued update's callback).
+struct Op<F, D> {
     f: F,
-    reply: oneshot::Sender<A2aResult<T>>,
+    done: D,
     alone: bool,
-    /// The task whose fence it lifts ([`Threads::write_lifting`]).
-    lifts: Option<String>,
+    fence: FenceOf,
 }
 
-struct Ran<T> {
+/// What an [`Op`] has to do with the fence of its task ([`Fences`]).
+enum FenceOf {
+    None,
+    /// A queued update ([`Threads::queue`]).
+    Check(Arc<str>),
+    /// A write through [`Threads::write_lifting`].
+    Lift(Arc<str>),
+}
+
+/// An operation that ran, waiting for the commit of its batch; `queued`:
+/// the task of a queued update.
+struct Ran<T, D> {
     result: A2aResult<T>,
-    reply: oneshot::Sender<A2aResult<T>>,
+    done: D,
+    queued: Option<Arc<str>>,
 }
 
-impl<F, T> Job for Op<F, T>
-where
-    F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send,
-    T: Send + 'static,
-{
-    fn run(self: Box<Self>, tables: &Tables<Lite>) -> Box<dyn Done> {
-        let result = (self.f)(tables);
-        Box::new(Ran {
+impl<T, D> Ran<T, D> {
+    fn new(result: A2aResult<T>, done: D, fence: FenceOf) -> Self {
+        let queued = match fence {
+            FenceOf::Check(task) => Some(task),
+            _ => None,
+        };
+        Self {
             result,
-            reply: self.reply,
-        })
-    }
-
-    fn fail(self: Box<Self>, e: A2aError) {
-        let _ = self.reply.send(Err(e));
-    }
-
-    fn refuse(self: Box<Self>, e: A2aError) -> Box<dyn Done> {
-        Box::new(Ran {
-            result: Err(e),
-            reply: self.reply,
-        })
-    }
-
-    fn alone(&self) -> bool {
-        self.alone
-    }
-
-    fn fence(&self) -> Fence<'_> {
-        match &self.lifts {
-            Some(task) => Fence::Lift(task),
-            None => Fence::None,
+            done,
+            queued,
         }
     }
 }
 
-impl<T: Send> Done for Ran<T> {
-    fn answer(self: Box<Self>, commit: Result<(), &A2aError>) {
-        let answer = match commit {
-            Ok(()) => self.result,
-            Err(e) => Err(e.clone()),
-        };
-        // The caller may have gone (its request was dropped): the write
-        // stands, nobody is told.
-        let _ = self.reply.send(answer);
-    }
-
-    fn fault(&self) -> Option<StorageFault> {
-        self.result.as_ref().err().and_then(storage_fault)
-    }
-
-    fn failed(&self) -> bool {
-        self.result.is_err()
-    }
-}
-
-/// An update queued without waiting ([`Threads::queue`]): `done` is
-/// called with its outcome once its batch is committed.
-struct Queued<F, D> {
-    task: String,
-    f: F,
-    done: D,
-}
-
-struct QueuedRan<T, D> {
-    task: String,
-    result: A2aResult<T>,
-    done: D,
-}
-
-impl<F, T, D> Job for Queued<F, D>
+impl<F, T, D> Job for Op<F, D>
 where
     F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send,
     T: Send + 'static,
     D: FnOnce(A2aResult<T>) + Send + 'static,
 {
     fn run(self: Box<Self>, tables: &Tables<Lite>) -> Box<dyn Done> {
-        let result = (self.f)(tables);
-        Box::new(QueuedRan {
-            task: self.task,
-            result,
-            done: self.done,
-        })
+        let Op { f, done, fence, .. } = *self;
+        Box::new(Ran::new(f(tables), done, fence))
     }
 
     fn fail(self: Box<Self>, e: A2aError) {
@@ -566,23 +519,24 @@ where
     }
 
     fn refuse(self: Box<Self>, e: A2aError) -> Box<dyn Done> {
-        Box::new(QueuedRan {
-            task: self.task,
-            result: Err(e),
-            done: self.done,
-        })
+        let Op { done, fence, .. } = *self;
+        Box::new(Ran::new(Err(e), done, fence))
     }
 
     fn alone(&self) -> bool {
-        false
+        self.alone
     }
 
     fn fence(&self) -> Fence<'_> {
-        Fence::Check(&self.task)
+        match &self.fence {
+            FenceOf::None => Fence::None,
+            FenceOf::Check(task) => Fence::Check(task),
+            FenceOf::Lift(task) => Fence::Lift(task),
+        }
     }
 }
 
-impl<T, D> Done for QueuedRan<T, D>
+impl<T, D> Done for Ran<T, D>
 where
     T: Send + 'static,
     D: FnOnce(A2aResult<T>) + Send + 'static,
@@ -592,6 +546,8 @@ where
             Ok(()) => self.result,
             Err(e) => Err(e.clone()),
         };
+        // The caller may have gone (its request was dropped): the write
+        // stands, nobody is told.
         (self.done)(answer);
     }
 
@@ -604,7 +560,7 @@ where
     }
 
     fn queued_task(&self) -> Option<&str> {
-        Some(&self.task)
+        self.queued.as_deref()
     }
 }
 
@@ -832,18 +788,19 @@ impl Threads {
         })
     }
 
-    async fn send<T, F>(&self, to: To, f: F, lifts: Option<String>) -> A2aResult<T>
+    async fn send<T, F>(&self, to: To, f: F, fence: FenceOf) -> A2aResult<T>
     where
         F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
         T: Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        let alone = to == To::Alone;
         let job: Box<dyn Job> = Box::new(Op {
             f,
-            reply,
-            alone,
-            lifts,
+            done: move |result| {
+                let _ = reply.send(result);
+            },
+            alone: to == To::Alone,
+            fence,
         });
         self.enqueue(to, job)?;
         answer.await.map_err(|_| closed())?
@@ -865,17 +822,17 @@ impl Threads {
         F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.send(To::Writer, f, None).await
+        self.send(To::Writer, f, FenceOf::None).await
     }
 
     /// [`Self::write`] of a write to `task`, which lifts the task's fence
     /// (see [`Self::queue`]) before it runs.
-    pub async fn write_lifting<T, F>(&self, task: String, f: F) -> A2aResult<T>
+    pub async fn write_lifting<T, F>(&self, task: Arc<str>, f: F) -> A2aResult<T>
     where
         F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.send(To::Writer, f, Some(task)).await
+        self.send(To::Writer, f, FenceOf::Lift(task)).await
     }
 
     /// Queues a write of `task` behind those already sent, without
@@ -886,13 +843,21 @@ impl Threads {
     /// write of a task fails, the task is fenced: its later queued writes
     /// are refused without running, until a [`Self::write_lifting`] of
     /// the task.
-    pub fn queue<T, F, D>(&self, task: String, f: F, done: D) -> A2aResult<()>
+    pub fn queue<T, F, D>(&self, task: Arc<str>, f: F, done: D) -> A2aResult<()>
     where
         F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
         T: Send + 'static,
         D: FnOnce(A2aResult<T>) + Send + 'static,
     {
-        self.enqueue(To::Writer, Box::new(Queued { task, f, done }))
+        self.enqueue(
+            To::Writer,
+            Box::new(Op {
+                f,
+                done,
+                alone: false,
+                fence: FenceOf::Check(task),
+            }),
+        )
     }
 
     /// Runs a read on a reader thread (on the writer for a database in
@@ -902,7 +867,7 @@ impl Threads {
         F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.send(To::Reader, f, None).await
+        self.send(To::Reader, f, FenceOf::None).await
     }
 
     /// Runs `f` on the writer's connection between two batches, outside
@@ -918,7 +883,7 @@ impl Threads {
                 let conn = t.writer.0.lock();
                 f(&conn).map_err(|e| Lite::error("task store", "running on the writer", e))
             },
-            None,
+            FenceOf::None,
         )
         .await
     }

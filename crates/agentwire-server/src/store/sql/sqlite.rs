@@ -3,6 +3,7 @@
 //! store: tasks survive restarts, in one file.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_types::{A2aError, A2aResult};
@@ -342,9 +343,9 @@ const AREA: &str = "task store";
 /// can be queued (see `Threads::queue`).
 impl QueuedStore for SqliteStore {
     fn queue_update(&self, task_id: &str, update: TaskUpdate, done: QueuedDone) -> A2aResult<()> {
-        let id = task_id.to_owned();
+        let id: Arc<str> = task_id.into();
         self.threads.queue(
-            id.clone(),
+            Arc::clone(&id),
             move |t| now(t.update(&id, update, None::<&NoLog>)),
             done,
         )
@@ -369,9 +370,10 @@ impl TaskStore for SqliteStore {
     }
 
     async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
-        let id = task_id.to_owned();
+        // One allocation for the id, shared by the write and its fence.
+        let id: Arc<str> = task_id.into();
         self.threads
-            .write_lifting(id.clone(), move |t| {
+            .write_lifting(Arc::clone(&id), move |t| {
                 now(t.update(&id, update, None::<&NoLog>))
             })
             .await
