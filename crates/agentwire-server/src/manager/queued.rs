@@ -80,30 +80,28 @@ impl TaskManager {
         if !live.state.lock().created {
             Box::pin(self.create_locked(live, Some(&update))).await?;
         }
-        let queue = {
-            let mut st = live.state.lock();
+        let queued = {
+            let st = live.state.lock();
             // After the turn ended the store may refuse the chunk: the
             // agent is told so by the usual path.
-            (!st.hold && !st.last_state.ends_turn())
-                .then(|| Arc::clone(st.queue.get_or_insert_with(|| Arc::new(Queue::new()))))
+            !st.hold && !st.last_state.ends_turn()
         };
-        let (Some(queue), Some(store)) = (queue, self.store.queued()) else {
-            return self.apply_locked(live, update).await;
+        let store = match self.store.queued() {
+            Some(store) if queued && self.push_targets(live).await.is_none() => store,
+            _ => return self.apply_locked(live, update).await,
         };
-        if self.push_targets(live).await.is_some() {
-            return self.apply_locked(live, update).await;
-        }
+        let queue = {
+            let mut st = live.state.lock();
+            Arc::clone(st.queue.get_or_insert_with(|| Arc::new(Queue::new())))
+        };
         if !queue.refused.lock().is_empty() {
             self.settle_queued(live).await?;
         }
         Self::check_storage(live)?;
-        let permit = match Arc::clone(&queue.room).try_acquire_owned() {
-            Ok(permit) => permit,
-            Err(_) => Arc::clone(&queue.room)
-                .acquire_owned()
-                .await
-                .map_err(|_| A2aError::internal("a task's queue was closed"))?,
-        };
+        let permit = Arc::clone(&queue.room)
+            .acquire_owned()
+            .await
+            .map_err(|_| A2aError::internal("a task's queue was closed"))?;
         let publish = Self::event_of(live, &update, false);
         let kept = TaskUpdate::clone(&update);
         let task = Arc::clone(live);
