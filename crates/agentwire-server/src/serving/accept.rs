@@ -437,7 +437,7 @@ pub(crate) async fn serve(
             let service =
                 TowerToHyperService::new(crate::observe::layers(service, metrics, cors.as_ref()));
             let conn = builder
-                .serve_connection(TokioIo::new(Either::Right(stream)), service)
+                .serve_connection(TokioIo::new(Either::Right(Box::new(stream))), service)
                 .into_owned();
             watch(conn, requests, periods, stop, slot).await;
         });
@@ -482,63 +482,102 @@ async fn close_refused(mut tcp: TcpStream) {
 /// (a client that connects and sends nothing, which HTTP/1's own timer
 /// does not see before the protocol is known) and the idle timeout after,
 /// or when the server stops.
-///
-/// The connection is polled at every wake of the task (each read, write and
-/// response of every request), the period's timer and the stop signal only
-/// when one of them woke it ([`Alarm`]): polling them every time (what a
-/// `select!` does) took a timer registration and a cancellation check per
-/// wake, several per request.
-async fn watch(
+fn watch(
     conn: Connection,
     requests: Arc<AtomicU64>,
     [first, idle]: [Duration; 2],
     stop: CancellationToken,
-    _slot: tokio::sync::OwnedSemaphorePermit,
-) {
-    let mut conn = std::pin::pin!(conn);
-    let mut timer = std::pin::pin!(tokio::time::sleep(first));
-    let mut stopped = std::pin::pin!(stop.cancelled());
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> Watch {
     let alarm = Arc::new(Alarm::default());
-    let alarm_waker = std::task::Waker::from(Arc::clone(&alarm));
-    let mut seen = 0;
-    let mut closing = false;
-    std::future::poll_fn(|cx| {
+    Watch {
+        conn,
+        timer: tokio::time::sleep(first),
+        stopped: stop.cancelled_owned(),
+        alarm_waker: std::task::Waker::from(Arc::clone(&alarm)),
+        alarm,
+        requests,
+        idle,
+        seen: 0,
+        closing: false,
+        _slot: slot,
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`watch`], the whole task of a connection.
+    ///
+    /// The connection is polled at every wake of the task (each read,
+    /// write and response of every request), the period's timer and the
+    /// stop signal only when one of them woke it ([`Alarm`]): polling them
+    /// every time (what a `select!` does) took a timer registration and a
+    /// cancellation check per wake, several per request.
+    ///
+    /// A future of its own rather than an `async fn`: an `async fn` keeps
+    /// its argument and the pinned local it is moved to as two fields of
+    /// its state, and the connection (about 2 KiB) is most of the memory a
+    /// held stream costs the server after its buffers.
+    struct Watch {
+        #[pin]
+        conn: Connection,
+        #[pin]
+        timer: tokio::time::Sleep,
+        #[pin]
+        stopped: tokio_util::sync::WaitForCancellationFutureOwned,
+        alarm: Arc<Alarm>,
+        alarm_waker: std::task::Waker,
+        // Requests received on the connection, and as many as the timer
+        // saw when it last fired.
+        requests: Arc<AtomicU64>,
+        seen: u64,
+        idle: Duration,
+        closing: bool,
+        _slot: tokio::sync::OwnedSemaphorePermit,
+    }
+}
+
+impl Future for Watch {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut this = self.project();
         loop {
-            if let Poll::Ready(ended) = conn.as_mut().poll(cx) {
+            if let Poll::Ready(ended) = this.conn.as_mut().poll(cx) {
                 if let Err(e) = ended {
                     tracing::debug!(error = %e, "connection ended with an error");
                 }
                 return Poll::Ready(());
             }
-            if closing {
+            if *this.closing {
                 return Poll::Pending;
             }
             // Registered before the flag is read: an alarm after this
             // point wakes this task again.
-            alarm.task.register(cx.waker());
-            if !alarm.fired.swap(false, Ordering::AcqRel) {
+            this.alarm.task.register(cx.waker());
+            if !this.alarm.fired.swap(false, Ordering::AcqRel) {
                 return Poll::Pending;
             }
-            let mut alarm_cx = Context::from_waker(&alarm_waker);
-            let mut close = stopped.as_mut().poll(&mut alarm_cx).is_ready();
-            while !close && timer.as_mut().poll(&mut alarm_cx).is_ready() {
-                let now = requests.load(Ordering::Relaxed);
-                if now == seen {
+            let mut alarm_cx = Context::from_waker(this.alarm_waker);
+            let mut close = this.stopped.as_mut().poll(&mut alarm_cx).is_ready();
+            while !close && this.timer.as_mut().poll(&mut alarm_cx).is_ready() {
+                let now = this.requests.load(Ordering::Relaxed);
+                if now == *this.seen {
                     close = true;
                 } else {
-                    seen = now;
-                    timer.as_mut().reset(tokio::time::Instant::now() + idle);
+                    *this.seen = now;
+                    this.timer
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + *this.idle);
                 }
             }
             if !close {
                 return Poll::Pending;
             }
             // The connection is polled again at once, to begin its shutdown.
-            conn.as_mut().graceful_shutdown();
-            closing = true;
+            this.conn.as_mut().graceful_shutdown();
+            *this.closing = true;
         }
-    })
-    .await;
+    }
 }
 
 /// What woke [`watch`] when its timer or stop signal did: the flag tells it
@@ -570,10 +609,12 @@ impl std::task::Wake for Alarm {
     }
 }
 
-/// One connection, HTTP/1.1 or HTTP/2.
+/// One connection, HTTP/1.1 or HTTP/2. The TLS stream is boxed: inline,
+/// its 1.2 KiB would be part of every plain connection too (hyper keeps
+/// the stream in a variant as large as its largest).
 type Connection = auto::Connection<
     'static,
-    TokioIo<Either<TcpStream, tokio_rustls::server::TlsStream<TcpStream>>>,
+    TokioIo<Either<TcpStream, Box<tokio_rustls::server::TlsStream<TcpStream>>>>,
     TowerToHyperService<crate::observe::Observed<Service>>,
     TokioExecutor,
 >;
@@ -666,6 +707,15 @@ mod tests {
                 .any(|l| l == format!("content-length: {}", body.len())),
             "{head}"
         );
+    }
+
+    /// What a held connection costs the server besides its buffers: its
+    /// task's future. An `async fn` watch (the connection stored twice) or
+    /// an inline TLS stream made it 6 KiB; the bound catches both.
+    #[test]
+    fn a_connection_task_stays_small() {
+        let size = std::mem::size_of::<Watch>();
+        assert!(size < 2560, "a connection's future is {size} bytes");
     }
 
     #[test]
