@@ -393,20 +393,7 @@ trait Job: Send {
     /// ([`Threads::alone`]).
     fn alone(&self) -> bool;
     /// What it has to do with the writer's fences ([`Fences`]).
-    fn fence(&self) -> Fence<'_> {
-        Fence::None
-    }
-}
-
-/// What a job has to do with the fences of a task ([`Fences`]).
-enum Fence<'a> {
-    /// Nothing.
-    None,
-    /// A queued update of this task: refused while the task is fenced.
-    Check(&'a str),
-    /// A write of this task through [`Threads::write_lifting`]: the task's
-    /// fence is lifted before it runs.
-    Lift(&'a str),
+    fn fence(&self) -> &FenceOf;
 }
 
 /// The tasks whose queued updates are refused ([`Threads::queue`]): one
@@ -426,12 +413,12 @@ impl Fences {
             return Ok(job);
         }
         match job.fence() {
-            Fence::Check(task) if self.0.contains(task) => Err(job.refuse(storage_error(
+            FenceOf::Check(task) if self.0.contains(task) => Err(job.refuse(storage_error(
                 StorageFault::Io,
                 "task store: an earlier update of this task failed; this one is refused \
                  until that one is written again",
             ))),
-            Fence::Lift(task) => {
+            FenceOf::Lift(task) => {
                 self.0.remove(task);
                 Ok(job)
             }
@@ -474,10 +461,13 @@ struct Op<F, D> {
 
 /// What an [`Op`] has to do with the fence of its task ([`Fences`]).
 enum FenceOf {
+    /// Nothing.
     None,
-    /// A queued update ([`Threads::queue`]).
+    /// A queued update of this task ([`Threads::queue`]): refused while
+    /// the task is fenced.
     Check(Arc<str>),
-    /// A write through [`Threads::write_lifting`].
+    /// A write of this task through [`Threads::write_lifting`]: the task's
+    /// fence is lifted before it runs.
     Lift(Arc<str>),
 }
 
@@ -527,12 +517,8 @@ where
         self.alone
     }
 
-    fn fence(&self) -> Fence<'_> {
-        match &self.fence {
-            FenceOf::None => Fence::None,
-            FenceOf::Check(task) => Fence::Check(task),
-            FenceOf::Lift(task) => Fence::Lift(task),
-        }
+    fn fence(&self) -> &FenceOf {
+        &self.fence
     }
 }
 
