@@ -23,7 +23,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use agentwire_types::TaskState;
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockWriteGuard};
 
 use crate::store::Owner;
 
@@ -32,15 +32,64 @@ use crate::store::Owner;
 pub(super) struct Entry {
     /// The status time in milliseconds (0 without one, as in `Cursor`).
     pub(super) millis: i64,
+    /// The first bytes of the id (see [`prefix`]).
+    prefix: u64,
     /// The task id, shared by the task's entries in every index.
     pub(super) id: Arc<str>,
 }
 
 impl Entry {
-    fn cmp_key(&self, millis: i64, id: &str) -> Ordering {
+    pub(super) fn new(millis: i64, id: Arc<str>) -> Self {
+        Self {
+            millis,
+            prefix: prefix(&id),
+            id,
+        }
+    }
+
+    fn cmp_key(&self, key: &Key<'_>) -> Ordering {
         self.millis
-            .cmp(&millis)
-            .then_with(|| self.id.as_bytes().cmp(id.as_bytes()))
+            .cmp(&key.millis)
+            .then(self.prefix.cmp(&key.prefix))
+            .then_with(|| self.id.as_bytes().cmp(key.id.as_bytes()))
+    }
+
+    fn key(&self) -> Key<'_> {
+        Key {
+            millis: self.millis,
+            prefix: self.prefix,
+            id: &self.id,
+        }
+    }
+}
+
+/// The first eight bytes of an id as a number that orders as the ids do
+/// (zeros past its end). Two ids mostly differ there, so comparing entries
+/// mostly reads the entries alone: the ids they point to are, in a large
+/// index, far apart in memory and seldom in the cache, and reading them
+/// was most of what finding a place in a chunk cost.
+fn prefix(id: &str) -> u64 {
+    let mut head = [0u8; 8];
+    let n = id.len().min(8);
+    head[..n].copy_from_slice(&id.as_bytes()[..n]);
+    u64::from_be_bytes(head)
+}
+
+/// A place in the listing order, to find in an index.
+#[derive(Debug, Clone, Copy)]
+struct Key<'a> {
+    millis: i64,
+    prefix: u64,
+    id: &'a str,
+}
+
+impl<'a> Key<'a> {
+    fn new(millis: i64, id: &'a str) -> Self {
+        Self {
+            millis,
+            prefix: prefix(id),
+            id,
+        }
     }
 }
 
@@ -101,12 +150,12 @@ impl Ranked {
 
     /// The chunk and position of the first entry at or after the key (the
     /// last chunk's end when there is none). The set is not empty.
-    fn locate(&self, millis: i64, id: &str) -> (usize, usize) {
+    fn locate(&self, key: &Key<'_>) -> (usize, usize) {
         let c = self
             .chunks
-            .partition_point(|ch| ch.back().is_some_and(|e| e.cmp_key(millis, id).is_lt()));
+            .partition_point(|ch| ch.back().is_some_and(|e| e.cmp_key(key).is_lt()));
         let c = c.min(self.chunks.len() - 1);
-        let pos = self.chunks[c].partition_point(|e| e.cmp_key(millis, id).is_lt());
+        let pos = self.chunks[c].partition_point(|e| e.cmp_key(key).is_lt());
         (c, pos)
     }
 
@@ -163,19 +212,17 @@ impl Ranked {
             // New tasks mostly come after every other (status times grow):
             // their place is the end, found without the binary searches.
             let last = self.chunks.len() - 1;
+            let key = entry.key();
             let after_all = self.chunks[last]
                 .back()
-                .is_some_and(|e| e.cmp_key(entry.millis, &entry.id).is_lt());
+                .is_some_and(|e| e.cmp_key(&key).is_lt());
             let (c, pos) = if after_all {
                 (last, self.chunks[last].len())
             } else {
-                self.locate(entry.millis, &entry.id)
+                self.locate(&key)
             };
             let chunk = &mut self.chunks[c];
-            if chunk
-                .get(pos)
-                .is_some_and(|e| e.cmp_key(entry.millis, &entry.id).is_eq())
-            {
+            if chunk.get(pos).is_some_and(|e| e.cmp_key(&key).is_eq()) {
                 return false;
             }
             // Small sets (one conversation's tasks) grow one at a time.
@@ -204,19 +251,13 @@ impl Ranked {
         }
         // Eviction takes the oldest tasks, mostly the first entry: found
         // without the two binary searches.
+        let key = Key::new(millis, id);
         let first = self.chunks[0]
             .front()
-            .is_some_and(|e| e.cmp_key(millis, id).is_eq());
-        let (c, pos) = if first {
-            (0, 0)
-        } else {
-            self.locate(millis, id)
-        };
+            .is_some_and(|e| e.cmp_key(&key).is_eq());
+        let (c, pos) = if first { (0, 0) } else { self.locate(&key) };
         let chunk = &mut self.chunks[c];
-        if !chunk
-            .get(pos)
-            .is_some_and(|e| e.cmp_key(millis, id).is_eq())
-        {
+        if !chunk.get(pos).is_some_and(|e| e.cmp_key(&key).is_eq()) {
             return None;
         }
         let entry = chunk.remove(pos)?;
@@ -259,7 +300,7 @@ impl Ranked {
         if self.chunks.is_empty() {
             return 0;
         }
-        let (c, pos) = self.locate(millis, "");
+        let (c, pos) = self.locate(&Key::new(millis, ""));
         let at_or_after = self.len - (self.before_chunk(c) + pos);
         // The tasks without a time sit at 0 ms, and never match.
         if millis <= 0 {
@@ -279,7 +320,7 @@ impl Ranked {
         let (c, pos) = match cursor {
             _ if self.chunks.is_empty() => (0, 0),
             None => (self.chunks.len(), 0),
-            Some((millis, id)) => self.locate(millis, id),
+            Some((millis, id)) => self.locate(&Key::new(millis, id)),
         };
         let head = self
             .chunks
@@ -495,20 +536,13 @@ impl OwnerIndex {
                 *p = after;
                 let e = self.tasks.remove(id, before);
                 let entry = e.unwrap_or_else(|| first.clone());
-                Entry {
-                    millis: after.millis,
-                    id: entry.id,
-                }
+                Entry::new(after.millis, entry.id)
             }
             _ => {
-                let e = self.remove(context, id, before).unwrap_or_else(|| Entry {
-                    millis: after.millis,
-                    id: Arc::from(id),
-                });
-                let entry = Entry {
-                    millis: after.millis,
-                    id: e.id,
-                };
+                let e = self
+                    .remove(context, id, before)
+                    .unwrap_or_else(|| Entry::new(after.millis, Arc::from(id)));
+                let entry = Entry::new(after.millis, e.id);
                 self.insert(context, entry.clone(), after);
                 return entry;
             }
@@ -524,8 +558,10 @@ const SHARDS: usize = 16;
 /// The listing indexes of every owner.
 pub(super) struct ListIndex {
     hasher: Hasher,
-    shards: Box<[RwLock<HashMap<Owner, OwnerIndex, Hasher>>]>,
+    shards: Box<[RwLock<OwnerMap>]>,
 }
+
+type OwnerMap = HashMap<Owner, OwnerIndex, Hasher>;
 
 impl Default for ListIndex {
     fn default() -> Self {
@@ -537,53 +573,92 @@ impl Default for ListIndex {
 }
 
 /// A task as the indexes see it.
+#[derive(Clone)]
 pub(super) struct Indexed<'a> {
     pub(super) owner: &'a Owner,
     pub(super) context: &'a str,
     pub(super) id: &'a str,
 }
 
+/// A change of one task's place in the indexes.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Change {
+    /// The task was stored, here.
+    Insert(Position),
+    /// Its status changed from the first to the second.
+    Moved(Position, Position),
+    /// It left the store, from here.
+    Remove(Position),
+}
+
 impl ListIndex {
-    fn shard(&self, owner: &Owner) -> &RwLock<HashMap<Owner, OwnerIndex, Hasher>> {
-        &self.shards[self.hasher.hash_one(owner) as usize % SHARDS]
+    fn shard_of(&self, owner: &Owner) -> usize {
+        self.hasher.hash_one(owner) as usize % SHARDS
     }
 
-    /// A task was stored.
-    pub(super) fn insert(&self, task: &Indexed<'_>, p: Position) {
-        let entry = Entry {
-            millis: p.millis,
-            id: Arc::from(task.id),
-        };
-        let mut shard = self.shard(task.owner).write();
-        match shard.get_mut(task.owner) {
-            Some(o) => o.insert(task.context, entry, p),
-            None => {
-                let mut o = OwnerIndex::default();
-                o.insert(task.context, entry, p);
-                shard.insert(task.owner.clone(), o);
+    /// Applies the changes in their order. Consecutive changes of owners in
+    /// the same shard take its lock once. With `wait` false, no lock is
+    /// waited for: the changes stop before the first whose shard another
+    /// thread holds. Returns how many were applied (a prefix).
+    pub(super) fn apply<'a>(
+        &self,
+        changes: impl IntoIterator<Item = (Indexed<'a>, Change)>,
+        wait: bool,
+    ) -> usize {
+        let mut held: Option<(usize, RwLockWriteGuard<'_, OwnerMap>)> = None;
+        let mut applied = 0;
+        for (task, change) in changes {
+            let at = self.shard_of(task.owner);
+            let shard = match &mut held {
+                Some((s, guard)) if *s == at => guard,
+                _ => {
+                    // The previous shard's lock is released first.
+                    held = None;
+                    let guard = if wait {
+                        self.shards[at].write()
+                    } else {
+                        match self.shards[at].try_write() {
+                            Some(guard) => guard,
+                            None => break,
+                        }
+                    };
+                    &mut held.insert((at, guard)).1
+                }
+            };
+            Self::change(shard, &task, change);
+            applied += 1;
+        }
+        applied
+    }
+
+    fn change(shard: &mut OwnerMap, task: &Indexed<'_>, change: Change) {
+        match change {
+            Change::Insert(p) => {
+                let entry = Entry::new(p.millis, Arc::from(task.id));
+                match shard.get_mut(task.owner) {
+                    Some(o) => o.insert(task.context, entry, p),
+                    None => {
+                        let mut o = OwnerIndex::default();
+                        o.insert(task.context, entry, p);
+                        shard.insert(task.owner.clone(), o);
+                    }
+                }
+            }
+            Change::Moved(before, after) => {
+                if let Some(o) = shard.get_mut(task.owner) {
+                    o.moved(task.context, task.id, before, after);
+                }
+            }
+            Change::Remove(p) => {
+                let Some(o) = shard.get_mut(task.owner) else {
+                    return;
+                };
+                o.remove(task.context, task.id, p);
+                if o.tasks.is_empty() {
+                    shard.remove(task.owner);
+                }
             }
         }
-    }
-
-    /// A task left the store.
-    pub(super) fn remove(&self, task: &Indexed<'_>, p: Position) {
-        let mut shard = self.shard(task.owner).write();
-        let Some(o) = shard.get_mut(task.owner) else {
-            return;
-        };
-        o.remove(task.context, task.id, p);
-        if o.tasks.is_empty() {
-            shard.remove(task.owner);
-        }
-    }
-
-    /// A task's status changed from `before` to `after`.
-    pub(super) fn moved(&self, task: &Indexed<'_>, before: Position, after: Position) {
-        let mut shard = self.shard(task.owner).write();
-        let Some(o) = shard.get_mut(task.owner) else {
-            return;
-        };
-        o.moved(task.context, task.id, before, after);
     }
 
     /// `f` on the owner's tasks (of this context, in this state, when
@@ -595,12 +670,28 @@ impl ListIndex {
         state: Option<TaskState>,
         f: impl FnOnce(&Ranked) -> R,
     ) -> Option<R> {
-        let shard = self.shard(owner).read();
+        let shard = self.shards[self.shard_of(owner)].read();
         let o = shard.get(owner)?;
         match context {
             None => o.tasks.get(state).map(f),
             Some(c) => o.contexts.get(c)?.read(state, f),
         }
+    }
+
+    /// One change, applied at once (for the tests).
+    #[cfg(test)]
+    pub(super) fn insert(&self, task: &Indexed<'_>, p: Position) {
+        self.apply([(task.clone(), Change::Insert(p))], true);
+    }
+
+    #[cfg(test)]
+    pub(super) fn moved(&self, task: &Indexed<'_>, before: Position, after: Position) {
+        self.apply([(task.clone(), Change::Moved(before, after))], true);
+    }
+
+    #[cfg(test)]
+    pub(super) fn remove(&self, task: &Indexed<'_>, p: Position) {
+        self.apply([(task.clone(), Change::Remove(p))], true);
     }
 
     /// How many owners have an index (for tests of the bounds).
@@ -633,10 +724,7 @@ mod tests {
     use super::*;
 
     fn e(millis: i64, id: &str) -> Entry {
-        Entry {
-            millis,
-            id: id.into(),
-        }
+        Entry::new(millis, id.into())
     }
 
     /// A reference model: a sorted vector.
@@ -692,6 +780,39 @@ mod tests {
         }
         assert!(r.is_empty());
         assert_eq!(r.held_bytes(), 0, "an empty set holds nothing");
+    }
+
+    /// Entries compare as their (time, id) pairs do, whether the ids differ
+    /// in their first eight bytes or after them, are shorter, or hold zeros.
+    #[test]
+    fn the_id_prefix_orders_as_the_ids_do() {
+        let ids = [
+            "",
+            "\0",
+            "a",
+            "a\0",
+            "a\0\0\0\0\0\0\0\0",
+            "ab",
+            "abcdefgh",
+            "abcdefgh\0",
+            "abcdefghi",
+            "abcdefgz",
+            "abcdefh",
+            "b",
+            "\u{e9}t\u{e9}",
+            "task-0001",
+            "task-0001-x",
+            "task-0002",
+            "z",
+        ];
+        for a in ids {
+            for b in ids {
+                for (ma, mb) in [(1, 1), (1, 2), (2, 1)] {
+                    let want = (ma, a.as_bytes()).cmp(&(mb, b.as_bytes()));
+                    assert_eq!(e(ma, a).cmp_key(&Key::new(mb, b)), want, "{a:?} {b:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -13,9 +13,11 @@
 //!
 //! The table also keeps the listing indexes (`index.rs`) in step with the
 //! tasks it holds: every change of a slot that moves a task in the listing
-//! order updates them under the slot's shard lock. To take a task out of
-//! them, eviction reads the head of its encoding (id, context and status,
-//! the first bytes, next to where the allocator writes when it frees it).
+//! order is recorded under the slot's shard lock, and the indexes take a
+//! shard's changes in batches, always before anyone reads them (see
+//! `Shard`). To take a task out of them, eviction reads the head of its
+//! encoding (id, context and status, the first bytes, next to where the
+//! allocator writes when it frees it).
 
 use std::sync::Arc;
 
@@ -24,7 +26,7 @@ use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 use parking_lot::RwLock;
 
-use super::index::{Indexed, ListIndex, Position};
+use super::index::{Change, Indexed, ListIndex, Position};
 use super::packed::PackedTask;
 use crate::store::Owner;
 
@@ -51,8 +53,9 @@ pub(super) enum Held {
 /// One stored task.
 pub(super) struct Slot {
     pub(super) held: Held,
-    /// `None` for the anonymous owner (no tenant, no principal).
-    owner: Option<Box<Owner>>,
+    /// `None` for the anonymous owner (no tenant, no principal). Shared
+    /// with the index changes not applied yet (see `Shard`).
+    owner: Option<Arc<Owner>>,
     /// The bytes the store accounts to this task (see `MemoryStore`).
     pub(super) bytes: u32,
     /// When the task last changed, in the store's ticks (see `Clock`).
@@ -71,7 +74,7 @@ impl Slot {
         };
         Self {
             held,
-            owner: (!anonymous).then(|| Box::new(owner.clone())),
+            owner: (!anonymous).then(|| Arc::new(owner.clone())),
             bytes,
             touched,
         }
@@ -148,14 +151,6 @@ impl Slot {
         Position::new(self.state(), self.status_timestamp())
     }
 
-    fn indexed(&self) -> Indexed<'_> {
-        Indexed {
-            owner: self.owner_ref(),
-            context: self.context_id(),
-            id: self.id(),
-        }
-    }
-
     pub(super) fn is_owned_by(&self, owner: &Owner) -> bool {
         match &self.owner {
             Some(o) => **o == *owner,
@@ -197,10 +192,116 @@ impl Held {
     }
 }
 
+/// Where a change to the indexes reads the task's id and context from.
+enum Keys {
+    /// The finished task itself (shared, not copied).
+    Packed(PackedTask),
+    /// A copy of an open task's (holding the task would make its next
+    /// update copy it).
+    Owned { id: Box<str>, context: Box<str> },
+}
+
+/// A change to the listing indexes that waits for its shard's next batch.
+struct Pending {
+    keys: Keys,
+    owner: Option<Arc<Owner>>,
+    change: Change,
+}
+
+impl Pending {
+    fn new(slot: &Slot, change: Change) -> Self {
+        let keys = match &slot.held {
+            Held::Finished(p) => Keys::Packed(p.clone()),
+            Held::Open(t) => Keys::Owned {
+                id: t.id.as_str().into(),
+                context: t.context_id.as_str().into(),
+            },
+        };
+        Self {
+            keys,
+            owner: slot.owner.clone(),
+            change,
+        }
+    }
+
+    fn indexed(&self) -> (Indexed<'_>, Change) {
+        let (id, context) = match &self.keys {
+            Keys::Packed(p) => (p.id(), p.context_id()),
+            Keys::Owned { id, context } => (&**id, &**context),
+        };
+        let task = Indexed {
+            owner: self.owner.as_deref().unwrap_or(&ANONYMOUS),
+            context,
+            id,
+        };
+        (task, self.change)
+    }
+}
+
+/// A shard's changes are applied when this many wait, if the indexes are
+/// free; ...
+const BATCH: usize = 32;
+/// ... and at once, waiting for the indexes, when this many wait ...
+const BATCH_MAX: usize = 8 * BATCH;
+/// ... or when the tasks removed in them (which they keep alive until
+/// then) account for this many bytes: 32 shards keep at most 8 MiB.
+const BATCH_BYTES: usize = 256 * 1024;
+
+/// One shard: its tasks, and the changes to the listing indexes made under
+/// its lock that the indexes have not taken yet.
+///
+/// The indexes take a shard's changes in batches, in the order they were
+/// made (a task's changes are all in its shard's list), and every reader
+/// of the indexes applies what waits first (`TaskTable::index`). One lock
+/// per change made the threads serving one owner (whose index is one map
+/// behind one lock) wait on each other at every request, and a thread that
+/// waits for a lock soon yields its core to another process. A batch takes
+/// the index's lock once per 32 changes, and only when no other thread
+/// holds it, until too many wait.
+#[derive(Default)]
+struct Shard {
+    slots: HashTable<Slot>,
+    pending: Vec<Pending>,
+    /// The bytes of the removed tasks that `pending` keeps.
+    pending_bytes: usize,
+}
+
+impl Shard {
+    fn push(&mut self, index: &ListIndex, pending: Pending, removed_bytes: usize) {
+        if self.pending.capacity() == 0 {
+            self.pending.reserve_exact(BATCH);
+        }
+        self.pending.push(pending);
+        self.pending_bytes += removed_bytes;
+        if self.pending.len() >= BATCH {
+            let wait = self.pending.len() >= BATCH_MAX || self.pending_bytes >= BATCH_BYTES;
+            self.flush(index, wait);
+        }
+    }
+
+    /// Applies the changes that wait (those the indexes took, when `wait`
+    /// is false).
+    fn flush(&mut self, index: &ListIndex, wait: bool) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let applied = index.apply(self.pending.iter().map(Pending::indexed), wait);
+        if applied == self.pending.len() {
+            self.pending.clear();
+            self.pending_bytes = 0;
+        } else {
+            self.pending.drain(..applied);
+            // What the rest keep alive is counted again at the next flush
+            // that takes them all; until then the count stays high, so
+            // the bound holds.
+        }
+    }
+}
+
 /// Tasks by id, and the listing indexes of the tasks.
 pub(super) struct TaskTable {
     hasher: ahash::RandomState,
-    shards: Box<[RwLock<HashTable<Slot>>]>,
+    shards: Box<[RwLock<Shard>]>,
     /// Written under a shard's write lock (never the other way round:
     /// readers of the index take no shard lock while they hold it).
     index: ListIndex,
@@ -222,7 +323,7 @@ impl TaskTable {
         self.hasher.hash_one(id)
     }
 
-    fn shard(&self, hash: u64) -> &RwLock<HashTable<Slot>> {
+    fn shard(&self, hash: u64) -> &RwLock<Shard> {
         // Bits the shard's own table does not use to place the slot.
         &self.shards[(hash >> 40) as usize & (SHARDS - 1)]
     }
@@ -231,20 +332,18 @@ impl TaskTable {
     /// nothing) when one with the same id is there. The index keys are read
     /// from `task`, not from the slot (a finished task is packed there).
     pub(super) fn insert(&self, hash: u64, slot: Slot, task: &Task) -> Result<(), Slot> {
-        let mut shard = self.shard(hash).write();
-        match shard.entry(hash, |s| s.id() == task.id, |s| self.hash(s.id())) {
+        let mut guard = self.shard(hash).write();
+        let shard = &mut *guard;
+        match shard
+            .slots
+            .entry(hash, |s| s.id() == task.id, |s| self.hash(s.id()))
+        {
             Entry::Occupied(_) => Err(slot),
             Entry::Vacant(v) => {
-                let indexed = Indexed {
-                    owner: slot.owner_ref(),
-                    context: &task.context_id,
-                    id: &task.id,
-                };
-                self.index.insert(
-                    &indexed,
-                    Position::new(task.state(), task.status_timestamp()),
-                );
+                let change = Change::Insert(Position::new(task.state(), task.status_timestamp()));
+                let pending = Pending::new(&slot, change);
                 v.insert(slot);
+                shard.push(&self.index, pending, 0);
                 Ok(())
             }
         }
@@ -253,7 +352,7 @@ impl TaskTable {
     /// `f` on the task with this id, under its shard's read lock.
     pub(super) fn read<R>(&self, hash: u64, id: &str, f: impl FnOnce(&Slot) -> R) -> Option<R> {
         let shard = self.shard(hash).read();
-        shard.find(hash, |s| s.id() == id).map(f)
+        shard.slots.find(hash, |s| s.id() == id).map(f)
     }
 
     /// `f` on the task with this id, under its shard's write lock. A task
@@ -264,15 +363,17 @@ impl TaskTable {
         id: &str,
         f: impl FnOnce(&mut Slot) -> R,
     ) -> Option<R> {
-        let mut shard = self.shard(hash).write();
-        let slot = shard.find_mut(hash, |s| s.id() == id)?;
+        let mut guard = self.shard(hash).write();
+        let shard = &mut *guard;
+        let slot = shard.slots.find_mut(hash, |s| s.id() == id)?;
         // Only an open task changes.
         let before = matches!(slot.held, Held::Open(_)).then(|| slot.position());
         let out = f(slot);
         if let Some(before) = before {
             let after = slot.position();
             if after != before {
-                self.index.moved(&slot.indexed(), before, after);
+                let pending = Pending::new(slot, Change::Moved(before, after));
+                shard.push(&self.index, pending, 0);
             }
         }
         Some(out)
@@ -282,11 +383,13 @@ impl TaskTable {
     /// its encoding: the task is not read). The slot is dropped by the
     /// caller, outside the lock.
     pub(super) fn remove_exact(&self, hash: u64, token: usize) -> Option<Slot> {
-        let mut shard = self.shard(hash).write();
-        match shard.find_entry(hash, |s| s.token() == Some(token)) {
+        let mut guard = self.shard(hash).write();
+        let shard = &mut *guard;
+        match shard.slots.find_entry(hash, |s| s.token() == Some(token)) {
             Ok(entry) => {
                 let slot = entry.remove().0;
-                self.index.remove(&slot.indexed(), slot.position());
+                let pending = Pending::new(&slot, Change::Remove(slot.position()));
+                shard.push(&self.index, pending, slot.bytes as usize);
                 Some(slot)
             }
             Err(_) => None,
@@ -298,26 +401,33 @@ impl TaskTable {
     pub(super) fn remove_where(&self, mut drop: impl FnMut(&Slot) -> bool) -> Vec<Slot> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
-            out.extend(shard.write().extract_if(|slot| {
-                let leaves = drop(slot);
-                if leaves {
-                    self.index.remove(&slot.indexed(), slot.position());
-                }
-                leaves
-            }));
+            let mut guard = shard.write();
+            let shard = &mut *guard;
+            let from = out.len();
+            out.extend(shard.slots.extract_if(|slot| drop(slot)));
+            for slot in &out[from..] {
+                let pending = Pending::new(slot, Change::Remove(slot.position()));
+                shard.pending.push(pending);
+            }
+            shard.flush(&self.index, true);
         }
         out
     }
 
-    /// The listing indexes.
+    /// The listing indexes, with every change made so far applied.
     pub(super) fn index(&self) -> &ListIndex {
+        for shard in self.shards.iter() {
+            if !shard.read().pending.is_empty() {
+                shard.write().flush(&self.index, true);
+            }
+        }
         &self.index
     }
 
     /// `f` on every task, one shard (read-locked) at a time.
     pub(super) fn for_each(&self, mut f: impl FnMut(&Slot)) {
         for shard in self.shards.iter() {
-            for slot in shard.read().iter() {
+            for slot in shard.read().slots.iter() {
                 f(slot);
             }
         }
