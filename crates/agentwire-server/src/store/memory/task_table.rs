@@ -453,6 +453,41 @@ mod tests {
         );
     }
 
+    /// Changes wait while another thread holds the indexes (a request never
+    /// waits for a listing), and every reader of the indexes sees them all.
+    #[test]
+    fn changes_wait_for_a_busy_index_and_readers_see_them() {
+        let t = TaskTable::default();
+        let owner = Owner::default();
+        let first = task("first");
+        assert!(
+            t.insert(t.hash("first"), Slot::new(&first, &owner, 0, 0), &first)
+                .is_ok()
+        );
+        let listed = |t: &TaskTable| t.index().read(&owner, None, None, |r| r.len());
+        assert_eq!(listed(&t), Some(1));
+        // The owner's index is read-locked here: more changes than a batch
+        // are made, none waits for the lock, none is applied.
+        let n = 5 * BATCH;
+        let held = t.index.read(&owner, None, None, |r| {
+            for i in 0..n {
+                let id = format!("t{i}");
+                let task = task(&id);
+                assert!(
+                    t.insert(t.hash(&id), Slot::new(&task, &owner, 0, 0), &task)
+                        .is_ok()
+                );
+            }
+            r.len()
+        });
+        assert_eq!(held, Some(1));
+        let waiting: usize = t.shards.iter().map(|s| s.read().pending.len()).sum();
+        assert_eq!(waiting, n, "nothing applied while the index was busy");
+        assert_eq!(listed(&t), Some(n + 1), "the reader applied them all");
+        let waiting: usize = t.shards.iter().map(|s| s.read().pending.len()).sum();
+        assert_eq!(waiting, 0);
+    }
+
     #[test]
     fn finds_inserts_once_and_removes_by_address() {
         let t = TaskTable::default();
