@@ -32,64 +32,19 @@ use crate::store::Owner;
 pub(super) struct Entry {
     /// The status time in milliseconds (0 without one, as in `Cursor`).
     pub(super) millis: i64,
-    /// The first bytes of the id (see [`prefix`]).
-    prefix: u64,
     /// The task id, shared by the task's entries in every index.
     pub(super) id: Arc<str>,
 }
 
 impl Entry {
     pub(super) fn new(millis: i64, id: Arc<str>) -> Self {
-        Self {
-            millis,
-            prefix: prefix(&id),
-            id,
-        }
+        Self { millis, id }
     }
 
-    fn cmp_key(&self, key: &Key<'_>) -> Ordering {
+    fn cmp_key(&self, millis: i64, id: &str) -> Ordering {
         self.millis
-            .cmp(&key.millis)
-            .then(self.prefix.cmp(&key.prefix))
-            .then_with(|| self.id.as_bytes().cmp(key.id.as_bytes()))
-    }
-
-    fn key(&self) -> Key<'_> {
-        Key {
-            millis: self.millis,
-            prefix: self.prefix,
-            id: &self.id,
-        }
-    }
-}
-
-/// The first eight bytes of an id as a number that orders as the ids do
-/// (zeros past its end). Two ids mostly differ there, so comparing entries
-/// mostly reads the entries alone: the ids they point to are, in a large
-/// index, far apart in memory and seldom in the cache, and reading them
-/// was most of what finding a place in a chunk cost.
-fn prefix(id: &str) -> u64 {
-    let mut head = [0u8; 8];
-    let n = id.len().min(8);
-    head[..n].copy_from_slice(&id.as_bytes()[..n]);
-    u64::from_be_bytes(head)
-}
-
-/// A place in the listing order, to find in an index.
-#[derive(Debug, Clone, Copy)]
-struct Key<'a> {
-    millis: i64,
-    prefix: u64,
-    id: &'a str,
-}
-
-impl<'a> Key<'a> {
-    fn new(millis: i64, id: &'a str) -> Self {
-        Self {
-            millis,
-            prefix: prefix(id),
-            id,
-        }
+            .cmp(&millis)
+            .then_with(|| self.id.as_bytes().cmp(id.as_bytes()))
     }
 }
 
@@ -150,12 +105,12 @@ impl Ranked {
 
     /// The chunk and position of the first entry at or after the key (the
     /// last chunk's end when there is none). The set is not empty.
-    fn locate(&self, key: &Key<'_>) -> (usize, usize) {
+    fn locate(&self, millis: i64, id: &str) -> (usize, usize) {
         let c = self
             .chunks
-            .partition_point(|ch| ch.back().is_some_and(|e| e.cmp_key(key).is_lt()));
+            .partition_point(|ch| ch.back().is_some_and(|e| e.cmp_key(millis, id).is_lt()));
         let c = c.min(self.chunks.len() - 1);
-        let pos = self.chunks[c].partition_point(|e| e.cmp_key(key).is_lt());
+        let pos = self.chunks[c].partition_point(|e| e.cmp_key(millis, id).is_lt());
         (c, pos)
     }
 
@@ -212,17 +167,19 @@ impl Ranked {
             // New tasks mostly come after every other (status times grow):
             // their place is the end, found without the binary searches.
             let last = self.chunks.len() - 1;
-            let key = entry.key();
             let after_all = self.chunks[last]
                 .back()
-                .is_some_and(|e| e.cmp_key(&key).is_lt());
+                .is_some_and(|e| e.cmp_key(entry.millis, &entry.id).is_lt());
             let (c, pos) = if after_all {
                 (last, self.chunks[last].len())
             } else {
-                self.locate(&key)
+                self.locate(entry.millis, &entry.id)
             };
             let chunk = &mut self.chunks[c];
-            if chunk.get(pos).is_some_and(|e| e.cmp_key(&key).is_eq()) {
+            if chunk
+                .get(pos)
+                .is_some_and(|e| e.cmp_key(entry.millis, &entry.id).is_eq())
+            {
                 return false;
             }
             // Small sets (one conversation's tasks) grow one at a time.
@@ -251,13 +208,19 @@ impl Ranked {
         }
         // Eviction takes the oldest tasks, mostly the first entry: found
         // without the two binary searches.
-        let key = Key::new(millis, id);
         let first = self.chunks[0]
             .front()
-            .is_some_and(|e| e.cmp_key(&key).is_eq());
-        let (c, pos) = if first { (0, 0) } else { self.locate(&key) };
+            .is_some_and(|e| e.cmp_key(millis, id).is_eq());
+        let (c, pos) = if first {
+            (0, 0)
+        } else {
+            self.locate(millis, id)
+        };
         let chunk = &mut self.chunks[c];
-        if !chunk.get(pos).is_some_and(|e| e.cmp_key(&key).is_eq()) {
+        if !chunk
+            .get(pos)
+            .is_some_and(|e| e.cmp_key(millis, id).is_eq())
+        {
             return None;
         }
         let entry = chunk.remove(pos)?;
@@ -300,7 +263,7 @@ impl Ranked {
         if self.chunks.is_empty() {
             return 0;
         }
-        let (c, pos) = self.locate(&Key::new(millis, ""));
+        let (c, pos) = self.locate(millis, "");
         let at_or_after = self.len - (self.before_chunk(c) + pos);
         // The tasks without a time sit at 0 ms, and never match.
         if millis <= 0 {
@@ -320,7 +283,7 @@ impl Ranked {
         let (c, pos) = match cursor {
             _ if self.chunks.is_empty() => (0, 0),
             None => (self.chunks.len(), 0),
-            Some((millis, id)) => self.locate(&Key::new(millis, id)),
+            Some((millis, id)) => self.locate(millis, id),
         };
         let head = self
             .chunks
@@ -780,39 +743,6 @@ mod tests {
         }
         assert!(r.is_empty());
         assert_eq!(r.held_bytes(), 0, "an empty set holds nothing");
-    }
-
-    /// Entries compare as their (time, id) pairs do, whether the ids differ
-    /// in their first eight bytes or after them, are shorter, or hold zeros.
-    #[test]
-    fn the_id_prefix_orders_as_the_ids_do() {
-        let ids = [
-            "",
-            "\0",
-            "a",
-            "a\0",
-            "a\0\0\0\0\0\0\0\0",
-            "ab",
-            "abcdefgh",
-            "abcdefgh\0",
-            "abcdefghi",
-            "abcdefgz",
-            "abcdefh",
-            "b",
-            "\u{e9}t\u{e9}",
-            "task-0001",
-            "task-0001-x",
-            "task-0002",
-            "z",
-        ];
-        for a in ids {
-            for b in ids {
-                for (ma, mb) in [(1, 1), (1, 2), (2, 1)] {
-                    let want = (ma, a.as_bytes()).cmp(&(mb, b.as_bytes()));
-                    assert_eq!(e(ma, a).cmp_key(&Key::new(mb, b)), want, "{a:?} {b:?}");
-                }
-            }
-        }
     }
 
     #[test]
