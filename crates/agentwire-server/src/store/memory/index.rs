@@ -19,10 +19,12 @@
 //! nodes of hundreds of entries up front.
 
 use std::cmp::Ordering;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use agentwire_types::TaskState;
+use hashbrown::hash_map::EntryRef;
+use hashbrown::{HashMap, HashTable};
 use parking_lot::{RwLock, RwLockWriteGuard};
 
 use crate::store::Owner;
@@ -32,19 +34,20 @@ use crate::store::Owner;
 pub(super) struct Entry {
     /// The status time in milliseconds (0 without one, as in `Cursor`).
     pub(super) millis: i64,
-    /// The task id, shared by the task's entries in every index.
-    pub(super) id: Arc<str>,
+    /// The task id (UTF-8: it is a `&str`'s bytes), shared by the task's
+    /// entries in every index. Bytes, not a `str`: the indexes read a
+    /// finished task's keys from its encoding, and checking them for UTF-8
+    /// at every change took more than finding the task's place.
+    pub(super) id: Arc<[u8]>,
 }
 
 impl Entry {
-    pub(super) fn new(millis: i64, id: Arc<str>) -> Self {
+    pub(super) fn new(millis: i64, id: Arc<[u8]>) -> Self {
         Self { millis, id }
     }
 
-    fn cmp_key(&self, millis: i64, id: &str) -> Ordering {
-        self.millis
-            .cmp(&millis)
-            .then_with(|| self.id.as_bytes().cmp(id.as_bytes()))
+    fn cmp_key(&self, millis: i64, id: &[u8]) -> Ordering {
+        self.millis.cmp(&millis).then_with(|| (*self.id).cmp(id))
     }
 }
 
@@ -105,7 +108,7 @@ impl Ranked {
 
     /// The chunk and position of the first entry at or after the key (the
     /// last chunk's end when there is none). The set is not empty.
-    fn locate(&self, millis: i64, id: &str) -> (usize, usize) {
+    fn locate(&self, millis: i64, id: &[u8]) -> (usize, usize) {
         let c = self
             .chunks
             .partition_point(|ch| ch.back().is_some_and(|e| e.cmp_key(millis, id).is_lt()));
@@ -202,7 +205,7 @@ impl Ranked {
     }
 
     /// Removes the entry with this key, and gives it back.
-    pub(super) fn remove(&mut self, millis: i64, id: &str, timed: bool) -> Option<Entry> {
+    pub(super) fn remove(&mut self, millis: i64, id: &[u8], timed: bool) -> Option<Entry> {
         if self.chunks.is_empty() {
             return None;
         }
@@ -263,7 +266,7 @@ impl Ranked {
         if self.chunks.is_empty() {
             return 0;
         }
-        let (c, pos) = self.locate(millis, "");
+        let (c, pos) = self.locate(millis, b"");
         let at_or_after = self.len - (self.before_chunk(c) + pos);
         // The tasks without a time sit at 0 ms, and never match.
         if millis <= 0 {
@@ -277,7 +280,7 @@ impl Ranked {
     /// the listing order from a cursor on.
     pub(super) fn descending_from<'a>(
         &'a self,
-        cursor: Option<(i64, &str)>,
+        cursor: Option<(i64, &[u8])>,
     ) -> impl Iterator<Item = &'a Entry> + 'a {
         // The entries before `pos` in chunk `c`, then the chunks before it.
         let (c, pos) = match cursor {
@@ -351,7 +354,7 @@ impl Group {
         self.all.insert(entry, timed);
     }
 
-    fn remove(&mut self, id: &str, p: Position) -> Option<Entry> {
+    fn remove(&mut self, id: &[u8], p: Position) -> Option<Entry> {
         if self.only.is_none()
             && let Some(i) = self.states.iter().position(|(s, _)| *s == p.state)
         {
@@ -423,9 +426,9 @@ impl Context {
     }
 
     /// Removes the task; true when the conversation has none left.
-    fn remove(&mut self, id: &str, p: Position) -> bool {
+    fn remove(&mut self, id: &[u8], p: Position) -> bool {
         match self {
-            Context::One(first, _) => &*first.id == id,
+            Context::One(first, _) => *first.id == *id,
             Context::Many(g) => {
                 g.remove(id, p);
                 g.is_empty()
@@ -463,26 +466,26 @@ type Hasher = ahash::RandomState;
 #[derive(Debug, Default)]
 struct OwnerIndex {
     tasks: Group,
-    contexts: HashMap<Box<str>, Context, Hasher>,
+    contexts: HashMap<Box<[u8]>, Context, Hasher>,
 }
 
 impl OwnerIndex {
-    fn insert(&mut self, context: &str, entry: Entry, p: Position) {
-        match self.contexts.get_mut(context) {
-            Some(c) => c.insert(entry.clone(), p),
-            None => {
-                self.contexts
-                    .insert(context.into(), Context::One(entry.clone(), p));
+    fn insert(&mut self, context: &[u8], entry: Entry, p: Position) {
+        // One hash of the context, whether it is there or not.
+        match self.contexts.entry_ref(context) {
+            EntryRef::Occupied(mut c) => c.get_mut().insert(entry.clone(), p),
+            EntryRef::Vacant(v) => {
+                v.insert(Context::One(entry.clone(), p));
             }
         }
         self.tasks.insert(entry, p);
     }
 
-    fn remove(&mut self, context: &str, id: &str, p: Position) -> Option<Entry> {
-        if let Some(c) = self.contexts.get_mut(context)
-            && c.remove(id, p)
+    fn remove(&mut self, context: &[u8], id: &[u8], p: Position) -> Option<Entry> {
+        if let EntryRef::Occupied(mut c) = self.contexts.entry_ref(context)
+            && c.get_mut().remove(id, p)
         {
-            self.contexts.remove(context);
+            c.remove();
             if self.contexts.capacity() > 16 && self.contexts.len() < self.contexts.capacity() / 4 {
                 self.contexts.shrink_to(self.contexts.len() * 2);
             }
@@ -492,9 +495,9 @@ impl OwnerIndex {
 
     /// A task's status changed: it moves in its lists, and a conversation
     /// of one task keeps its place in the map.
-    fn moved(&mut self, context: &str, id: &str, before: Position, after: Position) -> Entry {
+    fn moved(&mut self, context: &[u8], id: &[u8], before: Position, after: Position) -> Entry {
         let entry = match self.contexts.get_mut(context) {
-            Some(Context::One(first, p)) if &*first.id == id => {
+            Some(Context::One(first, p)) if *first.id == *id => {
                 first.millis = after.millis;
                 *p = after;
                 let e = self.tasks.remove(id, before);
@@ -524,7 +527,9 @@ pub(super) struct ListIndex {
     shards: Box<[RwLock<OwnerMap>]>,
 }
 
-type OwnerMap = HashMap<Owner, OwnerIndex, Hasher>;
+/// The owners of one shard and their indexes, found by a hash computed once
+/// per change (it also picks the shard).
+type OwnerMap = HashTable<(Owner, OwnerIndex)>;
 
 impl Default for ListIndex {
     fn default() -> Self {
@@ -539,8 +544,8 @@ impl Default for ListIndex {
 #[derive(Clone)]
 pub(super) struct Indexed<'a> {
     pub(super) owner: &'a Owner,
-    pub(super) context: &'a str,
-    pub(super) id: &'a str,
+    pub(super) context: &'a [u8],
+    pub(super) id: &'a [u8],
 }
 
 /// A change of one task's place in the indexes.
@@ -555,8 +560,11 @@ pub(super) enum Change {
 }
 
 impl ListIndex {
-    fn shard_of(&self, owner: &Owner) -> usize {
-        self.hasher.hash_one(owner) as usize % SHARDS
+    /// The owner's hash, and its shard (picked by the hash's top bits: the
+    /// shard's table places it by the others).
+    fn hash(&self, owner: &Owner) -> (u64, usize) {
+        let hash = self.hasher.hash_one(owner);
+        (hash, (hash >> 60) as usize % SHARDS)
     }
 
     /// Applies the changes in their order. Consecutive changes of owners in
@@ -571,7 +579,7 @@ impl ListIndex {
         let mut held: Option<(usize, RwLockWriteGuard<'_, OwnerMap>)> = None;
         let mut applied = 0;
         for (task, change) in changes {
-            let at = self.shard_of(task.owner);
+            let (hash, at) = self.hash(task.owner);
             let shard = match &mut held {
                 Some((s, guard)) if *s == at => guard,
                 _ => {
@@ -588,39 +596,40 @@ impl ListIndex {
                     &mut held.insert((at, guard)).1
                 }
             };
-            Self::change(shard, &task, change);
+            self.change(shard, hash, &task, change);
             applied += 1;
         }
         applied
     }
 
-    fn change(shard: &mut OwnerMap, task: &Indexed<'_>, change: Change) {
-        match change {
-            Change::Insert(p) => {
+    fn change(&self, shard: &mut OwnerMap, hash: u64, task: &Indexed<'_>, change: Change) {
+        let owner = task.owner;
+        let found = shard.find_entry(hash, |(o, _)| o == owner);
+        match (change, found) {
+            (Change::Insert(p), found) => {
                 let entry = Entry::new(p.millis, Arc::from(task.id));
-                match shard.get_mut(task.owner) {
-                    Some(o) => o.insert(task.context, entry, p),
-                    None => {
+                match found {
+                    Ok(mut o) => o.get_mut().1.insert(task.context, entry, p),
+                    Err(_) => {
                         let mut o = OwnerIndex::default();
                         o.insert(task.context, entry, p);
-                        shard.insert(task.owner.clone(), o);
+                        shard.insert_unique(hash, (owner.clone(), o), |(o, _)| {
+                            self.hasher.hash_one(o)
+                        });
                     }
                 }
             }
-            Change::Moved(before, after) => {
-                if let Some(o) = shard.get_mut(task.owner) {
-                    o.moved(task.context, task.id, before, after);
+            (Change::Moved(before, after), Ok(mut o)) => {
+                o.get_mut().1.moved(task.context, task.id, before, after);
+            }
+            (Change::Remove(p), Ok(mut o)) => {
+                let index = &mut o.get_mut().1;
+                index.remove(task.context, task.id, p);
+                if index.tasks.is_empty() {
+                    o.remove();
                 }
             }
-            Change::Remove(p) => {
-                let Some(o) = shard.get_mut(task.owner) else {
-                    return;
-                };
-                o.remove(task.context, task.id, p);
-                if o.tasks.is_empty() {
-                    shard.remove(task.owner);
-                }
-            }
+            (Change::Moved(..) | Change::Remove(_), Err(_)) => {}
         }
     }
 
@@ -629,12 +638,13 @@ impl ListIndex {
     pub(super) fn read<R>(
         &self,
         owner: &Owner,
-        context: Option<&str>,
+        context: Option<&[u8]>,
         state: Option<TaskState>,
         f: impl FnOnce(&Ranked) -> R,
     ) -> Option<R> {
-        let shard = self.shards[self.shard_of(owner)].read();
-        let o = shard.get(owner)?;
+        let (hash, at) = self.hash(owner);
+        let shard = self.shards[at].read();
+        let (_, o) = shard.find(hash, |(o, _)| o == owner)?;
         match context {
             None => o.tasks.get(state).map(f),
             Some(c) => o.contexts.get(c)?.read(state, f),
@@ -672,8 +682,8 @@ impl ListIndex {
             .iter()
             .map(|s| {
                 s.read()
-                    .values()
-                    .map(|o| {
+                    .iter()
+                    .map(|(_, o)| {
                         o.tasks.entries() + o.contexts.values().map(Context::entries).sum::<usize>()
                     })
                     .sum::<usize>()
@@ -687,7 +697,7 @@ mod tests {
     use super::*;
 
     fn e(millis: i64, id: &str) -> Entry {
-        Entry::new(millis, id.into())
+        Entry::new(millis, id.as_bytes().into())
     }
 
     /// A reference model: a sorted vector.
@@ -695,7 +705,7 @@ mod tests {
         assert_eq!(r.len(), model.len());
         let got: Vec<(i64, String)> = r
             .descending_from(None)
-            .map(|e| (e.millis, e.id.to_string()))
+            .map(|e| (e.millis, String::from_utf8(e.id.to_vec()).unwrap()))
             .collect();
         let mut want = model.to_vec();
         want.sort();
@@ -707,8 +717,8 @@ mod tests {
         }
         if let Some((m, id)) = want.get(want.len() / 2) {
             let below: Vec<_> = r
-                .descending_from(Some((*m, id)))
-                .map(|e| (e.millis, e.id.to_string()))
+                .descending_from(Some((*m, id.as_bytes())))
+                .map(|e| (e.millis, String::from_utf8(e.id.to_vec()).unwrap()))
                 .collect();
             assert_eq!(below, want[want.len() / 2 + 1..]);
         }
@@ -732,14 +742,14 @@ mod tests {
         for i in 0..4900i64 {
             let k = (i * 31) % 5000;
             let id = format!("t{k}");
-            assert!(r.remove(k / 3, &id, true).is_some(), "{id}");
+            assert!(r.remove(k / 3, id.as_bytes(), true).is_some(), "{id}");
             model.retain(|(_, x)| *x != id);
         }
-        assert!(r.remove(0, "t0", true).is_none());
+        assert!(r.remove(0, b"t0", true).is_none());
         check(&r, &model);
         assert!(r.chunks.len() <= 2, "{} chunks", r.chunks.len());
         for (m, id) in std::mem::take(&mut model) {
-            assert!(r.remove(m, &id, true).is_some());
+            assert!(r.remove(m, id.as_bytes(), true).is_some());
         }
         assert!(r.is_empty());
         assert_eq!(r.held_bytes(), 0, "an empty set holds nothing");
@@ -755,7 +765,7 @@ mod tests {
         assert_eq!(r.count_from(-10), 3);
         assert_eq!(r.count_from(0), 2);
         assert_eq!(r.count_from(1), 1);
-        r.remove(0, "untimed", false);
+        r.remove(0, b"untimed", false);
         assert_eq!(r.count_from(-10), 3);
     }
 
@@ -803,8 +813,8 @@ mod tests {
                     index.insert(
                         &Indexed {
                             owner: &owner,
-                            context: &context,
-                            id: &id,
+                            context: context.as_bytes(),
+                            id: id.as_bytes(),
                         },
                         p,
                     );
@@ -815,8 +825,8 @@ mod tests {
                     let after = at(next(50), next(3) as usize);
                     let t = Indexed {
                         owner: &owner,
-                        context: &context,
-                        id: &id,
+                        context: context.as_bytes(),
+                        id: id.as_bytes(),
                     };
                     if after != before {
                         index.moved(&t, before, after);
@@ -827,8 +837,8 @@ mod tests {
                     index.remove(
                         &Indexed {
                             owner: &owner,
-                            context: &context,
-                            id: &id,
+                            context: context.as_bytes(),
+                            id: id.as_bytes(),
                         },
                         p,
                     );
@@ -861,13 +871,14 @@ mod tests {
                                 && p.timed
                         })
                         .count();
-                    let got = index.read(&owner, context.as_deref(), state, |r| {
-                        let list: Vec<(i64, String)> = r
-                            .descending_from(None)
-                            .map(|e| (e.millis, e.id.to_string()))
-                            .collect();
-                        (list, r.count_from(0))
-                    });
+                    let got =
+                        index.read(&owner, context.as_deref().map(str::as_bytes), state, |r| {
+                            let list: Vec<(i64, String)> = r
+                                .descending_from(None)
+                                .map(|e| (e.millis, String::from_utf8(e.id.to_vec()).unwrap()))
+                                .collect();
+                            (list, r.count_from(0))
+                        });
                     match got {
                         None => assert!(want.is_empty(), "{context:?} {state:?} at {step}"),
                         Some((list, timed)) => {
@@ -882,8 +893,8 @@ mod tests {
             index.remove(
                 &Indexed {
                     owner: &owner,
-                    context: &context,
-                    id: &id,
+                    context: context.as_bytes(),
+                    id: id.as_bytes(),
                 },
                 p,
             );

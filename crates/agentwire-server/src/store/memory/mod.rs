@@ -481,7 +481,7 @@ impl MemoryStore {
             let want = query.page_size + 1 - found.len();
             let batch = tasks_table.index().read(
                 owner,
-                query.context_id.as_deref(),
+                query.context_id.as_deref().map(str::as_bytes),
                 query.state,
                 |ranked| {
                     let total = match after {
@@ -489,7 +489,7 @@ impl MemoryStore {
                         None => ranked.len(),
                     };
                     let keys: Vec<index::Entry> = ranked
-                        .descending_from(from.as_ref().map(|c| (c.millis, c.id.as_str())))
+                        .descending_from(from.as_ref().map(|c| (c.millis, c.id.as_bytes())))
                         .take_while(|e| after.is_none_or(|a| e.millis >= a))
                         .take(want)
                         .cloned()
@@ -505,7 +505,9 @@ impl MemoryStore {
             let exhausted = keys.len() < want;
             let mut last = None;
             for key in keys {
-                let held = tasks_table.read(tasks_table.hash(&key.id), &key.id, |slot| {
+                // The bytes of a `&str`: never lossy.
+                let id = String::from_utf8_lossy(&key.id);
+                let held = tasks_table.read(tasks_table.hash(&id), &id, |slot| {
                     let p = slot.position();
                     let same = p.millis == key.millis
                         && slot.is_owned_by(owner)
@@ -520,7 +522,7 @@ impl MemoryStore {
                 });
                 let cursor = Cursor {
                     millis: key.millis,
-                    id: key.id.to_string(),
+                    id: id.into_owned(),
                 };
                 if let Some(Some(held)) = held {
                     found.push((cursor.clone(), held));

@@ -114,6 +114,16 @@ impl PackedTask {
         string_field(self.body(), 2)
     }
 
+    /// The id's bytes, unchecked for UTF-8 (they were a `String`'s).
+    pub(super) fn id_bytes(&self) -> &[u8] {
+        bytes_field(self.body(), 1).unwrap_or_default()
+    }
+
+    /// The context id's bytes, unchecked for UTF-8 (they were a `String`'s).
+    pub(super) fn context_id_bytes(&self) -> &[u8] {
+        bytes_field(self.body(), 2).unwrap_or_default()
+    }
+
     /// `Task.status.state`, from the header.
     pub(super) fn state(&self) -> TaskState {
         let state = self.header::<4>(0).map_or(0, i32::from_le_bytes);

@@ -226,8 +226,8 @@ impl Pending {
 
     fn indexed(&self) -> (Indexed<'_>, Change) {
         let (id, context) = match &self.keys {
-            Keys::Packed(p) => (p.id(), p.context_id()),
-            Keys::Owned { id, context } => (&**id, &**context),
+            Keys::Packed(p) => (p.id_bytes(), p.context_id_bytes()),
+            Keys::Owned { id, context } => (id.as_bytes(), context.as_bytes()),
         };
         let task = Indexed {
             owner: self.owner.as_deref().unwrap_or(&ANONYMOUS),
