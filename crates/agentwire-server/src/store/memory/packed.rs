@@ -106,12 +106,12 @@ impl PackedTask {
 
     /// `Task.id` (field 1).
     pub(super) fn id(&self) -> &str {
-        string_field(self.body(), 1)
+        as_str(self.id_bytes())
     }
 
     /// `Task.context_id` (field 2).
     pub(super) fn context_id(&self) -> &str {
-        string_field(self.body(), 2)
+        as_str(self.context_id_bytes())
     }
 
     /// The id's bytes, unchecked for UTF-8 (they were a `String`'s).
@@ -208,11 +208,10 @@ fn bytes_field(buf: &[u8], field: u32) -> Option<&[u8]> {
     })
 }
 
-/// A string field, empty when absent (as protobuf leaves empty strings out).
-fn string_field(buf: &[u8], field: u32) -> &str {
-    bytes_field(buf, field)
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .unwrap_or("")
+/// A string field's bytes as text (empty if they were not UTF-8, which a
+/// field written from a `String` always is).
+fn as_str(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -36,6 +36,11 @@ static ANONYMOUS: Owner = Owner {
     principal: String::new(),
 };
 
+/// The owner a slot or a change keeps (`None`: the anonymous one).
+fn owner_or_anonymous(owner: &Option<Arc<Owner>>) -> &Owner {
+    owner.as_deref().unwrap_or(&ANONYMOUS)
+}
+
 /// Number of shards (a power of two).
 const SHARDS: usize = 32;
 
@@ -143,7 +148,7 @@ impl Slot {
     }
 
     fn owner_ref(&self) -> &Owner {
-        self.owner.as_deref().unwrap_or(&ANONYMOUS)
+        owner_or_anonymous(&self.owner)
     }
 
     /// Where the task stands in the listing indexes.
@@ -230,7 +235,7 @@ impl Pending {
             Keys::Owned { id, context } => (id.as_bytes(), context.as_bytes()),
         };
         let task = Indexed {
-            owner: self.owner.as_deref().unwrap_or(&ANONYMOUS),
+            owner: owner_or_anonymous(&self.owner),
             context,
             id,
         };
