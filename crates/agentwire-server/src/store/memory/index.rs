@@ -559,6 +559,18 @@ pub(super) enum Change {
     Remove(Position),
 }
 
+impl Change {
+    /// This change followed by `later` (of the same task), as one change:
+    /// `None` when they do not make one (a task that left the store).
+    pub(super) fn then(self, later: Change) -> Option<Change> {
+        match (self, later) {
+            (Change::Insert(_), Change::Moved(_, to)) => Some(Change::Insert(to)),
+            (Change::Moved(from, _), Change::Moved(_, to)) => Some(Change::Moved(from, to)),
+            _ => None,
+        }
+    }
+}
+
 impl ListIndex {
     /// The owner's hash, and its shard (picked by the hash's top bits: the
     /// shard's table places it by the others).

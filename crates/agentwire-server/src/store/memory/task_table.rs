@@ -208,13 +208,16 @@ enum Keys {
 
 /// A change to the listing indexes that waits for its shard's next batch.
 struct Pending {
+    /// The task id's hash (the table's): a later change of the same task
+    /// finds this one by it (see `Shard::push`).
+    hash: u64,
     keys: Keys,
     owner: Option<Arc<Owner>>,
     change: Change,
 }
 
 impl Pending {
-    fn new(slot: &Slot, change: Change) -> Self {
+    fn new(hash: u64, slot: &Slot, change: Change) -> Self {
         let keys = match &slot.held {
             Held::Finished(p) => Keys::Packed(p.clone()),
             Held::Open(t) => Keys::Owned {
@@ -223,21 +226,29 @@ impl Pending {
             },
         };
         Self {
+            hash,
             keys,
             owner: slot.owner.clone(),
             change,
         }
     }
 
+    fn id(&self) -> &[u8] {
+        match &self.keys {
+            Keys::Packed(p) => p.id_bytes(),
+            Keys::Owned { id, .. } => id.as_bytes(),
+        }
+    }
+
     fn indexed(&self) -> (Indexed<'_>, Change) {
-        let (id, context) = match &self.keys {
-            Keys::Packed(p) => (p.id_bytes(), p.context_id_bytes()),
-            Keys::Owned { id, context } => (id.as_bytes(), context.as_bytes()),
+        let context = match &self.keys {
+            Keys::Packed(p) => p.context_id_bytes(),
+            Keys::Owned { context, .. } => context.as_bytes(),
         };
         let task = Indexed {
             owner: owner_or_anonymous(&self.owner),
             context,
-            id,
+            id: self.id(),
         };
         (task, self.change)
     }
@@ -281,6 +292,25 @@ impl Shard {
         if self.pending.len() >= BATCH {
             let wait = self.pending.len() >= BATCH_MAX || self.pending_bytes >= BATCH_BYTES;
             self.flush(index, wait);
+        }
+    }
+
+    /// Folds a change of the task with this hash and id into its earlier
+    /// change when one still waits (stored, then finished: stored
+    /// finished); false when there is none to fold it into. Most tasks
+    /// finish within their request, before their shard's batch is applied,
+    /// and moving a task in the indexes cost as much as storing it there.
+    fn fold(pending: &mut [Pending], hash: u64, id: &[u8], change: Change) -> bool {
+        let earlier = pending
+            .iter_mut()
+            .rev()
+            .find(|p| p.hash == hash && p.id() == id);
+        match earlier.and_then(|p| Some((p.change.then(change)?, p))) {
+            Some((folded, p)) => {
+                p.change = folded;
+                true
+            }
+            None => false,
         }
     }
 
@@ -346,7 +376,7 @@ impl TaskTable {
             Entry::Occupied(_) => Err(slot),
             Entry::Vacant(v) => {
                 let change = Change::Insert(Position::new(task.state(), task.status_timestamp()));
-                let pending = Pending::new(&slot, change);
+                let pending = Pending::new(hash, &slot, change);
                 v.insert(slot);
                 shard.push(&self.index, pending, 0);
                 Ok(())
@@ -376,8 +406,9 @@ impl TaskTable {
         let out = f(slot);
         if let Some(before) = before {
             let after = slot.position();
-            if after != before {
-                let pending = Pending::new(slot, Change::Moved(before, after));
+            let change = Change::Moved(before, after);
+            if after != before && !Shard::fold(&mut shard.pending, hash, id.as_bytes(), change) {
+                let pending = Pending::new(hash, slot, change);
                 shard.push(&self.index, pending, 0);
             }
         }
@@ -393,7 +424,7 @@ impl TaskTable {
         match shard.slots.find_entry(hash, |s| s.token() == Some(token)) {
             Ok(entry) => {
                 let slot = entry.remove().0;
-                let pending = Pending::new(&slot, Change::Remove(slot.position()));
+                let pending = Pending::new(hash, &slot, Change::Remove(slot.position()));
                 shard.push(&self.index, pending, slot.bytes as usize);
                 Some(slot)
             }
@@ -411,7 +442,8 @@ impl TaskTable {
             let from = out.len();
             out.extend(shard.slots.extract_if(|slot| drop(slot)));
             for slot in &out[from..] {
-                let pending = Pending::new(slot, Change::Remove(slot.position()));
+                let hash = self.hash(slot.id());
+                let pending = Pending::new(hash, slot, Change::Remove(slot.position()));
                 shard.pending.push(pending);
             }
             shard.flush(&self.index, true);
@@ -491,6 +523,88 @@ mod tests {
         assert_eq!(listed(&t), Some(n + 1), "the reader applied them all");
         let waiting: usize = t.shards.iter().map(|s| s.read().pending.len()).sum();
         assert_eq!(waiting, 0);
+    }
+
+    /// A task that changes while its earlier change waits changes that
+    /// one: stored, moved twice and finished in one batch is one change, and
+    /// the indexes list it where it ended. A change never folds into the
+    /// removal of an earlier task with the same id.
+    #[test]
+    fn changes_of_a_waiting_task_fold_into_one() {
+        let t = TaskTable::default();
+        let owner = Owner::default();
+        let at = |s: TaskState, ms: i64| agentwire_types::TaskStatus {
+            state: s as i32,
+            timestamp: Some(Timestamp::from_millis(ms)),
+            ..Default::default()
+        };
+        let store = |t: &TaskTable, id: &str, s: TaskState, ms: i64| {
+            let task = Arc::new(Task {
+                id: id.into(),
+                context_id: "c".into(),
+                status: Some(at(s, ms)),
+                ..Default::default()
+            });
+            assert!(
+                t.insert(t.hash(id), Slot::new(&task, &owner, 0, 0), &task)
+                    .is_ok()
+            );
+        };
+        let set = |t: &TaskTable, id: &str, s: TaskState, ms: i64| {
+            t.write(t.hash(id), id, |slot| {
+                let Held::Open(task) = &mut slot.held else {
+                    panic!("open")
+                };
+                Arc::make_mut(task).status = Some(at(s, ms));
+                if s.is_terminal() {
+                    slot.finish();
+                }
+            })
+            .expect("stored");
+        };
+        let waiting =
+            |t: &TaskTable| -> usize { t.shards.iter().map(|s| s.read().pending.len()).sum() };
+        let listed = |t: &TaskTable, state: Option<TaskState>| {
+            t.index()
+                .read(&owner, Some(b"c"), state, |r| {
+                    r.descending_from(None)
+                        .map(|e| (e.millis, String::from_utf8_lossy(&e.id).into_owned()))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        };
+
+        store(&t, "a", TaskState::Submitted, 1);
+        set(&t, "a", TaskState::Working, 2);
+        set(&t, "a", TaskState::InputRequired, 3);
+        set(&t, "a", TaskState::Completed, 4);
+        assert_eq!(waiting(&t), 1, "one change for the four");
+        assert_eq!(listed(&t, None), [(4, "a".to_owned())]);
+        assert_eq!(listed(&t, Some(TaskState::Completed)).len(), 1);
+        assert!(listed(&t, Some(TaskState::Working)).is_empty());
+        assert_eq!(waiting(&t), 0);
+
+        // Applied: the next moves wait as one move.
+        store(&t, "b", TaskState::Working, 5);
+        assert_eq!(listed(&t, None).len(), 2);
+        set(&t, "b", TaskState::InputRequired, 6);
+        set(&t, "b", TaskState::Working, 7);
+        assert_eq!(waiting(&t), 1);
+        assert_eq!(listed(&t, Some(TaskState::Working)), [(7, "b".to_owned())]);
+        assert!(listed(&t, Some(TaskState::InputRequired)).is_empty());
+
+        // Removed, then stored again under the same id: the move folds into
+        // the new store, not into the removal.
+        let token = t
+            .read(t.hash("a"), "a", |s| s.token())
+            .flatten()
+            .expect("finished");
+        assert!(t.remove_exact(t.hash("a"), token).is_some());
+        store(&t, "a", TaskState::Working, 8);
+        set(&t, "a", TaskState::Failed, 9);
+        assert_eq!(waiting(&t), 2, "the removal and the new store");
+        assert_eq!(listed(&t, None), [(9, "a".to_owned()), (7, "b".to_owned())]);
+        assert_eq!(t.index().entries(), 8);
     }
 
     #[test]
