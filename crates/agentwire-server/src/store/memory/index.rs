@@ -39,15 +39,41 @@ pub(super) struct Entry {
     /// finished task's keys from its encoding, and checking them for UTF-8
     /// at every change took more than finding the task's place.
     pub(super) id: Arc<[u8]>,
+    /// The id's [`tag`], beside the time: a removal finds its entry
+    /// without reading the ids of the others, which have mostly left the
+    /// caches by then.
+    tag: u64,
+}
+
+/// Eight bytes that tell most ids apart: their last eight (the random end
+/// of a UUID), with the length. Two ids with the same tag are told apart
+/// by their bytes.
+fn tag(id: &[u8]) -> u64 {
+    let mut end = [0u8; 8];
+    let n = id.len().min(8);
+    end[..n].copy_from_slice(&id[id.len() - n..]);
+    u64::from_le_bytes(end) ^ (id.len() as u64).rotate_right(8)
 }
 
 impl Entry {
     pub(super) fn new(millis: i64, id: Arc<[u8]>) -> Self {
-        Self { millis, id }
+        let tag = tag(&id);
+        Self { millis, id, tag }
+    }
+
+    /// The entry with the same id, at another time.
+    fn at(self, millis: i64) -> Self {
+        Self { millis, ..self }
     }
 
     fn cmp_key(&self, millis: i64, id: &[u8]) -> Ordering {
         self.millis.cmp(&millis).then_with(|| (*self.id).cmp(id))
+    }
+
+    /// Whether this is the entry of the id with this tag, at this time (its
+    /// id read only when the time and the tag match).
+    fn is(&self, millis: i64, tag: u64, id: &[u8]) -> bool {
+        self.millis == millis && self.tag == tag && *self.id == *id
     }
 }
 
@@ -71,6 +97,10 @@ impl Position {
         }
     }
 }
+
+/// The most entries at one time that a removal compares by their tags
+/// before it searches by ids.
+const FIND_SCAN: usize = 64;
 
 /// The most entries in one chunk of a [`Ranked`]; a chunk splits beyond it.
 const CHUNK_MAX: usize = 512;
@@ -204,28 +234,54 @@ impl Ranked {
         true
     }
 
+    /// The chunk and position of the entry of this id at this time. The
+    /// entries at that time are found by their times and told apart by
+    /// their tags (see `Entry::tag`), so that no other entry's id is read.
+    fn find(&self, millis: i64, id: &[u8]) -> Option<(usize, usize)> {
+        let tag = tag(id);
+        // Eviction takes the oldest tasks, mostly the first entries.
+        if let Some(pos) = self.chunks[0]
+            .iter()
+            .take(4)
+            .position(|e| e.is(millis, tag, id))
+        {
+            return Some((0, pos));
+        }
+        let first = self
+            .chunks
+            .partition_point(|ch| ch.back().is_some_and(|e| e.millis < millis));
+        let mut seen = 0;
+        for (c, chunk) in self.chunks.iter().enumerate().skip(first) {
+            let from = chunk.partition_point(|e| e.millis < millis);
+            for (pos, e) in chunk.iter().enumerate().skip(from) {
+                if e.millis != millis {
+                    return None;
+                }
+                if e.is(millis, tag, id) {
+                    return Some((c, pos));
+                }
+                seen += 1;
+                // Many entries at one time (tasks without a status time
+                // are all at 0 ms): the binary search, reading ids.
+                if seen == FIND_SCAN {
+                    let (c, pos) = self.locate(millis, id);
+                    let found = self.chunks[c]
+                        .get(pos)
+                        .is_some_and(|e| e.is(millis, tag, id));
+                    return found.then_some((c, pos));
+                }
+            }
+        }
+        None
+    }
+
     /// Removes the entry with this key, and gives it back.
     pub(super) fn remove(&mut self, millis: i64, id: &[u8], timed: bool) -> Option<Entry> {
         if self.chunks.is_empty() {
             return None;
         }
-        // Eviction takes the oldest tasks, mostly the first entry: found
-        // without the two binary searches.
-        let first = self.chunks[0]
-            .front()
-            .is_some_and(|e| e.cmp_key(millis, id).is_eq());
-        let (c, pos) = if first {
-            (0, 0)
-        } else {
-            self.locate(millis, id)
-        };
+        let (c, pos) = self.find(millis, id)?;
         let chunk = &mut self.chunks[c];
-        if !chunk
-            .get(pos)
-            .is_some_and(|e| e.cmp_key(millis, id).is_eq())
-        {
-            return None;
-        }
         let entry = chunk.remove(pos)?;
         self.len -= 1;
         self.untimed -= usize::from(!timed);
@@ -501,14 +557,13 @@ impl OwnerIndex {
                 first.millis = after.millis;
                 *p = after;
                 let e = self.tasks.remove(id, before);
-                let entry = e.unwrap_or_else(|| first.clone());
-                Entry::new(after.millis, entry.id)
+                e.unwrap_or_else(|| first.clone()).at(after.millis)
             }
             _ => {
                 let e = self
                     .remove(context, id, before)
                     .unwrap_or_else(|| Entry::new(after.millis, Arc::from(id)));
-                let entry = Entry::new(after.millis, e.id);
+                let entry = e.at(after.millis);
                 self.insert(context, entry.clone(), after);
                 return entry;
             }
@@ -765,6 +820,56 @@ mod tests {
         }
         assert!(r.is_empty());
         assert_eq!(r.held_bytes(), 0, "an empty set holds nothing");
+    }
+
+    /// A removal finds its entry among many at the same time, across
+    /// chunks, whether their tags tell them apart or not (ids with the same
+    /// end and length), and finds nothing for an id that is not there.
+    #[test]
+    fn removals_find_entries_that_share_a_time_or_a_tag() {
+        for (n, same_tag) in [
+            (3 * CHUNK_MAX, false),
+            (3 * CHUNK_MAX, true),
+            (FIND_SCAN + 3, true),
+        ] {
+            let id = |i: usize| {
+                if same_tag {
+                    format!("{i:05}-same-end")
+                } else {
+                    format!("same-start-{i:05}")
+                }
+            };
+            if same_tag {
+                assert_eq!(tag(id(1).as_bytes()), tag(id(2).as_bytes()));
+            }
+            let mut r = Ranked::default();
+            let mut model = Vec::new();
+            for i in 0..n {
+                // Most at one time; a few before and after it.
+                let millis = match i % 10 {
+                    0 => 5,
+                    9 => 20,
+                    _ => 10,
+                };
+                assert!(r.insert(e(millis, &id(i)), true));
+                model.push((millis, id(i)));
+            }
+            assert!(r.remove(10, b"absent", true).is_none());
+            assert!(
+                r.remove(10, id(0).as_bytes(), true).is_none(),
+                "at another time"
+            );
+            for i in (0..n).map(|i| (i * 7919) % n) {
+                let (millis, key) = model.iter().find(|(_, k)| *k == id(i)).cloned().unwrap();
+                let entry = r.remove(millis, key.as_bytes(), true);
+                assert_eq!(entry.map(|e| e.id.to_vec()), Some(key.clone().into_bytes()));
+                model.retain(|(_, k)| *k != key);
+                if model.len() % 97 == 0 {
+                    check(&r, &model);
+                }
+            }
+            assert!(r.is_empty());
+        }
     }
 
     #[test]
