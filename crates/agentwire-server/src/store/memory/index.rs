@@ -461,11 +461,73 @@ impl Group {
 }
 
 /// One conversation's tasks: most conversations have one task, which is
-/// kept as it is, without lists (a list is made when a second task comes).
+/// kept as it is, without lists (a list is made when a second task comes,
+/// boxed: a conversation's slot in its owner's map stays small).
 #[derive(Debug)]
 enum Context {
     One(Entry, Position),
-    Many(Group),
+    Many(Box<Group>),
+}
+
+/// A context id as its owner's map keeps it: in the map's slot when it is
+/// short (a UUID is 36 bytes), so that finding a conversation reads no
+/// other memory than the slot, and removing one frees none.
+#[derive(Clone)]
+enum ContextKey {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Heap(Box<[u8]>),
+}
+
+/// The longest context id kept in the map's slot.
+const INLINE_KEY: usize = 38;
+
+impl ContextKey {
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            ContextKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            ContextKey::Heap(b) => b,
+        }
+    }
+}
+
+impl From<&[u8]> for ContextKey {
+    fn from(key: &[u8]) -> Self {
+        match u8::try_from(key.len()) {
+            Ok(len) if key.len() <= INLINE_KEY => {
+                let mut bytes = [0; INLINE_KEY];
+                bytes[..key.len()].copy_from_slice(key);
+                ContextKey::Inline { len, bytes }
+            }
+            _ => ContextKey::Heap(key.into()),
+        }
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for ContextKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+/// Hashed as its bytes are (the map is searched with them).
+impl std::hash::Hash for ContextKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
+    }
+}
+
+impl PartialEq for ContextKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for ContextKey {}
+
+impl std::fmt::Debug for ContextKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        String::from_utf8_lossy(self.as_bytes()).fmt(f)
+    }
 }
 
 impl Context {
@@ -473,7 +535,7 @@ impl Context {
         match self {
             Context::Many(g) => g.insert(entry, p),
             Context::One(first, fp) => {
-                let mut g = Group::default();
+                let mut g = Box::<Group>::default();
                 g.insert(first.clone(), *fp);
                 g.insert(entry, p);
                 *self = Context::Many(g);
@@ -522,7 +584,7 @@ type Hasher = ahash::RandomState;
 #[derive(Debug, Default)]
 struct OwnerIndex {
     tasks: Group,
-    contexts: HashMap<Box<[u8]>, Context, Hasher>,
+    contexts: HashMap<ContextKey, Context, Hasher>,
 }
 
 impl OwnerIndex {
@@ -886,6 +948,20 @@ mod tests {
         assert_eq!(r.count_from(-10), 3);
     }
 
+    /// A conversation's slot in its owner's map: its key, and its task (or
+    /// a box of its lists).
+    #[test]
+    fn a_conversation_slot_is_small() {
+        let slot = std::mem::size_of::<(ContextKey, Context)>();
+        assert!(slot <= 96, "{slot} bytes");
+        let key = ContextKey::from("0196f3a2-7c1e-7d40-9b1a-3c5e8f2d4a11".as_bytes());
+        assert!(matches!(key, ContextKey::Inline { .. }));
+        assert_eq!(key.as_bytes(), b"0196f3a2-7c1e-7d40-9b1a-3c5e8f2d4a11");
+        let long = ContextKey::from([7u8; 39].as_slice());
+        assert!(matches!(long, ContextKey::Heap(_)));
+        assert_eq!(long.as_bytes(), [7u8; 39]);
+    }
+
     #[test]
     fn a_small_set_is_small() {
         let mut r = Ranked::default();
@@ -925,7 +1001,11 @@ mod tests {
             };
             match model.get(&id).cloned() {
                 None if pick < 7 => {
-                    let context = format!("c{}", next(8));
+                    // Some too long to be kept in the map's slot.
+                    let context = match next(8) {
+                        k if k % 2 == 1 => format!("c{k}-{}", "long".repeat(10)),
+                        k => format!("c{k}"),
+                    };
                     let p = at(next(50), next(3) as usize);
                     index.insert(
                         &Indexed {
