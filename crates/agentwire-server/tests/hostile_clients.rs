@@ -154,6 +154,50 @@ async fn half_a_request_head_or_nothing_is_disconnected_while_others_are_served(
     assert_eq!(good_request(&server).await, 200);
 }
 
+/// On a kept-alive HTTP/1.1 connection the head timeout starts again
+/// after every response: a connection that keeps sending requests, for
+/// longer than the timeout in all, is served throughout; once it sends
+/// half of the next head (or nothing), it is closed after the timeout.
+#[tokio::test]
+async fn a_kept_alive_connection_is_served_until_it_stalls_in_a_head() {
+    let timeout = Duration::from_millis(600);
+    let server = start(echo().request_head_timeout(timeout)).await;
+    let addr = server.local_addr();
+    let mut busy = TcpStream::connect(addr).await.unwrap();
+    let mut stalled = TcpStream::connect(addr).await.unwrap();
+    let mut idle = TcpStream::connect(addr).await.unwrap();
+    assert_eq!(get_card_on(&mut stalled).await, 200);
+    assert_eq!(get_card_on(&mut idle).await, 200);
+    stalled
+        .write_all(b"GET / HTTP/1.1\r\nhost: te")
+        .await
+        .unwrap();
+    // Requests a fifth of the timeout apart, for three timeouts.
+    let started = std::time::Instant::now();
+    let mut served = 0;
+    while started.elapsed() < 3 * timeout {
+        assert_eq!(
+            get_card_on(&mut busy).await,
+            200,
+            "request {served} on the busy connection"
+        );
+        served += 1;
+        tokio::time::sleep(timeout / 5).await;
+    }
+    assert!(served >= 10, "{served} requests");
+    for (name, tcp) in [("stalled in a head", &mut stalled), ("idle", &mut idle)] {
+        assert!(
+            read_to_close(tcp).await.is_some(),
+            "the {name} connection is closed"
+        );
+    }
+    assert_eq!(
+        get_card_on(&mut busy).await,
+        200,
+        "the busy one still served"
+    );
+}
+
 #[tokio::test]
 async fn a_body_that_does_not_arrive_is_refused() {
     let server = start(echo().body_read_timeout(Duration::from_secs(1))).await;

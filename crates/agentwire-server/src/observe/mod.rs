@@ -39,6 +39,10 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// The longest request id taken from a caller; a longer one is replaced.
 const MAX_REQUEST_ID_LEN: usize = 128;
 
+/// [`REQUEST_ID_HEADER`] as a header name made once: one made from the
+/// text at every response is an allocation.
+static REQUEST_ID_NAME: http::HeaderName = http::HeaderName::from_static(REQUEST_ID_HEADER);
+
 /// What a binding tells the log and the metrics about the call it answered,
 /// in the response's extensions.
 #[derive(Debug, Clone, Default)]
@@ -222,10 +226,7 @@ where
         if let Some(id) = this.id.take() {
             // The caller's id (or the one made for it), unless the service
             // set one itself.
-            response
-                .headers_mut()
-                .entry(REQUEST_ID_HEADER)
-                .or_insert(id);
+            response.headers_mut().entry(&REQUEST_ID_NAME).or_insert(id);
         }
         if let Some(start) = this.start.take() {
             answered(
@@ -242,7 +243,7 @@ where
 /// The id of a request: the caller's when it sent one sane id, else a new
 /// one (a UUID).
 fn request_id(headers: &HeaderMap) -> HeaderValue {
-    let mut ids = headers.get_all(REQUEST_ID_HEADER).iter();
+    let mut ids = headers.get_all(&REQUEST_ID_NAME).iter();
     match (ids.next(), ids.next()) {
         (Some(one), None) if sane_request_id(one) => one.clone(),
         _ => new_request_id(),
@@ -285,9 +286,7 @@ pub(crate) fn cors_layer(origins: &[HeaderValue]) -> tower_http::cors::CorsLayer
         .allow_origin(AllowOrigin::list(origins.iter().cloned()))
         .allow_methods(AllowMethods::mirror_request())
         .allow_headers(AllowHeaders::mirror_request())
-        .expose_headers(ExposeHeaders::list([http::HeaderName::from_static(
-            REQUEST_ID_HEADER,
-        )]))
+        .expose_headers(ExposeHeaders::list([REQUEST_ID_NAME.clone()]))
         .max_age(Duration::from_secs(600))
 }
 

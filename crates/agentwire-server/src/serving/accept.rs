@@ -46,6 +46,7 @@ use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use super::head_timer::{HeadClock, HeadTimer};
 use crate::bindings::http::{CardEndpoint, HttpState, call_context};
 
 /// The largest HTTP/1 request head accepted, and the size of each
@@ -341,9 +342,10 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
+    // The HTTP/1 timer (for the head timeout) is each connection's own:
+    // see `head_timer.rs`.
     builder
         .http1()
-        .timer(TokioTimer::new())
         .header_read_timeout(limits.request_head_timeout)
         .max_buf_size(MAX_HEAD_BYTES);
     builder
@@ -397,7 +399,9 @@ pub(crate) async fn serve(
         };
         let metrics = direct.metrics.clone();
         let cors = direct.cors.clone();
-        let builder = builder.clone();
+        let head = HeadClock::new();
+        let mut builder = builder.clone();
+        builder.http1().timer(HeadTimer(Arc::clone(&head)));
         let periods = [limits.request_head_timeout, limits.idle_timeout];
         let stop = stop.clone();
         let Some(tls) = &tls else {
@@ -406,7 +410,7 @@ pub(crate) async fn serve(
             let conn = builder
                 .serve_connection(TokioIo::new(Either::Left(tcp)), service)
                 .into_owned();
-            tokio::spawn(watch(conn, requests, periods, stop, slot));
+            tokio::spawn(watch(conn, requests, head, periods, stop, slot));
             continue;
         };
         let acceptor = tls.acceptor();
@@ -439,7 +443,7 @@ pub(crate) async fn serve(
             let conn = builder
                 .serve_connection(TokioIo::new(Either::Right(Box::new(stream))), service)
                 .into_owned();
-            watch(conn, requests, periods, stop, slot).await;
+            watch(conn, requests, head, periods, stop, slot).await;
         });
     }
     drop(listener);
@@ -481,18 +485,23 @@ async fn close_refused(mut tcp: TcpStream) {
 /// came in a whole period, the request-head timeout for the first request
 /// (a client that connects and sends nothing, which HTTP/1's own timer
 /// does not see before the protocol is known) and the idle timeout after,
-/// or when the server stops.
+/// or when the server stops. Its timer also wakes it for the HTTP/1 head
+/// timeout (`head`, see `head_timer.rs`).
 fn watch(
     conn: Connection,
     requests: Arc<AtomicU64>,
+    head: Arc<HeadClock>,
     [first, idle]: [Duration; 2],
     stop: CancellationToken,
     slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Watch {
     let alarm = Arc::new(Alarm::default());
+    let period_end = tokio::time::Instant::now() + first;
     Watch {
         conn,
-        timer: tokio::time::sleep(first),
+        timer: tokio::time::sleep_until(period_end),
+        period_end,
+        head,
         stopped: stop.cancelled_owned(),
         alarm_waker: std::task::Waker::from(Arc::clone(&alarm)),
         alarm,
@@ -520,8 +529,12 @@ pin_project_lite::pin_project! {
     struct Watch {
         #[pin]
         conn: Connection,
+        // Armed at the period's end, or earlier at the deadline of an
+        // HTTP/1 request head awaited.
         #[pin]
         timer: tokio::time::Sleep,
+        period_end: tokio::time::Instant,
+        head: Arc<HeadClock>,
         #[pin]
         stopped: tokio_util::sync::WaitForCancellationFutureOwned,
         alarm: Arc<Alarm>,
@@ -548,8 +561,12 @@ impl Future for Watch {
                 }
                 return Poll::Ready(());
             }
-            if *this.closing {
-                return Poll::Pending;
+            // A head awaited before the timer's alarm: the timer is moved
+            // to its deadline (rarely: later heads have later deadlines).
+            if let Some(deadline) = this.head.awaited()
+                && deadline < this.timer.deadline().into_std()
+            {
+                this.timer.as_mut().reset(deadline.into());
             }
             // Registered before the flag is read: an alarm after this
             // point wakes this task again.
@@ -558,24 +575,37 @@ impl Future for Watch {
                 return Poll::Pending;
             }
             let mut alarm_cx = Context::from_waker(this.alarm_waker);
-            let mut close = this.stopped.as_mut().poll(&mut alarm_cx).is_ready();
-            while !close && this.timer.as_mut().poll(&mut alarm_cx).is_ready() {
-                let now = this.requests.load(Ordering::Relaxed);
-                if now == *this.seen {
-                    close = true;
-                } else {
-                    *this.seen = now;
-                    this.timer
-                        .as_mut()
-                        .reset(tokio::time::Instant::now() + *this.idle);
+            let mut close = !*this.closing && this.stopped.as_mut().poll(&mut alarm_cx).is_ready();
+            let mut head_expired = false;
+            while this.timer.as_mut().poll(&mut alarm_cx).is_ready() {
+                let now = tokio::time::Instant::now();
+                if now >= *this.period_end {
+                    // A period without a request closes the connection
+                    // (once: a closing one is not closed again).
+                    let seen = this.requests.load(Ordering::Relaxed);
+                    close |= !*this.closing && seen == *this.seen;
+                    *this.seen = seen;
+                    *this.period_end = now + *this.idle;
                 }
+                // A closing connection may still wait for a head: its
+                // timeout ends it.
+                head_expired |= this.head.expire(now.into_std());
+                let next = match this.head.awaited().map(tokio::time::Instant::from_std) {
+                    Some(deadline) if deadline > now => deadline.min(*this.period_end),
+                    _ => *this.period_end,
+                };
+                this.timer.as_mut().reset(next);
             }
-            if !close {
+            if close {
+                // The connection is polled again at once, to begin its
+                // shutdown.
+                this.conn.as_mut().graceful_shutdown();
+                *this.closing = true;
+            } else if !head_expired {
                 return Poll::Pending;
             }
-            // The connection is polled again at once, to begin its shutdown.
-            this.conn.as_mut().graceful_shutdown();
-            *this.closing = true;
+            // Polled again: a head whose timeout is ready ends the
+            // connection.
         }
     }
 }

@@ -9,6 +9,8 @@
 //!   (HTTP/1.1 and h2c on the same port), with the two most frequent
 //!   requests answered before the router. Limits on connections (head
 //!   and body read times, idle time, how many at once) belong here.
+//! - `head_timer`: the HTTP/1 request-head timeout, kept by each
+//!   connection's task with one timer rather than one per request.
 //! - `tls`: [`TlsConfig`] (certificate and key files, reloaded when they
 //!   change; client certificates for mutual TLS).
 //!
@@ -19,6 +21,7 @@
 //! [`TlsConfig`]: crate::TlsConfig
 
 pub(crate) mod accept;
+pub(crate) mod head_timer;
 pub(crate) mod router;
 pub(crate) mod server;
 pub(crate) mod tls;
