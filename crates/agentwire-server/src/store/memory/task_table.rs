@@ -24,7 +24,7 @@ use std::sync::Arc;
 use agentwire_types::{A2aResult, Task, TaskState, Timestamp};
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use super::index::{Change, Indexed, ListIndex, Position};
 use super::packed::PackedTask;
@@ -209,11 +209,14 @@ enum Keys {
 /// A change to the listing indexes that waits for its shard's next batch.
 struct Pending {
     /// The task id's hash (the table's): a later change of the same task
-    /// finds this one by it (see `Shard::push`).
+    /// finds this one by it (see `Shard::fold`).
     hash: u64,
     keys: Keys,
     owner: Option<Arc<Owner>>,
     change: Change,
+    /// The bytes of a removed task that this change keeps alive (0 for a
+    /// task still stored).
+    kept: u32,
 }
 
 impl Pending {
@@ -225,11 +228,16 @@ impl Pending {
                 context: t.context_id.as_str().into(),
             },
         };
+        let kept = match change {
+            Change::Remove(_) => slot.bytes,
+            Change::Insert(_) | Change::Moved(..) => 0,
+        };
         Self {
             hash,
             keys,
             owner: slot.owner.clone(),
             change,
+            kept,
         }
     }
 
@@ -273,7 +281,9 @@ const BATCH_BYTES: usize = 256 * 1024;
 /// behind one lock) wait on each other at every request, and a thread that
 /// waits for a lock soon yields its core to another process. A batch takes
 /// the index's lock once per 32 changes, and only when no other thread
-/// holds it, until too many wait.
+/// holds it, until too many wait. A batch is taken out of the shard and
+/// applied outside its lock (`TaskTable::apply_batch`): applying one takes
+/// tens of microseconds, during which the shard's tasks stay available.
 #[derive(Default)]
 struct Shard {
     slots: HashTable<Slot>,
@@ -283,16 +293,18 @@ struct Shard {
 }
 
 impl Shard {
-    fn push(&mut self, index: &ListIndex, pending: Pending, removed_bytes: usize) {
+    /// Records a change; says when the shard's batch is due (`Some`), and
+    /// whether it must be applied even if that means waiting for the
+    /// indexes (`Some(true)`).
+    #[must_use]
+    fn push(&mut self, pending: Pending) -> Option<bool> {
         if self.pending.capacity() == 0 {
             self.pending.reserve_exact(BATCH);
         }
+        self.pending_bytes += pending.kept as usize;
         self.pending.push(pending);
-        self.pending_bytes += removed_bytes;
-        if self.pending.len() >= BATCH {
-            let wait = self.pending.len() >= BATCH_MAX || self.pending_bytes >= BATCH_BYTES;
-            self.flush(index, wait);
-        }
+        (self.pending.len() >= BATCH)
+            .then_some(self.pending.len() >= BATCH_MAX || self.pending_bytes >= BATCH_BYTES)
     }
 
     /// Folds a change of the task with this hash and id into its earlier
@@ -313,32 +325,19 @@ impl Shard {
             None => false,
         }
     }
-
-    /// Applies the changes that wait (those the indexes took, when `wait`
-    /// is false).
-    fn flush(&mut self, index: &ListIndex, wait: bool) {
-        if self.pending.is_empty() {
-            return;
-        }
-        let applied = index.apply(self.pending.iter().map(Pending::indexed), wait);
-        if applied == self.pending.len() {
-            self.pending.clear();
-            self.pending_bytes = 0;
-        } else {
-            self.pending.drain(..applied);
-            // What the rest keep alive is counted again at the next flush
-            // that takes them all; until then the count stays high, so
-            // the bound holds.
-        }
-    }
 }
 
 /// Tasks by id, and the listing indexes of the tasks.
 pub(super) struct TaskTable {
     hasher: ahash::RandomState,
     shards: Box<[RwLock<Shard>]>,
-    /// Written under a shard's write lock (never the other way round:
-    /// readers of the index take no shard lock while they hold it).
+    /// One per shard, held while a batch of the shard's changes is applied:
+    /// batches are applied one at a time, in their order. Taken before the
+    /// shard's lock, never while holding it.
+    appliers: Box<[Mutex<()>]>,
+    /// Written by the holder of a shard's applier (never while holding a
+    /// shard's lock; readers of the index take no shard lock while they
+    /// hold it).
     index: ListIndex,
 }
 
@@ -347,6 +346,7 @@ impl Default for TaskTable {
         Self {
             hasher: ahash::RandomState::new(),
             shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
+            appliers: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             index: ListIndex::default(),
         }
     }
@@ -359,29 +359,73 @@ impl TaskTable {
     }
 
     fn shard(&self, hash: u64) -> &RwLock<Shard> {
+        &self.shards[Self::shard_of(hash)]
+    }
+
+    fn shard_of(hash: u64) -> usize {
         // Bits the shard's own table does not use to place the slot.
-        &self.shards[(hash >> 40) as usize & (SHARDS - 1)]
+        (hash >> 40) as usize & (SHARDS - 1)
+    }
+
+    /// Applies shard `at`'s waiting changes, taken out of the shard (whose
+    /// lock is held only to take them, and to put back what the indexes
+    /// did not take). Without `wait`, nothing is waited for: not another
+    /// thread applying the shard's previous batch, nor the indexes.
+    fn apply_batch(&self, at: usize, wait: bool) {
+        let _applying = if wait {
+            self.appliers[at].lock()
+        } else {
+            match self.appliers[at].try_lock() {
+                Some(applying) => applying,
+                None => return,
+            }
+        };
+        let mut batch = {
+            let mut shard = self.shards[at].write();
+            shard.pending_bytes = 0;
+            std::mem::take(&mut shard.pending)
+        };
+        if batch.is_empty() {
+            return;
+        }
+        let applied = self.index.apply(batch.iter().map(Pending::indexed), wait);
+        if applied < batch.len() {
+            // The rest goes back before what was recorded meanwhile.
+            batch.drain(..applied);
+            let mut shard = self.shards[at].write();
+            shard.pending_bytes += batch.iter().map(|p| p.kept as usize).sum::<usize>();
+            batch.append(&mut shard.pending);
+            shard.pending = batch;
+        }
+        // The changes applied, and the removed tasks they kept, are freed
+        // here, outside the shard's lock.
     }
 
     /// Adds the slot made of `task`; gives the slot back (and adds
     /// nothing) when one with the same id is there. The index keys are read
     /// from `task`, not from the slot (a finished task is packed there).
     pub(super) fn insert(&self, hash: u64, slot: Slot, task: &Task) -> Result<(), Slot> {
-        let mut guard = self.shard(hash).write();
-        let shard = &mut *guard;
-        match shard
-            .slots
-            .entry(hash, |s| s.id() == task.id, |s| self.hash(s.id()))
-        {
-            Entry::Occupied(_) => Err(slot),
-            Entry::Vacant(v) => {
-                let change = Change::Insert(Position::new(task.state(), task.status_timestamp()));
-                let pending = Pending::new(hash, &slot, change);
-                v.insert(slot);
-                shard.push(&self.index, pending, 0);
-                Ok(())
+        let due = {
+            let mut guard = self.shard(hash).write();
+            let shard = &mut *guard;
+            match shard
+                .slots
+                .entry(hash, |s| s.id() == task.id, |s| self.hash(s.id()))
+            {
+                Entry::Occupied(_) => return Err(slot),
+                Entry::Vacant(v) => {
+                    let change =
+                        Change::Insert(Position::new(task.state(), task.status_timestamp()));
+                    let pending = Pending::new(hash, &slot, change);
+                    v.insert(slot);
+                    shard.push(pending)
+                }
             }
+        };
+        if let Some(wait) = due {
+            self.apply_batch(Self::shard_of(hash), wait);
         }
+        Ok(())
     }
 
     /// `f` on the task with this id, under its shard's read lock.
@@ -398,19 +442,27 @@ impl TaskTable {
         id: &str,
         f: impl FnOnce(&mut Slot) -> R,
     ) -> Option<R> {
-        let mut guard = self.shard(hash).write();
-        let shard = &mut *guard;
-        let slot = shard.slots.find_mut(hash, |s| s.id() == id)?;
-        // Only an open task changes.
-        let before = matches!(slot.held, Held::Open(_)).then(|| slot.position());
-        let out = f(slot);
-        if let Some(before) = before {
-            let after = slot.position();
-            let change = Change::Moved(before, after);
-            if after != before && !Shard::fold(&mut shard.pending, hash, id.as_bytes(), change) {
-                let pending = Pending::new(hash, slot, change);
-                shard.push(&self.index, pending, 0);
+        let (out, due) = {
+            let mut guard = self.shard(hash).write();
+            let shard = &mut *guard;
+            let slot = shard.slots.find_mut(hash, |s| s.id() == id)?;
+            // Only an open task changes.
+            let before = matches!(slot.held, Held::Open(_)).then(|| slot.position());
+            let out = f(slot);
+            let mut due = None;
+            if let Some(before) = before {
+                let after = slot.position();
+                let change = Change::Moved(before, after);
+                if after != before && !Shard::fold(&mut shard.pending, hash, id.as_bytes(), change)
+                {
+                    let pending = Pending::new(hash, slot, change);
+                    due = shard.push(pending);
+                }
             }
+            (out, due)
+        };
+        if let Some(wait) = due {
+            self.apply_batch(Self::shard_of(hash), wait);
         }
         Some(out)
     }
@@ -419,44 +471,53 @@ impl TaskTable {
     /// its encoding: the task is not read). The slot is dropped by the
     /// caller, outside the lock.
     pub(super) fn remove_exact(&self, hash: u64, token: usize) -> Option<Slot> {
-        let mut guard = self.shard(hash).write();
-        let shard = &mut *guard;
-        match shard.slots.find_entry(hash, |s| s.token() == Some(token)) {
-            Ok(entry) => {
-                let slot = entry.remove().0;
-                let pending = Pending::new(hash, &slot, Change::Remove(slot.position()));
-                shard.push(&self.index, pending, slot.bytes as usize);
-                Some(slot)
-            }
-            Err(_) => None,
+        let (slot, due) = {
+            let mut guard = self.shard(hash).write();
+            let shard = &mut *guard;
+            let slot = shard
+                .slots
+                .find_entry(hash, |s| s.token() == Some(token))
+                .ok()?
+                .remove()
+                .0;
+            let pending = Pending::new(hash, &slot, Change::Remove(slot.position()));
+            let due = shard.push(pending);
+            (slot, due)
+        };
+        if let Some(wait) = due {
+            self.apply_batch(Self::shard_of(hash), wait);
         }
+        Some(slot)
     }
 
     /// Removes the tasks `drop` picks, one shard (write-locked) at a time;
     /// returns them, to be dropped by the caller outside the locks.
     pub(super) fn remove_where(&self, mut drop: impl FnMut(&Slot) -> bool) -> Vec<Slot> {
         let mut out = Vec::new();
-        for shard in self.shards.iter() {
-            let mut guard = shard.write();
-            let shard = &mut *guard;
-            let from = out.len();
-            out.extend(shard.slots.extract_if(|slot| drop(slot)));
-            for slot in &out[from..] {
-                let hash = self.hash(slot.id());
-                let pending = Pending::new(hash, slot, Change::Remove(slot.position()));
-                shard.pending.push(pending);
+        for (at, shard) in self.shards.iter().enumerate() {
+            {
+                let mut guard = shard.write();
+                let shard = &mut *guard;
+                let from = out.len();
+                out.extend(shard.slots.extract_if(|slot| drop(slot)));
+                for slot in &out[from..] {
+                    let hash = self.hash(slot.id());
+                    let pending = Pending::new(hash, slot, Change::Remove(slot.position()));
+                    shard.pending_bytes += pending.kept as usize;
+                    shard.pending.push(pending);
+                }
             }
-            shard.flush(&self.index, true);
+            self.apply_batch(at, true);
         }
         out
     }
 
     /// The listing indexes, with every change made so far applied.
     pub(super) fn index(&self) -> &ListIndex {
-        for shard in self.shards.iter() {
-            if !shard.read().pending.is_empty() {
-                shard.write().flush(&self.index, true);
-            }
+        // Every shard's applier is taken, so a batch another thread is
+        // applying is applied before the indexes are read.
+        for at in 0..self.shards.len() {
+            self.apply_batch(at, true);
         }
         &self.index
     }
@@ -605,6 +666,122 @@ mod tests {
         assert_eq!(waiting(&t), 2, "the removal and the new store");
         assert_eq!(listed(&t, None), [(9, "a".to_owned()), (7, "b".to_owned())]);
         assert_eq!(t.index().entries(), 8);
+    }
+
+    /// Threads storing, finishing, removing and storing again tasks of the
+    /// same ids at once, while another lists them and holds the indexes for
+    /// a while each time (so that batches are often only partly applied and
+    /// their rest put back): every change is applied once, in its order, so
+    /// the indexes end up holding exactly the tasks the table holds.
+    #[test]
+    fn changes_from_many_threads_reach_the_indexes_in_order() {
+        let t = TaskTable::default();
+        let owner = Owner::default();
+        let status = |s: TaskState, ms: i64| agentwire_types::TaskStatus {
+            state: s as i32,
+            timestamp: Some(Timestamp::from_millis(ms)),
+            ..Default::default()
+        };
+        const THREADS: usize = 4;
+        const ROUNDS: usize = 3_000;
+        const IDS: usize = 40;
+        let listed = |t: &TaskTable, context: Option<&[u8]>, state| {
+            t.index()
+                .read(&owner, context, state, |r| r.len())
+                .unwrap_or(0)
+        };
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    t.index.read(&owner, None, None, |r| {
+                        let until =
+                            std::time::Instant::now() + std::time::Duration::from_micros(50);
+                        while std::time::Instant::now() < until {
+                            std::hint::black_box(r.len());
+                        }
+                    });
+                    assert!(listed(&t, None, None) <= THREADS * IDS);
+                }
+            });
+            let workers: Vec<_> = (0..THREADS)
+                .map(|w| {
+                    let t = &t;
+                    let owner = &owner;
+                    scope.spawn(move || {
+                        for i in 0..ROUNDS {
+                            let id = format!("w{w}-t{}", i % IDS);
+                            let h = t.hash(&id);
+                            // The task of this id from an earlier round
+                            // leaves first.
+                            if let Some(token) = t.read(h, &id, |s| s.token()).flatten() {
+                                assert!(t.remove_exact(h, token).is_some());
+                            }
+                            let task = Arc::new(Task {
+                                id: id.clone(),
+                                context_id: format!("c{}", i % 7),
+                                status: Some(status(TaskState::Working, i as i64)),
+                                ..Default::default()
+                            });
+                            assert!(t.insert(h, Slot::new(&task, owner, 1, 0), &task).is_ok());
+                            let end = if i % 5 == 0 {
+                                TaskState::Failed
+                            } else {
+                                TaskState::Completed
+                            };
+                            for (s, ms) in [(TaskState::InputRequired, i + 1), (end, i + 2)] {
+                                t.write(h, &id, |slot| {
+                                    let Held::Open(task) = &mut slot.held else {
+                                        panic!("open")
+                                    };
+                                    Arc::make_mut(task).status = Some(status(s, ms as i64));
+                                    if s.is_terminal() {
+                                        slot.finish();
+                                    }
+                                })
+                                .expect("stored");
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for w in workers {
+                w.join().expect("a worker");
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let kept = THREADS * IDS;
+        let mut held = 0;
+        t.for_each(|_| held += 1);
+        assert_eq!(held, kept);
+        assert_eq!(listed(&t, None, None), kept);
+        let failed = listed(&t, None, Some(TaskState::Failed));
+        let completed = listed(&t, None, Some(TaskState::Completed));
+        assert_eq!(failed + completed, kept);
+        assert_eq!(listed(&t, None, Some(TaskState::Working)), 0);
+        let in_contexts: usize = (0..7)
+            .map(|c| listed(&t, Some(format!("c{c}").as_bytes()), None))
+            .sum();
+        assert_eq!(in_contexts, kept);
+        assert_eq!(t.index().entries(), 4 * kept);
+        // Each task is listed at its last status time, newest first.
+        let order = t
+            .index()
+            .read(&owner, None, None, |r| {
+                r.descending_from(None)
+                    .map(|e| (e.millis, e.id.to_vec()))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        assert!(order.windows(2).all(|w| w[0] > w[1]));
+        let mut last = Vec::new();
+        t.for_each(|s| {
+            let millis = s.status_timestamp().map_or(0, |ts| ts.as_millis());
+            last.push((millis, s.id().as_bytes().to_vec()));
+        });
+        last.sort();
+        last.reverse();
+        assert_eq!(order, last);
     }
 
     #[test]
