@@ -536,6 +536,15 @@ impl TaskTable {
 mod tests {
     use super::*;
 
+    /// A status in this state, at this time (in milliseconds).
+    fn status(s: TaskState, ms: i64) -> agentwire_types::TaskStatus {
+        agentwire_types::TaskStatus {
+            state: s as i32,
+            timestamp: Some(Timestamp::from_millis(ms)),
+            ..Default::default()
+        }
+    }
+
     fn task(id: &str) -> Arc<Task> {
         Arc::new(Task {
             id: id.into(),
@@ -594,11 +603,7 @@ mod tests {
     fn changes_of_a_waiting_task_fold_into_one() {
         let t = TaskTable::default();
         let owner = Owner::default();
-        let at = |s: TaskState, ms: i64| agentwire_types::TaskStatus {
-            state: s as i32,
-            timestamp: Some(Timestamp::from_millis(ms)),
-            ..Default::default()
-        };
+        let at = status;
         let store = |t: &TaskTable, id: &str, s: TaskState, ms: i64| {
             let task = Arc::new(Task {
                 id: id.into(),
@@ -677,11 +682,6 @@ mod tests {
     fn changes_from_many_threads_reach_the_indexes_in_order() {
         let t = TaskTable::default();
         let owner = Owner::default();
-        let status = |s: TaskState, ms: i64| agentwire_types::TaskStatus {
-            state: s as i32,
-            timestamp: Some(Timestamp::from_millis(ms)),
-            ..Default::default()
-        };
         const THREADS: usize = 4;
         const ROUNDS: usize = 3_000;
         const IDS: usize = 40;
