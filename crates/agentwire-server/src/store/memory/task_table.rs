@@ -268,7 +268,8 @@ const BATCH: usize = 32;
 /// ... and at once, waiting for the indexes, when this many wait ...
 const BATCH_MAX: usize = 8 * BATCH;
 /// ... or when the tasks removed in them (which they keep alive until
-/// then) account for this many bytes: 32 shards keep at most 8 MiB.
+/// then) account for this many bytes: 32 shards keep at most 8 MiB waiting,
+/// and as much again in the batches being applied (one per shard).
 const BATCH_BYTES: usize = 256 * 1024;
 
 /// One shard: its tasks, and the changes to the listing indexes made under
