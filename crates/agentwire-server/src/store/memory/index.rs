@@ -472,6 +472,13 @@ enum Context {
 /// A context id as its owner's map keeps it: in the map's slot when it is
 /// short (a UUID is 36 bytes), so that finding a conversation reads no
 /// other memory than the slot, and removing one frees none.
+///
+/// Written here rather than taken from a crate: `smallvec`'s
+/// `SmallVec<[u8; 38]>` is 48 bytes even with its `union` feature (it
+/// keeps a capacity beside the bytes; this key is 40), which makes the
+/// slot larger than the 96 bytes it is held to,
+/// and the inline strings of `compact_str` and the like hold 24 bytes, not
+/// a UUID's 36.
 #[derive(Clone)]
 enum ContextKey {
     Inline { len: u8, bytes: [u8; INLINE_KEY] },

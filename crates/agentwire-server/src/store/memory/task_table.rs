@@ -402,6 +402,14 @@ impl TaskTable {
         // here, outside the shard's lock.
     }
 
+    /// Applies the batch of the task's shard when a change made it due
+    /// (what `Shard::push` said), once the shard's lock is released.
+    fn apply_due(&self, hash: u64, due: Option<bool>) {
+        if let Some(wait) = due {
+            self.apply_batch(Self::shard_of(hash), wait);
+        }
+    }
+
     /// Adds the slot made of `task`; gives the slot back (and adds
     /// nothing) when one with the same id is there. The index keys are read
     /// from `task`, not from the slot (a finished task is packed there).
@@ -423,9 +431,7 @@ impl TaskTable {
                 }
             }
         };
-        if let Some(wait) = due {
-            self.apply_batch(Self::shard_of(hash), wait);
-        }
+        self.apply_due(hash, due);
         Ok(())
     }
 
@@ -462,9 +468,7 @@ impl TaskTable {
             }
             (out, due)
         };
-        if let Some(wait) = due {
-            self.apply_batch(Self::shard_of(hash), wait);
-        }
+        self.apply_due(hash, due);
         Some(out)
     }
 
@@ -485,9 +489,7 @@ impl TaskTable {
             let due = shard.push(pending);
             (slot, due)
         };
-        if let Some(wait) = due {
-            self.apply_batch(Self::shard_of(hash), wait);
-        }
+        self.apply_due(hash, due);
         Some(slot)
     }
 
@@ -504,8 +506,8 @@ impl TaskTable {
                 for slot in &out[from..] {
                     let hash = self.hash(slot.id());
                     let pending = Pending::new(hash, slot, Change::Remove(slot.position()));
-                    shard.pending_bytes += pending.kept as usize;
-                    shard.pending.push(pending);
+                    // Applied below, whether due or not.
+                    let _ = shard.push(pending);
                 }
             }
             self.apply_batch(at, true);
