@@ -683,13 +683,28 @@ pub(super) enum Change {
     Remove(Position),
 }
 
+/// Two changes of one task, as one (see `Change::then`).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Folded {
+    /// One change does what the two did.
+    Into(Change),
+    /// Together they change nothing: a task stored and removed before the
+    /// indexes took it.
+    Nothing,
+}
+
 impl Change {
     /// This change followed by `later` (of the same task), as one change:
-    /// `None` when they do not make one (a task that left the store).
-    pub(super) fn then(self, later: Change) -> Option<Change> {
+    /// `None` when they do not make one (after its removal, a change is of
+    /// a new task with the same id).
+    pub(super) fn then(self, later: Change) -> Option<Folded> {
         match (self, later) {
-            (Change::Insert(_), Change::Moved(_, to)) => Some(Change::Insert(to)),
-            (Change::Moved(from, _), Change::Moved(_, to)) => Some(Change::Moved(from, to)),
+            (Change::Insert(_), Change::Moved(_, to)) => Some(Folded::Into(Change::Insert(to))),
+            (Change::Moved(from, _), Change::Moved(_, to)) => {
+                Some(Folded::Into(Change::Moved(from, to)))
+            }
+            (Change::Insert(_), Change::Remove(_)) => Some(Folded::Nothing),
+            (Change::Moved(from, _), Change::Remove(_)) => Some(Folded::Into(Change::Remove(from))),
             _ => None,
         }
     }

@@ -19,6 +19,7 @@
 //! encoding (id, context and status, the first bytes, next to where the
 //! allocator writes when it frees it).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use agentwire_types::{A2aResult, Task, TaskState, Timestamp};
@@ -26,7 +27,7 @@ use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
 use parking_lot::{Mutex, RwLock};
 
-use super::index::{Change, Indexed, ListIndex, Position};
+use super::index::{Change, Folded, Indexed, ListIndex, Position};
 use super::packed::PackedTask;
 use crate::store::Owner;
 
@@ -206,14 +207,26 @@ enum Keys {
     Owned { id: Box<str>, context: Box<str> },
 }
 
+impl Keys {
+    /// No keys: those of a withdrawn change (see `Waiting::record`).
+    fn none() -> Self {
+        Keys::Owned {
+            id: Box::default(),
+            context: Box::default(),
+        }
+    }
+}
+
 /// A change to the listing indexes that waits for its shard's next batch.
 struct Pending {
     /// The task id's hash (the table's): a later change of the same task
-    /// finds this one by it (see `Shard::fold`).
+    /// finds this one by it (see `Waiting::record`).
     hash: u64,
     keys: Keys,
     owner: Option<Arc<Owner>>,
-    change: Change,
+    /// `None` once withdrawn: the task left the store before the indexes
+    /// took it.
+    change: Option<Change>,
     /// The bytes of a removed task that this change keeps alive (0 for a
     /// task still stored).
     kept: u32,
@@ -236,7 +249,7 @@ impl Pending {
             hash,
             keys,
             owner: slot.owner.clone(),
-            change,
+            change: Some(change),
             kept,
         }
     }
@@ -248,7 +261,8 @@ impl Pending {
         }
     }
 
-    fn indexed(&self) -> (Indexed<'_>, Change) {
+    /// The task and its change (one not withdrawn).
+    fn indexed(&self) -> Option<(Indexed<'_>, Change)> {
         let context = match &self.keys {
             Keys::Packed(p) => p.context_id_bytes(),
             Keys::Owned { context, .. } => context.as_bytes(),
@@ -258,19 +272,22 @@ impl Pending {
             context,
             id: self.id(),
         };
-        (task, self.change)
+        Some((task, self.change?))
     }
 }
 
-/// A shard's changes are applied when this many wait, if the indexes are
-/// free; ...
-const BATCH: usize = 32;
+/// A shard's oldest changes are applied when this many wait, if the
+/// indexes are free; ...
+const WAIT: usize = 1024;
 /// ... and at once, waiting for the indexes, when this many wait ...
-const BATCH_MAX: usize = 8 * BATCH;
+const WAIT_MAX: usize = 4 * WAIT;
 /// ... or when the tasks removed in them (which they keep alive until
 /// then) account for this many bytes: 32 shards keep at most 8 MiB waiting,
 /// and as much again in the batches being applied (one per shard).
-const BATCH_BYTES: usize = 256 * 1024;
+const WAIT_BYTES: usize = 256 * 1024;
+/// How many of a shard's oldest changes a request applies when they are
+/// due (a listing applies them all).
+const BATCH: usize = 64;
 
 /// One shard: its tasks, and the changes to the listing indexes made under
 /// its lock that the indexes have not taken yet.
@@ -281,51 +298,170 @@ const BATCH_BYTES: usize = 256 * 1024;
 /// per change made the threads serving one owner (whose index is one map
 /// behind one lock) wait on each other at every request, and a thread that
 /// waits for a lock soon yields its core to another process. A batch takes
-/// the index's lock once per 32 changes, and only when no other thread
+/// the index's lock once per 64 changes, and only when no other thread
 /// holds it, until too many wait. A batch is taken out of the shard and
 /// applied outside its lock (`TaskTable::apply_batch`): applying one takes
 /// tens of microseconds, during which the shard's tasks stay available.
+///
+/// Changes wait until a listing reads the indexes, or until a thousand
+/// wait in the shard: only ListTasks reads the indexes, and a store that
+/// is full (the bench's, a busy server's) removes its oldest task for
+/// every new one. A task stored and removed before the indexes took it
+/// never reaches them (`Waiting::record`): with the default 10,000 tasks,
+/// about 300 a shard, that is every task nobody listed.
 #[derive(Default)]
 struct Shard {
     slots: HashTable<Slot>,
-    pending: Vec<Pending>,
-    /// The bytes of the removed tasks that `pending` keeps.
-    pending_bytes: usize,
+    waiting: Waiting,
 }
 
-impl Shard {
-    /// Records a change; says when the shard's batch is due (`Some`), and
-    /// whether it must be applied even if that means waiting for the
-    /// indexes (`Some(true)`).
-    #[must_use]
-    fn push(&mut self, pending: Pending) -> Option<bool> {
-        if self.pending.capacity() == 0 {
-            self.pending.reserve_exact(BATCH);
+/// A shard's changes that the indexes have not taken, oldest first.
+struct Waiting {
+    changes: VecDeque<Pending>,
+    /// The changes' task hashes, apart: a change finds its task's earlier
+    /// one among hundreds by reading these (8 bytes each) only.
+    hashes: VecDeque<u64>,
+    /// The bytes of the removed tasks that `changes` keeps.
+    bytes: usize,
+    /// How many changes make a batch due ([`WAIT`]; fewer in tests).
+    due_at: usize,
+}
+
+impl Default for Waiting {
+    fn default() -> Self {
+        Self {
+            changes: VecDeque::new(),
+            hashes: VecDeque::new(),
+            bytes: 0,
+            due_at: WAIT,
         }
-        self.pending_bytes += pending.kept as usize;
-        self.pending.push(pending);
-        (self.pending.len() >= BATCH)
-            .then_some(self.pending.len() >= BATCH_MAX || self.pending_bytes >= BATCH_BYTES)
+    }
+}
+
+impl Waiting {
+    fn len(&self) -> usize {
+        self.changes.len()
     }
 
-    /// Folds a change of the task with this hash and id into its earlier
-    /// change when one still waits (stored, then finished: stored
-    /// finished); false when there is none to fold it into. Most tasks
-    /// finish within their request, before their shard's batch is applied,
-    /// and moving a task in the indexes cost as much as storing it there.
-    fn fold(pending: &mut [Pending], hash: u64, id: &[u8], change: Change) -> bool {
-        let earlier = pending
-            .iter_mut()
-            .rev()
-            .find(|p| p.hash == hash && p.id() == id);
-        match earlier.and_then(|p| Some((p.change.then(change)?, p))) {
-            Some((folded, p)) => {
-                p.change = folded;
-                true
+    /// Records a change of the task in `slot` (whose hash is `hash`):
+    /// folded into the task's change that still waits when there is one
+    /// (stored, then finished: stored finished; stored, then removed:
+    /// nothing), else added. Says when the shard's batch is due (`Some`),
+    /// and whether it must be applied even if that means waiting for the
+    /// indexes (`Some(true)`).
+    ///
+    /// All of a task's changes fold into its latest one, so a task has at
+    /// most one change waiting (a batch being applied aside), and that
+    /// change's place among the others stays right: what came before it
+    /// still comes before it.
+    #[must_use]
+    fn record(&mut self, hash: u64, slot: &Slot, change: Change) -> Option<bool> {
+        // A new task has no earlier change (an earlier task of its id left
+        // the store, and nothing folds into a removal).
+        if !matches!(change, Change::Insert(_))
+            && let Some(at) = self.latest(hash, slot.id().as_bytes())
+        {
+            let earlier = &mut self.changes[at];
+            match earlier.change.and_then(|c| c.then(change)) {
+                Some(Folded::Into(folded)) => {
+                    if matches!(folded, Change::Remove(_)) {
+                        earlier.kept = slot.bytes;
+                        self.bytes += slot.bytes as usize;
+                    }
+                    earlier.change = Some(folded);
+                    return None;
+                }
+                Some(Folded::Nothing) => {
+                    self.withdraw(at);
+                    return None;
+                }
+                None => {}
             }
-            None => false,
+        }
+        self.push(Pending::new(hash, slot, change))
+    }
+
+    /// Adds a change (see `record`).
+    #[must_use]
+    fn push(&mut self, pending: Pending) -> Option<bool> {
+        self.bytes += pending.kept as usize;
+        self.hashes.push_back(pending.hash);
+        self.changes.push_back(pending);
+        (self.len() >= self.due_at)
+            .then_some(self.len() >= WAIT_MAX / WAIT * self.due_at || self.bytes >= WAIT_BYTES)
+    }
+
+    /// Withdraws the change at `at`: what it kept is freed now, and the
+    /// withdrawn changes at the front leave the list.
+    fn withdraw(&mut self, at: usize) {
+        let p = &mut self.changes[at];
+        self.bytes -= p.kept as usize;
+        p.kept = 0;
+        p.change = None;
+        p.keys = Keys::none();
+        p.owner = None;
+        self.hashes[at] = 0;
+        while self.changes.front().is_some_and(|p| p.change.is_none()) {
+            self.changes.pop_front();
+            self.hashes.pop_front();
         }
     }
+
+    /// Where the latest change of the task with this hash and id is.
+    fn latest(&self, hash: u64, id: &[u8]) -> Option<usize> {
+        let (front, back) = self.hashes.as_slices();
+        let is = |at: usize| self.changes[at].id() == id;
+        last_of(back, hash, |i| is(front.len() + i))
+            .map(|i| front.len() + i)
+            .or_else(|| last_of(front, hash, is))
+    }
+
+    /// Takes out the oldest changes: all of them, or a batch.
+    fn take(&mut self, all: bool) -> VecDeque<Pending> {
+        let n = if all {
+            self.len()
+        } else {
+            self.len().min(BATCH)
+        };
+        let batch: VecDeque<Pending> = if n == self.len() {
+            self.hashes.clear();
+            std::mem::take(&mut self.changes)
+        } else {
+            self.hashes.drain(..n);
+            self.changes.drain(..n).collect()
+        };
+        self.bytes -= batch.iter().map(|p| p.kept as usize).sum::<usize>();
+        batch
+    }
+
+    /// Puts back, before the changes recorded since, what the indexes did
+    /// not take of a batch.
+    fn put_back(&mut self, rest: VecDeque<Pending>) {
+        for p in rest.into_iter().rev() {
+            self.bytes += p.kept as usize;
+            self.hashes.push_front(p.hash);
+            self.changes.push_front(p);
+        }
+    }
+}
+
+/// The last position in `hashes` that holds `hash` and passes `is`. Eight
+/// hashes are compared at a time, without a branch for each (the compiler
+/// makes one vector comparison of them), as most are not the one.
+fn last_of(hashes: &[u64], hash: u64, mut is: impl FnMut(usize) -> bool) -> Option<usize> {
+    let mut end = hashes.len();
+    for chunk in hashes.rchunks(8) {
+        let start = end - chunk.len();
+        if chunk.iter().fold(false, |hit, h| hit | (*h == hash)) {
+            for at in (start..end).rev() {
+                if hashes[at] == hash && is(at) {
+                    return Some(at);
+                }
+            }
+        }
+        end = start;
+    }
+    None
 }
 
 /// Tasks by id, and the listing indexes of the tasks.
@@ -354,6 +490,16 @@ impl Default for TaskTable {
 }
 
 impl TaskTable {
+    /// A table whose shards' batches are due at `due_at` changes.
+    #[cfg(test)]
+    fn with_batches_due_at(due_at: usize) -> Self {
+        let t = Self::default();
+        for shard in t.shards.iter() {
+            shard.write().waiting.due_at = due_at;
+        }
+        t
+    }
+
     /// The hash of a task id (the table's and the eviction queue's).
     pub(super) fn hash(&self, id: &str) -> u64 {
         self.hasher.hash_one(id)
@@ -368,11 +514,12 @@ impl TaskTable {
         (hash >> 40) as usize & (SHARDS - 1)
     }
 
-    /// Applies shard `at`'s waiting changes, taken out of the shard (whose
-    /// lock is held only to take them, and to put back what the indexes
-    /// did not take). Without `wait`, nothing is waited for: not another
-    /// thread applying the shard's previous batch, nor the indexes.
-    fn apply_batch(&self, at: usize, wait: bool) {
+    /// Applies shard `at`'s oldest waiting changes (all of them with
+    /// `all`), taken out of the shard (whose lock is held only to take them,
+    /// and to put back what the indexes did not take). Without `wait`,
+    /// nothing is waited for: not another thread applying the shard's
+    /// previous batch, nor the indexes.
+    fn apply_batch(&self, at: usize, wait: bool, all: bool) {
         let _applying = if wait {
             self.appliers[at].lock()
         } else {
@@ -381,32 +528,29 @@ impl TaskTable {
                 None => return,
             }
         };
-        let mut batch = {
-            let mut shard = self.shards[at].write();
-            shard.pending_bytes = 0;
-            std::mem::take(&mut shard.pending)
-        };
+        let mut batch = self.shards[at].write().waiting.take(all);
+        // Withdrawn changes (a task stored and removed since) are skipped.
+        batch.retain(|p| p.change.is_some());
         if batch.is_empty() {
             return;
         }
-        let applied = self.index.apply(batch.iter().map(Pending::indexed), wait);
+        let applied = self
+            .index
+            .apply(batch.iter().filter_map(Pending::indexed), wait);
         if applied < batch.len() {
             // The rest goes back before what was recorded meanwhile.
             batch.drain(..applied);
-            let mut shard = self.shards[at].write();
-            shard.pending_bytes += batch.iter().map(|p| p.kept as usize).sum::<usize>();
-            batch.append(&mut shard.pending);
-            shard.pending = batch;
+            self.shards[at].write().waiting.put_back(batch);
         }
         // The changes applied, and the removed tasks they kept, are freed
         // here, outside the shard's lock.
     }
 
-    /// Applies the batch of the task's shard when a change made it due
-    /// (what `Shard::push` said), once the shard's lock is released.
+    /// Applies a batch of the task's shard when a change made it due
+    /// (what `Waiting::record` said), once the shard's lock is released.
     fn apply_due(&self, hash: u64, due: Option<bool>) {
         if let Some(wait) = due {
-            self.apply_batch(Self::shard_of(hash), wait);
+            self.apply_batch(Self::shard_of(hash), wait, false);
         }
     }
 
@@ -427,7 +571,7 @@ impl TaskTable {
                         Change::Insert(Position::new(task.state(), task.status_timestamp()));
                     let pending = Pending::new(hash, &slot, change);
                     v.insert(slot);
-                    shard.push(pending)
+                    shard.waiting.push(pending)
                 }
             }
         };
@@ -459,11 +603,10 @@ impl TaskTable {
             let mut due = None;
             if let Some(before) = before {
                 let after = slot.position();
-                let change = Change::Moved(before, after);
-                if after != before && !Shard::fold(&mut shard.pending, hash, id.as_bytes(), change)
-                {
-                    let pending = Pending::new(hash, slot, change);
-                    due = shard.push(pending);
+                if after != before {
+                    due = shard
+                        .waiting
+                        .record(hash, slot, Change::Moved(before, after));
                 }
             }
             (out, due)
@@ -485,8 +628,9 @@ impl TaskTable {
                 .ok()?
                 .remove()
                 .0;
-            let pending = Pending::new(hash, &slot, Change::Remove(slot.position()));
-            let due = shard.push(pending);
+            let due = shard
+                .waiting
+                .record(hash, &slot, Change::Remove(slot.position()));
             (slot, due)
         };
         self.apply_due(hash, due);
@@ -498,19 +642,22 @@ impl TaskTable {
     pub(super) fn remove_where(&self, mut drop: impl FnMut(&Slot) -> bool) -> Vec<Slot> {
         let mut out = Vec::new();
         for (at, shard) in self.shards.iter().enumerate() {
+            let from = out.len();
             {
                 let mut guard = shard.write();
                 let shard = &mut *guard;
-                let from = out.len();
                 out.extend(shard.slots.extract_if(|slot| drop(slot)));
                 for slot in &out[from..] {
                     let hash = self.hash(slot.id());
-                    let pending = Pending::new(hash, slot, Change::Remove(slot.position()));
                     // Applied below, whether due or not.
-                    let _ = shard.push(pending);
+                    let _ = shard
+                        .waiting
+                        .record(hash, slot, Change::Remove(slot.position()));
                 }
             }
-            self.apply_batch(at, true);
+            if out.len() > from {
+                self.apply_batch(at, true, true);
+            }
         }
         out
     }
@@ -520,7 +667,7 @@ impl TaskTable {
         // Every shard's applier is taken, so a batch another thread is
         // applying is applied before the indexes are read.
         for at in 0..self.shards.len() {
-            self.apply_batch(at, true);
+            self.apply_batch(at, true, true);
         }
         &self.index
     }
@@ -576,9 +723,10 @@ mod tests {
         );
         let listed = |t: &TaskTable| t.index().read(&owner, None, None, |r| r.len());
         assert_eq!(listed(&t), Some(1));
-        // The owner's index is read-locked here: more changes than a batch
-        // are made, none waits for the lock, none is applied.
-        let n = 5 * BATCH;
+        // The owner's index is read-locked here: changes enough to make
+        // every shard's batch due are made, none waits for the lock, none is
+        // applied.
+        let n = 2 * WAIT * SHARDS;
         let held = t.index.read(&owner, None, None, |r| {
             for i in 0..n {
                 let id = format!("t{i}");
@@ -591,10 +739,10 @@ mod tests {
             r.len()
         });
         assert_eq!(held, Some(1));
-        let waiting: usize = t.shards.iter().map(|s| s.read().pending.len()).sum();
+        let waiting: usize = t.shards.iter().map(|s| s.read().waiting.len()).sum();
         assert_eq!(waiting, n, "nothing applied while the index was busy");
         assert_eq!(listed(&t), Some(n + 1), "the reader applied them all");
-        let waiting: usize = t.shards.iter().map(|s| s.read().pending.len()).sum();
+        let waiting: usize = t.shards.iter().map(|s| s.read().waiting.len()).sum();
         assert_eq!(waiting, 0);
     }
 
@@ -632,7 +780,7 @@ mod tests {
             .expect("stored");
         };
         let waiting =
-            |t: &TaskTable| -> usize { t.shards.iter().map(|s| s.read().pending.len()).sum() };
+            |t: &TaskTable| -> usize { t.shards.iter().map(|s| s.read().waiting.len()).sum() };
         let listed = |t: &TaskTable, state: Option<TaskState>| {
             t.index()
                 .read(&owner, Some(b"c"), state, |r| {
@@ -676,6 +824,88 @@ mod tests {
         assert_eq!(t.index().entries(), 8);
     }
 
+    /// A task stored and removed before the indexes took it never reaches
+    /// them: its change is withdrawn, and leaves the shard's list once no
+    /// change before it waits. A task the indexes hold that moves and then
+    /// leaves is taken out of them from where they hold it.
+    #[test]
+    fn a_task_removed_before_the_indexes_took_it_never_reaches_them() {
+        let t = TaskTable::default();
+        let owner = Owner::default();
+        let waiting =
+            |t: &TaskTable| -> usize { t.shards.iter().map(|s| s.read().waiting.len()).sum() };
+        let store = |t: &TaskTable, id: &str, s: TaskState, ms: i64| {
+            let task = Arc::new(Task {
+                id: id.into(),
+                context_id: "c".into(),
+                status: Some(status(s, ms)),
+                ..Default::default()
+            });
+            assert!(
+                t.insert(t.hash(id), Slot::new(&task, &owner, 7, 0), &task)
+                    .is_ok()
+            );
+        };
+        let remove = |t: &TaskTable, id: &str| {
+            let h = t.hash(id);
+            let token = t.read(h, id, |s| s.token()).flatten().expect("finished");
+            assert!(t.remove_exact(h, token).is_some());
+        };
+        let listed = |t: &TaskTable| {
+            t.index()
+                .read(&owner, None, None, |r| {
+                    r.descending_from(None)
+                        .map(|e| String::from_utf8_lossy(&e.id).into_owned())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        };
+
+        for i in 0..100 {
+            store(&t, &format!("t{i}"), TaskState::Completed, i);
+        }
+        assert_eq!(waiting(&t), 100);
+        // Removed oldest first, as eviction does: each leaves at once.
+        for i in 0..100 {
+            remove(&t, &format!("t{i}"));
+            assert_eq!(waiting(&t), 99 - i as usize);
+        }
+        assert!(listed(&t).is_empty());
+        assert_eq!(t.index().entries(), 0);
+        assert_eq!(t.index().owners(), 0, "the owner never reached them");
+
+        // Removed from among others: the rest are listed, in their order.
+        for (i, id) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            store(&t, id, TaskState::Completed, 10 + i as i64);
+        }
+        remove(&t, "b");
+        remove(&t, "d");
+        assert_eq!(listed(&t), ["c", "a"]);
+        assert_eq!(waiting(&t), 0);
+
+        // Held by the indexes, finished, then removed: one change waits, a
+        // removal from where the indexes hold it (working, at 20 ms).
+        store(&t, "x", TaskState::Working, 20);
+        assert_eq!(listed(&t), ["x", "c", "a"]);
+        t.write(t.hash("x"), "x", |slot| {
+            let Held::Open(task) = &mut slot.held else {
+                panic!("open")
+            };
+            Arc::make_mut(task).status = Some(status(TaskState::Completed, 21));
+            slot.finish();
+        })
+        .expect("stored");
+        remove(&t, "x");
+        assert_eq!(waiting(&t), 1, "the move and the removal, as one");
+        let kept: usize = t.shards.iter().map(|s| s.read().waiting.bytes).sum();
+        assert_eq!(
+            kept, 7,
+            "the removed task's bytes are accounted while it waits"
+        );
+        assert_eq!(listed(&t), ["c", "a"]);
+        assert_eq!(t.index().entries(), 8);
+    }
+
     /// Threads storing, finishing, removing and storing again tasks of the
     /// same ids at once, while another lists them and holds the indexes for
     /// a while each time (so that batches are often only partly applied and
@@ -683,7 +913,9 @@ mod tests {
     /// the indexes end up holding exactly the tasks the table holds.
     #[test]
     fn changes_from_many_threads_reach_the_indexes_in_order() {
-        let t = TaskTable::default();
+        // Batches due at a few changes: they are applied by the workers,
+        // often while the lister holds the indexes.
+        let t = TaskTable::with_batches_due_at(4);
         let owner = Owner::default();
         const THREADS: usize = 4;
         const ROUNDS: usize = 3_000;
