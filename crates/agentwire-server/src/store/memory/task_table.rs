@@ -115,6 +115,14 @@ impl Slot {
         }
     }
 
+    /// The id's bytes (a packed task's, without checking them again).
+    fn id_bytes(&self) -> &[u8] {
+        match &self.held {
+            Held::Open(t) => t.id.as_bytes(),
+            Held::Finished(p) => p.id_bytes(),
+        }
+    }
+
     pub(super) fn context_id(&self) -> &str {
         match &self.held {
             Held::Open(t) => &t.context_id,
@@ -241,16 +249,12 @@ impl Pending {
                 context: t.context_id.as_str().into(),
             },
         };
-        let kept = match change {
-            Change::Remove(_) => slot.bytes,
-            Change::Insert(_) | Change::Moved(..) => 0,
-        };
         Self {
             hash,
             keys,
             owner: slot.owner.clone(),
             change: Some(change),
-            kept,
+            kept: kept(slot, change),
         }
     }
 
@@ -318,22 +322,25 @@ struct Shard {
 /// A shard's changes that the indexes have not taken, oldest first.
 struct Waiting {
     changes: VecDeque<Pending>,
-    /// The changes' task hashes, apart: a change finds its task's earlier
-    /// one among hundreds by reading these (8 bytes each) only.
-    hashes: VecDeque<u64>,
+    /// Tags of the changes' task hashes (`tag`), apart: a change finds its
+    /// task's earlier one among hundreds by reading these (4 bytes each).
+    tags: VecDeque<u32>,
     /// The bytes of the removed tasks that `changes` keeps.
     bytes: usize,
     /// How many changes make a batch due ([`WAIT`]; fewer in tests).
     due_at: usize,
+    /// How many changes were ever added (see `put_back`).
+    added: u64,
 }
 
 impl Default for Waiting {
     fn default() -> Self {
         Self {
             changes: VecDeque::new(),
-            hashes: VecDeque::new(),
+            tags: VecDeque::new(),
             bytes: 0,
             due_at: WAIT,
+            added: 0,
         }
     }
 }
@@ -345,47 +352,69 @@ impl Waiting {
 
     /// Records a change of the task in `slot` (whose hash is `hash`):
     /// folded into the task's change that still waits when there is one
-    /// (stored, then finished: stored finished; stored, then removed:
-    /// nothing), else added. Says when the shard's batch is due (`Some`),
-    /// and whether it must be applied even if that means waiting for the
-    /// indexes (`Some(true)`).
-    ///
-    /// All of a task's changes fold into its latest one, so a task has at
-    /// most one change waiting (a batch being applied aside), and that
-    /// change's place among the others stays right: what came before it
-    /// still comes before it.
+    /// (see `fold`), else added. Says when the shard's batch is due
+    /// (`Some`), and whether it must be applied even if that means waiting
+    /// for the indexes (`Some(true)`).
     #[must_use]
     fn record(&mut self, hash: u64, slot: &Slot, change: Change) -> Option<bool> {
-        // A new task has no earlier change (an earlier task of its id left
-        // the store, and nothing folds into a removal).
-        if !matches!(change, Change::Insert(_))
-            && let Some(at) = self.latest(hash, slot.id().as_bytes())
-        {
-            let earlier = &mut self.changes[at];
-            match earlier.change.and_then(|c| c.then(change)) {
-                Some(Folded::Into(folded)) => {
-                    if matches!(folded, Change::Remove(_)) {
-                        earlier.kept = slot.bytes;
-                        self.bytes += slot.bytes as usize;
-                    }
-                    earlier.change = Some(folded);
-                    return None;
-                }
-                Some(Folded::Nothing) => {
-                    self.withdraw(at);
-                    return None;
-                }
-                None => {}
-            }
+        if self.fold(hash, || slot.id_bytes(), change, kept(slot, change)) {
+            return None;
         }
         self.push(Pending::new(hash, slot, change))
+    }
+
+    /// Folds a change of the task with this hash and id into the task's
+    /// change that waits, if there is one: stored, then finished, is stored
+    /// finished; moved, then removed, is removed from where the indexes
+    /// hold it; stored, then removed, is nothing (withdrawn). `kept`: the
+    /// bytes of a removed task the change keeps. False when there is none
+    /// to fold it into.
+    ///
+    /// A task's every change folds into the one that waits, so a task has
+    /// at most one change waiting that is not a removal (the removals are
+    /// of earlier tasks with its id, and come before it). That change is
+    /// found from either end: a removal (eviction takes the oldest tasks)
+    /// looks from the oldest, a move (mostly of a task stored within the
+    /// request) from the newest. Changes of different tasks do not depend on
+    /// each other's order; a task's own stay in theirs.
+    fn fold<'a>(
+        &mut self,
+        hash: u64,
+        id: impl Fn() -> &'a [u8],
+        change: Change,
+        kept: u32,
+    ) -> bool {
+        // A new task has none (an earlier task of its id left the store).
+        if matches!(change, Change::Insert(_)) {
+            return false;
+        }
+        let Some(at) = self.find(hash, id, matches!(change, Change::Remove(_))) else {
+            return false;
+        };
+        let earlier = &mut self.changes[at];
+        match earlier.change.and_then(|c| c.then(change)) {
+            Some(Folded::Into(folded)) => {
+                if matches!(folded, Change::Remove(_)) {
+                    self.bytes = self.bytes - earlier.kept as usize + kept as usize;
+                    earlier.kept = kept;
+                }
+                earlier.change = Some(folded);
+                true
+            }
+            Some(Folded::Nothing) => {
+                self.withdraw(at);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Adds a change (see `record`).
     #[must_use]
     fn push(&mut self, pending: Pending) -> Option<bool> {
         self.bytes += pending.kept as usize;
-        self.hashes.push_back(pending.hash);
+        self.added += 1;
+        self.tags.push_back(tag(pending.hash));
         self.changes.push_back(pending);
         (self.len() >= self.due_at)
             .then_some(self.len() >= WAIT_MAX / WAIT * self.due_at || self.bytes >= WAIT_BYTES)
@@ -400,63 +429,140 @@ impl Waiting {
         p.change = None;
         p.keys = Keys::none();
         p.owner = None;
-        self.hashes[at] = 0;
         while self.changes.front().is_some_and(|p| p.change.is_none()) {
             self.changes.pop_front();
-            self.hashes.pop_front();
+            self.tags.pop_front();
         }
     }
 
-    /// Where the latest change of the task with this hash and id is.
-    fn latest(&self, hash: u64, id: &[u8]) -> Option<usize> {
-        let (front, back) = self.hashes.as_slices();
-        let is = |at: usize| self.changes[at].id() == id;
-        last_of(back, hash, |i| is(front.len() + i))
-            .map(|i| front.len() + i)
-            .or_else(|| last_of(front, hash, is))
+    /// Where the change that waits of the task with this hash and id is
+    /// (the one that is not a removal, see `fold`), looked for from the
+    /// oldest change or from the newest. The id is read only when a tag
+    /// matches.
+    fn find<'a>(&self, hash: u64, id: impl Fn() -> &'a [u8], oldest_first: bool) -> Option<usize> {
+        let tag = tag(hash);
+        let is = |at: usize| {
+            let p = &self.changes[at];
+            p.change.is_some_and(|c| !matches!(c, Change::Remove(_))) && p.id() == id()
+        };
+        let (front, back) = self.tags.as_slices();
+        let n = front.len();
+        if oldest_first {
+            first_of(front, tag, is).or_else(|| first_of(back, tag, |i| is(n + i)).map(|i| n + i))
+        } else {
+            last_of(back, tag, |i| is(n + i))
+                .map(|i| n + i)
+                .or_else(|| last_of(front, tag, is))
+        }
     }
 
-    /// Takes out the oldest changes: all of them, or a batch.
-    fn take(&mut self, all: bool) -> VecDeque<Pending> {
+    /// Takes out the oldest changes: all of them, or a batch. With them,
+    /// how many changes had been added (for `put_back`).
+    fn take(&mut self, all: bool) -> (VecDeque<Pending>, u64) {
         let n = if all {
             self.len()
         } else {
             self.len().min(BATCH)
         };
         let batch: VecDeque<Pending> = if n == self.len() {
-            self.hashes.clear();
+            self.tags.clear();
             std::mem::take(&mut self.changes)
         } else {
-            self.hashes.drain(..n);
+            self.tags.drain(..n);
             self.changes.drain(..n).collect()
         };
         self.bytes -= batch.iter().map(|p| p.kept as usize).sum::<usize>();
-        batch
+        (batch, self.added)
     }
 
-    /// Puts back, before the changes recorded since, what the indexes did
-    /// not take of a batch.
-    fn put_back(&mut self, rest: VecDeque<Pending>) {
+    /// Puts back what the indexes did not take of a batch, before the
+    /// changes recorded since it was taken (when `added` changes had been
+    /// added). A change put back of a task that changed since (its later
+    /// change was added, as the earlier one was not there to fold into)
+    /// folds into the later one, so that a task still has one change
+    /// waiting that is not a removal (see `fold`).
+    fn put_back(&mut self, rest: VecDeque<Pending>, added: u64) {
+        // The changes added since are the newest (those put back go in
+        // front, and only withdrawn changes leave, from the front); a task
+        // of the batch has no other.
+        let since = usize::try_from(self.added - added).unwrap_or(usize::MAX);
         for p in rest.into_iter().rev() {
-            self.bytes += p.kept as usize;
-            self.hashes.push_front(p.hash);
-            self.changes.push_front(p);
+            let Some(change) = p.change else {
+                continue;
+            };
+            let later = if since == 0 || matches!(change, Change::Remove(_)) {
+                None
+            } else {
+                let tag = tag(p.hash);
+                (self.len() - since.min(self.len())..self.len())
+                    .find(|&at| {
+                        self.tags[at] == tag
+                            && self.changes[at].change.is_some()
+                            && self.changes[at].id() == p.id()
+                    })
+                    .and_then(|at| Some((at, change.then(self.changes[at].change?)?)))
+            };
+            match later {
+                Some((at, Folded::Into(folded))) => {
+                    self.changes[at].change = Some(folded);
+                }
+                Some((at, Folded::Nothing)) => self.withdraw(at),
+                None => {
+                    self.bytes += p.kept as usize;
+                    self.tags.push_front(tag(p.hash));
+                    self.changes.push_front(p);
+                }
+            }
         }
     }
 }
 
-/// The last position in `hashes` that holds `hash` and passes `is`. Eight
-/// hashes are compared at a time, without a branch for each (the compiler
-/// makes one vector comparison of them), as most are not the one.
-fn last_of(hashes: &[u64], hash: u64, mut is: impl FnMut(usize) -> bool) -> Option<usize> {
-    let mut end = hashes.len();
-    for chunk in hashes.rchunks(8) {
+/// The bytes of the removed task in `slot` that a change keeps alive
+/// until the indexes take it (0 for a task still stored).
+fn kept(slot: &Slot, change: Change) -> u32 {
+    match change {
+        Change::Remove(_) => slot.bytes,
+        Change::Insert(_) | Change::Moved(..) => 0,
+    }
+}
+
+/// The bits of a task's hash that `Waiting` compares first.
+fn tag(hash: u64) -> u32 {
+    hash as u32
+}
+
+/// Tags are compared this many at a time, without a branch for each (the
+/// compiler makes vector comparisons of them): most are not the one.
+const SCAN: usize = 16;
+
+/// Whether `chunk` holds `tag`.
+fn holds(chunk: &[u32], tag: u32) -> bool {
+    chunk.iter().fold(false, |hit, t| hit | (*t == tag))
+}
+
+/// The first position in `tags` that holds `tag` and passes `is`.
+fn first_of(tags: &[u32], tag: u32, mut is: impl FnMut(usize) -> bool) -> Option<usize> {
+    for (k, chunk) in tags.chunks(SCAN).enumerate() {
+        if holds(chunk, tag) {
+            let start = k * SCAN;
+            let found = (start..start + chunk.len()).find(|&at| tags[at] == tag && is(at));
+            if found.is_some() {
+                return found;
+            }
+        }
+    }
+    None
+}
+
+/// The last position in `tags` that holds `tag` and passes `is`.
+fn last_of(tags: &[u32], tag: u32, mut is: impl FnMut(usize) -> bool) -> Option<usize> {
+    let mut end = tags.len();
+    for chunk in tags.rchunks(SCAN) {
         let start = end - chunk.len();
-        if chunk.iter().fold(false, |hit, h| hit | (*h == hash)) {
-            for at in (start..end).rev() {
-                if hashes[at] == hash && is(at) {
-                    return Some(at);
-                }
+        if holds(chunk, tag) {
+            let found = (start..end).rev().find(|&at| tags[at] == tag && is(at));
+            if found.is_some() {
+                return found;
             }
         }
         end = start;
@@ -528,7 +634,7 @@ impl TaskTable {
                 None => return,
             }
         };
-        let mut batch = self.shards[at].write().waiting.take(all);
+        let (mut batch, added) = self.shards[at].write().waiting.take(all);
         // Withdrawn changes (a task stored and removed since) are skipped.
         batch.retain(|p| p.change.is_some());
         if batch.is_empty() {
@@ -540,7 +646,7 @@ impl TaskTable {
         if applied < batch.len() {
             // The rest goes back before what was recorded meanwhile.
             batch.drain(..applied);
-            self.shards[at].write().waiting.put_back(batch);
+            self.shards[at].write().waiting.put_back(batch, added);
         }
         // The changes applied, and the removed tasks they kept, are freed
         // here, outside the shard's lock.
@@ -904,6 +1010,85 @@ mod tests {
         );
         assert_eq!(listed(&t), ["c", "a"]);
         assert_eq!(t.index().entries(), 8);
+    }
+
+    /// What the indexes did not take of a batch goes back in front, and a
+    /// task's change put back folds with its change made meanwhile (which
+    /// could not fold into it while the batch was out): the task still has
+    /// one change waiting, and the indexes end where the task is.
+    #[test]
+    fn a_batch_put_back_folds_with_the_changes_made_meanwhile() {
+        let t = TaskTable::default();
+        let owner = Owner::default();
+        let store = |id: &str, s: TaskState, ms: i64| {
+            let task = Arc::new(Task {
+                id: id.into(),
+                context_id: "c".into(),
+                status: Some(status(s, ms)),
+                ..Default::default()
+            });
+            assert!(
+                t.insert(t.hash(id), Slot::new(&task, &owner, 5, 0), &task)
+                    .is_ok()
+            );
+        };
+        let finish = |id: &str, ms: i64| {
+            t.write(t.hash(id), id, |slot| {
+                let Held::Open(task) = &mut slot.held else {
+                    panic!("open")
+                };
+                Arc::make_mut(task).status = Some(status(TaskState::Completed, ms));
+                slot.finish();
+            })
+            .expect("stored");
+        };
+        let remove = |id: &str| {
+            let h = t.hash(id);
+            let token = t.read(h, id, |s| s.token()).flatten().expect("finished");
+            assert!(t.remove_exact(h, token).is_some());
+        };
+        let shard = |id: &str| &t.shards[TaskTable::shard_of(t.hash(id))];
+        // The batch of the task's shard is out while `meanwhile` runs, and
+        // none of it is taken by the indexes.
+        let out_while = |id: &str, meanwhile: &dyn Fn()| {
+            let (batch, added) = shard(id).write().waiting.take(true);
+            meanwhile();
+            shard(id).write().waiting.put_back(batch, added);
+            shard(id).read().waiting.len()
+        };
+        let listed = |state: Option<TaskState>| {
+            t.index()
+                .read(&owner, None, state, |r| {
+                    r.descending_from(None)
+                        .map(|e| (e.millis, String::from_utf8_lossy(&e.id).into_owned()))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        };
+
+        // Stored (out), finished meanwhile: stored finished.
+        store("x", TaskState::Working, 1);
+        assert_eq!(out_while("x", &|| finish("x", 2)), 1);
+        assert_eq!(listed(Some(TaskState::Completed)), [(2, "x".to_owned())]);
+        assert!(listed(Some(TaskState::Working)).is_empty());
+
+        // Stored (out), finished and removed meanwhile: nothing.
+        store("y", TaskState::Working, 3);
+        assert_eq!(
+            out_while("y", &|| {
+                finish("y", 4);
+                remove("y");
+            }),
+            0
+        );
+        assert_eq!(listed(None), [(2, "x".to_owned())]);
+
+        // Removed (out), stored again meanwhile under the same id: the
+        // removal stays before the new store.
+        remove("x");
+        assert_eq!(out_while("x", &|| store("x", TaskState::Working, 6)), 2);
+        assert_eq!(listed(None), [(6, "x".to_owned())]);
+        assert_eq!(t.index().entries(), 4);
     }
 
     /// Threads storing, finishing, removing and storing again tasks of the
