@@ -852,6 +852,62 @@ mod tests {
         assert_eq!(waiting, 0);
     }
 
+    /// Stores a task of this id of the anonymous owner, in conversation
+    /// "c", in this state at this time (in milliseconds), accounted 7 bytes.
+    fn store(t: &TaskTable, id: &str, s: TaskState, ms: i64) {
+        let task = Arc::new(Task {
+            id: id.into(),
+            context_id: "c".into(),
+            status: Some(status(s, ms)),
+            ..Default::default()
+        });
+        let slot = Slot::new(&task, &Owner::default(), 7, 0);
+        assert!(t.insert(t.hash(id), slot, &task).is_ok());
+    }
+
+    /// Sets the status of the open task of this id (a terminal one packs it).
+    fn set(t: &TaskTable, id: &str, s: TaskState, ms: i64) {
+        t.write(t.hash(id), id, |slot| {
+            let Held::Open(task) = &mut slot.held else {
+                panic!("open")
+            };
+            Arc::make_mut(task).status = Some(status(s, ms));
+            if s.is_terminal() {
+                slot.finish();
+            }
+        })
+        .expect("stored");
+    }
+
+    /// Removes the finished task of this id, as eviction does.
+    fn remove(t: &TaskTable, id: &str) {
+        let h = t.hash(id);
+        let token = t.read(h, id, |s| s.token()).flatten().expect("finished");
+        assert!(t.remove_exact(h, token).is_some());
+    }
+
+    /// How many changes wait, in every shard.
+    fn waiting(t: &TaskTable) -> usize {
+        t.shards.iter().map(|s| s.read().waiting.len()).sum()
+    }
+
+    /// The anonymous owner's tasks in this state (any with `None`) as the
+    /// indexes list them, newest first, with their times.
+    fn listed(t: &TaskTable, state: Option<TaskState>) -> Vec<(i64, String)> {
+        t.index()
+            .read(&Owner::default(), None, state, |r| {
+                r.descending_from(None)
+                    .map(|e| (e.millis, String::from_utf8_lossy(&e.id).into_owned()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The pair (time, id) of a listing.
+    fn at(ms: i64, id: &str) -> (i64, String) {
+        (ms, id.to_owned())
+    }
+
     /// A task that changes while its earlier change waits changes that
     /// one: stored, moved twice and finished in one batch is one change, and
     /// the indexes list it where it ended. A change never folds into the
@@ -859,50 +915,12 @@ mod tests {
     #[test]
     fn changes_of_a_waiting_task_fold_into_one() {
         let t = TaskTable::default();
-        let owner = Owner::default();
-        let at = status;
-        let store = |t: &TaskTable, id: &str, s: TaskState, ms: i64| {
-            let task = Arc::new(Task {
-                id: id.into(),
-                context_id: "c".into(),
-                status: Some(at(s, ms)),
-                ..Default::default()
-            });
-            assert!(
-                t.insert(t.hash(id), Slot::new(&task, &owner, 0, 0), &task)
-                    .is_ok()
-            );
-        };
-        let set = |t: &TaskTable, id: &str, s: TaskState, ms: i64| {
-            t.write(t.hash(id), id, |slot| {
-                let Held::Open(task) = &mut slot.held else {
-                    panic!("open")
-                };
-                Arc::make_mut(task).status = Some(at(s, ms));
-                if s.is_terminal() {
-                    slot.finish();
-                }
-            })
-            .expect("stored");
-        };
-        let waiting =
-            |t: &TaskTable| -> usize { t.shards.iter().map(|s| s.read().waiting.len()).sum() };
-        let listed = |t: &TaskTable, state: Option<TaskState>| {
-            t.index()
-                .read(&owner, Some(b"c"), state, |r| {
-                    r.descending_from(None)
-                        .map(|e| (e.millis, String::from_utf8_lossy(&e.id).into_owned()))
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default()
-        };
-
         store(&t, "a", TaskState::Submitted, 1);
         set(&t, "a", TaskState::Working, 2);
         set(&t, "a", TaskState::InputRequired, 3);
         set(&t, "a", TaskState::Completed, 4);
         assert_eq!(waiting(&t), 1, "one change for the four");
-        assert_eq!(listed(&t, None), [(4, "a".to_owned())]);
+        assert_eq!(listed(&t, None), [at(4, "a")]);
         assert_eq!(listed(&t, Some(TaskState::Completed)).len(), 1);
         assert!(listed(&t, Some(TaskState::Working)).is_empty());
         assert_eq!(waiting(&t), 0);
@@ -913,20 +931,16 @@ mod tests {
         set(&t, "b", TaskState::InputRequired, 6);
         set(&t, "b", TaskState::Working, 7);
         assert_eq!(waiting(&t), 1);
-        assert_eq!(listed(&t, Some(TaskState::Working)), [(7, "b".to_owned())]);
+        assert_eq!(listed(&t, Some(TaskState::Working)), [at(7, "b")]);
         assert!(listed(&t, Some(TaskState::InputRequired)).is_empty());
 
         // Removed, then stored again under the same id: the move folds into
         // the new store, not into the removal.
-        let token = t
-            .read(t.hash("a"), "a", |s| s.token())
-            .flatten()
-            .expect("finished");
-        assert!(t.remove_exact(t.hash("a"), token).is_some());
+        remove(&t, "a");
         store(&t, "a", TaskState::Working, 8);
         set(&t, "a", TaskState::Failed, 9);
         assert_eq!(waiting(&t), 2, "the removal and the new store");
-        assert_eq!(listed(&t, None), [(9, "a".to_owned()), (7, "b".to_owned())]);
+        assert_eq!(listed(&t, None), [at(9, "a"), at(7, "b")]);
         assert_eq!(t.index().entries(), 8);
     }
 
@@ -937,36 +951,6 @@ mod tests {
     #[test]
     fn a_task_removed_before_the_indexes_took_it_never_reaches_them() {
         let t = TaskTable::default();
-        let owner = Owner::default();
-        let waiting =
-            |t: &TaskTable| -> usize { t.shards.iter().map(|s| s.read().waiting.len()).sum() };
-        let store = |t: &TaskTable, id: &str, s: TaskState, ms: i64| {
-            let task = Arc::new(Task {
-                id: id.into(),
-                context_id: "c".into(),
-                status: Some(status(s, ms)),
-                ..Default::default()
-            });
-            assert!(
-                t.insert(t.hash(id), Slot::new(&task, &owner, 7, 0), &task)
-                    .is_ok()
-            );
-        };
-        let remove = |t: &TaskTable, id: &str| {
-            let h = t.hash(id);
-            let token = t.read(h, id, |s| s.token()).flatten().expect("finished");
-            assert!(t.remove_exact(h, token).is_some());
-        };
-        let listed = |t: &TaskTable| {
-            t.index()
-                .read(&owner, None, None, |r| {
-                    r.descending_from(None)
-                        .map(|e| String::from_utf8_lossy(&e.id).into_owned())
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default()
-        };
-
         for i in 0..100 {
             store(&t, &format!("t{i}"), TaskState::Completed, i);
         }
@@ -976,7 +960,7 @@ mod tests {
             remove(&t, &format!("t{i}"));
             assert_eq!(waiting(&t), 99 - i as usize);
         }
-        assert!(listed(&t).is_empty());
+        assert!(listed(&t, None).is_empty());
         assert_eq!(t.index().entries(), 0);
         assert_eq!(t.index().owners(), 0, "the owner never reached them");
 
@@ -986,21 +970,14 @@ mod tests {
         }
         remove(&t, "b");
         remove(&t, "d");
-        assert_eq!(listed(&t), ["c", "a"]);
+        assert_eq!(listed(&t, None), [at(12, "c"), at(10, "a")]);
         assert_eq!(waiting(&t), 0);
 
         // Held by the indexes, finished, then removed: one change waits, a
         // removal from where the indexes hold it (working, at 20 ms).
         store(&t, "x", TaskState::Working, 20);
-        assert_eq!(listed(&t), ["x", "c", "a"]);
-        t.write(t.hash("x"), "x", |slot| {
-            let Held::Open(task) = &mut slot.held else {
-                panic!("open")
-            };
-            Arc::make_mut(task).status = Some(status(TaskState::Completed, 21));
-            slot.finish();
-        })
-        .expect("stored");
+        assert_eq!(listed(&t, None).len(), 3);
+        set(&t, "x", TaskState::Completed, 21);
         remove(&t, "x");
         assert_eq!(waiting(&t), 1, "the move and the removal, as one");
         let kept: usize = t.shards.iter().map(|s| s.read().waiting.bytes).sum();
@@ -1008,7 +985,7 @@ mod tests {
             kept, 7,
             "the removed task's bytes are accounted while it waits"
         );
-        assert_eq!(listed(&t), ["c", "a"]);
+        assert_eq!(listed(&t, None), [at(12, "c"), at(10, "a")]);
         assert_eq!(t.index().entries(), 8);
     }
 
@@ -1019,34 +996,6 @@ mod tests {
     #[test]
     fn a_batch_put_back_folds_with_the_changes_made_meanwhile() {
         let t = TaskTable::default();
-        let owner = Owner::default();
-        let store = |id: &str, s: TaskState, ms: i64| {
-            let task = Arc::new(Task {
-                id: id.into(),
-                context_id: "c".into(),
-                status: Some(status(s, ms)),
-                ..Default::default()
-            });
-            assert!(
-                t.insert(t.hash(id), Slot::new(&task, &owner, 5, 0), &task)
-                    .is_ok()
-            );
-        };
-        let finish = |id: &str, ms: i64| {
-            t.write(t.hash(id), id, |slot| {
-                let Held::Open(task) = &mut slot.held else {
-                    panic!("open")
-                };
-                Arc::make_mut(task).status = Some(status(TaskState::Completed, ms));
-                slot.finish();
-            })
-            .expect("stored");
-        };
-        let remove = |id: &str| {
-            let h = t.hash(id);
-            let token = t.read(h, id, |s| s.token()).flatten().expect("finished");
-            assert!(t.remove_exact(h, token).is_some());
-        };
         let shard = |id: &str| &t.shards[TaskTable::shard_of(t.hash(id))];
         // The batch of the task's shard is out while `meanwhile` runs, and
         // none of it is taken by the indexes.
@@ -1056,38 +1005,27 @@ mod tests {
             shard(id).write().waiting.put_back(batch, added);
             shard(id).read().waiting.len()
         };
-        let listed = |state: Option<TaskState>| {
-            t.index()
-                .read(&owner, None, state, |r| {
-                    r.descending_from(None)
-                        .map(|e| (e.millis, String::from_utf8_lossy(&e.id).into_owned()))
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default()
-        };
 
         // Stored (out), finished meanwhile: stored finished.
-        store("x", TaskState::Working, 1);
-        assert_eq!(out_while("x", &|| finish("x", 2)), 1);
-        assert_eq!(listed(Some(TaskState::Completed)), [(2, "x".to_owned())]);
-        assert!(listed(Some(TaskState::Working)).is_empty());
+        store(&t, "x", TaskState::Working, 1);
+        assert_eq!(out_while("x", &|| set(&t, "x", TaskState::Completed, 2)), 1);
+        assert_eq!(listed(&t, Some(TaskState::Completed)), [at(2, "x")]);
+        assert!(listed(&t, Some(TaskState::Working)).is_empty());
 
         // Stored (out), finished and removed meanwhile: nothing.
-        store("y", TaskState::Working, 3);
-        assert_eq!(
-            out_while("y", &|| {
-                finish("y", 4);
-                remove("y");
-            }),
-            0
-        );
-        assert_eq!(listed(None), [(2, "x".to_owned())]);
+        store(&t, "y", TaskState::Working, 3);
+        let left = out_while("y", &|| {
+            set(&t, "y", TaskState::Completed, 4);
+            remove(&t, "y");
+        });
+        assert_eq!(left, 0);
+        assert_eq!(listed(&t, None), [at(2, "x")]);
 
         // Removed (out), stored again meanwhile under the same id: the
         // removal stays before the new store.
-        remove("x");
-        assert_eq!(out_while("x", &|| store("x", TaskState::Working, 6)), 2);
-        assert_eq!(listed(None), [(6, "x".to_owned())]);
+        remove(&t, "x");
+        assert_eq!(out_while("x", &|| store(&t, "x", TaskState::Working, 6)), 2);
+        assert_eq!(listed(&t, None), [at(6, "x")]);
         assert_eq!(t.index().entries(), 4);
     }
 
