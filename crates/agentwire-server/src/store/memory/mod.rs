@@ -429,13 +429,12 @@ fn home_queue() -> (usize, usize) {
 }
 
 /// The bytes accounted to a task as stored: its encoding when it is
-/// finished (it is kept packed), twice that when it is open.
-fn task_bytes(task: &Task) -> usize {
-    let encoded = task.encoded_len();
-    if task.state().is_terminal() {
-        encoded + TASK_OVERHEAD
-    } else {
-        2 * encoded + std::mem::size_of::<Task>() + TASK_OVERHEAD
+/// finished (it is kept packed, and the packed bytes give its length without
+/// encoding the task again), twice that when it is open.
+fn stored_bytes(held: &Held) -> usize {
+    match held {
+        Held::Finished(packed) => packed.len() + TASK_OVERHEAD,
+        Held::Open(task) => 2 * task.encoded_len() + std::mem::size_of::<Task>() + TASK_OVERHEAD,
     }
 }
 
@@ -609,13 +608,16 @@ impl ImmediateStore for MemoryStore {
     /// packed at once when it is terminal.
     fn create_shared_now(&self, owner: &Owner, task: &Arc<Task>) -> A2aResult<()> {
         let s = &*self.shared;
-        let bytes = task_bytes(task).min(u32::MAX as usize);
+        let now = s.now_ticks();
+        // A task stored finished is packed first: its size is then known
+        // (dropped unstored if the room is refused).
+        let mut slot = Slot::new(task, owner, 0, now);
+        let bytes = stored_bytes(&slot.held).min(u32::MAX as usize);
+        slot.bytes = slot_bytes(bytes);
         let room = Room { tasks: 1, bytes };
         s.reserve(room)?;
         self.start_timer();
         let hash = s.tasks.hash(&task.id);
-        let now = s.now_ticks();
-        let slot = Slot::new(task, owner, slot_bytes(bytes), now);
         let token = slot.token();
         if s.tasks.insert(hash, slot, task).is_err() {
             s.release(room);
@@ -665,13 +667,7 @@ impl ImmediateStore for MemoryStore {
             let (token, task) = slot
                 .finish()
                 .ok_or_else(|| A2aError::internal("a finished task was packed twice"))?;
-            // The packed task is its encoding: its length is the task's
-            // encoded length, without encoding the task a second time.
-            let encoded = match &slot.held {
-                Held::Finished(packed) => packed.len(),
-                Held::Open(open) => open.encoded_len(),
-            };
-            slot.bytes = slot_bytes(encoded + TASK_OVERHEAD);
+            slot.bytes = slot_bytes(stored_bytes(&slot.held));
             Ok((state, Some(token), Some(task), before, slot.bytes as usize))
         });
         match applied {
