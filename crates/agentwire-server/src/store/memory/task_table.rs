@@ -331,6 +331,8 @@ struct Waiting {
     due_at: usize,
     /// How many changes were ever added (see `put_back`).
     added: u64,
+    /// How many of `changes` are withdrawn (see `withdraw`).
+    withdrawn: usize,
 }
 
 impl Default for Waiting {
@@ -341,6 +343,7 @@ impl Default for Waiting {
             bytes: 0,
             due_at: WAIT,
             added: 0,
+            withdrawn: 0,
         }
     }
 }
@@ -422,6 +425,11 @@ impl Waiting {
 
     /// Withdraws the change at `at`: what it kept is freed now, and the
     /// withdrawn changes at the front leave the list.
+    ///
+    /// A change that stays (a task open for long, or one that eviction
+    /// takes later than the tasks after it) keeps the withdrawn ones behind
+    /// it in the list; once they are half of it, the list is compacted, so
+    /// that a search reads about as many tags as changes wait.
     fn withdraw(&mut self, at: usize) {
         let p = &mut self.changes[at];
         self.bytes -= p.kept as usize;
@@ -429,9 +437,16 @@ impl Waiting {
         p.change = None;
         p.keys = Keys::none();
         p.owner = None;
+        self.withdrawn += 1;
         while self.changes.front().is_some_and(|p| p.change.is_none()) {
             self.changes.pop_front();
             self.tags.pop_front();
+            self.withdrawn -= 1;
+        }
+        if self.withdrawn >= SCAN && 2 * self.withdrawn >= self.len() {
+            self.changes.retain(|p| p.change.is_some());
+            self.tags = self.changes.iter().map(|p| tag(p.hash)).collect();
+            self.withdrawn = 0;
         }
     }
 
@@ -472,6 +487,7 @@ impl Waiting {
             self.changes.drain(..n).collect()
         };
         self.bytes -= batch.iter().map(|p| p.kept as usize).sum::<usize>();
+        self.withdrawn -= batch.iter().filter(|p| p.change.is_none()).count();
         (batch, self.added)
     }
 
@@ -987,6 +1003,24 @@ mod tests {
         );
         assert_eq!(listed(&t, None), [at(12, "c"), at(10, "a")]);
         assert_eq!(t.index().entries(), 8);
+    }
+
+    /// A change that stays at the front of its shard's list (an open task)
+    /// does not keep the withdrawn changes behind it: the list is compacted
+    /// once they are half of it, so it holds about the changes that wait.
+    #[test]
+    fn withdrawn_changes_do_not_pile_up_behind_one_that_stays() {
+        let t = TaskTable::default();
+        store(&t, "open", TaskState::Working, 0);
+        for i in 0..3_200 {
+            let id = format!("t{i}");
+            store(&t, &id, TaskState::Completed, i);
+            remove(&t, &id);
+        }
+        assert!(waiting(&t) <= 1 + SCAN, "{} changes kept", waiting(&t));
+        let withdrawn: usize = t.shards.iter().map(|s| s.read().waiting.withdrawn).sum();
+        assert_eq!(withdrawn + 1, waiting(&t));
+        assert_eq!(listed(&t, None), [at(0, "open")]);
     }
 
     /// What the indexes did not take of a batch goes back in front, and a
