@@ -443,7 +443,7 @@ impl Waiting {
             self.tags.pop_front();
             self.withdrawn -= 1;
         }
-        if self.withdrawn >= SCAN && 2 * self.withdrawn >= self.len() {
+        if self.withdrawn >= COMPACT_MIN && 2 * self.withdrawn >= self.len() {
             self.changes.retain(|p| p.change.is_some());
             self.tags = self.changes.iter().map(|p| tag(p.hash)).collect();
             self.withdrawn = 0;
@@ -546,6 +546,10 @@ fn kept(slot: &Slot, change: Change) -> u32 {
 fn tag(hash: u64) -> u32 {
     hash as u32
 }
+
+/// The fewest withdrawn changes a list is compacted for (`withdraw`): a
+/// short list is searched as fast as it is compacted.
+const COMPACT_MIN: usize = 16;
 
 /// Tags are compared this many at a time, without a branch for each (the
 /// compiler makes vector comparisons of them): most are not the one.
@@ -1017,7 +1021,11 @@ mod tests {
             store(&t, &id, TaskState::Completed, i);
             remove(&t, &id);
         }
-        assert!(waiting(&t) <= 1 + SCAN, "{} changes kept", waiting(&t));
+        assert!(
+            waiting(&t) <= 1 + COMPACT_MIN,
+            "{} changes kept",
+            waiting(&t)
+        );
         let withdrawn: usize = t.shards.iter().map(|s| s.read().waiting.withdrawn).sum();
         assert_eq!(withdrawn + 1, waiting(&t));
         assert_eq!(listed(&t, None), [at(0, "open")]);
