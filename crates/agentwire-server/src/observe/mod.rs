@@ -155,32 +155,49 @@ impl<S: Clone> Clone for Observed<S> {
     }
 }
 
-impl<S, B, R> tower::Service<Request<B>> for Observed<S>
+/// A service that is always ready and answers through a shared
+/// reference, so that [`Observed`] serves it to hyper directly: without
+/// hyper-util's tower adapter (a clone of the service, its readiness
+/// poll and the request moved through a `Oneshot` for every request, about
+/// 800 instructions of a `SendMessage`).
+pub(crate) trait Answers<Req>: tower::Service<Req> + Clone {
+    /// What `tower::Service::call` answers; the service never needs
+    /// `poll_ready` first.
+    fn answer(&self, request: Req) -> Self::Future;
+}
+
+impl<S, B, R> hyper::service::Service<Request<B>> for Observed<S>
 where
-    S: tower::Service<Request<B>, Response = Response<R>, Error = std::convert::Infallible>,
+    S: Answers<Request<B>, Response = Response<R>, Error = std::convert::Infallible>,
     R: Default,
 {
     type Response = Response<R>;
     type Error = std::convert::Infallible;
     type Future = ObservedFuture<
-        <tower::util::Either<tower_http::cors::Cors<S>, S> as tower::Service<Request<B>>>::Future,
+        futures::future::Either<
+            <tower_http::cors::Cors<S> as tower::Service<Request<B>>>::Future,
+            S::Future,
+        >,
     >;
 
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&self, request: Request<B>) -> Self::Future {
+        use tower::Service as _;
         let id = request_id(request.headers());
         let span = request_span(&request, &id);
         let logged = self.metrics.is_some() || !span.is_none();
         let start = logged.then(std::time::Instant::now);
         let inner = {
             let _entered = span.enter();
-            self.inner.call(request)
+            match &self.inner {
+                // tower-http's CORS layer is ready when its service is, and
+                // `S` always is.
+                tower::util::Either::Left(cors) => {
+                    futures::future::Either::Left(cors.clone().call(request))
+                }
+                tower::util::Either::Right(service) => {
+                    futures::future::Either::Right(service.answer(request))
+                }
+            }
         };
         ObservedFuture {
             inner,

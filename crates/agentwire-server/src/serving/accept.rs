@@ -39,7 +39,6 @@ use http::{Method, Request};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::either::Either;
@@ -99,6 +98,12 @@ impl tower::Service<Request<Incoming>> for Service {
     }
 
     fn call(&mut self, request: Request<Incoming>) -> Answer {
+        crate::observe::Answers::answer(self, request)
+    }
+}
+
+impl crate::observe::Answers<Request<Incoming>> for Service {
+    fn answer(&self, request: Request<Incoming>) -> Answer {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let timeout = self.body_read_timeout;
         let request = request.map(|body| TimedBody {
@@ -405,8 +410,7 @@ pub(crate) async fn serve(
         let periods = [limits.request_head_timeout, limits.idle_timeout];
         let stop = stop.clone();
         let Some(tls) = &tls else {
-            let service =
-                TowerToHyperService::new(crate::observe::layers(service, metrics, cors.as_ref()));
+            let service = crate::observe::layers(service, metrics, cors.as_ref());
             let conn = builder
                 .serve_connection(TokioIo::new(Either::Left(tcp)), service)
                 .into_owned();
@@ -438,8 +442,7 @@ pub(crate) async fn serve(
                 .and_then(|c| c.first())
                 .and_then(super::tls::principal_of)
                 .map(crate::auth::ClientCertificate::new);
-            let service =
-                TowerToHyperService::new(crate::observe::layers(service, metrics, cors.as_ref()));
+            let service = crate::observe::layers(service, metrics, cors.as_ref());
             let conn = builder
                 .serve_connection(TokioIo::new(Either::Right(Box::new(stream))), service)
                 .into_owned();
@@ -645,7 +648,7 @@ impl std::task::Wake for Alarm {
 type Connection = auto::Connection<
     'static,
     TokioIo<Either<TcpStream, Box<tokio_rustls::server::TlsStream<TcpStream>>>>,
-    TowerToHyperService<crate::observe::Observed<Service>>,
+    crate::observe::Observed<Service>,
     TokioExecutor,
 >;
 
