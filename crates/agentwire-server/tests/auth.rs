@@ -637,7 +637,6 @@ async fn matrix_mtls(b: Binding) {
     };
 
     // Certificates the agent does not trust: refused at the handshake.
-    let bounded = CallOptions::new().with_timeout(Duration::from_secs(3));
     for (what, identity) in [
         (
             "a certificate of another authority",
@@ -649,28 +648,7 @@ async fn matrix_mtls(b: Binding) {
         ),
     ] {
         let (t, url) = tls_transport(&server, b, &identity);
-        let mut outcomes = every_operation(&*t, &bounded, &task_id, &config_id).await;
-        // hyperium/hyper#4122: over TLS 1.3 the client's handshake is done
-        // before the server checks its certificate, and when the refusal
-        // closes the fresh connection just as hyper-util hands it the
-        // request, the request can stay in the dead connection's queue with
-        // no answer. Rare (about one run of this suite in a hundred), and
-        // bounded here by `bounded`'s timeout: a call caught so is tried
-        // again once, on a new transport, and must then be refused at the
-        // handshake like the others.
-        if outcomes
-            .iter()
-            .any(|(_, r)| r.as_ref().is_err_and(|e| e.is_timeout()))
-        {
-            let (again, _) = tls_transport(&server, b, &identity);
-            let second = every_operation(&*again, &bounded, &task_id, &config_id).await;
-            for ((op, first), (_, retried)) in outcomes.iter_mut().zip(second) {
-                if first.as_ref().is_err_and(|e| e.is_timeout()) {
-                    eprintln!("[{b}] {what}: {op} waited past the bound (hyper#4122); tried again");
-                    *first = retried;
-                }
-            }
-        }
+        let outcomes = every_operation(&*t, &CallOptions::new(), &task_id, &config_id).await;
         assert_eq!(outcomes.len(), 13, "[{b}] {what}: every operation tried");
         cells.faults += 1;
         for (op, r) in outcomes {
