@@ -1,9 +1,13 @@
-//! The conformance agent (system under test of the A2A TCK).
+//! The conformance agent (system under test of the A2A TCK and of ACTS).
 //!
-//! Its behaviour is chosen by the prefix of the incoming `messageId`, as the
-//! TCK scenarios (`core_operations.feature`, `streaming.feature`) describe;
-//! every protocol rule (errors, capability checks, contextId/taskId
-//! semantics) is the runtime's, not the agent's. One prefix is not the
+//! Two contracts choose its behaviour. The A2A TCK's: the prefix of the
+//! incoming `messageId`, as its scenarios (`core_operations.feature`,
+//! `streaming.feature`) describe. ACTS's (the A2A Conformance Test
+//! Specification, section 11, written down in `acts/sut-behaviors.yaml` at
+//! the repository root): the first word of the first text part of the task's
+//! first user message (`tck-complete-task hello`). The word wins when both
+//! apply. Every protocol rule (errors, capability checks, contextId/taskId
+//! semantics, media types) is the runtime's, not the agent's. One prefix is not the
 //! TCK's: `auth-required` puts the task in the auth-required state (the
 //! agent needs the user to authorize something), to try clients on that
 //! turn; the next message in the task completes it. Conformance runs reuse one
@@ -13,7 +17,7 @@
 use std::time::Duration;
 
 use agentwire_server::{A2aResult, AgentExecutor, RequestContext, TaskUpdater};
-use agentwire_types::{AgentCard, AgentSkill, Artifact, Part, new_id};
+use agentwire_types::{AgentCard, AgentSkill, Artifact, Message, Part, Role, Task, new_id};
 
 /// The TCK's system under test.
 #[derive(Debug, Clone)]
@@ -49,7 +53,47 @@ enum Scenario {
     StreamFile,
     StreamChunked,
     LongRunning,
+    /// ACTS `tck-task-failure`: the task fails, with a message.
+    Failure,
+    /// ACTS `tck-multi-turn`: input-required until the user sends `done`.
+    MultiTurn,
+    /// ACTS `tck-long-running`: working, an artifact, completed after a
+    /// while (twice the streaming timeout); cancelable meanwhile.
+    LongRunningWithArtifact,
+    /// ACTS `tck-cancel`: working until canceled (bounded by
+    /// [`CANCEL_WAIT_BOUND`]).
+    WorkUntilCanceled,
 }
+
+/// ACTS's behaviours (section 11.2, and `tck-auth-required`), by the first
+/// word of the first text part; the same words as acts/sut-behaviors.yaml.
+const WORDS: &[(&str, Scenario)] = &[
+    ("tck-complete-task", Scenario::CompleteTask),
+    ("tck-message-response", Scenario::MessageResponse),
+    ("tck-input-required", Scenario::InputRequired),
+    ("tck-reject-task", Scenario::Reject),
+    ("tck-task-failure", Scenario::Failure),
+    ("tck-multi-turn", Scenario::MultiTurn),
+    ("tck-long-running", Scenario::LongRunningWithArtifact),
+    ("tck-cancel", Scenario::WorkUntilCanceled),
+    ("tck-auth-required", Scenario::AuthRequired),
+    ("tck-stream-basic", Scenario::StreamText(STREAMED_CONTENT)),
+    ("tck-stream-chunked", Scenario::StreamChunked),
+    ("tck-artifact-text", Scenario::ArtifactText),
+    ("tck-artifact-file", Scenario::ArtifactFile),
+    ("tck-artifact-file-url", Scenario::ArtifactFileUrl),
+    ("tck-artifact-data", Scenario::ArtifactData),
+];
+
+/// The text artifact of `tck-stream-basic`.
+const STREAMED_CONTENT: &str = "Streamed content";
+
+/// The word that ends a `tck-multi-turn` task.
+const DONE: &str = "done";
+
+/// How long a `tck-cancel` task waits for its cancellation before it
+/// fails: no task is held forever.
+pub const CANCEL_WAIT_BOUND: Duration = Duration::from_secs(300);
 
 /// Prefixes in matching order: longer prefixes that extend shorter ones
 /// come first (`tck-artifact-file-url` before `tck-artifact-file`).
@@ -92,13 +136,48 @@ fn scenario(message_id: &str) -> Scenario {
         .map_or(Scenario::CompleteTask, |(_, s)| *s)
 }
 
+/// The first word of a message's first text part.
+fn first_word(message: &Message) -> Option<&str> {
+    message
+        .parts
+        .iter()
+        .find_map(Part::as_text)
+        .and_then(|t| t.split_whitespace().next())
+}
+
+/// ACTS's behaviour for a message, if its first word names one.
+fn acts_scenario(message: &Message) -> Option<Scenario> {
+    let word = first_word(message)?;
+    WORDS.iter().find(|(w, _)| *w == word).map(|(_, s)| *s)
+}
+
+/// The behaviour for a message: ACTS's word, else the TCK's messageId prefix.
+fn scenario_of(message: &Message) -> Scenario {
+    acts_scenario(message).unwrap_or_else(|| scenario(&message.message_id))
+}
+
+/// The task's first user message (its history's first entry from the user).
+fn first_user_message(task: &Task) -> Option<&Message> {
+    task.history.iter().find(|m| m.role == Role::User as i32)
+}
+
 fn output_file() -> Part {
     Part::file(&b"Generated file content"[..], "output.txt", "text/plain")
 }
 
 impl AgentExecutor for ConformanceAgent {
     async fn execute(&self, ctx: RequestContext, task: TaskUpdater) -> A2aResult<()> {
-        match scenario(&ctx.message.message_id) {
+        // A message that continues a task: ACTS's multi-turn behaviour is
+        // the task's first message's; anything else acts on this message.
+        let first = ctx.task.as_deref().and_then(first_user_message);
+        if first.and_then(acts_scenario) == Some(Scenario::MultiTurn) {
+            return if first_word(&ctx.message) == Some(DONE) {
+                task.complete_with("Multi-turn conversation done").await
+            } else {
+                task.require_input("Send more, or \"done\" to finish").await
+            };
+        }
+        match scenario_of(&ctx.message) {
             Scenario::CompleteTask => task.complete_with("Hello from TCK").await,
             Scenario::ArtifactText => {
                 task.add_artifact(Artifact::text("result", "Generated text content"))
@@ -166,6 +245,28 @@ impl AgentExecutor for ConformanceAgent {
                     () = ctx.canceled() => Ok(()),
                 }
             }
+            Scenario::Failure => task.fail("The task failed, as tck-task-failure asks").await,
+            Scenario::MultiTurn => task.require_input("Send more, or \"done\" to finish").await,
+            Scenario::LongRunningWithArtifact => {
+                task.start_work().await?;
+                task.add_artifact(Artifact::text("progress", "Long-running work started"))
+                    .await?;
+                tokio::select! {
+                    () = tokio::time::sleep(self.streaming_timeout * 2) => {
+                        task.complete_with("Long-running work done").await
+                    }
+                    () = ctx.canceled() => Ok(()),
+                }
+            }
+            Scenario::WorkUntilCanceled => {
+                task.start_work().await?;
+                tokio::select! {
+                    () = tokio::time::sleep(CANCEL_WAIT_BOUND) => {
+                        task.fail("not canceled in time").await
+                    }
+                    () = ctx.canceled() => Ok(()),
+                }
+            }
         }
     }
 }
@@ -174,7 +275,7 @@ impl AgentExecutor for ConformanceAgent {
 pub fn card() -> AgentCard {
     AgentCard::new(
         "A2A Rust Conformance Agent",
-        "System under test for the A2A conformance kit: behaviour is selected by messageId prefixes.",
+        "System under test for the A2A conformance kits: behaviour is selected by the first word of the message (ACTS: tck-complete-task, tck-multi-turn, ...) or by messageId prefixes (the A2A TCK).",
         env!("CARGO_PKG_VERSION"),
     )
     .with_streaming(true)
@@ -184,7 +285,7 @@ pub fn card() -> AgentCard {
         AgentSkill::new(
             "tck",
             "Conformance scenarios",
-            "Completes, rejects, streams, asks for input or for authorization depending on the messageId prefix (tck-complete-task, tck-stream-001, tck-input-required, auth-required, ...)",
+            "Completes, fails, rejects, streams, works until canceled, asks for input or for authorization depending on the message's first word (tck-complete-task, tck-multi-turn, tck-cancel, tck-stream-basic, ...) or the messageId prefix (tck-complete-task, tck-stream-001, tck-input-required, auth-required, ...)",
             ["conformance", "tck", "test"],
         )
         .with_example("tck-complete-task"),
