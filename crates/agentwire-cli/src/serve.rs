@@ -255,16 +255,22 @@ pub struct ServeArgs {
         value_name = "BYTES"
     )]
     pub max_body_bytes: usize,
-    /// Where tasks are kept: `sqlite:PATH` (a file, created if needed),
-    /// `memory` (lost on exit) or `postgres://USER:PASSWORD@HOST:PORT/DATABASE`
-    /// (shared by replicas; the first connection must succeed within 5s).
+    /// Where tasks are kept: `sqlite:PATH` (a file, created if needed; one
+    /// server at a time may use it), `memory` (lost on exit) or
+    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (shared by replicas;
+    /// the first connection must succeed within 5s) [default: a file per
+    /// agent in the current directory, sqlite:a2a-tasks-AGENT.db, e.g.
+    /// sqlite:a2a-tasks-echo.db]
     #[arg(
-        long,
-        default_value = "sqlite:a2a-tasks.db",
+        long = "store",
         env = "A2A_SERVE_STORE",
         value_parser = StoreSpec::parse,
         value_name = "STORE"
     )]
+    pub store_arg: Option<StoreSpec>,
+    /// The store of the (first) agent served: `--store`, or its default
+    /// (set by [`run`] before anything reads it).
+    #[arg(skip = StoreSpec::Memory)]
     pub store: StoreSpec,
     /// Purge terminal tasks older than this (e.g. `30m`, `24h`, `7d`); off
     /// by default, except in the memory store, which keeps finished tasks
@@ -924,7 +930,20 @@ async fn open_store(spec: &StoreSpec, args: &ServeArgs) -> Result<Opened, CliErr
                 .level();
             let options = SqliteOptions::default().synchronous(level);
             let store = SqliteStore::open_with(path, options).await.map_err(|e| {
-                use agentwire_server::store::{StorageFault, storage_fault};
+                use agentwire_server::store::{StorageFault, holder_pid, storage_fault};
+                if storage_fault(&e) == Some(StorageFault::Busy) {
+                    // Another server has the file (the store's message names
+                    // the file, its lock file and the holder's pid).
+                    let stop = match holder_pid(&e) {
+                        Some(pid) => format!("stop the server that uses it (pid {pid})"),
+                        None => "stop the program that uses it".to_owned(),
+                    };
+                    let what = e.message.trim_start_matches("task store: ");
+                    return failure(what).with_hint(format!(
+                        "{stop}, or give this server a file of its own with --store \
+                         sqlite:OTHER.db"
+                    ));
+                }
                 if storage_fault(&e) == Some(StorageFault::Corrupt) {
                     // The store's message names the file and says what is
                     // wrong with it.
@@ -982,7 +1001,11 @@ macro_rules! say {
     }};
 }
 
-pub async fn run(args: ServeArgs) -> Result<(), CliError> {
+pub async fn run(mut args: ServeArgs) -> Result<(), CliError> {
+    args.store = match &args.store_arg {
+        Some(spec) => spec.clone(),
+        None => default_store(args.agent),
+    };
     args.check()?;
     let agents = match args.agent {
         AgentName::All => vec![
@@ -995,10 +1018,13 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let several = agents.len() > 1;
     let mut servers = Vec::new();
     for (i, agent) in agents.into_iter().enumerate() {
-        let store = if several {
-            args.store.for_agent(agent)
-        } else {
-            args.store.clone()
+        let store = match &args.store_arg {
+            Some(spec) if several => spec.for_agent(agent),
+            Some(spec) => spec.clone(),
+            None => {
+                note_former_default(agent);
+                default_store(agent)
+            }
         };
         let port = if args.port == 0 {
             0
@@ -1025,6 +1051,34 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         .map_err(|e| failure(format!("the server stopped: {e}")))?;
     say!("Stopped.");
     Ok(())
+}
+
+/// The former default task store, shared by every agent served in one
+/// directory (which failed each other's tasks at restart).
+const FORMER_DEFAULT_STORE: &str = "a2a-tasks.db";
+
+/// The task store of `agent` when `--store` is not given: a SQLite file of
+/// its own in the current directory, `a2a-tasks-AGENT.db` (the name
+/// `--agent all` always gave each agent).
+fn default_store(agent: AgentName) -> StoreSpec {
+    StoreSpec::Sqlite(PathBuf::from(format!("a2a-tasks-{}.db", agent.name())))
+}
+
+/// Says, once (the first start of `agent` with the new default), that the
+/// file earlier versions used by default is left as it is.
+fn note_former_default(agent: AgentName) {
+    let StoreSpec::Sqlite(new) = default_store(agent) else {
+        return;
+    };
+    if Path::new(FORMER_DEFAULT_STORE).exists() && !new.exists() {
+        eprintln!(
+            "note: {FORMER_DEFAULT_STORE} (the task store earlier versions shared between agents) \
+             is not used: this agent keeps its tasks in {}; to go on with the old file, pass \
+             --store sqlite:{FORMER_DEFAULT_STORE} or rename it to {}",
+            new.display(),
+            new.display()
+        );
+    }
 }
 
 /// The conformance agent's push set-up for a store (and the outbox the
@@ -1227,6 +1281,18 @@ async fn bind(
     let scheme = if tls { "https" } else { "http" };
     let addr = format!("{}:{port}", args.host);
     let bound = server.bind(&addr).await.map_err(|e| {
+        // Before listening, the server runs the crash recovery of its
+        // task store: not a matter of ports.
+        if e.to_string().starts_with("crash recovery failed") {
+            return failure(format!(
+                "cannot start: the task store {} failed at start-up: {e}",
+                store_spec.display()
+            ))
+            .with_hint(
+                "check that the task store can be read and written (the disk, its permissions, \
+                 or the database server), then start the server again",
+            );
+        }
         failure(format!("cannot listen on {addr}: {e}")).with_hint(
             "another program may use that port: choose another with --port (0 picks a free one), \
              or check --host",

@@ -12,7 +12,7 @@ use futures::FutureExt;
 
 use super::*;
 use crate::executor::{RequestContext, TaskUpdater};
-use crate::store::{Owner, StoredTask, storage_fault};
+use crate::store::{Owner, StoredTask, is_unreadable, storage_fault};
 
 impl RequestHandler {
     /// A task visible to `owner`, or TaskNotFound (never revealing tasks of
@@ -28,12 +28,23 @@ impl RequestHandler {
         }
         // A task held back (never written: see `manager/held.rs`) is
         // written first, so that what is seen is durable.
-        match self
+        let found = match self
             .inner
             .manager
             .stored_or_revealed(owner, id, history)
-            .await?
+            .await
         {
+            Ok(found) => found,
+            // Kept but unreadable: said to its owner only.
+            Err(e) if is_unreadable(&e) => {
+                return match self.inner.manager.store.owner_of(id).await {
+                    Ok(Some(o)) if o == *owner => Err(e),
+                    _ => Err(A2aError::task_not_found(id)),
+                };
+            }
+            Err(e) => return Err(e),
+        };
+        match found {
             Some(s) if s.owner == *owner => match self.inner.manager.storage_failure(id) {
                 // The task failed because the store did, and its failure is
                 // not recorded yet: what is stored is out of date.
@@ -50,11 +61,35 @@ impl RequestHandler {
     /// [`crate::A2aServer`] when it starts; several replicas sharing one
     /// store must not call it on start (the tasks may be running on another
     /// replica).
+    ///
+    /// A task the store cannot read never stops it: the store sets its row
+    /// aside ([`TaskStore::unfinished_for_recovery`]), and each is logged
+    /// at `warn` with its id, why, where it is kept and what to do; the
+    /// others are failed as usual.
+    ///
+    /// [`TaskStore::unfinished_for_recovery`]: crate::store::TaskStore::unfinished_for_recovery
     pub async fn recover_orphaned_tasks(&self) -> A2aResult<Vec<String>> {
         let reason = "The agent stopped while working on this task (the server restarted). \
                       Send the request again to retry.";
+        let scan = self.inner.manager.store.unfinished_for_recovery().await?;
+        for aside in &scan.set_aside {
+            tracing::warn!(
+                task = %aside.task_id,
+                kept = %aside.kept,
+                error = %aside.reason,
+                "crash recovery: a task left unfinished cannot be read; it is set aside and the \
+                 server starts without it (its owner is told it is unreadable; inspect or \
+                 delete its row: docs/operations.md, \"Task store files and unreadable tasks\")"
+            );
+        }
+        if !scan.set_aside.is_empty() {
+            tracing::warn!(
+                count = scan.set_aside.len(),
+                "crash recovery: unreadable tasks set aside"
+            );
+        }
         let mut failed = Vec::new();
-        for stored in self.inner.manager.store.unfinished().await? {
+        for stored in scan.tasks {
             if self.inner.manager.fail_orphan(&stored, reason).await {
                 failed.push(stored.task.id);
             }
@@ -90,6 +125,7 @@ impl RequestHandler {
     pub(crate) fn live_stats(&self) -> crate::observe::metrics::LiveStats {
         let mut stats = self.inner.manager.live_stats();
         stats.push = self.push_sender().map(|p| p.metrics().snapshot());
+        stats.unreadable_rows = self.inner.manager.store.unreadable_rows();
         stats
     }
 

@@ -19,6 +19,15 @@
 //!   (tried every `max_pause`). It holds one status per task, nothing
 //!   else: the updates the store refused are not kept.
 //!
+//! The creation of a new task that nobody has been told about yet (a
+//! stream's, or a send answered at once: the write before their first
+//! event) is tried for [`NEW_TASK_BUDGET`] at most (2 s, or the budget if
+//! it is shorter): its caller is waiting with nothing to show, so it gets
+//! the storage error promptly (`Unavailable`: try again later) instead of
+//! silence for the whole budget, and no task is left behind. (A blocking
+//! send's task, held until its turn ends, is written with the whole
+//! budget: by then its agent has done the work.)
+//!
 //! If the process stops before the failure is recorded, the task is left
 //! in the store as it was (submitted or working): the crash recovery of
 //! the next start fails it (`RequestHandler::recover_orphaned_tasks`).
@@ -32,6 +41,10 @@ use futures::future::BoxFuture;
 use super::TaskManager;
 use super::live::LiveTask;
 use crate::store::{StorageFault, TaskUpdate, storage_error, storage_fault};
+
+/// The longest a new task's creation is retried when nobody has been told
+/// about the task yet (see the module's documentation).
+pub(crate) const NEW_TASK_BUDGET: Duration = Duration::from_secs(2);
 
 /// What a write that the store keeps failing does to the task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,8 +91,15 @@ impl TaskManager {
         let mut error = first;
         let mut pause = self.retry.first_pause;
         let mut attempts = 1u32;
+        // A task not created yet: nobody was told about it, its caller
+        // waits with nothing to show.
+        let budget = if live.state.lock().created {
+            self.retry.budget
+        } else {
+            self.retry.budget.min(NEW_TASK_BUDGET)
+        };
         while let Some(fault) = storage_fault(&error).filter(|f| f.is_transient()) {
-            let left = self.retry.budget.saturating_sub(started.elapsed());
+            let left = budget.saturating_sub(started.elapsed());
             if left.is_zero() {
                 break;
             }

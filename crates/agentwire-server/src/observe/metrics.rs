@@ -91,6 +91,8 @@ pub(crate) struct LiveStats {
     pub(crate) turns_in_flight: u64,
     pub(crate) states: [u64; STATES.len()],
     pub(crate) push: Option<crate::push::PushStats>,
+    /// Unreadable task rows the store has met (`TaskStore::unreadable_rows`).
+    pub(crate) unreadable_rows: u64,
 }
 
 impl LiveStats {
@@ -117,6 +119,7 @@ struct Live {
     push_refused: Counter,
     push_given_up: Counter,
     push_pending: Gauge,
+    unreadable_rows: Counter,
 }
 
 /// A server's metrics (see the [module documentation](self)).
@@ -227,6 +230,12 @@ impl Metrics {
             registry.register(name, help, c.clone());
         }
         registry.register(
+            "store_unreadable_rows",
+            "Task rows the store could not read (set aside at start-up, skipped in listings, \
+             refused to a read): see docs/operations.md",
+            live.unreadable_rows.clone(),
+        );
+        registry.register(
             "push_outbox_pending",
             "Push notifications enqueued by this process not yet delivered or dropped",
             live.push_pending.clone(),
@@ -263,14 +272,15 @@ impl Metrics {
                 .get_or_create(&StateLabels { state: name })
                 .set(g(n));
         }
+        // Counters only go up: each takes what it lacks.
+        let to = |c: &Counter, v: u64| {
+            let now = c.get();
+            if v > now {
+                c.inc_by(v - now);
+            }
+        };
+        to(&self.live.unreadable_rows, s.unreadable_rows);
         if let Some(p) = s.push {
-            // Counters only go up: each takes what it lacks.
-            let to = |c: &Counter, v: u64| {
-                let now = c.get();
-                if v > now {
-                    c.inc_by(v - now);
-                }
-            };
             to(&self.live.push_enqueued, p.enqueued);
             to(&self.live.push_delivered, p.delivered);
             to(&self.live.push_failed, p.failed_attempts);

@@ -280,6 +280,19 @@ impl TaskStore for TimedStore {
     async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
         self.timed(Op::Unfinished, self.inner.unfinished()).await
     }
+
+    async fn unfinished_for_recovery(&self) -> A2aResult<crate::store::RecoveryScan> {
+        self.timed(Op::Unfinished, self.inner.unfinished_for_recovery())
+            .await
+    }
+
+    async fn owner_of(&self, task_id: &str) -> A2aResult<Option<Owner>> {
+        self.timed(Op::Get, self.inner.owner_of(task_id)).await
+    }
+
+    fn unreadable_rows(&self) -> u64 {
+        self.inner.unreadable_rows()
+    }
 }
 
 #[cfg(test)]

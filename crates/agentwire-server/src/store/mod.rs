@@ -12,10 +12,12 @@
 
 mod fault;
 mod memory;
+mod unreadable;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
 
 pub use fault::{STORAGE_FAULT, StorageFault, StoreRetry, storage_error, storage_fault};
+pub use unreadable::{RecoveryScan, SetAside, UNREADABLE, is_unreadable, unreadable_error};
 pub use memory::{MemoryStore, MemoryStoreConfig};
 /// The SQLite driver of [`SqliteStore::with_writer`]'s connection.
 #[cfg(feature = "sqlite")]
@@ -24,6 +26,8 @@ pub use rusqlite;
 pub use sql::postgres;
 #[cfg(feature = "postgres")]
 pub use sql::postgres::{PgEventBus, PostgresStore};
+#[cfg(feature = "sqlite")]
+pub use sql::lock::{HOLDER_PID, holder_pid};
 #[cfg(feature = "sqlite")]
 pub use sql::sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
@@ -511,6 +515,36 @@ pub trait TaskStore: Send + Sync + 'static {
     /// not survive the process.
     async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
         Ok(Vec::new())
+    }
+
+    /// Crash recovery's read: the tasks of [`TaskStore::unfinished`], and
+    /// the unfinished rows that cannot be read (damaged, or written by a
+    /// program this one cannot read), which the store has set aside so
+    /// that they are not met again (see [`SetAside`]). One unreadable row
+    /// never fails the whole recovery. The default: `unfinished`, nothing
+    /// set aside (a store that decodes nothing it keeps).
+    async fn unfinished_for_recovery(&self) -> A2aResult<RecoveryScan> {
+        Ok(RecoveryScan {
+            tasks: self.unfinished().await?,
+            set_aside: Vec::new(),
+        })
+    }
+
+    /// The owner of a task the store keeps but cannot read (see
+    /// [`is_unreadable`]), so that only its owner is told it is
+    /// unreadable (anyone else: `TaskNotFound`). `None` when the store has
+    /// no such task. The default: `None`.
+    async fn owner_of(&self, task_id: &str) -> A2aResult<Option<Owner>> {
+        let _ = task_id;
+        Ok(None)
+    }
+
+    /// How many unreadable task rows the store has met since it was opened
+    /// (set aside by crash recovery, skipped in listings, refused to
+    /// `GetTask`): the metric `a2a_store_unreadable_rows_total`. The
+    /// default: 0.
+    fn unreadable_rows(&self) -> u64 {
+        0
     }
 }
 

@@ -24,11 +24,15 @@ const AREA: &str = "push outbox";
 ///
 /// Every change is one transaction (`BEGIN IMMEDIATE`), committed with
 /// `synchronous = NORMAL` in WAL mode: an enqueued notification survives a
-/// crash of the process. Several processes may share the file: leases keep
-/// them from delivering the same stream at once.
+/// crash of the process. One process at a time uses the file (its lock,
+/// shared with the task store of that process); leases would keep several
+/// from delivering the same stream at once all the same.
 #[derive(Debug, Clone)]
 pub struct SqliteOutbox {
     sql: SqlOutbox<Sqlite>,
+    /// The file's lock, shared with the task store of this process on the
+    /// same file (`None` in memory).
+    _lock: Option<std::sync::Arc<crate::store::sql::lock::FileLock>>,
 }
 
 outbox_on_sql!(SqliteOutbox);
@@ -36,11 +40,18 @@ outbox_on_sql!(SqliteOutbox);
 impl SqliteOutbox {
     /// Opens (creating it if needed) the database file at `path` and brings
     /// the outbox schema up to date. `path` may be the task store's file.
+    ///
+    /// As the task store, it takes the file's lock (`PATH.lock`; see
+    /// [`SqliteStore::open`](crate::store::SqliteStore::open)), shared with
+    /// the store of this process on the same file: another process's
+    /// server cannot use it meanwhile.
     pub async fn open(path: impl AsRef<Path>) -> A2aResult<Self> {
+        let lock = crate::store::sql::lock::lock(AREA, path.as_ref())?;
         let pool = dialect::file_pool(AREA, path.as_ref(), 1).await?;
         Self::migrate(&pool).await?;
         Ok(Self {
             sql: SqlOutbox { pool },
+            _lock: Some(lock),
         })
     }
 
@@ -50,6 +61,7 @@ impl SqliteOutbox {
         Self::migrate(&pool).await?;
         Ok(Self {
             sql: SqlOutbox { pool },
+            _lock: None,
         })
     }
 

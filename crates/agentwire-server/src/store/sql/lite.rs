@@ -717,6 +717,7 @@ impl Threads {
         sync: Synchronous,
         batching: Batching,
         wal: WalLimits,
+        seen: Arc<AtomicU64>,
     ) -> A2aResult<Self> {
         let (alive, exited) = mpsc::channel(1);
         let (writer, rx) = flume::unbounded();
@@ -725,13 +726,14 @@ impl Threads {
         let state = Arc::new(WalState::default());
         let shared = Arc::clone(&state);
         let file = matches!(target, Target::File(_));
+        let writer_seen = Arc::clone(&seen);
         spawn(name, target.clone(), settings, alive.clone(), move |conn| {
             if file {
                 if let Err(e) = conn.pragma_update(None, "wal_autocheckpoint", wal.writer_pages) {
                     tracing::warn!(error = %e, "task store: setting the writer's checkpoint");
                 }
             }
-            write_loop(conn, &rx, batching, &shared);
+            write_loop(conn, &rx, batching, &shared, &writer_seen);
         })
         .await?;
         let checkpointer = match target {
@@ -754,8 +756,9 @@ impl Threads {
                     let rx: flume::Receiver<Box<dyn Job>> = rx.clone();
                     let settings = (busy, sync, true);
                     let name = format!("a2a-sqlite-reader-{i}");
+                    let seen = Arc::clone(&seen);
                     spawn(name, target.clone(), settings, alive.clone(), move |conn| {
-                        read_loop(conn, &rx);
+                        read_loop(conn, &rx, &seen);
                     })
                     .await?;
                 }
@@ -885,8 +888,8 @@ impl Threads {
 }
 
 /// A reader thread: each job alone, outside any transaction.
-fn read_loop(conn: Connection, rx: &flume::Receiver<Box<dyn Job>>) {
-    let tables = Tables::one_pool(LiteDb::new(conn));
+fn read_loop(conn: Connection, rx: &flume::Receiver<Box<dyn Job>>, seen: &Arc<AtomicU64>) {
+    let tables = Tables::one_pool(LiteDb::new(conn)).counting_unreadable(seen);
     while let Ok(job) = rx.recv() {
         job.run(&tables).answer(Ok(()));
     }
@@ -971,9 +974,10 @@ fn write_loop(
     rx: &flume::Receiver<Box<dyn Job>>,
     batching: Batching,
     wal: &WalState,
+    seen: &Arc<AtomicU64>,
 ) {
     let db = LiteDb::new(conn);
-    let tables = Tables::counting(db.clone());
+    let tables = Tables::counting(db.clone()).counting_unreadable(seen);
     // A job that must run alone, met while a batch was being filled: it
     // runs once that batch is committed.
     let mut pending: Option<Box<dyn Job>> = None;

@@ -40,6 +40,8 @@ pub(crate) mod driver;
 pub(crate) mod fault;
 #[cfg(feature = "sqlite")]
 pub(crate) mod lite;
+#[cfg(feature = "sqlite")]
+pub(crate) mod lock;
 #[cfg(test)]
 mod plans;
 #[cfg(feature = "postgres")]
@@ -49,6 +51,7 @@ pub(crate) mod sqlite;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agentwire_types::{
@@ -60,7 +63,8 @@ use prost::Message as _;
 use self::driver::{Conn, Dialect, SqlRow, Stmt};
 use super::{
     Cursor, LogSpan, Owner, PushFormat, StoredPushConfig, StoredTask, TaskPage, TaskQuery,
-    TaskUpdate, Updated, apply_artifact, apply_update, closed_error,
+    TaskUpdate, Updated, apply_artifact, apply_update, closed_error, is_unreadable,
+    unreadable_error,
 };
 
 /// The terminal states, as SQL (`TaskState` numbers). The migrations' partial
@@ -123,10 +127,11 @@ pub(crate) fn decode_task(
 ) -> A2aResult<Task> {
     let mut task = Task::decode(head).map_err(|e| corrupt(id, "head", e))?;
     if task.id != id {
-        return Err(A2aError::internal(format!(
-            "task store: the row of task {id} holds task {:?}",
-            task.id
-        )));
+        return Err(unreadable_error(
+            id,
+            "head",
+            format!("the row holds task {:?}", task.id),
+        ));
     }
     if let Some(bytes) = history {
         task.history = Task::decode(bytes)
@@ -142,10 +147,10 @@ pub(crate) fn decode_task(
     Ok(task)
 }
 
+/// The error of a stored part of a task that cannot be decoded: the task
+/// is unreadable (see `store/unreadable.rs`).
 fn corrupt(id: &str, column: &str, e: prost::DecodeError) -> A2aError {
-    A2aError::internal(format!(
-        "task store: the stored {column} of task {id} cannot be decoded: {e}"
-    ))
+    unreadable_error(id, column, e)
 }
 
 /// The row of an artifact update in `a2a_artifact_chunks`: the update as
@@ -173,11 +178,9 @@ pub(crate) fn fold_chunks(
     for (_, bytes) in chunks {
         let update = TaskArtifactUpdateEvent::decode(bytes.as_slice())
             .map_err(|e| corrupt(id, "artifact chunk", e))?;
-        let artifact = update.artifact.ok_or_else(|| {
-            A2aError::internal(format!(
-                "task store: a stored artifact chunk of task {id} has no artifact"
-            ))
-        })?;
+        let artifact = update
+            .artifact
+            .ok_or_else(|| unreadable_error(id, "artifact chunk", "it has no artifact"))?;
         apply_artifact(task, artifact, update.append);
     }
     Ok(())
@@ -621,13 +624,15 @@ fn page_row(row: &impl SqlRow, history_length: Option<usize>) -> A2aResult<PageR
     let history = row.opt_blob("history")?;
     let artifacts = row.opt_blob("artifacts")?;
     let total = row.i64("total")?;
+    // An unreadable task is skipped, not the whole page (see
+    // `assemble_page`).
     let task = decode_task(
         &id,
         &head,
         history.as_deref(),
         artifacts.as_deref(),
         history_length,
-    )?;
+    );
     Ok(PageRow {
         cursor: Cursor { millis, id },
         task,
@@ -692,8 +697,10 @@ fn read_page<R: SqlRow>(rows: &[R], q: &TaskQuery) -> A2aResult<Vec<PageRow>> {
         }
     }
     for p in &mut page {
-        if let Some(c) = chunks.remove(&p.cursor.id) {
-            fold_chunks(&p.cursor.id, &mut p.task, c)?;
+        if let (Some(c), Ok(task)) = (chunks.remove(&p.cursor.id), &mut p.task)
+            && let Err(e) = fold_chunks(&p.cursor.id, task, c)
+        {
+            p.task = Err(e);
         }
     }
     // Listing order: status timestamp, then id, descending.
@@ -725,16 +732,23 @@ pub(crate) fn task_from_rows<'r, R: SqlRow>(
     Ok(Some((stored, row)))
 }
 
-/// One row of a listing page, decoded.
+/// One row of a listing page, decoded (or the error of a task that cannot
+/// be read).
 struct PageRow {
     cursor: Cursor,
-    task: Task,
+    task: A2aResult<Task>,
     total: i64,
 }
 
 /// Assembles a [`TaskPage`] from the rows of [`page_query`] (at most one
-/// more than the page size).
-fn assemble_page(mut rows: Vec<PageRow>, page_size: usize, total: usize) -> TaskPage {
+/// more than the page size). A task that cannot be read is left out of the
+/// page (its row still moves the cursor on, so paging goes past it); the
+/// errors of those left out come back beside the page.
+fn assemble_page(
+    mut rows: Vec<PageRow>,
+    page_size: usize,
+    total: usize,
+) -> (TaskPage, Vec<A2aError>) {
     let next = if rows.len() > page_size && page_size > 0 {
         rows.truncate(page_size);
         rows.last().map(|r| r.cursor.clone())
@@ -742,11 +756,12 @@ fn assemble_page(mut rows: Vec<PageRow>, page_size: usize, total: usize) -> Task
         rows.truncate(page_size);
         None
     };
-    TaskPage {
-        tasks: rows.into_iter().map(|r| r.task).collect(),
-        next,
-        total,
-    }
+    let mut unreadable = Vec::new();
+    let tasks = rows
+        .into_iter()
+        .filter_map(|r| r.task.map_err(|e| unreadable.push(e)).ok())
+        .collect();
+    (TaskPage { tasks, next, total }, unreadable)
 }
 
 // The statements of the task store. `$n` placeholders (see `driver.rs`).
@@ -795,6 +810,28 @@ const GET_PUSH_CONFIG: &str =
 const LIST_PUSH_CONFIGS: &str =
     "SELECT id, config, format FROM a2a_push_configs WHERE task_id = $1 ORDER BY seq";
 const DELETE_PUSH_CONFIG: &str = "DELETE FROM a2a_push_configs WHERE task_id = $1 AND id = $2";
+/// Sets a task's row aside (`$1`, with the reason `$2` at `$3`): a copy
+/// in `a2a_unreadable_tasks`, as it was (a row set aside before under the
+/// same id is replaced).
+const SET_ASIDE: &str = "INSERT INTO a2a_unreadable_tasks (id, context_id, owner_tenant, \
+     owner_principal, state, head, history, artifacts, created_at, updated_at, reason, \
+     set_aside_at) SELECT id, context_id, owner_tenant, owner_principal, state, head, history, \
+     artifacts, created_at, updated_at, $2, $3 FROM a2a_tasks WHERE id = $1 \
+     ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, \
+     owner_tenant = excluded.owner_tenant, owner_principal = excluded.owner_principal, \
+     state = excluded.state, head = excluded.head, history = excluded.history, \
+     artifacts = excluded.artifacts, created_at = excluded.created_at, \
+     updated_at = excluded.updated_at, reason = excluded.reason, \
+     set_aside_at = excluded.set_aside_at";
+/// The task's row, once copied aside (its counters follow it out).
+const DELETE_SET_ASIDE: &str = "DELETE FROM a2a_tasks WHERE id = $1 \
+     RETURNING owner_tenant, owner_principal, context_id, state";
+/// A task set aside: why and when.
+const GET_SET_ASIDE: &str =
+    "SELECT reason, set_aside_at FROM a2a_unreadable_tasks WHERE id = $1";
+/// The owner of a task, kept or set aside.
+const OWNER_OF: &str = "SELECT owner_tenant, owner_principal FROM a2a_tasks WHERE id = $1 \
+     UNION ALL SELECT owner_tenant, owner_principal FROM a2a_unreadable_tasks WHERE id = $1";
 
 /// The deletion of one batch of a purge: terminal tasks last changed at or
 /// before `$1`, at most `$2` of them; their ids.
@@ -926,6 +963,10 @@ pub(crate) struct Tables<D: Dialect> {
     /// writer whose transactions apply them before committing
     /// ([`Tables::flush_counts`]); `None` for a reader.
     pub counts: Option<Arc<parking_lot::Mutex<Counts>>>,
+    /// Unreadable task rows met (set aside, skipped in listings, refused
+    /// to a read): `TaskStore::unreadable_rows`, shared by the store's
+    /// tables.
+    pub unreadable: Arc<AtomicU64>,
 }
 
 impl<D: Dialect> Tables<D> {
@@ -935,7 +976,27 @@ impl<D: Dialect> Tables<D> {
             writer: pool.clone(),
             reader: pool,
             counts: None,
+            unreadable: Arc::default(),
         }
+    }
+
+    /// Counts the unreadable rows it meets in `seen` (shared with the
+    /// store's other tables).
+    pub fn counting_unreadable(mut self, seen: &Arc<AtomicU64>) -> Self {
+        self.unreadable = Arc::clone(seen);
+        self
+    }
+
+    /// Counts and logs an unreadable task row met by `what`.
+    fn met_unreadable(&self, e: &A2aError, what: &str) {
+        self.unreadable.fetch_add(1, Ordering::Relaxed);
+        let task = e.metadata.get("taskId").map_or("", String::as_str);
+        tracing::warn!(
+            task,
+            error = %e.message,
+            "task store: {what} met a task it cannot read (see docs/operations.md, \
+             \"Task store files and unreadable tasks\")"
+        );
     }
 
     /// [`Tables::one_pool`] for a writer that applies the counters' changes
@@ -1278,11 +1339,73 @@ impl<D: Dialect> Tables<D> {
         task_id: &str,
         history_length: Option<usize>,
     ) -> A2aResult<Option<StoredTask>> {
-        let rows = D::on(&self.reader)
+        let what = || format!("reading task {task_id}");
+        let mut conn = D::on(&self.reader);
+        let rows = conn
             .fetch_all(Stmt::new(GET_TASK).arg(task_id))
             .await
-            .map_err(|e| fail::<D>(&format!("reading task {task_id}"), e))?;
-        Ok(task_from_rows(&rows, task_id, history_length)?.map(|(t, _)| t))
+            .map_err(|e| fail::<D>(&what(), e))?;
+        match task_from_rows(&rows, task_id, history_length) {
+            Ok(Some((t, _))) => return Ok(Some(t)),
+            Ok(None) => {}
+            Err(e) => {
+                if is_unreadable(&e) {
+                    self.met_unreadable(&e, "a read");
+                }
+                return Err(e);
+            }
+        }
+        // Not there: it may have been set aside (crash recovery).
+        let aside = conn
+            .fetch_optional(Stmt::new(GET_SET_ASIDE).arg(task_id))
+            .await
+            .map_err(|e| fail::<D>(&what(), e))?;
+        match aside {
+            None => Ok(None),
+            Some(r) => Err(super::unreadable::set_aside_error(
+                task_id,
+                &r.text("reason")?,
+                r.i64("set_aside_at")?,
+            )),
+        }
+    }
+
+    /// `TaskStore::owner_of`: the owner of a task kept, or set aside.
+    pub async fn owner_of(&self, task_id: &str) -> A2aResult<Option<Owner>> {
+        let row = D::on(&self.reader)
+            .fetch_optional(Stmt::new(OWNER_OF).arg(task_id))
+            .await
+            .map_err(|e| fail::<D>(&format!("reading the owner of task {task_id}"), e))?;
+        row.map(|r| row_owner(&r)).transpose()
+    }
+
+    /// Sets an unreadable task's row aside (crash recovery): moved to
+    /// `a2a_unreadable_tasks` as it was, with `reason`, in one
+    /// transaction; its artifact chunks and push configs stay where they
+    /// are, under its id. Whether a row was moved.
+    pub async fn set_aside(&self, task_id: &str, reason: &str) -> A2aResult<bool> {
+        let what = format!("setting task {task_id} aside");
+        let mut tx = D::begin(&self.writer)
+            .await
+            .map_err(|e| fail::<D>(&what, e))?;
+        tx.execute(
+            Stmt::new(SET_ASIDE)
+                .arg(task_id)
+                .arg(reason)
+                .arg(now_millis()),
+        )
+        .await
+        .map_err(|e| fail::<D>(&what, e))?;
+        let gone = tx
+            .fetch_optional(Stmt::new(DELETE_SET_ASIDE).arg(task_id))
+            .await
+            .map_err(|e| fail::<D>(&what, e))?;
+        D::commit(tx).await.map_err(|e| fail::<D>(&what, e))?;
+        let Some(r) = gone else {
+            return Ok(false);
+        };
+        self.count(&row_owner(&r)?, &r.text("context_id")?, r.i32("state")?, -1);
+        Ok(true)
     }
 
     /// `TaskStore::list`: the page and the total in one statement, so
@@ -1306,7 +1429,11 @@ impl<D: Dialect> Tables<D> {
                 None => 0,
             },
         };
-        Ok(assemble_page(rows, query.page_size, count(total)?))
+        let (page, unreadable) = assemble_page(rows, query.page_size, count(total)?);
+        for e in &unreadable {
+            self.met_unreadable(e, "a listing");
+        }
+        Ok(page)
     }
 
     /// `TaskStore::put_push_config`.
@@ -1370,29 +1497,44 @@ impl<D: Dialect> Tables<D> {
         Ok(n > 0)
     }
 
-    /// `TaskStore::unfinished`.
-    pub async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
+    /// `TaskStore::unfinished`: the unfinished tasks, and those of them
+    /// that cannot be read (each with its owner and error), counted and
+    /// logged, never failing the others.
+    pub async fn unfinished(&self) -> A2aResult<(Vec<StoredTask>, Vec<(Owner, A2aError)>)> {
         let rows = D::on(&self.reader)
             .fetch_all(Stmt::new(UNFINISHED))
             .await
             .map_err(|e| fail::<D>("reading unfinished tasks", e))?;
         let mut tasks = Vec::new();
+        let mut unreadable = Vec::new();
         let mut chunks: HashMap<String, Vec<(i64, Vec<u8>)>> = HashMap::new();
         for r in &rows {
             match r.i64("seq")? {
-                0 => tasks.push(stored_task(r, &r.text("id")?, None)?),
+                0 => match stored_task(r, &r.text("id")?, None) {
+                    Ok(t) => tasks.push(t),
+                    Err(e) if is_unreadable(&e) => unreadable.push((row_owner(r)?, e)),
+                    Err(e) => return Err(e),
+                },
                 seq => chunks
                     .entry(r.text("id")?)
                     .or_default()
                     .push((seq, r.blob("artifacts")?)),
             }
         }
-        for t in &mut tasks {
-            if let Some(c) = chunks.remove(&t.task.id) {
-                fold_chunks(&t.task.id.clone(), &mut t.task, c)?;
+        let mut read = Vec::with_capacity(tasks.len());
+        for mut t in tasks {
+            if let Some(c) = chunks.remove(&t.task.id)
+                && let Err(e) = fold_chunks(&t.task.id.clone(), &mut t.task, c)
+            {
+                unreadable.push((t.owner, e));
+                continue;
             }
+            read.push(t);
         }
-        Ok(tasks)
+        for (_, e) in &unreadable {
+            self.met_unreadable(e, "crash recovery");
+        }
+        Ok((read, unreadable))
     }
 
     /// One transaction of a purge: deletes at most [`PURGE_BATCH`]
@@ -1465,6 +1607,10 @@ mod tests {
             GET_PUSH_CONFIG,
             LIST_PUSH_CONFIGS,
             DELETE_PUSH_CONFIG,
+            SET_ASIDE,
+            DELETE_SET_ASIDE,
+            GET_SET_ASIDE,
+            OWNER_OF,
         ] {
             driver::assert_placeholders_in_order(sql);
         }

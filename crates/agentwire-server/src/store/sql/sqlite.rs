@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agentwire_types::{A2aError, A2aResult};
@@ -17,13 +18,14 @@ use sqlx::ConnectOptions as _;
 use sqlx::Connection as _;
 
 use crate::store::sql::driver::{self, Dialect};
+use crate::store::sql::lock::FileLock;
 use crate::store::sql::fault;
 pub use crate::store::sql::lite::Synchronous;
 use crate::store::sql::lite::{Batching, Target, Threads, WalLimits, now};
 use crate::store::sql::{NoLog, PURGE_BATCH, purge_cutoff};
 use crate::store::{
-    LogSpan, Owner, QueuedDone, QueuedStore, StoredPushConfig, StoredTask, TaskPage, TaskQuery,
-    TaskStore, TaskUpdate, Updated,
+    LogSpan, Owner, QueuedDone, QueuedStore, RecoveryScan, SetAside, StoredPushConfig, StoredTask,
+    TaskPage, TaskQuery, TaskStore, TaskUpdate, Updated,
 };
 
 /// The schema, embedded in the binary and applied by [`SqliteStore::open`].
@@ -143,10 +145,11 @@ fn open_failed(area: &str, path: &Path, e: &sqlx::Error) -> A2aError {
 /// commits together the operations that were queued while it worked (group
 /// commit): throughput grows with the number of concurrent tasks instead of
 /// waiting on one commit per write. An operation is answered only after its
-/// transaction committed. Reads go to a few reader threads. Several
-/// processes may share one file: a batch holds the file's write lock
-/// (`BEGIN IMMEDIATE`) and an update reads the task inside it, so no update
-/// is ever lost.
+/// transaction committed. Reads go to a few reader threads. One process
+/// at a time uses a file (the lock of [`SqliteStore::open`]); a batch holds
+/// the file's write lock (`BEGIN IMMEDIATE`) and an update reads the task
+/// inside it, so no update is lost even to a program that writes the file
+/// without that lock.
 ///
 /// ```
 /// use agentwire_server::store::{Owner, SqliteStore, TaskStore};
@@ -170,6 +173,12 @@ fn open_failed(area: &str, path: &Path, e: &sqlx::Error) -> A2aError {
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     threads: Threads,
+    /// Unreadable task rows met (`TaskStore::unreadable_rows`).
+    unreadable: Arc<AtomicU64>,
+    /// The file's lock (`None` in memory, or once closed).
+    lock: Arc<parking_lot::Mutex<Option<Arc<FileLock>>>>,
+    /// Where rows set aside are kept, for the operator.
+    kept: Arc<str>,
 }
 
 /// How a [`SqliteStore`] writes (see [`SqliteStore::open_with`]).
@@ -233,6 +242,15 @@ const MAX_BATCH: usize = 256;
 impl SqliteStore {
     /// Opens (creating it if needed) the database file at `path` and brings
     /// its schema up to date.
+    ///
+    /// One process at a time: the store takes the operating system's lock
+    /// on the side file `PATH.lock` (which holds its process id) before
+    /// anything else, and holds it until it is closed or dropped (the
+    /// system releases it if the process dies). Opening a file another
+    /// process holds fails with a storage error
+    /// ([`StorageFault::Busy`](crate::store::StorageFault::Busy)) naming
+    /// the file and that process ([`holder_pid`](crate::store::holder_pid)).
+    /// Stores and push outboxes of one process share the lock of a file.
     pub async fn open(path: impl AsRef<Path>) -> A2aResult<Self> {
         Self::open_with(path, SqliteOptions::default()).await
     }
@@ -240,23 +258,28 @@ impl SqliteStore {
     /// [`SqliteStore::open`] with options.
     pub async fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> A2aResult<Self> {
         let path = path.as_ref();
+        // First of all: no other process migrates or writes meanwhile.
+        let lock = crate::store::sql::lock::lock(AREA, path)?;
         // Before the migrator's connection: SQLite's global settings only
         // take before its first use in the process.
         crate::store::sql::lite::quiet_memory_statistics();
         // The schema is migrated with sqlx's migrator (its bookkeeping table
         // `_sqlx_migrations` is part of the file's format), on a connection
-        // closed before the store's own connections open.
+        // closed before the store's own connections open. The whole of it
+        // holds the file's write lock (`BEGIN IMMEDIATE`, waiting up to the
+        // busy timeout for another connection's): a program that shares
+        // the file without taking the side file's lock cannot race it
+        // either (the migrator's own transactions nest as savepoints).
         let mut conn = file_options(path)
             .connect()
             .await
             .map_err(|e| open_failed(AREA, path, &e))?;
-        let migrated = MIGRATOR.run(&mut conn).await.map_err(|e| match e {
-            sqlx::migrate::MigrateError::Execute(e) => open_failed(AREA, path, &e),
-            e => A2aError::internal(format!("{AREA}: migrating the SQLite schema: {e}")),
-        });
+        let migrated = migrate(&mut conn, path).await;
         let _ = conn.close().await;
         migrated?;
-        Self::start(Target::File(path.to_owned()), options).await
+        let store = Self::start(Target::File(path.to_owned()), options).await?;
+        *store.lock.lock() = Some(lock);
+        Ok(store)
     }
 
     /// A private database in memory (for tests): one connection, gone when
@@ -270,6 +293,11 @@ impl SqliteStore {
             max_batch: o.max_batch,
             max_wait: o.max_wait,
         };
+        let kept = match &target {
+            Target::File(path) => format!("table a2a_unreadable_tasks of {}", path.display()),
+            Target::Memory(_) => "table a2a_unreadable_tasks of the database in memory".to_owned(),
+        };
+        let unreadable = Arc::new(AtomicU64::new(0));
         let threads = Threads::start(
             target,
             o.readers,
@@ -277,9 +305,15 @@ impl SqliteStore {
             o.synchronous,
             batching,
             o.wal,
+            Arc::clone(&unreadable),
         )
         .await?;
-        Ok(Self { threads })
+        Ok(Self {
+            threads,
+            unreadable,
+            kept: kept.into(),
+            lock: Arc::default(),
+        })
     }
 
     /// Runs `f` on the connection that writes, between two transactions
@@ -323,7 +357,24 @@ impl SqliteStore {
     /// through any clone of the store, fail.
     pub async fn close(&self) {
         self.threads.close().await;
+        // The file's lock goes with the last store or outbox of this
+        // process holding it.
+        self.lock.lock().take();
     }
+}
+
+/// Brings the schema of the file at `path` up to date on `conn`, in one
+/// transaction holding the file's write lock.
+async fn migrate(conn: &mut sqlx::SqliteConnection, path: &Path) -> A2aResult<()> {
+    let mut tx = conn
+        .begin_with("BEGIN IMMEDIATE")
+        .await
+        .map_err(|e| open_failed(AREA, path, &e))?;
+    MIGRATOR.run(&mut *tx).await.map_err(|e| match e {
+        sqlx::migrate::MigrateError::Execute(e) => open_failed(AREA, path, &e),
+        e => A2aError::internal(format!("{AREA}: migrating the SQLite schema: {e}")),
+    })?;
+    tx.commit().await.map_err(|e| open_failed(AREA, path, &e))
 }
 
 /// The schema of a database in memory: the migrations' statements (no
@@ -430,7 +481,40 @@ impl TaskStore for SqliteStore {
     }
 
     async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
-        self.threads.read(|t| now(t.unfinished())).await
+        Ok(self.threads.read(|t| now(t.unfinished())).await?.0)
+    }
+
+    async fn unfinished_for_recovery(&self) -> A2aResult<RecoveryScan> {
+        let (tasks, unreadable) = self.threads.read(|t| now(t.unfinished())).await?;
+        let mut set_aside = Vec::with_capacity(unreadable.len());
+        for (owner, e) in unreadable {
+            let task_id = e.metadata.get("taskId").cloned().unwrap_or_default();
+            let (id, reason) = (task_id.clone(), e.message.clone());
+            let moved = self
+                .threads
+                .write(move |t| now(t.set_aside(&id, &reason)))
+                .await;
+            let kept = match moved {
+                Ok(_) => self.kept.to_string(),
+                Err(m) => format!("left in table a2a_tasks (setting it aside failed: {m})"),
+            };
+            set_aside.push(SetAside {
+                task_id,
+                owner,
+                reason: e.message,
+                kept,
+            });
+        }
+        Ok(RecoveryScan { tasks, set_aside })
+    }
+
+    async fn owner_of(&self, task_id: &str) -> A2aResult<Option<Owner>> {
+        let id = task_id.to_owned();
+        self.threads.read(move |t| now(t.owner_of(&id))).await
+    }
+
+    fn unreadable_rows(&self) -> u64 {
+        self.unreadable.load(Ordering::Relaxed)
     }
 
     /// Deletes in batches of a few hundred tasks, each batch one store

@@ -510,7 +510,41 @@ impl crate::store::TaskStore for PostgresStore {
     }
 
     async fn unfinished(&self) -> A2aResult<Vec<crate::store::StoredTask>> {
-        self.tables.unfinished().await
+        Ok(self.tables.unfinished().await?.0)
+    }
+
+    async fn unfinished_for_recovery(&self) -> A2aResult<crate::store::RecoveryScan> {
+        let (tasks, unreadable) = self.tables.unfinished().await?;
+        let mut set_aside = Vec::with_capacity(unreadable.len());
+        for (owner, e) in unreadable {
+            let task_id = e.metadata.get("taskId").cloned().unwrap_or_default();
+            let (id, reason) = (task_id.clone(), e.message.clone());
+            let moved = self
+                .writers
+                .write(move |b| Box::pin(async move { b.tables.set_aside(&id, &reason).await }))
+                .await;
+            let kept = match moved {
+                Ok(_) => "table a2a_unreadable_tasks of the PostgreSQL database".to_owned(),
+                Err(m) => format!("left in table a2a_tasks (setting it aside failed: {m})"),
+            };
+            set_aside.push(crate::store::SetAside {
+                task_id,
+                owner,
+                reason: e.message,
+                kept,
+            });
+        }
+        Ok(crate::store::RecoveryScan { tasks, set_aside })
+    }
+
+    async fn owner_of(&self, task_id: &str) -> A2aResult<Option<Owner>> {
+        self.tables.owner_of(task_id).await
+    }
+
+    fn unreadable_rows(&self) -> u64 {
+        self.tables
+            .unreadable
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Deletes in batches of a few hundred tasks, each batch one store
