@@ -1,9 +1,10 @@
-//! `a2a card get`: resolve, show and validate an Agent Card (CLI SPEC 10.1).
+//! `a2a card get`: resolve, show and validate an Agent Card (CLI SPEC 10.1);
+//! `a2a card sign`: sign a card (A2A 8.4), e.g. one served as a file.
 
 use agentwire_client::card::{CardVerifier, SignatureReport, validate_card};
 use agentwire_client::{Binding, select_interfaces};
 use agentwire_types::{AgentCard, ErrorKind};
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 
 use crate::agent::{Agent, Settings};
 use crate::error::{CliError, a2a_error_name, code, exit};
@@ -14,6 +15,43 @@ use crate::{Globals, OutputFormat};
 pub enum CardCommand {
     /// Fetch and show the agent card (identity, capabilities, interfaces, security, skills).
     Get(GetArgs),
+    /// Sign the agent card (a file or a URL given with -a) and print it, signed, as JSON.
+    Sign(SignArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SignArgs {
+    /// Sign with this private key (a PEM file: Ed25519 signs with EdDSA, P-256 with ES256, RSA with RS256). Repeatable: one signature per key.
+    #[arg(long = "key", value_name = "KEY_FILE", required = true)]
+    pub key: Vec<std::path::PathBuf>,
+    /// The `jku` of the signatures: the URL of the JWKS publishing the public keys.
+    #[arg(long, value_name = "URL")]
+    pub jku: Option<String>,
+    /// What the signatures sign (see `a2a serve --card-signature-form`).
+    #[arg(long, value_enum, default_value = "both", value_name = "FORM")]
+    pub card_signature_form: SignatureForm,
+}
+
+/// What card signatures sign (`--card-signature-form`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SignatureForm {
+    /// The card in RFC 8785 form (the specification's).
+    Rfc8785,
+    /// The form the official A2A SDKs verify (without null and empty values).
+    Sdk,
+    /// The RFC 8785 form and, when it differs, the SDK form (two signatures per key).
+    Both,
+}
+
+impl From<SignatureForm> for agentwire_types::jws::CardSignatureForm {
+    fn from(f: SignatureForm) -> Self {
+        use agentwire_types::jws::CardSignatureForm as F;
+        match f {
+            SignatureForm::Rfc8785 => F::Rfc8785,
+            SignatureForm::Sdk => F::Sdk,
+            SignatureForm::Both => F::Both,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -36,7 +74,10 @@ pub struct GetArgs {
 }
 
 pub async fn run(g: &Globals, cmd: CardCommand) -> Result<u8, CliError> {
-    let CardCommand::Get(args) = cmd;
+    let args = match cmd {
+        CardCommand::Get(args) => args,
+        CardCommand::Sign(args) => return sign(g, args).await,
+    };
     let settings = Settings::from_globals(g)?;
     let http = settings.http_client()?;
     let mut resolved = settings.resolve_card(&http).await?;
@@ -111,6 +152,28 @@ pub async fn run(g: &Globals, cmd: CardCommand) -> Result<u8, CliError> {
             t.print();
         }
     }
+    Ok(exit::OK)
+}
+
+/// `a2a card sign`: the card with signatures of the keys given (replacing
+/// those it had), as JSON on stdout.
+async fn sign(g: &Globals, args: SignArgs) -> Result<u8, CliError> {
+    let settings = Settings::from_globals(g)?;
+    let http = settings.http_client()?;
+    let mut card = settings.resolve_card(&http).await?.card;
+    let mut signing =
+        agentwire_server::CardSigning::default().form(args.card_signature_form.into());
+    for f in &args.key {
+        let key = agentwire_types::jws::SigningKey::from_pem_file(f).map_err(|e| {
+            CliError::usage(format!("--key: {e}"))
+                .with_hint("give a PEM private key: Ed25519, P-256 or RSA")
+        })?;
+        signing = signing.key(key);
+    }
+    signing
+        .sign(&mut card, args.jku.as_deref())
+        .map_err(|e| CliError::internal(format!("the card cannot be signed: {e}")))?;
+    render::print_json(&card)?;
     Ok(exit::OK)
 }
 

@@ -359,9 +359,10 @@ pub struct ServeArgs {
         value_name = "MS"
     )]
     pub tck_streaming_timeout_ms: Option<u64>,
-    /// How long clients may use the agent card without asking again (e.g.
-    /// `5m`), sent as Cache-Control max-age. By default clients revalidate
-    /// it before each use (no-cache), so a changed card is seen at once.
+    /// How long clients may use the agent card without asking again, sent
+    /// as Cache-Control max-age [default: 5m]. 0 sends no-cache: clients
+    /// revalidate the card before each use, so a changed card is seen at
+    /// once.
     #[arg(
         long,
         env = "A2A_SERVE_CARD_MAX_AGE",
@@ -457,6 +458,19 @@ pub struct ServeArgs {
     /// sign with several keys (while rotating keys).
     #[arg(long, value_name = "KEY_FILE")]
     pub sign_card: Vec<PathBuf>,
+    /// What the card signatures sign: `rfc8785` (the card as served, in the
+    /// RFC 8785 form the specification names), `sdk` (the form the
+    /// official A2A SDKs verify: without null and empty values) or `both`
+    /// (each key signs the RFC 8785 form and, only when it differs, the SDK
+    /// form too).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "both",
+        env = "A2A_SERVE_CARD_SIGNATURE_FORM",
+        value_name = "FORM"
+    )]
+    pub card_signature_form: crate::card::SignatureForm,
     /// With --agent mcp: the MCP server whose tools to serve, a command line ('CMD ARGS', started and spoken to over stdio) or a streamable HTTP URL.
     #[arg(long, env = "A2A_SERVE_MCP_SERVER", value_name = "'CMD ARGS' | URL")]
     pub mcp_server: Option<String>,
@@ -1262,7 +1276,8 @@ async fn bind(
         }
     }
     if !args.sign_card.is_empty() {
-        server = server.sign_card(card_signing(&args.sign_card)?);
+        server =
+            server.sign_card(card_signing(&args.sign_card)?.form(args.card_signature_form.into()));
     }
     let tls = args.auth.tls_cert.is_some();
     if let (Some(cert), Some(key)) = (&args.auth.tls_cert, &args.auth.tls_key) {

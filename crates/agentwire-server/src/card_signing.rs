@@ -7,10 +7,21 @@
 //! signature; the protected header names the key (`kid`) and, by `jku`, the
 //! JWKS served at [`CARD_JWKS_PATH`] on the agent's own origin.
 //!
+//! Each form of the card that is served is signed as it is served: the
+//! 1.0 card, and the card with the 0.3 members added that clients of
+//! protocol 0.3 are given (see `compat::v0_3::card`), which carries
+//! signatures of its own over it, followed by the 1.0 card's.
+//!
+//! What the signatures sign is [`CardSignatureForm`]: RFC 8785 of the card
+//! as served (the specification's form), the form the official SDKs
+//! verify (the same without `null` and empty values), or both (the
+//! default: the SDK form is signed too only when it differs).
+//!
 //! Rotating a key: sign with the new and the old key for a while (two
 //! signatures: clients that know either verify the card), or sign with the
 //! new one and [`CardSigning::publish`] the old one until the cards signed
-//! with it are gone from caches; then drop the old key.
+//! with it are gone from caches (at least the card's `max-age`); then drop
+//! the old key.
 //!
 //! ```
 //! use agentwire_server::{A2aServer, CardSigning};
@@ -22,8 +33,8 @@
 //! ```
 
 use agentwire_types::AgentCard;
-pub use agentwire_types::jws::CARD_JWKS_PATH;
 use agentwire_types::jws::{self, KeySet, SigningKey, VerifyingKey};
+pub use agentwire_types::jws::{CARD_JWKS_PATH, CardSignatureForm};
 use bytes::Bytes;
 
 /// How the agent card is signed.
@@ -32,6 +43,7 @@ pub struct CardSigning {
     keys: Vec<SigningKey>,
     published: Vec<VerifyingKey>,
     jku: Option<String>,
+    form: CardSignatureForm,
 }
 
 impl CardSigning {
@@ -60,6 +72,17 @@ impl CardSigning {
     pub fn jku(mut self, url: impl Into<String>) -> Self {
         self.jku = Some(url.into());
         self
+    }
+
+    /// What the signatures sign (default [`CardSignatureForm::Both`]).
+    pub fn form(mut self, form: CardSignatureForm) -> Self {
+        self.form = form;
+        self
+    }
+
+    /// The form the signatures sign.
+    pub fn signature_form(&self) -> CardSignatureForm {
+        self.form
     }
 
     /// The keys that sign.
@@ -96,8 +119,25 @@ impl CardSigning {
         })
     }
 
-    /// Signs `card` (replacing the signatures it had).
+    /// Signs `card` in the chosen form (replacing the signatures it had).
     pub fn sign(&self, card: &mut AgentCard, jku: Option<&str>) -> Result<(), jws::JwsError> {
-        jws::sign_card(card, &self.keys, jku)
+        jws::sign_card_as(card, &self.keys, jku, self.form)
+    }
+
+    /// The signatures of a card document served as it is (the 0.3 form:
+    /// the 1.0 card with the members 0.3 clients read beside its own),
+    /// one per key over its RFC 8785 form; none in the SDK form, whose
+    /// verifiers read the document as the 1.0 card it contains (the
+    /// 1.0 card's signatures, which the document carries after these,
+    /// are theirs).
+    pub fn sign_document(
+        &self,
+        doc: &serde_json::Value,
+        jku: Option<&str>,
+    ) -> Result<Vec<agentwire_types::AgentCardSignature>, jws::JwsError> {
+        if self.form == CardSignatureForm::Sdk {
+            return Ok(Vec::new());
+        }
+        jws::sign_payload(&jws::document_signing_payload(doc)?, &self.keys, jku)
     }
 }

@@ -822,14 +822,100 @@ pub fn canonical_json(value: &Value) -> Result<Vec<u8>, JwsError> {
         .map_err(|e| JwsError::Malformed(format!("cannot canonicalize: {e}")))
 }
 
+/// Which canonical form of the card a signature signs.
+///
+/// The specification's form is RFC 8785 (JCS) of the card's JSON without
+/// `signatures` and without default values (spec 8.4.1). The official A2A
+/// SDKs (Python and JavaScript) canonicalize another form: the card read
+/// into their 1.0 model (members 1.0 does not define left out), then every
+/// `null`, empty string, empty list and empty object removed, recursively
+/// (an object or list left empty by that goes too), then JCS. The two are
+/// the same bytes for a card without such values; they differ as soon as
+/// one is there (an empty `params` object of an extension, a `null` inside
+/// it, an empty description...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum CardSignatureForm {
+    /// RFC 8785 of the card as served (the specification's form).
+    Rfc8785,
+    /// The form the official SDKs sign and verify.
+    Sdk,
+    /// Both: each key signs the RFC 8785 form and, when it differs, the
+    /// SDK form too (a second signature), so that verifiers of either kind
+    /// find one they check. The default.
+    #[default]
+    Both,
+}
+
+impl CardSignatureForm {
+    /// `rfc8785`, `sdk` or `both`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CardSignatureForm::Rfc8785 => "rfc8785",
+            CardSignatureForm::Sdk => "sdk",
+            CardSignatureForm::Both => "both",
+        }
+    }
+
+    /// The form named `rfc8785`, `sdk` or `both`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "rfc8785" => Some(CardSignatureForm::Rfc8785),
+            "sdk" => Some(CardSignatureForm::Sdk),
+            "both" => Some(CardSignatureForm::Both),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for CardSignatureForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The bytes an agent card's signatures sign (spec 8.4.1): the card's JSON
 /// with default values left out (its ProtoJSON form, which omits them) and
 /// without `signatures`, in JCS form.
 pub fn card_signing_payload(card: &AgentCard) -> Result<Vec<u8>, JwsError> {
-    let mut v = serde_json::to_value(card)
-        .map_err(|e| JwsError::Malformed(format!("the card cannot be serialized: {e}")))?;
+    document_signing_payload(&card_value(card)?)
+}
+
+/// The bytes the official SDKs sign for `card` (see
+/// [`CardSignatureForm::Sdk`]).
+pub fn card_sdk_payload(card: &AgentCard) -> Result<Vec<u8>, JwsError> {
+    let mut v = card_value(card)?;
+    strip_signatures(&mut v);
+    canonical_json(&without_empty(v).unwrap_or_else(|| Value::Object(Map::new())))
+}
+
+/// The RFC 8785 payload of a card document as it is (any members, e.g. a
+/// card served with the members of another protocol version beside the
+/// 1.0 ones): its JCS form without `signatures`.
+pub fn document_signing_payload(doc: &Value) -> Result<Vec<u8>, JwsError> {
+    let mut v = doc.clone();
     strip_signatures(&mut v);
     canonical_json(&v)
+}
+
+/// The payloads a card is signed over in `form`, RFC 8785 first (the SDK
+/// form only when it differs).
+pub fn card_payloads(card: &AgentCard, form: CardSignatureForm) -> Result<Vec<Vec<u8>>, JwsError> {
+    let mut out = Vec::new();
+    if form != CardSignatureForm::Sdk {
+        out.push(card_signing_payload(card)?);
+    }
+    if form != CardSignatureForm::Rfc8785 {
+        let sdk = card_sdk_payload(card)?;
+        if !out.contains(&sdk) {
+            out.push(sdk);
+        }
+    }
+    Ok(out)
+}
+
+fn card_value(card: &AgentCard) -> Result<Value, JwsError> {
+    serde_json::to_value(card)
+        .map_err(|e| JwsError::Malformed(format!("the card cannot be serialized: {e}")))
 }
 
 fn strip_signatures(v: &mut Value) {
@@ -838,31 +924,60 @@ fn strip_signatures(v: &mut Value) {
     }
 }
 
-/// Signs `card` with each key (spec 8.4.2), replacing the signatures it
-/// had (which the changes made to it since would have broken anyway). The
+/// One signature per key over `payload` (a detached JWS, spec 8.4.2): the
 /// protected header has `alg`, `typ: JOSE`, `kid` and, when given, `jku`
 /// (the URL of the JWKS publishing the keys).
+pub fn sign_payload(
+    payload: &[u8],
+    keys: &[SigningKey],
+    jku: Option<&str>,
+) -> Result<Vec<AgentCardSignature>, JwsError> {
+    let payload = B64.encode(payload);
+    keys.iter()
+        .map(|key| {
+            let mut header = Map::new();
+            header.insert("typ".into(), CARD_SIGNATURE_TYP.into());
+            if let Some(jku) = jku {
+                header.insert("jku".into(), jku.into());
+            }
+            let protected = key.protected_header(&mut header);
+            let signature = key.sign(format!("{protected}.{payload}").as_bytes())?;
+            Ok(AgentCardSignature {
+                protected,
+                signature,
+                header: None,
+            })
+        })
+        .collect()
+}
+
+/// Signs `card` with each key (spec 8.4.2) over its RFC 8785 form,
+/// replacing the signatures it had (which the changes made to it since
+/// would have broken anyway). See [`sign_card_as`] for the SDKs' form.
 pub fn sign_card(
     card: &mut AgentCard,
     keys: &[SigningKey],
     jku: Option<&str>,
 ) -> Result<(), JwsError> {
+    sign_card_as(card, keys, jku, CardSignatureForm::Rfc8785)
+}
+
+/// Signs `card` with each key over the payloads of `form`
+/// ([`card_payloads`]: with [`CardSignatureForm::Both`], two signatures
+/// per key when the forms differ, the RFC 8785 ones first), replacing the
+/// signatures it had.
+pub fn sign_card_as(
+    card: &mut AgentCard,
+    keys: &[SigningKey],
+    jku: Option<&str>,
+    form: CardSignatureForm,
+) -> Result<(), JwsError> {
     card.signatures.clear();
-    let payload = B64.encode(card_signing_payload(card)?);
-    for key in keys {
-        let mut header = Map::new();
-        header.insert("typ".into(), CARD_SIGNATURE_TYP.into());
-        if let Some(jku) = jku {
-            header.insert("jku".into(), jku.into());
-        }
-        let protected = key.protected_header(&mut header);
-        let signature = key.sign(format!("{protected}.{payload}").as_bytes())?;
-        card.signatures.push(AgentCardSignature {
-            protected,
-            signature,
-            header: None,
-        });
+    let mut signatures = Vec::new();
+    for payload in card_payloads(card, form)? {
+        signatures.extend(sign_payload(&payload, keys, jku)?);
     }
+    card.signatures = signatures;
     Ok(())
 }
 
@@ -880,6 +995,8 @@ pub enum CardSignatureStatus {
         /// The id of the trusted key that verified it (for a key from a
         /// PEM file, its thumbprint).
         key: String,
+        /// The canonical form it signs (RFC 8785 is tried first).
+        form: CardSignatureForm,
     },
     /// The card is signed, but no signature verified with a trusted key.
     Unverified {
@@ -957,10 +1074,13 @@ pub fn card_signature_hints(card: &Value) -> Vec<SignatureKeyHint> {
         .collect()
 }
 
-/// Removes empty strings, arrays and objects, recursively (how the A2A
-/// Python SDK prepares a card before canonicalizing it).
+/// Removes `null`, empty strings, empty arrays and empty objects,
+/// recursively, an array or object emptied by that included (how the
+/// official A2A SDKs prepare a card before canonicalizing it); `None` when
+/// nothing is left.
 fn without_empty(v: Value) -> Option<Value> {
     match v {
+        Value::Null => None,
         Value::String(s) if s.is_empty() => None,
         Value::Array(a) => {
             let a: Vec<Value> = a.into_iter().filter_map(without_empty).collect();
@@ -977,37 +1097,43 @@ fn without_empty(v: Value) -> Option<Value> {
     }
 }
 
-/// The payloads a signature of `card` may sign, most faithful first: the
-/// card as received; the card with its default values removed (parsed and
-/// written again as ProtoJSON, spec 8.4.3 step 3); and that form without
-/// empty values (how the A2A Python SDK signs). Each leaves out
+/// The payloads a signature of `card` may sign, in the order they are
+/// tried: RFC 8785 first, of the card as received and of the card with
+/// its default values and the members 1.0 does not define removed (parsed
+/// and written again as ProtoJSON, spec 8.4.3 step 3); then the SDKs' form
+/// of the latter ([`CardSignatureForm::Sdk`]). Each leaves out
 /// `signatures`.
-fn card_payload_candidates(card: &Value) -> Vec<Vec<u8>> {
-    let mut out: Vec<Vec<u8>> = Vec::new();
-    let mut add = |mut v: Value| {
+fn card_payload_candidates(card: &Value) -> Vec<(Vec<u8>, CardSignatureForm)> {
+    let mut out: Vec<(Vec<u8>, CardSignatureForm)> = Vec::new();
+    let mut add = |mut v: Value, form: CardSignatureForm| {
         strip_signatures(&mut v);
         if let Ok(bytes) = canonical_json(&v) {
-            if !out.contains(&bytes) {
-                out.push(bytes);
+            if !out.iter().any(|(b, _)| *b == bytes) {
+                out.push((bytes, form));
             }
         }
     };
-    add(card.clone());
+    add(card.clone(), CardSignatureForm::Rfc8785);
     if let Some(normal) = serde_json::from_value::<AgentCard>(card.clone())
         .ok()
         .and_then(|c| serde_json::to_value(&c).ok())
     {
-        add(normal.clone());
-        if let Some(v) = without_empty(normal) {
-            add(v);
-        }
+        add(normal.clone(), CardSignatureForm::Rfc8785);
+        let mut normal = normal;
+        strip_signatures(&mut normal);
+        add(
+            without_empty(normal).unwrap_or_else(|| Value::Object(Map::new())),
+            CardSignatureForm::Sdk,
+        );
     }
     out
 }
 
 /// Checks the signatures of a card (its JSON, as received) against the
 /// trusted `keys` (spec 8.4.3): verified as soon as one signature verifies
-/// with a key of the set; otherwise unverified with the reason for each.
+/// with a key of the set, over the RFC 8785 form of the card or, failing
+/// that, over the official SDKs' form ([`CardSignatureForm`]); otherwise
+/// unverified with the reason for each.
 pub fn verify_card(card: &Value, keys: &KeySet) -> CardSignatureStatus {
     let sigs = signatures_of(card);
     if sigs.is_empty() {
@@ -1017,11 +1143,12 @@ pub fn verify_card(card: &Value, keys: &KeySet) -> CardSignatureStatus {
     let mut reasons = Vec::new();
     for (i, sig) in sigs.iter().take(MAX_SIGNATURES).enumerate() {
         match verify_one(sig, &candidates, keys) {
-            Ok((kid, algorithm, key)) => {
+            Ok((kid, algorithm, key, form)) => {
                 return CardSignatureStatus::Verified {
                     kid,
                     algorithm,
                     key,
+                    form,
                 };
             }
             Err(e) if sigs.len() == 1 => reasons.push(e.to_string()),
@@ -1035,9 +1162,9 @@ pub fn verify_card(card: &Value, keys: &KeySet) -> CardSignatureStatus {
 
 fn verify_one(
     sig: &Value,
-    candidates: &[Vec<u8>],
+    candidates: &[(Vec<u8>, CardSignatureForm)],
     keys: &KeySet,
-) -> Result<(String, Algorithm, String), JwsError> {
+) -> Result<(String, Algorithm, String, CardSignatureForm), JwsError> {
     let protected = sig
         .get("protected")
         .and_then(Value::as_str)
@@ -1059,12 +1186,12 @@ fn verify_one(
     }
     let mut last = JwsError::BadSignature;
     for key in trusted {
-        for payload in candidates {
+        for (payload, form) in candidates {
             let input = format!("{protected}.{}", B64.encode(payload));
             match key.verify(alg, input.as_bytes(), signature) {
                 Ok(()) => {
                     let named = if kid.is_empty() { key.kid() } else { kid };
-                    return Ok((named.to_owned(), alg, key.kid().to_owned()));
+                    return Ok((named.to_owned(), alg, key.kid().to_owned(), *form));
                 }
                 Err(JwsError::BadSignature) => {}
                 Err(e) => {

@@ -204,6 +204,7 @@ impl HandlerBuilder {
         caps.extended_agent_card = Some(self.extended_card.is_some());
         let mut extended_card = self.extended_card.map(|ext| complete_extended(ext, &card));
         // Signed last: the signatures cover the cards as served.
+        let mut card_signer = None;
         let card_jwks = self.signing.map(|signing| {
             let jku = signing.jku_for(&card);
             let signed = signing.sign(&mut card, jku.as_deref()).and_then(|()| {
@@ -211,10 +212,14 @@ impl HandlerBuilder {
                     .as_mut()
                     .map_or(Ok(()), |ext| signing.sign(ext, jku.as_deref()))
             });
-            if let Err(e) = signed {
-                tracing::error!(error = %e, "the agent card cannot be signed; it is served unsigned");
+            let jwks = signing.jwks_json();
+            match signed {
+                Ok(()) => card_signer = Some((signing, jku)),
+                Err(e) => {
+                    tracing::error!(error = %e, "the agent card cannot be signed; it is served unsigned")
+                }
             }
-            signing.jwks_json()
+            jwks
         });
         let card_json = Bytes::from(serde_json::to_vec(&card).unwrap_or_default());
         let store = self.store.unwrap_or_else(default_store);
@@ -223,6 +228,7 @@ impl HandlerBuilder {
                 card,
                 card_json,
                 card_jwks,
+                card_signer,
                 extended_card,
                 executor: self.executor,
                 manager: TaskManager::share(

@@ -60,6 +60,9 @@ struct Inner {
     card_json: Bytes,
     /// The JWKS of the card signatures, when the card is signed.
     card_jwks: Option<Bytes>,
+    /// The card's signing keys and `jku`, when the card is signed (for the
+    /// other forms of the card that are served, `compat::v0_3::card`).
+    card_signer: Option<(crate::CardSigning, Option<String>)>,
     extended_card: Option<AgentCard>,
     executor: Arc<dyn DynExecutor>,
     manager: Arc<TaskManager>,
@@ -91,6 +94,14 @@ impl RequestHandler {
     /// is signed (served at [`crate::card_signing::CARD_JWKS_PATH`]).
     pub fn card_jwks_json(&self) -> Option<Bytes> {
         self.inner.card_jwks.clone()
+    }
+
+    /// How the cards are signed, and the `jku` of their signatures.
+    pub(crate) fn card_signer(&self) -> Option<(&crate::CardSigning, Option<&str>)> {
+        self.inner
+            .card_signer
+            .as_ref()
+            .map(|(s, jku)| (s, jku.as_deref()))
     }
 
     /// The task store.

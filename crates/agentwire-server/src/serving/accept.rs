@@ -125,7 +125,9 @@ impl crate::observe::Answers<Request<Incoming>> for Service {
             }));
         }
         if path == agentwire_types::AGENT_CARD_PATH && request.method() == Method::GET {
-            return Answer::Ready(Some(self.direct.card.respond(request.headers())));
+            return Answer::Ready(Some(
+                self.direct.card.respond(request.headers(), request.uri()),
+            ));
         }
         let mut request = request;
         if let Some(peer) = self.peer {

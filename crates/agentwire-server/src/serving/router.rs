@@ -22,11 +22,11 @@ pub struct RouterOptions {
     /// Serve gRPC on the same port.
     pub grpc: bool,
     /// How long clients may use the agent card without asking again
-    /// (`Cache-Control: public, max-age=N`). `None` (the default) sends
-    /// `Cache-Control: no-cache`: clients keep the card but revalidate it
-    /// before each use (a conditional request, answered `304 Not Modified`
-    /// while it is unchanged), so a new card is seen at once. Every answer
-    /// carries an `ETag` and a `Last-Modified`.
+    /// (`Cache-Control: public, max-age=N`). Default: 5 minutes. `None` or
+    /// zero sends `Cache-Control: no-cache`: clients keep the card but
+    /// revalidate it before each use (a conditional request, answered
+    /// `304 Not Modified` while it is unchanged), so a new card is seen at
+    /// once. Every answer carries an `ETag` and a `Last-Modified`.
     pub card_max_age: Option<Duration>,
 }
 
@@ -35,7 +35,7 @@ impl Default for RouterOptions {
         Self {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             grpc: true,
-            card_max_age: None,
+            card_max_age: Some(crate::bindings::http::DEFAULT_CARD_MAX_AGE),
         }
     }
 }
@@ -68,9 +68,9 @@ pub(crate) fn router_with_card(
     let mut router = Router::new()
         .route(
             AGENT_CARD_PATH,
-            get(move |headers: HeaderMap| {
+            get(move |headers: HeaderMap, uri: http::Uri| {
                 let card = card.clone();
-                async move { card.respond(&headers) }
+                async move { card.respond(&headers, &uri) }
             }),
         )
         .route("/", post(jsonrpc::handle));

@@ -177,12 +177,12 @@ impl A2aServer {
     }
 
     /// How long clients may use the agent card without asking again: sent
-    /// as `Cache-Control: public, max-age=N` (whole seconds). By default the
-    /// card is sent with `Cache-Control: no-cache`, so clients revalidate
-    /// it (`If-None-Match` / `If-Modified-Since`, answered `304 Not
-    /// Modified`) before each use. A production deployment whose card
-    /// changes rarely sets a few minutes here; clients then see a new card
-    /// only once their copy is that old.
+    /// as `Cache-Control: public, max-age=N` (whole seconds; default 5
+    /// minutes, spec 8.6.1). Clients see a new card once their copy is
+    /// that old; they then revalidate it (`If-None-Match` /
+    /// `If-Modified-Since`, answered `304 Not Modified` while it is the
+    /// same). Zero sends `Cache-Control: no-cache`: clients revalidate the
+    /// card before each use, so a changed card is seen at once.
     pub fn card_max_age(mut self, age: Duration) -> Self {
         self.options.card_max_age = Some(age);
         self

@@ -74,6 +74,7 @@ fn card_signatures_round_trip_for_each_algorithm() {
                 kid: key.kid().to_owned(),
                 algorithm: alg,
                 key: key.kid().to_owned(),
+                form: CardSignatureForm::Rfc8785,
             },
             "{alg}"
         );
@@ -402,25 +403,139 @@ fn jwts_verify_with_times_checked() {
     ));
 }
 
-#[test]
-fn the_python_sdk_form_without_empty_values_verifies() {
-    // The A2A Python SDK drops empty strings, lists and objects before
-    // canonicalizing; a card with an empty optional member it signed that
-    // way still verifies.
-    let key = ed25519();
+/// A card whose extension parameters hold the values where the two forms
+/// part: `null`, empty strings, lists and objects (and an object that only
+/// holds such values), non-ASCII text and awkward numbers.
+fn awkward_card() -> AgentCard {
     let mut c = card();
-    c.icon_url = Some(String::new());
+    c.description = "Grüße — 日本語 — 🦀".into();
+    let params: crate::Struct = serde_json::from_value(json!({
+        "null": null,
+        "empty": "",
+        "list": [],
+        "object": {},
+        "nested": {"gone": null, "also": [null, ""]},
+        "kept": {"n": null, "zero": 0, "no": false, "big": 1e21, "tenth": 0.1,
+                 "negzero": -0.0, "one": 1.0, "large": 12345678901234567890u64,
+                 "\u{10000}": "astral key", "\u{ffff}": "bmp key"},
+    }))
+    .unwrap();
+    c.capabilities
+        .get_or_insert_with(Default::default)
+        .extensions
+        .push(crate::AgentExtension {
+            uri: "https://example.com/ext/awkward".into(),
+            params: Some(params),
+            ..Default::default()
+        });
+    c
+}
+
+/// Signs `payload` the way an SDK hands the signature over (one key).
+fn signature_over(key: &SigningKey, payload: &[u8]) -> Value {
+    let sig = sign_payload(payload, std::slice::from_ref(key), None).unwrap();
+    serde_json::to_value(&sig[0]).unwrap()
+}
+
+#[test]
+fn the_sdk_form_drops_null_and_empty_values_recursively() {
+    let c = awkward_card();
+    let sdk: Value = serde_json::from_slice(&card_sdk_payload(&c).unwrap()).unwrap();
+    let params = &sdk["capabilities"]["extensions"][0]["params"];
+    assert_eq!(
+        params.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["kept"],
+        "{params}"
+    );
+    assert!(params["kept"].get("n").is_none());
+    assert_eq!(params["kept"]["zero"], 0);
+    assert_eq!(params["kept"]["no"], false);
+    // The RFC 8785 form keeps them all.
+    let strict: Value = serde_json::from_slice(&card_signing_payload(&c).unwrap()).unwrap();
+    let params = &strict["capabilities"]["extensions"][0]["params"];
+    assert_eq!(params["null"], Value::Null);
+    assert_eq!(params["object"], json!({}));
+    assert_eq!(params["nested"]["also"], json!([null, ""]));
+    // Both are JCS: numbers as ECMAScript writes them, keys in UTF-16
+    // order (the astral key, a surrogate pair, sorts before U+FFFF).
+    let text = String::from_utf8(card_sdk_payload(&c).unwrap()).unwrap();
+    assert!(text.contains(r#""big":1e+21"#), "{text}");
+    assert!(text.contains(r#""large":12345678901234567000"#), "{text}");
+    assert!(
+        text.contains(r#""negzero":0,"no":false,"one":1,"tenth":0.1"#),
+        "{text}"
+    );
+    assert!(text.find("astral key") < text.find("bmp key"), "{text}");
+    assert!(text.contains("Grüße — 日本語 — 🦀"), "{text}");
+}
+
+#[test]
+fn a_card_signed_in_the_sdk_form_verifies_null_values_included() {
+    // How the official SDKs sign: null and empty values dropped. The
+    // project used to keep null and refused such a card.
+    let key = ed25519();
+    let c = awkward_card();
     let mut v = serde_json::to_value(&c).unwrap();
-    let cleaned = without_empty(v.clone()).unwrap();
-    let payload = B64.encode(canonical_json(&cleaned).unwrap());
-    let mut header = Map::new();
-    header.insert("typ".into(), "JOSE".into());
-    let protected = key.protected_header(&mut header);
-    let signature = key
-        .sign(format!("{protected}.{payload}").as_bytes())
-        .unwrap();
-    v["signatures"] = json!([{"protected": protected, "signature": signature}]);
-    assert!(verify_card(&v, &trust(&[&key])).is_verified());
+    v["signatures"] = json!([signature_over(&key, &card_sdk_payload(&c).unwrap())]);
+    match verify_card(&v, &trust(&[&key])) {
+        CardSignatureStatus::Verified { form, .. } => assert_eq!(form, CardSignatureForm::Sdk),
+        s => panic!("{s:?}"),
+    }
+    // Through JSON text, as received.
+    let back: Value = serde_json::from_str(&v.to_string()).unwrap();
+    assert!(verify_card(&back, &trust(&[&key])).is_verified());
+    // A change to a kept value is caught; so is one to a dropped value
+    // that makes it kept.
+    let mut changed = back.clone();
+    changed["capabilities"]["extensions"][0]["params"]["kept"]["zero"] = json!(1);
+    assert!(!verify_card(&changed, &trust(&[&key])).is_verified());
+    let mut changed = back;
+    changed["capabilities"]["extensions"][0]["params"]["empty"] = json!("x");
+    assert!(!verify_card(&changed, &trust(&[&key])).is_verified());
+}
+
+#[test]
+fn each_form_signs_what_it_says() {
+    let key = ed25519();
+    let c = awkward_card();
+    let strict = card_signing_payload(&c).unwrap();
+    let sdk = card_sdk_payload(&c).unwrap();
+    assert_ne!(strict, sdk);
+    for (form, expected) in [
+        (CardSignatureForm::Rfc8785, vec![strict.clone()]),
+        (CardSignatureForm::Sdk, vec![sdk.clone()]),
+        (CardSignatureForm::Both, vec![strict.clone(), sdk.clone()]),
+    ] {
+        assert_eq!(card_payloads(&c, form).unwrap(), expected, "{form}");
+        let mut signed = c.clone();
+        sign_card_as(&mut signed, std::slice::from_ref(&key), None, form).unwrap();
+        assert_eq!(signed.signatures.len(), expected.len(), "{form}");
+        let v = serde_json::to_value(&signed).unwrap();
+        match verify_card(&v, &trust(&[&key])) {
+            CardSignatureStatus::Verified { form: got, .. } => {
+                let first = if form == CardSignatureForm::Sdk {
+                    CardSignatureForm::Sdk
+                } else {
+                    CardSignatureForm::Rfc8785
+                };
+                assert_eq!(got, first, "{form}");
+            }
+            s => panic!("{form}: {s:?}"),
+        }
+    }
+    // Without such values the forms are the same bytes: one signature.
+    let mut plain = card();
+    sign_card_as(
+        &mut plain,
+        std::slice::from_ref(&key),
+        None,
+        CardSignatureForm::Both,
+    )
+    .unwrap();
+    assert_eq!(plain.signatures.len(), 1);
+    for name in ["rfc8785", "sdk", "both"] {
+        assert_eq!(CardSignatureForm::from_name(name).unwrap().as_str(), name);
+    }
 }
 
 #[test]
@@ -440,6 +555,7 @@ fn a_key_without_a_key_id_of_its_own_verifies_any_key_id() {
             kid: "sdk-key-1".into(),
             algorithm: Algorithm::ES256,
             key: pem.kid().to_owned(),
+            form: CardSignatureForm::Rfc8785,
         }
     );
     // A key of a JWKS, which has its own key id, does not stand in for

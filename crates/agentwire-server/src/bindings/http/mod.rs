@@ -5,7 +5,7 @@
 
 mod card;
 
-pub(crate) use card::CardEndpoint;
+pub(crate) use card::{CardEndpoint, DEFAULT_CARD_MAX_AGE};
 
 use std::convert::Infallible;
 use std::time::Duration;

@@ -22,8 +22,23 @@
 //! - in each security scheme: `type` (`apiKey`, `http`, `oauth2`,
 //!   `openIdConnect`, `mutualTLS`) and the scheme's members beside the
 //!   1.0 wrapper (an API key's `location` as `in`).
+//!
+//! This form is not a valid 1.0 card for a strict reader (the 1.0 JSON
+//! schema refuses members it does not define), so it is served only to
+//! 0.3 clients: the agent card endpoint gives it to requests without
+//! `A2A-Version` (or with a 0.x one), and 1.0 clients, which send
+//! `A2A-Version: 1.0`, get the 1.0 card as it is
+//! (`bindings::http::card`).
+//!
+//! A signed card is signed in this form too ([`v03_card`]): its
+//! `signatures` are its own, one per key over the document as served
+//! (RFC 8785), followed by the 1.0 card's, which cover the 1.0 card it
+//! contains (what a verifier that reads it as a 1.0 card, leaving the 0.3
+//! members out, checks: the official SDKs do).
 
 use agentwire_types::{AgentCard, SecurityRequirement, binding};
+
+use crate::handler::RequestHandler;
 use serde_json::{Map, Value, json};
 
 /// The protocol version 0.3 clients are told.
@@ -41,6 +56,45 @@ pub(crate) fn with_v03_fields(card: &AgentCard, json: &[u8], serves_v03: bool) -
     };
     add_v03_fields(card, &mut doc);
     serde_json::to_vec(&doc).unwrap_or_else(|_| json.to_vec())
+}
+
+/// The 0.3 form of `card` (as [`with_v03_fields`]), signed as served when
+/// the handler signs its cards (see the module's documentation); the 1.0
+/// card as it is when 0.3 is not served.
+pub(crate) fn v03_card(handler: &RequestHandler, card: &AgentCard, serves_v03: bool) -> Vec<u8> {
+    let v1 = || serde_json::to_vec(card).unwrap_or_default();
+    if !serves_v03 {
+        return v1();
+    }
+    let Ok(Value::Object(mut doc)) = serde_json::to_value(card) else {
+        return v1();
+    };
+    let v1_signatures = match doc.remove("signatures") {
+        Some(Value::Array(sigs)) => sigs,
+        _ => Vec::new(),
+    };
+    add_v03_fields(card, &mut doc);
+    if v1_signatures.is_empty() {
+        return serde_json::to_vec(&doc).unwrap_or_else(|_| v1());
+    }
+    let mut doc = Value::Object(doc);
+    let own = match handler.card_signer() {
+        Some((signer, jku)) => match signer.sign_document(&doc, jku) {
+            Ok(sigs) => sigs,
+            Err(e) => {
+                tracing::error!(error = %e, "the 0.3 form of the agent card cannot be signed");
+                Vec::new()
+            }
+        },
+        None => Vec::new(),
+    };
+    let mut signatures: Vec<Value> = own
+        .iter()
+        .filter_map(|s| serde_json::to_value(s).ok())
+        .collect();
+    signatures.extend(v1_signatures);
+    doc["signatures"] = Value::Array(signatures);
+    serde_json::to_vec(&doc).unwrap_or_else(|_| v1())
 }
 
 /// Adds the 0.3 fields to a card document (members already there are

@@ -201,17 +201,12 @@ pub(crate) async fn call(
             let req = agentwire_types::GetExtendedAgentCardRequest::default();
             match Box::pin(h.get_extended_agent_card(&ctx, req)).await {
                 Ok(card) => {
-                    let body = serde_json::to_vec(&card)
-                        .map_err(|e| A2aError::internal(format!("could not encode the card: {e}")))
-                        .map(|json| super::card::with_v03_fields(&card, &json, h.serves_v03()));
-                    match body {
-                        Ok(card_json) => json_response(
-                            StatusCode::OK,
-                            "application/json",
-                            raw_result_body(id, &card_json),
-                        ),
-                        Err(e) => error_response(id, &e),
-                    }
+                    let card_json = super::card::v03_card(h, &card, h.serves_v03());
+                    json_response(
+                        StatusCode::OK,
+                        "application/json",
+                        raw_result_body(id, &card_json),
+                    )
                 }
                 Err(e) => error_response(id, &error_for_extended_card(e)),
             }

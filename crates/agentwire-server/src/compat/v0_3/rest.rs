@@ -358,16 +358,11 @@ pub(crate) async fn handle(
         Route::Card => {
             let req = agentwire_types::GetExtendedAgentCardRequest::default();
             match Box::pin(h.get_extended_agent_card(&ctx, req)).await {
-                Ok(card) => match serde_json::to_vec(&card) {
-                    Ok(json) => json_response(
-                        StatusCode::OK,
-                        "application/json",
-                        super::card::with_v03_fields(&card, &json, true),
-                    ),
-                    Err(e) => error_response(&A2aError::internal(format!(
-                        "could not encode the card: {e}"
-                    ))),
-                },
+                Ok(card) => json_response(
+                    StatusCode::OK,
+                    "application/json",
+                    super::card::v03_card(h, &card, true),
+                ),
                 Err(e) if e.kind == ErrorKind::UnsupportedOperation => error_response(
                     &A2aError::new(ErrorKind::ExtendedAgentCardNotConfigured, e.message),
                 ),
