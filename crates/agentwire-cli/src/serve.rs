@@ -207,7 +207,7 @@ A2A_SERVE_RETENTION, A2A_SERVE_MAX_TASKS, A2A_SERVE_CARD_MAX_AGE,
 A2A_SERVE_REQUEST_HEAD_TIMEOUT, A2A_SERVE_BODY_READ_TIMEOUT, A2A_SERVE_IDLE_TIMEOUT,
 A2A_SERVE_MAX_CONNECTIONS, A2A_SERVE_MAX_STORE_BYTES, A2A_SERVE_OPEN_TASK_TTL,
 A2A_SERVE_MAX_LIST_BYTES, A2A_SERVE_MAX_PARTS, A2A_SERVE_MAX_ARTIFACT_BYTES,
-A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_AUTH_JWKS, A2A_SERVE_AUTH_ISSUER,
+A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_MAX_OPEN_TASKS_PER_CALLER, A2A_SERVE_AUTH_JWKS, A2A_SERVE_AUTH_ISSUER,
 A2A_SERVE_AUTH_AUDIENCE, A2A_SERVE_AUTH_OIDC, A2A_SERVE_AUTH_SCOPE, A2A_SERVE_AUTH_LEEWAY,
 A2A_SERVE_API_KEY_FILE, A2A_SERVE_API_KEY_IN, A2A_SERVE_ALLOW_ANONYMOUS, A2A_SERVE_LOG_FORMAT,
 A2A_SERVE_METRICS, A2A_SERVE_METRICS_ADDR, A2A_SERVE_SHUTDOWN_GRACE; A2A_SERVE_API_KEYS
@@ -332,6 +332,15 @@ pub struct ServeArgs {
     /// at once as "try again later" (HTTP 503) [default: 10000].
     #[arg(long, env = "A2A_SERVE_MAX_IN_FLIGHT", value_name = "N")]
     pub max_in_flight: Option<usize>,
+    /// How many open tasks (submitted, working, or waiting for input) one
+    /// caller may hold at once: an authenticated principal, or an
+    /// anonymous caller's address (behind a proxy, every anonymous caller
+    /// has the proxy's). The task one more would create is refused as "try
+    /// again later" (HTTP 503); replies with a message are never refused.
+    /// 0: no bound [default: a tenth of --max-tasks with --store memory,
+    /// 1000; 1000 with the other stores].
+    #[arg(long, env = "A2A_SERVE_MAX_OPEN_TASKS_PER_CALLER", value_name = "N")]
+    pub max_open_tasks_per_caller: Option<usize>,
     /// With a PostgreSQL store only: after how long without a sign of life
     /// another replica counts as gone, and its working tasks are failed
     /// (their agent went with it) [default: 30s].
@@ -1198,6 +1207,11 @@ async fn bind(
             .max_artifact_bytes
             .unwrap_or(defaults.max_artifact_bytes),
         max_in_flight: args.max_in_flight.unwrap_or(defaults.max_in_flight),
+        max_open_tasks_per_caller: match args.max_open_tasks_per_caller {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => Some(default_open_tasks_per_caller(store_spec, args.max_tasks)),
+        },
         serve_v03: !args.no_v03,
         ..defaults
     };
@@ -1398,6 +1412,16 @@ async fn bind(
         say!("  try: {line}");
     }
     Ok(bound)
+}
+
+/// The bound on each caller's open tasks when `--max-open-tasks-per-caller`
+/// is not given: a tenth of the memory store's cap (so that ten callers
+/// are needed to fill it), and 1,000 with a store on disk.
+fn default_open_tasks_per_caller(store: &StoreSpec, max_tasks: Option<usize>) -> usize {
+    match store {
+        StoreSpec::Memory => (max_tasks.unwrap_or(DEFAULT_MAX_TASKS) / 10).max(1),
+        _ => 1000,
+    }
 }
 
 /// The card signing keys of `--sign-card`.

@@ -516,6 +516,13 @@ impl JwtAuth {
                 ),
             ));
         }
+        // Namespaced by the issuer (see `crate::store::Owner`): one name
+        // from two issuers, or from an API key, is another caller.
+        let issuer = claims
+            .get("iss")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let principal = &format!("{}{issuer}#{principal}", crate::store::JWT_NAMESPACE);
         if let Some(exp) = claims.get("exp").and_then(Value::as_u64) {
             self.remember(
                 token,

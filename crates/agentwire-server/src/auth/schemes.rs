@@ -12,6 +12,7 @@ use super::{
     ApiKeys, AuthCall, Authenticator, JwtAuth, ThrottleConfig, Verdict, bearer_token,
     unauthenticated,
 };
+use crate::store::{API_KEY_NAMESPACE, MTLS_NAMESPACE};
 
 /// The schemes a caller may authenticate with (any one is enough), whether
 /// anonymous callers are let in, and how failures are throttled.
@@ -157,35 +158,56 @@ impl AuthSchemes {
         )
     }
 
-    /// The decision from the credentials alone, or the JWT validators that
-    /// must load keys first (with the token).
-    fn decide(&self, call: &AuthCall<'_>) -> Result<A2aResult<Option<String>>, String> {
+    /// The decision from the credentials alone, with whether it checked a
+    /// secret the caller presented (an API key, a bearer token): only such
+    /// a refusal counts against the peer ([`ThrottleConfig`]); a call
+    /// without credentials, or with a header of a scheme the agent does
+    /// not take, guesses nothing. Or the token, when the JWT validators
+    /// must load keys first.
+    ///
+    /// The principal is namespaced by the scheme (see
+    /// [`crate::store::Owner`]): `apikey:NAME`, `jwt:ISSUER#NAME`,
+    /// `mtls:NAME`.
+    fn decide(&self, call: &AuthCall<'_>) -> Result<Decided, String> {
         if let Some(keys) = &self.api_keys {
             if let Some(key) = keys.presented(call) {
-                return Ok(keys.verify(&key).map(Some));
+                let r = keys
+                    .verify(&key)
+                    .map(|name| Some(format!("{API_KEY_NAMESPACE}{name}")));
+                return Ok((r, Checked::Secret));
             }
         }
         let Some(value) = call.headers.get(http::header::AUTHORIZATION) else {
             if let (true, Some(principal)) = (self.mutual_tls, call.client_cert) {
-                return Ok(Ok(Some(principal.to_owned())));
+                return Ok((
+                    Ok(Some(format!("{MTLS_NAMESPACE}{principal}"))),
+                    Checked::Nothing,
+                ));
             }
-            return Ok(if self.allow_anonymous {
+            let r = if self.allow_anonymous {
                 Ok(None)
             } else {
                 Err(self.missing())
-            });
+            };
+            return Ok((r, Checked::Nothing));
         };
         if self.jwt.is_empty() {
-            return Ok(Err(unauthenticated(
-                "this agent does not accept Authorization headers: see the security schemes of its card",
-                &self.challenge(),
-            )));
+            return Ok((
+                Err(unauthenticated(
+                    "this agent does not accept Authorization headers: see the security schemes of its card",
+                    &self.challenge(),
+                )),
+                Checked::Nothing,
+            ));
         }
         let Some(token) = bearer_token(value) else {
-            return Ok(Err(unauthenticated(
-                "the Authorization header is not Bearer <token>",
-                &self.challenge(),
-            )));
+            return Ok((
+                Err(unauthenticated(
+                    "the Authorization header is not Bearer <token>",
+                    &self.challenge(),
+                )),
+                Checked::Nothing,
+            ));
         };
         let mut first_error = None;
         let mut later = false;
@@ -195,7 +217,7 @@ impl AuthSchemes {
                 continue;
             }
             match j.verify_now(token) {
-                Ok(p) => return Ok(Ok(Some(p))),
+                Ok(p) => return Ok((Ok(Some(p)), Checked::Secret)),
                 Err(Refusal::UnknownKey) => later = true,
                 Err(Refusal::Error(e)) => {
                     first_error = Some(pick(first_error, e));
@@ -205,17 +227,21 @@ impl AuthSchemes {
         if later {
             return Err(token.to_owned());
         }
-        Ok(Err(first_error.unwrap_or_else(|| self.missing())))
+        Ok((
+            Err(first_error.unwrap_or_else(|| self.missing())),
+            Checked::Secret,
+        ))
     }
 
-    /// Counts a failure against the peer.
+    /// Counts a refused secret against the peer (a call without
+    /// credentials is refused, and not counted).
     fn outcome(
         &self,
         call_peer: Option<std::net::IpAddr>,
-        r: A2aResult<Option<String>>,
+        (r, checked): Decided,
     ) -> A2aResult<Option<String>> {
         if let (Err(e), Some(t), Some(peer)) = (&r, &self.throttle, call_peer) {
-            if e.kind == ErrorKind::Unauthenticated {
+            if e.kind == ErrorKind::Unauthenticated && checked == Checked::Secret {
                 t.failed(peer);
                 tracing::info!(%peer, reason = %e.message, "authentication failed");
             }
@@ -235,6 +261,19 @@ impl AuthSchemes {
     }
 }
 
+/// Whether a decision checked a secret the caller presented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checked {
+    /// An API key or a bearer token, checked.
+    Secret,
+    /// None: no credentials, a certificate verified in the handshake, or
+    /// a header of a scheme the agent does not take.
+    Nothing,
+}
+
+/// A decision, and what it checked.
+type Decided = (A2aResult<Option<String>>, Checked);
+
 /// Of two refusals, the one that says most: a missing scope (the token is
 /// good) over an invalid token.
 fn pick(first: Option<A2aError>, next: A2aError) -> A2aError {
@@ -249,7 +288,7 @@ fn pick(first: Option<A2aError>, next: A2aError) -> A2aError {
 impl Authenticator for AuthSchemes {
     fn authenticate(&self, headers: &HeaderMap) -> A2aResult<Option<String>> {
         match self.decide(&AuthCall::from_headers(headers)) {
-            Ok(r) => r,
+            Ok((r, _)) => r,
             Err(_) => Err(unauthenticated(
                 "the token's signing key is not loaded yet: try again",
                 &self.challenge(),
@@ -275,7 +314,7 @@ impl Authenticator for AuthSchemes {
             Ok(r) => Verdict::Ready(self.outcome(peer, r)),
             Err(token) => Verdict::Pending(Box::pin(async move {
                 let r = self.decide_later(token).await;
-                self.outcome(peer, r)
+                self.outcome(peer, (r, Checked::Secret))
             })),
         }
     }

@@ -255,6 +255,10 @@ impl RequestHandler {
         let max = self.inner.config.max_in_flight;
         if count.fetch_add(1, Ordering::AcqRel) >= max {
             count.fetch_sub(1, Ordering::AcqRel);
+            self.inner
+                .open_tasks
+                .refused_in_flight
+                .fetch_add(1, Ordering::Relaxed);
             return Err(A2aError::unavailable(format!(
                 "the server is handling as many requests as it may at once ({max}): \
                  try again later"

@@ -67,6 +67,15 @@ pub struct HandlerConfig {
     /// on. Off, a 0.3 request is answered `VersionNotSupportedError`, and
     /// the agent card carries no 0.3 fields.
     pub serve_v03: bool,
+    /// How many open tasks (submitted, working, input-required,
+    /// auth-required) one caller may hold at once: an authenticated
+    /// principal, or an anonymous caller's address (see
+    /// `handler/open_tasks.rs`). The agent's write that would create one
+    /// more is refused (`Unavailable`: JSON-RPC -32603, HTTP 503, gRPC
+    /// UNAVAILABLE), and the caller gets that error; a reply with a
+    /// message creates no task and is never refused. `None`: no bound.
+    /// Default: 1,000.
+    pub max_open_tasks_per_caller: Option<usize>,
 }
 
 impl Default for HandlerConfig {
@@ -86,6 +95,7 @@ impl Default for HandlerConfig {
             max_in_flight: 10_000,
             store_retry: StoreRetry::default(),
             serve_v03: true,
+            max_open_tasks_per_caller: Some(1000),
         }
     }
 }
@@ -222,7 +232,13 @@ impl HandlerBuilder {
             jwks
         });
         let card_json = Bytes::from(serde_json::to_vec(&card).unwrap_or_default());
-        let store = self.store.unwrap_or_else(default_store);
+        let open_tasks = Arc::new(super::open_tasks::OpenTasks::new(
+            self.config.max_open_tasks_per_caller,
+        ));
+        let store = super::open_tasks::Admitting::wrap(
+            self.store.unwrap_or_else(default_store),
+            Arc::clone(&open_tasks),
+        );
         RequestHandler {
             inner: Arc::new(Inner {
                 card,
@@ -248,6 +264,7 @@ impl HandlerBuilder {
                     .with_bus(self.bus),
                 ),
                 in_flight: std::sync::atomic::AtomicUsize::new(0),
+                open_tasks,
                 auth: self.auth,
                 idempotency: self.config.idempotency.map(Idempotency::new),
                 config: self.config,

@@ -8,6 +8,8 @@
 //! - `builder`: [`HandlerBuilder`] and [`HandlerConfig`];
 //! - `admission`: the preamble of every call (version, caller,
 //!   extensions) and the [`CallContext`] it reads them from;
+//! - `open_tasks`: the bound on each caller's open tasks (a wrapper of
+//!   the store that counts them) and the admission counters;
 //! - `validation`: checks of a request's contents that need no store;
 //! - `send`: `SendMessage`, and the start of every agent run;
 //! - `streams`: `SendStreamingMessage`, `SubscribeToTask`, and the event
@@ -22,6 +24,7 @@
 mod admission;
 mod builder;
 mod idempotency;
+mod open_tasks;
 mod push_configs;
 mod send;
 mod streams;
@@ -47,6 +50,7 @@ pub use admission::CallContext;
 pub(crate) use admission::{A2A_VERSION, requested_version};
 pub use builder::{HandlerBuilder, HandlerConfig};
 use idempotency::Idempotency;
+pub(crate) use open_tasks::AdmissionStats;
 pub(crate) use send::SendAnswer;
 use send::{Detached, Started};
 pub(crate) use streams::IdEventStream;
@@ -71,6 +75,9 @@ struct Inner {
     config: HandlerConfig,
     /// Requests being handled (see [`HandlerConfig::max_in_flight`]).
     in_flight: std::sync::atomic::AtomicUsize,
+    /// The open tasks of each caller (see
+    /// [`HandlerConfig::max_open_tasks_per_caller`]).
+    open_tasks: Arc<open_tasks::OpenTasks>,
 }
 
 /// Serves the A2A operations for one agent. Cheap to clone.

@@ -46,7 +46,7 @@ impl RequestHandler {
                         extensions,
                         req,
                         (streaming, finals_only),
-                        ctx.push_format,
+                        (ctx.push_format, ctx.peer),
                     )
                     .await
                 }));
@@ -71,7 +71,7 @@ impl RequestHandler {
                 extensions,
                 req,
                 (streaming, finals_only),
-                ctx.push_format,
+                (ctx.push_format, ctx.peer),
             )));
         }
         let SendMessageRequest {
@@ -97,6 +97,8 @@ impl RequestHandler {
                 reference_tasks: Vec::new(),
                 streaming,
                 finals_only,
+                peer: ctx.peer,
+                pending: None,
             },
         )))
     }
@@ -120,11 +122,17 @@ impl RequestHandler {
         if let Some(c) = &req.configuration {
             history_length(c.history_length, "configuration.historyLength")?;
         }
-        if let Some(m) = &req.message {
-            // A full store refuses here, before the agent starts.
+        if let Some(m) = &req.message
+            && !m.task_id.is_empty()
+        {
+            // A full store refuses a message continuing a task here,
+            // before the agent starts. A message starting a task needs no
+            // room: the agent may answer it with a message, which stores
+            // nothing; a task it makes is refused when it is created (by a
+            // full store, or by the bound on the caller's open tasks: see
+            // `open_tasks.rs`).
             use prost::Message as _;
-            self.store()
-                .check_room(m.encoded_len(), m.task_id.is_empty())?;
+            self.store().check_room(m.encoded_len(), false)?;
         }
         Ok(extensions)
     }
@@ -137,7 +145,7 @@ impl RequestHandler {
         extensions: Vec<String>,
         req: SendMessageRequest,
         (streaming, finals_only): (bool, bool),
-        push_format: PushFormat,
+        (push_format, peer): (PushFormat, Option<std::net::SocketAddr>),
     ) -> A2aResult<(Subscription, Run)> {
         let mut inline_push = None;
         if let Some(config) = req
@@ -186,6 +194,8 @@ impl RequestHandler {
             reference_tasks,
             streaming,
             finals_only,
+            peer,
+            pending: None,
         };
         if message.task_id.is_empty() {
             return Ok(self.launch_new(owner, extensions, message, launch));
@@ -241,6 +251,12 @@ impl RequestHandler {
         if let Some(idem) = &self.inner.idempotency {
             idem.record(&owner, &message.message_id, &task_id);
         }
+        // An anonymous caller's task counts for its address (see
+        // `open_tasks.rs`), known here only.
+        if owner.principal.is_empty() {
+            let caller = super::open_tasks::Caller::of(&owner, launch.peer);
+            launch.pending = self.inner.open_tasks.expect(&task_id, caller);
+        }
         message.context_id.clone_from(&context_id);
         message.task_id.clone_from(&task_id);
         let (live, sub) = self.inner.manager.start_new(
@@ -286,6 +302,7 @@ impl RequestHandler {
         };
         let executor = Arc::clone(&self.inner.executor);
         let manager = Arc::clone(manager);
+        let pending = launch.pending;
         let run: Run = Box::pin(async move {
             let outcome = std::panic::AssertUnwindSafe(executor.execute_boxed(rctx, updater))
                 .catch_unwind()
@@ -294,6 +311,8 @@ impl RequestHandler {
             if let Some(finishing) = manager.finish_run(&live, outcome) {
                 finishing.await;
             }
+            // The task was created by now, or never will be.
+            drop(pending);
         });
         // The turn in a span of its own, current while the agent works, so
         // the calls it makes carry the trace on.
@@ -544,6 +563,10 @@ pub(super) struct RunInputs {
     reference_tasks: Vec<Task>,
     streaming: bool,
     finals_only: bool,
+    /// The caller's address (an anonymous caller's tasks count for it).
+    peer: Option<std::net::SocketAddr>,
+    /// The caller of the task, until it is created (see `open_tasks.rs`).
+    pending: Option<super::open_tasks::Pending>,
 }
 
 /// A run polled in place by the request; whatever is left of it when the

@@ -38,14 +38,14 @@ impl RequestHandler {
             // Kept but unreadable: said to its owner only.
             Err(e) if is_unreadable(&e) => {
                 return match self.inner.manager.store.owner_of(id).await {
-                    Ok(Some(o)) if o == *owner => Err(e),
+                    Ok(Some(o)) if owner.sees(&o) => Err(e),
                     _ => Err(A2aError::task_not_found(id)),
                 };
             }
             Err(e) => return Err(e),
         };
         match found {
-            Some(s) if s.owner == *owner => match self.inner.manager.storage_failure(id) {
+            Some(s) if owner.sees(&s.owner) => match self.inner.manager.storage_failure(id) {
                 // The task failed because the store did, and its failure is
                 // not recorded yet: what is stored is out of date.
                 Some(e) => Err(e),
@@ -126,6 +126,7 @@ impl RequestHandler {
         let mut stats = self.inner.manager.live_stats();
         stats.push = self.push_sender().map(|p| p.metrics().snapshot());
         stats.unreadable_rows = self.inner.manager.store.unreadable_rows();
+        stats.admission = self.inner.open_tasks.stats(&**self.store());
         stats
     }
 
@@ -155,7 +156,7 @@ impl RequestHandler {
         let _flight = self.begin()?;
         let owner = self.admit(ctx, &req.tenant).await?;
         let query = task_query(req)?;
-        let mut page = self.inner.manager.store.list(&owner, &query).await?;
+        let mut page = self.list_owned(&owner, &query).await?;
         if let Some(next) = list_budget(&mut page.tasks, self.inner.config.max_list_bytes) {
             page.next = Some(next);
         }
@@ -224,6 +225,57 @@ impl RequestHandler {
             TaskState::Canceled => Ok(task),
             s => Err(A2aError::task_not_cancelable(&req.id, s)),
         }
+    }
+}
+
+impl RequestHandler {
+    /// A page of the tasks `owner` sees: its own and, for a namespaced
+    /// principal, those stored under its bare name before principals had
+    /// namespaces (see [`Owner::sees`]), in one order.
+    async fn list_owned(
+        &self,
+        owner: &Owner,
+        query: &crate::store::TaskQuery,
+    ) -> A2aResult<crate::store::TaskPage> {
+        let store = &self.inner.manager.store;
+        let own = store.list(owner, query).await?;
+        let Some(legacy) = owner.legacy() else {
+            return Ok(own);
+        };
+        let old = store.list(&legacy, query).await?;
+        if old.total == 0 {
+            return Ok(own);
+        }
+        Ok(merge_pages(own, old, query.page_size))
+    }
+}
+
+/// Two pages of one listing's order, from the same cursor, as one page.
+fn merge_pages(
+    a: crate::store::TaskPage,
+    b: crate::store::TaskPage,
+    page_size: usize,
+) -> crate::store::TaskPage {
+    use crate::store::Cursor;
+    let more = a.next.is_some() || b.next.is_some();
+    let mut tasks: Vec<(Cursor, Task)> = a
+        .tasks
+        .into_iter()
+        .chain(b.tasks)
+        .map(|t| (Cursor::of(&t), t))
+        .collect();
+    tasks.sort_by(|x, y| y.0.cmp(&x.0));
+    let cut = tasks.len() > page_size;
+    tasks.truncate(page_size);
+    let next = if cut || more {
+        tasks.last().map(|(c, _)| c.clone())
+    } else {
+        None
+    };
+    crate::store::TaskPage {
+        tasks: tasks.into_iter().map(|(_, t)| t).collect(),
+        next,
+        total: a.total + b.total,
     }
 }
 

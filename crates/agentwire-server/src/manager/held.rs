@@ -160,7 +160,22 @@ impl TaskManager {
         let task = Arc::new(*task);
         let written = store.create_shared_now(&live.owner, &task);
         live.state.lock().hold = false;
+        if written.is_err() {
+            Self::never_created(live);
+        }
         Some(written.map(|()| Updated::new(state).with_task(task)))
+    }
+
+    /// The store refused to create a held task (full, or the caller holds
+    /// as many open tasks as it may): it was never created, and the
+    /// request that started it gets the agent's error, as when a task not
+    /// held is refused (nobody was told of the task).
+    fn never_created(live: &LiveTask) {
+        let mut st = live.state.lock();
+        st.held = None;
+        st.hold = false;
+        st.created = false;
+        st.last_state = TaskState::Unspecified;
     }
 
     /// Applies an update to a held task: whether the task is to be written
@@ -204,7 +219,22 @@ impl TaskManager {
             Ok(log) => log,
             Err(e) => {
                 let mut again = || self.store.create(&live.owner, task.clone());
-                Box::pin(self.retry_write(live, started, e, on_failure, &mut again)).await?
+                let retried =
+                    Box::pin(self.retry_write(live, started, e, on_failure, &mut again)).await;
+                match retried {
+                    Ok(log) => log,
+                    Err(e) => {
+                        // Refused, not failed by the storage, at the end of
+                        // the turn (a request revealing the task leaves it
+                        // held, for the next write to try again).
+                        if on_failure == OnFailure::FailTask
+                            && crate::store::storage_fault(&e).is_none()
+                        {
+                            Self::never_created(live);
+                        }
+                        return Err(e);
+                    }
+                }
             }
         };
         {

@@ -27,6 +27,17 @@
 //!   `a2a_push_refused_total`, `a2a_push_streams_given_up_total`: push
 //!   notifications (when push is on), and `a2a_push_outbox_pending`: those
 //!   enqueued by this process not yet delivered or dropped.
+//! - `a2a_admission_refused_total{reason}`: new work refused before it
+//!   could hold anything: `caller_open_tasks` (a task refused because its
+//!   caller holds as many open tasks as it may), `store_full` (a task or a
+//!   message refused because the store is full), `in_flight` (a request
+//!   refused because the server handles as many as it may at once).
+//! - `a2a_tasks_purged_total{reason}`: tasks removed from the store without
+//!   being asked by a client: `retention` (terminal tasks older than the
+//!   retention, on any store), and, in the memory store, `finished_ttl`
+//!   (finished tasks past their time to live), `open_task_ttl` (open tasks
+//!   unchanged for their time to live) and `evicted` (finished tasks
+//!   removed early to make room).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,6 +78,11 @@ struct StateLabels {
     state: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
 /// The task states, as `a2a_live_tasks` labels them.
 const STATES: [(agentwire_types::TaskState, &str); 8] = {
     use agentwire_types::TaskState as S;
@@ -93,6 +109,7 @@ pub(crate) struct LiveStats {
     pub(crate) push: Option<crate::push::PushStats>,
     /// Unreadable task rows the store has met (`TaskStore::unreadable_rows`).
     pub(crate) unreadable_rows: u64,
+    pub(crate) admission: crate::handler::AdmissionStats,
 }
 
 impl LiveStats {
@@ -120,6 +137,8 @@ struct Live {
     push_given_up: Counter,
     push_pending: Gauge,
     unreadable_rows: Counter,
+    refused: Family<ReasonLabels, Counter>,
+    purged: Family<ReasonLabels, Counter>,
 }
 
 /// A server's metrics (see the [module documentation](self)).
@@ -234,6 +253,14 @@ impl Metrics {
             "Task rows the store could not read (set aside at start-up, skipped in listings, \
              refused to a read): see docs/operations.md",
             live.unreadable_rows.clone(),
+            "admission_refused",
+            "New work refused before it could hold anything, by reason (caller_open_tasks, store_full, in_flight)",
+            live.refused.clone(),
+        );
+        registry.register(
+            "tasks_purged",
+            "Tasks removed from the store without a client asking, by reason (retention, finished_ttl, open_task_ttl, evicted)",
+            live.purged.clone(),
         );
         registry.register(
             "push_outbox_pending",
@@ -280,6 +307,25 @@ impl Metrics {
             }
         };
         to(&self.live.unreadable_rows, s.unreadable_rows);
+        let a = &s.admission;
+        for (reason, n) in [
+            ("caller_open_tasks", a.refused_caller_bound),
+            ("store_full", a.refused_store_full),
+            ("in_flight", a.refused_in_flight),
+        ] {
+            to(
+                &self.live.refused.get_or_create(&ReasonLabels { reason }),
+                n,
+            );
+        }
+        for (reason, n) in [
+            ("retention", a.purged_retention),
+            ("finished_ttl", a.expired.finished_ttl),
+            ("open_task_ttl", a.expired.open_ttl),
+            ("evicted", a.expired.evicted),
+        ] {
+            to(&self.live.purged.get_or_create(&ReasonLabels { reason }), n);
+        }
         if let Some(p) = s.push {
             to(&self.live.push_enqueued, p.enqueued);
             to(&self.live.push_delivered, p.delivered);

@@ -226,6 +226,10 @@ impl TaskStore for TimedStore {
         self.inner.check_room(bytes, new_task)
     }
 
+    fn expired_tasks(&self) -> crate::store::ExpiredTasks {
+        self.inner.expired_tasks()
+    }
+
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
         self.timed(Op::Create, self.inner.create(owner, task)).await
     }

@@ -40,12 +40,88 @@ use std::sync::Arc;
 
 /// Who may see a task: the authenticated principal and the tenant it was
 /// created under. Anonymous callers share the empty owner.
+///
+/// The principals of [`crate::AuthSchemes`] are namespaced by the scheme
+/// that authenticated them, so that one name in two schemes is two owners:
+/// `apikey:NAME` (an API key), `jwt:ISSUER#NAME` (a JWT: its `iss` claim,
+/// empty without one, and the claim naming the caller, `sub` by default),
+/// `mtls:NAME` (a client certificate). Before namespaces, the bare name
+/// was the principal: a task stored under a bare name is still seen by
+/// every principal of that name (see [`Owner::sees`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Owner {
     /// The tenant (routing identifier) of the request, or empty.
     pub tenant: String,
     /// The authenticated principal, or empty for anonymous callers.
     pub principal: String,
+}
+
+/// The namespace of the principals authenticated by an API key.
+pub const API_KEY_NAMESPACE: &str = "apikey:";
+/// The namespace of the principals authenticated by a JWT.
+pub const JWT_NAMESPACE: &str = "jwt:";
+/// The namespace of the principals authenticated by a client certificate.
+pub const MTLS_NAMESPACE: &str = "mtls:";
+
+impl Owner {
+    /// The bare name of a namespaced principal (`alice` for
+    /// `apikey:alice` or `jwt:https://id.example#alice`): how tasks were
+    /// owned before principals had namespaces. `None` for anonymous
+    /// callers and for principals without a namespace (those of a custom
+    /// [`crate::Authenticator`]).
+    pub fn bare_name(&self) -> Option<&str> {
+        let p = &self.principal;
+        if let Some(name) = p.strip_prefix(API_KEY_NAMESPACE) {
+            return Some(name);
+        }
+        if let Some(name) = p.strip_prefix(MTLS_NAMESPACE) {
+            return Some(name);
+        }
+        // The issuer is a URL, which has no fragment: the name starts
+        // after the first `#`.
+        p.strip_prefix(JWT_NAMESPACE)
+            .and_then(|rest| rest.split_once('#'))
+            .map(|(_, name)| name)
+    }
+
+    /// The owner of the tasks this caller created before principals had
+    /// namespaces: the same tenant, the bare name (see [`Self::bare_name`]).
+    pub fn legacy(&self) -> Option<Owner> {
+        let name = self.bare_name().filter(|n| !n.is_empty())?;
+        let legacy = Owner {
+            tenant: self.tenant.clone(),
+            principal: name.to_owned(),
+        };
+        // A name that looks namespaced (a JWT whose `sub` is
+        // `apikey:alice`) is another principal's, never a bare one.
+        legacy.bare_name().is_none().then_some(legacy)
+    }
+
+    /// Whether this caller sees a task owned by `stored`: its own, or one
+    /// stored under its bare name by a version before namespaces (such a
+    /// task does not say which scheme authenticated its creator, so every
+    /// principal of that name sees it, as before).
+    pub fn sees(&self, stored: &Owner) -> bool {
+        if self == stored {
+            return true;
+        }
+        self.legacy().is_some_and(|legacy| legacy == *stored)
+    }
+}
+
+/// The tasks a store removed on its own account, by why, since it started
+/// (see [`TaskStore::expired_tasks`]). The tasks removed by
+/// [`TaskStore::purge_terminal_older_than`] are not in it: its caller
+/// counts what it returns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExpiredTasks {
+    /// Finished tasks removed after their time to live.
+    pub finished_ttl: u64,
+    /// Open tasks removed after going unchanged for their time to live.
+    pub open_ttl: u64,
+    /// Finished tasks removed before their time to make room.
+    pub evicted: u64,
 }
 
 /// One change to a task, as produced by an agent or by the runtime.
@@ -459,6 +535,13 @@ pub trait TaskStore: Send + Sync + 'static {
     fn check_room(&self, bytes: usize, new_task: bool) -> A2aResult<()> {
         let _ = (bytes, new_task);
         Ok(())
+    }
+
+    /// The tasks this store removed on its own (expired, or evicted to make
+    /// room), for the metrics. The default: none (a store that removes
+    /// nothing but what [`Self::purge_terminal_older_than`] is asked to).
+    fn expired_tasks(&self) -> ExpiredTasks {
+        ExpiredTasks::default()
     }
 
     /// Stores a new task. Fails if the id exists. For a store that keeps

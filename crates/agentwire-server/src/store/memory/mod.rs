@@ -20,7 +20,7 @@ mod packed;
 mod task_table;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -32,8 +32,8 @@ use prost::Message as _;
 
 use self::task_table::{Held, Slot, TaskTable};
 use super::{
-    Cursor, ImmediateStore, LogSpan, Owner, StoredPushConfig, StoredTask, TaskPage, TaskQuery,
-    TaskStore, TaskUpdate, Updated, apply_update, check_open, closed_error,
+    Cursor, ExpiredTasks, ImmediateStore, LogSpan, Owner, StoredPushConfig, StoredTask, TaskPage,
+    TaskQuery, TaskStore, TaskUpdate, Updated, apply_update, check_open, closed_error,
 };
 
 /// The most finished tasks one write evicts (a sweep has no limit).
@@ -128,7 +128,28 @@ struct Shared {
     epoch: Instant,
     /// Whether the expiry timer runs.
     timer: AtomicBool,
+    /// The tasks the store removed on its own, by why (see
+    /// [`TaskStore::expired_tasks`]).
+    expired: ExpiryCounters,
     config: MemoryStoreConfig,
+}
+
+/// What [`Shared::evict`] counts a removed task as.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Count {
+    /// Expired or evicted on the store's own account: counted.
+    Own,
+    /// Removed by [`TaskStore::purge_terminal_older_than`], whose caller
+    /// counts what it returns.
+    Purge,
+}
+
+/// The counters behind [`TaskStore::expired_tasks`].
+#[derive(Default)]
+struct ExpiryCounters {
+    finished_ttl: AtomicU64,
+    open_ttl: AtomicU64,
+    evicted: AtomicU64,
 }
 
 /// One tick of `Slot::touched`: 10 ms (a `u32` of them lasts 497 days).
@@ -155,6 +176,7 @@ impl MemoryStore {
                 bytes: AtomicUsize::new(0),
                 epoch: Instant::now(),
                 timer: AtomicBool::new(false),
+                expired: ExpiryCounters::default(),
                 config,
             }),
         }
@@ -233,6 +255,18 @@ impl Shared {
             || self.bytes.load(Ordering::Relaxed) + room.bytes > self.config.max_bytes
     }
 
+    /// Whether `room` fits now, after the oldest finished tasks left to
+    /// make it (nothing is taken: see [`Shared::reserve`]).
+    fn check_free(&self, room: Room) -> A2aResult<()> {
+        if self.crowded(room) {
+            self.make_room(room);
+            if self.crowded(room) {
+                return Err(self.full_error(room));
+            }
+        }
+        Ok(())
+    }
+
     /// Accounts `room` to the store, evicting the oldest finished tasks
     /// first when it does not fit; refuses when it still does not. The
     /// room is taken before it is checked, so concurrent writers never pass
@@ -296,7 +330,7 @@ impl Shared {
             if !self.crowded(room) {
                 break;
             }
-            self.evict((home + i) % n, now, ttl, None, room);
+            self.evict((home + i) % n, now, ttl, None, room, Count::Own);
         }
     }
 
@@ -312,10 +346,10 @@ impl Shared {
         let ttl = self.config.terminal_ttl;
         // Room for one more task: the next create then fits at once.
         let room = Room { tasks: 1, bytes: 0 };
-        self.evict(home % n, now, ttl, Some(EVICT_PER_WRITE), room);
+        self.evict(home % n, now, ttl, Some(EVICT_PER_WRITE), room, Count::Own);
         if turn % OTHER_QUEUE_EVERY == 0 || self.crowded(room) {
             let other = (home + 1 + turn / OTHER_QUEUE_EVERY) % n;
-            self.evict(other, now, ttl, Some(EVICT_PER_WRITE), room);
+            self.evict(other, now, ttl, Some(EVICT_PER_WRITE), room, Count::Own);
         }
     }
 
@@ -325,7 +359,14 @@ impl Shared {
     fn sweep(&self) {
         let now = self.now_ticks();
         for q in 0..self.finished.len() {
-            self.evict(q, now, self.config.terminal_ttl, None, Room::NONE);
+            self.evict(
+                q,
+                now,
+                self.config.terminal_ttl,
+                None,
+                Room::NONE,
+                Count::Own,
+            );
         }
         let idle = self.config.idle_ttl.as_millis() / TICK_MS;
         let idle = u32::try_from(idle).unwrap_or(u32::MAX);
@@ -336,6 +377,9 @@ impl Shared {
         for slot in &stale {
             self.forget(slot);
         }
+        self.expired
+            .open_ttl
+            .fetch_add(stale.len() as u64, Ordering::Relaxed);
         if !stale.is_empty() {
             tracing::debug!(
                 expired = stale.len(),
@@ -359,7 +403,7 @@ impl Shared {
     /// Evicts from queue `q` the finished tasks older than `max_age` and the
     /// oldest while `room` does not fit; at most `limit` (and none if
     /// someone else is evicting from it) when a limit is given. Returns how
-    /// many left.
+    /// many left; `count` says whether the store counts them itself.
     fn evict(
         &self,
         q: usize,
@@ -367,6 +411,7 @@ impl Shared {
         max_age: Duration,
         limit: Option<usize>,
         room: Room,
+        count: Count,
     ) -> usize {
         let queue = &self.finished[q];
         let max_age = u32::try_from(max_age.as_millis() / TICK_MS).unwrap_or(u32::MAX);
@@ -388,12 +433,22 @@ impl Shared {
                 if !expired && !self.crowded(room) {
                     break;
                 }
-                queue.pop_front()
+                queue.pop_front().map(|entry| (entry, expired))
             };
             // The task is freed outside of the queue's lock.
-            let Some((_, hash, token)) = next else { break };
+            let Some(((_, hash, token), expired)) = next else {
+                break;
+            };
             if let Some(slot) = self.tasks.remove_exact(hash, token) {
                 self.forget(&slot);
+                if count == Count::Own {
+                    let counter = if expired {
+                        &self.expired.finished_ttl
+                    } else {
+                        &self.expired.evicted
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
             }
             evicted += 1;
         }
@@ -615,6 +670,15 @@ impl ImmediateStore for MemoryStore {
         let bytes = stored_bytes(&slot.held).min(u32::MAX as usize);
         slot.bytes = slot_bytes(bytes);
         let room = Room { tasks: 1, bytes };
+        if !task.state().is_terminal() {
+            // An open task also needs a sixteenth of `max_bytes` free: that
+            // much is kept for the updates of the tasks already open, so
+            // that a task let in is not refused its next write.
+            s.check_free(Room {
+                tasks: 1,
+                bytes: bytes + s.config.max_bytes / 16,
+            })?;
+        }
         s.reserve(room)?;
         self.start_timer();
         let hash = s.tasks.hash(&task.id);
@@ -735,34 +799,29 @@ impl TaskStore for MemoryStore {
         "memory"
     }
 
-    /// Room for the task the message starts (or the message it adds), by
-    /// the estimate its writes will take, after the oldest finished tasks
-    /// left to make it. A new task also needs a sixteenth of `max_bytes`
-    /// free: that much is kept for the updates of the tasks already
-    /// admitted, so that a task let in is not refused on its first write.
+    /// Room for the message a task is sent (it joins the task's history),
+    /// by the estimate its write will take, after the oldest finished
+    /// tasks left to make it. A message that would start a new task needs
+    /// nothing here: the agent may answer it with a message, which stores
+    /// nothing; the task, if the agent makes one, is refused when it is
+    /// created (see [`ImmediateStore::create_now`]), with the same error.
     fn check_room(&self, bytes: usize, new_task: bool) -> A2aResult<()> {
-        let s = &*self.shared;
-        let room = if new_task {
-            Room {
-                tasks: 1,
-                bytes: 2 * bytes
-                    + std::mem::size_of::<Task>()
-                    + TASK_OVERHEAD
-                    + s.config.max_bytes / 16,
-            }
-        } else {
-            Room {
-                tasks: 0,
-                bytes: 2 * bytes,
-            }
-        };
-        if s.crowded(room) {
-            s.make_room(room);
-            if s.crowded(room) {
-                return Err(s.full_error(room));
-            }
+        if new_task {
+            return Ok(());
         }
-        Ok(())
+        self.shared.check_free(Room {
+            tasks: 0,
+            bytes: 2 * bytes,
+        })
+    }
+
+    fn expired_tasks(&self) -> ExpiredTasks {
+        let e = &self.shared.expired;
+        ExpiredTasks {
+            finished_ttl: e.finished_ttl.load(Ordering::Relaxed),
+            open_ttl: e.open_ttl.load(Ordering::Relaxed),
+            evicted: e.evicted.load(Ordering::Relaxed),
+        }
     }
 
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
@@ -804,7 +863,10 @@ impl TaskStore for MemoryStore {
         let now = self.shared.now_ticks();
         let age = age.min(self.shared.config.terminal_ttl);
         let purged = (0..self.shared.finished.len())
-            .map(|q| self.shared.evict(q, now, age, None, Room::NONE))
+            .map(|q| {
+                self.shared
+                    .evict(q, now, age, None, Room::NONE, Count::Purge)
+            })
             .sum::<usize>();
         Ok(purged as u64)
     }

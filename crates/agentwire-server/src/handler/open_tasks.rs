@@ -1,0 +1,616 @@
+//! Fair admission of new tasks: each caller may hold at most
+//! [`HandlerConfig::max_open_tasks_per_caller`] open tasks (submitted,
+//! working, input-required, auth-required) at once, so that one caller's
+//! flood cannot fill the store and keep the others out.
+//!
+//! The caller is its principal when it authenticated (whatever the tenant
+//! of its requests: a tenant is the caller's to choose), and its address
+//! when it is anonymous (an IPv6 address by its /64 prefix, which one
+//! machine commonly has whole). Behind a reverse proxy every anonymous
+//! caller comes from the proxy's address, and so shares one bound.
+//!
+//! The count is kept by a wrapper around the task store ([`Admitting`]),
+//! which sees every task the server creates and every change of state:
+//! a task is counted when it is created open, and no more once an update
+//! leaves it terminal (completed, failed, canceled, rejected) or finds it
+//! gone. A task can also leave the open states without this process
+//! writing it: expired by the in-memory store's open-task TTL, finished by
+//! another replica sharing the store, or failed by crash recovery. So
+//! before a caller is refused, its tasks are looked up in the store (at
+//! most once a second per caller), and those no longer open are not
+//! counted: the refusal is decided on the store's state. The count is per
+//! process; a restarted process starts it from the tasks created since.
+//!
+//! The bound applies when a task is created, not when a message arrives:
+//! an agent that answers a message with a message creates no task, and
+//! such a reply is never refused by it (nor by a full store). The agent's
+//! write that would create the task is refused instead, and the caller
+//! gets that error: `Unavailable` (JSON-RPC -32603, HTTP 503, gRPC
+//! UNAVAILABLE), naming the bound.
+//!
+//! The same wrapper counts what the metrics report of admission: the new
+//! work refused (by the bound, by a full store) and the tasks the store
+//! purged for retention.
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use agentwire_types::{A2aError, A2aResult, ErrorKind, Task};
+use async_trait::async_trait;
+use dashmap::DashMap;
+use parking_lot::Mutex;
+
+use crate::store::{
+    ExpiredTasks, ImmediateStore, LogSpan, Owner, QueuedStore, StoredPushConfig, StoredTask,
+    TaskPage, TaskQuery, TaskStore, TaskUpdate, Updated, storage_fault,
+};
+
+/// How often at most a caller at its bound has its tasks looked up again.
+const RECHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Who a bound applies to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Caller {
+    /// An authenticated principal.
+    Principal(String),
+    /// An anonymous caller, by its address (IPv6 by its /64 prefix).
+    Address(IpAddr),
+    /// An anonymous caller whose address is not known (an in-process
+    /// call): they share one bound.
+    Anonymous,
+}
+
+impl Caller {
+    /// The caller of a call by `owner`, from `peer`.
+    pub(crate) fn of(owner: &Owner, peer: Option<std::net::SocketAddr>) -> Self {
+        if !owner.principal.is_empty() {
+            return Self::Principal(owner.principal.clone());
+        }
+        match peer.map(|p| p.ip().to_canonical()) {
+            Some(IpAddr::V6(v6)) => {
+                let s = v6.segments();
+                Self::Address(IpAddr::V6(std::net::Ipv6Addr::new(
+                    s[0], s[1], s[2], s[3], 0, 0, 0, 0,
+                )))
+            }
+            Some(v4) => Self::Address(v4),
+            None => Self::Anonymous,
+        }
+    }
+
+    /// How the refusal names the caller.
+    fn describe(&self) -> String {
+        match self {
+            Self::Principal(p) => format!("principal {p}"),
+            Self::Address(IpAddr::V6(a)) => format!("anonymous callers from {a}/64"),
+            Self::Address(a) => format!("anonymous callers from {a}"),
+            Self::Anonymous => "anonymous callers".to_owned(),
+        }
+    }
+}
+
+/// The open tasks of one caller.
+#[derive(Default)]
+struct Held {
+    tasks: HashSet<String>,
+    /// When its tasks were last looked up in the store.
+    checked: Option<Instant>,
+}
+
+#[derive(Default)]
+struct Ledger {
+    /// The caller of each open task counted.
+    by_task: HashMap<String, Caller>,
+    by_caller: HashMap<Caller, Held>,
+}
+
+impl Ledger {
+    fn forget(&mut self, task_id: &str) {
+        if let Some(caller) = self.by_task.remove(task_id)
+            && let Some(held) = self.by_caller.get_mut(&caller)
+        {
+            held.tasks.remove(task_id);
+            if held.tasks.is_empty() {
+                self.by_caller.remove(&caller);
+            }
+        }
+    }
+}
+
+/// Refusals and purges, read by the metrics when scraped.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct AdmissionStats {
+    /// New tasks refused by the bound on a caller's open tasks.
+    pub(crate) refused_caller_bound: u64,
+    /// Work refused because the store was full.
+    pub(crate) refused_store_full: u64,
+    /// Requests refused because the server handled as many as it may.
+    pub(crate) refused_in_flight: u64,
+    /// Tasks purged by retention ([`TaskStore::purge_terminal_older_than`]).
+    pub(crate) purged_retention: u64,
+    /// What the store removed on its own.
+    pub(crate) expired: ExpiredTasks,
+}
+
+/// The open tasks of every caller, and the admission counters.
+pub(crate) struct OpenTasks {
+    /// The bound (`usize::MAX`: none, and nothing is counted).
+    max: usize,
+    ledger: Mutex<Ledger>,
+    /// The callers of anonymous tasks started and not created yet, by
+    /// task id (an authenticated caller is known from the task's owner).
+    pending: DashMap<String, Caller, ahash::RandomState>,
+    refused_caller_bound: AtomicU64,
+    refused_store_full: AtomicU64,
+    pub(crate) refused_in_flight: AtomicU64,
+    purged_retention: AtomicU64,
+}
+
+/// What [`OpenTasks::try_admit`] decided.
+enum Admit {
+    Yes,
+    No(A2aError),
+    /// At the bound: these tasks of the caller are to be looked up first.
+    Check(Vec<String>),
+}
+
+impl OpenTasks {
+    pub(crate) fn new(max: Option<usize>) -> Self {
+        Self {
+            max: max.unwrap_or(usize::MAX),
+            ledger: Mutex::default(),
+            pending: DashMap::default(),
+            refused_caller_bound: AtomicU64::new(0),
+            refused_store_full: AtomicU64::new(0),
+            refused_in_flight: AtomicU64::new(0),
+            purged_retention: AtomicU64::new(0),
+        }
+    }
+
+    /// A new task of an anonymous caller is being started: its creation
+    /// counts for `caller` (until the returned guard is dropped, at the
+    /// end of the agent's run). `None` when the task's owner says who its
+    /// caller is.
+    pub(crate) fn expect(self: &Arc<Self>, task_id: &str, caller: Caller) -> Option<Pending> {
+        if self.max == usize::MAX || matches!(caller, Caller::Principal(_) | Caller::Anonymous) {
+            return None;
+        }
+        self.pending.insert(task_id.to_owned(), caller);
+        Some(Pending {
+            open: Arc::clone(self),
+            task_id: task_id.to_owned(),
+        })
+    }
+
+    /// The caller a task created by `owner` counts for.
+    fn caller_of(&self, task_id: &str, owner: &Owner) -> Caller {
+        if self.max == usize::MAX {
+            return Caller::Anonymous;
+        }
+        if !owner.principal.is_empty() {
+            return Caller::Principal(owner.principal.clone());
+        }
+        self.pending
+            .remove(task_id)
+            .map_or(Caller::Anonymous, |(_, c)| c)
+    }
+
+    /// Counts `task_id` for `caller` if it has room.
+    fn try_admit(&self, caller: &Caller, task_id: &str) -> Admit {
+        if self.max == usize::MAX {
+            return Admit::Yes;
+        }
+        let mut ledger = self.ledger.lock();
+        let held = ledger.by_caller.entry(caller.clone()).or_default();
+        if held.tasks.len() < self.max {
+            held.tasks.insert(task_id.to_owned());
+            ledger.by_task.insert(task_id.to_owned(), caller.clone());
+            return Admit::Yes;
+        }
+        if held.checked.is_some_and(|t| t.elapsed() < RECHECK_EVERY) {
+            return Admit::No(self.refuse(caller));
+        }
+        held.checked = Some(Instant::now());
+        Admit::Check(held.tasks.iter().cloned().collect())
+    }
+
+    /// [`Self::try_admit`] again, once the tasks in `gone` were found no
+    /// longer open.
+    fn admit_after_check(&self, caller: &Caller, task_id: &str, gone: &[String]) -> A2aResult<()> {
+        let mut ledger = self.ledger.lock();
+        for id in gone {
+            ledger.forget(id);
+        }
+        let held = ledger.by_caller.entry(caller.clone()).or_default();
+        if held.tasks.len() < self.max {
+            held.tasks.insert(task_id.to_owned());
+            ledger.by_task.insert(task_id.to_owned(), caller.clone());
+            return Ok(());
+        }
+        Err(self.refuse(caller))
+    }
+
+    fn refuse(&self, caller: &Caller) -> A2aError {
+        self.refused_caller_bound.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            caller = caller.describe(),
+            "refused a task: too many open tasks"
+        );
+        A2aError::unavailable(format!(
+            "{} already hold {} open tasks (submitted, working, or waiting for input), as many \
+             as one caller may (the server's max open tasks per caller): try again later, once \
+             one of them has finished",
+            caller.describe(),
+            self.max
+        ))
+        .with_metadata("limit", "maxOpenTasksPerCaller")
+        .with_metadata("max", self.max.to_string())
+    }
+
+    /// A task is no longer open (or no longer exists).
+    fn finished(&self, task_id: &str) {
+        let mut ledger = self.ledger.lock();
+        if !ledger.by_task.is_empty() {
+            ledger.forget(task_id);
+        }
+    }
+
+    /// Counts a refusal of a full store in `result`.
+    fn full<T>(&self, result: A2aResult<T>) -> A2aResult<T> {
+        if let Err(e) = &result
+            && e.kind == ErrorKind::Unavailable
+            && storage_fault(e).is_none()
+        {
+            self.refused_store_full.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// The counters now, with what `store` removed on its own.
+    pub(crate) fn stats(&self, store: &dyn TaskStore) -> AdmissionStats {
+        AdmissionStats {
+            refused_caller_bound: self.refused_caller_bound.load(Ordering::Relaxed),
+            refused_store_full: self.refused_store_full.load(Ordering::Relaxed),
+            refused_in_flight: self.refused_in_flight.load(Ordering::Relaxed),
+            purged_retention: self.purged_retention.load(Ordering::Relaxed),
+            expired: store.expired_tasks(),
+        }
+    }
+
+    /// How many open tasks `caller` is counted for (tests).
+    #[cfg(test)]
+    fn count(&self, caller: &Caller) -> usize {
+        self.ledger
+            .lock()
+            .by_caller
+            .get(caller)
+            .map_or(0, |h| h.tasks.len())
+    }
+}
+
+/// The caller of an anonymous task not created yet (see
+/// [`OpenTasks::expect`]); forgotten when dropped.
+pub(crate) struct Pending {
+    open: Arc<OpenTasks>,
+    task_id: String,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.open.pending.remove(&self.task_id);
+    }
+}
+
+/// The task store as the task manager uses it: the store given, with each
+/// caller's open tasks counted and bounded (see the module's
+/// documentation). It keeps the store's fast paths: it offers
+/// [`ImmediateStore`] and [`QueuedStore`] exactly when the store does.
+pub(crate) struct Admitting {
+    inner: Arc<dyn TaskStore>,
+    open: Arc<OpenTasks>,
+}
+
+impl Admitting {
+    pub(crate) fn wrap(inner: Arc<dyn TaskStore>, open: Arc<OpenTasks>) -> Arc<dyn TaskStore> {
+        Arc::new(Self { inner, open })
+    }
+
+    /// Whether a task this caller creates may be stored, deciding at the
+    /// bound on what the store holds (`open`: whether it is found open).
+    fn admit_with(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        open: impl Fn(&str) -> bool,
+    ) -> A2aResult<()> {
+        match self.open.try_admit(caller, task_id) {
+            Admit::Yes => Ok(()),
+            Admit::No(e) => Err(e),
+            Admit::Check(ids) => {
+                let gone: Vec<String> = ids.into_iter().filter(|id| !open(id)).collect();
+                self.open.admit_after_check(caller, task_id, &gone)
+            }
+        }
+    }
+
+    /// What an update did, for the count: a task left terminal, or not
+    /// found, is no longer open.
+    fn updated(&self, task_id: &str, result: A2aResult<Updated>) -> A2aResult<Updated> {
+        match &result {
+            Ok(u) if u.state.is_terminal() => self.open.finished(task_id),
+            Err(e) if e.kind == ErrorKind::TaskNotFound => self.open.finished(task_id),
+            _ => {}
+        }
+        self.open.full(result)
+    }
+
+    fn immediate_inner(&self) -> A2aResult<&dyn ImmediateStore> {
+        self.inner
+            .immediate()
+            .ok_or_else(|| A2aError::internal("the store has no immediate operations"))
+    }
+}
+
+/// Whether a stored task is open.
+fn is_open(task: &Task) -> bool {
+    !task.state().is_terminal()
+}
+
+impl ImmediateStore for Admitting {
+    fn create_now(&self, owner: &Owner, task: Task) -> A2aResult<()> {
+        self.create_shared_now(owner, &Arc::new(task))
+    }
+
+    fn create_shared_now(&self, owner: &Owner, task: &Arc<Task>) -> A2aResult<()> {
+        let store = self.immediate_inner()?;
+        if !is_open(task) {
+            return self.open.full(store.create_shared_now(owner, task));
+        }
+        let caller = self.open.caller_of(&task.id, owner);
+        self.admit_with(
+            &caller,
+            &task.id,
+            |id| matches!(store.get_shared(id), Ok(Some(t)) if is_open(&t)),
+        )?;
+        let created = store.create_shared_now(owner, task);
+        if created.is_err() {
+            self.open.finished(&task.id);
+        }
+        self.open.full(created)
+    }
+
+    fn update_now(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
+        let updated = self.immediate_inner()?.update_now(task_id, update);
+        self.updated(task_id, updated)
+    }
+
+    fn get_now(
+        &self,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> A2aResult<Option<StoredTask>> {
+        self.immediate_inner()?.get_now(task_id, history_length)
+    }
+
+    fn get_shared(&self, task_id: &str) -> A2aResult<Option<Arc<Task>>> {
+        self.immediate_inner()?.get_shared(task_id)
+    }
+}
+
+#[async_trait]
+impl TaskStore for Admitting {
+    fn immediate(&self) -> Option<&dyn ImmediateStore> {
+        self.inner.immediate().map(|_| self as &dyn ImmediateStore)
+    }
+
+    fn queued(&self) -> Option<&dyn QueuedStore> {
+        // Queued updates are artifact chunks: they change no state.
+        self.inner.queued()
+    }
+
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    fn check_room(&self, bytes: usize, new_task: bool) -> A2aResult<()> {
+        self.open.full(self.inner.check_room(bytes, new_task))
+    }
+
+    fn expired_tasks(&self) -> ExpiredTasks {
+        self.inner.expired_tasks()
+    }
+
+    async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
+        if !is_open(&task) {
+            return self.open.full(self.inner.create(owner, task).await);
+        }
+        let caller = self.open.caller_of(&task.id, owner);
+        let id = task.id.clone();
+        match self.open.try_admit(&caller, &id) {
+            Admit::Yes => {}
+            Admit::No(e) => return Err(e),
+            Admit::Check(ids) => {
+                let mut gone = Vec::new();
+                for other in ids {
+                    // A read that fails counts the task as open.
+                    let open = match self.inner.get(&other, Some(0)).await {
+                        Ok(Some(s)) => is_open(&s.task),
+                        Ok(None) => false,
+                        Err(_) => true,
+                    };
+                    if !open {
+                        gone.push(other);
+                    }
+                }
+                self.open.admit_after_check(&caller, &id, &gone)?;
+            }
+        }
+        let created = self.inner.create(owner, task).await;
+        if created.is_err() {
+            self.open.finished(&id);
+        }
+        self.open.full(created)
+    }
+
+    async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
+        let updated = self.inner.update(task_id, update).await;
+        self.updated(task_id, updated)
+    }
+
+    async fn get(
+        &self,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> A2aResult<Option<StoredTask>> {
+        self.inner.get(task_id, history_length).await
+    }
+
+    async fn list(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
+        self.inner.list(owner, query).await
+    }
+
+    async fn put_push_config(&self, config: &StoredPushConfig) -> A2aResult<()> {
+        self.inner.put_push_config(config).await
+    }
+
+    async fn get_push_config(
+        &self,
+        task_id: &str,
+        id: &str,
+    ) -> A2aResult<Option<StoredPushConfig>> {
+        self.inner.get_push_config(task_id, id).await
+    }
+
+    async fn list_push_configs(&self, task_id: &str) -> A2aResult<Vec<StoredPushConfig>> {
+        self.inner.list_push_configs(task_id).await
+    }
+
+    async fn delete_push_config(&self, task_id: &str, id: &str) -> A2aResult<bool> {
+        self.inner.delete_push_config(task_id, id).await
+    }
+
+    async fn purge_terminal_older_than(&self, age: Duration) -> A2aResult<u64> {
+        let purged = self.inner.purge_terminal_older_than(age).await?;
+        self.open
+            .purged_retention
+            .fetch_add(purged, Ordering::Relaxed);
+        Ok(purged)
+    }
+
+    async fn unfinished(&self) -> A2aResult<Vec<StoredTask>> {
+        self.inner.unfinished().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{MemoryStore, MemoryStoreConfig};
+    use agentwire_types::{TaskState, TaskStatus};
+
+    fn task(id: &str, state: TaskState) -> Task {
+        Task {
+            id: id.into(),
+            context_id: "c".into(),
+            status: Some(TaskStatus::new(state)),
+            ..Default::default()
+        }
+    }
+
+    fn to(state: TaskState) -> TaskUpdate {
+        TaskUpdate::Status {
+            status: TaskStatus::new(state),
+            metadata: None,
+        }
+    }
+
+    fn alice() -> Owner {
+        Owner {
+            tenant: String::new(),
+            principal: "apikey:alice".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_caller_at_its_bound_is_refused_until_a_task_ends() {
+        let open = Arc::new(OpenTasks::new(Some(2)));
+        let store = Admitting::wrap(Arc::new(MemoryStore::default()), Arc::clone(&open));
+        let now = store.immediate().unwrap();
+        now.create_now(&alice(), task("a1", TaskState::InputRequired))
+            .unwrap();
+        now.create_now(&alice(), task("a2", TaskState::Working))
+            .unwrap();
+        // Finished tasks do not count.
+        now.create_now(&alice(), task("done", TaskState::Completed))
+            .unwrap();
+        let e = now
+            .create_now(&alice(), task("a3", TaskState::Working))
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unavailable);
+        assert!(e.message.contains("apikey:alice"), "{}", e.message);
+        // Another caller is not.
+        let bob = Owner {
+            principal: "apikey:bob".into(),
+            ..Default::default()
+        };
+        now.create_now(&bob, task("b1", TaskState::Working))
+            .unwrap();
+        // One of alice's tasks ends: room again.
+        now.update_now("a2", to(TaskState::Canceled)).unwrap();
+        now.create_now(&alice(), task("a3", TaskState::Working))
+            .unwrap();
+        assert_eq!(open.count(&Caller::Principal("apikey:alice".into())), 2);
+        let stats = open.stats(&*store);
+        assert_eq!(stats.refused_caller_bound, 1);
+    }
+
+    #[tokio::test]
+    async fn tasks_gone_from_the_store_are_not_counted_at_the_bound() {
+        let open = Arc::new(OpenTasks::new(Some(1)));
+        let memory = Arc::new(MemoryStore::new(MemoryStoreConfig {
+            idle_ttl: Duration::from_millis(20),
+            ..Default::default()
+        }));
+        let store = Admitting::wrap(memory.clone(), Arc::clone(&open));
+        store
+            .create(&alice(), task("a1", TaskState::InputRequired))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        // Expired by the store's open-task TTL, unseen by the wrapper.
+        memory.sweep();
+        assert_eq!(store.get("a1", None).await.unwrap().map(|_| ()), None);
+        store
+            .create(&alice(), task("a2", TaskState::InputRequired))
+            .await
+            .unwrap();
+        assert_eq!(open.count(&Caller::Principal("apikey:alice".into())), 1);
+        assert_eq!(store.expired_tasks().open_ttl, 1);
+    }
+
+    #[test]
+    fn anonymous_callers_count_by_address() {
+        let anon = Owner::default();
+        let v4: std::net::SocketAddr = "127.0.0.2:5000".parse().unwrap();
+        assert_eq!(
+            Caller::of(&anon, Some(v4)),
+            Caller::Address("127.0.0.2".parse().unwrap())
+        );
+        let a: std::net::SocketAddr = "[2001:db8:1:2:3:4:5:6]:1".parse().unwrap();
+        let b: std::net::SocketAddr = "[2001:db8:1:2:ffff::1]:1".parse().unwrap();
+        assert_eq!(Caller::of(&anon, Some(a)), Caller::of(&anon, Some(b)));
+        let mapped: std::net::SocketAddr = "[::ffff:10.0.0.1]:1".parse().unwrap();
+        assert_eq!(
+            Caller::of(&anon, Some(mapped)),
+            Caller::Address("10.0.0.1".parse().unwrap())
+        );
+        assert_eq!(Caller::of(&anon, None), Caller::Anonymous);
+        assert_eq!(
+            Caller::of(&alice(), Some(v4)),
+            Caller::Principal("apikey:alice".into())
+        );
+    }
+}
