@@ -437,10 +437,13 @@ impl CardResolver {
                 });
             }
         }
+        // The version (spec 3.6.1): an agent that also serves 0.3 clients
+        // answers a request without one with its card for them.
         let mut rb = self
             .http
             .get(url)
-            .header(http::header::ACCEPT, "application/json");
+            .header(http::header::ACCEPT, "application/json")
+            .header("a2a-version", agentwire_types::PROTOCOL_VERSION);
         if let Some(etag) = cached.as_ref().and_then(|e| e.etag.as_deref()) {
             rb = rb.header(http::header::IF_NONE_MATCH, etag);
         }
@@ -1490,8 +1493,9 @@ mod tests {
         assert_eq!(read_agent_card_file(&good).unwrap().name, "File Agent");
     }
 
+    /// The echo agent with `Cache-Control: no-cache` (max-age 0).
     async fn echo_server() -> agentwire_server::ServerHandle {
-        echo_server_on("127.0.0.1:0", None, true).await
+        echo_server_on("127.0.0.1:0", Some(Duration::ZERO), true).await
     }
 
     /// The echo agent on `addr`, with a card max-age and streaming or not.
