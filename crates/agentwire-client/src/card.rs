@@ -988,10 +988,22 @@ impl SignatureReport {
     pub fn describe(&self) -> String {
         match &self.status {
             jws::CardSignatureStatus::Absent => "absent".into(),
-            jws::CardSignatureStatus::Verified { kid, algorithm, .. } => match &self.key_source {
-                Some(src) => format!("verified ({algorithm}, key {kid}, from {src})"),
-                None => format!("verified ({algorithm}, key {kid})"),
-            },
+            jws::CardSignatureStatus::Verified {
+                kid,
+                algorithm,
+                form,
+                ..
+            } => {
+                // The SDKs' form (null and empty values left out) is named.
+                let form = match form {
+                    jws::CardSignatureForm::Sdk => ", SDK form",
+                    _ => "",
+                };
+                match &self.key_source {
+                    Some(src) => format!("verified ({algorithm}, key {kid}, from {src}{form})"),
+                    None => format!("verified ({algorithm}, key {kid}{form})"),
+                }
+            }
             jws::CardSignatureStatus::Unverified { reason } => format!("unverified: {reason}"),
         }
     }
@@ -1006,7 +1018,8 @@ impl SignatureReport {
 ///
 /// A card is verified when one of its signatures verifies with one of
 /// these keys over the card's canonical form (JCS, without `signatures`,
-/// default values left out). The card checked is the one the client
+/// default values left out), or over the form the official SDKs sign (the
+/// same without null and empty values; see [`jws::CardSignatureForm`]). The card checked is the one the client
 /// parsed: members this version of the protocol does not define, which
 /// the client ignores, are not part of it.
 ///
