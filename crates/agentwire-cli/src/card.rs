@@ -22,7 +22,7 @@ pub enum CardCommand {
 #[derive(Args, Debug)]
 pub struct SignArgs {
     /// Sign with this private key (a PEM file: Ed25519 signs with EdDSA, P-256 with ES256, RSA with RS256). Repeatable: one signature per key.
-    #[arg(long = "key", value_name = "KEY_FILE", required = true)]
+    #[arg(long = "signing-key", value_name = "KEY_FILE", required = true)]
     pub key: Vec<std::path::PathBuf>,
     /// The `jku` of the signatures: the URL of the JWKS publishing the public keys.
     #[arg(long, value_name = "URL")]
@@ -165,7 +165,7 @@ async fn sign(g: &Globals, args: SignArgs) -> Result<u8, CliError> {
         agentwire_server::CardSigning::default().form(args.card_signature_form.into());
     for f in &args.key {
         let key = agentwire_types::jws::SigningKey::from_pem_file(f).map_err(|e| {
-            CliError::usage(format!("--key: {e}"))
+            CliError::usage(format!("--signing-key: {e}"))
                 .with_hint("give a PEM private key: Ed25519, P-256 or RSA")
         })?;
         signing = signing.key(key);

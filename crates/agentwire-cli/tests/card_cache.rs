@@ -2,8 +2,8 @@
 //! address of the one whose card is cached: an operation the cached card
 //! does not declare is refused only after the card was revalidated (and the
 //! new agent's card is then used); `--no-cache` / `A2ACLI_NO_CACHE` fetch
-//! the card afresh; and with the server's default `Cache-Control:
-//! no-cache`, the new card is seen at once.
+//! the card afresh; and with `Cache-Control: no-cache` (a max-age of 0),
+//! the new card is seen at once.
 
 mod common;
 
@@ -190,8 +190,8 @@ async fn a_cached_card_is_revalidated_before_a_refusal_or_bypassed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_the_default_no_cache_a_new_agent_is_seen_at_once() {
-    let old = plain_agent("127.0.0.1:0", None).await;
+async fn with_no_cache_a_new_agent_is_seen_at_once() {
+    let old = plain_agent("127.0.0.1:0", Some(Duration::ZERO)).await;
     let addr = old.local_addr().to_string();
     let env = Env::new();
     assert!(!streaming(&card_of(&env, &addr, &[])));
@@ -204,7 +204,7 @@ async fn with_the_default_no_cache_a_new_agent_is_seen_at_once() {
         out.stderr
     );
     old.shutdown().await.expect("stop the first agent");
-    let _new = rich_agent(&addr, None).await;
+    let _new = rich_agent(&addr, Some(Duration::ZERO)).await;
     assert!(streaming(&card_of(&env, &addr, &[])));
     let out = env.run(&[
         "send", "-a", &addr, "--bearer", "tok", "--stream", "-o", "json", "chunks",
@@ -255,11 +255,12 @@ async fn serve_child(env: &Env, extra: &[&str]) -> (std::process::Child, String)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_sends_no_cache_unless_a_max_age_is_chosen() {
+async fn serve_sends_a_max_age_of_5_minutes_unless_another_is_chosen() {
     let env = Env::new();
     for (extra, want) in [
-        (&[][..], "no-cache"),
-        (&["--card-max-age", "5m"][..], "public, max-age=300"),
+        (&[][..], "public, max-age=300"),
+        (&["--card-max-age", "1h"][..], "public, max-age=3600"),
+        (&["--card-max-age", "0s"][..], "no-cache"),
     ] {
         let (mut child, url) = serve_child(&env, extra).await;
         agentwire_client::install_crypto_provider();

@@ -437,10 +437,13 @@ impl CardResolver {
                 });
             }
         }
+        // The version (spec 3.6.1): an agent that also serves 0.3 clients
+        // answers a request without one with its card for them.
         let mut rb = self
             .http
             .get(url)
-            .header(http::header::ACCEPT, "application/json");
+            .header(http::header::ACCEPT, "application/json")
+            .header("a2a-version", agentwire_types::PROTOCOL_VERSION);
         if let Some(etag) = cached.as_ref().and_then(|e| e.etag.as_deref()) {
             rb = rb.header(http::header::IF_NONE_MATCH, etag);
         }
@@ -985,10 +988,22 @@ impl SignatureReport {
     pub fn describe(&self) -> String {
         match &self.status {
             jws::CardSignatureStatus::Absent => "absent".into(),
-            jws::CardSignatureStatus::Verified { kid, algorithm, .. } => match &self.key_source {
-                Some(src) => format!("verified ({algorithm}, key {kid}, from {src})"),
-                None => format!("verified ({algorithm}, key {kid})"),
-            },
+            jws::CardSignatureStatus::Verified {
+                kid,
+                algorithm,
+                form,
+                ..
+            } => {
+                // The SDKs' form (null and empty values left out) is named.
+                let form = match form {
+                    jws::CardSignatureForm::Sdk => ", SDK form",
+                    _ => "",
+                };
+                match &self.key_source {
+                    Some(src) => format!("verified ({algorithm}, key {kid}, from {src}{form})"),
+                    None => format!("verified ({algorithm}, key {kid}{form})"),
+                }
+            }
             jws::CardSignatureStatus::Unverified { reason } => format!("unverified: {reason}"),
         }
     }
@@ -1003,7 +1018,8 @@ impl SignatureReport {
 ///
 /// A card is verified when one of its signatures verifies with one of
 /// these keys over the card's canonical form (JCS, without `signatures`,
-/// default values left out). The card checked is the one the client
+/// default values left out), or over the form the official SDKs sign (the
+/// same without null and empty values; see [`jws::CardSignatureForm`]). The card checked is the one the client
 /// parsed: members this version of the protocol does not define, which
 /// the client ignores, are not part of it.
 ///
@@ -1490,8 +1506,9 @@ mod tests {
         assert_eq!(read_agent_card_file(&good).unwrap().name, "File Agent");
     }
 
+    /// The echo agent with `Cache-Control: no-cache` (max-age 0).
     async fn echo_server() -> agentwire_server::ServerHandle {
-        echo_server_on("127.0.0.1:0", None, true).await
+        echo_server_on("127.0.0.1:0", Some(Duration::ZERO), true).await
     }
 
     /// The echo agent on `addr`, with a card max-age and streaming or not.
