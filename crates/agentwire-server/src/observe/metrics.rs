@@ -253,6 +253,8 @@ impl Metrics {
             "Task rows the store could not read (set aside at start-up, skipped in listings, \
              refused to a read): see docs/operations.md",
             live.unreadable_rows.clone(),
+        );
+        registry.register(
             "admission_refused",
             "New work refused before it could hold anything, by reason (caller_open_tasks, store_full, in_flight)",
             live.refused.clone(),
