@@ -349,6 +349,9 @@ pub enum TlsFailure {
     /// Another TLS failure (no common protocol version or cipher, a
     /// malformed message...).
     Other(String),
+    /// A plaintext call (`http://`) reached a port that speaks TLS: the
+    /// URL to call instead (`https://`).
+    PlaintextToTls(String),
 }
 
 impl TlsFailure {
@@ -357,7 +360,8 @@ impl TlsFailure {
         match self {
             TlsFailure::ServerCertificate(s)
             | TlsFailure::ClientCertificate(s)
-            | TlsFailure::Other(s) => s,
+            | TlsFailure::Other(s)
+            | TlsFailure::PlaintextToTls(s) => s,
         }
     }
 }
@@ -375,6 +379,16 @@ fn classify(e: &rustls::Error) -> TlsFailure {
                 C::NotValidYet | C::NotValidYetContext { .. } => "it is not valid yet".into(),
                 C::NotValidForName | C::NotValidForNameContext { .. } => {
                     "it is not valid for this host name".into()
+                }
+                C::InvalidPurpose | C::InvalidPurposeContext { .. } => {
+                    "it is not meant for a server (extended key usage)".into()
+                }
+                // webpki's error, named in its Display form (rustls keeps
+                // it as an opaque "other" error).
+                C::Other(o) if o.to_string().contains("CaUsedAsEndEntity") => {
+                    "it is a certificate authority's certificate (CA:TRUE) that this client \
+                     does not trust as the agent's own"
+                        .into()
                 }
                 other => format!("{other:?}"),
             };
@@ -407,7 +421,40 @@ pub fn tls_failure(e: &ClientError) -> Option<TlsFailure> {
         } => s.as_ref(),
         _ => return None,
     };
+    if let Some(p) = find_plaintext(source) {
+        return Some(TlsFailure::PlaintextToTls(p.https_url.clone()));
+    }
     find_rustls(source).map(classify)
+}
+
+/// The cause [`diagnose`] gives a plaintext call to a TLS port.
+#[derive(Debug)]
+struct PlaintextToTls {
+    https_url: String,
+}
+
+impl std::fmt::Display for PlaintextToTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the agent answers with TLS on this port: call {}",
+            self.https_url
+        )
+    }
+}
+
+impl std::error::Error for PlaintextToTls {}
+
+fn find_plaintext<'a>(
+    mut cur: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a PlaintextToTls> {
+    for _ in 0..32 {
+        if let Some(p) = cur.downcast_ref::<PlaintextToTls>() {
+            return Some(p);
+        }
+        cur = cur.source()?;
+    }
+    None
 }
 
 fn find_rustls<'a>(mut cur: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
@@ -452,6 +499,14 @@ pub async fn diagnose(e: ClientError, url: &str, tls: Option<&TlsOptions>) -> Cl
     ) && tls_failure(&e).is_none();
     if !unexplained {
         return e;
+    }
+    if let Some(https_url) = speaks_tls(url).await {
+        let cause = PlaintextToTls { https_url };
+        return ClientError::Connect {
+            url: url.to_owned(),
+            message: cause.to_string(),
+            source: Some(Box::new(cause)),
+        };
     }
     let default = TlsOptions::default();
     match probe(url, tls.unwrap_or(&default)).await {
@@ -508,6 +563,34 @@ async fn probe(url: &str, tls: &TlsOptions) -> Option<rustls::Error> {
         }
     };
     tokio::time::timeout(PROBE_LIMIT, attempt).await.ok()?
+}
+
+/// For a plaintext URL (`http://`, `grpc://`, `host:port`): whether its
+/// port completes a TLS handshake (any certificate accepted, nothing sent
+/// after it); the `https://` form of the URL if so.
+async fn speaks_tls(url: &str) -> Option<String> {
+    let trimmed = url.trim();
+    let (scheme, rest) = trimmed.split_once("://").unwrap_or(("http", trimmed));
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "grpc" {
+        return None;
+    }
+    let uri: http::Uri = format!("http://{rest}").parse().ok()?;
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().unwrap_or(80);
+    let mut config = TlsOptions::new()
+        .danger_accept_invalid_certs(true)
+        .rustls_client_config()
+        .ok()?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned()).ok()?;
+    let attempt = async {
+        let tcp = tokio::net::TcpStream::connect((host, port)).await.ok()?;
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        connector.connect(name, tcp).await.ok()
+    };
+    tokio::time::timeout(PROBE_LIMIT, attempt).await.ok()??;
+    Some(format!("https://{rest}"))
 }
 
 fn alert_of(io: &std::io::Error) -> Option<rustls::Error> {
