@@ -265,12 +265,13 @@ impl Settings {
 /// The TLS settings of `--cacert` and `--cert`/`--key`: the files read and
 /// checked now, so that a wrong path is a usage error before any call.
 fn tls_options(g: &Globals) -> Result<TlsOptions, CliError> {
-    let mut tls = TlsOptions::new();
+    // `--insecure` on every binding (gRPC's channel included).
+    let mut tls = TlsOptions::new().danger_accept_invalid_certs(g.insecure);
     if let Some(ca) = &g.cacert {
         tls = tls
             .ca_file(ca)
             .map_err(|e| tls_usage("--cacert", &e).with_hint(
-                "give --cacert a PEM file with the certificate of the authority that signed the agent's certificate",
+                "give --cacert a PEM file with the certificate of the authority that signed the agent's certificate (or the agent's own self-signed certificate)",
             ))?;
     }
     match (&g.cert, &g.key) {

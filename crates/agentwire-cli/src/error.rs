@@ -285,26 +285,39 @@ impl CliError {
                 format!("the TLS certificate of the agent{url} is not trusted: {why}"),
             )
             .with_hint(
-                "pass --cacert <file> with the certificate of the authority that signed the                  agent's certificate (or check the address: the certificate must name its host)",
+                "pass --cacert <file> with the certificate of the authority that signed the \
+                 agent's certificate, or the agent's own certificate if it is self-signed (or \
+                 check the address: the certificate must name its host)",
             ),
             TlsFailure::ClientCertificate(why) if ctx.client_certificate => CliError::new(
                 code::AUTH_FAILED,
                 exit::AUTH,
                 format!(
-                    "the agent{url} refused the TLS connection over the client certificate                      ({why})"
+                    "the agent{url} refused the TLS connection over the client certificate \
+                     ({why})"
                 ),
             )
             .with_hint(
-                "the agent does not accept this certificate (--cert): use one signed by an                  authority the agent trusts, not expired",
+                "the agent does not accept this certificate (--cert): use one signed by an \
+                 authority the agent trusts, not expired",
             ),
             TlsFailure::ClientCertificate(why) => CliError::new(
                 code::CREDENTIALS_MISSING,
                 exit::AUTH,
                 format!(
-                    "the agent{url} refused the TLS connection without a client certificate                      ({why})"
+                    "the agent{url} refused the TLS connection without a client certificate \
+                     ({why})"
                 ),
             )
             .with_hint("the agent requires mutual TLS: pass --cert <file> --key <file>"),
+            TlsFailure::PlaintextToTls(https_url) => CliError::new(
+                code::UNREACHABLE,
+                exit::UNREACHABLE,
+                format!(
+                    "the agent{url} answers with TLS (HTTPS), not plain HTTP: call it with https://"
+                ),
+            )
+            .with_hint(format!("use the https:// address: {https_url}")),
             TlsFailure::Other(why) => CliError::new(
                 code::UNREACHABLE,
                 exit::UNREACHABLE,
@@ -314,7 +327,10 @@ impl CliError {
             _ => CliError::new(
                 code::UNREACHABLE,
                 exit::UNREACHABLE,
-                format!("the TLS connection to the agent{url} failed: {}", failure.detail()),
+                format!(
+                    "the TLS connection to the agent{url} failed: {}",
+                    failure.detail()
+                ),
             ),
         }
     }

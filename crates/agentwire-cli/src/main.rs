@@ -795,7 +795,9 @@ fn log_filter(debug: bool, serving: bool) -> (tracing_subscriber::EnvFilter, Opt
         EnvFilter::new(if serving {
             serve::DEFAULT_SERVE_LOG
         } else {
-            "error"
+            // rustls-platform-verifier logs a refused certificate as an
+            // error, which the client reports once itself.
+            "error,rustls_platform_verifier=off"
         })
     };
     for (var, deprecated) in [("RUST_LOG", false), ("A2A_LOG", true)] {

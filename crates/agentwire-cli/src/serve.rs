@@ -1294,6 +1294,7 @@ async fn bind(
             server.sign_card(card_signing(&args.sign_card)?.form(args.card_signature_form.into()));
     }
     let tls = args.auth.tls_cert.is_some();
+    let mut tls_config = None;
     if let (Some(cert), Some(key)) = (&args.auth.tls_cert, &args.auth.tls_key) {
         let mut config = agentwire_server::TlsConfig::new(cert, key);
         if let Some(ca) = &args.auth.client_ca {
@@ -1305,6 +1306,10 @@ async fn bind(
                 "give --tls-cert a PEM certificate chain and --tls-key its PEM private key",
             )
         })?;
+        if let Some(url) = &args.public_url {
+            public_url_warning(url, &config, cert);
+        }
+        tls_config = Some(config.clone());
         server = server.tls(config);
     }
     let scheme = if tls { "https" } else { "http" };
@@ -1331,6 +1336,11 @@ async fn bind(
     // Listening on every interface: `local` is no address to call.
     let every_interface = local.ip().is_unspecified();
     let reachable = agentwire_server::advertised_addr(local);
+    // Over TLS, a host the certificate names (as the card advertises).
+    let reachable = match &tls_config {
+        Some(config) => config.advertised_authority(reachable),
+        None => reachable.to_string(),
+    };
     let card = bound.agent_card();
     if every_interface {
         say!(
@@ -1421,6 +1431,29 @@ fn default_open_tasks_per_caller(store: &StoreSpec, max_tasks: Option<usize>) ->
     match store {
         StoreSpec::Memory => (max_tasks.unwrap_or(DEFAULT_MAX_TASKS) / 10).max(1),
         _ => 1000,
+    }
+}
+
+/// Warns when the host of `--public-url` is not a name of the TLS
+/// certificate: clients calling that URL would refuse the certificate.
+fn public_url_warning(url: &str, config: &agentwire_server::TlsConfig, cert: &std::path::Path) {
+    let Some(host) = url
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.host().map(str::to_owned))
+    else {
+        return;
+    };
+    if let Ok(names) = config.certificate_names() {
+        if !names.covers(&host) {
+            eprintln!(
+                "warning: --public-url {url}: the TLS certificate {} does not name {host} (it \
+                 names {}), so clients calling that URL will refuse it; use a certificate for \
+                 {host} (subjectAltName) or a --public-url with a name it covers",
+                cert.display(),
+                names.describe()
+            );
+        }
     }
 }
 

@@ -515,3 +515,199 @@ fn a_stream_outlives_a_certificate_reload() {
         "the stream ended cleanly: {err}"
     );
 }
+
+// ----- certificates made with `openssl req -x509` (issues 41 and 42) ------
+
+/// Makes a self-signed certificate the common way (`openssl req -x509`,
+/// which marks it as an authority: basicConstraints CA:TRUE) for
+/// `subject_alt_names` (`DNS:localhost,IP:127.0.0.1`): `dir/NAME.pem` and
+/// `dir/NAME.key`, the paths.
+fn openssl_self_signed(dir: &Path, name: &str, subject_alt_names: &str) -> (String, String) {
+    let cert = dir.join(format!("{name}.pem"));
+    let key = dir.join(format!("{name}.key"));
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:P-256", "-nodes", "-days", "30"])
+        .args(["-subj", "/CN=localhost", "-addext"])
+        .arg(format!("subjectAltName={subject_alt_names}"))
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run openssl (install the openssl command)");
+    assert!(out.status.success(), "openssl req -x509: {out:?}");
+    let text = Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in"])
+        .arg(&cert)
+        .output()
+        .expect("openssl x509");
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("CA:TRUE"),
+        "openssl marks the certificate as an authority"
+    );
+    (cert.display().to_string(), key.display().to_string())
+}
+
+/// `a2a send --cacert` with the agent's own `openssl req -x509`
+/// certificate: accepted on every binding, with the card fetched from
+/// `https://localhost:PORT` and from `https://127.0.0.1:PORT`; the card
+/// advertises a host the certificate names.
+#[test]
+fn openssl_self_signed_certificate_is_trusted_with_cacert() {
+    let env = Env::new();
+    let dir = env.cwd();
+    let (cert, key) = openssl_self_signed(&dir, "agent", "DNS:localhost,IP:127.0.0.1");
+    let serving = Serving::start(&env, &["--tls-cert", &cert, "--tls-key", &key]);
+    let port = serving.port();
+    for host in ["localhost", "127.0.0.1"] {
+        let a = format!("https://{host}:{port}");
+        for t in BINDINGS {
+            let out = a2a(
+                &env,
+                &[
+                    "send",
+                    "-a",
+                    &a,
+                    "--cacert",
+                    &cert,
+                    "--transport",
+                    t,
+                    "--no-cache",
+                    "self signed",
+                ],
+            );
+            out.expect(0);
+            let answer = out.json();
+            assert_eq!(
+                answer["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+                "[{host} {t}] {answer}"
+            );
+        }
+    }
+    // A certificate for localhost only: the card of a server bound to
+    // 127.0.0.1 advertises localhost (which the certificate covers).
+    let (cert, key) = openssl_self_signed(&dir, "localhost-only", "DNS:localhost");
+    let serving = Serving::start(&env, &["--tls-cert", &cert, "--tls-key", &key]);
+    let port = serving.port();
+    let a = format!("https://localhost:{port}");
+    let out = a2a(
+        &env,
+        &["card", "get", "-a", &a, "--cacert", &cert, "--no-cache"],
+    );
+    out.expect(0);
+    for iface in out.json()["supportedInterfaces"]
+        .as_array()
+        .expect("interfaces")
+    {
+        let url = iface["url"].as_str().expect("url");
+        assert!(
+            url.starts_with(&format!("https://localhost:{port}")),
+            "an advertised URL the certificate covers: {url}"
+        );
+    }
+    for t in BINDINGS {
+        let out = a2a(
+            &env,
+            &["send", "-a", &a, "--cacert", &cert, "--transport", t, "hi"],
+        );
+        out.expect(0);
+    }
+}
+
+/// `--public-url` with a host the certificate does not name: a warning at
+/// start; a wrong CA: one clean error (exit 3, no log line, no run of
+/// spaces in the hint); `http://` to the TLS port: use https:// (exit 3);
+/// `--insecure` applies to gRPC too.
+#[test]
+fn openssl_certificate_mistakes_are_explained() {
+    let env = Env::new();
+    let dir = env.cwd();
+    let (cert, key) = openssl_self_signed(&dir, "agent", "DNS:localhost,IP:127.0.0.1");
+    let (other, _) = openssl_self_signed(&dir, "other", "DNS:localhost");
+
+    let serving = Serving::start(
+        &env,
+        &[
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--public-url",
+            "https://agent.example.com:8443",
+        ],
+    );
+    let err = serving.stop();
+    assert!(
+        err.contains("warning: --public-url") && err.contains("does not name agent.example.com"),
+        "{err}"
+    );
+
+    let serving = Serving::start(&env, &["--tls-cert", &cert, "--tls-key", &key]);
+    let port = serving.port();
+    let a = format!("https://127.0.0.1:{port}");
+    for t in BINDINGS {
+        let out = env.run(&[
+            "send",
+            "-a",
+            &a,
+            "--cacert",
+            &other,
+            "--transport",
+            t,
+            "--no-cache",
+            "hi",
+        ]);
+        out.expect(3);
+        assert!(
+            out.stderr.contains("is not trusted"),
+            "[{t}] {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains("ERROR"), "[{t}] {}", out.stderr);
+        assert!(!out.stderr.contains("   "), "[{t}] {}", out.stderr);
+        assert_eq!(
+            out.stderr
+                .lines()
+                .filter(|l| l.starts_with("error:"))
+                .count(),
+            1,
+            "[{t}] {}",
+            out.stderr
+        );
+    }
+    // Without --cacert (the system's roots): the same clean error.
+    let out = env.run(&["send", "-a", &a, "--no-cache", "hi"]);
+    out.expect(3);
+    assert!(!out.stderr.contains("ERROR"), "{}", out.stderr);
+    assert!(!out.stderr.contains("   "), "{}", out.stderr);
+
+    let plain = format!("http://127.0.0.1:{port}");
+    let out = a2a(&env, &["send", "-a", &plain, "--no-cache", "hi"]);
+    out.expect(3);
+    assert_eq!(error_code(&out), "A2ACLI_ERR_UNREACHABLE", "{}", out.stdout);
+    assert!(out.stderr.contains("https://"), "{}", out.stderr);
+    assert!(
+        !out.stdout.contains("invalid HTTP version"),
+        "{}",
+        out.stdout
+    );
+
+    for t in BINDINGS {
+        let out = a2a(
+            &env,
+            &[
+                "send",
+                "-a",
+                &a,
+                "--insecure",
+                "--transport",
+                t,
+                "--no-cache",
+                "hi",
+            ],
+        );
+        out.expect(0);
+    }
+}

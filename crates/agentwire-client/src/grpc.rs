@@ -78,32 +78,84 @@ pub(crate) fn endpoint_uri(url: &str) -> ClientResult<(String, bool)> {
     Ok((uri, tls))
 }
 
-pub(crate) fn endpoint(url: &str, tls_options: Option<&TlsOptions>) -> ClientResult<Endpoint> {
+/// A gRPC endpoint and, over TLS, the connector that makes its
+/// connections.
+pub(crate) struct GrpcEndpoint {
+    endpoint: Endpoint,
+    #[cfg(feature = "grpc-tls")]
+    tls: Option<crate::tls::GrpcTlsConnector>,
+}
+
+impl GrpcEndpoint {
+    /// A channel connecting on first use.
+    pub(crate) fn connect_lazy(self) -> Channel {
+        #[cfg(feature = "grpc-tls")]
+        if let Some(tls) = self.tls {
+            return self.endpoint.connect_with_connector_lazy(tls);
+        }
+        self.endpoint.connect_lazy()
+    }
+
+    /// A channel connected now.
+    pub(crate) async fn connect(self) -> Result<Channel, tonic::transport::Error> {
+        #[cfg(feature = "grpc-tls")]
+        if let Some(tls) = self.tls {
+            return self.endpoint.connect_with_connector(tls).await;
+        }
+        self.endpoint.connect().await
+    }
+}
+
+/// The endpoint of a gRPC interface URL. Over TLS, the connections are
+/// made by [`crate::tls::GrpcTlsConnector`] (the certificate checks of
+/// [`TlsOptions`]): the endpoint then connects to `http://` (tonic would
+/// otherwise want TLS of its own) while the requests keep the `https://`
+/// origin.
+pub(crate) fn endpoint(url: &str, tls_options: Option<&TlsOptions>) -> ClientResult<GrpcEndpoint> {
     let (uri, tls) = endpoint_uri(url)?;
-    let ep = Endpoint::from_shared(uri.clone())
-        .map_err(|e| ClientError::InvalidRequest(format!("invalid gRPC URL {url:?}: {e}")))?
+    let invalid = |e: tonic::transport::Error| {
+        ClientError::InvalidRequest(format!("invalid gRPC URL {url:?}: {e}"))
+    };
+    let connect_uri = match uri.strip_prefix("https://") {
+        Some(authority) => format!("http://{authority}"),
+        None => uri.clone(),
+    };
+    let ep = Endpoint::from_shared(connect_uri)
+        .map_err(invalid)?
         .connect_timeout(DEFAULT_CONNECT_TIMEOUT)
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_while_idle(false);
     if tls {
-        return tls_endpoint(ep, url, tls_options);
+        let origin = Endpoint::from_shared(uri).map_err(invalid)?.uri().clone();
+        return tls_endpoint(ep.origin(origin), url, tls_options);
     }
-    Ok(ep)
+    Ok(GrpcEndpoint {
+        endpoint: ep,
+        #[cfg(feature = "grpc-tls")]
+        tls: None,
+    })
 }
 
 #[cfg(feature = "grpc-tls")]
-fn tls_endpoint(ep: Endpoint, url: &str, options: Option<&TlsOptions>) -> ClientResult<Endpoint> {
-    let config = match options {
-        Some(o) => o.tonic_config(),
-        None => tonic::transport::ClientTlsConfig::new().with_webpki_roots(),
-    };
-    ep.tls_config(config)
-        .map_err(|e| ClientError::InvalidRequest(format!("TLS setup for {url:?}: {e}")))
+fn tls_endpoint(
+    ep: Endpoint,
+    _url: &str,
+    options: Option<&TlsOptions>,
+) -> ClientResult<GrpcEndpoint> {
+    let default = TlsOptions::default();
+    Ok(GrpcEndpoint {
+        endpoint: ep,
+        tls: Some(options.unwrap_or(&default).grpc_connector()?),
+    })
 }
 
 #[cfg(not(feature = "grpc-tls"))]
-fn tls_endpoint(_ep: Endpoint, url: &str, _options: Option<&TlsOptions>) -> ClientResult<Endpoint> {
+fn tls_endpoint(
+    _ep: Endpoint,
+    url: &str,
+    _options: Option<&TlsOptions>,
+) -> ClientResult<GrpcEndpoint> {
     Err(ClientError::InvalidRequest(format!(
         "gRPC over TLS ({url}) needs the `grpc-tls` feature of agentwire-client; \
          this build only speaks plaintext gRPC (host:port, http://, grpc://)"

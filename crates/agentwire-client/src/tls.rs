@@ -5,6 +5,14 @@
 //! the gRPC channel; and the classification of a failed TLS handshake
 //! ([`tls_failure`]).
 //!
+//! A certificate given as trusted ([`TlsOptions::ca_pem`]) is an authority
+//! whose certificates are accepted, and is also accepted as the agent's own
+//! certificate when the agent presents exactly it, for its host name and
+//! within its dates: the self-signed certificate of
+//! `openssl req -x509 -subj /CN=localhost -addext subjectAltName=...`,
+//! which OpenSSL marks as an authority, works as it does with curl's
+//! `--cacert`.
+//!
 //! ```no_run
 //! # fn demo() -> Result<(), agentwire_client::ClientError> {
 //! use agentwire_client::{Client, tls::TlsOptions};
@@ -17,8 +25,14 @@
 //! ```
 
 use std::path::Path;
+use std::sync::Arc;
+
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 use crate::error::ClientError;
+
+mod verify;
 
 /// The TLS settings of a client (see the module documentation).
 ///
@@ -31,6 +45,8 @@ pub struct TlsOptions {
     ca_pem: Option<Vec<u8>>,
     /// The client certificate chain and its private key (PEM).
     identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// No verification of the agent's certificate (`--insecure`).
+    insecure: bool,
 }
 
 impl std::fmt::Debug for TlsOptions {
@@ -39,6 +55,7 @@ impl std::fmt::Debug for TlsOptions {
         f.debug_struct("TlsOptions")
             .field("custom_roots", &self.ca_pem.is_some())
             .field("client_certificate", &self.identity.is_some())
+            .field("insecure", &self.insecure)
             .finish()
     }
 }
@@ -57,7 +74,21 @@ impl TlsOptions {
 
     /// Whether nothing is set.
     pub fn is_empty(&self) -> bool {
-        self.ca_pem.is_none() && self.identity.is_none()
+        self.ca_pem.is_none() && self.identity.is_none() && !self.insecure
+    }
+
+    /// Accepts any certificate of the agent, unverified, when `accept`
+    /// (development only: anyone on the way can then pose as the agent),
+    /// on every binding. The default is to verify.
+    pub fn danger_accept_invalid_certs(mut self, accept: bool) -> Self {
+        self.insecure = accept;
+        self
+    }
+
+    /// Whether the agent's certificate goes unverified
+    /// ([`TlsOptions::danger_accept_invalid_certs`]).
+    pub fn accepts_invalid_certs(&self) -> bool {
+        self.insecure
     }
 
     /// Whether a client certificate is set.
@@ -67,7 +98,9 @@ impl TlsOptions {
 
     /// Trusts the certificate authorities of this PEM text (one or more
     /// certificates) for the agent's certificate, instead of the default
-    /// roots.
+    /// roots. A certificate of the text is also accepted as the agent's own
+    /// when the agent presents exactly it (a self-signed certificate), if
+    /// it names the host called and is within its dates.
     pub fn ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Result<Self, ClientError> {
         let pem = pem.into();
         let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
@@ -140,23 +173,33 @@ impl TlsOptions {
     /// These settings applied to a `reqwest` client builder (the HTTP
     /// bindings and card fetches). Call [`crate::install_crypto_provider`]
     /// before building the client.
+    ///
+    /// With trusted certificates ([`TlsOptions::ca_pem`]) or
+    /// [`TlsOptions::danger_accept_invalid_certs`], the builder gets the
+    /// rustls configuration of [`TlsOptions::rustls_client_config`], which
+    /// replaces the builder's own TLS settings and offers HTTP/1.1 only by
+    /// ALPN (as [`crate::http_client_builder`] speaks); otherwise the
+    /// system's roots stay, and the client certificate is added.
     pub fn configure_reqwest(
         &self,
-        mut builder: reqwest::ClientBuilder,
+        builder: reqwest::ClientBuilder,
     ) -> Result<reqwest::ClientBuilder, ClientError> {
-        if let Some(pem) = &self.ca_pem {
-            let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
-                ClientError::InvalidRequest(format!("the CA certificates are not valid PEM: {e}"))
-            })?;
-            builder = builder.tls_certs_only(certs);
+        if self.ca_pem.is_some() || self.insecure {
+            let mut config = self.rustls_client_config()?;
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            return Ok(builder.tls_backend_preconfigured(config));
         }
-        if let Some((cert, key)) = &self.identity {
-            let identity = reqwest::Identity::from_pem(&joined(cert, key)).map_err(|e| {
-                ClientError::InvalidRequest(format!("the client certificate is not usable: {e}"))
-            })?;
-            builder = builder.identity(identity);
+        match &self.identity {
+            Some((cert, key)) => {
+                let identity = reqwest::Identity::from_pem(&joined(cert, key)).map_err(|e| {
+                    ClientError::InvalidRequest(format!(
+                        "the client certificate is not usable: {e}"
+                    ))
+                })?;
+                Ok(builder.identity(identity))
+            }
+            None => Ok(builder),
         }
-        Ok(builder)
     }
 
     /// An HTTP client with these settings and the defaults of
@@ -168,19 +211,117 @@ impl TlsOptions {
             .map_err(|e| ClientError::InvalidRequest(format!("cannot set up TLS: {e}")))
     }
 
-    /// The TLS configuration of a gRPC channel: these roots (else the
-    /// webpki roots) and this client certificate.
-    #[cfg(feature = "grpc-tls")]
-    pub(crate) fn tonic_config(&self) -> tonic::transport::ClientTlsConfig {
-        let mut config = tonic::transport::ClientTlsConfig::new();
-        config = match &self.ca_pem {
-            Some(pem) => config.ca_certificate(tonic::transport::Certificate::from_pem(pem)),
-            None => config.with_webpki_roots(),
+    /// The rustls configuration of these settings, without ALPN protocols
+    /// (the caller sets those): the agent's certificate checked against
+    /// the trusted certificates (see [`TlsOptions::ca_pem`]), else the
+    /// webpki roots, or not at all ([`TlsOptions::danger_accept_invalid_certs`]);
+    /// the client certificate when set. With the process's crypto provider
+    /// (*ring* when none is installed), TLS 1.2 and 1.3. Used for gRPC
+    /// over TLS, and for the HTTP client when certificates are given.
+    pub fn rustls_client_config(&self) -> Result<rustls::ClientConfig, ClientError> {
+        let setup = |e: String| ClientError::InvalidRequest(format!("cannot set up TLS: {e}"));
+        let provider = rustls::crypto::CryptoProvider::get_default()
+            .cloned()
+            .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| setup(e.to_string()))?;
+        let builder = if self.insecure {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(verify::AnyCertificate::new(&provider)))
+        } else if let Some(pem) = &self.ca_pem {
+            let certs = CertificateDer::pem_slice_iter(pem)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| {
+                    ClientError::InvalidRequest(format!(
+                        "the CA certificates are not valid PEM: {e}"
+                    ))
+                })?;
+            let verifier = verify::TrustedCertificates::new(certs, provider).map_err(setup)?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(verifier))
+        } else {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            builder.with_root_certificates(roots)
         };
-        if let Some((cert, key)) = &self.identity {
-            config = config.identity(tonic::transport::Identity::from_pem(cert, key));
+        match &self.identity {
+            Some((cert, key)) => {
+                let chain = CertificateDer::pem_slice_iter(cert)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| {
+                        ClientError::InvalidRequest(format!(
+                            "the client certificate is not valid PEM: {e}"
+                        ))
+                    })?;
+                let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key).map_err(|e| {
+                    ClientError::InvalidRequest(format!("the client key is not valid PEM: {e}"))
+                })?;
+                builder.with_client_auth_cert(chain, key).map_err(|e| {
+                    ClientError::InvalidRequest(format!(
+                        "the client certificate is not usable: {e}"
+                    ))
+                })
+            }
+            None => Ok(builder.with_no_client_auth()),
         }
-        config
+    }
+
+    /// The connector of a gRPC channel over TLS with these settings
+    /// (HTTP/2 by ALPN).
+    #[cfg(feature = "grpc-tls")]
+    pub(crate) fn grpc_connector(&self) -> Result<GrpcTlsConnector, ClientError> {
+        let mut config = self.rustls_client_config()?;
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(GrpcTlsConnector {
+            tls: tokio_rustls::TlsConnector::from(Arc::new(config)),
+        })
+    }
+}
+
+/// Connects a gRPC channel over TLS: TCP to the host and port of the URI
+/// it is given, then the TLS handshake for that host, with the rustls
+/// configuration of [`TlsOptions`]. (tonic's own TLS takes no certificate
+/// verifier of ours.) The channel's connect timeout bounds both.
+#[cfg(feature = "grpc-tls")]
+#[derive(Clone)]
+pub(crate) struct GrpcTlsConnector {
+    tls: tokio_rustls::TlsConnector,
+}
+
+#[cfg(feature = "grpc-tls")]
+impl tonic::codegen::Service<http::Uri> for GrpcTlsConnector {
+    type Response = hyper_util::rt::TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let tls = self.tls.clone();
+        Box::pin(async move {
+            let host = uri
+                .host()
+                .ok_or("the gRPC URL names no host")?
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned();
+            let port = uri.port_u16().unwrap_or(443);
+            let name = rustls::pki_types::ServerName::try_from(host.clone())?;
+            let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+            tcp.set_nodelay(true)?;
+            let stream = tls.connect(name, tcp).await?;
+            Ok(hyper_util::rt::TokioIo::new(stream))
+        })
     }
 }
 
@@ -208,6 +349,9 @@ pub enum TlsFailure {
     /// Another TLS failure (no common protocol version or cipher, a
     /// malformed message...).
     Other(String),
+    /// A plaintext call (`http://`) reached a port that speaks TLS: the
+    /// URL to call instead (`https://`).
+    PlaintextToTls(String),
 }
 
 impl TlsFailure {
@@ -216,7 +360,8 @@ impl TlsFailure {
         match self {
             TlsFailure::ServerCertificate(s)
             | TlsFailure::ClientCertificate(s)
-            | TlsFailure::Other(s) => s,
+            | TlsFailure::Other(s)
+            | TlsFailure::PlaintextToTls(s) => s,
         }
     }
 }
@@ -234,6 +379,16 @@ fn classify(e: &rustls::Error) -> TlsFailure {
                 C::NotValidYet | C::NotValidYetContext { .. } => "it is not valid yet".into(),
                 C::NotValidForName | C::NotValidForNameContext { .. } => {
                     "it is not valid for this host name".into()
+                }
+                C::InvalidPurpose | C::InvalidPurposeContext { .. } => {
+                    "it is not meant for a server (extended key usage)".into()
+                }
+                // webpki's error, named in its Display form (rustls keeps
+                // it as an opaque "other" error).
+                C::Other(o) if o.to_string().contains("CaUsedAsEndEntity") => {
+                    "it is a certificate authority's certificate (CA:TRUE) that this client \
+                     does not trust as the agent's own"
+                        .into()
                 }
                 other => format!("{other:?}"),
             };
@@ -266,7 +421,40 @@ pub fn tls_failure(e: &ClientError) -> Option<TlsFailure> {
         } => s.as_ref(),
         _ => return None,
     };
+    if let Some(p) = find_plaintext(source) {
+        return Some(TlsFailure::PlaintextToTls(p.https_url.clone()));
+    }
     find_rustls(source).map(classify)
+}
+
+/// The cause [`diagnose`] gives a plaintext call to a TLS port.
+#[derive(Debug)]
+struct PlaintextToTls {
+    https_url: String,
+}
+
+impl std::fmt::Display for PlaintextToTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the agent answers with TLS on this port: call {}",
+            self.https_url
+        )
+    }
+}
+
+impl std::error::Error for PlaintextToTls {}
+
+fn find_plaintext<'a>(
+    mut cur: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a PlaintextToTls> {
+    for _ in 0..32 {
+        if let Some(p) = cur.downcast_ref::<PlaintextToTls>() {
+            return Some(p);
+        }
+        cur = cur.source()?;
+    }
+    None
 }
 
 fn find_rustls<'a>(mut cur: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
@@ -311,6 +499,14 @@ pub async fn diagnose(e: ClientError, url: &str, tls: Option<&TlsOptions>) -> Cl
     ) && tls_failure(&e).is_none();
     if !unexplained {
         return e;
+    }
+    if let Some(https_url) = speaks_tls(url).await {
+        let cause = PlaintextToTls { https_url };
+        return ClientError::Connect {
+            url: url.to_owned(),
+            message: cause.to_string(),
+            source: Some(Box::new(cause)),
+        };
     }
     let default = TlsOptions::default();
     match probe(url, tls.unwrap_or(&default)).await {
@@ -369,42 +565,43 @@ async fn probe(url: &str, tls: &TlsOptions) -> Option<rustls::Error> {
     tokio::time::timeout(PROBE_LIMIT, attempt).await.ok()?
 }
 
+/// For a plaintext URL (`http://`, `grpc://`, `host:port`): whether its
+/// port completes a TLS handshake (any certificate accepted, nothing sent
+/// after it); the `https://` form of the URL if so.
+async fn speaks_tls(url: &str) -> Option<String> {
+    let trimmed = url.trim();
+    let (scheme, rest) = trimmed.split_once("://").unwrap_or(("http", trimmed));
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "grpc" {
+        return None;
+    }
+    let uri: http::Uri = format!("http://{rest}").parse().ok()?;
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().unwrap_or(80);
+    let mut config = TlsOptions::new()
+        .danger_accept_invalid_certs(true)
+        .rustls_client_config()
+        .ok()?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned()).ok()?;
+    let attempt = async {
+        let tcp = tokio::net::TcpStream::connect((host, port)).await.ok()?;
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        connector.connect(name, tcp).await.ok()
+    };
+    tokio::time::timeout(PROBE_LIMIT, attempt).await.ok()??;
+    Some(format!("https://{rest}"))
+}
+
 fn alert_of(io: &std::io::Error) -> Option<rustls::Error> {
     let r = find_rustls(io)?;
     matches!(classify(r), TlsFailure::ClientCertificate(_)).then(|| r.clone())
 }
 
-/// The rustls configuration of the probe: the options' roots (else the
-/// webpki roots) and client certificate.
+/// The rustls configuration of the probe: the options' (see
+/// [`TlsOptions::rustls_client_config`]).
 fn probe_config(tls: &TlsOptions) -> Option<rustls::ClientConfig> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let mut roots = rustls::RootCertStore::empty();
-    match &tls.ca_pem {
-        Some(pem) => {
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                roots.add(cert.ok()?).ok()?;
-            }
-        }
-        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-    }
-    let provider = rustls::crypto::CryptoProvider::get_default()
-        .cloned()
-        .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::ring::default_provider()));
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .ok()?
-        .with_root_certificates(roots);
-    let mut config = match &tls.identity {
-        Some((cert, key)) => {
-            let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
-                .collect::<Result<_, _>>()
-                .ok()?;
-            let key = PrivateKeyDer::from_pem_slice(key).ok()?;
-            builder.with_client_auth_cert(chain, key).ok()?
-        }
-        None => builder.with_no_client_auth(),
-    };
+    let mut config = tls.rustls_client_config().ok()?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Some(config)
 }

@@ -85,4 +85,4 @@ pub use serving::router::{RouterOptions, router};
 pub use serving::server::{
     A2aServer, BoundServer, DEFAULT_SHUTDOWN_GRACE, ServerHandle, advertised_addr, shutdown_signal,
 };
-pub use serving::tls::{DEFAULT_TLS_HANDSHAKE_TIMEOUT, TlsConfig};
+pub use serving::tls::{CertificateNames, DEFAULT_TLS_HANDSHAKE_TIMEOUT, TlsConfig};

@@ -196,7 +196,8 @@ impl A2aServer {
 
     /// The base URL to advertise in the card, for servers behind a proxy
     /// or listening on every interface. Default: `http://` and the bound
-    /// address; for an address that means "every interface" (`0.0.0.0`,
+    /// address (over TLS, `https://` and a host the certificate names: see
+    /// [`super::tls::TlsConfig::advertised_authority`]); for an address that means "every interface" (`0.0.0.0`,
     /// `::`), which no client can call, the address of this machine on its
     /// default route (loopback when there is none) and the bound port.
     pub fn public_url(mut self, url: impl Into<String>) -> Self {
@@ -267,9 +268,13 @@ impl A2aServer {
     ) -> std::io::Result<BoundServer> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local = listener.local_addr()?;
-        let base = self.public_url.clone().unwrap_or_else(|| {
-            let scheme = if self.tls.is_some() { "https" } else { "http" };
-            format!("{scheme}://{}", advertised_addr(local))
+        let base = self.public_url.clone().unwrap_or_else(|| match &self.tls {
+            // A host the certificate names, so that clients accept it.
+            Some(tls) => format!(
+                "https://{}",
+                tls.advertised_authority(advertised_addr(local))
+            ),
+            None => format!("http://{}", advertised_addr(local)),
         });
         let card = self.builder.card_mut();
         if card.supported_interfaces.is_empty() {

@@ -7,6 +7,7 @@
 //! does the protocol; what is here is loading the files, watching them and
 //! reading the caller's name from a verified client certificate.
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
@@ -136,10 +137,114 @@ impl TlsConfig {
         Ok(config)
     }
 
+    /// The names the server's certificate (the first of the chain) is
+    /// valid for: its DNS and IP subject alternative names, which clients
+    /// check the host they call against.
+    pub fn certificate_names(&self) -> Result<CertificateNames, String> {
+        use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+        let certs = read_certs(&self.cert)?;
+        let first = certs.first().ok_or("no certificate")?;
+        let (_, cert) = X509Certificate::from_der(first.as_ref())
+            .map_err(|e| format!("cannot parse the certificate {}: {e}", self.cert.display()))?;
+        let mut names = CertificateNames::default();
+        if let Ok(Some(san)) = cert.subject_alternative_name() {
+            for n in &san.value.general_names {
+                match n {
+                    GeneralName::DNSName(d) => names.dns.push(d.to_ascii_lowercase()),
+                    GeneralName::IPAddress(b) => {
+                        if let Ok(v4) = <[u8; 4]>::try_from(*b) {
+                            names.ips.push(IpAddr::from(v4));
+                        } else if let Ok(v6) = <[u8; 16]>::try_from(*b) {
+                            names.ips.push(IpAddr::from(v6));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(names)
+    }
+
+    /// The `host:port` to advertise in the card for a server reachable at
+    /// `addr`, one that the certificate covers: the address itself when the
+    /// certificate names it, else `localhost` for a loopback address when
+    /// the certificate names it, else the certificate's first DNS name
+    /// (not a wildcard); `addr` when the certificate names none of these
+    /// (or cannot be read).
+    pub fn advertised_authority(&self, addr: SocketAddr) -> String {
+        let host = self
+            .certificate_names()
+            .ok()
+            .and_then(|names| names.host_for(addr.ip()));
+        match host {
+            Some(h) => format!("{h}:{}", addr.port()),
+            None => addr.to_string(),
+        }
+    }
+
     fn files(&self) -> Vec<&Path> {
         let mut files = vec![self.cert.as_path(), self.key.as_path()];
         files.extend(self.client_ca.as_deref());
         files
+    }
+}
+
+/// The DNS names and IP addresses a certificate is valid for (its subject
+/// alternative names); see [`TlsConfig::certificate_names`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CertificateNames {
+    /// DNS names, lowercase; `*.example.com` covers one label.
+    pub dns: Vec<String>,
+    /// IP addresses.
+    pub ips: Vec<IpAddr>,
+}
+
+impl CertificateNames {
+    /// Whether a client calling `host` (a DNS name, an IP address, or an
+    /// IPv6 address in brackets) accepts the certificate's name.
+    pub fn covers(&self, host: &str) -> bool {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            return self.ips.contains(&ip);
+        }
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        self.dns
+            .iter()
+            .any(|pattern| match pattern.strip_prefix("*.") {
+                Some(suffix) => host
+                    .split_once('.')
+                    .is_some_and(|(label, rest)| !label.is_empty() && rest == suffix),
+                None => *pattern == host,
+            })
+    }
+
+    /// The host name to advertise for a server at `ip`, when it is not
+    /// `ip` itself: `None` when the certificate names `ip` (or names no
+    /// usable host), else `localhost` for a loopback `ip` if covered, else
+    /// the first DNS name that is not a wildcard.
+    fn host_for(&self, ip: IpAddr) -> Option<String> {
+        if self.ips.contains(&ip) {
+            return None;
+        }
+        if ip.is_loopback() && self.covers("localhost") {
+            return Some("localhost".into());
+        }
+        self.dns.iter().find(|n| !n.starts_with("*.")).cloned()
+    }
+
+    /// The names, for messages: `DNS:localhost, IP:127.0.0.1`.
+    pub fn describe(&self) -> String {
+        let all: Vec<String> = self
+            .dns
+            .iter()
+            .map(|d| format!("DNS:{d}"))
+            .chain(self.ips.iter().map(|ip| format!("IP:{ip}")))
+            .collect();
+        if all.is_empty() {
+            "no DNS or IP name".into()
+        } else {
+            all.join(", ")
+        }
     }
 }
 
