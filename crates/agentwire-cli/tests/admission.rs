@@ -65,6 +65,7 @@ async fn one_callers_flood_hits_its_bound_and_others_go_on() {
         ],
     );
     let base = serving.base();
+    agentwire_client::install_crypto_provider();
     let http = reqwest::Client::new();
     let alice = Some("alice-key-0123456789");
     let bob = Some("bob-key-0123456789");
@@ -123,6 +124,7 @@ async fn calls_without_credentials_do_not_lock_out_a_valid_key() {
         &["--agent", "conformance", "--api-key-file", "keys.txt"],
     );
     let base = serving.base();
+    agentwire_client::install_crypto_provider();
     let http = reqwest::Client::new();
     let alice = Some("alice-key-0123456789");
     for _ in 0..30 {
@@ -133,7 +135,13 @@ async fn calls_without_credentials_do_not_lock_out_a_valid_key() {
     assert_eq!(state(&a), "TASK_STATE_COMPLETED", "{a}");
     // Wrong keys still count.
     for _ in 0..30 {
-        let a = send(&http, &base, "tck-complete-task", Some("wrong-key-0123456789")).await;
+        let a = send(
+            &http,
+            &base,
+            "tck-complete-task",
+            Some("wrong-key-0123456789"),
+        )
+        .await;
         assert!(a["error"].is_object(), "{a}");
     }
     let a = send(&http, &base, "tck-complete-task", alice).await;
@@ -155,6 +163,7 @@ async fn idle_expiry_moves_the_purge_counter() {
         ],
     );
     let base = serving.base();
+    agentwire_client::install_crypto_provider();
     let http = reqwest::Client::new();
     let a = send(&http, &base, "tck-input-required-1", None).await;
     assert_eq!(state(&a), "TASK_STATE_INPUT_REQUIRED", "{a}");
