@@ -5,6 +5,42 @@
 
 use std::path::PathBuf;
 
+/// The codec of the generated gRPC services: prost's, with a server's
+/// request walked against the read limits before it is decoded
+/// (`src/limits/wire.rs`).
+#[cfg(feature = "grpc")]
+const CODEC: &str = "crate::limits::wire::Codec";
+
+/// The repeated fields whose ProtoJSON readers are bounded while a request
+/// is read (`src/limits`): pbjson reads each with `map_.next_value()`,
+/// which becomes the bounded reader of `crate::limits`.
+const BOUNDED_LISTS: &[(&str, &str)] = &[
+    ("parts", "crate::limits::Parts<_>"),
+    ("extensions", "crate::limits::List<_>"),
+    ("reference_task_ids", "crate::limits::List<_>"),
+    ("accepted_output_modes", "crate::limits::List<_>"),
+];
+
+/// Rewrites the readers of [`BOUNDED_LISTS`] in pbjson's output; fails the
+/// build if pbjson no longer writes them the way this expects.
+fn bound_lists(path: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    let mut text = std::fs::read_to_string(path)?;
+    for (field, reader) in BOUNDED_LISTS {
+        let from = format!("{field}__ = Some(map_.next_value()?);");
+        if !text.contains(&from) {
+            return Err(
+                format!("pbjson no longer reads `{field}` as `{from}`: see build.rs").into(),
+            );
+        }
+        text = text.replace(
+            &from,
+            &format!("{field}__ = Some(map_.next_value::<{reader}>()?.0);"),
+        );
+    }
+    std::fs::write(path, text)?;
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("proto");
     let proto = root.join("lf/a2a/v1/a2a.proto");
@@ -36,6 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         tonic_prost_build::configure()
             .build_client(true)
             .build_server(true)
+            .codec_path(CODEC)
             .skip_protoc_run()
             .file_descriptor_set_path(&descriptor_path)
             .compile_fds_with_config(fds.clone(), config)?;
@@ -51,6 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ignore_unknown_fields()
         .exclude([".lf.a2a.v1.ListTasksResponse"])
         .build(&[".lf.a2a.v1"])?;
+    bound_lists(&out.join("lf.a2a.v1.serde.rs"))?;
 
     #[cfg(all(feature = "v0_3", feature = "grpc"))]
     compile_v03(&root, &out)?;
@@ -83,6 +121,7 @@ fn compile_v03(
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        .codec_path(CODEC)
         .skip_protoc_run()
         .file_descriptor_set_path(&descriptor_path)
         .compile_fds_with_config(fds, config)?;

@@ -11,6 +11,10 @@
 //! reads the text with serde instead, which then decides the result or the
 //! error. For what it accepts it gives exactly what serde would (the tests
 //! compare the two over generated inputs).
+//!
+//! Inside [`crate::limits::reading`] it keeps the same limits as serde's
+//! readers: a list longer than its limit is left to serde too, which
+//! refuses it with the error naming the limit.
 
 use crate::proto::{Message, Part, Role, SendMessageRequest, part};
 
@@ -134,8 +138,13 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// The items of an array, each read by `item`.
-    fn array<T>(&mut self, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+    /// The items of an array, each read by `item`; `None` past `max`
+    /// items.
+    fn array<T>(
+        &mut self,
+        max: usize,
+        mut item: impl FnMut(&mut Self) -> Option<T>,
+    ) -> Option<Vec<T>> {
         self.eat(b'[')?;
         let mut items = Vec::new();
         if self.peek()? == b']' {
@@ -143,6 +152,9 @@ impl<'a> Reader<'a> {
             return Some(items);
         }
         loop {
+            if items.len() == max {
+                return None;
+            }
             items.push(item(self)?);
             match self.peek()? {
                 b',' => self.at += 1,
@@ -174,6 +186,9 @@ impl<'a> Reader<'a> {
     /// A message: ids, role, text parts, extensions, referenced tasks.
     fn message(&mut self) -> Option<Message> {
         let mut m = Message::default();
+        let limits = crate::limits::current();
+        let max_parts = limits.map_or(usize::MAX, |l| l.max_parts);
+        let max_items = limits.map_or(usize::MAX, |l| l.max_list_items);
         // Which members were read: a repeated one is left to serde (which
         // refuses it).
         let mut seen = 0u8;
@@ -197,9 +212,12 @@ impl<'a> Reader<'a> {
                 2 => m.context_id = r.plain_string()?.to_owned(),
                 4 => m.task_id = r.plain_string()?.to_owned(),
                 8 => m.role = Role::from_str_name(r.plain_string()?)? as i32,
-                16 => m.parts = r.array(Self::text_part)?,
-                32 => m.extensions = r.array(|r| r.plain_string().map(str::to_owned))?,
-                _ => m.reference_task_ids = r.array(|r| r.plain_string().map(str::to_owned))?,
+                16 => m.parts = r.array(max_parts, Self::text_part)?,
+                32 => m.extensions = r.array(max_items, |r| r.plain_string().map(str::to_owned))?,
+                _ => {
+                    m.reference_task_ids =
+                        r.array(max_items, |r| r.plain_string().map(str::to_owned))?
+                }
             }
             Some(())
         })?;
@@ -292,6 +310,34 @@ mod tests {
         ] {
             assert_eq!(send_message_request(text.as_bytes()), None, "{text}");
         }
+    }
+
+    #[test]
+    fn lists_over_the_read_limits_are_left_to_serde() {
+        use crate::limits::{ReadLimits, reading};
+        let parts = |n: usize| {
+            let parts = vec![r#"{"text":"x"}"#; n].join(",");
+            format!(r#"{{"message":{{"messageId":"m","parts":[{parts}],"extensions":["a","b"]}}}}"#)
+        };
+        let limits = ReadLimits {
+            max_parts: 3,
+            max_list_items: 2,
+            ..ReadLimits::default()
+        };
+        let read = |text: &str| reading(&limits, || send_message_request(text.as_bytes()));
+        assert!(read(&parts(3)).is_some());
+        assert_eq!(read(&parts(4)), None);
+        // Serde refuses it, naming the limit.
+        let e = reading(&limits, || {
+            serde_json::from_str::<SendMessageRequest>(&parts(4))
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("at most 3 parts"), "{e}");
+        let three = r#"{"message":{"extensions":["a","b","c"]}}"#;
+        assert_eq!(read(three), None);
+        // Outside of a read with limits: no bound.
+        assert!(send_message_request(parts(4).as_bytes()).is_some());
     }
 
     #[test]

@@ -46,6 +46,7 @@ pub mod jsonrpc;
 #[cfg(feature = "jws")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jws")))]
 pub mod jws;
+pub mod limits;
 mod list;
 pub mod rest_routes;
 mod timestamp;

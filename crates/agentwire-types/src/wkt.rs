@@ -111,7 +111,40 @@ impl serde::Serialize for ListValue {
     }
 }
 
-struct ValueVisitor;
+/// Reads one [`Value`] whose enclosing objects and arrays are `parent`
+/// levels deep: an object or array in it is one level deeper, refused past
+/// [`MAX_STRUCT_DEPTH`](crate::limits::MAX_STRUCT_DEPTH) while it is read
+/// (before anything below it is built). Each value counts against the
+/// budget of the request being read, if any ([`crate::limits::reading`]).
+#[derive(Clone, Copy)]
+struct ValueSeed {
+    parent: usize,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for ValueSeed {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        crate::limits::count_value::<D::Error>()?;
+        d.deserialize_any(ValueVisitor {
+            parent: self.parent,
+        })
+    }
+}
+
+/// The level of an object or array under `parent` levels, or the error of
+/// one too deep.
+fn level<E: serde::de::Error>(parent: usize) -> Result<usize, E> {
+    let level = parent + 1;
+    if level > crate::limits::MAX_STRUCT_DEPTH {
+        return Err(E::custom(crate::limits::depth_message()));
+    }
+    Ok(level)
+}
+
+struct ValueVisitor {
+    parent: usize,
+}
 
 fn kind(k: value::Kind) -> Value {
     Value { kind: Some(k) }
@@ -133,7 +166,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 
     fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        serde::Deserialize::deserialize(d)
+        d.deserialize_any(self)
     }
 
     fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
@@ -161,21 +194,28 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let level = level(self.parent)?;
         let mut values = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
-        while let Some(v) = seq.next_element::<Value>()? {
+        while let Some(v) = seq.next_element_seed(ValueSeed { parent: level })? {
             values.push(v);
         }
         Ok(kind(value::Kind::ListValue(ListValue { values })))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
-        StructVisitor
-            .visit_map(map)
-            .map(|s| kind(value::Kind::StructValue(s)))
+        StructVisitor {
+            level: level(self.parent)?,
+        }
+        .visit_map(map)
+        .map(|s| kind(value::Kind::StructValue(s)))
     }
 }
 
-struct StructVisitor;
+/// Reads the members of an object at nesting `level` (1 for a metadata
+/// object itself).
+struct StructVisitor {
+    level: usize,
+}
 
 impl<'de> Visitor<'de> for StructVisitor {
     type Value = Struct;
@@ -186,7 +226,8 @@ impl<'de> Visitor<'de> for StructVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Struct, A::Error> {
         let mut fields = BTreeMap::new();
-        while let Some((k, v)) = map.next_entry::<String, Value>()? {
+        while let Some(k) = map.next_key::<String>()? {
+            let v = map.next_value_seed(ValueSeed { parent: self.level })?;
             fields.insert(k, v);
         }
         Ok(Struct { fields })
@@ -195,13 +236,13 @@ impl<'de> Visitor<'de> for StructVisitor {
 
 impl<'de> serde::Deserialize<'de> for Value {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ValueVisitor)
+        serde::de::DeserializeSeed::deserialize(ValueSeed { parent: 0 }, d)
     }
 }
 
 impl<'de> serde::Deserialize<'de> for Struct {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(StructVisitor)
+        d.deserialize_map(StructVisitor { level: 1 })
     }
 }
 

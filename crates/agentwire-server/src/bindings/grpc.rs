@@ -101,6 +101,7 @@ impl fmt::Debug for GrpcBinding {
 /// (tonic alone says `OUT_OF_RANGE`).
 pub fn grpc_service(handler: RequestHandler, max_message_bytes: usize) -> GrpcService {
     GrpcService {
+        limits: handler.read_limits(),
         inner: A2aServiceServer::new(GrpcBinding::new(handler))
             .max_decoding_message_size(max_message_bytes),
         max_message_bytes,
@@ -115,6 +116,9 @@ pub fn grpc_service(handler: RequestHandler, max_message_bytes: usize) -> GrpcSe
 pub struct GrpcService {
     inner: A2aServiceServer<GrpcBinding>,
     max_message_bytes: usize,
+    /// The limits a request is walked against before it is decoded
+    /// ([`agentwire_types::limits::wire`]).
+    limits: agentwire_types::limits::ReadLimits,
 }
 
 impl fmt::Debug for GrpcService {
@@ -155,6 +159,7 @@ where
             inner: self.inner.call(request),
             limit: self.max_message_bytes,
             operation,
+            limits: self.limits,
         }
     }
 }
@@ -186,6 +191,7 @@ pub struct GrpcFuture<F> {
     inner: F,
     limit: usize,
     operation: &'static str,
+    limits: agentwire_types::limits::ReadLimits,
 }
 
 impl<F> Future for GrpcFuture<F>
@@ -198,8 +204,11 @@ where
         mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        let (limit, operation) = (self.limit, self.operation);
-        Pin::new(&mut self.inner).poll(cx).map(|r| {
+        let (limit, operation, limits) = (self.limit, self.operation, self.limits);
+        // tonic decodes the request inside this poll: with the limits.
+        let polled =
+            agentwire_types::limits::wire::decoding(&limits, || Pin::new(&mut self.inner).poll(cx));
+        polled.map(|r| {
             r.map(|response| {
                 let mut response = refusal_codes(response, limit);
                 // An error comes in the head ("trailers-only").

@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 
 use agentwire_types::jsonrpc::methods;
+use agentwire_types::limits::{ReadLimits, reading};
 use agentwire_types::{A2aError, ErrorKind, SendMessageRequest, Task};
 use axum::extract::{Request, State};
 use axum::response::Response;
@@ -281,12 +282,16 @@ fn operation_name(method: &str) -> &'static str {
     .unwrap_or_default()
 }
 
-/// The params of a method as the request type (`{}` when absent).
-fn params<T: DeserializeOwned + Default>(params: Option<&RawValue>) -> Result<T, A2aError> {
+/// The params of a method as the request type (`{}` when absent), read
+/// with the handler's limits ([`agentwire_types::limits::reading`]).
+fn params<T: DeserializeOwned + Default>(
+    params: Option<&RawValue>,
+    limits: &ReadLimits,
+) -> Result<T, A2aError> {
     match params {
         None => Ok(T::default()),
         Some(raw) if raw.get() == "null" => Ok(T::default()),
-        Some(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+        Some(raw) => reading(limits, || serde_json::from_str(raw.get())).map_err(|e| {
             if raw.get().trim_start().starts_with('{') {
                 A2aError::invalid_params("params", e.to_string())
             } else {
@@ -362,7 +367,11 @@ where
             }
             Err(e) => return error_response(NULL_ID, &e),
         };
-        let envelope = match Envelope::read(&bytes) {
+        // Read with the handler's limits: a list or a metadata object over
+        // one is refused at its first item over it, before the rest is
+        // built.
+        let limits = state.handler.read_limits();
+        let envelope = match reading(&limits, || Envelope::read(&bytes)) {
             Ok(e) => e,
             Err(e) if is_json(&bytes) => {
                 let what = if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
@@ -452,21 +461,21 @@ where
         // the largest method's.
         macro_rules! unary {
             ($call:ident) => {
-                match params(p) {
+                match params(p, &limits) {
                     Ok(req) => finish(id, Box::pin(h.$call(&ctx, req)).await),
                     Err(e) => error_response(id, &e),
                 }
             };
         }
         match &*method {
-            methods::SEND_MESSAGE => match params(p) {
+            methods::SEND_MESSAGE => match params(p, &limits) {
                 Ok(req) => match Box::pin(h.send_answer(&ctx, req)).await {
                     Ok(SendAnswer::Task(task)) => task_response(id, &task, true),
                     other => finish(id, other),
                 },
                 Err(e) => error_response(id, &e),
             },
-            methods::GET_TASK => match params(p) {
+            methods::GET_TASK => match params(p, &limits) {
                 Ok(req) => match Box::pin(h.get_task(&ctx, req)).await {
                     Ok(task) => task_response(id, &task, false),
                     Err(e) => error_response(id, &e),
@@ -478,7 +487,7 @@ where
             methods::CREATE_PUSH_CONFIG => unary!(create_task_push_notification_config),
             methods::GET_PUSH_CONFIG => unary!(get_task_push_notification_config),
             methods::LIST_PUSH_CONFIGS => unary!(list_task_push_notification_configs),
-            methods::DELETE_PUSH_CONFIG => match params(p) {
+            methods::DELETE_PUSH_CONFIG => match params(p, &limits) {
                 Ok(req) => {
                     match Box::pin(h.delete_task_push_notification_config(&ctx, req)).await {
                         Ok(()) => {
@@ -490,14 +499,14 @@ where
                 Err(e) => error_response(id, &e),
             },
             methods::GET_EXTENDED_AGENT_CARD => unary!(get_extended_agent_card),
-            methods::SEND_STREAMING_MESSAGE => match params(p) {
+            methods::SEND_STREAMING_MESSAGE => match params(p, &limits) {
                 Ok(req) => stream(
                     id,
                     Box::pin(h.send_streaming_message_with_ids(&ctx, req)).await,
                 ),
                 Err(e) => error_response(id, &e),
             },
-            methods::SUBSCRIBE_TO_TASK => match params(p) {
+            methods::SUBSCRIBE_TO_TASK => match params(p, &limits) {
                 Ok(req) => stream(id, Box::pin(h.subscribe_to_task_with_ids(&ctx, req)).await),
                 Err(e) => error_response(id, &e),
             },

@@ -5,6 +5,7 @@
 //! Every route also exists under a `/{tenant}` prefix; the tenant goes into
 //! the request's `tenant` field.
 
+use agentwire_types::limits::{ReadLimits, reading};
 use agentwire_types::rest_routes::{RestRoute, RouteError};
 use agentwire_types::{
     A2aError, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, ErrorKind,
@@ -89,11 +90,16 @@ fn task_json(task: &Task, in_send: bool) -> Response {
     response
 }
 
-fn parse_body<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, A2aError> {
+/// A body as the request type (`{}` when empty), read with the handler's
+/// limits ([`agentwire_types::limits::reading`]).
+fn parse_body<T: DeserializeOwned + Default>(
+    bytes: &[u8],
+    limits: &ReadLimits,
+) -> Result<T, A2aError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(bytes).map_err(|e| {
+    reading(limits, || serde_json::from_slice(bytes)).map_err(|e| {
         if is_json(bytes) {
             A2aError::invalid_params("", e.to_string())
         } else {
@@ -245,6 +251,7 @@ async fn answer(
     };
     let ctx = call_context(headers, &uri, &extensions);
     let h = &state.handler;
+    let limits = h.read_limits();
     let history = || -> Result<Option<i32>, A2aError> {
         query_pairs(&query)
             .find(|(k, _)| k == "historyLength" || k == "history_length")
@@ -252,7 +259,7 @@ async fn answer(
             .transpose()
     };
     match route {
-        RestRoute::SendMessage => match parse_body::<SendMessageRequest>(&bytes) {
+        RestRoute::SendMessage => match parse_body::<SendMessageRequest>(&bytes, &limits) {
             Ok(mut req) => {
                 if req.tenant.is_empty() {
                     req.tenant = tenant;
@@ -264,15 +271,17 @@ async fn answer(
             }
             Err(e) => error_response(&e),
         },
-        RestRoute::SendStreamingMessage => match parse_body::<SendMessageRequest>(&bytes) {
-            Ok(mut req) => {
-                if req.tenant.is_empty() {
-                    req.tenant = tenant;
+        RestRoute::SendStreamingMessage => {
+            match parse_body::<SendMessageRequest>(&bytes, &limits) {
+                Ok(mut req) => {
+                    if req.tenant.is_empty() {
+                        req.tenant = tenant;
+                    }
+                    stream(h.send_streaming_message_with_ids(&ctx, req).await)
                 }
-                stream(h.send_streaming_message_with_ids(&ctx, req).await)
+                Err(e) => error_response(&e),
             }
-            Err(e) => error_response(&e),
-        },
+        }
         RestRoute::ListTasks => match list_request(&query, tenant) {
             Ok(req) => ok_json(h.list_tasks(&ctx, req).await),
             Err(e) => error_response(&e),
@@ -294,7 +303,7 @@ async fn answer(
             },
             Err(e) => error_response(&e),
         },
-        RestRoute::CancelTask { id } => match parse_body::<CancelTaskRequest>(&bytes) {
+        RestRoute::CancelTask { id } => match parse_body::<CancelTaskRequest>(&bytes, &limits) {
             Ok(mut req) => {
                 req.id = id;
                 req.tenant = tenant;
@@ -307,7 +316,7 @@ async fn answer(
                 .await,
         ),
         RestRoute::CreateTaskPushNotificationConfig { task_id } => {
-            match parse_body::<TaskPushNotificationConfig>(&bytes) {
+            match parse_body::<TaskPushNotificationConfig>(&bytes, &limits) {
                 Ok(mut req) => {
                     req.task_id = task_id;
                     req.tenant = tenant;

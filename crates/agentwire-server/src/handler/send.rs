@@ -119,6 +119,7 @@ impl RequestHandler {
         }
         let extensions = self.extensions(ctx)?;
         self.validate_message(req.message.as_ref())?;
+        self.validate_content(req)?;
         if let Some(c) = &req.configuration {
             history_length(c.history_length, "configuration.historyLength")?;
         }

@@ -3,7 +3,10 @@
 //! and the parameters of a task listing. Bounds on what one request may
 //! ask for belong here.
 
-use agentwire_types::{A2aError, A2aResult, ListTasksRequest, Message, Role, TaskState};
+use agentwire_types::limits::{ContentCheck, ReadLimits};
+use agentwire_types::{
+    A2aError, A2aResult, ListTasksRequest, Message, Role, SendMessageRequest, TaskState,
+};
 
 use super::*;
 use crate::store::{Cursor, TaskQuery};
@@ -92,6 +95,31 @@ pub(super) fn task_query(req: ListTasksRequest) -> A2aResult<TaskQuery> {
 }
 
 impl RequestHandler {
+    /// The limits the bindings read this handler's requests with
+    /// ([`agentwire_types::limits`]): `max_parts` from the configuration.
+    pub(crate) fn read_limits(&self) -> ReadLimits {
+        ReadLimits::with_max_parts(self.inner.config.max_parts)
+    }
+
+    /// The nesting and size of what a send carries (metadata, parts'
+    /// metadata and data, lists), by the same rules the bindings apply
+    /// while reading it: a request built by a program, or decoded by a
+    /// reader that does not count, is refused here.
+    pub(super) fn validate_content(&self, req: &SendMessageRequest) -> A2aResult<()> {
+        let mut check = ContentCheck::request(&self.read_limits());
+        check.structure(req.metadata.as_ref(), "metadata")?;
+        if let Some(m) = &req.message {
+            check.message(m, "message")?;
+        }
+        if let Some(c) = &req.configuration {
+            check.list(
+                &c.accepted_output_modes,
+                "configuration.acceptedOutputModes",
+            )?;
+        }
+        Ok(())
+    }
+
     pub(super) fn validate_message(&self, message: Option<&Message>) -> A2aResult<()> {
         let Some(m) = message else {
             return Err(A2aError::invalid_params("message", "a message is required"));

@@ -521,6 +521,10 @@ impl TaskManager {
         live: &'a Arc<LiveTask>,
         slot: &mut Option<TaskUpdate>,
     ) -> Emit<'a> {
+        if let Some(e) = slot.as_ref().and_then(|u| agent_content(u).err()) {
+            slot.take();
+            return Emit::Done(Some(Err(Box::new(e))));
+        }
         if let Some(TaskUpdate::Artifact {
             artifact, append, ..
         }) = &*slot
@@ -586,6 +590,48 @@ impl TaskManager {
         live: &'a LiveTask,
         message: Message,
     ) -> BoxFuture<'a, A2aResult<()>> {
+        if let Err(e) = agent_message(&message, "message") {
+            return Box::pin(std::future::ready(Err(e)));
+        }
         Box::pin(self.reply_inner(live, message))
     }
+}
+
+/// Refuses an agent's update whose metadata or data nest deeper than
+/// [`agentwire_types::limits::MAX_STRUCT_DEPTH`]: such content could be
+/// stored but not read back (protobuf decoders stop first), nor sent to a
+/// gRPC client. The agent gets the error; nothing is stored.
+fn agent_content(update: &TaskUpdate) -> A2aResult<()> {
+    use agentwire_types::limits::ContentCheck;
+    let mut check = ContentCheck::nesting();
+    let checked = match update {
+        TaskUpdate::Status { status, metadata } => check
+            .structure(metadata.as_ref(), "metadata")
+            .and_then(|()| match status.message.as_deref() {
+                Some(m) => check.message(m, "status.message"),
+                None => Ok(()),
+            }),
+        TaskUpdate::Artifact {
+            artifact, metadata, ..
+        } => check
+            .structure(metadata.as_ref(), "metadata")
+            .and_then(|()| check.artifact(artifact, "artifact")),
+        TaskUpdate::UserMessage(m) => check.message(m, "message"),
+    };
+    checked.map_err(refused)
+}
+
+/// [`agent_content`] for a reply message.
+fn agent_message(message: &Message, field: &str) -> A2aResult<()> {
+    agentwire_types::limits::ContentCheck::nesting()
+        .message(message, field)
+        .map_err(refused)
+}
+
+fn refused(e: agentwire_types::limits::LimitError) -> A2aError {
+    A2aError::new(
+        ErrorKind::InvalidAgentResponse,
+        format!("the agent's update was refused: {e}"),
+    )
+    .with_metadata("field", e.field)
 }

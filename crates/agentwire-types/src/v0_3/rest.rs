@@ -119,11 +119,19 @@ pub struct Message {
     pub task_id: String,
     #[serde(default = "unspecified_role")]
     pub role: Role,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::limits::parts"
+    )]
     pub content: Vec<Part>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Struct>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::limits::list"
+    )]
     pub extensions: Vec<String>,
 }
 
@@ -237,7 +245,11 @@ pub struct StreamResponse {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PushAuthentication {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::limits::list"
+    )]
     pub schemes: Vec<String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub credentials: String,
@@ -284,7 +296,8 @@ pub struct SendConfiguration {
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        alias = "accepted_output_modes"
+        alias = "accepted_output_modes",
+        deserialize_with = "crate::limits::list"
     )]
     pub accepted_output_modes: Vec<String>,
     #[serde(

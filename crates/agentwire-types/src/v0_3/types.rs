@@ -156,14 +156,23 @@ pub struct Message {
     pub kind: MessageKind,
     pub message_id: String,
     pub role: Role,
+    #[serde(deserialize_with = "crate::limits::parts")]
     pub parts: Vec<Part>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub context_id: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub task_id: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::limits::list"
+    )]
     pub reference_task_ids: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::limits::list"
+    )]
     pub extensions: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Struct>,
@@ -262,6 +271,7 @@ pub enum StreamEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PushAuthentication {
+    #[serde(deserialize_with = "crate::limits::list")]
     pub schemes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<String>,
@@ -289,7 +299,11 @@ pub struct TaskPushNotificationConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageSendConfiguration {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::limits::list"
+    )]
     pub accepted_output_modes: Vec<String>,
     /// Absent means blocking (the 0.3 servers' default).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -24,6 +24,7 @@ use agentwire_types::v0_3::grpc::{
 };
 use agentwire_types::{A2aError, ErrorKind};
 use futures::{Stream, StreamExt};
+use std::future::Future;
 use std::pin::Pin;
 use tonic::{Request, Response, Status};
 
@@ -37,17 +38,51 @@ pub(crate) type V03EventStream =
 
 /// The tonic server of the 0.3 service, accepting request messages of up to
 /// `max_message_bytes`.
-pub(crate) fn service(
-    handler: RequestHandler,
-    max_message_bytes: usize,
-) -> proto::a2a_service_server::A2aServiceServer<V03Grpc> {
-    proto::a2a_service_server::A2aServiceServer::new(V03Grpc {
-        state: HttpState {
-            handler,
-            max_body_bytes: max_message_bytes,
-        },
-    })
-    .max_decoding_message_size(max_message_bytes)
+pub(crate) fn service(handler: RequestHandler, max_message_bytes: usize) -> Decoding {
+    Decoding {
+        limits: handler.read_limits(),
+        inner: proto::a2a_service_server::A2aServiceServer::new(V03Grpc {
+            state: HttpState {
+                handler,
+                max_body_bytes: max_message_bytes,
+            },
+        })
+        .max_decoding_message_size(max_message_bytes),
+    }
+}
+
+/// The 0.3 tonic server, with each request walked against the handler's
+/// read limits before it is decoded ([`agentwire_types::limits::wire`]).
+#[derive(Clone)]
+pub(crate) struct Decoding {
+    inner: proto::a2a_service_server::A2aServiceServer<V03Grpc>,
+    limits: agentwire_types::limits::ReadLimits,
+}
+
+impl<B> tower::Service<http::Request<B>> for Decoding
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        tower::Service::<http::Request<B>>::poll_ready(&mut self.inner, cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let mut inner = self.inner.call(request);
+        let limits = self.limits;
+        // tonic decodes the request inside the polls of its future.
+        Box::pin(std::future::poll_fn(move |cx| {
+            agentwire_types::limits::wire::decoding(&limits, || inner.as_mut().poll(cx))
+        }))
+    }
 }
 
 /// The path prefix of the 0.3 service's methods.

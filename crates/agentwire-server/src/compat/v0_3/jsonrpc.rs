@@ -76,12 +76,16 @@ fn respond<T: serde::Serialize>(id: &str, result: Result<T, A2aError>) -> Respon
 }
 
 /// The params as a 0.3 type; required (every 0.3 method has some).
-fn params<T: DeserializeOwned>(params: Option<&RawValue>) -> Result<T, A2aError> {
+/// Read with the handler's limits ([`agentwire_types::limits::reading`]).
+fn params<T: DeserializeOwned>(
+    params: Option<&RawValue>,
+    limits: &agentwire_types::limits::ReadLimits,
+) -> Result<T, A2aError> {
     let raw = params
         .map(RawValue::get)
         .filter(|p| *p != "null")
         .ok_or_else(|| A2aError::invalid_params("params", "params are required"))?;
-    serde_json::from_str(raw).map_err(|e| {
+    agentwire_types::limits::reading(limits, || serde_json::from_str(raw)).map_err(|e| {
         if raw.trim_start().starts_with('{') {
             A2aError::invalid_params("params", e.to_string())
         } else {
@@ -100,9 +104,10 @@ pub(crate) async fn call(
     p: Option<&RawValue>,
 ) -> Response {
     let h = &state.handler;
+    let limits = h.read_limits();
     macro_rules! try_params {
         ($t:ty) => {
-            match params::<$t>(p) {
+            match params::<$t>(p, &limits) {
                 Ok(v) => v,
                 Err(e) => return error_response(id, &e),
             }
@@ -128,7 +133,7 @@ pub(crate) async fn call(
             )
         }
         methods::STREAM => {
-            let req = match params(p).and_then(convert::send_params_to_v1) {
+            let req = match params(p, &limits).and_then(convert::send_params_to_v1) {
                 Ok(r) => r,
                 Err(e) => return stream_error(id, &e),
             };
@@ -156,7 +161,7 @@ pub(crate) async fn call(
             )
         }
         methods::RESUBSCRIBE => {
-            let req = match params(p) {
+            let req = match params(p, &limits) {
                 Ok(r) => convert::subscribe_to_v1(r),
                 Err(e) => return stream_error(id, &e),
             };

@@ -140,8 +140,12 @@ fn body<T: serde::de::DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, A2a
     })
 }
 
-fn required_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aError> {
-    serde_json::from_slice(bytes).map_err(|e| {
+/// Read with the handler's limits ([`agentwire_types::limits::reading`]).
+fn required_body<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    limits: &agentwire_types::limits::ReadLimits,
+) -> Result<T, A2aError> {
+    agentwire_types::limits::reading(limits, || serde_json::from_slice(bytes)).map_err(|e| {
         if is_json(bytes) {
             A2aError::invalid_params("", e.to_string())
         } else {
@@ -242,7 +246,7 @@ pub(crate) async fn handle(
     let query = uri.query().unwrap_or_default();
     match route {
         Route::Send => {
-            let req = match required_body::<SendRequest>(bytes)
+            let req = match required_body::<SendRequest>(bytes, &state.handler.read_limits())
                 .and_then(send_from)
                 .and_then(convert::send_params_to_v1)
             {
@@ -272,7 +276,7 @@ pub(crate) async fn handle(
             }))
         }
         Route::Stream => {
-            let req = match required_body::<SendRequest>(bytes)
+            let req = match required_body::<SendRequest>(bytes, &state.handler.read_limits())
                 .and_then(send_from)
                 .and_then(convert::send_params_to_v1)
             {
