@@ -17,7 +17,7 @@ use agentwire_client::Binding;
 use agentwire_server::store::{SqliteStore, TaskStore};
 use agentwire_server::{A2aServer, HandlerConfig};
 use agentwire_types::{ErrorKind, Message};
-use common::{NO_OPTS, client, remove_db, request, temp_db, within};
+use common::{client, remove_db, temp_db, within};
 use futures::StreamExt;
 
 /// How soon the caller must have its answer: "promptly", with room for a
@@ -49,7 +49,7 @@ async fn a_stream_opened_on_a_full_store_gets_the_error_promptly(b: Binding) {
     let started = Instant::now();
     let opened = tokio::time::timeout(
         PROMPT,
-        c.send_streaming_message(request(large_message()), &NO_OPTS),
+        c.stream(large_message()),
     )
     .await
     .unwrap_or_else(|_| panic!("[{b}] no answer to the stream within {PROMPT:?}"));
@@ -91,7 +91,7 @@ async fn a_stream_opened_on_a_full_store_gets_the_error_promptly(b: Binding) {
         .expect("let the database grow");
     let events = within(
         format!("[{b}] a stream once the store takes writes"),
-        c.send_streaming_message(request(Message::user_text("again")), &NO_OPTS),
+        c.stream(Message::user_text("again")),
     )
     .await
     .unwrap_or_else(|e| panic!("[{b}] the stream opens: {e}"));
