@@ -827,8 +827,7 @@ const SET_ASIDE: &str = "INSERT INTO a2a_unreadable_tasks (id, context_id, owner
 const DELETE_SET_ASIDE: &str = "DELETE FROM a2a_tasks WHERE id = $1 \
      RETURNING owner_tenant, owner_principal, context_id, state";
 /// A task set aside: why and when.
-const GET_SET_ASIDE: &str =
-    "SELECT reason, set_aside_at FROM a2a_unreadable_tasks WHERE id = $1";
+const GET_SET_ASIDE: &str = "SELECT reason, set_aside_at FROM a2a_unreadable_tasks WHERE id = $1";
 /// The owner of a task, kept or set aside.
 const OWNER_OF: &str = "SELECT owner_tenant, owner_principal FROM a2a_tasks WHERE id = $1 \
      UNION ALL SELECT owner_tenant, owner_principal FROM a2a_unreadable_tasks WHERE id = $1";

@@ -18,10 +18,10 @@ use sqlx::ConnectOptions as _;
 use sqlx::Connection as _;
 
 use crate::store::sql::driver::{self, Dialect};
-use crate::store::sql::lock::FileLock;
 use crate::store::sql::fault;
 pub use crate::store::sql::lite::Synchronous;
 use crate::store::sql::lite::{Batching, Target, Threads, WalLimits, now};
+use crate::store::sql::lock::FileLock;
 use crate::store::sql::{NoLog, PURGE_BATCH, purge_cutoff};
 use crate::store::{
     LogSpan, Owner, QueuedDone, QueuedStore, RecoveryScan, SetAside, StoredPushConfig, StoredTask,
@@ -1013,10 +1013,18 @@ mod tests {
             assert_eq!(s.owner_of(id).await.unwrap(), Some(owner.clone()));
         }
         assert_eq!(s.owner_of("nobody").await.unwrap(), None);
-        assert!(s.unfinished_for_recovery().await.unwrap().set_aside.is_empty());
+        assert!(
+            s.unfinished_for_recovery()
+                .await
+                .unwrap()
+                .set_aside
+                .is_empty()
+        );
         assert!(s.unreadable_rows() >= 4, "{}", s.unreadable_rows());
         let kept: i64 = c
-            .query_row("SELECT COUNT(*) FROM a2a_unreadable_tasks", [], |r| r.get(0))
+            .query_row("SELECT COUNT(*) FROM a2a_unreadable_tasks", [], |r| {
+                r.get(0)
+            })
             .unwrap();
         assert_eq!(kept, 1);
         drop(c);
