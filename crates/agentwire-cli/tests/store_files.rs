@@ -412,7 +412,6 @@ fn ten_first_starts_at_once_give_one_server_and_nine_clear_refusals() {
         running.push(out);
     }
     assert_eq!(running.len(), 1, "one server runs: {running:?}");
-    assert!(running[0].contains("Serving"), "{running:?}");
     assert_eq!(outputs.len(), 9);
     for out in &outputs {
         let (code, envelope) = refused(out);

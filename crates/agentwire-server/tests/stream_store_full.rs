@@ -17,7 +17,7 @@ use agentwire_client::Binding;
 use agentwire_server::store::{SqliteStore, TaskStore};
 use agentwire_server::{A2aServer, HandlerConfig};
 use agentwire_types::{ErrorKind, Message};
-use common::{NO_OPTS, client, remove_db, request, temp_db, within};
+use common::{client, remove_db, temp_db, within};
 use futures::StreamExt;
 
 /// How soon the caller must have its answer: "promptly", with room for a
@@ -43,25 +43,27 @@ async fn a_stream_opened_on_a_full_store_gets_the_error_promptly(b: Binding) {
     let c = client(&server, b).await;
     // The database may not grow.
     store
-        .with_writer(|c| c.pragma_update_and_check(None, "max_page_count", 1, |r| r.get::<_, i64>(0)))
+        .with_writer(|c| {
+            c.pragma_update_and_check(None, "max_page_count", 1, |r| r.get::<_, i64>(0))
+        })
         .await
         .expect("limit the database's size");
     let started = Instant::now();
-    let opened = tokio::time::timeout(
-        PROMPT,
-        c.send_streaming_message(request(large_message()), &NO_OPTS),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("[{b}] no answer to the stream within {PROMPT:?}"));
+    let opened = tokio::time::timeout(PROMPT, c.stream(large_message()))
+        .await
+        .unwrap_or_else(|_| panic!("[{b}] no answer to the stream within {PROMPT:?}"));
     let error = match opened {
         Err(e) => e,
         Ok(mut events) => {
-            let first = tokio::time::timeout(PROMPT.saturating_sub(started.elapsed()), events.next())
-                .await
-                .unwrap_or_else(|_| panic!("[{b}] the stream sent nothing within {PROMPT:?}"));
+            let first =
+                tokio::time::timeout(PROMPT.saturating_sub(started.elapsed()), events.next())
+                    .await
+                    .unwrap_or_else(|_| panic!("[{b}] the stream sent nothing within {PROMPT:?}"));
             match first {
                 Some(Err(e)) => e,
-                other => panic!("[{b}] the stream's first event is not the storage error: {other:?}"),
+                other => {
+                    panic!("[{b}] the stream's first event is not the storage error: {other:?}")
+                }
             }
         }
     };
@@ -91,7 +93,7 @@ async fn a_stream_opened_on_a_full_store_gets_the_error_promptly(b: Binding) {
         .expect("let the database grow");
     let events = within(
         format!("[{b}] a stream once the store takes writes"),
-        c.send_streaming_message(request(Message::user_text("again")), &NO_OPTS),
+        c.stream(Message::user_text("again")),
     )
     .await
     .unwrap_or_else(|e| panic!("[{b}] the stream opens: {e}"));

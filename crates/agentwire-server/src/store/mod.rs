@@ -12,24 +12,24 @@
 
 mod fault;
 mod memory;
-mod unreadable;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
+mod unreadable;
 
 pub use fault::{STORAGE_FAULT, StorageFault, StoreRetry, storage_error, storage_fault};
-pub use unreadable::{RecoveryScan, SetAside, UNREADABLE, is_unreadable, unreadable_error};
 pub use memory::{MemoryStore, MemoryStoreConfig};
 /// The SQLite driver of [`SqliteStore::with_writer`]'s connection.
 #[cfg(feature = "sqlite")]
 pub use rusqlite;
+#[cfg(feature = "sqlite")]
+pub use sql::lock::{HOLDER_PID, holder_pid};
 #[cfg(feature = "postgres")]
 pub use sql::postgres;
 #[cfg(feature = "postgres")]
 pub use sql::postgres::{PgEventBus, PostgresStore};
 #[cfg(feature = "sqlite")]
-pub use sql::lock::{HOLDER_PID, holder_pid};
-#[cfg(feature = "sqlite")]
 pub use sql::sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use unreadable::{RecoveryScan, SetAside, UNREADABLE, is_unreadable, unreadable_error};
 
 use agentwire_types::{
     A2aError, A2aResult, Artifact, Message, Struct, Task, TaskPushNotificationConfig, TaskState,

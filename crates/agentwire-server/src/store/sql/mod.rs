@@ -810,13 +810,13 @@ const GET_PUSH_CONFIG: &str =
 const LIST_PUSH_CONFIGS: &str =
     "SELECT id, config, format FROM a2a_push_configs WHERE task_id = $1 ORDER BY seq";
 const DELETE_PUSH_CONFIG: &str = "DELETE FROM a2a_push_configs WHERE task_id = $1 AND id = $2";
-/// Sets a task's row aside (`$1`, with the reason `$2` at `$3`): a copy
+/// Sets a task's row aside (`$3`, with the reason `$1` at `$2`): a copy
 /// in `a2a_unreadable_tasks`, as it was (a row set aside before under the
 /// same id is replaced).
 const SET_ASIDE: &str = "INSERT INTO a2a_unreadable_tasks (id, context_id, owner_tenant, \
      owner_principal, state, head, history, artifacts, created_at, updated_at, reason, \
      set_aside_at) SELECT id, context_id, owner_tenant, owner_principal, state, head, history, \
-     artifacts, created_at, updated_at, $2, $3 FROM a2a_tasks WHERE id = $1 \
+     artifacts, created_at, updated_at, $1, $2 FROM a2a_tasks WHERE id = $3 \
      ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, \
      owner_tenant = excluded.owner_tenant, owner_principal = excluded.owner_principal, \
      state = excluded.state, head = excluded.head, history = excluded.history, \
@@ -827,8 +827,7 @@ const SET_ASIDE: &str = "INSERT INTO a2a_unreadable_tasks (id, context_id, owner
 const DELETE_SET_ASIDE: &str = "DELETE FROM a2a_tasks WHERE id = $1 \
      RETURNING owner_tenant, owner_principal, context_id, state";
 /// A task set aside: why and when.
-const GET_SET_ASIDE: &str =
-    "SELECT reason, set_aside_at FROM a2a_unreadable_tasks WHERE id = $1";
+const GET_SET_ASIDE: &str = "SELECT reason, set_aside_at FROM a2a_unreadable_tasks WHERE id = $1";
 /// The owner of a task, kept or set aside.
 const OWNER_OF: &str = "SELECT owner_tenant, owner_principal FROM a2a_tasks WHERE id = $1 \
      UNION ALL SELECT owner_tenant, owner_principal FROM a2a_unreadable_tasks WHERE id = $1";
@@ -1390,9 +1389,9 @@ impl<D: Dialect> Tables<D> {
             .map_err(|e| fail::<D>(&what, e))?;
         tx.execute(
             Stmt::new(SET_ASIDE)
-                .arg(task_id)
                 .arg(reason)
-                .arg(now_millis()),
+                .arg(now_millis())
+                .arg(task_id),
         )
         .await
         .map_err(|e| fail::<D>(&what, e))?;

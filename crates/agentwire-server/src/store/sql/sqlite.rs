@@ -18,10 +18,10 @@ use sqlx::ConnectOptions as _;
 use sqlx::Connection as _;
 
 use crate::store::sql::driver::{self, Dialect};
-use crate::store::sql::lock::FileLock;
 use crate::store::sql::fault;
 pub use crate::store::sql::lite::Synchronous;
 use crate::store::sql::lite::{Batching, Target, Threads, WalLimits, now};
+use crate::store::sql::lock::FileLock;
 use crate::store::sql::{NoLog, PURGE_BATCH, purge_cutoff};
 use crate::store::{
     LogSpan, Owner, QueuedDone, QueuedStore, RecoveryScan, SetAside, StoredPushConfig, StoredTask,
@@ -946,6 +946,92 @@ mod tests {
         remove_db(&path);
     }
 
+    /// Metadata nested `depth` levels deep: past the decoder's recursion
+    /// limit (100), a task holding it cannot be read.
+    fn nested(depth: usize) -> agentwire_types::Struct {
+        let mut v = serde_json::json!(1);
+        for _ in 0..depth {
+            v = serde_json::json!({ "a": v });
+        }
+        match v {
+            serde_json::Value::Object(m) => agentwire_types::json::to_struct(m),
+            _ => unreachable!(),
+        }
+    }
+
+    /// A working task and a finished one that cannot be read: recovery
+    /// sets the working one aside (and finds the readable one), a listing
+    /// skips both, a read says each is unreadable, and their owner is
+    /// known; every one is counted.
+    #[tokio::test]
+    async fn unreadable_rows_are_set_aside_skipped_and_refused() {
+        use prost::Message as _;
+        let path = temp_db();
+        let s = SqliteStore::open(&path).await.unwrap();
+        let owner = Owner {
+            tenant: "t".into(),
+            principal: "p".into(),
+        };
+        for id in ["bad", "good", "done"] {
+            s.create(&owner, task(id)).await.unwrap();
+        }
+        let c = rusqlite::Connection::open(&path).unwrap();
+        for id in ["bad", "done"] {
+            let mut t = task(id);
+            t.metadata = Some(nested(120));
+            if id == "done" {
+                t.status = Some(TaskStatus::new(TaskState::Completed));
+            }
+            c.execute(
+                "UPDATE a2a_tasks SET head = ?1, state = ?2 WHERE id = ?3",
+                rusqlite::params![t.encode_to_vec(), t.state() as i32, id],
+            )
+            .unwrap();
+        }
+        let page = s
+            .list(
+                &owner,
+                &TaskQuery {
+                    page_size: 10,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let ids: Vec<_> = page.tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["good"]);
+        let scan = s.unfinished_for_recovery().await.unwrap();
+        assert_eq!(scan.tasks.len(), 1);
+        assert_eq!(scan.set_aside.len(), 1);
+        assert_eq!(scan.set_aside[0].task_id, "bad");
+        assert_eq!(scan.set_aside[0].owner, owner);
+        assert!(scan.set_aside[0].kept.contains("a2a_unreadable_tasks"));
+        for id in ["bad", "done"] {
+            let err = s.get(id, None).await.unwrap_err();
+            assert!(crate::store::is_unreadable(&err), "{err:?}");
+            assert!(err.message.contains(id), "{err:?}");
+            assert_eq!(s.owner_of(id).await.unwrap(), Some(owner.clone()));
+        }
+        assert_eq!(s.owner_of("nobody").await.unwrap(), None);
+        assert!(
+            s.unfinished_for_recovery()
+                .await
+                .unwrap()
+                .set_aside
+                .is_empty()
+        );
+        assert!(s.unreadable_rows() >= 4, "{}", s.unreadable_rows());
+        let kept: i64 = c
+            .query_row("SELECT COUNT(*) FROM a2a_unreadable_tasks", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(kept, 1);
+        drop(c);
+        s.close().await;
+        remove_db(&path);
+    }
+
     #[tokio::test]
     async fn corrupt_rows_are_internal_errors() {
         let path = temp_db();
@@ -968,7 +1054,8 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.kind, ErrorKind::Internal);
-        let err = s
+        // A listing skips it (see `unreadable_rows_are_set_aside_...`).
+        let page = s
             .list(
                 &Owner::default(),
                 &TaskQuery {
@@ -977,8 +1064,8 @@ mod tests {
                 },
             )
             .await
-            .unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Internal);
+            .unwrap();
+        assert!(page.tasks.is_empty());
         c.execute(
             "INSERT INTO a2a_push_configs (task_id, id, config) VALUES ('t1', 'p', x'ff')",
             [],
