@@ -150,7 +150,8 @@ pub use error::{BoxError, ClientError, ClientResult};
 #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
 pub use grpc::GrpcTransport;
 pub use http::{
-    DEFAULT_CONNECT_TIMEOUT, default_http_client, http_client_builder, install_crypto_provider,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, default_http_client, http_client_builder,
+    install_crypto_provider, read_body_limited,
 };
 pub use jsonrpc::JsonRpcTransport;
 pub use rest::RestTransport;
