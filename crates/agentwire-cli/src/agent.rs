@@ -48,6 +48,11 @@ pub struct Settings {
     /// The token stored by `a2a auth login` for the agent: sent on every
     /// call, refreshed when it expires or the agent refuses it.
     pub stored_token: Option<Arc<agentwire_client::oauth::RefreshingToken>>,
+    /// `--max-response-bytes`: the most bytes of one answer, stream event
+    /// or gRPC message.
+    pub max_response_bytes: usize,
+    /// `--max-card-bytes`: the most bytes of an agent card.
+    pub max_card_bytes: usize,
 }
 
 impl Settings {
@@ -101,6 +106,12 @@ impl Settings {
             no_cache: g.no_cache,
             registry: g.registry.clone(),
             stored_token: None,
+            max_response_bytes: g
+                .max_response_bytes
+                .unwrap_or(agentwire_client::DEFAULT_MAX_RESPONSE_BYTES),
+            max_card_bytes: g
+                .max_card_bytes
+                .unwrap_or(agentwire_client::card::DEFAULT_MAX_CARD_BYTES),
         })
     }
 
@@ -157,7 +168,9 @@ impl Settings {
     }
 
     pub fn resolver(&self, http: reqwest::Client) -> CardResolver {
-        let mut r = CardResolver::new().with_http_client(http);
+        let mut r = CardResolver::new()
+            .with_http_client(http)
+            .with_max_card_bytes(self.max_card_bytes);
         if let Some(dir) = crate::config::cache_dir() {
             r = r.with_cache_dir(dir);
         }
@@ -448,6 +461,8 @@ impl Agent {
             .bindings(bindings)
             .prefer_binding_order(prefer)
             .allow_v03(settings.allow_v03)
+            .max_response_bytes(settings.max_response_bytes)
+            .max_card_bytes(settings.max_card_bytes)
             .http_client(http.clone())
             .tls(settings.tls.clone())
             .credentials(settings.credentials.clone())

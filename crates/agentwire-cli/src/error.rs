@@ -43,6 +43,9 @@ pub mod code {
     /// A failure of `a2a serve` (a vendor code: the server is not the
     /// client the `A2ACLI_ERR_*` registry is about). Not printed in text.
     pub const SERVE_FAILED: &str = "AGENTWIRE_SERVE_FAILED";
+    /// An answer larger than the tool's limit (`--max-response-bytes`,
+    /// `--max-card-bytes`); a vendor code: the CLI specification has none.
+    pub const RESPONSE_TOO_LARGE: &str = "AGENTWIRE_RESPONSE_TOO_LARGE";
     /// `card get --require-signature`: no signature of the card verified
     /// with a trusted key (a vendor code: the CLI specification has none).
     pub const CARD_SIGNATURE: &str = "AGENTWIRE_CARD_SIGNATURE_UNVERIFIED";
@@ -255,6 +258,24 @@ impl CliError {
                 CliError::new(code::CARD_INVALID, exit::FAILURE, m.clone()).with_hint(format!(
                     "check the card with `{}`",
                     paste("card get", "--validate")
+                ))
+            }
+            ClientError::ResponseTooLarge { what, url, limit } => {
+                let option = if what.contains("card") {
+                    "--max-card-bytes BYTES (or A2ACLI_MAX_CARD_BYTES)"
+                } else {
+                    "--max-response-bytes BYTES (or A2ACLI_MAX_RESPONSE_BYTES)"
+                };
+                CliError::new(
+                    code::RESPONSE_TOO_LARGE,
+                    exit::FAILURE,
+                    format!(
+                        "{what} from {url} is larger than {limit} bytes, the most this tool \
+                         reads; it was not read further"
+                    ),
+                )
+                .with_hint(format!(
+                    "if the agent is trusted and the answer expected, raise the limit with {option}"
                 ))
             }
             ClientError::InvalidRequest(m) => CliError::usage(m.clone()),

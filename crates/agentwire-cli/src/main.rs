@@ -162,6 +162,40 @@ pub struct AgentOpts {
 
     #[command(flatten)]
     pub registry: RegistryOpt,
+
+    #[command(flatten)]
+    pub limits: LimitOpts,
+}
+
+/// How much of an agent's answers the tool reads (a larger answer is
+/// refused, exit 1, as soon as it passes the limit).
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Connection options")]
+pub struct LimitOpts {
+    /// The most bytes read in one answer of the agent, one stream event or one gRPC message [default: 67108864, 64 MiB].
+    #[arg(
+        long,
+        global = true,
+        env = "A2ACLI_MAX_RESPONSE_BYTES",
+        value_name = "BYTES"
+    )]
+    pub max_response_bytes: Option<usize>,
+
+    /// The most bytes read of an agent card [default: 1048576, 1 MiB].
+    #[arg(
+        long,
+        global = true,
+        env = "A2ACLI_MAX_CARD_BYTES",
+        value_name = "BYTES"
+    )]
+    pub max_card_bytes: Option<usize>,
+}
+
+impl Apply for LimitOpts {
+    fn apply(&self, g: &mut Globals) {
+        g.max_response_bytes = self.max_response_bytes;
+        g.max_card_bytes = self.max_card_bytes;
+    }
 }
 
 /// TLS with the agent: the authorities to trust, and a client certificate
@@ -400,6 +434,10 @@ pub struct Globals {
     pub svc_param: Vec<String>,
     pub transport: Vec<String>,
     pub verbose: bool,
+    /// `--max-response-bytes`, `--max-card-bytes` (the client's defaults
+    /// when `None`).
+    pub max_response_bytes: Option<usize>,
+    pub max_card_bytes: Option<usize>,
 }
 
 /// The default time between two polls.
@@ -434,6 +472,8 @@ impl Globals {
             svc_param: Vec::new(),
             transport: Vec::new(),
             verbose: c.verbose,
+            max_response_bytes: None,
+            max_card_bytes: None,
         }
     }
 
@@ -466,6 +506,7 @@ impl Apply for AgentOpts {
         g.no_cache = self.no_cache;
         self.tls.apply(g);
         self.registry.apply(g);
+        self.limits.apply(g);
     }
 }
 
@@ -1081,6 +1122,12 @@ const SETTINGS: &[(&str, &str, &str)] = &[
         "ledger.db in the user's data directory (a2a mcp)",
     ),
     ("max_wait", "A2ACLI_MAX_WAIT", "30s (a2a mcp)"),
+    (
+        "max_response_bytes",
+        "A2ACLI_MAX_RESPONSE_BYTES",
+        "67108864 (64 MiB: one answer, stream event or gRPC message)",
+    ),
+    ("max_card_bytes", "A2ACLI_MAX_CARD_BYTES", "1048576 (1 MiB)"),
 ];
 
 /// The settings that are options of every command, so may come from a flag

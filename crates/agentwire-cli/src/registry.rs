@@ -96,11 +96,89 @@ pub struct ServeArgs {
     /// Another registry, queried in federation "auto" and offered as a referral (repeatable).
     #[arg(long, value_name = "URL")]
     pub upstream: Vec<String>,
+    /// Also fetch agent cards and catalogs from these addresses (repeatable or
+    /// comma-separated): a network (10.0.0.0/8, fd00::/8), an address, a host name
+    /// (agents.internal), or `loopback`. By default the registry fetches public
+    /// addresses only, plus loopback when it listens on loopback (the default
+    /// 127.0.0.1); private, link-local (169.254.169.254, the cloud metadata
+    /// service) and other special addresses are refused, for each redirect too.
+    #[arg(
+        long,
+        env = "A2A_REGISTRY_FETCH_ALLOW",
+        value_delimiter = ',',
+        value_name = "NET|HOST",
+        value_parser = parse_fetch_allow
+    )]
+    pub fetch_allow: Vec<FetchAllow>,
+    /// The largest agent card (or ingested catalog) fetched, in bytes: reading stops there
+    /// and the publication (or refresh) fails.
+    #[arg(long, default_value_t = agentwire_registry::DEFAULT_MAX_CARD_BYTES, value_name = "BYTES")]
+    pub max_card_bytes: usize,
     /// Route with a local sentence-embedding model: a directory with config.json,
     /// tokenizer.json and model.safetensors (e.g. all-MiniLM-L6-v2). Needs an a2a
     /// built with the feature `semantic`.
     #[arg(long, env = "A2A_REGISTRY_EMBEDDER", value_name = "DIR")]
     pub embedder: Option<std::path::PathBuf>,
+}
+
+/// One exception of `--fetch-allow`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchAllow {
+    /// Loopback: 127.0.0.0/8, ::1, localhost.
+    Loopback,
+    /// A network or address, as written (validated).
+    Net(String),
+    /// A host name.
+    Host(String),
+}
+
+fn parse_fetch_allow(s: &str) -> Result<FetchAllow, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("loopback") {
+        return Ok(FetchAllow::Loopback);
+    }
+    let (addr, prefix) = match t.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (t, None),
+    };
+    let bare = addr.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
+        let max = if ip.is_ipv4() { 32 } else { 128 };
+        return match prefix {
+            None => Ok(FetchAllow::Net(ip.to_string())),
+            Some(p) => match p.parse::<u8>() {
+                Ok(n) if n <= max => Ok(FetchAllow::Net(format!("{ip}/{n}"))),
+                _ => Err(format!("{t:?}: the prefix length must be 0 to {max}")),
+            },
+        };
+    }
+    let name_ok = prefix.is_none()
+        && !t.is_empty()
+        && t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    if name_ok {
+        return Ok(FetchAllow::Host(t.to_ascii_lowercase()));
+    }
+    Err(format!(
+        "{t:?} is not a network (10.0.0.0/8), an address, a host name or `loopback`"
+    ))
+}
+
+/// The registry's URL policy: public addresses, loopback when it listens
+/// on loopback, and the exceptions of `--fetch-allow`.
+fn fetch_policy(allow: &[FetchAllow], loopback: bool) -> agentwire_server::push::UrlPolicy {
+    let mut policy = agentwire_server::push::UrlPolicy::new();
+    if loopback {
+        policy = policy.allow_loopback();
+    }
+    for a in allow {
+        policy = match a {
+            FetchAllow::Loopback => policy.allow_loopback(),
+            FetchAllow::Net(n) => policy.allow_net(n),
+            FetchAllow::Host(h) => policy.allow_host(h),
+        };
+    }
+    policy
 }
 
 /// Options of `a2a registry publish`.
@@ -783,6 +861,11 @@ async fn serve(args: ServeArgs) -> Result<u8, CliError> {
         (None, None) => None,
     };
     let store = open_store(&args.store).await?;
+    // Listening on loopback only, the registry serves this machine: the
+    // agents it is shown are on this machine too (the documented example
+    // publishes 127.0.0.1:8080). Listening beyond it, loopback is refused
+    // unless --fetch-allow loopback says otherwise.
+    let listens_on_loopback = agentwire_server::push::is_loopback_host(&args.host).await;
     let config = RegistryConfig {
         name: args.name.clone(),
         refresh: RefreshPolicy {
@@ -797,6 +880,8 @@ async fn serve(args: ServeArgs) -> Result<u8, CliError> {
             ..RefreshPolicy::default()
         },
         upstreams: args.upstream.clone(),
+        max_card_bytes: args.max_card_bytes,
+        url_policy: fetch_policy(&args.fetch_allow, listens_on_loopback),
         ..RegistryConfig::default()
     };
     let mut builder = agentwire_registry::Registry::builder(store).config(config);
@@ -836,6 +921,10 @@ async fn serve(args: ServeArgs) -> Result<u8, CliError> {
     }
     say!("  agent:     {base}/.well-known/agent-card.json (skill find-agent)");
     say!("  store:     {}", redact(&args.store));
+    say!(
+        "  fetches:   {}",
+        fetch_summary(&args.fetch_allow, listens_on_loopback)
+    );
     say!("  entries:   {}", bound.registry().len());
     if can_publish {
         say!("  try: a2a registry publish --registry {base} --bearer <token> 127.0.0.1:8080");
@@ -852,6 +941,21 @@ async fn serve(args: ServeArgs) -> Result<u8, CliError> {
         .map_err(|e| CliError::internal(format!("the registry stopped: {e}")))?;
     say!("Stopped.");
     Ok(exit::OK)
+}
+
+/// Which addresses the registry fetches from, in words.
+fn fetch_summary(allow: &[FetchAllow], loopback: bool) -> String {
+    let mut parts = vec!["public addresses".to_owned()];
+    if loopback || allow.contains(&FetchAllow::Loopback) {
+        parts.push("loopback".into());
+    }
+    for a in allow {
+        match a {
+            FetchAllow::Loopback => {}
+            FetchAllow::Net(n) | FetchAllow::Host(n) => parts.push(n.clone()),
+        }
+    }
+    parts.join(", ")
 }
 
 /// The sentence-embedding model of `--embedder DIR`, and its name.

@@ -210,7 +210,8 @@ A2A_SERVE_MAX_LIST_BYTES, A2A_SERVE_MAX_PARTS, A2A_SERVE_MAX_ARTIFACT_BYTES,
 A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_MAX_OPEN_TASKS_PER_CALLER, A2A_SERVE_AUTH_JWKS, A2A_SERVE_AUTH_ISSUER,
 A2A_SERVE_AUTH_AUDIENCE, A2A_SERVE_AUTH_OIDC, A2A_SERVE_AUTH_SCOPE, A2A_SERVE_AUTH_LEEWAY,
 A2A_SERVE_API_KEY_FILE, A2A_SERVE_API_KEY_IN, A2A_SERVE_ALLOW_ANONYMOUS, A2A_SERVE_LOG_FORMAT,
-A2A_SERVE_METRICS, A2A_SERVE_METRICS_ADDR, A2A_SERVE_SHUTDOWN_GRACE; A2A_SERVE_API_KEYS
+A2A_SERVE_METRICS, A2A_SERVE_METRICS_ADDR, A2A_SERVE_SHUTDOWN_GRACE,
+A2A_SERVE_PUSH_ALLOW_LOOPBACK; A2A_SERVE_API_KEYS
 holds API keys themselves (PRINCIPAL:KEY,PRINCIPAL:KEY). A flag wins over the variable. The former
 names (A2A_HOST, A2A_PORT, A2A_PUBLIC_URL, A2A_STORE, A2A_REPLICA_TIMEOUT, A2A_RETENTION,
 A2A_MAX_TASKS) still work, with a warning, and will be removed. The client's A2ACLI_*
@@ -480,6 +481,15 @@ pub struct ServeArgs {
         value_name = "FORM"
     )]
     pub card_signature_form: crate::card::SignatureForm,
+    /// Deliver push notifications to loopback webhooks (127.0.0.0/8, ::1,
+    /// localhost, and names that resolve there) although the server
+    /// listens beyond loopback. Listening on a loopback address (the
+    /// default 127.0.0.1), loopback webhooks are always allowed (for `a2a
+    /// webhook` on the same machine); listening on 0.0.0.0, :: or another
+    /// address, they are refused unless this is given, like private and
+    /// link-local addresses, which are always refused (SSRF protection).
+    #[arg(long, env = "A2A_SERVE_PUSH_ALLOW_LOOPBACK")]
+    pub push_allow_loopback: bool,
     /// With --agent mcp: the MCP server whose tools to serve, a command line ('CMD ARGS', started and spoken to over stdio) or a streamable HTTP URL.
     #[arg(long, env = "A2A_SERVE_MCP_SERVER", value_name = "'CMD ARGS' | URL")]
     pub mcp_server: Option<String>,
@@ -1109,8 +1119,14 @@ fn note_former_default(agent: AgentName) {
 async fn push_config(
     store: &StoreSpec,
     outbox: Option<agentwire_server::push::PostgresOutbox>,
+    allow_loopback: bool,
 ) -> Result<agentwire_server::PushConfig, CliError> {
-    let config = agentwire_server::PushConfig::new().allow_loopback();
+    let config = agentwire_server::PushConfig::new();
+    let config = if allow_loopback {
+        config.allow_loopback()
+    } else {
+        config
+    };
     if let Some(outbox) = outbox {
         // Replicas behind one URL sign with one key.
         let signer = outbox.shared_signer().await.map_err(|e| {
@@ -1139,6 +1155,12 @@ async fn push_config(
         ))
     })?;
     Ok(config.outbox(Arc::new(outbox)).signer(signer))
+}
+
+/// Whether push notifications may go to loopback webhooks: always when the
+/// server listens on loopback only, else with `--push-allow-loopback`.
+async fn push_allows_loopback(args: &ServeArgs) -> bool {
+    args.push_allow_loopback || agentwire_server::push::is_loopback_host(&args.host).await
 }
 
 /// The push signing key beside a SQLite store: `PATH.push-key`.
@@ -1186,13 +1208,14 @@ async fn bind(
         .with_subscriber(quiet())
         .await?;
     let server = if matches!(agent, AgentName::Conformance | AgentName::Echo) {
-        // Push notifications, loopback webhooks included (conformance runs,
-        // `a2a webhook` beside the echo agent);
+        // Push notifications, loopback webhooks included when the server
+        // listens on loopback or --push-allow-loopback says so (conformance
+        // runs, `a2a webhook` beside the echo agent);
         // with a SQLite store the outbox and the signing key live beside
         // it, so a restart loses no notification and keeps the JWKS; with
         // PostgreSQL the replicas share an outbox in the database.
         server.push(
-            push_config(store_spec, outbox)
+            push_config(store_spec, outbox, push_allows_loopback(args).await)
                 .with_subscriber(quiet())
                 .await?,
         )

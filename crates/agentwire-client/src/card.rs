@@ -27,8 +27,17 @@ use serde_json::Value;
 
 use crate::error::{ClientError, ClientResult, truncate_body};
 use crate::http::{
-    MAX_ERROR_BODY, default_http_client, map_reqwest_error, read_body, service_headers,
+    MAX_ERROR_BODY, default_http_client, map_reqwest_error, read_body, read_body_max,
+    service_headers,
 };
+
+/// The largest agent card accepted by default: 1 MiB, as the registry
+/// (`agentwire-registry`) accepts. A card lists interfaces, skills and
+/// security schemes: a large one is tens of kilobytes. Reading stops at
+/// the limit with [`ClientError::ResponseTooLarge`]; set it with
+/// [`CardResolver::with_max_card_bytes`] or
+/// [`crate::ClientBuilder::max_card_bytes`].
+pub const DEFAULT_MAX_CARD_BYTES: usize = 1 << 20;
 use crate::transport::{Binding, CallOptions};
 
 /// The URL to fetch a card from, given what a user typed:
@@ -96,10 +105,21 @@ pub async fn fetch_agent_card(url: &str) -> ClientResult<AgentCard> {
 
 /// Fetches a card with a given HTTP client and options (service parameters
 /// such as `Authorization` are sent as headers; the timeout bounds the GET).
+/// A card larger than [`DEFAULT_MAX_CARD_BYTES`] is refused.
 pub async fn fetch_agent_card_with(
     http: &reqwest::Client,
     url: &str,
     options: &CallOptions,
+) -> ClientResult<AgentCard> {
+    fetch_agent_card_max(http, url, options, DEFAULT_MAX_CARD_BYTES).await
+}
+
+/// [`fetch_agent_card_with`], refusing a card larger than `max_bytes`.
+pub async fn fetch_agent_card_max(
+    http: &reqwest::Client,
+    url: &str,
+    options: &CallOptions,
+    max_bytes: usize,
 ) -> ClientResult<AgentCard> {
     let card_url = agent_card_url(url)?;
     let mut rb = http
@@ -114,7 +134,7 @@ pub async fn fetch_agent_card_with(
         .await
         .map_err(|e| map_reqwest_error(e, &card_url))?;
     let status = resp.status();
-    let body = read_body(resp, &card_url).await?;
+    let body = read_body_max(resp, &card_url, max_bytes, "the agent card").await?;
     if !status.is_success() {
         return Err(card_http_error(&card_url, status.as_u16(), &body));
     }
@@ -335,6 +355,7 @@ pub struct CardResolver {
     cache_dir: Option<PathBuf>,
     timeout: Option<Duration>,
     mode: CacheMode,
+    max_card_bytes: usize,
 }
 
 impl Default for CardResolver {
@@ -352,7 +373,17 @@ impl CardResolver {
             cache_dir: None,
             timeout: None,
             mode: CacheMode::Default,
+            max_card_bytes: DEFAULT_MAX_CARD_BYTES,
         }
+    }
+
+    /// The largest card accepted (default [`DEFAULT_MAX_CARD_BYTES`],
+    /// 1 MiB): the body is read as it arrives and reading stops with
+    /// [`ClientError::ResponseTooLarge`] once it passes the limit (at once
+    /// when its `Content-Length` does).
+    pub fn with_max_card_bytes(mut self, max: usize) -> Self {
+        self.max_card_bytes = max;
+        self
     }
 
     /// Uses this HTTP client.
@@ -491,7 +522,7 @@ impl CardResolver {
                 "{url} answered 304 Not Modified to a request that was not conditional"
             )));
         }
-        let body = read_body(resp, url).await?;
+        let body = read_body_max(resp, url, self.max_card_bytes, "the agent card").await?;
         if !status.is_success() {
             return Err(card_http_error(url, status.as_u16(), &body));
         }

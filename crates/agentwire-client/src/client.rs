@@ -17,11 +17,11 @@ use agentwire_types::{
 use futures::future::BoxFuture;
 
 use crate::auth::{Credentials, Interceptor, Operation, TokenSource, set_bearer};
-use crate::card::fetch_agent_card_with;
+use crate::card::{DEFAULT_MAX_CARD_BYTES, fetch_agent_card_max};
 use crate::error::{ClientError, ClientResult};
 #[cfg(feature = "grpc")]
 use crate::grpc::GrpcTransport;
-use crate::http::default_http_client;
+use crate::http::{DEFAULT_MAX_RESPONSE_BYTES, default_http_client};
 use crate::jsonrpc::JsonRpcTransport;
 use crate::rest::RestTransport;
 use crate::tap::Tap;
@@ -173,6 +173,7 @@ impl Candidate {
         query: &[(String, String)],
         tap: Option<&Tap>,
         tls: Option<&crate::tls::TlsOptions>,
+        max: usize,
     ) -> ClientResult<Arc<dyn Transport>> {
         if let Some(t) = self.transport.get() {
             return Ok(t.clone());
@@ -188,24 +189,28 @@ impl Candidate {
                 V03JsonRpcTransport::new(iface.url.clone())?
                     .with_http_client(http.clone())
                     .with_query_params(query.iter().cloned())
+                    .with_max_response_bytes(max)
                     .tapped(tap),
             ),
             Binding::HttpJson if v03 => Arc::new(
                 V03RestTransport::new(iface.url.clone())?
                     .with_http_client(http.clone())
                     .with_query_params(query.iter().cloned())
+                    .with_max_response_bytes(max)
                     .tapped(tap),
             ),
             Binding::JsonRpc => Arc::new(
                 JsonRpcTransport::new(iface.url.clone())?
                     .with_http_client(http.clone())
                     .with_query_params(query.iter().cloned())
+                    .with_max_response_bytes(max)
                     .tapped(tap),
             ),
             Binding::HttpJson => Arc::new(
                 RestTransport::new(iface.url.clone())?
                     .with_http_client(http.clone())
                     .with_query_params(query.iter().cloned())
+                    .with_max_response_bytes(max)
                     .tapped(tap),
             ),
             #[cfg(feature = "grpc")]
@@ -214,6 +219,7 @@ impl Candidate {
                     Some(tls) => crate::v0_3::V03GrpcTransport::with_tls(iface.url.clone(), tls)?,
                     None => crate::v0_3::V03GrpcTransport::new(iface.url.clone())?,
                 }
+                .with_max_response_bytes(max)
                 .tapped(tap),
             ),
             #[cfg(feature = "grpc")]
@@ -222,12 +228,13 @@ impl Candidate {
                     Some(tls) => GrpcTransport::with_tls(iface.url.clone(), tls)?,
                     None => GrpcTransport::new(iface.url.clone())?,
                 }
+                .with_max_response_bytes(max)
                 .tapped(tap),
             ),
             #[cfg(not(feature = "grpc"))]
             Binding::Grpc => {
-                // The TLS settings are the gRPC channel's.
-                let _ = tls;
+                // The TLS settings and the limit are the gRPC channel's.
+                let _ = (tls, max);
                 return Err(ClientError::NoCompatibleInterface(GRPC_MISSING.into()));
             }
         };
@@ -257,6 +264,8 @@ struct Shared {
     token_source: Option<Arc<dyn TokenSource>>,
     /// The TLS settings of the gRPC channels (the HTTP client has its own).
     tls: Option<crate::tls::TlsOptions>,
+    /// The most bytes of one answer, stream event or gRPC message.
+    max_response_bytes: usize,
 }
 
 /// An A2A client: one agent, the best interface its card offers, and the
@@ -324,6 +333,8 @@ pub struct ClientBuilder {
     allow_v03: bool,
     tap: Option<Tap>,
     tls: Option<crate::tls::TlsOptions>,
+    max_response_bytes: usize,
+    max_card_bytes: usize,
 }
 
 impl Default for ClientBuilder {
@@ -339,6 +350,8 @@ impl Default for ClientBuilder {
             allow_v03: false,
             tap: None,
             tls: None,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_card_bytes: DEFAULT_MAX_CARD_BYTES,
         }
     }
 }
@@ -429,6 +442,26 @@ impl ClientBuilder {
         self
     }
 
+    /// The most bytes accepted in one answer of the agent (default
+    /// [`DEFAULT_MAX_RESPONSE_BYTES`], 64 MiB), on every binding: a whole
+    /// unary answer (JSON-RPC, HTTP+JSON), one event of a stream (the
+    /// longest SSE event or line) and one gRPC message. Reading stops as
+    /// soon as an answer passes it (a `Content-Length` above it is refused
+    /// before reading) and the call fails with
+    /// [`ClientError::ResponseTooLarge`]; a stream ends with that error.
+    pub fn max_response_bytes(mut self, max: usize) -> Self {
+        self.max_response_bytes = max;
+        self
+    }
+
+    /// The largest agent card [`ClientBuilder::connect`] accepts (default
+    /// [`DEFAULT_MAX_CARD_BYTES`], 1 MiB); see
+    /// [`crate::card::CardResolver::with_max_card_bytes`].
+    pub fn max_card_bytes(mut self, max: usize) -> Self {
+        self.max_card_bytes = max;
+        self
+    }
+
     /// The HTTP client: the one given, else one with the TLS settings,
     /// else the shared default.
     fn http_or_default(&self) -> ClientResult<reqwest::Client> {
@@ -474,6 +507,7 @@ impl ClientBuilder {
                 tap,
                 token_source: self.token_source,
                 tls: self.tls,
+                max_response_bytes: self.max_response_bytes,
             }),
             options: self.options,
         })
@@ -488,7 +522,7 @@ impl ClientBuilder {
             timeout: self.options.timeout,
             ..Default::default()
         };
-        let card = fetch_agent_card_with(&http, url, &public).await?;
+        let card = fetch_agent_card_max(&http, url, &public, self.max_card_bytes).await?;
         self.http_client(http).build(card)
     }
 }
@@ -558,6 +592,7 @@ impl Client {
                 tap: None,
                 token_source: None,
                 tls: None,
+                max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             }),
             options: CallOptions::default(),
         }
@@ -641,6 +676,7 @@ impl Client {
                 &shared.query,
                 shared.tap.as_ref(),
                 shared.tls.as_ref(),
+                shared.max_response_bytes,
             ) {
                 Ok(t) => t,
                 Err(e) => {

@@ -25,6 +25,8 @@ pub type ClientResult<T> = Result<T, ClientError>;
 /// - [`ClientError::Http`]: an HTTP failure that is not an A2A error (a proxy's
 ///   502, an HTML 404 page...).
 /// - [`ClientError::InvalidResponse`]: the answer could not be decoded.
+/// - [`ClientError::ResponseTooLarge`]: the answer was larger than the
+///   client's limit (reading stopped there).
 /// - [`ClientError::InvalidRequest`], [`ClientError::NoCompatibleInterface`]:
 ///   detected locally, before anything was sent.
 ///
@@ -84,6 +86,22 @@ pub enum ClientError {
     /// The agent's answer could not be decoded.
     #[error("invalid response: {0}")]
     InvalidResponse(String),
+
+    /// An answer was larger than this client accepts: reading stopped at
+    /// the limit (nothing beyond it was kept). The limits and how to raise
+    /// them: [`crate::ClientBuilder::max_response_bytes`] (answers, each
+    /// stream event, each gRPC message) and
+    /// [`crate::card::CardResolver::with_max_card_bytes`] (agent cards).
+    #[error("{what} from {url} is larger than {limit} bytes, the most this client accepts")]
+    ResponseTooLarge {
+        /// What was being read: "the response", "the agent card", "a
+        /// server-sent event", "a gRPC message"...
+        what: String,
+        /// Where it came from.
+        url: String,
+        /// The limit, in bytes.
+        limit: usize,
+    },
 
     /// The request could not be built (bad URL, header name, empty id...).
     #[error("invalid request: {0}")]
@@ -146,6 +164,12 @@ impl ClientError {
             ClientError::Http { status, .. } => *status == 401,
             _ => false,
         }
+    }
+
+    /// Whether an answer was refused for its size
+    /// ([`ClientError::ResponseTooLarge`]).
+    pub fn is_too_large(&self) -> bool {
+        matches!(self, ClientError::ResponseTooLarge { .. })
     }
 
     /// Whether the call timed out after the connection was made.

@@ -199,7 +199,8 @@ impl GrpcTransport {
     /// balancing, interceptors at the tower level...).
     pub fn from_channel(channel: Channel, url: impl Into<String>) -> Self {
         Self {
-            client: A2aServiceClient::new(channel).max_decoding_message_size(64 * 1024 * 1024),
+            client: A2aServiceClient::new(channel)
+                .max_decoding_message_size(crate::http::DEFAULT_MAX_RESPONSE_BYTES),
             url: url.into(),
             tenant: String::new(),
             tap: None,
@@ -216,6 +217,15 @@ impl GrpcTransport {
 
     pub(crate) fn tapped(mut self, tap: Option<&Tap>) -> Self {
         self.tap = tap.cloned();
+        self
+    }
+
+    /// The most bytes accepted in one gRPC message, a unary answer or one
+    /// message of a stream (default [`crate::DEFAULT_MAX_RESPONSE_BYTES`],
+    /// 64 MiB): a longer one fails with [`ClientError::ResponseTooLarge`]
+    /// before its body is read.
+    pub fn with_max_response_bytes(mut self, max: usize) -> Self {
+        self.client = self.client.max_decoding_message_size(max);
         self
     }
 
@@ -550,6 +560,13 @@ impl EventNumbering {
 /// client's own channel (deadline, reset, broken stream) are timeouts or
 /// transport errors; statuses the server sent are A2A errors.
 pub(crate) fn status_to_error(status: tonic::Status, url: &str) -> ClientError {
+    if let Some(limit) = too_large_limit(&status) {
+        return ClientError::ResponseTooLarge {
+            what: "a gRPC message".into(),
+            url: url.to_owned(),
+            limit,
+        };
+    }
     if is_connect_failure(&status) {
         let message = error_chain(&status);
         return ClientError::Connect {
@@ -578,6 +595,22 @@ pub(crate) fn status_to_error(status: tonic::Status, url: &str) -> ClientError {
         };
     }
     ClientError::A2a(A2aError::from_grpc_status(&status))
+}
+
+/// The limit a message went past, when `status` is tonic's refusal of a
+/// message longer than `max_decoding_message_size` (made by the client's
+/// own decoder, before the message's body is read).
+fn too_large_limit(status: &tonic::Status) -> Option<usize> {
+    if status.code() != tonic::Code::OutOfRange {
+        return None;
+    }
+    let m = status.message();
+    if !m.starts_with("Error, decoded message length too large") {
+        return None;
+    }
+    let after = &m[m.find("the limit is: ")? + "the limit is: ".len()..];
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// Whether the channel could not connect (refused, DNS, connect timeout):

@@ -23,6 +23,17 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes of a response body kept in [`ClientError::Http`].
 pub(crate) const MAX_ERROR_BODY: usize = 4096;
 
+/// The most bytes the transports accept by default in one answer of an
+/// agent: a whole unary answer (JSON-RPC, HTTP+JSON), one event of a
+/// stream (SSE) and one gRPC message; 64 MiB. A task carries its history
+/// and artifacts (the server's default lets one artifact grow to 16 MiB,
+/// about 21 MiB once base64 in JSON, and a task may have several), so a
+/// tighter default would refuse answers a well-behaved agent sends; a
+/// larger answer fails with [`ClientError::ResponseTooLarge`] after at most
+/// this many bytes were read. Set it with
+/// [`crate::ClientBuilder::max_response_bytes`].
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+
 /// Makes *ring* the process's rustls crypto provider, unless one is
 /// installed already (an application's own choice is kept).
 ///
@@ -219,13 +230,15 @@ pub(crate) async fn send_tapped(
     }
 }
 
-/// [`read_body`], the body (and the end of the exchange) told to the tap.
+/// [`read_body_max`], the body (and the end of the exchange) told to the
+/// tap.
 pub(crate) async fn read_body_tapped(
     resp: reqwest::Response,
     url: &str,
     call: Option<TapCall>,
+    max: usize,
 ) -> Result<Bytes, ClientError> {
-    let res = read_body(resp, url).await;
+    let res = read_body_max(resp, url, max, "the response").await;
     if let Some(mut call) = call {
         match &res {
             Ok(body) => {
@@ -239,41 +252,114 @@ pub(crate) async fn read_body_tapped(
 }
 
 /// One non-streaming exchange: sends the request (told to the tap when
-/// there is one) and reads the whole answer, its HTTP status and body.
+/// there is one) and reads the whole answer, its HTTP status and body (at
+/// most `max` bytes).
 pub(crate) async fn exchange(
     rb: reqwest::RequestBuilder,
     url: &str,
     tap: HttpTap<'_>,
+    max: usize,
 ) -> Result<(u16, Bytes), ClientError> {
     let (resp, tap) = send_tapped(rb, None, url, tap).await?;
     let status = resp.status().as_u16();
-    let body = read_body_tapped(resp, url, tap).await?;
+    let body = read_body_tapped(resp, url, tap, max).await?;
     Ok((status, body))
 }
 
 /// The answer to a streaming request (as [`send_tapped`] gives it): a
-/// successful event-stream answer becomes the stream of its events, each
-/// decoded by `decode`; any other answer is read whole and handed to
-/// `single` with its HTTP status, which makes it an error or the one event
-/// of a one-event stream.
+/// successful event-stream answer becomes the stream of its events (each
+/// at most `max` bytes), each decoded by `decode`; any other answer is
+/// read whole (at most `max` bytes) and handed to `single` with its HTTP
+/// status, which makes it an error or the one event of a one-event stream.
 pub(crate) async fn event_stream(
     (resp, tap): (reqwest::Response, Option<TapCall>),
     url: &str,
     decode: fn(&SseEvent) -> Option<Result<StreamResponse, ClientError>>,
     single: impl FnOnce(u16, &[u8]) -> Result<StreamResponse, ClientError>,
+    max: usize,
 ) -> Result<EventStream, ClientError> {
     if resp.status().is_success() && is_event_stream(&resp) {
-        return Ok(sse_event_stream_tapped(resp, url, decode, tap));
+        return Ok(sse_event_stream_tapped(resp, url, decode, tap, max));
     }
     let status = resp.status().as_u16();
-    let body = read_body_tapped(resp, url, tap).await?;
+    let body = read_body_tapped(resp, url, tap, max).await?;
     let first = single(status, &body)?;
     Ok(EventStream::new(futures::stream::iter([Ok(first)])))
 }
 
-/// Reads a whole body.
+/// Reads a whole body, at most [`DEFAULT_MAX_RESPONSE_BYTES`].
 pub(crate) async fn read_body(resp: reqwest::Response, url: &str) -> Result<Bytes, ClientError> {
-    resp.bytes().await.map_err(|e| map_reqwest_error(e, url))
+    read_body_max(resp, url, DEFAULT_MAX_RESPONSE_BYTES, "the response").await
+}
+
+/// Reads a response's whole body as it arrives, keeping at most
+/// `max_bytes`: a body announced larger (`Content-Length`) is refused
+/// before it is read, and one that grows past the limit (chunked, or
+/// longer than announced) is refused as soon as it does, with
+/// [`ClientError::ResponseTooLarge`]; the connection is then dropped.
+/// Memory held never exceeds the limit (plus one network chunk).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), agentwire_client::ClientError> {
+/// let resp = reqwest::get("http://127.0.0.1:8080/.well-known/agent-card.json")
+///     .await
+///     .map_err(|e| agentwire_client::ClientError::InvalidRequest(e.to_string()))?;
+/// let body = agentwire_client::read_body_limited(resp, 1 << 20).await?;
+/// println!("{} bytes", body.len());
+/// # Ok(()) }
+/// ```
+pub async fn read_body_limited(
+    resp: reqwest::Response,
+    max_bytes: usize,
+) -> Result<Bytes, ClientError> {
+    let url = resp.url().to_string();
+    read_body_max(resp, &url, max_bytes, "the response").await
+}
+
+/// [`read_body_limited`], saying `what` is read from `url` when it is too
+/// large.
+pub(crate) async fn read_body_max(
+    mut resp: reqwest::Response,
+    url: &str,
+    max: usize,
+    what: &str,
+) -> Result<Bytes, ClientError> {
+    let too_large = || ClientError::ResponseTooLarge {
+        what: what.to_owned(),
+        url: url.to_owned(),
+        limit: max,
+    };
+    let announced = resp.content_length();
+    if announced.is_some_and(|n| n > max as u64) {
+        return Err(too_large());
+    }
+    // The first chunk is kept as it is (most answers are one chunk); more
+    // are gathered in a buffer that never grows past the limit.
+    let mut first: Option<Bytes> = None;
+    let mut gathered: Option<bytes::BytesMut> = None;
+    let mut len = 0usize;
+    while let Some(chunk) = resp.chunk().await.map_err(|e| map_reqwest_error(e, url))? {
+        len = len.saturating_add(chunk.len());
+        if len > max {
+            return Err(too_large());
+        }
+        match (&mut gathered, first.take()) {
+            (Some(buf), _) => buf.extend_from_slice(&chunk),
+            (None, None) => first = Some(chunk),
+            (None, Some(f)) => {
+                let hint = announced.map_or(len, |n| n as usize).clamp(len, max);
+                let mut buf = bytes::BytesMut::with_capacity(hint);
+                buf.extend_from_slice(&f);
+                buf.extend_from_slice(&chunk);
+                gathered = Some(buf);
+            }
+        }
+    }
+    Ok(match (gathered, first) {
+        (Some(buf), _) => buf.freeze(),
+        (None, Some(f)) => f,
+        (None, None) => Bytes::new(),
+    })
 }
 
 /// Whether a response carries an event stream.
@@ -288,17 +374,19 @@ pub(crate) fn is_event_stream(resp: &reqwest::Response) -> bool {
         })
 }
 
-/// The events of an SSE response.
+/// The events of an SSE response, each at most `max` bytes (a longer
+/// event or line ends the stream with [`ClientError::ResponseTooLarge`]).
 pub(crate) fn sse_events(
     resp: reqwest::Response,
     url: &str,
+    max: usize,
 ) -> impl Stream<Item = Result<SseEvent, ClientError>> + Send + use<> {
-    let url = url.to_owned();
+    let shown = url.to_owned();
     let body = resp
         .bytes_stream()
-        .map_err(move |e| map_reqwest_error(e, &url))
+        .map_err(move |e| map_reqwest_error(e, &shown))
         .boxed();
-    sse::events(body)
+    sse::events(body, url, max)
 }
 
 /// The protocol events of an SSE response, each decoded by `decode`
@@ -310,10 +398,11 @@ pub(crate) fn sse_event_stream_tapped(
     url: &str,
     decode: fn(&SseEvent) -> Option<Result<StreamResponse, ClientError>>,
     call: Option<TapCall>,
+    max: usize,
 ) -> EventStream {
     let ids = LastEventId::default();
     let seen = ids.clone();
-    let frames = sse_events(resp, url);
+    let frames = sse_events(resp, url, max);
     let frames = match call {
         None => futures::future::Either::Left(frames),
         Some(mut call) => {

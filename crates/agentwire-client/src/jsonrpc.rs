@@ -17,8 +17,8 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{ClientError, ClientResult, truncate_body};
 use crate::http::{
-    HttpTap, MAX_ERROR_BODY, default_http_client, event_stream, exchange, send_tapped,
-    service_headers,
+    DEFAULT_MAX_RESPONSE_BYTES, HttpTap, MAX_ERROR_BODY, default_http_client, event_stream,
+    exchange, send_tapped, service_headers,
 };
 use crate::sse::SseEvent;
 use crate::tap::Tap;
@@ -50,6 +50,8 @@ pub struct JsonRpcTransport {
     tap: Option<Tap>,
     /// The headers of a call (the 0.3 transport sends its own).
     headers: fn(&CallOptions) -> ClientResult<http::HeaderMap>,
+    /// The most bytes of one answer or one stream event.
+    max_response_bytes: usize,
 }
 
 /// The JSON-RPC 2.0 request object.
@@ -91,7 +93,16 @@ impl JsonRpcTransport {
             next_id: AtomicU64::new(1),
             tap: None,
             headers: service_headers,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         })
+    }
+
+    /// The most bytes accepted in one answer, and in one event of a
+    /// stream (default [`DEFAULT_MAX_RESPONSE_BYTES`], 64 MiB): reading
+    /// stops there with [`ClientError::ResponseTooLarge`].
+    pub fn with_max_response_bytes(mut self, max: usize) -> Self {
+        self.max_response_bytes = max;
+        self
     }
 
     /// Sends the headers `headers` makes instead of the 1.0 ones (the 0.3
@@ -213,7 +224,8 @@ impl JsonRpcTransport {
         R: DeserializeOwned,
     {
         let rb = self.request(method, params, options, false)?;
-        let (status, body) = exchange(rb, &self.url, self.tap_for(method)).await?;
+        let (status, body) =
+            exchange(rb, &self.url, self.tap_for(method), self.max_response_bytes).await?;
         decode_response(method, status, &body)
     }
 
@@ -240,11 +252,17 @@ impl JsonRpcTransport {
     ) -> ClientResult<EventStream> {
         let rb = self.request(method, params, options, true)?;
         let sent = send_tapped(rb, options.timeout, &self.url, self.tap_for(method)).await?;
-        event_stream(sent, &self.url, decode, |status, body| {
-            let first: E =
-                decode_response(method, status, body)?.ok_or_else(|| no_result(method))?;
-            convert(first)
-        })
+        event_stream(
+            sent,
+            &self.url,
+            decode,
+            |status, body| {
+                let first: E =
+                    decode_response(method, status, body)?.ok_or_else(|| no_result(method))?;
+                convert(first)
+            },
+            self.max_response_bytes,
+        )
         .await
     }
 }

@@ -106,6 +106,22 @@
 //! | `sqlite` | no | the SQLite ledger store (`ledger::SqliteStore`, `Ledger::open`), with a bundled SQLite |
 //! | `webhook` | no | the push-notification webhook receiver (module `webhook`, an axum router) |
 //!
+//! # Limits
+//!
+//! Nothing an agent sends makes the client hold more than a bound: each
+//! answer is read as it arrives and reading stops at the limit with
+//! [`ClientError::ResponseTooLarge`] (a `Content-Length` above it is
+//! refused before reading).
+//!
+//! | what | default | set with |
+//! | --- | --- | --- |
+//! | a unary answer (JSON-RPC, HTTP+JSON), one SSE event or line, one gRPC message | [`DEFAULT_MAX_RESPONSE_BYTES`] (64 MiB: a task's artifacts may reach 16 MiB each with the server's defaults) | [`ClientBuilder::max_response_bytes`], `with_max_response_bytes` of each transport |
+//! | an agent card | [`card::DEFAULT_MAX_CARD_BYTES`] (1 MiB, as the registry) | [`card::CardResolver::with_max_card_bytes`], [`ClientBuilder::max_card_bytes`] |
+//! | a registry's answer | 64 MiB | `registry::Registry::with_max_response_bytes` |
+//! | an authorization server's answer | [`oauth::MAX_OAUTH_RESPONSE_BYTES`] (1 MiB) | |
+//!
+//! [`read_body_limited`] reads any `reqwest` response the same way.
+//!
 //! HTTP(S) goes through reqwest with rustls and the *ring* crypto provider;
 //! certificates are checked against the system's roots.
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -150,7 +166,8 @@ pub use error::{BoxError, ClientError, ClientResult};
 #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
 pub use grpc::GrpcTransport;
 pub use http::{
-    DEFAULT_CONNECT_TIMEOUT, default_http_client, http_client_builder, install_crypto_provider,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES, default_http_client, http_client_builder,
+    install_crypto_provider, read_body_limited,
 };
 pub use jsonrpc::JsonRpcTransport;
 pub use rest::RestTransport;

@@ -30,6 +30,11 @@ fn connect_error(url: &str, e: reqwest::Error) -> ClientError {
     }
 }
 
+/// The most bytes read from an authorization server's answer (a discovery
+/// document, a token response): 1 MiB, far above what they hold. Reading
+/// stops there with [`ClientError::ResponseTooLarge`].
+pub const MAX_OAUTH_RESPONSE_BYTES: usize = 1 << 20;
+
 /// How early a token counts as expired (clock skew, time in flight).
 pub const EXPIRY_MARGIN: Duration = Duration::from_secs(30);
 
@@ -147,7 +152,14 @@ pub async fn discover(http: &reqwest::Client, url: &str) -> ClientResult<OAuthEn
             "the discovery document {url} answered HTTP {status}"
         )));
     }
-    let doc: Doc = resp.json().await.map_err(|e| {
+    let body = crate::http::read_body_max(
+        resp,
+        &url,
+        MAX_OAUTH_RESPONSE_BYTES,
+        "the discovery document",
+    )
+    .await?;
+    let doc: Doc = serde_json::from_slice(&body).map_err(|e| {
         ClientError::InvalidResponse(format!("the discovery document {url} is not valid: {e}"))
     })?;
     let token_endpoint = doc.token_endpoint.ok_or_else(|| {
@@ -327,10 +339,9 @@ async fn post_form<T: for<'de> Deserialize<'de>>(
         .await
         .map_err(|e| Failure::Other(connect_error(url, e)))?;
     let status = resp.status();
-    let body = resp
-        .bytes()
+    let body = crate::http::read_body_max(resp, url, MAX_OAUTH_RESPONSE_BYTES, "the answer")
         .await
-        .map_err(|e| Failure::Other(connect_error(url, e)))?;
+        .map_err(Failure::Other)?;
     if status.is_success() {
         return serde_json::from_slice(&body).map_err(|e| {
             Failure::Other(ClientError::InvalidResponse(format!(

@@ -36,7 +36,9 @@ use serde_json::{Map, Value};
 
 use crate::card::{CardOrigin, CardResolver, ResolvedCard};
 use crate::error::ClientError;
-use crate::http::{default_http_client, map_reqwest_error, read_body};
+use crate::http::{
+    DEFAULT_MAX_RESPONSE_BYTES, default_http_client, map_reqwest_error, read_body_max,
+};
 
 /// Where a host publishes its catalog (ARD 4.1).
 pub const CATALOG_PATH: &str = "/.well-known/ai-catalog.json";
@@ -487,6 +489,7 @@ pub struct Registry {
     http: reqwest::Client,
     bearer: Option<String>,
     timeout: Duration,
+    max_response_bytes: usize,
 }
 
 impl Registry {
@@ -519,7 +522,16 @@ impl Registry {
             http: default_http_client(),
             bearer: None,
             timeout: Duration::from_secs(30),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         })
+    }
+
+    /// The most bytes accepted in one answer of the registry (default
+    /// [`DEFAULT_MAX_RESPONSE_BYTES`], 64 MiB): reading stops there with
+    /// [`ClientError::ResponseTooLarge`].
+    pub fn with_max_response_bytes(mut self, max: usize) -> Self {
+        self.max_response_bytes = max;
+        self
     }
 
     /// Uses this HTTP client.
@@ -571,7 +583,13 @@ impl Registry {
         }
         let resp = rb.send().await.map_err(|e| map_reqwest_error(e, &shown))?;
         let status = resp.status();
-        let bytes = read_body(resp, &shown).await?;
+        let bytes = read_body_max(
+            resp,
+            &shown,
+            self.max_response_bytes,
+            "the registry's answer",
+        )
+        .await?;
         if !status.is_success() {
             return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
                 Ok(e) => RegistryError::Api {

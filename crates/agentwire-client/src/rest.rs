@@ -18,8 +18,8 @@ use serde_json::Value;
 
 use crate::error::{ClientError, ClientResult, truncate_body};
 use crate::http::{
-    HttpTap, MAX_ERROR_BODY, default_http_client, event_stream, exchange, send_tapped,
-    service_headers,
+    DEFAULT_MAX_RESPONSE_BYTES, HttpTap, MAX_ERROR_BODY, default_http_client, event_stream,
+    exchange, send_tapped, service_headers,
 };
 use crate::sse::SseEvent;
 use crate::tap::{Tap, TapCall};
@@ -54,6 +54,8 @@ pub struct RestTransport {
     tenant: String,
     query: Vec<(String, String)>,
     tap: Option<Tap>,
+    /// The most bytes of one answer or one stream event.
+    max_response_bytes: usize,
 }
 
 impl RestTransport {
@@ -80,7 +82,16 @@ impl RestTransport {
             tenant: String::new(),
             query: Vec::new(),
             tap: None,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         })
+    }
+
+    /// The most bytes accepted in one answer, and in one event of a
+    /// stream (default [`DEFAULT_MAX_RESPONSE_BYTES`], 64 MiB): reading
+    /// stops there with [`ClientError::ResponseTooLarge`].
+    pub fn with_max_response_bytes(mut self, max: usize) -> Self {
+        self.max_response_bytes = max;
+        self
     }
 
     /// Tells `tap` every exchange: the request and its exact body, the
@@ -174,7 +185,7 @@ impl RestTransport {
         options: &CallOptions,
     ) -> ClientResult<bytes::Bytes> {
         let rb = self.builder(method, url, body, options, false)?;
-        let (status, bytes) = exchange(rb, url, self.tap_for(op)).await?;
+        let (status, bytes) = exchange(rb, url, self.tap_for(op), self.max_response_bytes).await?;
         if !(200..300).contains(&status) {
             return Err(error_from_http(status, &bytes));
         }
@@ -215,22 +226,28 @@ impl RestTransport {
         sent: (reqwest::Response, Option<TapCall>),
         url: &str,
     ) -> ClientResult<EventStream> {
-        event_stream(sent, url, decode_event, |status, bytes| {
-            if !(200..300).contains(&status) {
-                return Err(error_from_http(status, bytes));
-            }
-            // A single JSON answer instead of a stream.
-            let ev = SseEvent {
-                event: "message".into(),
-                data: String::from_utf8_lossy(bytes).into_owned(),
-                id: None,
-            };
-            decode_event(&ev).unwrap_or_else(|| {
-                Err(ClientError::invalid_response(format!(
-                    "{url} answered a streaming call with neither a stream nor an event"
-                )))
-            })
-        })
+        event_stream(
+            sent,
+            url,
+            decode_event,
+            |status, bytes| {
+                if !(200..300).contains(&status) {
+                    return Err(error_from_http(status, bytes));
+                }
+                // A single JSON answer instead of a stream.
+                let ev = SseEvent {
+                    event: "message".into(),
+                    data: String::from_utf8_lossy(bytes).into_owned(),
+                    id: None,
+                };
+                decode_event(&ev).unwrap_or_else(|| {
+                    Err(ClientError::invalid_response(format!(
+                        "{url} answered a streaming call with neither a stream nor an event"
+                    )))
+                })
+            },
+            self.max_response_bytes,
+        )
         .await
     }
 }

@@ -17,9 +17,11 @@ use futures::{Stream, StreamExt};
 
 use crate::error::ClientError;
 
-/// The largest event (or line) accepted; beyond it the stream fails rather
-/// than buffering without bound.
-pub const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
+/// The largest event (or line) accepted by default; beyond it the stream
+/// fails rather than buffering without bound. The transports use their
+/// own limit ([`crate::ClientBuilder::max_response_bytes`], the same
+/// 64 MiB by default).
+pub const MAX_EVENT_BYTES: usize = crate::http::DEFAULT_MAX_RESPONSE_BYTES;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -174,9 +176,15 @@ impl SseParser {
     }
 }
 
-/// Turns a body of byte chunks into a stream of events. Errors of the body
-/// are passed through and end the stream.
-pub(crate) fn events<S>(body: S) -> impl Stream<Item = Result<SseEvent, ClientError>> + Send
+/// Turns a body of byte chunks (from `url`) into a stream of events, each
+/// at most `max` bytes (a longer event or line ends the stream with
+/// [`ClientError::ResponseTooLarge`]). Errors of the body are passed
+/// through and end the stream.
+pub(crate) fn events<S>(
+    body: S,
+    url: &str,
+    max: usize,
+) -> impl Stream<Item = Result<SseEvent, ClientError>> + Send + use<S>
 where
     S: Stream<Item = Result<Bytes, ClientError>> + Send + Unpin + 'static,
 {
@@ -185,12 +193,14 @@ where
         parser: SseParser,
         ready: VecDeque<SseEvent>,
         done: bool,
+        url: String,
     }
     let state = State {
         body,
-        parser: SseParser::default(),
+        parser: SseParser::new(max),
         ready: VecDeque::new(),
         done: false,
+        url: url.to_owned(),
     };
     futures::stream::unfold(state, |mut st| async move {
         loop {
@@ -202,10 +212,17 @@ where
             }
             match st.body.next().await {
                 Some(Ok(chunk)) => {
-                    if let Err(e) = st.parser.push(&chunk, &mut st.ready) {
+                    if st.parser.push(&chunk, &mut st.ready).is_err() {
+                        // The parser's only failure: an event or line
+                        // past the limit.
                         st.done = true;
                         st.ready.clear();
-                        return Some((Err(ClientError::InvalidResponse(e)), st));
+                        let e = ClientError::ResponseTooLarge {
+                            what: "a server-sent event".into(),
+                            url: std::mem::take(&mut st.url),
+                            limit: st.parser.max,
+                        };
+                        return Some((Err(e), st));
                     }
                 }
                 Some(Err(e)) => {
@@ -340,10 +357,35 @@ mod tests {
             }),
             Ok(Bytes::from_static(b"data: 3\n\n")),
         ];
-        let got: Vec<_> = events(futures::stream::iter(chunks)).collect().await;
+        let got: Vec<_> = events(futures::stream::iter(chunks), "http://x/", 1 << 20)
+            .collect()
+            .await;
         assert_eq!(got.len(), 3);
         assert_eq!(got[0].as_ref().unwrap().data, "1");
         assert_eq!(got[1].as_ref().unwrap().data, "2");
         assert!(got[2].is_err());
+    }
+
+    #[tokio::test]
+    async fn an_event_past_the_limit_ends_the_stream() {
+        let chunks: Vec<Result<Bytes, ClientError>> = vec![
+            Ok(Bytes::from_static(b"data: small\n\n")),
+            Ok(Bytes::from(format!("data: {}", "x".repeat(100)))),
+            Ok(Bytes::from_static(b"\n\ndata: after\n\n")),
+        ];
+        let got: Vec<_> = events(futures::stream::iter(chunks), "http://x/", 64)
+            .collect()
+            .await;
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].as_ref().unwrap().data, "small");
+        match &got[1] {
+            Err(ClientError::ResponseTooLarge { what, limit, url }) => {
+                assert_eq!(
+                    (what.as_str(), *limit, url.as_str()),
+                    ("a server-sent event", 64, "http://x/")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -625,7 +625,17 @@ impl WebhookReceiver {
             .send()
             .await
         {
-            Ok(r) if r.status().is_success() => r.json().await.ok()?,
+            Ok(r) if r.status().is_success() => {
+                // A JWKS is a few keys: 1 MiB is far above it, and reading
+                // stops there.
+                match crate::http::read_body_max(r, &url, 1 << 20, "the JWKS").await {
+                    Ok(body) => serde_json::from_slice(&body).ok()?,
+                    Err(e) => {
+                        tracing::warn!(error = %e, url = %url, "webhook: JWKS fetch failed");
+                        return None;
+                    }
+                }
+            }
             Ok(r) => {
                 tracing::warn!(status = %r.status(), url = %url, "webhook: JWKS fetch refused");
                 return None;

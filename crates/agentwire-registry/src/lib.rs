@@ -64,7 +64,11 @@ pub mod store;
 pub mod text;
 
 pub use agentwire_client::registry as wire;
+pub use agentwire_server::push::UrlPolicy;
 pub use error::ApiError;
-pub use registry::{BackgroundHandle, RefreshPolicy, Registry, RegistryBuilder, RegistryConfig};
+pub use registry::{
+    BackgroundHandle, DEFAULT_MAX_CARD_BYTES, DEFAULT_MAX_UPSTREAM_BYTES, RefreshPolicy, Registry,
+    RegistryBuilder, RegistryConfig,
+};
 pub use route::{EmbedError, Embedder, RouterConfig};
 pub use server::{BoundRegistry, RegistryHandle, RegistryServer};

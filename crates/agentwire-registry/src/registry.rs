@@ -12,6 +12,7 @@ use agentwire_client::registry::{
     PublishRequest, PublishResponse, REGISTRY_TYPE, Referral, RouteRequest, RouteResponse,
     SearchRequest, SearchResponse, SearchResult, Skipped,
 };
+use agentwire_server::push::{UrlPolicy, refusal_in};
 use base64::Engine;
 use parking_lot::{Mutex, RwLock};
 use serde_json::{Value, json};
@@ -76,9 +77,33 @@ pub struct RegistryConfig {
     pub router: RouterConfig,
     /// Registries queried in `auto` federation and offered as referrals.
     pub upstreams: Vec<String>,
-    /// The largest card accepted.
+    /// The largest card (or ingested catalog) accepted: a fetch stops
+    /// reading at this many bytes and fails.
     pub max_card_bytes: usize,
+    /// The largest answer accepted from an upstream registry (federated
+    /// search); reading stops there and the upstream's results are left
+    /// out.
+    pub max_upstream_bytes: usize,
+    /// Which addresses the registry fetches from (agent cards at publish
+    /// and refresh, ingested catalogs): the push notifications' SSRF
+    /// policy ([`UrlPolicy`]). By default only globally routable addresses:
+    /// loopback, private, link-local (the cloud metadata address
+    /// 169.254.169.254 among them) and other special-purpose addresses
+    /// are refused, for the URL's literal address, for the addresses a
+    /// name resolves to (checked when connecting) and for each redirect
+    /// (at most 3). Open exceptions with [`UrlPolicy::allow_net`],
+    /// [`UrlPolicy::allow_host`] or [`UrlPolicy::allow_loopback`] (agents
+    /// on a private network, tests). The hosts of [`Self::upstreams`] are
+    /// allowed for the federated searches sent to them (the operator chose
+    /// them), not for card fetches.
+    pub url_policy: UrlPolicy,
 }
+
+/// [`RegistryConfig::max_card_bytes`] by default: 1 MiB.
+pub const DEFAULT_MAX_CARD_BYTES: usize = 1 << 20;
+
+/// [`RegistryConfig::max_upstream_bytes`] by default: 16 MiB.
+pub const DEFAULT_MAX_UPSTREAM_BYTES: usize = 16 << 20;
 
 impl Default for RegistryConfig {
     fn default() -> Self {
@@ -87,10 +112,16 @@ impl Default for RegistryConfig {
             refresh: RefreshPolicy::default(),
             router: RouterConfig::default(),
             upstreams: Vec::new(),
-            max_card_bytes: 1 << 20,
+            max_card_bytes: DEFAULT_MAX_CARD_BYTES,
+            max_upstream_bytes: DEFAULT_MAX_UPSTREAM_BYTES,
+            url_policy: UrlPolicy::new(),
         }
     }
 }
+
+/// Redirects a card fetch follows at most (each one checked by the URL
+/// policy).
+const MAX_REDIRECTS: usize = 3;
 
 /// The registry: cheap to clone (clones share everything).
 #[derive(Clone)]
@@ -104,7 +135,13 @@ struct Inner {
     analyzer: Arc<Analyzer>,
     config: RegistryConfig,
     base_url: RwLock<String>,
+    /// Fetches cards and catalogs: guarded by the URL policy.
     http: reqwest::Client,
+    /// Searches the upstream registries: the URL policy with the
+    /// upstreams' hosts allowed.
+    upstream_http: reqwest::Client,
+    /// The URL policy of `http`, for the literal address of each URL.
+    policy: Arc<UrlPolicy>,
     verifier: Arc<dyn SignatureVerifier>,
     embedder: Option<Arc<dyn Embedder>>,
     inflight: Mutex<HashSet<String>>,
@@ -130,9 +167,12 @@ pub struct RegistryBuilder {
     config: RegistryConfig,
     verifier: Arc<dyn SignatureVerifier>,
     embedder: Option<Arc<dyn Embedder>>,
-    http: Option<reqwest::Client>,
+    http: Option<HttpSettings>,
     base_url: String,
 }
+
+/// Makes the settings of the registry's HTTP clients.
+type HttpSettings = Box<dyn Fn() -> reqwest::ClientBuilder + Send + Sync>;
 
 impl RegistryBuilder {
     /// Settings.
@@ -154,9 +194,15 @@ impl RegistryBuilder {
         self
     }
 
-    /// The HTTP client that fetches cards.
-    pub fn http_client(mut self, http: reqwest::Client) -> Self {
-        self.http = Some(http);
+    /// The settings of the HTTP clients that fetch cards and search the
+    /// upstream registries (TLS roots, timeouts...), made by `settings`.
+    /// The registry adds the URL policy of [`RegistryConfig::url_policy`]
+    /// to them: its DNS resolver, its redirect rule and no proxy.
+    pub fn http_client_builder(
+        mut self,
+        settings: impl Fn() -> reqwest::ClientBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.http = Some(Box::new(settings));
         self
     }
 
@@ -168,22 +214,27 @@ impl RegistryBuilder {
 
     /// Opens the registry: the index is built from the store.
     pub async fn build(self) -> StoreResult<Registry> {
-        let http = match self.http {
-            Some(h) => h,
-            None => {
-                // reqwest is built without a TLS crypto provider of its own:
-                // without this, building the client panics.
-                agentwire_client::install_crypto_provider();
-                reqwest::Client::builder()
-                    .connect_timeout(Duration::from_secs(5))
-                    .redirect(reqwest::redirect::Policy::limited(3))
-                    .user_agent(concat!("agentwire-registry/", env!("CARGO_PKG_VERSION")))
-                    .build()
-                    .map_err(|e| {
-                        crate::store::StoreError(format!("cannot build the HTTP client: {e}"))
-                    })?
-            }
+        // reqwest is built without a TLS crypto provider of its own:
+        // without this, building the client panics.
+        agentwire_client::install_crypto_provider();
+        let base = || match &self.http {
+            Some(settings) => settings(),
+            None => reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .user_agent(concat!("agentwire-registry/", env!("CARGO_PKG_VERSION"))),
         };
+        let build = |policy: &Arc<UrlPolicy>| {
+            policy
+                .guard(base(), MAX_REDIRECTS)
+                .build()
+                .map_err(|e| crate::store::StoreError(format!("cannot build the HTTP client: {e}")))
+        };
+        let policy = Arc::new(self.config.url_policy.clone());
+        let http = build(&policy)?;
+        let upstream_http = build(&Arc::new(upstream_policy(
+            &self.config.url_policy,
+            &self.config.upstreams,
+        )))?;
         let analyzer = Arc::new(Analyzer::new());
         let concurrency = self.config.refresh.concurrency.max(1);
         let registry = Registry {
@@ -194,6 +245,8 @@ impl RegistryBuilder {
                 config: self.config,
                 base_url: RwLock::new(self.base_url),
                 http,
+                upstream_http,
+                policy,
                 verifier: self.verifier,
                 embedder: self.embedder,
                 inflight: Mutex::new(HashSet::new()),
@@ -205,6 +258,53 @@ impl RegistryBuilder {
         registry.sync().await?;
         Ok(registry)
     }
+}
+
+/// `policy` with the hosts of the upstream registries allowed.
+fn upstream_policy(policy: &UrlPolicy, upstreams: &[String]) -> UrlPolicy {
+    let mut policy = policy.clone();
+    for u in upstreams {
+        let with_scheme = if u.contains("://") {
+            u.clone()
+        } else {
+            format!("http://{u}")
+        };
+        let Ok(url) = reqwest::Url::parse(&with_scheme) else {
+            continue;
+        };
+        let Some(host) = url.host_str() else {
+            continue;
+        };
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        policy = match bare.parse::<std::net::IpAddr>() {
+            Ok(ip) => policy.allow_net(&ip.to_string()),
+            Err(_) => policy.allow_host(host),
+        };
+    }
+    policy
+}
+
+/// A failed request, in words: the URL policy's refusal when it stopped
+/// the request, else the error and its sources.
+fn request_error(url: &str, e: &reqwest::Error) -> String {
+    if let Some(r) = refusal_in(e) {
+        return refused(url, &r.0);
+    }
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        msg = format!("{msg}: {s}");
+        src = s.source();
+    }
+    msg
+}
+
+/// Why the registry does not fetch `url`.
+fn refused(url: &str, why: &str) -> String {
+    format!(
+        "{url} is refused by the registry's address policy ({why}): the registry only fetches \
+         public addresses unless its operator allows others (a2a registry serve --fetch-allow)"
+    )
 }
 
 /// What a card fetch gave.
@@ -411,6 +511,12 @@ impl Registry {
         etag: Option<&str>,
         last_modified: Option<&str>,
     ) -> Result<Fetched, String> {
+        // The literal address here; the addresses of a name when connecting,
+        // and each redirect, in the HTTP client (`UrlPolicy::guard`).
+        self.inner
+            .policy
+            .check_url(url)
+            .map_err(|r| refused(url, &r.0))?;
         let policy = &self.inner.config.refresh;
         let mut rb = self
             .inner
@@ -424,15 +530,7 @@ impl Registry {
         if let Some(d) = last_modified {
             rb = rb.header(http::header::IF_MODIFIED_SINCE, d);
         }
-        let resp = rb.send().await.map_err(|e| {
-            let mut msg = e.to_string();
-            let mut src = std::error::Error::source(&e);
-            while let Some(s) = src {
-                msg = format!("{msg}: {s}");
-                src = s.source();
-            }
-            msg
-        })?;
+        let resp = rb.send().await.map_err(|e| request_error(url, &e))?;
         let status = resp.status();
         let ttl = ttl_of(resp.headers(), policy);
         if status == reqwest::StatusCode::NOT_MODIFIED
@@ -451,25 +549,17 @@ impl Registry {
         };
         let etag = header(http::header::ETAG);
         let last_modified = header(http::header::LAST_MODIFIED);
-        if resp
-            .content_length()
-            .is_some_and(|n| n > self.inner.config.max_card_bytes as u64)
-        {
-            return Err(format!(
-                "the card at {url} is larger than {} bytes",
-                self.inner.config.max_card_bytes
-            ));
-        }
-        let body = resp
-            .bytes()
+        // Read as it arrives, never more than the limit (a body without
+        // Content-Length is cut off there too).
+        let max = self.inner.config.max_card_bytes;
+        let body = agentwire_client::read_body_limited(resp, max)
             .await
-            .map_err(|e| format!("reading {url}: {e}"))?;
-        if body.len() > self.inner.config.max_card_bytes {
-            return Err(format!(
-                "the card at {url} is larger than {} bytes",
-                self.inner.config.max_card_bytes
-            ));
-        }
+            .map_err(|e| match e {
+                agentwire_client::ClientError::ResponseTooLarge { .. } => {
+                    format!("the card at {url} is larger than {max} bytes")
+                }
+                e => format!("reading {url}: {e}"),
+            })?;
         let card: Value =
             serde_json::from_slice(&body).map_err(|e| format!("{url} is not JSON: {e}"))?;
         Ok(Fetched::Card {
@@ -822,8 +912,9 @@ impl Registry {
                     continue;
                 };
                 let client = client
-                    .with_http_client(self.inner.http.clone())
-                    .with_timeout(self.inner.config.refresh.timeout);
+                    .with_http_client(self.inner.upstream_http.clone())
+                    .with_timeout(self.inner.config.refresh.timeout)
+                    .with_max_response_bytes(self.inner.config.max_upstream_bytes);
                 let req = SearchRequest {
                     query: request.query.clone(),
                     federation: Some(Federation::None),

@@ -131,6 +131,8 @@ async fn the_catalog_and_the_api_match_the_spec_schemas() {
     .spawn();
     let config = RegistryConfig {
         upstreams: vec![upstream.base_url()],
+        // The agent published by reference listens on loopback.
+        url_policy: agentwire_registry::UrlPolicy::new().allow_loopback(),
         ..RegistryConfig::default()
     };
     let registry = Registry::builder(Arc::new(MemoryRegistryStore::new()))

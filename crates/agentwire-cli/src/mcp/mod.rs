@@ -107,10 +107,14 @@ pub struct McpConn {
 
     #[command(flatten)]
     pub registry: RegistryOpt,
+
+    #[command(flatten)]
+    pub limits: crate::LimitOpts,
 }
 
 impl Apply for McpConn {
     fn apply(&self, g: &mut Globals) {
+        self.limits.apply(g);
         g.bearer.clone_from(&self.bearer);
         g.api_key.clone_from(&self.api_key);
         g.insecure = self.insecure;

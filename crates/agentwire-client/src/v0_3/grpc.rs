@@ -78,7 +78,8 @@ impl V03GrpcTransport {
     /// A transport over a channel configured by the caller.
     pub fn from_channel(channel: Channel, url: impl Into<String>) -> Self {
         Self {
-            client: A2aServiceClient::new(channel).max_decoding_message_size(64 * 1024 * 1024),
+            client: A2aServiceClient::new(channel)
+                .max_decoding_message_size(crate::http::DEFAULT_MAX_RESPONSE_BYTES),
             url: url.into(),
             tap: None,
         }
@@ -93,6 +94,15 @@ impl V03GrpcTransport {
 
     pub(crate) fn tapped(mut self, tap: Option<&Tap>) -> Self {
         self.tap = tap.cloned();
+        self
+    }
+
+    /// The most bytes accepted in one gRPC message, a unary answer or one
+    /// message of a stream (default [`crate::DEFAULT_MAX_RESPONSE_BYTES`],
+    /// 64 MiB): a longer one fails with [`ClientError::ResponseTooLarge`]
+    /// before its body is read.
+    pub fn with_max_response_bytes(mut self, max: usize) -> Self {
+        self.client = self.client.max_decoding_message_size(max);
         self
     }
 

@@ -49,8 +49,8 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{ClientError, ClientResult, truncate_body};
 use crate::http::{
-    HttpTap, MAX_ERROR_BODY, default_http_client, event_stream, exchange, send_tapped,
-    service_headers,
+    DEFAULT_MAX_RESPONSE_BYTES, HttpTap, MAX_ERROR_BODY, default_http_client, event_stream,
+    exchange, send_tapped, service_headers,
 };
 use crate::jsonrpc::{JsonRpcTransport, decode_rpc_event};
 use crate::sse::SseEvent;
@@ -148,6 +148,13 @@ impl V03JsonRpcTransport {
     /// wants in the query).
     pub fn with_query_params(mut self, params: impl IntoIterator<Item = (String, String)>) -> Self {
         self.inner = self.inner.with_query_params(params);
+        self
+    }
+
+    /// The most bytes accepted in one answer or stream event (default
+    /// [`crate::DEFAULT_MAX_RESPONSE_BYTES`]).
+    pub fn with_max_response_bytes(mut self, max: usize) -> Self {
+        self.inner = self.inner.with_max_response_bytes(max);
         self
     }
 
@@ -405,6 +412,7 @@ pub struct V03RestTransport {
     base: String,
     query: Vec<(String, String)>,
     tap: Option<Tap>,
+    max_response_bytes: usize,
 }
 
 impl V03RestTransport {
@@ -424,7 +432,15 @@ impl V03RestTransport {
             base: url.trim_end_matches('/').to_owned(),
             query: Vec::new(),
             tap: None,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         })
+    }
+
+    /// The most bytes accepted in one answer or stream event (default
+    /// [`DEFAULT_MAX_RESPONSE_BYTES`]).
+    pub fn with_max_response_bytes(mut self, max: usize) -> Self {
+        self.max_response_bytes = max;
+        self
     }
 
     /// Tells `tap` every exchange (see [`crate::tap`]), as the 1.0
@@ -513,7 +529,8 @@ impl V03RestTransport {
         op: &'static str,
         rb: reqwest::RequestBuilder,
     ) -> ClientResult<Option<R>> {
-        let (status, body) = exchange(rb, &self.base, self.tap_for(op)).await?;
+        let (status, body) =
+            exchange(rb, &self.base, self.tap_for(op), self.max_response_bytes).await?;
         if !(200..300).contains(&status) {
             return Err(rest_error(status, &body));
         }
@@ -545,15 +562,21 @@ impl V03RestTransport {
         timeout: Option<std::time::Duration>,
     ) -> ClientResult<EventStream> {
         let sent = send_tapped(rb, timeout, &self.base, self.tap_for(op)).await?;
-        event_stream(sent, &self.base, decode_rest_event, |status, body| {
-            if !(200..300).contains(&status) {
-                return Err(rest_error(status, body));
-            }
-            let first: rest::StreamResponse = serde_json::from_slice(body).map_err(|e| {
-                ClientError::invalid_response(format!("undecodable 0.3 event: {e}"))
-            })?;
-            rest_event_to_v1(first)
-        })
+        event_stream(
+            sent,
+            &self.base,
+            decode_rest_event,
+            |status, body| {
+                if !(200..300).contains(&status) {
+                    return Err(rest_error(status, body));
+                }
+                let first: rest::StreamResponse = serde_json::from_slice(body).map_err(|e| {
+                    ClientError::invalid_response(format!("undecodable 0.3 event: {e}"))
+                })?;
+                rest_event_to_v1(first)
+            },
+            self.max_response_bytes,
+        )
         .await
     }
 }

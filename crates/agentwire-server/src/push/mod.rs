@@ -63,7 +63,7 @@ pub use outbox::PostgresOutbox;
 pub use outbox::SqliteOutbox;
 pub use outbox::{Leased, MemoryOutbox, Notification, PushOutbox};
 pub use sign::{PushSigner, body_sha256_hex};
-pub use ssrf::{Refused, UrlPolicy, special_purpose};
+pub use ssrf::{Refused, UrlPolicy, is_loopback_host, refusal_in, special_purpose};
 
 /// Where the server publishes the public keys of its push signatures.
 pub const JWKS_PATH: &str = "/.well-known/a2a-push-jwks.json";

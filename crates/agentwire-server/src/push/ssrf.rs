@@ -10,6 +10,12 @@
 //! is the HTTP client's DNS resolver, so a name that changes its answer
 //! between the two checks gains nothing). An allow-list of networks and
 //! host names opens exceptions for development and tests.
+//!
+//! The same policy guards every URL the agent registry
+//! (`agentwire-registry`) fetches: [`UrlPolicy::guard`] makes any
+//! `reqwest` client check the addresses it connects to and each redirect
+//! it would follow, and [`refusal_in`] finds the policy's refusal in the
+//! error of a request it stopped.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -68,6 +74,56 @@ impl UrlPolicy {
     pub fn require_https(mut self, on: bool) -> Self {
         self.require_https = on;
         self
+    }
+
+    /// Whether loopback addresses are allowed (all of `127.0.0.0/8` and
+    /// `::1`).
+    pub fn allows_loopback(&self) -> bool {
+        self.check_ip(IpAddr::V4(Ipv4Addr::LOCALHOST)).is_ok()
+            && self.check_ip(IpAddr::V6(Ipv6Addr::LOCALHOST)).is_ok()
+    }
+
+    /// Makes `builder` a client that only connects where this policy
+    /// allows: its DNS resolver keeps only allowed addresses (checked at
+    /// connection time, so a name whose answer changes after an earlier
+    /// check gains nothing), each redirect is checked with
+    /// [`UrlPolicy::check_url`] before it is followed (at most
+    /// `max_redirects` of them; none are followed with 0, the 3xx answer is
+    /// returned), and no proxy is used (the address checked must be the
+    /// address connected to). A URL whose host is an IP address does not go
+    /// through the resolver: check the first URL with
+    /// [`UrlPolicy::check_url`] before sending. A request the policy stops
+    /// fails with an error in whose source chain [`refusal_in`] finds the
+    /// [`Refused`].
+    pub fn guard(
+        self: &Arc<Self>,
+        builder: reqwest::ClientBuilder,
+        max_redirects: usize,
+    ) -> reqwest::ClientBuilder {
+        let redirect = if max_redirects == 0 {
+            reqwest::redirect::Policy::none()
+        } else {
+            let policy = Arc::clone(self);
+            reqwest::redirect::Policy::custom(move |attempt| {
+                if attempt.previous().len() > max_redirects {
+                    let why = Refused(format!("more than {max_redirects} redirects"));
+                    return attempt.error(why);
+                }
+                match policy.check_url(attempt.url().as_str()) {
+                    Ok(_) => attempt.follow(),
+                    Err(r) => {
+                        let why = Refused(format!("a redirect to {}: {}", attempt.url(), r.0));
+                        attempt.error(why)
+                    }
+                }
+            })
+        };
+        builder
+            .dns_resolver(Arc::new(GuardedResolver {
+                policy: Arc::clone(self),
+            }))
+            .redirect(redirect)
+            .no_proxy()
     }
 
     fn host_allowed(&self, host: &str) -> bool {
@@ -310,8 +366,31 @@ impl reqwest::dns::Resolve for GuardedResolver {
     }
 }
 
+/// Whether a listen address given by an operator (`--host`: an IP address
+/// or a name) is loopback only: a loopback address (IPv4-mapped forms
+/// included), or a name all of whose addresses are loopback. `0.0.0.0`,
+/// `::`, any other address and a name that does not resolve are not.
+pub async fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim();
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return canonical(ip).is_loopback();
+    }
+    let lookup = tokio::net::lookup_host((bare.to_owned(), 0));
+    match tokio::time::timeout(Duration::from_secs(2), lookup).await {
+        Ok(Ok(addrs)) => {
+            let addrs: Vec<SocketAddr> = addrs.collect();
+            !addrs.is_empty() && addrs.iter().all(|a| canonical(a.ip()).is_loopback())
+        }
+        _ => false,
+    }
+}
+
 /// The refusal in an error's source chain, if the policy caused it.
-pub(crate) fn refusal_in(err: &(dyn std::error::Error + 'static)) -> Option<Refused> {
+pub fn refusal_in(err: &(dyn std::error::Error + 'static)) -> Option<Refused> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cur {
         if let Some(r) = e.downcast_ref::<Refused>() {
@@ -372,6 +451,69 @@ mod tests {
         let https = UrlPolicy::new().require_https(true);
         assert!(https.check_url("http://example.com/").is_err());
         assert!(https.check_url("https://example.com/").is_ok());
+    }
+
+    /// Every spelling of a loopback address: refused by default, allowed
+    /// by `allow_loopback`.
+    const LOOPBACK_SPELLINGS: &[&str] = &[
+        "http://127.0.0.1/hook",
+        "http://127.1/hook",
+        "http://127.0.1/hook",
+        "http://0x7f000001/hook",
+        "http://0x7f.0.0.1/hook",
+        "http://2130706433/hook",
+        "http://0177.0.0.1/hook",
+        "http://127.255.255.254/hook",
+        "http://[::1]/hook",
+        "http://[0:0:0:0:0:0:0:1]/hook",
+        "http://[::ffff:127.0.0.1]/hook",
+        "http://[::ffff:7f00:1]/hook",
+        "http://localhost/hook",
+        "http://LOCALHOST./hook",
+        "http://a.b.localhost/hook",
+    ];
+
+    #[test]
+    fn every_loopback_spelling_is_recognised() {
+        let strict = UrlPolicy::new();
+        let open = UrlPolicy::new().allow_loopback();
+        for url in LOOPBACK_SPELLINGS {
+            let why = strict.check_url(url).expect_err(url).0;
+            assert!(why.contains("loopback"), "{url}: {why}");
+            if !url.contains("a.b.localhost") {
+                assert!(open.check_url(url).is_ok(), "{url} should be allowed");
+            }
+        }
+        assert!(!strict.allows_loopback());
+        assert!(open.allows_loopback());
+        // NAT64 and IPv4-compatible forms of loopback stay refused.
+        for url in ["http://[64:ff9b::7f00:1]/", "http://[::127.0.0.1]/"] {
+            assert!(open.check_url(url).is_err(), "{url}");
+        }
+    }
+
+    #[tokio::test]
+    async fn loopback_listen_addresses() {
+        for host in [
+            "127.0.0.1",
+            "127.0.0.2",
+            "::1",
+            "[::1]",
+            "::ffff:127.0.0.1",
+            "localhost",
+        ] {
+            assert!(is_loopback_host(host).await, "{host}");
+        }
+        for host in [
+            "0.0.0.0",
+            "::",
+            "[::]",
+            "10.0.0.1",
+            "192.168.1.7",
+            "fe80::1",
+        ] {
+            assert!(!is_loopback_host(host).await, "{host}");
+        }
     }
 
     #[tokio::test]

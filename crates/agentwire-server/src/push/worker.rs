@@ -8,7 +8,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::outbox::{Notification, PushOutbox, now_ms};
-use super::ssrf::{GuardedResolver, UrlPolicy, refusal_in};
+use super::ssrf::{UrlPolicy, refusal_in};
 use super::{
     ID_HEADER, PushMetrics, PushSigner, RetryPolicy, SEQUENCE_HEADER, SIGNATURE_HEADER,
     TOKEN_HEADER, bump,
@@ -72,14 +72,12 @@ impl Worker {
         if rustls::crypto::CryptoProvider::get_default().is_none() {
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
-        let http = reqwest::Client::builder()
-            .dns_resolver(Arc::new(GuardedResolver {
-                policy: Arc::clone(&settings.policy),
-            }))
-            // Redirects would lead the request to an address nobody checked;
-            // a proxy would make the checked address the proxy's.
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
+        // Every address connected to is checked; redirects are not followed
+        // (a webhook answers, it does not send the notification elsewhere);
+        // no proxy (the checked address would be the proxy's).
+        let http = settings
+            .policy
+            .guard(reqwest::Client::builder(), 0)
             .connect_timeout(settings.retry.attempt_timeout)
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(30))
