@@ -27,6 +27,10 @@
 //!   `a2a_push_refused_total`, `a2a_push_streams_given_up_total`: push
 //!   notifications (when push is on), and `a2a_push_outbox_pending`: those
 //!   enqueued by this process not yet delivered or dropped.
+//! - `a2a_stream_queued_bytes`: bytes of events queued for all streams
+//!   (bounded by `max_queued_bytes`), and `a2a_streams_cut_total{bound}`:
+//!   streams closed because their reader fell behind, by the bound passed
+//!   (`stream`: the stream's own `queue_bytes`; `server`: the total).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,7 +95,20 @@ pub(crate) struct LiveStats {
     pub(crate) turns_in_flight: u64,
     pub(crate) states: [u64; STATES.len()],
     pub(crate) push: Option<crate::push::PushStats>,
+    /// Bytes queued for all streams now.
+    pub(crate) queued_bytes: u64,
+    /// Streams cut by their own bound, and by the server's, so far.
+    pub(crate) streams_cut: [u64; 2],
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BoundLabels {
+    bound: &'static str,
+}
+
+/// The `a2a_streams_cut_total` labels, in the order of
+/// [`LiveStats::streams_cut`].
+const BOUNDS: [&str; 2] = ["stream", "server"];
 
 impl LiveStats {
     pub(crate) fn count_state(&mut self, state: agentwire_types::TaskState) {
@@ -117,6 +134,8 @@ struct Live {
     push_refused: Counter,
     push_given_up: Counter,
     push_pending: Gauge,
+    queued_bytes: Gauge,
+    streams_cut: Family<BoundLabels, Counter>,
 }
 
 /// A server's metrics (see the [module documentation](self)).
@@ -231,6 +250,20 @@ impl Metrics {
             "Push notifications enqueued by this process not yet delivered or dropped",
             live.push_pending.clone(),
         );
+        registry.register(
+            "stream_queued_bytes",
+            "Bytes of events queued for all event streams",
+            live.queued_bytes.clone(),
+        );
+        registry.register(
+            "streams_cut",
+            "Event streams closed because their reader fell behind, by the bound passed \
+             (stream: its own queue; server: all streams together)",
+            live.streams_cut.clone(),
+        );
+        for bound in BOUNDS {
+            drop(live.streams_cut.get_or_create(&BoundLabels { bound }));
+        }
         Self {
             registry,
             requests,
@@ -263,14 +296,21 @@ impl Metrics {
                 .get_or_create(&StateLabels { state: name })
                 .set(g(n));
         }
+        // Counters only go up: each takes what it lacks.
+        let to = |c: &Counter, v: u64| {
+            let now = c.get();
+            if v > now {
+                c.inc_by(v - now);
+            }
+        };
+        self.live.queued_bytes.set(g(s.queued_bytes));
+        for (bound, n) in BOUNDS.into_iter().zip(s.streams_cut) {
+            to(
+                &self.live.streams_cut.get_or_create(&BoundLabels { bound }),
+                n,
+            );
+        }
         if let Some(p) = s.push {
-            // Counters only go up: each takes what it lacks.
-            let to = |c: &Counter, v: u64| {
-                let now = c.get();
-                if v > now {
-                    c.inc_by(v - now);
-                }
-            };
             to(&self.live.push_enqueued, p.enqueued);
             to(&self.live.push_delivered, p.delivered);
             to(&self.live.push_failed, p.failed_attempts);

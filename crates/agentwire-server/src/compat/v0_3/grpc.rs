@@ -28,6 +28,7 @@ use std::pin::Pin;
 use tonic::{Request, Response, Status};
 
 use super::{convert, jsonrpc, rest, types as v03};
+use crate::bindings::grpc_refusals::Refusing;
 use crate::bindings::http::HttpState;
 use crate::handler::{CallContext, IdEventStream, RequestHandler, SendAnswer};
 
@@ -36,18 +37,20 @@ pub(crate) type V03EventStream =
     Pin<Box<dyn Stream<Item = Result<proto::StreamResponse, Status>> + Send>>;
 
 /// The tonic server of the 0.3 service, accepting request messages of up to
-/// `max_message_bytes`.
+/// `max_message_bytes`; one it cannot read is refused with the codes of the
+/// 1.0 service (`INVALID_ARGUMENT`, `RESOURCE_EXHAUSTED`).
 pub(crate) fn service(
     handler: RequestHandler,
     max_message_bytes: usize,
-) -> proto::a2a_service_server::A2aServiceServer<V03Grpc> {
-    proto::a2a_service_server::A2aServiceServer::new(V03Grpc {
+) -> Refusing<proto::a2a_service_server::A2aServiceServer<V03Grpc>> {
+    let server = proto::a2a_service_server::A2aServiceServer::new(V03Grpc {
         state: HttpState {
             handler,
             max_body_bytes: max_message_bytes,
         },
     })
-    .max_decoding_message_size(max_message_bytes)
+    .max_decoding_message_size(max_message_bytes);
+    Refusing::new(server, max_message_bytes)
 }
 
 /// The path prefix of the 0.3 service's methods.
