@@ -12,8 +12,9 @@
 //! as it reads them; tonic's reflection service ends its answer without an
 //! error when one is bad (the status says `OK`). For such a service each
 //! request message is checked as it arrives ([`Refusing::checking`]): a
-//! bad one ends the request stream there, and the status at the end of
-//! the answer says why.
+//! bad one ends the request stream there (good messages that came in the
+//! same HTTP/2 frame before it are not read either), and the status at the
+//! end of the answer says why.
 
 use std::convert::Infallible;
 use std::pin::Pin;
