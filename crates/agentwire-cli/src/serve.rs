@@ -207,7 +207,8 @@ A2A_SERVE_RETENTION, A2A_SERVE_MAX_TASKS, A2A_SERVE_CARD_MAX_AGE,
 A2A_SERVE_REQUEST_HEAD_TIMEOUT, A2A_SERVE_BODY_READ_TIMEOUT, A2A_SERVE_IDLE_TIMEOUT,
 A2A_SERVE_MAX_CONNECTIONS, A2A_SERVE_MAX_STORE_BYTES, A2A_SERVE_OPEN_TASK_TTL,
 A2A_SERVE_MAX_LIST_BYTES, A2A_SERVE_MAX_PARTS, A2A_SERVE_MAX_ARTIFACT_BYTES,
-A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_MAX_OPEN_TASKS_PER_CALLER, A2A_SERVE_AUTH_JWKS, A2A_SERVE_AUTH_ISSUER,
+A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_MAX_OPEN_TASKS_PER_CALLER, A2A_SERVE_MAX_QUEUED_BYTES,
+A2A_SERVE_AUTH_JWKS, A2A_SERVE_AUTH_ISSUER,
 A2A_SERVE_AUTH_AUDIENCE, A2A_SERVE_AUTH_OIDC, A2A_SERVE_AUTH_SCOPE, A2A_SERVE_AUTH_LEEWAY,
 A2A_SERVE_API_KEY_FILE, A2A_SERVE_API_KEY_IN, A2A_SERVE_ALLOW_ANONYMOUS, A2A_SERVE_LOG_FORMAT,
 A2A_SERVE_METRICS, A2A_SERVE_METRICS_ADDR, A2A_SERVE_SHUTDOWN_GRACE,
@@ -342,6 +343,12 @@ pub struct ServeArgs {
     /// 1000; 1000 with the other stores].
     #[arg(long, env = "A2A_SERVE_MAX_OPEN_TASKS_PER_CALLER", value_name = "N")]
     pub max_open_tasks_per_caller: Option<usize>,
+    /// The most bytes of events queued for all event streams together
+    /// (every subscriber of every task); when reached, the stream whose
+    /// reader is furthest behind is closed with an error telling it to
+    /// subscribe again [default: 67108864, 64 MiB].
+    #[arg(long, env = "A2A_SERVE_MAX_QUEUED_BYTES", value_name = "BYTES")]
+    pub max_queued_bytes: Option<usize>,
     /// With a PostgreSQL store only: after how long without a sign of life
     /// another replica counts as gone, and its working tasks are failed
     /// (their agent went with it) [default: 30s].
@@ -1235,6 +1242,7 @@ async fn bind(
             Some(n) => Some(n),
             None => Some(default_open_tasks_per_caller(store_spec, args.max_tasks)),
         },
+        max_queued_bytes: args.max_queued_bytes.unwrap_or(defaults.max_queued_bytes),
         serve_v03: !args.no_v03,
         ..defaults
     };

@@ -233,7 +233,7 @@ where
 /// protobuf error, a bad compression flag or a truncated frame: all the
 /// client's), and one that says `OUT_OF_RANGE` is a message over the
 /// limit (tonic's code for it; gRPC prescribes `RESOURCE_EXHAUSTED`).
-fn refusal_codes(mut response: GrpcResponse, limit: usize) -> GrpcResponse {
+pub(crate) fn refusal_codes(mut response: GrpcResponse, limit: usize) -> GrpcResponse {
     let headers = response.headers_mut();
     if headers.contains_key("grpc-status-details-bin") {
         return response;
@@ -241,7 +241,24 @@ fn refusal_codes(mut response: GrpcResponse, limit: usize) -> GrpcResponse {
     let Some(status) = Status::from_header_map(headers) else {
         return response;
     };
-    let replacement = match status.code() {
+    let Some(replacement) = refusal_status(&status, limit) else {
+        return response;
+    };
+    for name in ["grpc-status", "grpc-message", "grpc-status-details-bin"] {
+        headers.remove(name);
+    }
+    if replacement.add_header(headers).is_err() {
+        // The status's own fields always encode as headers.
+        tracing::debug!("could not write a gRPC status");
+    }
+    response
+}
+
+/// The status gRPC prescribes for a status tonic gives a request it
+/// refused before the service (see [`refusal_codes`]); `None` for the
+/// others.
+pub(crate) fn refusal_status(status: &Status, limit: usize) -> Option<Status> {
+    Some(match status.code() {
         tonic::Code::Internal => A2aError::new(
             ErrorKind::ParseError,
             format!(
@@ -263,16 +280,8 @@ fn refusal_codes(mut response: GrpcResponse, limit: usize) -> GrpcResponse {
                 bytes::Bytes::copy_from_slice(err.details()),
             )
         }
-        _ => return response,
-    };
-    for name in ["grpc-status", "grpc-message", "grpc-status-details-bin"] {
-        headers.remove(name);
-    }
-    if replacement.add_header(headers).is_err() {
-        // The status's own fields always encode as headers.
-        tracing::debug!("could not write a gRPC status");
-    }
-    response
+        _ => return None,
+    })
 }
 
 /// Splits a call into its service parameters and its request message.

@@ -10,7 +10,8 @@
 //! - `jsonrpc`: JSON-RPC 2.0 on `POST /` (spec section 9).
 //! - `rest`: HTTP+JSON, resource URLs (spec section 11).
 //! - `grpc`: the `lf.a2a.v1.A2AService` gRPC service (spec section 10),
-//!   public as [`crate::grpc`].
+//!   public as [`crate::grpc`]; `grpc_refusals`: the same codes for the
+//!   requests the other gRPC services cannot read.
 //! - `http`: what the two HTTP bindings share: bounded body reading, the
 //!   call context from headers, Server-Sent Events, JSON answers, and the
 //!   agent card endpoint.
@@ -18,6 +19,7 @@
 //! [`RequestHandler`]: crate::RequestHandler
 
 pub mod grpc;
+pub(crate) mod grpc_refusals;
 pub(crate) mod http;
 pub(crate) mod jsonrpc;
 pub(crate) mod rest;

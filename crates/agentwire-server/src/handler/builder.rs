@@ -23,6 +23,12 @@ pub struct HandlerConfig {
     /// stream is closed with an error: a reader that does not keep up
     /// cannot make the server hold more than this for it.
     pub queue_bytes: usize,
+    /// Bytes of events (their encoded size) queued for all streams of the
+    /// server together (every subscriber of every task): when the total is
+    /// reached, the stream furthest behind is closed with the same error
+    /// as one over [`Self::queue_bytes`], its queued events dropped.
+    /// Default: 64 MiB.
+    pub max_queued_bytes: usize,
     /// Events kept per task for streams that reconnect with
     /// `Last-Event-ID` (at most this many, and at most
     /// [`Self::resume_bytes`] bytes).
@@ -84,6 +90,7 @@ impl Default for HandlerConfig {
             versions: vec![agentwire_types::PROTOCOL_VERSION.to_owned()],
             queue_capacity: 1024,
             queue_bytes: 8 << 20,
+            max_queued_bytes: 64 << 20,
             resume_events: 256,
             resume_bytes: 1 << 20,
             resume_tasks: 128,
@@ -260,6 +267,7 @@ impl HandlerBuilder {
                         push,
                     )
                     .with_max_artifact_bytes(self.config.max_artifact_bytes)
+                    .with_max_queued_bytes(self.config.max_queued_bytes)
                     .with_store_retry(self.config.store_retry)
                     .with_bus(self.bus),
                 ),

@@ -66,6 +66,8 @@ pub(crate) struct TaskManager {
     queue_capacity: usize,
     /// Bytes of events queued per stream before it is cut.
     queue_bytes: usize,
+    /// Bytes of events queued for all streams, and their bound.
+    budget: Arc<subscribers::Budget>,
     /// The logs of tasks' recent events (resuming streams).
     pub(crate) logs: events::Logs,
     pub(crate) push: Option<PushSender>,
@@ -97,6 +99,7 @@ impl TaskManager {
             live: DashMap::default(),
             queue_capacity: queue_capacity.max(2),
             queue_bytes: queue_bytes.max(1),
+            budget: subscribers::Budget::new(usize::MAX),
             logs: events::Logs::new(logs),
             push,
             cluster: None,
@@ -123,6 +126,19 @@ impl TaskManager {
     /// The shared manager (see [`Self::share`]).
     pub(super) fn shared(&self) -> Option<Arc<Self>> {
         self.me.get()?.upgrade()
+    }
+
+    /// Bounds the bytes of events queued for all streams together (see
+    /// `subscribers.rs`).
+    pub(crate) fn with_max_queued_bytes(mut self, max: usize) -> Self {
+        self.budget = subscribers::Budget::new(max);
+        self
+    }
+
+    /// The bytes queued for streams, and the streams cut (for the
+    /// metrics).
+    pub(crate) fn queue_stats(&self) -> subscribers::QueueStats {
+        self.budget.stats()
     }
 
     /// Bounds the size of every artifact (appended chunks included).

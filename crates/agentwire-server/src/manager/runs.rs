@@ -172,6 +172,9 @@ impl TaskManager {
     pub(crate) fn live_stats(&self) -> crate::observe::metrics::LiveStats {
         use super::subscribers::Subscriber;
         let mut stats = crate::observe::metrics::LiveStats::default();
+        let queues = self.queue_stats();
+        stats.queued_bytes = queues.bytes;
+        stats.streams_cut = [queues.cut_stream, queues.cut_server];
         for e in self.live.iter() {
             let st = e.value().state.lock();
             stats.turns_in_flight += u64::from(st.running);

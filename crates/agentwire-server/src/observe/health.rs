@@ -14,6 +14,7 @@ use http::{HeaderValue, StatusCode, header};
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
+use crate::bindings::grpc_refusals::{Refusing, decodes};
 use crate::bus::EventBus;
 use crate::store::TaskStore;
 
@@ -24,6 +25,9 @@ pub const READYZ_PATH: &str = "/readyz";
 
 /// How long a readiness check waits for the store (and the bus).
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The largest request message of the health and reflection services.
+const SMALL_MESSAGE_BYTES: usize = 64 * 1024;
 
 /// How often the gRPC health status is brought up to date.
 const GRPC_HEALTH_PERIOD: Duration = Duration::from_secs(5);
@@ -138,6 +142,12 @@ where
         stop,
         grpc_services(v03),
     ));
+    // Their requests are small: a service name, a symbol. One they cannot
+    // read is refused as the A2A service refuses it (INVALID_ARGUMENT).
+    let health = Refusing::new(
+        health.max_decoding_message_size(SMALL_MESSAGE_BYTES),
+        SMALL_MESSAGE_BYTES,
+    );
     let mut router = router.route_service("/grpc.health.v1.Health/{method}", health);
     let reflection = || {
         let b = tonic_reflection::server::Builder::configure()
@@ -153,12 +163,22 @@ where
     };
     match reflection().build_v1() {
         Ok(v1) => {
+            let v1 = Refusing::checking(
+                v1.max_decoding_message_size(SMALL_MESSAGE_BYTES),
+                SMALL_MESSAGE_BYTES,
+                decodes::<tonic_reflection::pb::v1::ServerReflectionRequest>,
+            );
             router = router.route_service("/grpc.reflection.v1.ServerReflection/{method}", v1);
         }
         Err(e) => tracing::warn!(error = %e, "gRPC server reflection (v1) is not served"),
     }
     match reflection().build_v1alpha() {
         Ok(v1alpha) => {
+            let v1alpha = Refusing::checking(
+                v1alpha.max_decoding_message_size(SMALL_MESSAGE_BYTES),
+                SMALL_MESSAGE_BYTES,
+                decodes::<tonic_reflection::pb::v1alpha::ServerReflectionRequest>,
+            );
             router = router.route_service(
                 "/grpc.reflection.v1alpha.ServerReflection/{method}",
                 v1alpha,

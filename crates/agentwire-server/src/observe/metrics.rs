@@ -38,6 +38,10 @@
 //!   (finished tasks past their time to live), `open_task_ttl` (open tasks
 //!   unchanged for their time to live) and `evicted` (finished tasks
 //!   removed early to make room).
+//! - `a2a_stream_queued_bytes`: bytes of events queued for all streams
+//!   (bounded by `max_queued_bytes`), and `a2a_streams_cut_total{bound}`:
+//!   streams closed because their reader fell behind, by the bound passed
+//!   (`stream`: the stream's own `queue_bytes`; `server`: the total).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,7 +114,20 @@ pub(crate) struct LiveStats {
     /// Unreadable task rows the store has met (`TaskStore::unreadable_rows`).
     pub(crate) unreadable_rows: u64,
     pub(crate) admission: crate::handler::AdmissionStats,
+    /// Bytes queued for all streams now.
+    pub(crate) queued_bytes: u64,
+    /// Streams cut by their own bound, and by the server's, so far.
+    pub(crate) streams_cut: [u64; 2],
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BoundLabels {
+    bound: &'static str,
+}
+
+/// The `a2a_streams_cut_total` labels, in the order of
+/// [`LiveStats::streams_cut`].
+const BOUNDS: [&str; 2] = ["stream", "server"];
 
 impl LiveStats {
     pub(crate) fn count_state(&mut self, state: agentwire_types::TaskState) {
@@ -139,6 +156,8 @@ struct Live {
     unreadable_rows: Counter,
     refused: Family<ReasonLabels, Counter>,
     purged: Family<ReasonLabels, Counter>,
+    queued_bytes: Gauge,
+    streams_cut: Family<BoundLabels, Counter>,
 }
 
 /// A server's metrics (see the [module documentation](self)).
@@ -269,6 +288,20 @@ impl Metrics {
             "Push notifications enqueued by this process not yet delivered or dropped",
             live.push_pending.clone(),
         );
+        registry.register(
+            "stream_queued_bytes",
+            "Bytes of events queued for all event streams",
+            live.queued_bytes.clone(),
+        );
+        registry.register(
+            "streams_cut",
+            "Event streams closed because their reader fell behind, by the bound passed \
+             (stream: its own queue; server: all streams together)",
+            live.streams_cut.clone(),
+        );
+        for bound in BOUNDS {
+            drop(live.streams_cut.get_or_create(&BoundLabels { bound }));
+        }
         Self {
             registry,
             requests,
@@ -327,6 +360,13 @@ impl Metrics {
             ("evicted", a.expired.evicted),
         ] {
             to(&self.live.purged.get_or_create(&ReasonLabels { reason }), n);
+        }
+        self.live.queued_bytes.set(g(s.queued_bytes));
+        for (bound, n) in BOUNDS.into_iter().zip(s.streams_cut) {
+            to(
+                &self.live.streams_cut.get_or_create(&BoundLabels { bound }),
+                n,
+            );
         }
         if let Some(p) = s.push {
             to(&self.live.push_enqueued, p.enqueued);

@@ -29,6 +29,7 @@ use std::pin::Pin;
 use tonic::{Request, Response, Status};
 
 use super::{convert, jsonrpc, rest, types as v03};
+use crate::bindings::grpc_refusals::Refusing;
 use crate::bindings::http::HttpState;
 use crate::handler::{CallContext, IdEventStream, RequestHandler, SendAnswer};
 
@@ -37,9 +38,10 @@ pub(crate) type V03EventStream =
     Pin<Box<dyn Stream<Item = Result<proto::StreamResponse, Status>> + Send>>;
 
 /// The tonic server of the 0.3 service, accepting request messages of up to
-/// `max_message_bytes`.
-pub(crate) fn service(handler: RequestHandler, max_message_bytes: usize) -> Decoding {
-    Decoding {
+/// `max_message_bytes`; one it cannot read is refused with the codes of the
+/// 1.0 service (`INVALID_ARGUMENT`, `RESOURCE_EXHAUSTED`).
+pub(crate) fn service(handler: RequestHandler, max_message_bytes: usize) -> Refusing<Decoding> {
+    let decoding = Decoding {
         limits: handler.read_limits(),
         inner: proto::a2a_service_server::A2aServiceServer::new(V03Grpc {
             state: HttpState {
@@ -48,7 +50,8 @@ pub(crate) fn service(handler: RequestHandler, max_message_bytes: usize) -> Deco
             },
         })
         .max_decoding_message_size(max_message_bytes),
-    }
+    };
+    Refusing::new(decoding, max_message_bytes)
 }
 
 /// The 0.3 tonic server, with each request walked against the handler's
