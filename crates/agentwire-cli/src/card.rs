@@ -23,7 +23,7 @@ pub enum CardCommand {
 pub struct SignArgs {
     /// Sign with this private key (a PEM file: Ed25519 signs with EdDSA, P-256 with ES256, RSA with RS256). Repeatable: one signature per key.
     #[arg(long = "signing-key", value_name = "KEY_FILE", required = true)]
-    pub key: Vec<std::path::PathBuf>,
+    pub signing_key: Vec<std::path::PathBuf>,
     /// The `jku` of the signatures: the URL of the JWKS publishing the public keys.
     #[arg(long, value_name = "URL")]
     pub jku: Option<String>,
@@ -163,7 +163,7 @@ async fn sign(g: &Globals, args: SignArgs) -> Result<u8, CliError> {
     let mut card = settings.resolve_card(&http).await?.card;
     let mut signing =
         agentwire_server::CardSigning::default().form(args.card_signature_form.into());
-    for f in &args.key {
+    for f in &args.signing_key {
         let key = agentwire_types::jws::SigningKey::from_pem_file(f).map_err(|e| {
             CliError::usage(format!("--signing-key: {e}"))
                 .with_hint("give a PEM private key: Ed25519, P-256 or RSA")
