@@ -362,7 +362,7 @@ async fn flood(kind: Flood, addr: SocketAddr, stop: Arc<AtomicBool>, sent: Arc<S
         Flood::SlowSubscribers => {
             // Eight words of 1 MB: eight 1 MB chunks.
             let word = "a".repeat(1_000_000);
-            let text = vec![word.as_str(); 8].join(" ");
+            let text = [word.as_str(); 8].join(" ");
             let body = Arc::new(
                 json!({
                     "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
@@ -733,8 +733,8 @@ async fn run(args: &Args) -> anyhow::Result<bool> {
         work.display()
     );
     println!(
-        "{:<7} {:<17} {:>7} {:>9} {:>9} {:>7} {:>9} {:>10} {}",
-        "store", "flood", "probe n", "p50 ms", "p99 ms", "errors", "sent", "VmHWM MiB", "server"
+        "{:<7} {:<17} {:>7} {:>9} {:>9} {:>7} {:>9} {:>10} server",
+        "store", "flood", "probe n", "p50 ms", "p99 ms", "errors", "sent", "VmHWM MiB"
     );
     let mut ok = true;
     for store in stores {
