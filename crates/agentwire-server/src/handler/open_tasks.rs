@@ -423,6 +423,20 @@ impl TaskStore for Admitting {
         self.inner.expired_tasks()
     }
 
+    // Recovery's and the unreadable rows' reads: the wrapped store's (the
+    // trait's defaults would hide its unreadable rows).
+    async fn unfinished_for_recovery(&self) -> A2aResult<crate::store::RecoveryScan> {
+        self.inner.unfinished_for_recovery().await
+    }
+
+    async fn owner_of(&self, task_id: &str) -> A2aResult<Option<Owner>> {
+        self.inner.owner_of(task_id).await
+    }
+
+    fn unreadable_rows(&self) -> u64 {
+        self.inner.unreadable_rows()
+    }
+
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
         if !is_open(&task) {
             return self.open.full(self.inner.create(owner, task).await);
