@@ -1475,16 +1475,16 @@ fn public_url_warning(url: &str, config: &agentwire_server::TlsConfig, cert: &st
     else {
         return;
     };
-    if let Ok(names) = config.certificate_names() {
-        if !names.covers(&host) {
-            eprintln!(
-                "warning: --public-url {url}: the TLS certificate {} does not name {host} (it \
-                 names {}), so clients calling that URL will refuse it; use a certificate for \
-                 {host} (subjectAltName) or a --public-url with a name it covers",
-                cert.display(),
-                names.describe()
-            );
-        }
+    if let Ok(names) = config.certificate_names()
+        && !names.covers(&host)
+    {
+        eprintln!(
+            "warning: --public-url {url}: the TLS certificate {} does not name {host} (it \
+             names {}), so clients calling that URL will refuse it; use a certificate for \
+             {host} (subjectAltName) or a --public-url with a name it covers",
+            cert.display(),
+            names.describe()
+        );
     }
 }
 

@@ -45,7 +45,7 @@ async fn post(base: &str, path: &str, v1: bool, body: String) -> (u16, Value) {
     let text = res.text().await.expect("a body");
     (
         status,
-        serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text)),
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
     )
 }
 
@@ -258,7 +258,7 @@ async fn content_at_the_limit_is_accepted_and_read_back() {
             .await
             .expect("read back over gRPC")
             .into_inner();
-        assert_eq!(task.history[0].encoded_len() > 0, true);
+        assert!(task.history[0].encoded_len() > 0);
         let (_, v) = post(&base, "/", false, rpc_body("tasks/get", &json!({"id": id}))).await;
         assert!(v["result"]["id"].is_string(), "0.3 {place}: {v}");
     }
