@@ -71,7 +71,9 @@ pub struct RecoveryScan {
 }
 
 /// The error of a request about a task crash recovery set aside (at
-/// `at_millis`, because of `reason`): as [`unreadable_error`].
+/// `at_millis`, because of `reason`): as [`unreadable_error`]. Only the SQL
+/// stores set rows aside.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn set_aside_error(task_id: &str, reason: &str, at_millis: i64) -> A2aError {
     let at = chrono::DateTime::from_timestamp_millis(at_millis)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
