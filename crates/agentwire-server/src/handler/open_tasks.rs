@@ -19,7 +19,11 @@
 //! before a caller is refused, its tasks are looked up in the store (at
 //! most once a second per caller), and those no longer open are not
 //! counted: the refusal is decided on the store's state. The count is per
-//! process; a restarted process starts it from the tasks created since.
+//! process; a process that starts on a store of a previous run (and runs
+//! its crash recovery) counts the open tasks the store holds for their
+//! principals first ([`OpenTasks::count_stored`]), so a restart gives no
+//! caller its whole bound again. The tasks of anonymous callers from
+//! before the restart are not counted: their address is not stored.
 //!
 //! The bound applies when a task is created, not when a message arrives:
 //! an agent that answers a message with a message creates no task, and
@@ -258,6 +262,50 @@ impl OpenTasks {
         }
     }
 
+    /// Counts the open tasks `store` already holds (those of a previous
+    /// run, at start-up) for their callers, so that a restart does not
+    /// give every caller its whole bound again. A task of an anonymous
+    /// caller is not counted: its address is not stored. A store that
+    /// cannot say is logged and counted as empty.
+    pub(crate) async fn count_stored(&self, store: &dyn TaskStore) {
+        if self.max == usize::MAX {
+            return;
+        }
+        let tasks = match store.open_task_owners().await {
+            Ok(tasks) => tasks,
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    "the open tasks of a previous run cannot be read: they do not count toward \
+                     their callers' bound on open tasks"
+                );
+                return;
+            }
+        };
+        let mut ledger = self.ledger.lock();
+        let mut counted = 0usize;
+        for (id, owner) in tasks {
+            if owner.principal.is_empty() || ledger.by_task.contains_key(&id) {
+                continue;
+            }
+            let caller = Caller::Principal(owner.principal);
+            ledger
+                .by_caller
+                .entry(caller.clone())
+                .or_default()
+                .tasks
+                .insert(id.clone());
+            ledger.by_task.insert(id, caller);
+            counted += 1;
+        }
+        if counted > 0 {
+            tracing::info!(
+                tasks = counted,
+                "open tasks of a previous run count toward their callers' bound on open tasks"
+            );
+        }
+    }
+
     /// Counts a refusal of a full store in `result`.
     fn full<T>(&self, result: A2aResult<T>) -> A2aResult<T> {
         if let Err(e) = &result
@@ -437,6 +485,10 @@ impl TaskStore for Admitting {
         self.inner.unreadable_rows()
     }
 
+    async fn open_task_owners(&self) -> A2aResult<Vec<(String, Owner)>> {
+        self.inner.open_task_owners().await
+    }
+
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
         if !is_open(&task) {
             return self.open.full(self.inner.create(owner, task).await);
@@ -603,6 +655,91 @@ mod tests {
             .unwrap();
         assert_eq!(open.count(&Caller::Principal("apikey:alice".into())), 1);
         assert_eq!(store.expired_tasks().open_ttl, 1);
+    }
+
+    /// The wrapper answers every defaulted method of the store traits as
+    /// the store it wraps, also stacked on the metrics' wrapper as the
+    /// server builds them.
+    #[tokio::test]
+    async fn every_defaulted_method_is_forwarded() {
+        use crate::store::marked::{Marked, assert_forwards};
+        for max in [None, Some(2)] {
+            let store = Admitting::wrap(Arc::new(Marked), Arc::new(OpenTasks::new(max)));
+            assert_forwards(&*store).await;
+        }
+        let metrics = crate::observe::Metrics::new();
+        let timed = crate::observe::store_timing::TimedStore::wrap(Arc::new(Marked), &metrics);
+        let store = Admitting::wrap(timed, Arc::new(OpenTasks::new(Some(2))));
+        assert_forwards(&*store).await;
+    }
+
+    /// A store's open tasks from a previous run count at start-up.
+    #[tokio::test]
+    async fn the_open_tasks_of_a_previous_run_count() {
+        struct Previous(MemoryStore);
+        #[async_trait]
+        impl TaskStore for Previous {
+            async fn create(&self, o: &Owner, t: Task) -> A2aResult<Option<LogSpan>> {
+                self.0.create(o, t).await
+            }
+            async fn update(&self, id: &str, u: TaskUpdate) -> A2aResult<Updated> {
+                self.0.update(id, u).await
+            }
+            async fn get(&self, id: &str, h: Option<usize>) -> A2aResult<Option<StoredTask>> {
+                self.0.get(id, h).await
+            }
+            async fn list(&self, o: &Owner, q: &TaskQuery) -> A2aResult<TaskPage> {
+                self.0.list(o, q).await
+            }
+            async fn put_push_config(&self, c: &StoredPushConfig) -> A2aResult<()> {
+                self.0.put_push_config(c).await
+            }
+            async fn get_push_config(
+                &self,
+                t: &str,
+                id: &str,
+            ) -> A2aResult<Option<StoredPushConfig>> {
+                self.0.get_push_config(t, id).await
+            }
+            async fn list_push_configs(&self, t: &str) -> A2aResult<Vec<StoredPushConfig>> {
+                self.0.list_push_configs(t).await
+            }
+            async fn delete_push_config(&self, t: &str, id: &str) -> A2aResult<bool> {
+                self.0.delete_push_config(t, id).await
+            }
+            async fn open_task_owners(&self) -> A2aResult<Vec<(String, Owner)>> {
+                Ok(vec![
+                    ("old1".into(), alice()),
+                    ("old2".into(), alice()),
+                    ("anon".into(), Owner::default()),
+                ])
+            }
+        }
+        let memory = MemoryStore::default();
+        for id in ["old1", "old2"] {
+            memory
+                .create(&alice(), task(id, TaskState::InputRequired))
+                .await
+                .unwrap();
+        }
+        let open = Arc::new(OpenTasks::new(Some(2)));
+        let store = Admitting::wrap(Arc::new(Previous(memory)), Arc::clone(&open));
+        open.count_stored(&*store).await;
+        assert_eq!(open.count(&Caller::Principal("apikey:alice".into())), 2);
+        let e = store
+            .create(&alice(), task("new", TaskState::Working))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unavailable, "{e:?}");
+        // Counted once, whatever the number of calls.
+        open.count_stored(&*store).await;
+        assert_eq!(open.count(&Caller::Principal("apikey:alice".into())), 2);
+        // One ends: room again.
+        store.update("old1", to(TaskState::Canceled)).await.unwrap();
+        store
+            .create(&alice(), task("new", TaskState::Working))
+            .await
+            .unwrap();
     }
 
     #[test]

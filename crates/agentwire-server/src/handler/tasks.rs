@@ -67,6 +67,10 @@ impl RequestHandler {
     /// at `warn` with its id, why, where it is kept and what to do; the
     /// others are failed as usual.
     ///
+    /// The tasks left open (waiting for their callers' input) then count
+    /// toward their principals' bound on open tasks
+    /// ([`crate::HandlerConfig::max_open_tasks_per_caller`]).
+    ///
     /// [`TaskStore::unfinished_for_recovery`]: crate::store::TaskStore::unfinished_for_recovery
     pub async fn recover_orphaned_tasks(&self) -> A2aResult<Vec<String>> {
         let reason = "The agent stopped while working on this task (the server restarted). \
@@ -100,6 +104,12 @@ impl RequestHandler {
                 "failed tasks left unfinished by a previous run"
             );
         }
+        // The tasks still open (waiting for their callers) count toward
+        // their callers' bound, as if this process had created them.
+        self.inner
+            .open_tasks
+            .count_stored(&*self.inner.manager.store)
+            .await;
         Ok(failed)
     }
 

@@ -27,8 +27,8 @@ use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, N
 use prometheus_client::metrics::{MetricType, TypedMetric};
 
 use crate::store::{
-    ImmediateStore, LogSpan, Owner, StoredPushConfig, StoredTask, TaskPage, TaskQuery, TaskStore,
-    TaskUpdate, Updated,
+    ImmediateStore, LogSpan, Owner, QueuedStore, StoredPushConfig, StoredTask, TaskPage, TaskQuery,
+    TaskStore, TaskUpdate, Updated,
 };
 
 /// The store operations, as the `operation` label names them.
@@ -218,6 +218,12 @@ impl TaskStore for TimedStore {
         self.inner.immediate().map(|_| self as &dyn ImmediateStore)
     }
 
+    fn queued(&self) -> Option<&dyn QueuedStore> {
+        // Queued updates (artifact chunks) answer through their `done`,
+        // after the store's group commit: not timed, the fast path kept.
+        self.inner.queued()
+    }
+
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }
@@ -297,6 +303,11 @@ impl TaskStore for TimedStore {
     fn unreadable_rows(&self) -> u64 {
         self.inner.unreadable_rows()
     }
+
+    async fn open_task_owners(&self) -> A2aResult<Vec<(String, Owner)>> {
+        self.timed(Op::Unfinished, self.inner.open_task_owners())
+            .await
+    }
 }
 
 #[cfg(test)]
@@ -333,6 +344,16 @@ mod tests {
         ] {
             assert!(text.contains(part), "{part} in:\n{text}");
         }
+    }
+
+    /// Every method the store traits give a default is forwarded (a
+    /// default answer would hide the store's: `queued` was not, and a
+    /// server with metrics lost the group commit of artifact chunks).
+    #[tokio::test]
+    async fn every_defaulted_method_is_forwarded() {
+        let metrics = super::super::Metrics::new();
+        let store = TimedStore::wrap(Arc::new(crate::store::marked::Marked), &metrics);
+        crate::store::marked::assert_forwards(&*store).await;
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //! ([`StoreRetry`]) and never reports it as a task-state error.
 
 mod fault;
+#[cfg(test)]
+pub(crate) mod marked;
 mod memory;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
@@ -628,6 +630,16 @@ pub trait TaskStore: Send + Sync + 'static {
     /// default: 0.
     fn unreadable_rows(&self) -> u64 {
         0
+    }
+
+    /// The id and owner of every open task the store keeps (submitted,
+    /// working, input-required, auth-required): what the bound on each
+    /// caller's open tasks (`HandlerConfig::max_open_tasks_per_caller`)
+    /// counts again when a server starts on a store of a previous run.
+    /// The default: none, which suits stores that do not survive the
+    /// process.
+    async fn open_task_owners(&self) -> A2aResult<Vec<(String, Owner)>> {
+        Ok(Vec::new())
     }
 }
 

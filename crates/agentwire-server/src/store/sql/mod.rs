@@ -828,6 +828,11 @@ const DELETE_SET_ASIDE: &str = "DELETE FROM a2a_tasks WHERE id = $1 \
      RETURNING owner_tenant, owner_principal, context_id, state";
 /// A task set aside: why and when.
 const GET_SET_ASIDE: &str = "SELECT reason, set_aside_at FROM a2a_unreadable_tasks WHERE id = $1";
+/// The id and owner of every open task (submitted = 1, working = 2,
+/// input-required = 6, auth-required = 8): the count of each caller's open
+/// tasks at start-up, read from the index `a2a_tasks_open` alone.
+pub(crate) const OPEN_TASK_OWNERS: &str = "SELECT id, owner_tenant, owner_principal \
+     FROM a2a_tasks WHERE state IN (1, 2, 6, 8)";
 /// The owner of a task, kept or set aside.
 const OWNER_OF: &str = "SELECT owner_tenant, owner_principal FROM a2a_tasks WHERE id = $1 \
      UNION ALL SELECT owner_tenant, owner_principal FROM a2a_unreadable_tasks WHERE id = $1";
@@ -1378,6 +1383,17 @@ impl<D: Dialect> Tables<D> {
         row.map(|r| row_owner(&r)).transpose()
     }
 
+    /// `TaskStore::open_task_owners`: the id and owner of every open task.
+    pub async fn open_task_owners(&self) -> A2aResult<Vec<(String, Owner)>> {
+        let rows = D::on(&self.reader)
+            .fetch_all(Stmt::new(OPEN_TASK_OWNERS))
+            .await
+            .map_err(|e| fail::<D>("reading the owners of the open tasks", e))?;
+        rows.iter()
+            .map(|r| Ok((r.text("id")?, row_owner(r)?)))
+            .collect()
+    }
+
     /// Sets an unreadable task's row aside (crash recovery): moved to
     /// `a2a_unreadable_tasks` as it was, with `reason`, in one
     /// transaction; its artifact chunks and push configs stay where they
@@ -1610,6 +1626,7 @@ mod tests {
             DELETE_SET_ASIDE,
             GET_SET_ASIDE,
             OWNER_OF,
+            OPEN_TASK_OWNERS,
         ] {
             driver::assert_placeholders_in_order(sql);
         }

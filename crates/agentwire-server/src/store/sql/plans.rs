@@ -9,8 +9,8 @@ use agentwire_types::{TaskState, Timestamp};
 
 use super::driver::{Dialect, Stmt};
 use super::{
-    Cursor, GET_TASK, Owner, READ_FOR_UPDATE, TaskQuery, UNFINISHED, count_query, page_query,
-    purge_query,
+    Cursor, GET_TASK, OPEN_TASK_OWNERS, Owner, READ_FOR_UPDATE, TaskQuery, UNFINISHED, count_query,
+    page_query, purge_query,
 };
 
 /// A query shape, the statements it runs and the index each must use.
@@ -131,6 +131,11 @@ fn point_statements<D: Dialect>(purge: &str) -> Vec<(&'static str, Stmt<'_>, &'s
             "a2a_tasks_unfinished",
         ),
         (
+            "open tasks at start-up",
+            Stmt::new(OPEN_TASK_OWNERS),
+            "a2a_tasks_open",
+        ),
+        (
             "purge",
             Stmt::new(purge).arg(1_700_000_000_000_i64).arg(500_i64),
             "a2a_tasks_terminal_updated",
@@ -179,7 +184,8 @@ mod sqlite {
             "{name}: no step on a2a_tasks: {lines:?}"
         );
         for l in &on_tasks {
-            let partial_scan = l.starts_with("SCAN") && l.contains("INDEX a2a_tasks_unfinished");
+            let partial_scan = l.starts_with("SCAN")
+                && (l.contains("INDEX a2a_tasks_unfinished") || l.contains("INDEX a2a_tasks_open"));
             assert!(
                 (l.starts_with("SEARCH") && l.contains("INDEX")) || partial_scan,
                 "{name}: {l:?} does not search an index: {lines:?}"

@@ -517,6 +517,10 @@ impl TaskStore for SqliteStore {
         self.unreadable.load(Ordering::Relaxed)
     }
 
+    async fn open_task_owners(&self) -> A2aResult<Vec<(String, Owner)>> {
+        self.threads.read(|t| now(t.open_task_owners())).await
+    }
+
     /// Deletes in batches of a few hundred tasks, each batch one store
     /// operation (other writes go between them); `age` is measured by this
     /// process's clock against the time a task last changed (when it became
@@ -848,6 +852,7 @@ mod tests {
             "a2a_tasks_owner_state_time",
             "a2a_tasks_owner_context_state_time",
             "a2a_tasks_unfinished",
+            "a2a_tasks_open",
             "a2a_artifact_chunks_task",
         ] {
             assert!(

@@ -541,6 +541,10 @@ impl crate::store::TaskStore for PostgresStore {
         self.tables.owner_of(task_id).await
     }
 
+    async fn open_task_owners(&self) -> A2aResult<Vec<(String, Owner)>> {
+        self.tables.open_task_owners().await
+    }
+
     fn unreadable_rows(&self) -> u64 {
         self.tables
             .unreadable
@@ -652,6 +656,136 @@ mod tests {
         drop(PostgresStore::from_pool(pool.clone()).await.unwrap());
         pool.close().await;
         let _ = std::fs::remove_dir_all(&dir);
+        schema.drop_schema().await;
+    }
+
+    /// Crash recovery on a real database: a working task that cannot be
+    /// read is moved to `a2a_unreadable_tasks` (kept, with its owner and
+    /// why) and the readable one is found; a finished unreadable task stays
+    /// where it is; a listing skips both, a read says each is unreadable,
+    /// their owner is known; the next recovery meets nothing; every one is
+    /// counted. The open tasks' owners are read for the admission count.
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL (A2A_TEST_POSTGRES_URL)"]
+    async fn unreadable_rows_are_set_aside_skipped_and_refused() {
+        use prost::Message as _;
+        let Some(mut schema) = TestSchema::create("a2a_aside", "the set-aside test").await else {
+            return;
+        };
+        let store = schema.store(2).await;
+        let owner = Owner {
+            tenant: "t".into(),
+            principal: "p".into(),
+        };
+        let task = |id: &str, state: TaskState| Task {
+            id: id.into(),
+            context_id: "c".into(),
+            status: Some(TaskStatus::new(state)),
+            ..Default::default()
+        };
+        for id in ["bad", "good", "done"] {
+            store
+                .create(&owner, task(id, TaskState::Submitted))
+                .await
+                .unwrap();
+        }
+        store
+            .create(&owner, task("waiting", TaskState::InputRequired))
+            .await
+            .unwrap();
+        // Metadata nested deeper than the decoder reads, as a version
+        // before the nesting limit could store it.
+        let mut deep = serde_json::json!(1);
+        for _ in 0..120 {
+            deep = serde_json::json!({ "a": deep });
+        }
+        let serde_json::Value::Object(deep) = deep else {
+            unreachable!()
+        };
+        for (id, state) in [("bad", TaskState::Working), ("done", TaskState::Completed)] {
+            let mut t = task(id, state);
+            t.metadata = Some(agentwire_types::json::to_struct(deep.clone()));
+            let update = format!(
+                "UPDATE {}.a2a_tasks SET head = $1, state = $2 WHERE id = $3",
+                schema.name
+            );
+            sqlx::query(&update)
+                .bind(t.encode_to_vec())
+                .bind(state as i32)
+                .bind(id)
+                .execute(&mut schema.admin)
+                .await
+                .unwrap();
+        }
+        let page = store
+            .list(
+                &owner,
+                &crate::store::TaskQuery {
+                    page_size: 10,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let mut ids: Vec<_> = page.tasks.iter().map(|t| t.id.as_str()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, ["good", "waiting"]);
+        let mut open = store.open_task_owners().await.unwrap();
+        open.sort_by(|a, b| a.0.cmp(&b.0));
+        let want: Vec<(String, Owner)> = ["bad", "good", "waiting"]
+            .into_iter()
+            .map(|id| (id.to_owned(), owner.clone()))
+            .collect();
+        assert_eq!(open, want);
+        let scan = store.unfinished_for_recovery().await.unwrap();
+        let found: Vec<_> = scan.tasks.iter().map(|t| t.task.id.as_str()).collect();
+        assert_eq!(found, ["good"]);
+        assert_eq!(scan.set_aside.len(), 1, "{:?}", scan.set_aside);
+        assert_eq!(scan.set_aside[0].task_id, "bad");
+        assert_eq!(scan.set_aside[0].owner, owner);
+        assert!(
+            scan.set_aside[0].kept.contains("a2a_unreadable_tasks"),
+            "{}",
+            scan.set_aside[0].kept
+        );
+        assert!(
+            scan.set_aside[0].reason.contains("decoded"),
+            "{:?}",
+            scan.set_aside[0]
+        );
+        for id in ["bad", "done"] {
+            let err = store.get(id, None).await.unwrap_err();
+            assert!(crate::store::is_unreadable(&err), "{err:?}");
+            assert!(err.message.contains(id), "{err:?}");
+            assert_eq!(store.owner_of(id).await.unwrap(), Some(owner.clone()));
+        }
+        assert_eq!(store.owner_of("nobody").await.unwrap(), None);
+        assert!(
+            store
+                .unfinished_for_recovery()
+                .await
+                .unwrap()
+                .set_aside
+                .is_empty()
+        );
+        assert!(store.unreadable_rows() >= 4, "{}", store.unreadable_rows());
+        let count = |table: &str| {
+            format!(
+                "SELECT COUNT(*) FROM {}.{table} WHERE id = 'bad'",
+                schema.name
+            )
+        };
+        let (kept,): (i64,) = sqlx::query_as(&count("a2a_unreadable_tasks"))
+            .fetch_one(&mut schema.admin)
+            .await
+            .unwrap();
+        assert_eq!(kept, 1, "the row set aside");
+        let (left,): (i64,) = sqlx::query_as(&count("a2a_tasks"))
+            .fetch_one(&mut schema.admin)
+            .await
+            .unwrap();
+        assert_eq!(left, 0, "the row moved out of a2a_tasks");
+        drop(store);
         schema.drop_schema().await;
     }
 
