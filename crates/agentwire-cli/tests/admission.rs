@@ -184,3 +184,253 @@ async fn idle_expiry_moves_the_purge_counter() {
     }
     panic!("the idle task's expiry is not counted:\n{seen}");
 }
+
+/// An HTTP+JSON `SendMessage` (`POST /message:send`) to the conformance
+/// agent: the status and the JSON body.
+async fn send_rest(
+    http: &reqwest::Client,
+    base: &str,
+    message_id: &str,
+    key: Option<&str>,
+) -> (u16, Value) {
+    let body = json!({"message": {
+        "messageId": message_id,
+        "role": "ROLE_USER",
+        "parts": [{"text": "hello"}],
+    }});
+    let mut r = http
+        .post(format!("{base}/message:send"))
+        .header("A2A-Version", "1.0")
+        .json(&body);
+    if let Some(k) = key {
+        r = r.header("X-API-Key", k);
+    }
+    let answer = r.send().await.expect("send");
+    let status = answer.status().as_u16();
+    (status, answer.json().await.expect("a JSON body"))
+}
+
+/// A gRPC `SendMessage` to the conformance agent.
+async fn send_grpc(
+    addr: &str,
+    message_id: &str,
+    key: Option<&str>,
+) -> Result<agentwire_types::SendMessageResponse, tonic::Status> {
+    use agentwire_types::proto::a2a_service_client::A2aServiceClient;
+    let mut client = A2aServiceClient::connect(format!("http://{addr}"))
+        .await
+        .expect("gRPC connect");
+    let mut request = tonic::Request::new(agentwire_types::SendMessageRequest {
+        message: Some(agentwire_types::Message::user_text("hello").with_message_id(message_id)),
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("a2a-version", "1.0".parse().expect("metadata"));
+    if let Some(k) = key {
+        request
+            .metadata_mut()
+            .insert("x-api-key", k.parse().expect("metadata"));
+    }
+    client.send_message(request).await.map(|r| r.into_inner())
+}
+
+/// The bound's refusal on each binding: JSON-RPC -32603, HTTP 503, gRPC
+/// UNAVAILABLE, each saying to try again later; a message-only reply goes
+/// on, on each binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bound_refuses_on_every_binding() {
+    let env = Env::new();
+    std::fs::write(env.cwd().join("keys.txt"), KEYS).unwrap();
+    let serving = Serving::start(
+        &env,
+        &[
+            "--agent",
+            "conformance",
+            "--api-key-file",
+            "keys.txt",
+            "--max-open-tasks-per-caller",
+            "2",
+            "--metrics",
+        ],
+    );
+    let (base, addr) = (serving.base(), serving.addr());
+    agentwire_client::install_crypto_provider();
+    let http = reqwest::Client::new();
+    let alice = Some("alice-key-0123456789");
+    // Her two open tasks: one by JSON-RPC, one by HTTP+JSON.
+    let a = send(&http, &base, "tck-input-required-0", alice).await;
+    assert_eq!(state(&a), "TASK_STATE_INPUT_REQUIRED", "{a}");
+    let (status, a) = send_rest(&http, &base, "tck-input-required-1", alice).await;
+    assert_eq!(status, 200, "{a}");
+    assert_eq!(
+        a["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{a}"
+    );
+    // JSON-RPC.
+    let a = send(&http, &base, "tck-input-required-2", alice).await;
+    assert_eq!(a["error"]["code"], -32603, "{a}");
+    assert!(a.to_string().contains("try again later"), "{a}");
+    // HTTP+JSON.
+    let (status, a) = send_rest(&http, &base, "tck-input-required-3", alice).await;
+    assert_eq!(status, 503, "{a}");
+    assert!(a.to_string().contains("try again later"), "{a}");
+    // gRPC.
+    let e = send_grpc(&addr, "tck-input-required-4", alice)
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+    assert!(e.message().contains("try again later"), "{e:?}");
+    // Message-only replies go on, on every binding.
+    let a = send(&http, &base, "tck-message-response-0", alice).await;
+    assert!(a["result"]["message"].is_object(), "{a}");
+    let (status, a) = send_rest(&http, &base, "tck-message-response-1", alice).await;
+    assert_eq!(status, 200, "{a}");
+    assert!(a["message"].is_object(), "{a}");
+    let r = send_grpc(&addr, "tck-message-response-2", alice)
+        .await
+        .expect("a message");
+    assert!(
+        matches!(
+            r.payload,
+            Some(agentwire_types::send_message_response::Payload::Message(_))
+        ),
+        "{r:?}"
+    );
+    // Bob's work goes on over gRPC.
+    let r = send_grpc(&addr, "tck-input-required-b", Some("bob-key-0123456789"))
+        .await
+        .expect("bob's task");
+    assert!(
+        matches!(
+            r.payload,
+            Some(agentwire_types::send_message_response::Payload::Task(_))
+        ),
+        "{r:?}"
+    );
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("/metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains(r#"a2a_admission_refused_total{reason="caller_open_tasks"} 3"#),
+        "{metrics}"
+    );
+}
+
+/// Anonymous callers are bounded by address: a flood from 127.0.0.1 is
+/// refused while an anonymous caller from 127.0.0.2 (another loopback
+/// address, to the same server) still gets new tasks, and the flooder's
+/// message-only replies go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_callers_are_bounded_by_address() {
+    let env = Env::new();
+    let serving = Serving::start(
+        &env,
+        &["--agent", "conformance", "--max-open-tasks-per-caller", "3"],
+    );
+    let base = serving.base();
+    agentwire_client::install_crypto_provider();
+    let from = |ip: &str| {
+        reqwest::Client::builder()
+            .local_address(ip.parse::<std::net::IpAddr>().expect("an address"))
+            .build()
+            .expect("a client")
+    };
+    let (flooder, other) = (from("127.0.0.1"), from("127.0.0.2"));
+    for i in 0..3 {
+        let a = send(&flooder, &base, &format!("tck-input-required-{i}"), None).await;
+        assert_eq!(state(&a), "TASK_STATE_INPUT_REQUIRED", "{a}");
+    }
+    for i in 3..10 {
+        let a = send(&flooder, &base, &format!("tck-input-required-{i}"), None).await;
+        assert_eq!(a["error"]["code"], -32603, "{a}");
+        let m = a["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            m.contains("127.0.0.1") && m.contains("try again later"),
+            "{a}"
+        );
+    }
+    let a = send(&flooder, &base, "tck-message-response-1", None).await;
+    assert!(a["result"]["message"].is_object(), "{a}");
+    for i in 0..3 {
+        let b = send(&other, &base, &format!("tck-input-required-o{i}"), None).await;
+        assert_eq!(state(&b), "TASK_STATE_INPUT_REQUIRED", "{b}");
+    }
+    let b = send(&other, &base, "tck-input-required-o3", None).await;
+    assert_eq!(b["error"]["code"], -32603, "{b}");
+}
+
+/// The open tasks of a previous run (a SQLite store, the server killed and
+/// started again) count toward their caller's bound: a restart does not
+/// give the flooder its whole bound again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_tasks_of_a_previous_run_count_after_a_restart() {
+    let env = Env::new();
+    std::fs::write(env.cwd().join("keys.txt"), KEYS).unwrap();
+    let args = [
+        "--agent",
+        "conformance",
+        "--api-key-file",
+        "keys.txt",
+        "--max-open-tasks-per-caller",
+        "2",
+    ];
+    agentwire_client::install_crypto_provider();
+    let http = reqwest::Client::new();
+    let alice = Some("alice-key-0123456789");
+    let serving = Serving::start_on(&env, "sqlite:tasks.db", &args);
+    let base = serving.base();
+    let mut open = Vec::new();
+    for i in 0..2 {
+        let a = send(&http, &base, &format!("tck-input-required-{i}"), alice).await;
+        assert_eq!(state(&a), "TASK_STATE_INPUT_REQUIRED", "{a}");
+        open.push(
+            a["result"]["task"]["id"]
+                .as_str()
+                .expect("an id")
+                .to_owned(),
+        );
+    }
+    // Killed (SIGKILL), started again on the same file.
+    serving.stop();
+    let serving = Serving::start_on(&env, "sqlite:tasks.db", &args);
+    let base = serving.base();
+    let a = send(&http, &base, "tck-input-required-2", alice).await;
+    assert_eq!(a["error"]["code"], -32603, "after the restart: {a}");
+    let m = a["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        m.contains("apikey:alice") && m.contains("try again later"),
+        "{a}"
+    );
+    // Others go on.
+    let b = send(
+        &http,
+        &base,
+        "tck-input-required-b",
+        Some("bob-key-0123456789"),
+    )
+    .await;
+    assert_eq!(state(&b), "TASK_STATE_INPUT_REQUIRED", "{b}");
+    // One of her tasks of the previous run ends (canceled): room again.
+    let cancel = json!({"jsonrpc": "2.0", "id": 2, "method": "CancelTask",
+        "params": {"id": open[0]}});
+    let c: Value = http
+        .post(format!("{base}/"))
+        .header("A2A-Version", "1.0")
+        .header("X-API-Key", "alice-key-0123456789")
+        .json(&cancel)
+        .send()
+        .await
+        .expect("cancel")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED", "{c}");
+    let a = send(&http, &base, "tck-input-required-3", alice).await;
+    assert_eq!(state(&a), "TASK_STATE_INPUT_REQUIRED", "{a}");
+}

@@ -427,6 +427,11 @@ pub struct Serving {
 
 impl Serving {
     pub fn start(env: &Env, args: &[&str]) -> Self {
+        Self::start_on(env, "memory", args)
+    }
+
+    /// [`Self::start`] with the store `store` (`--store STORE`).
+    pub fn start_on(env: &Env, store: &str, args: &[&str]) -> Self {
         use std::io::{BufRead, BufReader, Read};
         use std::process::{Command, Stdio};
         let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("a2a"));
@@ -436,7 +441,7 @@ impl Serving {
             }
         }
         cmd.arg("serve")
-            .args(["--store", "memory", "--port", "0"])
+            .args(["--store", store, "--port", "0"])
             .args(args)
             .env("HOME", env.home())
             .current_dir(env.cwd())
