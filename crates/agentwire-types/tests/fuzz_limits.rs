@@ -100,7 +100,7 @@ fn small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
 }
 
 proptest! {
-    #![proptest_config(config(256))]
+    #![proptest_config(config(128))]
 
     /// The JSON readers, in a request being read (the bindings' case) and
     /// out of one (what a client reads): refused past the limit.

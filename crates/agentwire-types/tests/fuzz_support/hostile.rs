@@ -17,7 +17,7 @@ pub const DEPTH_LIMIT: usize = 30;
 
 /// How nested content is made: objects (`{"a":{"a":...}}`), arrays
 /// (`[[...]]`), or both in turn (starting with an object).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Nest {
     Objects,
     Arrays,
@@ -151,12 +151,21 @@ impl Backwards {
     fn push(&mut self, piece: &[u8]) {
         self.0.extend(piece.iter().rev());
     }
-    /// The header of a length-delimited field holding everything so far.
+    /// The header of a length-delimited field holding everything so far
+    /// (no allocation: a million levels are a million headers).
     fn wrap(&mut self, number: u32) {
-        let mut head = Vec::with_capacity(6);
-        varint(u64::from(number << 3 | 2), &mut head);
-        varint(self.len() as u64, &mut head);
-        self.push(&head);
+        let mut head = [0u8; 16];
+        let mut n = 0;
+        for mut v in [u64::from(number << 3 | 2), self.len() as u64] {
+            while v >= 0x80 {
+                head[n] = (v as u8) | 0x80;
+                v >>= 7;
+                n += 1;
+            }
+            head[n] = v as u8;
+            n += 1;
+        }
+        self.push(&head[..n]);
     }
     fn finish(mut self) -> Vec<u8> {
         self.0.reverse();
@@ -165,8 +174,34 @@ impl Backwards {
 }
 
 /// The encoded `google.protobuf.Value` of content `depth` levels deep (as
-/// [`nested_json`]: the innermost value is the number 1).
+/// [`nested_json`]: the innermost value is the number 1). The deepest ones
+/// (megabytes) are made once per process.
 pub fn nested_value_proto(depth: usize, nest: Nest) -> Vec<u8> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    static MADE: Mutex<Option<HashMap<(usize, Nest), Arc<Vec<u8>>>>> = Mutex::new(None);
+    if depth < 10_000 {
+        return make_nested_value_proto(depth, nest);
+    }
+    let made = {
+        let mut cache = MADE.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .get_or_insert_with(HashMap::new)
+            .get(&(depth, nest))
+            .cloned()
+    };
+    let bytes = made.unwrap_or_else(|| {
+        let bytes = Arc::new(make_nested_value_proto(depth, nest));
+        let mut cache = MADE.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .get_or_insert_with(HashMap::new)
+            .insert((depth, nest), bytes.clone());
+        bytes
+    });
+    bytes.to_vec()
+}
+
+fn make_nested_value_proto(depth: usize, nest: Nest) -> Vec<u8> {
     let mut b = Backwards(Vec::with_capacity(depth * 14 + 9));
     // number_value (2, fixed64) = 1.0
     let mut leaf = vec![0x11];
@@ -177,7 +212,7 @@ pub fn nested_value_proto(depth: usize, nest: Nest) -> Vec<u8> {
             // Value { struct_value (5): Struct { fields (1): entry { key (1)
             // "a", value (2): inner } } }
             b.wrap(2);
-            b.push(&field(1, b"a"));
+            b.push(&[0x0a, 0x01, b'a']);
             b.wrap(1);
             b.wrap(5);
         } else {
