@@ -13,6 +13,8 @@
 //! made a decoder panic is added there, so it is tried on every run.
 #![allow(dead_code)]
 
+pub mod hostile;
+
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
