@@ -13,6 +13,7 @@
 //! malformed chunk, a server that goes away mid-stream, and one that does
 //! not listen at all.
 
+#[allow(unused_macros)]
 mod common;
 
 #[allow(dead_code)]
