@@ -389,6 +389,23 @@ const SKIPPED: &[(&str, &str)] = &[
         "a2a registry serve --embedder",
         "it needs an a2a built with the feature `semantic` and the model: tests/registry_semantic.rs",
     ),
+    // docs/llm-agent.md: the model-backed example needs a model server
+    // and a model, which cannot be installed here; its test
+    // (agentwire-server's tests/llm_chat.rs) replays a recorded stream.
+    ("ollama ", "it needs Ollama and a downloaded model"),
+    (
+        "llama-server ",
+        "it needs llama.cpp's server and a model file",
+    ),
+    ("vllm ", "it needs vLLM and a downloaded model"),
+    (
+        "OPENAI_",
+        "it runs the model-backed example, which needs a model server: tests/llm_chat.rs",
+    ),
+    (
+        "a2a send -a 127.0.0.1:9000 --stream \"Why is the sky blue?\"",
+        "it asks the model-backed example, which needs a model server",
+    ),
 ];
 
 /// What a command must do, when more than exit 0.

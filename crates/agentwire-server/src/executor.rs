@@ -362,7 +362,7 @@ impl TaskUpdater {
         })
     }
 
-    fn update(&self, update: TaskUpdate) -> Update<'_> {
+    pub(crate) fn update(&self, update: TaskUpdate) -> Update<'_> {
         Update {
             updater: self,
             update: Some(update),

@@ -50,6 +50,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
+mod artifact_writer;
 pub mod auth;
 mod bindings;
 pub mod card_signing;
@@ -65,6 +66,7 @@ pub mod store;
 
 pub use agentwire_types as types;
 pub use agentwire_types::{A2aError, A2aResult, AgentCard};
+pub use artifact_writer::{ArtifactWriter, DEFAULT_WRITER_MAX_WAIT};
 pub use auth::{AuthSchemes, Authenticator, BearerTokens, NoAuth};
 pub use bindings::grpc;
 pub use bindings::http::DEFAULT_MAX_BODY_BYTES;

@@ -181,6 +181,15 @@ pub(crate) struct Queue {
     budget: Arc<Budget>,
     /// Its key among the budget's queues.
     key: u64,
+    /// Wakes the artifact writers waiting for its reader (see
+    /// [`TaskManager::room_for_chunk`]), as it takes events or goes.
+    space: tokio::sync::Notify,
+    /// How many writers wait on `space` (the reader only wakes them when
+    /// some do).
+    waiters: AtomicUsize,
+    /// A writer waited for its reader as long as it may: no writer waits
+    /// for it again.
+    stalled: AtomicBool,
 }
 
 struct QueueInner {
@@ -224,6 +233,9 @@ impl Queue {
             limit: manager.queue_bytes,
             budget: Arc::clone(&budget),
             key,
+            space: tokio::sync::Notify::new(),
+            waiters: AtomicUsize::new(0),
+            stalled: AtomicBool::new(false),
         });
         queues.all.insert(key, Arc::downgrade(&queue));
         drop(queues);
@@ -289,6 +301,7 @@ impl Queue {
         if let Some(w) = inner.waker.take() {
             w.wake();
         }
+        self.wake_writers();
         items
     }
 
@@ -317,6 +330,8 @@ impl Queue {
             }
             self.read_round
                 .store(self.budget.round.load(Ordering::Relaxed), Ordering::Relaxed);
+            drop(inner);
+            self.wake_writers();
             return Poll::Ready(Some(Ok(item)));
         }
         if let Some(cut) = inner.cut {
@@ -346,8 +361,89 @@ impl Queue {
             self.budget.give_back(held);
             std::mem::take(&mut inner.items)
         };
+        self.wake_writers();
         drop(items);
         self.budget.queues.lock().all.remove(&self.key);
+    }
+
+    /// Wakes the writers waiting for this queue's reader, if any (a load
+    /// of one counter when none waits).
+    fn wake_writers(&self) {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.space.notify_waiters();
+        }
+    }
+
+    /// Whether a writer should wait before adding to this queue: half of
+    /// its events or bytes are unread, its reader is still there and no
+    /// writer has given up on it.
+    fn backed_up(&self) -> bool {
+        if self.stalled.load(Ordering::Acquire) || self.gone.load(Ordering::Acquire) {
+            return false;
+        }
+        let inner = self.inner.lock();
+        inner.cut.is_none()
+            && (inner.items.len() >= self.capacity.div_ceil(2)
+                || self.held.load(Ordering::Acquire) >= self.limit.div_ceil(2))
+    }
+}
+
+/// Counts a writer among a queue's waiters while it lives.
+struct Waiting<'a>(&'a Queue);
+
+impl<'a> Waiting<'a> {
+    fn new(queue: &'a Queue) -> Self {
+        queue.waiters.fetch_add(1, Ordering::SeqCst);
+        Self(queue)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl TaskManager {
+    /// Backpressure for a streamed artifact's writer
+    /// ([`crate::ArtifactWriter`]): waits while a stream following the task
+    /// on this server has half its queue (events or bytes) unread, so that
+    /// a slow reader slows the writer down instead of being resynchronised
+    /// or cut. A reader that takes nothing for `max_wait` is given up on
+    /// (no writer waits for it again; it falls behind as any slow reader
+    /// does). Returns early when the task is canceled.
+    pub(crate) async fn room_for_chunk(&self, live: &LiveTask, max_wait: std::time::Duration) {
+        loop {
+            let backed_up = {
+                let st = live.state.lock();
+                st.subscribers.iter().find_map(|s| match s {
+                    Subscriber::Stream { tx, .. } if tx.backed_up() => Some(Arc::clone(&tx.0)),
+                    _ => None,
+                })
+            };
+            let Some(queue) = backed_up else { return };
+            let waiting = Waiting::new(&queue);
+            let notified = queue.space.notified();
+            tokio::pin!(notified);
+            // Registered before the check: a read between the two wakes it.
+            notified.as_mut().enable();
+            if !queue.backed_up() {
+                continue;
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = live.cancel.cancelled() => return,
+                () = tokio::time::sleep(max_wait) => {
+                    queue.stalled.store(true, Ordering::Release);
+                    tracing::debug!(
+                        task = %live.id,
+                        waited = ?max_wait,
+                        "a stream's reader took no event: the artifact writer goes on without it"
+                    );
+                }
+            }
+            drop(waiting);
+        }
     }
 }
 
