@@ -689,6 +689,8 @@ fn unique(name: String, names: &mut std::collections::HashSet<String>) -> String
 
 async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
     let id = task_id(g, a.id)?;
+    let (g, id) = crate::ledger::resolve_task(g, id).await?;
+    let g = &g;
     let agent = Agent::connect(g).await?;
     let task = agent
         .client
@@ -701,6 +703,7 @@ async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
         )
         .await
         .map_err(|e| agent.task_err(&e, &id))?;
+    Recorder::open(g, agent.reference()).await.task(&task).await;
     let artifacts: Vec<_> = task
         .artifacts
         .iter()

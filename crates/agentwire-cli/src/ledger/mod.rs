@@ -428,10 +428,10 @@ impl Recorder {
                         let mut st = state.lock().await;
                         let ctx = context_of(ev);
                         let done = async {
-                            if !ctx.is_empty() {
-                                if let Some(m) = st.0.take() {
-                                    inner.ledger.record_message_sent(&m, ctx).await?;
-                                }
+                            if !ctx.is_empty()
+                                && let Some(m) = st.0.take()
+                            {
+                                inner.ledger.record_message_sent(&m, ctx).await?;
                             }
                             inner.ledger.record_event(ev).await?;
                             if !ctx.is_empty() && st.1 != ctx {
