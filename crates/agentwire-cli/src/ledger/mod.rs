@@ -231,19 +231,19 @@ pub async fn resolve_ids(g: &Globals) -> Result<Globals, CliError> {
             return Ok(g);
         }
     };
-    if let Some(typed) = g.context_id.clone().filter(|s| !s.trim().is_empty()) {
-        if let Some(c) = find_context(&ledger, typed.trim(), g.agent_card.as_deref()).await? {
-            if c.id != typed {
-                tracing::debug!("context {typed} is {} in the ledger", c.id);
-            }
-            if g.agent_card.is_none() {
-                g.agent_card.clone_from(&c.agent);
-                if let Some(a) = &g.agent_card {
-                    crate::error::set_agent(a);
-                }
-            }
-            g.context_id = Some(c.id);
+    if let Some(typed) = g.context_id.clone().filter(|s| !s.trim().is_empty())
+        && let Some(c) = find_context(&ledger, typed.trim(), g.agent_card.as_deref()).await?
+    {
+        if c.id != typed {
+            tracing::debug!("context {typed} is {} in the ledger", c.id);
         }
+        if g.agent_card.is_none() {
+            g.agent_card.clone_from(&c.agent);
+            if let Some(a) = &g.agent_card {
+                crate::error::set_agent(a);
+            }
+        }
+        g.context_id = Some(c.id);
     }
     if let Some(typed) = g.task_id.clone().filter(|s| !s.trim().is_empty()) {
         let known = if typed.eq_ignore_ascii_case("last") {
