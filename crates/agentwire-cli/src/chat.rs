@@ -57,6 +57,8 @@ pub struct ChatArgs {
     /// space, look like credentials or answer an authorization request are never kept.
     #[arg(long)]
     pub save_history: bool,
+    #[command(flatten)]
+    pub ledger: crate::ledger::LedgerOpts,
 }
 
 /// The commands, in the order `/help` lists them.
@@ -226,6 +228,9 @@ pub async fn run(g: &Globals, args: ChatArgs) -> Result<u8, CliError> {
              --task-id answers a task waiting for input)",
         ));
     }
+    // The session is copied into the ledger; `--context-id last` or a
+    // short id names one of its contexts.
+    let g = &crate::ledger::resolve_ids(&g.with(&args.ledger)).await?;
     let agent = Agent::connect(g).await?;
     let out = if g.output == OutputFormat::Json {
         Out::Json
@@ -235,8 +240,9 @@ pub async fn run(g: &Globals, args: ChatArgs) -> Result<u8, CliError> {
         Out::Text
     };
     let stream = !args.no_stream && agent.card.supports_streaming();
+    let ledger = crate::ledger::session(g, agent.reference()).await;
     let mut s = Session {
-        ledger: Ledger::in_memory(),
+        ledger,
         context_id: g.context_id.clone(),
         active_task: g.task_id.clone(),
         waiting: None,
@@ -295,8 +301,9 @@ pub async fn run(g: &Globals, args: ChatArgs) -> Result<u8, CliError> {
     Ok(exit::OK)
 }
 
+/// The short form of an id (its random tail: see [`crate::ledger::short_id`]).
 fn short(id: &str) -> &str {
-    id.get(..8).unwrap_or(id)
+    crate::ledger::short_id(id)
 }
 
 // ----- line editing ----------------------------------------------------

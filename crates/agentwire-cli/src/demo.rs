@@ -61,9 +61,9 @@ fn out(line: impl AsRef<str>) {
     let _ = o.flush();
 }
 
-/// The first 8 characters of an id.
+/// The short form of an id (its random tail: see [`crate::ledger::short_id`]).
 fn short(id: &str) -> String {
-    id.chars().take(8).collect()
+    crate::ledger::short_id(id).to_owned()
 }
 
 /// One line of text, at most `n` characters.

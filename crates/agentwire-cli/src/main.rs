@@ -23,6 +23,7 @@ mod conformance;
 mod demo;
 mod error;
 mod inspect;
+mod ledger;
 mod mcp;
 mod progress;
 mod push;
@@ -383,8 +384,13 @@ pub const TASK_ID_HELP: &str = "The task (instead of the TASK_ID argument)";
 /// `--context-id` (send, chat, task list).
 #[derive(Args, Debug, Clone, Default)]
 pub struct ContextIdOpt {
-    /// Start a new task in this existing context.
-    #[arg(long, env = "A2ACLI_CONTEXT_ID", value_name = "ID")]
+    /// Start a new task in this existing context (on send: also `last` or a short id from the ledger; alias --context).
+    #[arg(
+        long,
+        env = "A2ACLI_CONTEXT_ID",
+        visible_alias = "context",
+        value_name = "ID"
+    )]
     pub context_id: Option<String>,
 }
 
@@ -438,6 +444,10 @@ pub struct Globals {
     /// when `None`).
     pub max_response_bytes: Option<usize>,
     pub max_card_bytes: Option<usize>,
+    /// `--ledger`, `--no-ledger`, `--ledger-max-contexts` (see [`ledger`]).
+    pub ledger: Option<PathBuf>,
+    pub no_ledger: bool,
+    pub ledger_max_contexts: usize,
 }
 
 /// The default time between two polls.
@@ -474,6 +484,9 @@ impl Globals {
             verbose: c.verbose,
             max_response_bytes: None,
             max_card_bytes: None,
+            ledger: None,
+            no_ledger: false,
+            ledger_max_contexts: ledger::DEFAULT_MAX_CONTEXTS,
         }
     }
 
@@ -612,6 +625,15 @@ pub enum Command {
         command: task::TaskCommand,
         #[command(flatten)]
         conn: ConnOpts,
+        #[command(flatten)]
+        ledger: ledger::LedgerOpts,
+    },
+    /// The ledger the commands record into: contexts, their tasks, artifact versions; accept a version.
+    Ledger {
+        #[command(subcommand)]
+        command: ledger::cmd::LedgerCommand,
+        #[command(flatten)]
+        opts: ledger::LedgerOpts,
     },
     /// Inspect the configuration (read-only).
     Config {
@@ -1035,7 +1057,12 @@ async fn run(
                 .ok_or_else(|| CliError::internal("send without its arguments"))?;
             send::run(&for_agent(g.with(&args)), args, sub).await
         }
-        Command::Task { command, conn } => task::run(&for_agent(g.with(&conn)), command).await,
+        Command::Task {
+            command,
+            conn,
+            ledger,
+        } => task::run(&for_agent(g.with(&conn).with(&ledger)), command).await,
+        Command::Ledger { command, opts } => ledger::cmd::run(&g.with(&opts), command).await,
         Command::Config {
             command: ConfigCommand::Show,
         } => show_config(&g, matches, loaded),
@@ -1119,7 +1146,17 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     (
         "ledger",
         "A2ACLI_LEDGER",
-        "ledger.db in the user's data directory (a2a mcp)",
+        "ledger.db in the user's data directory (send, task, ledger, mcp)",
+    ),
+    (
+        "no_ledger",
+        "A2ACLI_NO_LEDGER",
+        "false (the ledger records)",
+    ),
+    (
+        "ledger_max_contexts",
+        "A2ACLI_LEDGER_MAX_CONTEXTS",
+        "1000 (the least recently updated contexts are forgotten first)",
     ),
     ("max_wait", "A2ACLI_MAX_WAIT", "30s (a2a mcp)"),
     (

@@ -165,8 +165,9 @@ fn compose(line: &Line, state: TaskState, message: Option<&str>) -> String {
     render::sanitize(&s).replace(['\n', '\r', '\t'], " ")
 }
 
+/// The short form of an id (its random tail: see [`crate::ledger::short_id`]).
 fn short(id: &str) -> &str {
-    id.get(..8).unwrap_or(id)
+    crate::ledger::short_id(id)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use futures::StreamExt;
 
 use crate::agent::Agent;
 use crate::error::{CliError, ErrorContext, code, exit, paste};
+use crate::ledger::Recorder;
 use crate::progress::Progress;
 use crate::render::{self, Text};
 use crate::{
@@ -44,7 +45,7 @@ pub struct SendArgs {
     /// The messageId (default: a new UUID); reuse it when retrying a turn.
     #[arg(long, value_name = "ID")]
     pub message_id: Option<String>,
-    /// A task this message refers to (referenceTaskIds), repeatable.
+    /// A task this message refers to (referenceTaskIds), repeatable; `last` or a short id from the ledger.
     #[arg(long = "reference-task", value_name = "TASK_ID")]
     pub reference_task: Vec<String>,
     /// An output media type the caller accepts, repeatable.
@@ -74,11 +75,14 @@ pub struct SendArgs {
     pub timeout: TimeoutOpt,
     #[command(flatten)]
     pub conn: ConnOpts,
+    #[command(flatten)]
+    pub ledger: crate::ledger::LedgerOpts,
 }
 
 impl Apply for SendArgs {
     fn apply(&self, g: &mut Globals) {
         self.conn.apply(g);
+        self.ledger.apply(g);
         self.task.apply(g);
         self.context.apply(g);
         self.metadata.apply(g);
@@ -274,6 +278,9 @@ pub fn metadata(g: &Globals) -> Result<Option<agentwire_types::Struct>, CliError
 }
 
 pub async fn run(g: &Globals, args: SendArgs, sub: &clap::ArgMatches) -> Result<u8, CliError> {
+    // `--context-id last` or a short id: the ledger's context (and agent).
+    let resolved = crate::ledger::resolve_ids(g).await?;
+    let g = &resolved;
     let mode = mode(g, sub)?;
     let parts = build_parts(&args, sub)?;
     if parts.is_empty() {
@@ -290,7 +297,7 @@ pub async fn run(g: &Globals, args: SendArgs, sub: &clap::ArgMatches) -> Result<
     if let Some(t) = &g.task_id {
         message.task_id.clone_from(t);
     }
-    message.reference_task_ids = args.reference_task.clone();
+    message.reference_task_ids = crate::ledger::resolve_references(g, &args.reference_task).await?;
     message.metadata = metadata(g)?;
     let mut agent = Agent::connect(g).await?;
     // The card's word decides below: a cached card is made sure of first.
@@ -303,6 +310,7 @@ pub async fn run(g: &Globals, args: SendArgs, sub: &clap::ArgMatches) -> Result<
         agent.confirm(AgentCard::supports_streaming).await?;
     }
     args.push.check(&agent)?;
+    let rec = Recorder::open(g, agent.reference()).await;
     let mut call = CallOptions::new();
     call.extensions = args.extensions.clone();
     let configuration = SendMessageConfiguration {
@@ -311,6 +319,7 @@ pub async fn run(g: &Globals, args: SendArgs, sub: &clap::ArgMatches) -> Result<
         history_length: args.history,
         return_immediately: mode == Mode::Async,
     };
+    let sent = message.clone();
     let request = SendMessageRequest {
         message: Some(message),
         configuration: Some(configuration),
@@ -327,11 +336,17 @@ pub async fn run(g: &Globals, args: SendArgs, sub: &clap::ArgMatches) -> Result<
                 .send_message(request, &call)
                 .await
                 .map_err(|e| CliError::from_client(&e, &ctx))?;
+            rec.exchange(&sent, &resp).await;
             output_response(g, &agent, &resp)?;
             Ok(exit::OK)
         }
-        Mode::Wait => wait(g, &agent, request, &call, &ctx, args.history).await,
-        Mode::Stream => stream(g, &agent, request, &call, &ctx).await,
+        Mode::Wait => {
+            let resp = wait(g, &agent, request, &call, &ctx, args.history).await?;
+            rec.exchange(&sent, &resp).await;
+            output_response(g, &agent, &resp)?;
+            Ok(exit::OK)
+        }
+        Mode::Stream => stream(g, &agent, request, &call, &ctx, &rec, sent).await,
     }
 }
 
@@ -379,7 +394,7 @@ async fn wait(
     call: &CallOptions,
     ctx: &ErrorContext,
     history: Option<i32>,
-) -> Result<u8, CliError> {
+) -> Result<SendMessageResponse, CliError> {
     let deadline = g.timeout.map(|t| Instant::now() + t);
     let progress = Progress::start(g, format!("waiting for {}", agent.card.name));
     let known_task: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(ctx.task_id.clone());
@@ -482,9 +497,7 @@ async fn wait(
         _ = tokio::signal::ctrl_c() => Err(interrupted(known_task.lock().unwrap_or_else(|p| p.into_inner()).as_deref())),
     };
     progress.finish();
-    let resp = outcome?;
-    output_response(g, agent, &resp)?;
-    Ok(exit::OK)
+    outcome
 }
 
 fn timeout_error(g: &Globals, task: Option<&str>) -> CliError {
@@ -556,6 +569,8 @@ async fn stream(
     request: SendMessageRequest,
     call: &CallOptions,
     ctx: &ErrorContext,
+    rec: &Recorder,
+    sent: Message,
 ) -> Result<u8, CliError> {
     if !agent.card.supports_streaming() {
         // Capability checked before the call (CLI SPEC 13.3): fall back to
@@ -566,6 +581,7 @@ async fn stream(
             .send_message(request, call)
             .await
             .map_err(|e| CliError::from_client(&e, ctx))?;
+        rec.exchange(&sent, &resp).await;
         let ev = match resp.payload {
             Some(send_message_response::Payload::Task(t)) => StreamResponse::from(t),
             Some(send_message_response::Payload::Message(m)) => StreamResponse::from(m),
@@ -586,6 +602,7 @@ async fn stream(
         ..Default::default()
     };
     let events = follow(agent.client.clone(), Some(events), None, opts);
+    let events = rec.wrap(events, Some(sent));
     print_stream(g, agent, events, ctx).await
 }
 

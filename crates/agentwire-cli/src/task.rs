@@ -18,6 +18,7 @@ use futures::StreamExt;
 
 use crate::agent::Agent;
 use crate::error::{CliError, a2a_error_name, code, exit, paste};
+use crate::ledger::Recorder;
 use crate::progress::Progress;
 use crate::render::{self, Text};
 use crate::send::print_stream;
@@ -238,6 +239,8 @@ fn print_task(g: &Globals, agent: &Agent, task: &Task) -> Result<(), CliError> {
 
 async fn get(g: &Globals, a: GetArgs) -> Result<u8, CliError> {
     let id = task_id(g, a.id)?;
+    let (g, id) = crate::ledger::resolve_task(g, id).await?;
+    let g = &g;
     let agent = Agent::connect(g).await?;
     let call = CallOptions::new();
     let task = if g.wait {
@@ -270,12 +273,15 @@ async fn get(g: &Globals, a: GetArgs) -> Result<u8, CliError> {
             .await
             .map_err(|e| agent.task_err(&e, &id))?
     };
+    Recorder::open(g, agent.reference()).await.task(&task).await;
     print_task(g, &agent, &task)?;
     Ok(exit::OK)
 }
 
 async fn cancel(g: &Globals, a: IdArg) -> Result<u8, CliError> {
     let id = task_id(g, a.id)?;
+    let (g, id) = crate::ledger::resolve_task(g, id).await?;
+    let g = &g;
     let agent = Agent::connect(g).await?;
     let call = CallOptions::new();
     let req = CancelTaskRequest {
@@ -304,6 +310,7 @@ async fn cancel(g: &Globals, a: IdArg) -> Result<u8, CliError> {
         }
         Err(e) => return Err(agent.task_err(&e, &id)),
     };
+    Recorder::open(g, agent.reference()).await.task(&task).await;
     print_task(g, &agent, &task)?;
     Ok(exit::OK)
 }
@@ -342,6 +349,10 @@ async fn list(g: &Globals, a: ListArgs) -> Result<u8, CliError> {
         }
         req.page_token = next;
     }
+    Recorder::open(g, agent.reference())
+        .await
+        .known_tasks(pages.iter().flat_map(|p| &p.tasks))
+        .await;
     match (g.output, g.stream) {
         (OutputFormat::Json, true) => {
             for t in pages.iter().flat_map(|p| &p.tasks) {
@@ -383,6 +394,8 @@ async fn list(g: &Globals, a: ListArgs) -> Result<u8, CliError> {
 
 async fn subscribe(g: &Globals, a: SubscribeArgs) -> Result<u8, CliError> {
     let id = task_id(g, a.id)?;
+    let (g, id) = crate::ledger::resolve_task(g, id).await?;
+    let g = &g;
     let mut agent = Agent::connect(g).await?;
     if !agent.confirm(AgentCard::supports_streaming).await? {
         return Err(CliError::new(
@@ -420,6 +433,9 @@ async fn subscribe(g: &Globals, a: SubscribeArgs) -> Result<u8, CliError> {
         ..Default::default()
     };
     let events = follow(agent.client.clone(), Some(first), Some(id.clone()), opts);
+    let events = Recorder::open(g, agent.reference())
+        .await
+        .wrap(events, None);
     if g.stream {
         return print_stream(g, &agent, events, &ctx).await;
     }
@@ -673,6 +689,8 @@ fn unique(name: String, names: &mut std::collections::HashSet<String>) -> String
 
 async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
     let id = task_id(g, a.id)?;
+    let (g, id) = crate::ledger::resolve_task(g, id).await?;
+    let g = &g;
     let agent = Agent::connect(g).await?;
     let task = agent
         .client
@@ -685,6 +703,7 @@ async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
         )
         .await
         .map_err(|e| agent.task_err(&e, &id))?;
+    Recorder::open(g, agent.reference()).await.task(&task).await;
     let artifacts: Vec<_> = task
         .artifacts
         .iter()

@@ -683,11 +683,19 @@ async fn never_invents_identifiers_and_keeps_no_state() -> T {
         !request.contains("\"taskId\"") && !request.contains("\"contextId\""),
         "{request}"
     );
-    // Nothing under HOME (configuration, cache) mentions the task or context.
+    // Nothing under HOME (configuration, cache) mentions the task or
+    // context, but the ledger (docs/ledger.md): a record the caller reads
+    // and names ids from explicitly (`--context-id last`), never a state
+    // the tool resumes by itself (below).
+    let ledger = env.home().join(".local/share/a2a-cli");
+    assert!(ledger.join("ledger.db").exists(), "the ledger records");
     let mut stack = vec![env.home().to_path_buf()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d)? {
             let p = e?.path();
+            if p == ledger {
+                continue;
+            }
             if p.is_dir() {
                 stack.push(p);
             } else {

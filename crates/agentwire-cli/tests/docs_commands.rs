@@ -496,6 +496,14 @@ const EXPECT: &[Expect] = &[
     expect("/message:stream", "data:"),
     expect("/api/session", "\"connected\""),
     expect("/mcp -H", "\"serverInfo\":{\"name\":\"a2a-mcp\""),
+    expect("--context last --reference-task last", "State: COMPLETED"),
+    expect("a2a ledger contexts", "Tasks: 3 (3 completed)"),
+    expect("a2a ledger artifacts --name", "Refines: version 2"),
+    expect(
+        "a2a ledger accept compatibility-report.md 2",
+        "Version: 2 of 3",
+    ),
+    expect("a2a ledger artifacts -o json", "\"acceptedArtifactId\":\""),
 ];
 
 /// Documented commands known to fail today, by their text as written (a

@@ -136,7 +136,10 @@ async fn task_get_wait_and_subscribe_show_state_and_status_message() {
             &format!("\"$A2A\" {cmd} -a {h} {id} > out.txt"),
         );
         let line = t.expect(&format!("WORKING: {STATUS}"));
-        assert!(line.contains(&format!("task {}", &id[..8])), "{line}");
+        assert!(
+            line.contains(&format!("task {}", &id[id.len() - 8..])),
+            "{line}"
+        );
         a.release();
         assert_eq!(t.wait(), 0, "{cmd}: {}", t.screen());
         let out = pty::read(&env.cwd().join("out.txt"));

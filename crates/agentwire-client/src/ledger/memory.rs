@@ -43,6 +43,7 @@ impl LedgerStore for MemoryStore {
             Some(c) => c.updated_at = at,
             None => g.contexts.push(ContextRecord {
                 id: id.to_owned(),
+                agent: None,
                 created_at: at,
                 updated_at: at,
             }),
@@ -172,5 +173,38 @@ impl LedgerStore for MemoryStore {
             v.accepted_by_user = v.artifact_id == artifact_id;
         }
         Ok(())
+    }
+
+    async fn set_context_agent(&self, id: &str, agent: &str) -> LedgerResult<()> {
+        let mut g = self.lock()?;
+        if let Some(c) = g.contexts.iter_mut().find(|c| c.id == id) {
+            c.agent = Some(agent.to_owned());
+        }
+        Ok(())
+    }
+
+    async fn retain_recent_contexts(&self, keep: usize) -> LedgerResult<usize> {
+        let mut g = self.lock()?;
+        if g.contexts.len() <= keep {
+            return Ok(0);
+        }
+        // Most recent first, as `contexts` orders them.
+        let mut order: Vec<(usize, DateTime<Utc>)> = g
+            .contexts
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i, c.updated_at))
+            .collect();
+        order.sort_by_key(|(i, at)| (std::cmp::Reverse(*at), std::cmp::Reverse(*i)));
+        let gone: Vec<String> = order
+            .iter()
+            .skip(keep)
+            .map(|(i, _)| g.contexts[*i].id.clone())
+            .collect();
+        g.contexts.retain(|c| !gone.contains(&c.id));
+        g.messages.retain(|(c, _)| !gone.contains(c));
+        g.tasks.retain(|t| !gone.contains(&t.context_id));
+        g.versions.retain(|v| !gone.contains(&v.context_id));
+        Ok(gone.len())
     }
 }

@@ -106,6 +106,9 @@ pub type LedgerResult<T> = Result<T, LedgerError>;
 pub struct ContextRecord {
     /// The server-assigned context id.
     pub id: String,
+    /// The agent it was opened with (the reference the caller gave, e.g.
+    /// a URL), when the application recorded one ([`Ledger::set_agent`]).
+    pub agent: Option<String>,
     /// When the ledger first saw it.
     pub created_at: DateTime<Utc>,
     /// When anything in it last changed.
@@ -190,6 +193,12 @@ pub trait LedgerStore: Send + Sync {
     /// Marks `artifact_id` accepted and every other version of the same
     /// name in its context not accepted.
     async fn set_accepted(&self, artifact_id: &str) -> LedgerResult<()>;
+    /// Records the agent of a context (the context must exist).
+    async fn set_context_agent(&self, id: &str, agent: &str) -> LedgerResult<()>;
+    /// Forgets every context but the `keep` most recently updated ones,
+    /// with their messages, tasks and versions; returns how many contexts
+    /// were forgotten.
+    async fn retain_recent_contexts(&self, keep: usize) -> LedgerResult<usize>;
 }
 
 /// The ledger: records interactions and offers the follow-up calls.
@@ -402,6 +411,31 @@ impl Ledger {
             None => {}
         }
         Ok(())
+    }
+
+    /// Records a message the application sent in a context (the messages
+    /// [`Ledger::send`] and [`Ledger::stream`] send are recorded already).
+    pub async fn record_message_sent(&self, sent: &Message, context_id: &str) -> LedgerResult<()> {
+        self.record_sent(sent, context_id, Utc::now()).await
+    }
+
+    /// Records which agent a context belongs to (the reference the
+    /// application uses to reach it). Creates the context if needed.
+    pub async fn set_agent(&self, context_id: &str, agent: &str) -> LedgerResult<()> {
+        if context_id.is_empty() {
+            return Ok(());
+        }
+        if self.store.context(context_id).await?.is_none() {
+            self.store.touch_context(context_id, Utc::now()).await?;
+        }
+        self.store.set_context_agent(context_id, agent).await
+    }
+
+    /// Keeps the ledger bounded: forgets the least recently updated
+    /// contexts beyond `max_contexts` (with their messages, tasks and
+    /// artifact versions). Returns how many contexts were forgotten.
+    pub async fn prune(&self, max_contexts: usize) -> LedgerResult<usize> {
+        self.store.retain_recent_contexts(max_contexts).await
     }
 
     // ----- calls ---------------------------------------------------------

@@ -18,7 +18,8 @@ use super::{ArtifactVersion, ContextRecord, LedgerError, LedgerResult, LedgerSto
 
 /// The schema, one entry per version (never edit a published entry: add
 /// one).
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE contexts (
     id          TEXT PRIMARY KEY,
     created_at  TEXT NOT NULL,
@@ -56,7 +57,12 @@ CREATE TABLE artifact_versions (
     body                  TEXT NOT NULL
 );
 CREATE INDEX versions_by_context ON artifact_versions (context_id, artifact_name, seq);
-"#];
+"#,
+    r#"
+ALTER TABLE contexts ADD COLUMN agent TEXT;
+CREATE INDEX contexts_by_update ON contexts (updated_at);
+"#,
+];
 
 /// Keeps the ledger in an SQLite file.
 #[derive(Debug, Clone)]
@@ -125,25 +131,47 @@ impl SqliteStore {
             .map_err(db_err)
     }
 
+    /// Brings the file to the current schema. The version is read and the
+    /// migrations run under one write lock (`BEGIN IMMEDIATE`), so two
+    /// processes opening the same new file at once migrate it once.
     async fn migrate(&self) -> LedgerResult<()> {
-        let current = self.schema_version().await?;
-        let current = usize::try_from(current).unwrap_or(0);
-        if current > MIGRATIONS.len() {
-            return Err(LedgerError::Storage(format!(
-                "the ledger file has schema version {current}, newer than this library's {}",
-                MIGRATIONS.len()
-            )));
-        }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
-            let mut tx = self.pool.begin().await.map_err(db_err)?;
-            sqlx::raw_sql(sql).execute(&mut *tx).await.map_err(db_err)?;
-            sqlx::raw_sql(&format!("PRAGMA user_version = {}", i + 1))
-                .execute(&mut *tx)
+        let mut conn = self.pool.acquire().await.map_err(db_err)?;
+        sqlx::raw_sql("BEGIN IMMEDIATE")
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        let applied = async {
+            let current: i64 = sqlx::query_scalar("PRAGMA user_version")
+                .fetch_one(&mut *conn)
                 .await
                 .map_err(db_err)?;
-            tx.commit().await.map_err(db_err)?;
+            let current = usize::try_from(current).unwrap_or(0);
+            if current > MIGRATIONS.len() {
+                return Err(LedgerError::Storage(format!(
+                    "the ledger file has schema version {current}, newer than this library's {}",
+                    MIGRATIONS.len()
+                )));
+            }
+            for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+                sqlx::raw_sql(sql)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_err)?;
+                sqlx::raw_sql(&format!("PRAGMA user_version = {}", i + 1))
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db_err)?;
+            }
+            Ok(())
         }
-        Ok(())
+        .await;
+        let end = if applied.is_ok() {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        let ended = sqlx::raw_sql(end).execute(&mut *conn).await.map_err(db_err);
+        applied.and(ended.map(|_| ()))
     }
 }
 
@@ -176,6 +204,7 @@ fn version_row(row: &SqliteRow) -> LedgerResult<ArtifactVersion> {
 fn context_row(row: &SqliteRow) -> LedgerResult<ContextRecord> {
     Ok(ContextRecord {
         id: row.try_get("id").map_err(db_err)?,
+        agent: row.try_get("agent").map_err(db_err)?,
         created_at: parse_ts(&row.try_get::<String, _>("created_at").map_err(db_err)?)?,
         updated_at: parse_ts(&row.try_get::<String, _>("updated_at").map_err(db_err)?)?,
     })
@@ -202,17 +231,18 @@ impl LedgerStore for SqliteStore {
     }
 
     async fn context(&self, id: &str) -> LedgerResult<Option<ContextRecord>> {
-        let row = sqlx::query("SELECT id, created_at, updated_at FROM contexts WHERE id = ?1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_err)?;
+        let row =
+            sqlx::query("SELECT id, agent, created_at, updated_at FROM contexts WHERE id = ?1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_err)?;
         row.as_ref().map(context_row).transpose()
     }
 
     async fn contexts(&self) -> LedgerResult<Vec<ContextRecord>> {
         let rows = sqlx::query(
-            "SELECT id, created_at, updated_at FROM contexts ORDER BY updated_at DESC, rowid DESC",
+            "SELECT id, agent, created_at, updated_at FROM contexts ORDER BY updated_at DESC, rowid DESC",
         )
         .fetch_all(&self.pool)
         .await
@@ -366,5 +396,35 @@ impl LedgerStore for SqliteStore {
         }
         tx.commit().await.map_err(db_err)?;
         Ok(())
+    }
+
+    async fn set_context_agent(&self, id: &str, agent: &str) -> LedgerResult<()> {
+        sqlx::query("UPDATE contexts SET agent = ?2 WHERE id = ?1")
+            .bind(id)
+            .bind(agent)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn retain_recent_contexts(&self, keep: usize) -> LedgerResult<usize> {
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        let old = "SELECT id FROM contexts ORDER BY updated_at DESC, rowid DESC LIMIT -1 OFFSET ?1";
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
+        for table in ["messages", "tasks", "artifact_versions"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE context_id IN ({old})"))
+                .bind(keep)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err)?;
+        }
+        let done = sqlx::query(&format!("DELETE FROM contexts WHERE id IN ({old})"))
+            .bind(keep)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_err)?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
     }
 }

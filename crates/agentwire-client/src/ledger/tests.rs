@@ -205,7 +205,7 @@ async fn sqlite_ledger_survives_a_restart() {
         .remove(0);
     assert_eq!(v4.previous_artifact_id, Some(accepted.artifact_id));
     let store = SqliteStore::open(&path).await.unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 1);
+    assert_eq!(store.schema_version().await.unwrap(), 2);
 }
 
 #[tokio::test]
@@ -247,4 +247,80 @@ async fn streamed_chunks_become_one_version() {
     assert_eq!(rec.state, TaskState::Completed);
     let view = ledger.context(&rec.context_id).await.unwrap().unwrap();
     assert_eq!(view.messages.len(), 1);
+}
+
+/// Three contexts, each with a task and an artifact version, recorded
+/// without a server.
+async fn three_contexts(ledger: &Ledger) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let mut task = agentwire_types::Task {
+            id: agentwire_types::new_id(),
+            context_id: agentwire_types::new_id(),
+            status: Some(agentwire_types::TaskStatus::new(TaskState::Completed)),
+            ..Default::default()
+        };
+        task.artifacts.push(Artifact::text("doc", format!("v{i}")));
+        ledger.record_task(&task).await.unwrap();
+        ledger
+            .set_agent(&task.context_id, &format!("http://agent-{i}"))
+            .await
+            .unwrap();
+        ids.push(task.context_id.clone());
+        // Distinct update times.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    ids
+}
+
+async fn agents_and_pruning(ledger: &Ledger) {
+    let ids = three_contexts(ledger).await;
+    let c = ledger.context(&ids[1]).await.unwrap().unwrap();
+    assert_eq!(c.context.agent.as_deref(), Some("http://agent-1"));
+    assert_eq!(ledger.prune(5).await.unwrap(), 0);
+    assert_eq!(ledger.prune(2).await.unwrap(), 1);
+    let left: Vec<String> = ledger
+        .contexts()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(left, vec![ids[2].clone(), ids[1].clone()]);
+    assert!(ledger.context(&ids[0]).await.unwrap().is_none());
+    assert_eq!(ledger.store().tasks(None).await.unwrap().len(), 2);
+    assert!(ledger.store().versions(&ids[0]).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn memory_ledger_keeps_agents_and_prunes_the_oldest_contexts() {
+    agents_and_pruning(&Ledger::in_memory()).await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_ledger_keeps_agents_and_prunes_the_oldest_contexts() {
+    let dir = tempfile::tempdir().unwrap();
+    agents_and_pruning(&Ledger::open(dir.path().join("l.db")).await.unwrap()).await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_ledger_opened_by_two_at_once_migrates_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    let (a, b) = tokio::join!(Ledger::open(&path), Ledger::open(&path));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    // Both write and see each other's records.
+    let ids = three_contexts(&a).await;
+    let t = agentwire_types::Task {
+        id: agentwire_types::new_id(),
+        context_id: ids[0].clone(),
+        status: Some(agentwire_types::TaskStatus::new(TaskState::Working)),
+        ..Default::default()
+    };
+    b.record_task(&t).await.unwrap();
+    assert_eq!(a.store().tasks(None).await.unwrap().len(), 4);
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), 2);
 }

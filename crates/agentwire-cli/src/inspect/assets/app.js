@@ -25,7 +25,9 @@ const obj = (v) => (v && typeof v === "object" && !Array.isArray(v) ? v : {});
 const pretty = (v) => JSON.stringify(v, null, 2);
 // For the wire log: long strings (inline file bytes) cut, their length given.
 const clipped = (v) => JSON.stringify(v, (k, x) => (typeof x === "string" && x.length > 300 ? `${x.slice(0, 120)}… (${x.length} characters)` : x), 2);
-const short = (s) => (s && s.length > 12 ? s.slice(0, 8) + "…" : s || "");
+// The short form of an id: its last 8 characters (the random tail of a
+// time-ordered UUID, whose start is shared by ids made close together).
+const short = (s) => (s && s.length > 12 ? "…" + s.slice(-8) : s || "");
 const stateName = (s) => str(s).replace(/^TASK_STATE_/, "").toLowerCase().replace(/_/g, "-");
 
 async function api(path, opts = {}) {
