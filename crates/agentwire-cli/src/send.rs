@@ -637,6 +637,10 @@ pub async fn print_stream(
 ) -> Result<u8, CliError> {
     let mut printer = EventPrinter::new(g, agent.reference());
     let deadline = g.timeout.map(|t| tokio::time::Instant::now() + t);
+    // One listener for the whole stream: a Ctrl-C that comes while an
+    // event is being printed is not lost between two waits.
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
     loop {
         let next = async {
             match deadline {
@@ -644,14 +648,17 @@ pub async fn print_stream(
                 None => Some(events.next().await),
             }
         };
+        // Ctrl-C polled first, so that its listener is in place before the
+        // first event is printed (and wins over an event ready with it).
         let item = tokio::select! {
-            n = next => n,
-            _ = tokio::signal::ctrl_c() => {
+            biased;
+            _ = &mut ctrl_c => {
                 // Not the end of the task: no "Final" summary of a state
                 // that is still moving.
                 printer.abandon();
                 return Err(interrupted(printer.task_id(), true));
             }
+            n = next => n,
         };
         match item {
             None => {

@@ -41,6 +41,23 @@ fn the_raw_exchange_as_jsonl_over_grpc() {
     let out = env.run(&["demo", "-o", "json", "--transport", "GRPC"]);
     out.expect(0);
     let lines = out.jsonl();
+    // The story's steps (numbered, as in text) and its notes are lines too
+    // (issue 42), and the last line is the outcome with the ledger's chain
+    // of versions: v2 refines v1 and is the accepted one.
+    let steps: Vec<&Value> = lines.iter().filter(|l| l["type"] == "step").collect();
+    assert!(steps.len() >= 5, "{}", out.stdout);
+    assert_eq!(steps[0]["step"], 1);
+    assert!(steps.iter().all(|s| s["title"].is_string()));
+    assert!(lines.iter().any(|l| l["type"] == "note"), "{}", out.stdout);
+    let outcome = lines.last().expect("lines");
+    assert_eq!(outcome["type"], "outcome", "{}", out.stdout);
+    assert_eq!(outcome["binding"], "GRPC");
+    assert_eq!(outcome["tasks"].as_array().map(Vec::len), Some(2));
+    let versions = outcome["ledger"]["versions"].as_array().expect("versions");
+    assert_eq!(versions.len(), 2, "{outcome}");
+    assert_eq!(versions[1]["previousArtifactId"], versions[0]["artifactId"]);
+    assert_eq!(versions[0]["accepted"], false);
+    assert_eq!(versions[1]["accepted"], true);
     assert_eq!(lines[0]["type"], "card", "{}", out.stdout);
     assert_eq!(lines[0]["body"]["name"], "Dependency Compatibility Agent");
     let requests: Vec<&Value> = lines.iter().filter(|l| l["type"] == "request").collect();
