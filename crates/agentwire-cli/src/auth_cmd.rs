@@ -146,12 +146,18 @@ pub fn store() -> Result<TokenStore, CliError> {
 }
 
 fn auth_err(message: impl Into<String>) -> CliError {
-    CliError::new("A2ACLI_ERR_AUTH", exit::AUTH, message)
+    // The registry has no A2ACLI_ERR_AUTH (CLI SPEC Appendix D): a sign-in
+    // that could not be completed is a refused authentication.
+    CliError::new(crate::error::code::AUTH_FAILED, exit::AUTH, message)
 }
 
 fn client_err(e: &agentwire_client::ClientError) -> CliError {
     if e.is_unreachable() {
-        CliError::new("A2ACLI_ERR_UNREACHABLE", exit::UNREACHABLE, e.to_string())
+        CliError::new(
+            crate::error::code::UNREACHABLE,
+            exit::UNREACHABLE,
+            e.to_string(),
+        )
     } else {
         auth_err(e.to_string())
     }
@@ -197,7 +203,9 @@ async fn login(g: &Globals, args: LoginArgs) -> Result<u8, CliError> {
     let card = resolved.card;
     let from_card = oauth::card_oauth(&card);
     if from_card.is_none() && args.issuer.is_none() {
-        return Err(auth_err(format!(
+        // Nothing to sign in to: the command does not apply to this agent
+        // as asked (a usage error, exit 2), not a failed authentication.
+        return Err(CliError::usage(format!(
             "the agent {:?} declares no OAuth2 or OpenID Connect security scheme",
             card.name
         ))
@@ -208,7 +216,7 @@ async fn login(g: &Globals, args: LoginArgs) -> Result<u8, CliError> {
     let discovery = args.issuer.clone().or(from_card.discovery_url.clone());
     if args.issuer.is_some() || endpoints.token_endpoint.is_empty() {
         let Some(url) = discovery else {
-            return Err(auth_err(
+            return Err(CliError::usage(
                 "the card's OAuth2 scheme names no token URL and no metadata URL",
             )
             .with_hint("pass --issuer URL"));

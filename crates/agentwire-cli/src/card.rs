@@ -118,10 +118,15 @@ pub async fn run(g: &Globals, cmd: CardCommand) -> Result<u8, CliError> {
     let signature = check_signature(&args, &http, &card, &resolved.location).await?;
     let selected = selected_interface(&card, &settings.bindings);
     if args.require_signature && !signature.status.is_verified() {
+        // A card that must be signed and is not verified is not a card this
+        // tool accepts: A2ACLI_ERR_CARD_INVALID (CLI SPEC Appendix D).
         let mut e = CliError::new(
-            code::CARD_SIGNATURE,
+            code::CARD_INVALID,
             exit::FAILURE,
-            format!("the agent card's signature is {}", signature.describe()),
+            format!(
+                "--require-signature: the agent card's signature is {}",
+                signature.describe()
+            ),
         );
         e.hint = Some(
             "give the publisher's public key with --trust-key FILE or its JWKS with --trust-jwks URL"

@@ -206,12 +206,15 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
         let registry = agentwire_client::registry::Registry::new(registry)
             .map_err(|e| CliError::usage(format!("--registry {registry}: {e}")))?;
         if !json_out {
-            out("a2a demo: seed 003 end to end. A release coordinator (the client) asks the");
+            // In words: what the story is and where the agent comes from.
+            out(
+                "a2a demo: the bundled example, with the agent found through a registry. A release",
+            );
             out(format!(
-                "registry at {} for an agent that can check dependencies, then",
+                "coordinator (the client) asks the registry at {} for an agent that can check",
                 registry.base_url()
             ));
-            out("delegates the analysis to it, speaking A2A.");
+            out("dependencies, then delegates the analysis to it, speaking A2A.");
             out(format!("Goal: {}", args.goal));
         }
         let coordinator = ReleaseCoordinator::new()
@@ -304,7 +307,12 @@ async fn tell(
                 StoryEvent::Event { method, event } => {
                     json!({"type": "event", "method": method, "body": to_json(&event)})
                 }
-                StoryEvent::Step(_) | StoryEvent::Say(_) => return,
+                // The story's steps and what it says of them, as in text.
+                StoryEvent::Step(title) => {
+                    step += 1;
+                    json!({"type": "step", "step": step, "title": title})
+                }
+                StoryEvent::Say(text) => json!({"type": "note", "text": text}),
             };
             out(line.to_string());
             return;
@@ -387,6 +395,7 @@ async fn tell(
     }
     let outcome = result.map_err(|e| CliError::internal(format!("the demo failed: {e}")))?;
     if json_out {
+        out(outcome_json(&outcome).to_string());
         return Ok(exit::OK);
     }
     let report = &outcome.json_report["summary"];
@@ -412,6 +421,44 @@ async fn tell(
     out("");
     out(outcome.final_markdown.trim_end());
     Ok(exit::OK)
+}
+
+/// The last line of `-o json`: the outcome, with the ledger's chain of
+/// versions of the Markdown report (full ids: the JSON form never shortens
+/// them).
+fn outcome_json(outcome: &agentwire_agents::coordinator::Outcome) -> Value {
+    let report = &outcome.json_report["summary"];
+    let versions: Vec<Value> = outcome
+        .markdown_versions
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            json!({
+                "version": i + 1,
+                "artifactId": v.artifact_id,
+                "artifactName": v.artifact_name,
+                "taskId": v.task_id,
+                "contextId": v.context_id,
+                "previousArtifactId": v.previous_artifact_id,
+                "accepted": v.accepted_by_user,
+            })
+        })
+        .collect();
+    json!({
+        "type": "outcome",
+        "binding": outcome.binding.map(|b| b.as_str()),
+        "contextId": outcome.context_id,
+        "tasks": [outcome.analysis.id, outcome.refinement.id],
+        "artifactChunks": outcome.chunks,
+        "verdict": report["verdict"],
+        "high": report["high"],
+        "medium": report["medium"],
+        "low": report["low"],
+        "ledger": {
+            "artifactName": depcompat::MARKDOWN_REPORT,
+            "versions": versions,
+        },
+    })
 }
 
 /// Removes the demo's database files when the demo ends.

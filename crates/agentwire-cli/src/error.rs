@@ -28,6 +28,9 @@ pub mod exit {
     pub const AUTH: u8 = 4;
     /// `--timeout` expired before a terminal state.
     pub const TIMEOUT: u8 = 5;
+    /// Stopped by the user (Ctrl-C, SIGINT): the status a shell gives a
+    /// command killed by SIGINT (128 + 2), as `a2a` leaves on its own.
+    pub const INTERRUPTED: u8 = 130;
 }
 
 /// CLI-local error codes (CLI SPEC Appendix D).
@@ -46,9 +49,10 @@ pub mod code {
     /// An answer larger than the tool's limit (`--max-response-bytes`,
     /// `--max-card-bytes`); a vendor code: the CLI specification has none.
     pub const RESPONSE_TOO_LARGE: &str = "AGENTWIRE_RESPONSE_TOO_LARGE";
-    /// `card get --require-signature`: no signature of the card verified
-    /// with a trusted key (a vendor code: the CLI specification has none).
-    pub const CARD_SIGNATURE: &str = "AGENTWIRE_CARD_SIGNATURE_UNVERIFIED";
+    /// The user stopped the command (Ctrl-C) before it was done; the task,
+    /// if one was started, keeps running at the agent (a vendor code: the
+    /// CLI specification has none).
+    pub const INTERRUPTED: &str = "AGENTWIRE_INTERRUPTED";
 }
 
 /// The agent of this invocation, as the caller named it (`-a`), for hints.

@@ -186,6 +186,18 @@ pub async fn webhook(g: &Globals, args: WebhookArgs) -> Result<u8, CliError> {
     }
     builder = builder.require_signature(jwks.is_some() && !args.no_signature);
     builder = builder.accept_any_task(args.tasks.is_empty());
+    // A refused notification is always reported (stderr; stdout keeps the
+    // accepted ones), whatever --debug says: a sender with the wrong token
+    // must not look like a silent agent.
+    builder = builder.on_refused(std::sync::Arc::new(
+        |r: &agentwire_client::webhook::Refused| {
+            eprintln!(
+                "warning: refused a notification (HTTP {}): {}",
+                r.status,
+                render::sanitize(&r.reason)
+            );
+        },
+    ));
     let (receiver, mut notifications) = builder.build();
     for t in &args.tasks {
         receiver.expect_task(t);

@@ -414,6 +414,7 @@ async fn wait(
                 .map_err(|e| CliError::from_client(&e, ctx))?;
             let opts = FollowOptions {
                 call: call.clone(),
+                on_reconnecting: Some(say_reconnecting()),
                 ..Default::default()
             };
             let mut events = follow(agent.client.clone(), Some(events), None, opts);
@@ -494,7 +495,10 @@ async fn wait(
                 None => work.await,
             }
         } => r,
-        _ = tokio::signal::ctrl_c() => Err(interrupted(known_task.lock().unwrap_or_else(|p| p.into_inner()).as_deref())),
+        _ = tokio::signal::ctrl_c() => Err(interrupted(
+            known_task.lock().unwrap_or_else(|p| p.into_inner()).as_deref(),
+            agent.card.supports_streaming(),
+        )),
     };
     progress.finish();
     outcome
@@ -528,14 +532,28 @@ fn timeout_error(g: &Globals, task: Option<&str>) -> CliError {
     }
 }
 
-fn interrupted(task: Option<&str>) -> CliError {
-    let e = CliError::internal("interrupted");
+/// Ctrl-C before the task ended: the command stops (exit 130), the task
+/// keeps running at the agent, and the hint says how to follow it
+/// (`task subscribe` when the agent streams, `task get --wait` always).
+pub fn interrupted(task: Option<&str>, streaming: bool) -> CliError {
+    let e = CliError::new(
+        code::INTERRUPTED,
+        exit::INTERRUPTED,
+        "interrupted (Ctrl-C) before the task reached a final state",
+    );
     match task {
-        Some(id) => e.with_hint(format!(
-            "task {id} keeps running: follow it with `{}`",
+        Some(id) if streaming => e.with_hint(format!(
+            "task {id} keeps running at the agent: follow it with `{}` (or poll it with `{}`)",
+            paste("task subscribe", id),
             paste("task get", &format!("--wait {id}"))
         )),
-        None => e,
+        Some(id) => e.with_hint(format!(
+            "task {id} keeps running at the agent: follow it with `{}`",
+            paste("task get", &format!("--wait {id}"))
+        )),
+        None => e.with_hint(
+            "no task id was received yet: the agent may still have started one (`a2a task list` shows them)",
+        ),
     }
 }
 
@@ -599,11 +617,31 @@ async fn stream(
         .map_err(|e| CliError::from_client(&e, ctx))?;
     let opts = FollowOptions {
         call: call.clone(),
+        on_reconnecting: Some(say_reconnecting()),
         ..Default::default()
     };
     let events = follow(agent.client.clone(), Some(events), None, opts);
     let events = rec.wrap(events, Some(sent));
     print_stream(g, agent, events, ctx).await
+}
+
+/// Tells the user on stderr, before each attempt, that a cut stream is
+/// being reconnected (instead of seconds of silence).
+pub fn say_reconnecting() -> agentwire_client::follow::ReconnectingHook {
+    std::sync::Arc::new(|r: &agentwire_client::follow::Reconnecting| {
+        let cause = r
+            .cause
+            .as_deref()
+            .map(|c| format!(" ({})", render::sanitize(c)))
+            .unwrap_or_default();
+        eprintln!(
+            "warning: the connection to the agent was lost{cause}; reconnecting in {:.1}s \
+             (attempt {} of {})",
+            r.wait.as_secs_f64(),
+            r.attempt,
+            r.max_attempts
+        );
+    })
 }
 
 /// Prints a stream of events until it ends (used by `send --stream` and
@@ -616,6 +654,10 @@ pub async fn print_stream(
 ) -> Result<u8, CliError> {
     let mut printer = EventPrinter::new(g, agent.reference());
     let deadline = g.timeout.map(|t| tokio::time::Instant::now() + t);
+    // One listener for the whole stream: a Ctrl-C that comes while an
+    // event is being printed is not lost between two waits.
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
     loop {
         let next = async {
             match deadline {
@@ -623,12 +665,17 @@ pub async fn print_stream(
                 None => Some(events.next().await),
             }
         };
+        // Ctrl-C polled first, so that its listener is in place before the
+        // first event is printed (and wins over an event ready with it).
         let item = tokio::select! {
-            n = next => n,
-            _ = tokio::signal::ctrl_c() => {
-                printer.finish();
-                return Err(interrupted(printer.task_id()));
+            biased;
+            _ = &mut ctrl_c => {
+                // Not the end of the task: no "Final" summary of a state
+                // that is still moving.
+                printer.abandon();
+                return Err(interrupted(printer.task_id(), true));
             }
+            n = next => n,
         };
         match item {
             None => {
@@ -746,6 +793,14 @@ impl EventPrinter {
             }
         }
         let _ = out.flush();
+    }
+
+    /// Stops printing before the stream ended (Ctrl-C): closes a text
+    /// artifact printed live, without the final summary of [`Self::finish`].
+    pub fn abandon(&mut self) {
+        if !self.json && self.open_artifact.take().is_some() {
+            println!("\n");
+        }
     }
 
     /// Restates the identifiers and the state (CLI SPEC 11.2 under

@@ -1503,6 +1503,10 @@ fn card_signing(files: &[PathBuf]) -> Result<agentwire_server::CardSigning, CliE
     Ok(signing)
 }
 
+/// The npm lockfile of the `try:` line of `--agent depcompat`: a project
+/// whose Node.js range and one dependency's engines are to be checked.
+const DEPCOMPAT_TRY_LOCKFILE: &str = r#"{"name":"shop","lockfileVersion":3,"packages":{"":{"name":"shop","engines":{"node":">=18"},"dependencies":{"express":"^4.21.0","old-native":"^2.1.0"}},"node_modules/express":{"version":"4.21.2","engines":{"node":">= 0.10.0"}},"node_modules/old-native":{"version":"2.1.0","engines":{"node":">=14 <22"}}}}"#;
+
 /// Ready-to-paste `a2a send` lines for an agent served at `url`.
 fn try_lines(agent: AgentName, url: &str) -> Vec<String> {
     match agent {
@@ -1514,11 +1518,12 @@ fn try_lines(agent: AgentName, url: &str) -> Vec<String> {
             "a2a send -a {url} --message-id tck-complete-task-1 \"hello\""
         )],
         AgentName::DepCompat => {
-            let dir = "crates/agentwire-agents/fixtures/npm/payment-service";
+            // A lockfile given inline (standard input as a data part), so
+            // that the line works from any directory, not only a clone.
             vec![
                 format!("a2a send -a {url} \"Do you support npm 11 lockfiles?\""),
                 format!(
-                    "a2a send -a {url} --stream --text \"Check payment-service for Node.js 24\" --file {dir}/package.json --file {dir}/package-lock.json"
+                    "echo '{DEPCOMPAT_TRY_LOCKFILE}' | a2a send -a {url} --stream --text \"Check this project for Node.js 24\" --data -"
                 ),
                 "a2a demo   (the whole example story, with its own server)".to_owned(),
             ]

@@ -256,8 +256,7 @@ async fn get(g: &Globals, a: GetArgs) -> Result<u8, CliError> {
                 tracing::debug!("poll: {} is {}", t.id, render::state_label(t.state()));
                 progress.task(t);
             }) => r.map_err(|e| agent.task_err(&e, &id)),
-            _ = tokio::signal::ctrl_c() => Err(CliError::internal("interrupted")
-                .with_hint(format!("task {id} keeps running; poll it again with `{}`", paste("task get", &format!("--wait {id}"))))),
+            _ = tokio::signal::ctrl_c() => Err(crate::send::interrupted(Some(&id), false)),
         };
         progress.finish();
         res?
@@ -430,6 +429,7 @@ async fn subscribe(g: &Globals, a: SubscribeArgs) -> Result<u8, CliError> {
     let opts = FollowOptions {
         call: call.clone(),
         opened_by: OpenedBy::SubscribeToTask,
+        on_reconnecting: Some(crate::send::say_reconnecting()),
         ..Default::default()
     };
     let events = follow(agent.client.clone(), Some(first), Some(id.clone()), opts);
@@ -740,15 +740,13 @@ async fn download(g: &Globals, a: DownloadArgs) -> Result<u8, CliError> {
             .map(|p| p.display().to_string())
             .collect();
         if !existing.is_empty() {
-            return Err(CliError::new(
-                code::INTERNAL,
-                exit::FAILURE,
-                format!(
-                    "{} already exist{}; nothing was written",
-                    existing.join(", "),
-                    if existing.len() == 1 { "s" } else { "" }
-                ),
-            )
+            // The caller's choice of destination is what must change: a
+            // usage error (exit 2), nothing written.
+            return Err(CliError::usage(format!(
+                "{} already exist{}; nothing was written",
+                existing.join(", "),
+                if existing.len() == 1 { "s" } else { "" }
+            ))
             .with_hint(format!(
                 "pass --force to overwrite, or --dir to write elsewhere: `{}`",
                 paste("task download", &format!("{id} --dir <DIR>"))
@@ -812,11 +810,14 @@ fn write_file(path: &Path, bytes: &[u8], force: bool) -> Result<(), CliError> {
         .open(path)
         .and_then(|mut f| f.write_all(bytes))
         .map_err(|e| {
-            let e = CliError::internal(format!("cannot write {}: {e}", path.display()));
-            if path.exists() && !force {
-                e.with_hint("pass --force to overwrite it")
+            if e.kind() == std::io::ErrorKind::AlreadyExists && !force {
+                CliError::usage(format!(
+                    "{} already exists; it was not overwritten",
+                    path.display()
+                ))
+                .with_hint("pass --force to overwrite it, or --dir to write elsewhere")
             } else {
-                e
+                CliError::internal(format!("cannot write {}: {e}", path.display()))
             }
         })
 }

@@ -60,7 +60,8 @@ fn serve_sign_card_then_card_get_verifies_with_the_public_key() {
     assert!(sig.starts_with("unverified: "), "{sig}");
     assert!(sig.contains("no trusted key with key id"), "{sig}");
 
-    // The same with --require-signature: a failure with a code of its own.
+    // The same with --require-signature: a failure with the CLI's code of
+    // a card it does not accept (CLI SPEC Appendix D, as the README says).
     let out = env.run(&[
         "card",
         "get",
@@ -74,7 +75,9 @@ fn serve_sign_card_then_card_get_verifies_with_the_public_key() {
     ]);
     out.expect(1);
     assert!(
-        out.stderr.contains("AGENTWIRE_CARD_SIGNATURE_UNVERIFIED"),
+        out.stderr.contains("A2ACLI_ERR_CARD_INVALID")
+            && out.stderr.contains("--require-signature")
+            && !out.stderr.contains("AGENTWIRE_"),
         "{}",
         out.stderr
     );

@@ -820,7 +820,8 @@ async fn interrupting_a_wait_keeps_the_task_id() -> T {
         .args(["-INT", &pid])
         .status()?;
     let out = tokio::task::spawn_blocking(move || child.wait_with_output()).await??;
-    assert_eq!(out.status.code(), Some(1));
+    // 130: the status of a command stopped by SIGINT (issue 42).
+    assert_eq!(out.status.code(), Some(130));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("interrupted") && err.contains(&format!("task get -a {h} --wait")),
@@ -1053,20 +1054,21 @@ async fn task_download_saves_artifacts() -> T {
         out.stdout
             .contains("Not Downloaded: https://example.com/big.csv")
     );
-    // No silent overwrite; a file in the way is a failure (not a usage
-    // error), named, with the way out, and nothing is written.
+    // No silent overwrite; a file in the way is a usage error (the caller
+    // chooses --force or another --dir; issue 42), named, with the way out,
+    // and nothing is written.
     let out = env.run(&[
         "task", "download", "-a", &h, id, "--dir", "out", "-o", "json",
     ]);
-    out.expect(1);
+    out.expect(2);
     let e = &out.json()["error"];
-    assert_eq!(e["code"], "A2ACLI_ERR_INTERNAL");
+    assert_eq!(e["code"], "A2ACLI_ERR_USAGE");
     assert!(e["message"].as_str().unwrap().contains("notes.md"), "{e}");
     assert!(e["hint"].as_str().unwrap().contains("--force"), "{e}");
     std::fs::create_dir_all(env.cwd().join("out3"))?;
     std::fs::write(env.cwd().join("out3/notes.md"), "mine")?;
     env.run(&["task", "download", "-a", &h, id, "--dir", "out3"])
-        .expect(1);
+        .expect(2);
     assert!(!env.cwd().join("out3/bundle-report.bin").exists());
     assert_eq!(
         std::fs::read_to_string(env.cwd().join("out3/notes.md"))?,

@@ -41,8 +41,30 @@ fn the_raw_exchange_as_jsonl_over_grpc() {
     let out = env.run(&["demo", "-o", "json", "--transport", "GRPC"]);
     out.expect(0);
     let lines = out.jsonl();
-    assert_eq!(lines[0]["type"], "card", "{}", out.stdout);
-    assert_eq!(lines[0]["body"]["name"], "Dependency Compatibility Agent");
+    // The story's steps (numbered, as in text) and its notes are lines too
+    // (issue 42), and the last line is the outcome with the ledger's chain
+    // of versions: v2 refines v1 and is the accepted one.
+    let steps: Vec<&Value> = lines.iter().filter(|l| l["type"] == "step").collect();
+    assert!(steps.len() >= 5, "{}", out.stdout);
+    assert_eq!(steps[0]["step"], 1);
+    assert!(steps.iter().all(|s| s["title"].is_string()));
+    assert!(lines.iter().any(|l| l["type"] == "note"), "{}", out.stdout);
+    let outcome = lines.last().expect("lines");
+    assert_eq!(outcome["type"], "outcome", "{}", out.stdout);
+    assert_eq!(outcome["binding"], "GRPC");
+    assert_eq!(outcome["tasks"].as_array().map(Vec::len), Some(2));
+    let versions = outcome["ledger"]["versions"].as_array().expect("versions");
+    assert_eq!(versions.len(), 2, "{outcome}");
+    assert_eq!(versions[1]["previousArtifactId"], versions[0]["artifactId"]);
+    assert_eq!(versions[0]["accepted"], false);
+    assert_eq!(versions[1]["accepted"], true);
+    // The wire lines, as before: the card first.
+    let wire: Vec<&Value> = lines
+        .iter()
+        .filter(|l| !matches!(l["type"].as_str(), Some("step" | "note" | "outcome")))
+        .collect();
+    assert_eq!(wire[0]["type"], "card", "{}", out.stdout);
+    assert_eq!(wire[0]["body"]["name"], "Dependency Compatibility Agent");
     let requests: Vec<&Value> = lines.iter().filter(|l| l["type"] == "request").collect();
     assert_eq!(requests.len(), 5, "{}", out.stdout);
     assert!(requests.iter().all(|r| r["binding"] == "GRPC"));
@@ -131,7 +153,8 @@ async fn serve_all_agents() {
         .collect();
     let tries = lines
         .iter()
-        .filter(|l| l.trim().starts_with("try: a2a "))
+        // (A try line may feed a2a on its standard input: `echo '...' | a2a ...`.)
+        .filter(|l| l.trim().starts_with("try: ") && l.contains("a2a "))
         .count();
     let mut names = Vec::new();
     agentwire_client::install_crypto_provider();

@@ -854,6 +854,14 @@ async fn the_demo_finds_the_compatibility_agent_through_the_registry() {
         .expect(0);
     let out = env.run(&["demo", "--registry", &reg.url]);
     out.expect(0);
+    // The banner says what the demo is in words, not an internal seed
+    // number (issue 42).
+    assert!(!out.stdout.contains("seed 0"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("the agent found through a registry"),
+        "{}",
+        out.stdout
+    );
     assert!(
         out.stdout
             .contains("the registry routes it to Dependency Compatibility Agent"),

@@ -847,10 +847,20 @@ fn all_failed(mut failures: Vec<(String, ClientError)>) -> ClientError {
         })
         .collect::<Vec<_>>()
         .join("; ");
+    // A TLS failure (an untrusted certificate...) stays the cause, so that
+    // it is reported as such ([`crate::tls::tls_failure`]) rather than as
+    // an unreachable agent.
+    let source = failures
+        .iter()
+        .position(|(_, e)| crate::tls::tls_failure(e).is_some())
+        .and_then(|i| match failures.swap_remove(i).1 {
+            ClientError::Connect { source, .. } | ClientError::Transport { source, .. } => source,
+            _ => None,
+        });
     ClientError::Connect {
         url,
         message: format!("no interface of the agent could be reached ({message})"),
-        source: None,
+        source,
     }
 }
 

@@ -315,6 +315,31 @@ pub struct FollowOptions {
     /// tells how it went (see [`Reconnected`]). Without it, reconnections
     /// are logged (`tracing`, a snapshot at `info` level).
     pub on_reconnect: Option<ReconnectHook>,
+    /// Called when the stream was cut, before each reconnection attempt
+    /// (see [`Reconnecting`]): what a user waiting on the stream is told
+    /// while nothing arrives. Without it, attempts are logged (`tracing`,
+    /// `debug` level).
+    pub on_reconnecting: Option<ReconnectingHook>,
+}
+
+/// A function told of each reconnection attempt
+/// ([`FollowOptions::on_reconnecting`]).
+pub type ReconnectingHook = Arc<dyn Fn(&Reconnecting) + Send + Sync>;
+
+/// A reconnection about to be attempted, given to
+/// [`FollowOptions::on_reconnecting`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reconnecting {
+    /// This attempt (1 for the first after a cut).
+    pub attempt: u32,
+    /// The attempts allowed before giving up ([`FollowOptions::max_reconnects`]).
+    pub max_attempts: u32,
+    /// The wait before this attempt.
+    pub wait: Duration,
+    /// Why the stream is not there: the error of the cut or of the last
+    /// attempt, or `None` when the stream closed early.
+    pub cause: Option<String>,
 }
 
 /// A function told how each reconnection went
@@ -330,6 +355,7 @@ impl Default for FollowOptions {
             opened_by: OpenedBy::default(),
             resume: true,
             on_reconnect: None,
+            on_reconnecting: None,
         }
     }
 }
@@ -343,6 +369,10 @@ impl fmt::Debug for FollowOptions {
             .field("opened_by", &self.opened_by)
             .field("resume", &self.resume)
             .field("on_reconnect", &self.on_reconnect.as_ref().map(|_| "Fn"))
+            .field(
+                "on_reconnecting",
+                &self.on_reconnecting.as_ref().map(|_| "Fn"),
+            )
             .finish()
     }
 }
@@ -634,18 +664,50 @@ impl<T: Transport + Send + Sync> FollowState<T> {
         self.failures += 1;
         if self.failures > self.options.max_reconnects {
             self.done = true;
-            let e = self
-                .last_error
-                .take()
-                .unwrap_or_else(|| ClientError::Transport {
+            let tries = self.options.max_reconnects;
+            let gave_up = format!(
+                "the event stream was cut and {tries} reconnection{} failed",
+                if tries == 1 { "" } else { "s" }
+            );
+            let e = match self.last_error.take() {
+                Some(ClientError::Connect {
+                    url,
+                    message,
+                    source,
+                }) => ClientError::Connect {
+                    url,
+                    message: format!("{gave_up}; the last one: {message}"),
+                    source,
+                },
+                Some(ClientError::Transport { message, source }) => ClientError::Transport {
+                    message: format!("{gave_up}; the last one: {message}"),
+                    source,
+                },
+                Some(other) => other,
+                None => ClientError::Transport {
                     message: "the event stream kept closing before the task reached a final state"
                         .into(),
                     source: None,
-                });
+                },
+            };
             return Step::err(e);
         }
         let shift = self.failures.saturating_sub(1).min(6);
         let wait = (self.options.backoff * (1u32 << shift)).min(Duration::from_secs(8));
+        let attempt = Reconnecting {
+            attempt: self.failures,
+            max_attempts: self.options.max_reconnects,
+            wait,
+            cause: self.last_error.as_ref().map(ToString::to_string),
+        };
+        tracing::debug!(
+            attempt = attempt.attempt,
+            wait_ms = wait.as_millis() as u64,
+            "reconnecting"
+        );
+        if let Some(hook) = &self.options.on_reconnecting {
+            hook(&attempt);
+        }
         tokio::time::sleep(wait).await;
         if self.options.resume && self.last_id.is_some() && !empty_resume {
             return Step::Continue;

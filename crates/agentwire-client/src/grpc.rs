@@ -568,7 +568,7 @@ pub(crate) fn status_to_error(status: tonic::Status, url: &str) -> ClientError {
         };
     }
     if is_connect_failure(&status) {
-        let message = error_chain(&status);
+        let message = status_text(&status);
         return ClientError::Connect {
             url: url.to_owned(),
             message,
@@ -589,12 +589,39 @@ pub(crate) fn status_to_error(status: tonic::Status, url: &str) -> ClientError {
             message: format!(
                 "{}: {}",
                 agentwire_types::grpc_status_name(status.code() as i32),
-                error_chain(&status)
+                status_text(&status)
             ),
             source: Some(Box::new(status)),
         };
     }
     ClientError::A2a(A2aError::from_grpc_status(&status))
+}
+
+/// What a status made by the client's own channel says, in words: its
+/// message and the causes under it (the refused connection, the TLS
+/// error), without the `Display` of `tonic::Status` (which prints its code,
+/// metadata and the Debug form of its source).
+fn status_text(status: &tonic::Status) -> String {
+    let mut out = status.message().trim().to_owned();
+    let mut cur = std::error::Error::source(status);
+    // Bounded: a chain is short, but a cyclic one must not hang the caller.
+    for _ in 0..16 {
+        let Some(e) = cur else { break };
+        let text = e.to_string();
+        let text = text.trim();
+        // tonic's wrappers say nothing of their own.
+        if !text.is_empty() && text != "transport error" && !out.contains(text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(text);
+        }
+        cur = e.source();
+    }
+    if out.is_empty() {
+        out = agentwire_types::grpc_status_name(status.code() as i32).to_owned();
+    }
+    out
 }
 
 /// The limit a message went past, when `status` is tonic's refusal of a

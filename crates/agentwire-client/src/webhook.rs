@@ -184,6 +184,23 @@ struct Inner {
     tx: mpsc::Sender<PushNotification>,
     stats: Mutex<WebhookStats>,
     limit: Option<Mutex<Bucket>>,
+    on_refused: Option<RefusedHook>,
+}
+
+/// A function told of every refused notification
+/// ([`WebhookBuilder::on_refused`]).
+pub type RefusedHook = Arc<dyn Fn(&Refused) + Send + Sync>;
+
+/// A notification the receiver refused, given to
+/// [`WebhookBuilder::on_refused`]: the HTTP status it answered and why.
+/// (Requests refused by the rate limit are only counted.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Refused {
+    /// The HTTP status answered (401, 404, 400, 503).
+    pub status: u16,
+    /// Why, as the sender is told it (never a secret).
+    pub reason: String,
 }
 
 /// Receives, verifies and records push notifications. Cheap to clone.
@@ -217,6 +234,7 @@ pub struct WebhookBuilder {
     ledger: Option<Ledger>,
     http: Option<reqwest::Client>,
     limit: Option<(u32, u32)>,
+    on_refused: Option<RefusedHook>,
 }
 
 impl std::fmt::Debug for WebhookBuilder {
@@ -346,6 +364,14 @@ impl WebhookBuilder {
         self
     }
 
+    /// Calls `hook` for each notification refused (wrong or missing token
+    /// or credentials, bad signature, unknown task, malformed body, busy),
+    /// so that a refusal is never silent.
+    pub fn on_refused(mut self, hook: RefusedHook) -> Self {
+        self.on_refused = Some(hook);
+        self
+    }
+
     /// The receiver and the stream of the notifications it records.
     pub fn build(self) -> (WebhookReceiver, Notifications) {
         let (tx, rx) = mpsc::channel(self.queue_capacity);
@@ -375,6 +401,7 @@ impl WebhookBuilder {
             limit: self
                 .limit
                 .map(|(rate, burst)| Mutex::new(Bucket::new(rate, burst))),
+            on_refused: self.on_refused,
         };
         (
             WebhookReceiver {
@@ -415,7 +442,7 @@ enum Reject {
 }
 
 impl Reject {
-    fn into_response(self, stats: &Mutex<WebhookStats>) -> Response {
+    fn into_response(self, stats: &Mutex<WebhookStats>, hook: Option<&RefusedHook>) -> Response {
         let (status, msg) = {
             let mut s = stats.lock();
             match self {
@@ -438,6 +465,12 @@ impl Reject {
             }
         };
         tracing::debug!(status = %status, reason = %msg, "webhook: notification refused");
+        if let Some(hook) = hook {
+            hook(&Refused {
+                status: status.as_u16(),
+                reason: msg.clone(),
+            });
+        }
         (status, msg).into_response()
     }
 }
@@ -478,6 +511,7 @@ impl WebhookReceiver {
             ledger: None,
             http: None,
             limit: None,
+            on_refused: None,
         }
     }
 
@@ -838,7 +872,7 @@ async fn receive(State(r): State<WebhookReceiver>, headers: HeaderMap, body: Byt
             )
                 .into_response()
         }
-        Err(reject) => reject.into_response(&r.inner.stats),
+        Err(reject) => reject.into_response(&r.inner.stats, r.inner.on_refused.as_ref()),
     }
 }
 

@@ -140,4 +140,17 @@ impl CardSigning {
         }
         jws::sign_payload(&jws::document_signing_payload(doc)?, &self.keys, jku)
     }
+
+    /// The signatures of a document over its RFC 8785 form exactly as it
+    /// is, whatever the form chosen: for a card in a shape that no other
+    /// signature covers (the 0.3 gRPC card, which its readers take from
+    /// its protobuf form, where neither the 1.0 card nor the 0.3 JSON
+    /// form fit).
+    pub(crate) fn sign_as_is(
+        &self,
+        doc: &serde_json::Value,
+        jku: Option<&str>,
+    ) -> Result<Vec<agentwire_types::AgentCardSignature>, jws::JwsError> {
+        jws::sign_payload(&jws::document_signing_payload(doc)?, &self.keys, jku)
+    }
 }

@@ -162,3 +162,58 @@ async fn the_push_example_notifies_a_loopback_webhook() {
     };
     tokio::time::timeout(LIMIT, run).await.expect("in time");
 }
+
+/// `examples/echo` binds its port before it prints its address, and a port
+/// in use gets a sentence and a failure status, not the Debug form of the
+/// I/O error (issue 42). Runs the example's binary, which `cargo test`
+/// builds next to the tests (`target/*/examples/echo`).
+#[test]
+fn the_echo_example_binds_before_it_prints_its_address() {
+    let exe = std::env::current_exe().expect("the test's path");
+    let bin = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .map(|d| d.join("examples").join("echo"))
+        .expect("the target directory");
+    assert!(
+        bin.is_file(),
+        "{} is missing: `cargo test` builds the examples (or `cargo build -p agentwire-server --example echo`)",
+        bin.display()
+    );
+    // A port that is taken.
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = busy.local_addr().expect("its address").port().to_string();
+    let mut child = std::process::Command::new(&bin)
+        .arg(&port)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the echo example");
+    let deadline = std::time::Instant::now() + LIMIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the echo example did not stop on a port in use");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().expect("its output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!status.success(), "{stdout}{stderr}");
+    assert!(
+        !stdout.contains("Echo agent on"),
+        "the address was printed before the port was bound: {stdout}"
+    );
+    assert!(
+        stderr.contains(&format!("cannot listen on 127.0.0.1:{port}"))
+            && stderr.contains("another port"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Os {"), "{stderr}");
+    drop(busy);
+}

@@ -873,6 +873,50 @@ async fn grpc_service_in_the_0_3_form() {
     assert!(e.message().to_lowercase().contains("version"), "{e:?}");
 }
 
+/// A signed card as the 0.3 gRPC `GetAgentCard` answers it verifies: read
+/// the way a 0.3 client reads it (its protobuf form as JSON), one of its
+/// signatures covers it, in every signature form. (Before, it carried only
+/// the 1.0 card's signatures, over members the 0.3 protobuf card cannot
+/// hold: none could verify.)
+#[tokio::test]
+async fn grpc_0_3_signed_card_verifies() {
+    use agentwire_types::jws::{CardSignatureForm, CardSignatureStatus, SigningKey, verify_card};
+    for form in [
+        CardSignatureForm::Rfc8785,
+        CardSignatureForm::Sdk,
+        CardSignatureForm::Both,
+    ] {
+        let key = SigningKey::from_pkcs8_der(&SigningKey::generate_p256_pkcs8().expect("a key"))
+            .expect("a key");
+        let signing = agentwire_server::CardSigning::default().key(key).form(form);
+        let keys = signing.key_set();
+        let server = start_server(A2aServer::new(echo_card(), Echo).sign_card(signing)).await;
+        let mut c = grpc03(&server).await;
+        let card = c
+            .get_agent_card(g03::GetAgentCardRequest {})
+            .await
+            .expect("card")
+            .into_inner();
+        assert!(!card.signatures.is_empty(), "{form:?}: {card:?}");
+        let doc = serde_json::to_value(&card).expect("the card as JSON");
+        let status = verify_card(&doc, &keys);
+        assert!(
+            matches!(status, CardSignatureStatus::Verified { .. }),
+            "{form:?}: {status:?}"
+        );
+        // A changed card does not verify.
+        let mut changed = doc.clone();
+        changed["name"] = json!("Someone else");
+        assert!(
+            !matches!(
+                verify_card(&changed, &keys),
+                CardSignatureStatus::Verified { .. }
+            ),
+            "{form:?}"
+        );
+    }
+}
+
 /// With 0.3 turned off, the 0.3 gRPC service answers with a status.
 #[tokio::test]
 async fn grpc_0_3_turned_off() {

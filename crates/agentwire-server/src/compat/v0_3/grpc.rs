@@ -386,7 +386,8 @@ impl proto::a2a_service_server::A2aService for V03Grpc {
                 serde_json::from_slice(&doc)
                     .map_err(|e| A2aError::internal(format!("could not encode the card: {e}")))
             })
-            .and_then(bridge::card_to_proto);
+            .and_then(bridge::card_to_proto)
+            .and_then(|proto_card| self.signed_v03(proto_card));
         respond(result)
     }
 
@@ -410,5 +411,35 @@ impl proto::a2a_service_server::A2aService for V03Grpc {
             .await
             .map(|()| pbjson_types::Empty {}),
         )
+    }
+}
+
+impl V03Grpc {
+    /// The 0.3 protobuf card with signatures of its own first, when the
+    /// agent signs its cards. The signatures it carries from the 1.0 card
+    /// cover the 1.0 card (with `supportedInterfaces`,
+    /// `securityRequirements`...), which the 0.3 protobuf form cannot hold:
+    /// a 0.3 client that checks the card it received (its protobuf form as
+    /// JSON, the way the 0.3 SDKs read it) could verify none of them. Its
+    /// own signature covers the RFC 8785 form of that JSON (without
+    /// `signatures`).
+    fn signed_v03(&self, mut card: proto::AgentCard) -> Result<proto::AgentCard, A2aError> {
+        let Some((signer, jku)) = self.state.handler.card_signer() else {
+            return Ok(card);
+        };
+        let inherited = std::mem::take(&mut card.signatures);
+        let doc = serde_json::to_value(&card)
+            .map_err(|e| A2aError::internal(format!("could not encode the card: {e}")))?;
+        let own = signer
+            .sign_as_is(&doc, jku)
+            .map_err(|e| A2aError::internal(format!("could not sign the 0.3 card: {e}")))?;
+        for sig in own {
+            let sig = serde_json::to_value(&sig)
+                .and_then(serde_json::from_value::<proto::AgentCardSignature>)
+                .map_err(|e| A2aError::internal(format!("could not encode a signature: {e}")))?;
+            card.signatures.push(sig);
+        }
+        card.signatures.extend(inherited);
+        Ok(card)
     }
 }
