@@ -53,8 +53,12 @@ trap cleanup EXIT
 wait_healthz() {
     local i
     for i in $(seq 1 60); do
-        if out="$(curl -sf "http://127.0.0.1:$port/healthz" 2>/dev/null)"; then
-            echo "GET http://127.0.0.1:$port/healthz: 200 $out"
+        if command -v curl >/dev/null 2>&1; then
+            if out="$(curl -sf "http://127.0.0.1:$port/healthz" 2>/dev/null)"; then
+                echo "GET http://127.0.0.1:$port/healthz: 200 $out"
+                return 0
+            fi
+        elif "$bin" healthcheck --url "http://127.0.0.1:$port/healthz" 2>/dev/null; then
             return 0
         fi
         sleep 0.5
