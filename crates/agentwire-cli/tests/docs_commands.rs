@@ -386,6 +386,14 @@ const SKIPPED: &[(&str, &str)] = &[
         "it downloads an 87 MiB model from PyPI; CI runs it for the tests that load the model",
     ),
     (
+        "scripts/release.sh",
+        "it needs the release build (long, and on its own); CI (.ci/run) runs it as written",
+    ),
+    (
+        "scripts/container-check.sh",
+        "it needs podman and the image of scripts/release.sh; CI (.ci/run) runs it as written",
+    ),
+    (
         "a2a registry serve --embedder",
         "it needs an a2a built with the feature `semantic` and the model: tests/registry_semantic.rs",
     ),
