@@ -15,7 +15,7 @@ use agentwire_client::registry::{
 };
 use agentwire_server::Authenticator;
 use axum::Router;
-use axum::extract::{Path, Query, RawPathParams, State};
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
@@ -206,12 +206,14 @@ async fn list(
 /// [`NOT_FOUND_MAX_AGE_SECS`]); the entry with the ARD base context, an
 /// `ETag` and `Cache-Control: max-age=`[`RETRIEVE_MAX_AGE_SECS`], `304` on
 /// a matching `If-None-Match`.
-async fn retrieve(
-    State(s): State<ApiState>,
-    headers: HeaderMap,
-    params: RawPathParams,
-) -> Response {
-    let raw = params.iter().next().map(|(_, v)| v).unwrap_or_default();
+async fn retrieve(State(s): State<ApiState>, headers: HeaderMap, uri: http::Uri) -> Response {
+    // The raw segment (axum's path extractors decode it already): the
+    // route's one segment is the path's last.
+    let raw = uri
+        .path()
+        .rsplit_once('/')
+        .map(|(_, s)| s)
+        .unwrap_or_default();
     let identifier = match decode_segment(raw) {
         Ok(id) => id,
         Err(e) => return ApiError::invalid(e).into_response(),
