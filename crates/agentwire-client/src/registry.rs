@@ -31,6 +31,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -40,8 +41,22 @@ use crate::http::{
     DEFAULT_MAX_RESPONSE_BYTES, default_http_client, map_reqwest_error, read_body_max,
 };
 
-/// Where a host publishes its catalog (ARD 4.1).
+/// Where a host publishes its ARD manifest (ARD v0.91 5.1): the path a
+/// consumer reads first.
+pub const ARD_PATH: &str = "/.well-known/ard.json";
+/// The link relation of an ARD manifest (`Link: <...>; rel="ard"`, ARD
+/// v0.91 5.1).
+pub const ARD_REL: &str = "ard";
+/// The ARD base JSON-LD context (ARD v0.91 4.1).
+pub const ARD_CONTEXT: &str = "https://agenticresourcediscovery.org/context/v1";
+/// The default namespace of the ARD base context: the IRIs of the core
+/// terms (`{ARD_NAMESPACE}tags`...).
+pub const ARD_NAMESPACE: &str = "https://agenticresourcediscovery.org/ns#";
+/// Where a host publishes its catalog in ARD v0.9 (the predecessor of
+/// [`ARD_PATH`]; still served and read, after it).
 pub const CATALOG_PATH: &str = "/.well-known/ai-catalog.json";
+/// The link relation of the predecessor (ARD v0.9).
+pub const CATALOG_REL: &str = "ai-catalog";
 /// The media type of an AI catalog document.
 pub const CATALOG_MEDIA_TYPE: &str = "application/ai-catalog+json";
 /// The entry type of an A2A agent card.
@@ -57,12 +72,20 @@ pub const REFERENCE_PREFIX: &str = "registry:";
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogEntry {
+    /// The JSON-LD context (ARD v0.91 4.1): absent in manifests and
+    /// search results (the consumer applies the ARD base context), the
+    /// base context ([`ARD_CONTEXT`]) in a Retrieve answer.
+    #[serde(rename = "@context", default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
     /// The domain-anchored URN (`urn:air:<publisher>:<namespace>:<name>`).
     pub identifier: String,
-    /// Human-readable name.
+    /// Human-readable name (required in an entry; a search or list result
+    /// of ARD v0.91 may carry only `identifier`, then this is empty).
+    #[serde(default)]
     pub display_name: String,
-    /// The artifact's media type (`application/a2a-agent-card+json`).
-    #[serde(rename = "type")]
+    /// The artifact's media type (`application/a2a-agent-card+json`);
+    /// empty when a result leaves it out.
+    #[serde(rename = "type", default)]
     pub media_type: String,
     /// Where the artifact is (by reference).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -103,10 +126,15 @@ impl CatalogEntry {
     }
 }
 
-/// The `query` object of search and explore (ARD 7.1).
+/// The `query` object of search and explore (ARD v0.91 5.3.1).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Query {
+    /// Binds the prefixes of the filter keys (a JSON-LD context: an
+    /// object of prefix to namespace IRI, the ARD base context's URL, or a
+    /// list of those), layered on the ARD base context.
+    #[serde(rename = "@context", default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
     /// What is needed, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
@@ -254,10 +282,14 @@ pub struct FacetRequest {
 
 /// What `POST /explore` computes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ResultType {
-    /// The facets.
+    /// The facets (the one shape ARD v0.91 defines).
+    #[serde(default)]
     pub facets: Vec<FacetRequest>,
+    /// Other result shapes (ARD leaves room for `counts`, `sample`...): a
+    /// registry that does not compute them answers `501 Not Implemented`.
+    #[serde(flatten, default, skip_serializing_if = "Map::is_empty")]
+    pub other: Map<String, Value>,
 }
 
 /// `POST /explore` (ARD 7.3).
@@ -470,6 +502,25 @@ impl RegistryError {
         matches!(self, RegistryError::Client(e) if e.is_unreachable())
     }
 
+    /// Whether the answer was `404` (no such entry, or no such endpoint).
+    pub fn is_not_found(&self) -> bool {
+        self.http_status() == Some(404) || self.is_not_an_endpoint()
+    }
+
+    /// Whether the URL has no such endpoint (`404` or `405`, with or
+    /// without an ARD error body).
+    pub fn is_not_an_endpoint(&self) -> bool {
+        matches!(self.http_status(), Some(404 | 405))
+    }
+
+    fn http_status(&self) -> Option<u16> {
+        match self {
+            RegistryError::Api { status, .. } => Some(*status),
+            RegistryError::Client(ClientError::Http { status, .. }) => Some(*status),
+            RegistryError::Client(_) => None,
+        }
+    }
+
     /// The ARD error code, for an error answer.
     pub fn code(&self) -> Option<&str> {
         match self {
@@ -624,10 +675,34 @@ impl Registry {
         })
     }
 
-    /// `POST /search`.
+    /// `POST /search`. When the URL answers `404` or `405` (a host, not a
+    /// registry's API), the registry its manifest lists
+    /// (`application/ai-registry+json`, see [`Self::manifest`]) is asked
+    /// instead.
     pub async fn search(&self, request: &SearchRequest) -> RegistryResult<SearchResponse> {
-        self.call_some(reqwest::Method::POST, self.url("search")?, Some(request))
-            .await
+        let first = self
+            .call_some(reqwest::Method::POST, self.url("search")?, Some(request))
+            .await;
+        match first {
+            Err(e) if e.is_not_an_endpoint() => {
+                let Ok(manifest) = self.manifest().await else {
+                    return Err(e);
+                };
+                match manifest.registry_url() {
+                    Some(api)
+                        if api.trim_end_matches('/')
+                            != self.base.as_str().trim_end_matches('/') =>
+                    {
+                        let other = self.at(api)?;
+                        other
+                            .call_some(reqwest::Method::POST, other.url("search")?, Some(request))
+                            .await
+                    }
+                    _ => Err(e),
+                }
+            }
+            other => other,
+        }
     }
 
     /// `POST /search` with just a text.
@@ -635,7 +710,7 @@ impl Registry {
         self.search(&SearchRequest {
             query: Query {
                 text: Some(text.to_owned()),
-                filter: None,
+                ..Default::default()
             },
             ..Default::default()
         })
@@ -694,21 +769,176 @@ impl Registry {
             .await
     }
 
-    /// `GET /agents/{reference}`: the entry of an identifier, or of a
-    /// unique display name or agent name (the URN's last segment).
+    /// The entry of an identifier (`GET /agents/{identifier}`, ARD v0.91
+    /// Retrieve), or of a display name or agent name (the URN's last
+    /// segment): `GET /agents?name=NAME`, this registry's extension of
+    /// List, the answer checked here too so that a registry ignoring
+    /// `name` is read right.
     pub async fn get(&self, reference: &str) -> RegistryResult<CatalogEntry> {
-        let mut url = self.url("agents/")?;
-        url.path_segments_mut()
-            .map_err(|()| ClientError::InvalidRequest("registry URL cannot take a path".into()))?
-            .pop_if_empty()
-            .push(reference);
+        if is_identifier(reference) {
+            self.retrieve(reference).await
+        } else {
+            self.find_by_name(reference).await
+        }
+    }
+
+    /// `GET /agents/{identifier}` (ARD v0.91 5.3.4): the complete entry of
+    /// an identifier, percent-encoded as one path segment.
+    pub async fn retrieve(&self, identifier: &str) -> RegistryResult<CatalogEntry> {
+        let encoded = percent_encoding::utf8_percent_encode(identifier, SEGMENT).to_string();
+        let url = self.url(&format!("agents/{encoded}"))?;
         self.call_some(reqwest::Method::GET, url, None::<&()>).await
+    }
+
+    async fn find_by_name(&self, name: &str) -> RegistryResult<CatalogEntry> {
+        let mut url = self.url("agents")?;
+        url.query_pairs_mut()
+            .append_pair("name", name)
+            .append_pair("pageSize", "100");
+        let page: ListResponse = self
+            .call_some(reqwest::Method::GET, url, None::<&()>)
+            .await?;
+        one_named(page.items.into_iter(), name)
+    }
+
+    /// The entry named by `reference` in the registry's manifest (see
+    /// [`Self::manifest`]), or through the registry the manifest lists.
+    pub async fn find_in_manifest(&self, reference: &str) -> RegistryResult<CatalogEntry> {
+        let manifest = self.manifest().await?;
+        let named: Vec<CatalogEntry> = manifest
+            .entries
+            .iter()
+            .filter(|e| names_entry(e, reference))
+            .cloned()
+            .collect();
+        if !named.is_empty() {
+            return one_named(named.into_iter(), reference);
+        }
+        match manifest.registry_url() {
+            Some(api) if api.trim_end_matches('/') != self.base.as_str().trim_end_matches('/') => {
+                Box::pin(self.at(api)?.get(reference)).await
+            }
+            _ => Err(not_found(reference)),
+        }
+    }
+
+    /// The same client for another base URL (a registry a manifest lists).
+    fn at(&self, base: &str) -> RegistryResult<Self> {
+        let other = Self::new(base)?;
+        Ok(Self {
+            base: other.base,
+            ..self.clone()
+        })
+    }
+
+    /// Reads the entries a host publishes (ARD v0.91 5.1), in this order:
+    /// `/.well-known/ard.json`; the target of a `Link: <...>; rel="ard"`
+    /// header on the answer to a `GET` of the base URL; then the
+    /// predecessor's names (ARD v0.9: `/.well-known/ai-catalog.json`, then
+    /// `rel="ai-catalog"`), which ARD v0.91 lets a consumer consult. The
+    /// well-known paths are tried under the base URL, and at the origin's
+    /// root when the base has a path. A document counts when it is a JSON
+    /// object with an `entries` list; entries that do not read as entries
+    /// are left out.
+    pub async fn manifest(&self) -> RegistryResult<Manifest> {
+        let mut tried: Vec<String> = Vec::new();
+        for url in self.well_known(ARD_PATH)? {
+            if let Some(m) = self.try_manifest(url, false, &mut tried).await? {
+                return Ok(m);
+            }
+        }
+        let links = self.links().await?;
+        for (rel, legacy) in [(ARD_REL, false), (CATALOG_REL, true)] {
+            if rel == CATALOG_REL {
+                for url in self.well_known(CATALOG_PATH)? {
+                    if let Some(m) = self.try_manifest(url, true, &mut tried).await? {
+                        return Ok(m);
+                    }
+                }
+            }
+            for url in links.iter().filter(|(r, _)| r == rel).map(|(_, u)| u) {
+                if let Some(m) = self.try_manifest(url.clone(), legacy, &mut tried).await? {
+                    return Ok(m);
+                }
+            }
+        }
+        Err(RegistryError::Api {
+            status: 404,
+            code: "NOT_FOUND".into(),
+            message: format!("no ARD manifest found (tried {})", tried.join(", ")),
+        })
+    }
+
+    fn well_known(&self, path: &str) -> RegistryResult<Vec<reqwest::Url>> {
+        let mut urls = vec![self.url(path)?];
+        if self.base.path() != "/" {
+            let mut root = self.base.clone();
+            root.set_path(path);
+            urls.push(root);
+        }
+        Ok(urls)
+    }
+
+    async fn get_raw(
+        &self,
+        url: reqwest::Url,
+    ) -> RegistryResult<(reqwest::StatusCode, http::HeaderMap, reqwest::Url, Bytes)> {
+        let shown = url.to_string();
+        let resp = self
+            .http
+            .get(url)
+            .timeout(self.timeout)
+            .header(http::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|e| map_reqwest_error(e, &shown))?;
+        let (status, headers, final_url) =
+            (resp.status(), resp.headers().clone(), resp.url().clone());
+        let body = read_body_max(resp, &shown, self.max_response_bytes, "the manifest").await?;
+        Ok((status, headers, final_url, body))
+    }
+
+    async fn try_manifest(
+        &self,
+        url: reqwest::Url,
+        legacy: bool,
+        tried: &mut Vec<String>,
+    ) -> RegistryResult<Option<Manifest>> {
+        let shown = url.to_string();
+        if tried.contains(&shown) {
+            return Ok(None);
+        }
+        tried.push(shown.clone());
+        let (status, _, _, body) = self.get_raw(url).await?;
+        if !status.is_success() {
+            return Ok(None);
+        }
+        Ok(Manifest::parse(&body, &shown, legacy))
+    }
+
+    /// The `Link` header targets of the base URL's answer, as (rel, URL).
+    async fn links(&self) -> RegistryResult<Vec<(String, reqwest::Url)>> {
+        let (_, headers, final_url, _) = self.get_raw(self.base.clone()).await?;
+        Ok(headers
+            .get_all(http::header::LINK)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(parse_link_header)
+            .filter_map(|(target, rels)| {
+                let url = final_url.join(&target).ok()?;
+                Some(rels.into_iter().map(move |r| (r, url.clone())))
+            })
+            .flatten()
+            .collect())
     }
 
     /// Resolves a registry reference (`NAME` or `registry:NAME`) to the
     /// agent's card: fetched from the agent through `resolver` (with its
     /// HTTP cache) when the entry is a reference, taken from the entry when
-    /// it holds the card by value.
+    /// it holds the card by value. The entry is looked up with
+    /// [`Self::get`]; when the registry has no such endpoint or no such
+    /// entry, in its manifest ([`Self::find_in_manifest`]: a registry of
+    /// ARD v0.9, or a host that only publishes a manifest).
     pub async fn resolve_card(
         &self,
         reference: &str,
@@ -717,7 +947,17 @@ impl Registry {
         let name = reference
             .strip_prefix(REFERENCE_PREFIX)
             .unwrap_or(reference);
-        let entry = self.get(name).await?;
+        let entry = match self.get(name).await {
+            Ok(e) => e,
+            Err(e) if e.is_not_found() => self.find_in_manifest(name).await.map_err(|m| {
+                if m.is_not_found() || m.is_unreachable() {
+                    e
+                } else {
+                    m
+                }
+            })?,
+            Err(e) => return Err(e),
+        };
         if entry.media_type != A2A_CARD_TYPE {
             return Err(ClientError::InvalidResponse(format!(
                 "{} is a {} entry, not an A2A agent card",
@@ -769,6 +1009,170 @@ impl Registry {
         self.call::<Value>(reqwest::Method::DELETE, url, None::<&()>)
             .await
             .map(|_| ())
+    }
+}
+
+/// The characters percent-encoded in an identifier sent as one path
+/// segment (all but RFC 3986's unreserved ones).
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Whether a reference is an identifier (`urn:...`) rather than a name.
+pub fn is_identifier(reference: &str) -> bool {
+    reference
+        .get(..4)
+        .is_some_and(|p| p.eq_ignore_ascii_case("urn:"))
+}
+
+/// A name as a slug: lower case, runs of other characters than letters and
+/// digits as one `-`.
+fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.trim().chars() {
+        if c.is_alphanumeric() {
+            out.extend(c.to_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_owned()
+}
+
+/// Whether `reference` names `entry`: its identifier exactly, or its
+/// display name (case aside, or as a slug), or its identifier's last
+/// segment (case aside).
+pub fn names_entry(entry: &CatalogEntry, reference: &str) -> bool {
+    let r = reference.trim();
+    entry.identifier == r
+        || (!entry.display_name.is_empty()
+            && (entry.display_name.eq_ignore_ascii_case(r) || slug(&entry.display_name) == slug(r)))
+        || entry
+            .identifier
+            .rsplit(':')
+            .next()
+            .is_some_and(|last| last.eq_ignore_ascii_case(r))
+}
+
+fn not_found(reference: &str) -> RegistryError {
+    RegistryError::Api {
+        status: 404,
+        code: "NOT_FOUND".into(),
+        message: format!(
+            "no agent {reference:?} in this registry (search for it with a2a registry search)"
+        ),
+    }
+}
+
+/// The one entry of `items` that `reference` names.
+fn one_named(
+    items: impl Iterator<Item = CatalogEntry>,
+    reference: &str,
+) -> RegistryResult<CatalogEntry> {
+    let mut found: Vec<CatalogEntry> = items.filter(|e| names_entry(e, reference)).collect();
+    if let Some(i) = found.iter().position(|e| e.identifier == reference.trim()) {
+        return Ok(found.swap_remove(i));
+    }
+    match found.len() {
+        0 => Err(not_found(reference)),
+        1 => Ok(found.remove(0)),
+        _ => {
+            let mut ids: Vec<&str> = found.iter().map(|e| e.identifier.as_str()).collect();
+            ids.sort_unstable();
+            Err(RegistryError::Api {
+                status: 409,
+                code: "AMBIGUOUS".into(),
+                message: format!(
+                    "{reference:?} names several agents: {}; use the identifier",
+                    ids.join(", ")
+                ),
+            })
+        }
+    }
+}
+
+/// The targets of a `Link` header value and their relations (RFC 8288):
+/// `<url>; rel="a b", <url2>; rel=c`.
+pub fn parse_link_header(value: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut rest = value;
+    while let Some(open) = rest.find('<') {
+        let Some(close) = rest[open..].find('>') else {
+            break;
+        };
+        let target = rest[open + 1..open + close].trim().to_owned();
+        rest = &rest[open + close + 1..];
+        // The parameters run to the next comma outside quotes.
+        let mut end = rest.len();
+        let mut quoted = false;
+        for (i, c) in rest.char_indices() {
+            match c {
+                '"' => quoted = !quoted,
+                ',' if !quoted => {
+                    end = i;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let params = &rest[..end];
+        rest = &rest[end..];
+        let mut rels = Vec::new();
+        for p in params.split(';') {
+            if let Some((k, v)) = p.split_once('=') {
+                if k.trim().eq_ignore_ascii_case("rel") {
+                    rels.extend(
+                        v.trim()
+                            .trim_matches('"')
+                            .split_ascii_whitespace()
+                            .map(str::to_ascii_lowercase),
+                    );
+                }
+            }
+        }
+        out.push((target, rels));
+    }
+    out
+}
+
+/// The entries a host publishes (`/.well-known/ard.json`, or its
+/// predecessor `/.well-known/ai-catalog.json`): see [`Registry::manifest`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Manifest {
+    /// Where it was read.
+    pub url: String,
+    /// Whether it was found under a predecessor name (ARD v0.9:
+    /// `ai-catalog.json` or `rel="ai-catalog"`).
+    pub legacy: bool,
+    /// Its entries (those that read as entries).
+    pub entries: Vec<CatalogEntry>,
+}
+
+impl Manifest {
+    /// Reads a manifest: a JSON object with an `entries` list (ARD v0.91
+    /// 5.1; other members are ignored).
+    pub fn parse(body: &[u8], url: &str, legacy: bool) -> Option<Self> {
+        let doc: Value = serde_json::from_slice(body).ok()?;
+        let entries = doc.get("entries")?.as_array()?;
+        Some(Self {
+            url: url.to_owned(),
+            legacy,
+            entries: entries
+                .iter()
+                .filter_map(|e| serde_json::from_value(e.clone()).ok())
+                .collect(),
+        })
+    }
+
+    /// The URL of the first registry it lists (`application/ai-registry+json`):
+    /// the base of its search API.
+    pub fn registry_url(&self) -> Option<&str> {
+        self.entries
+            .iter()
+            .filter(|e| e.media_type == REGISTRY_TYPE || e.media_type == "application/ai-registry")
+            .find_map(|e| e.url.as_deref())
     }
 }
 
@@ -829,5 +1233,63 @@ mod tests {
             "https://r.example/api/v1/search"
         );
         assert!(Registry::new("ftp://x").is_err());
+    }
+
+    #[test]
+    fn link_headers_name_their_relations() {
+        let links = parse_link_header(
+            r#"</.well-known/ard.json>; rel="ard", <https://x.example/a,b.json>; title="a, b"; rel="ai-catalog alternate""#,
+        );
+        assert_eq!(links.len(), 2);
+        assert_eq!(
+            links[0],
+            ("/.well-known/ard.json".to_owned(), vec!["ard".to_owned()])
+        );
+        assert_eq!(links[1].0, "https://x.example/a,b.json");
+        assert_eq!(links[1].1, ["ai-catalog", "alternate"]);
+        assert!(parse_link_header("nothing here").is_empty());
+    }
+
+    #[test]
+    fn manifests_and_names() {
+        let body = json!({
+            "entries": [
+                {"identifier": "urn:air:a.example:registry:r", "displayName": "R",
+                 "type": "application/ai-registry+json", "url": "https://a.example/api/"},
+                {"identifier": "urn:air:a.example:agent:echo-agent", "displayName": "Echo Agent",
+                 "type": A2A_CARD_TYPE, "url": "https://a.example/card.json", "acme:tier": "gold"},
+                {"no": "identifier"}
+            ]
+        });
+        let m = Manifest::parse(body.to_string().as_bytes(), "u", false).unwrap();
+        assert_eq!(m.entries.len(), 2);
+        assert_eq!(m.registry_url(), Some("https://a.example/api/"));
+        let echo = &m.entries[1];
+        for name in [
+            "Echo Agent",
+            "echo agent",
+            "echo-agent",
+            "urn:air:a.example:agent:echo-agent",
+        ] {
+            assert!(names_entry(echo, name), "{name}");
+        }
+        assert!(!names_entry(echo, "echo"));
+        assert!(Manifest::parse(b"[]", "u", false).is_none());
+        assert!(Manifest::parse(b"{}", "u", false).is_none());
+        assert!(is_identifier("urn:air:a.example:agent:x") && !is_identifier("Echo Agent"));
+        // A result of ARD v0.91 may carry only its identifier.
+        let r: SearchResult = serde_json::from_value(
+            json!({"identifier": "urn:air:a.example:agent:x", "score": 5, "source": "s"}),
+        )
+        .unwrap();
+        assert_eq!(r.entry.display_name, "");
+        let q: Query = serde_json::from_value(
+            json!({"@context": {"okf": "https://okf.example/ns#"}, "text": "t"}),
+        )
+        .unwrap();
+        assert!(q.context.is_some());
+        let e: ExploreRequest =
+            serde_json::from_value(json!({"resultType": {"counts": {}}})).unwrap();
+        assert!(e.result_type.facets.is_empty() && e.result_type.other.contains_key("counts"));
     }
 }

@@ -66,7 +66,7 @@ impl AgentExecutor for FindAgent {
             .search(SearchRequest {
                 query: Query {
                     text: Some(text),
-                    filter: None,
+                    ..Default::default()
                 },
                 page_size: Some(5),
                 ..Default::default()

@@ -1,14 +1,17 @@
-//! The HTTP API: the ARD endpoints (`POST /search`, `GET /agents`,
-//! `POST /explore`), the catalog (`/.well-known/ai-catalog.json`), and the
-//! registry's own extensions: `POST /route`, `GET /agents/{ref}` and the
-//! publishing API (`POST /agents`, `PUT` and `DELETE /agents/{identifier}`,
-//! `POST /catalogs` to register the agents of an AI catalog; authenticated).
+//! The HTTP API: the ARD v0.91 endpoints (`POST /search`, `GET
+//! /agents/{identifier}`, `GET /agents`, `POST /explore`), the manifest
+//! (`/.well-known/ard.json`, and `/.well-known/ai-catalog.json` of ARD v0.9
+//! for older clients), `/robots.txt` with its `Agentmap:` line, and the
+//! registry's own extensions: `POST /route`, `GET /agents?name=NAME` and
+//! the publishing API (`POST /agents`, `PUT` and `DELETE
+//! /agents/{identifier}`, `POST /catalogs` to register the agents of a
+//! manifest; authenticated).
 
 use std::sync::Arc;
 
 use agentwire_client::registry::{
-    CATALOG_MEDIA_TYPE, CATALOG_PATH, ExploreRequest, IngestRequest, ListRequest, PublishRequest,
-    RouteRequest, SearchRequest,
+    ARD_CONTEXT, ARD_PATH, CATALOG_MEDIA_TYPE, CATALOG_PATH, CatalogEntry, ExploreRequest,
+    IngestRequest, ListRequest, PublishRequest, RouteRequest, SearchRequest,
 };
 use agentwire_server::Authenticator;
 use axum::Router;
@@ -34,7 +37,9 @@ pub struct ApiState {
 /// The API router (state included).
 pub fn router(state: ApiState) -> Router {
     Router::new()
+        .route(ARD_PATH, get(ard_manifest))
         .route(CATALOG_PATH, get(catalog))
+        .route("/robots.txt", get(robots))
         .route("/search", post(search))
         .route("/explore", post(explore))
         .route("/route", post(route))
@@ -42,7 +47,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/catalogs", post(ingest))
         .route(
             "/agents/{identifier}",
-            get(get_entry).put(update).delete(withdraw),
+            get(retrieve).put(update).delete(withdraw),
         )
         .with_state(state)
 }
@@ -94,6 +99,32 @@ fn with_etag(headers: &HeaderMap, body: Vec<u8>, etag: &str, media_type: &'stati
         .into_response()
 }
 
+/// How long a Retrieve answer (`GET /agents/{identifier}`) may be reused
+/// without asking again: `Cache-Control: max-age=60` (with an `ETag`).
+pub const RETRIEVE_MAX_AGE_SECS: u32 = 60;
+/// How long a `404` of Retrieve may be reused: short, so that an entry
+/// published since is soon found (ARD v0.91 5.3.4).
+pub const NOT_FOUND_MAX_AGE_SECS: u32 = 5;
+
+async fn ard_manifest(State(s): State<ApiState>, headers: HeaderMap) -> Response {
+    let (body, etag) = s.registry.ard_manifest();
+    with_etag(&headers, body.as_ref().clone(), &etag, "application/json")
+}
+
+/// `robots.txt`: crawlers welcome, and the `Agentmap:` line of ARD v0.91
+/// 5.1 pointing at the manifest.
+async fn robots(State(s): State<ApiState>) -> Response {
+    let base = s.registry.base_url();
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!(
+            "User-agent: *\nAllow: /\nAgentmap: {}{ARD_PATH}\n",
+            base.trim_end_matches('/')
+        ),
+    )
+        .into_response()
+}
+
 async fn catalog(State(s): State<ApiState>, headers: HeaderMap) -> Response {
     let (body, etag) = s.registry.catalog();
     with_etag(&headers, body.as_ref().clone(), &etag, CATALOG_MEDIA_TYPE)
@@ -124,6 +155,8 @@ async fn route(State(s): State<ApiState>, body: Bytes) -> Result<Response, ApiEr
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ListParams {
+    /// This registry's extension: the entries a name designates.
+    name: Option<String>,
     filter: Option<String>,
     order_by: Option<String>,
     page_size: Option<String>,
@@ -141,6 +174,22 @@ async fn list(
             ApiError::invalid(format!("pageSize {v:?} is not a number (1 to 100)"))
         })?),
     };
+    if let Some(name) = p.name.as_deref().filter(|n| !n.trim().is_empty()) {
+        let items: Vec<CatalogEntry> = s
+            .registry
+            .named(name)
+            .iter()
+            .take(page_size.map_or(20, |n| n.clamp(1, 100) as usize))
+            .map(|e| e.entry.clone())
+            .collect();
+        let answer = agentwire_client::registry::ListResponse {
+            total: Some(items.len() as u64),
+            items,
+            page_token: None,
+        };
+        let body = serde_json::to_vec(&answer).map_err(|e| ApiError::internal(e.to_string()))?;
+        return Ok(cacheable(&headers, body, "application/json"));
+    }
     let answer = s.registry.list(&ListRequest {
         filter: p.filter,
         order_by: p.order_by,
@@ -151,14 +200,71 @@ async fn list(
     Ok(cacheable(&headers, body, "application/json"))
 }
 
-async fn get_entry(
-    State(s): State<ApiState>,
-    headers: HeaderMap,
-    Path(reference): Path<String>,
-) -> Result<Response, ApiError> {
-    let e = s.registry.get(&reference)?;
-    let body = serde_json::to_vec(&e.entry).map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok(cacheable(&headers, body, "application/json"))
+/// ARD v0.91 Retrieve: the path segment percent-decoded exactly once,
+/// checked against the identifier syntax (`400 INVALID_ARGUMENT`), looked
+/// up exactly in this registry's index (`404 NOT_FOUND`, reusable for
+/// [`NOT_FOUND_MAX_AGE_SECS`]); the entry with the ARD base context, an
+/// `ETag` and `Cache-Control: max-age=`[`RETRIEVE_MAX_AGE_SECS`], `304` on
+/// a matching `If-None-Match`.
+async fn retrieve(State(s): State<ApiState>, headers: HeaderMap, uri: http::Uri) -> Response {
+    // The raw segment (axum's path extractors decode it already): the
+    // route's one segment is the path's last.
+    let raw = uri
+        .path()
+        .rsplit_once('/')
+        .map(|(_, s)| s)
+        .unwrap_or_default();
+    let identifier = match decode_segment(raw) {
+        Ok(id) => id,
+        Err(e) => return ApiError::invalid(e).into_response(),
+    };
+    let found = match s.registry.retrieve(&identifier) {
+        Ok(e) => e,
+        Err(e) if e.status == StatusCode::NOT_FOUND => {
+            let mut r = e.into_response();
+            r.headers_mut().insert(
+                header::CACHE_CONTROL,
+                http::HeaderValue::from_str(&format!("max-age={NOT_FOUND_MAX_AGE_SECS}"))
+                    .unwrap_or_else(|_| http::HeaderValue::from_static("no-cache")),
+            );
+            return r;
+        }
+        Err(e) => return e.into_response(),
+    };
+    let entry = CatalogEntry {
+        context: Some(serde_json::Value::String(ARD_CONTEXT.to_owned())),
+        ..found.entry.clone()
+    };
+    let body = match serde_json::to_vec(&entry) {
+        Ok(b) => b,
+        Err(e) => return ApiError::internal(e.to_string()).into_response(),
+    };
+    let mut r = cacheable(&headers, body, "application/json");
+    if let Ok(v) = http::HeaderValue::from_str(&format!("max-age={RETRIEVE_MAX_AGE_SECS}")) {
+        r.headers_mut().insert(header::CACHE_CONTROL, v);
+    }
+    r
+}
+
+/// One path segment, percent-decoded once: a `%` must start two hex
+/// digits, and the result must be UTF-8.
+fn decode_segment(raw: &str) -> Result<String, String> {
+    let bytes = raw.as_bytes();
+    for (i, b) in bytes.iter().enumerate() {
+        if *b == b'%'
+            && !(bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+        {
+            return Err(format!(
+                "invalid percent-encoding in the identifier {raw:?}: encode it as one path \
+                 segment (urn%3Aair%3A...)"
+            ));
+        }
+    }
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| format!("the identifier {raw:?} is not UTF-8 once percent-decoded"))
 }
 
 fn principal(s: &ApiState, headers: &HeaderMap) -> Result<String, ApiError> {
@@ -218,4 +324,26 @@ async fn withdraw(
     let who = principal(&s, &headers)?;
     s.registry.withdraw(&who, &identifier).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_segment;
+
+    #[test]
+    fn segments_are_decoded_once() {
+        assert_eq!(
+            decode_segment("urn%3Aair%3Aa.example%3Aagent%3Ax").unwrap(),
+            "urn:air:a.example:agent:x"
+        );
+        assert_eq!(
+            decode_segment("urn:air:a.example:x").unwrap(),
+            "urn:air:a.example:x"
+        );
+        // Once: %253A stays %3A.
+        assert_eq!(decode_segment("a%253A").unwrap(), "a%3A");
+        assert!(decode_segment("urn%3").is_err());
+        assert!(decode_segment("urn%zz").is_err());
+        assert!(decode_segment("%ff%fe").is_err());
+    }
 }

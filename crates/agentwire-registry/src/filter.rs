@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use agentwire_client::registry::{CatalogEntry, Filter};
+use agentwire_client::registry::{ARD_CONTEXT, ARD_NAMESPACE, CatalogEntry, Filter};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::Value;
 
@@ -161,27 +161,153 @@ fn value_matches(key: &str, have: &str, want: &str) -> bool {
     }
 }
 
+/// The JSON-LD context of a search or explore query (ARD v0.91 5.3.1):
+/// the prefixes (and terms) it binds to IRIs, layered on the ARD base
+/// context, through which filter keys and facet fields are resolved.
+#[derive(Debug, Clone, Default)]
+pub struct QueryContext {
+    terms: HashMap<String, String>,
+}
+
+impl QueryContext {
+    /// Reads `query.@context`: an object of prefix (or term) to IRI (a
+    /// string, or an object with `@id`), the ARD base context's URL, or a
+    /// list of those. Other context URLs are refused: the registry does
+    /// not fetch remote contexts.
+    pub fn parse(context: Option<&Value>) -> Result<Self, String> {
+        fn add(v: &Value, terms: &mut HashMap<String, String>) -> Result<(), String> {
+            match v {
+                Value::Null => Ok(()),
+                Value::String(s) if s.trim_end_matches('/') == ARD_CONTEXT => Ok(()),
+                Value::String(s) => Err(format!(
+                    "query.@context {s:?}: remote contexts are not fetched; bind the prefixes \
+                     inline, e.g. {{\"okf\": \"https://openknowledgeformat.org/ns#\"}} (the \
+                     ARD base context {ARD_CONTEXT} always applies)"
+                )),
+                Value::Array(list) => list.iter().try_for_each(|x| add(x, terms)),
+                Value::Object(map) => {
+                    for (k, v) in map {
+                        if k.starts_with('@') {
+                            continue;
+                        }
+                        let iri = match v {
+                            Value::String(s) => s.clone(),
+                            Value::Object(o) => match o.get("@id").and_then(Value::as_str) {
+                                Some(s) => s.to_owned(),
+                                None => {
+                                    return Err(format!(
+                                        "query.@context: the definition of {k:?} has no @id"
+                                    ));
+                                }
+                            },
+                            Value::Null => {
+                                terms.remove(k);
+                                continue;
+                            }
+                            _ => {
+                                return Err(format!(
+                                    "query.@context: {k:?} must map to an IRI (a string)"
+                                ));
+                            }
+                        };
+                        terms.insert(k.clone(), iri);
+                    }
+                    Ok(())
+                }
+                _ => Err("query.@context must be an object, a URL or a list of them".into()),
+            }
+        }
+        let mut terms = HashMap::new();
+        if let Some(c) = context {
+            add(c, &mut terms)?;
+        }
+        Ok(Self { terms })
+    }
+
+    /// Resolves a filter key or facet field to the path of this registry's
+    /// entries: `Ok(Some(path))` for a core term (plain, a full IRI of the
+    /// ARD namespace, or a prefixed name whose prefix the query binds to
+    /// it; a dot-path's first segment is resolved, the rest kept as it is),
+    /// `Ok(None)` for a term of another namespace (no entry here carries
+    /// one: it matches nothing), `Err` for a prefix the query does not
+    /// bind.
+    pub fn resolve(&self, key: &str) -> Result<Option<String>, String> {
+        if key.starts_with("http://") || key.starts_with("https://") {
+            return Ok(key.strip_prefix(ARD_NAMESPACE).map(str::to_owned));
+        }
+        let (head, rest) = match key.find('.') {
+            Some(i) => (&key[..i], &key[i..]),
+            None => (key, ""),
+        };
+        let iri = if let Some(iri) = self.terms.get(head) {
+            self.expand(iri)
+        } else if let Some((prefix, suffix)) = head.split_once(':') {
+            match self.terms.get(prefix) {
+                Some(base) => format!("{}{suffix}", self.expand(base)),
+                None => {
+                    return Err(format!(
+                        "the prefix {prefix:?} of {key:?} is not bound: bind it in query.@context \
+                         (e.g. {{\"{prefix}\": \"https://example.com/ns#\"}})"
+                    ));
+                }
+            }
+        } else {
+            return Ok(Some(key.to_owned()));
+        };
+        Ok(iri
+            .strip_prefix(ARD_NAMESPACE)
+            .map(|local| format!("{local}{rest}")))
+    }
+
+    /// A compact IRI (`prefix:suffix`) of a bound prefix, expanded once.
+    fn expand(&self, iri: &str) -> String {
+        match iri.split_once(':') {
+            Some((p, suffix)) if !suffix.starts_with("//") => match self.terms.get(p) {
+                Some(base) if !base.contains(&format!("{p}:")) => format!("{base}{suffix}"),
+                _ => iri.to_owned(),
+            },
+            _ => iri.to_owned(),
+        }
+    }
+}
+
 /// A filter checked for unknown keys once, applied to many entries.
 #[derive(Debug, Clone, Default)]
 pub struct CompiledFilter {
     clauses: Vec<(String, Vec<String>)>,
+    /// A key names a term no entry here carries: nothing matches.
+    impossible: bool,
 }
 
 impl CompiledFilter {
     /// Compiles a search / explore filter; unknown keys are refused.
     pub fn new(filter: Option<&Filter>) -> Result<Self, String> {
+        Self::with_context(filter, &QueryContext::default())
+    }
+
+    /// Compiles a filter whose keys are resolved through the query's
+    /// context ([`QueryContext::resolve`]).
+    pub fn with_context(filter: Option<&Filter>, context: &QueryContext) -> Result<Self, String> {
         let mut clauses = Vec::new();
+        let mut impossible = false;
         for (k, v) in filter.into_iter().flatten() {
-            if !known_key(k) {
-                return Err(unknown_key(k));
-            }
             let values: Vec<String> = v.values().into_iter().map(str::to_owned).collect();
             if values.is_empty() {
                 return Err(format!("filter {k:?} has no values"));
             }
-            clauses.push((k.clone(), values));
+            let Some(key) = context.resolve(k)? else {
+                impossible = true;
+                continue;
+            };
+            if !known_key(&key) {
+                return Err(unknown_key(k));
+            }
+            clauses.push((key, values));
         }
-        Ok(Self { clauses })
+        Ok(Self {
+            clauses,
+            impossible,
+        })
     }
 
     /// Adds a clause.
@@ -200,12 +326,13 @@ impl CompiledFilter {
     /// Whether an entry passes: for every key, one of its values matches
     /// one of the entry's.
     pub fn matches(&self, view: &FilterView) -> bool {
-        self.clauses.iter().all(|(k, wanted)| {
-            let have = view.get(k);
-            wanted
-                .iter()
-                .any(|w| have.iter().any(|h| value_matches(k, h, w)))
-        })
+        !self.impossible
+            && self.clauses.iter().all(|(k, wanted)| {
+                let have = view.get(k);
+                wanted
+                    .iter()
+                    .any(|w| have.iter().any(|h| value_matches(k, h, w)))
+            })
     }
 }
 
@@ -484,5 +611,45 @@ mod tests {
         assert!(value_matches("protocolVersion", "1.0", "1"));
         assert!(!value_matches("protocolVersion", "10.0", "1"));
         assert!(known_key("metadata.streaming") && known_key("skills") && !known_key("colour"));
+    }
+
+    #[test]
+    fn filter_keys_resolve_through_the_query_context() {
+        let ctx = QueryContext::parse(Some(&serde_json::json!([
+            ARD_CONTEXT,
+            {"ard": ARD_NAMESPACE, "okf": "https://openknowledgeformat.org/ns#",
+             "labels": {"@id": "ard:tags"}}
+        ])))
+        .unwrap();
+        let r = |k: &str| ctx.resolve(k);
+        assert_eq!(r("tags").unwrap().as_deref(), Some("tags"));
+        assert_eq!(r("ard:tags").unwrap().as_deref(), Some("tags"));
+        assert_eq!(r("labels").unwrap().as_deref(), Some("tags"));
+        assert_eq!(
+            r("https://agenticresourcediscovery.org/ns#capabilities")
+                .unwrap()
+                .as_deref(),
+            Some("capabilities")
+        );
+        assert_eq!(
+            r("ard:trustManifest.attestations.type").unwrap().as_deref(),
+            Some("trustManifest.attestations.type")
+        );
+        assert_eq!(
+            r("trustManifest.attestations.type").unwrap().as_deref(),
+            Some("trustManifest.attestations.type")
+        );
+        assert_eq!(r("okf:taxonomy").unwrap(), None);
+        assert!(r("acme:tier").is_err());
+        assert!(
+            QueryContext::parse(Some(&serde_json::json!("https://elsewhere.example/ctx"))).is_err()
+        );
+        assert!(QueryContext::parse(Some(&serde_json::json!(5))).is_err());
+        let f: Filter =
+            serde_json::from_value(serde_json::json!({"okf:taxonomy": "us-gaap"})).unwrap();
+        let c = CompiledFilter::with_context(Some(&f), &ctx).unwrap();
+        assert!(!c.matches(&FilterView::default()));
+        let f: Filter = serde_json::from_value(serde_json::json!({"ard:colour": "red"})).unwrap();
+        assert!(CompiledFilter::with_context(Some(&f), &ctx).is_err());
     }
 }

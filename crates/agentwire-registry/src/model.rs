@@ -183,6 +183,7 @@ impl Record {
             metadata.insert("warnings".into(), json!(self.warnings.join("; ")));
         }
         CatalogEntry {
+            context: None,
             identifier: self.identifier.clone(),
             display_name: facts.name.clone(),
             media_type: A2A_CARD_TYPE.into(),

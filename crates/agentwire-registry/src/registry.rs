@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentwire_client::registry::{
-    A2A_CARD_TYPE, Bucket, CATALOG_MEDIA_TYPE, CATALOG_PATH, CatalogEntry, ExploreRequest,
-    ExploreResponse, FacetResult, Federation, IngestResponse, ListRequest, ListResponse,
-    PublishRequest, PublishResponse, REGISTRY_TYPE, Referral, RouteRequest, RouteResponse,
-    SearchRequest, SearchResponse, SearchResult, Skipped,
+    A2A_CARD_TYPE, ARD_PATH, Bucket, CATALOG_MEDIA_TYPE, CATALOG_PATH, CatalogEntry,
+    ExploreRequest, ExploreResponse, FacetResult, Federation, IngestResponse, ListRequest,
+    ListResponse, PublishRequest, PublishResponse, REGISTRY_TYPE, Referral, RouteRequest,
+    RouteResponse, SearchRequest, SearchResponse, SearchResult, Skipped,
 };
 use agentwire_server::push::{UrlPolicy, refusal_in};
 use base64::Engine;
@@ -22,7 +22,7 @@ use crate::card::{
     NoVerifier, SignatureVerifier, check_identifier, derive_identifier, domain_of, read_card, slug,
 };
 use crate::error::ApiError;
-use crate::filter::{CompiledFilter, Dates, ListFilter, count_facet, known_key};
+use crate::filter::{CompiledFilter, Dates, ListFilter, QueryContext, count_facet, known_key};
 use crate::index::{Index, Indexed};
 use crate::model::{FetchState, Record, Source, Status, now_ms, now_rfc3339};
 use crate::route::{Embedder, RouterConfig};
@@ -154,11 +154,15 @@ struct Inner {
 
 /// The catalog as last served: for the index revision and base URL it was
 /// built for, its body and `ETag`.
+#[derive(Clone)]
 struct CachedCatalog {
     revision: i64,
     base: String,
     body: Arc<Vec<u8>>,
     etag: String,
+    /// The same entries as the ARD v0.91 manifest (`/.well-known/ard.json`).
+    ard_body: Arc<Vec<u8>>,
+    ard_etag: String,
 }
 
 /// Builds a [`Registry`].
@@ -691,19 +695,27 @@ impl Registry {
     pub async fn ingest(&self, principal: &str, url: &str) -> Result<IngestResponse, ApiError> {
         const MAX_DEPTH: usize = 3;
         const MAX_ENTRIES: usize = 500;
-        let first = catalog_url(url)?;
+        let candidates = catalog_urls(url)?;
         let mut out = IngestResponse::default();
         let mut pending: Vec<(Value, usize)> = Vec::new();
-        let doc = self
-            .fetch_json(&first)
-            .await
-            .map_err(|e| ApiError::invalid(format!("cannot fetch the catalog at {first}: {e}")))?;
-        if doc.get("entries").and_then(Value::as_array).is_none() {
-            return Err(ApiError::invalid(format!(
-                "{first} is not an AI catalog (no \"entries\" list)"
-            )));
+        // A host's ARD manifest (`ard.json`), else its predecessor
+        // (`ai-catalog.json`); the first that reads as a manifest.
+        let mut failure = String::new();
+        for first in &candidates {
+            match self.fetch_json(first).await {
+                Ok(doc) if doc.get("entries").and_then(Value::as_array).is_some() => {
+                    pending.push((doc, 0));
+                    break;
+                }
+                Ok(_) => {
+                    failure = format!("{first} is not an ARD manifest (no \"entries\" list)");
+                }
+                Err(e) => failure = format!("cannot fetch the catalog at {first}: {e}"),
+            }
         }
-        pending.push((doc, 0));
+        if pending.is_empty() {
+            return Err(ApiError::invalid(failure));
+        }
         let mut seen = 0;
         while let Some((catalog, depth)) = pending.pop() {
             for e in catalog["entries"].as_array().into_iter().flatten() {
@@ -795,24 +807,10 @@ impl Registry {
     /// The entry of an identifier, or of a unique display name or agent
     /// name (the URN's last segment).
     pub fn get(&self, reference: &str) -> Result<Arc<Indexed>, ApiError> {
-        let index = self.inner.index.read();
-        if let Some(e) = index.get(reference) {
+        if let Some(e) = self.inner.index.read().get(reference) {
             return Ok(e);
         }
-        let wanted = slug(reference);
-        let mut found: Vec<Arc<Indexed>> = index
-            .all()
-            .filter(|e| {
-                e.facts.name.eq_ignore_ascii_case(reference.trim())
-                    || slug(&e.facts.name) == wanted
-                    || e.record
-                        .identifier
-                        .rsplit(':')
-                        .next()
-                        .is_some_and(|last| last.eq_ignore_ascii_case(reference.trim()))
-            })
-            .cloned()
-            .collect();
+        let mut found = self.named(reference);
         match found.len() {
             0 => Err(ApiError::not_found(format!(
                 "no agent {reference:?} in this registry (search for it with a2a registry search)"
@@ -828,6 +826,44 @@ impl Registry {
                 )))
             }
         }
+    }
+
+    /// ARD v0.91 Retrieve (`GET /agents/{identifier}`): the entry of
+    /// exactly this identifier (after one percent-decoding, done by the
+    /// caller), from this registry's index only. An identifier that is not
+    /// an ARD URN is refused (`400 INVALID_ARGUMENT`); none found is `404
+    /// NOT_FOUND`.
+    pub fn retrieve(&self, identifier: &str) -> Result<Arc<Indexed>, ApiError> {
+        check_identifier(identifier).map_err(ApiError::invalid)?;
+        self.inner
+            .index
+            .read()
+            .get(identifier)
+            .ok_or_else(|| ApiError::not_found(format!("no entry {identifier} in this registry")))
+    }
+
+    /// The entries a name designates: the display name (case aside, or as
+    /// a slug) or the identifier's last segment (case aside), sorted by
+    /// identifier.
+    pub fn named(&self, reference: &str) -> Vec<Arc<Indexed>> {
+        let wanted = slug(reference);
+        let index = self.inner.index.read();
+        let mut found: Vec<Arc<Indexed>> = index
+            .all()
+            .filter(|e| {
+                e.record.identifier == reference.trim()
+                    || e.facts.name.eq_ignore_ascii_case(reference.trim())
+                    || slug(&e.facts.name) == wanted
+                    || e.record
+                        .identifier
+                        .rsplit(':')
+                        .next()
+                        .is_some_and(|last| last.eq_ignore_ascii_case(reference.trim()))
+            })
+            .cloned()
+            .collect();
+        found.sort_by(|a, b| a.record.identifier.cmp(&b.record.identifier));
+        found
     }
 
     fn referrals(&self) -> Vec<Referral> {
@@ -864,8 +900,10 @@ impl Registry {
             })?
             .to_owned();
         let page_size = page_size(request.page_size, 10)?;
-        let filter =
-            CompiledFilter::new(request.query.filter.as_ref()).map_err(ApiError::invalid)?;
+        let context =
+            QueryContext::parse(request.query.context.as_ref()).map_err(ApiError::invalid)?;
+        let filter = CompiledFilter::with_context(request.query.filter.as_ref(), &context)
+            .map_err(ApiError::invalid)?;
         let federation = request.federation.unwrap_or_default();
         let query_hash = hash_hex(
             serde_json::to_string(&(&request.query, federation))
@@ -942,8 +980,13 @@ impl Registry {
             .skip(offset)
             .take(page_size)
             .map(|i| match i {
+                // The representative queries serve indexing, not the
+                // choice among results (ARD v0.91 5.3.2): left out.
                 Item::Own(e, score) => SearchResult {
-                    entry: e.entry.clone(),
+                    entry: CatalogEntry {
+                        representative_queries: Vec::new(),
+                        ..e.entry.clone()
+                    },
                     score,
                     source: source.clone(),
                 },
@@ -1028,14 +1071,33 @@ impl Registry {
     /// `POST /explore`.
     pub fn explore(&self, request: &ExploreRequest) -> Result<ExploreResponse, ApiError> {
         let query = request.query.clone().unwrap_or_default();
-        let filter = CompiledFilter::new(query.filter.as_ref()).map_err(ApiError::invalid)?;
+        if let Some(shape) = request.result_type.other.keys().next() {
+            return Err(ApiError::not_implemented(format!(
+                "resultType.{shape} is not implemented by this registry; resultType.facets is"
+            )));
+        }
+        if request.result_type.facets.is_empty() {
+            return Err(ApiError::invalid(
+                "resultType.facets is required: the fields to count, e.g. [{\"field\": \"type\"}]",
+            ));
+        }
+        let context = QueryContext::parse(query.context.as_ref()).map_err(ApiError::invalid)?;
+        let filter = CompiledFilter::with_context(query.filter.as_ref(), &context)
+            .map_err(ApiError::invalid)?;
+        // Each facet's field resolved like a filter key; `None`: a term of
+        // another namespace, which no entry here carries (no buckets).
+        let mut fields: Vec<Option<String>> = Vec::new();
         for f in &request.result_type.facets {
-            if !known_key(&f.field) {
-                return Err(ApiError::invalid(format!(
-                    "unsupported facet field {:?}",
-                    f.field
-                )));
+            let field = context.resolve(&f.field).map_err(ApiError::invalid)?;
+            if let Some(k) = &field {
+                if !known_key(k) {
+                    return Err(ApiError::invalid(format!(
+                        "unsupported facet field {:?}",
+                        f.field
+                    )));
+                }
             }
+            fields.push(field);
         }
         let index = self.inner.index.read();
         let matched: Vec<Arc<Indexed>> = match query.text.as_deref().map(str::trim) {
@@ -1051,8 +1113,9 @@ impl Registry {
                 .collect(),
         };
         let mut facets = BTreeMap::new();
-        for f in &request.result_type.facets {
-            let counts = count_facet(&f.field, matched.iter().map(|e| &e.view));
+        for (f, field) in request.result_type.facets.iter().zip(&fields) {
+            let Some(field) = field else { continue };
+            let counts = count_facet(field, matched.iter().map(|e| &e.view));
             let min = f.min_count.unwrap_or(1);
             let mut buckets: Vec<Bucket> = counts
                 .into_iter()
@@ -1063,6 +1126,11 @@ impl Registry {
             let limit = f.limit.map_or(20, |l| l as usize);
             let other: u64 = buckets.iter().skip(limit).map(|b| b.count).sum();
             buckets.truncate(limit);
+            // A facet with no bucket is left out (the ARD grammar has a
+            // facet carry one bucket at least).
+            if buckets.is_empty() {
+                continue;
+            }
             facets.insert(
                 f.field.clone(),
                 FacetResult {
@@ -1149,19 +1217,40 @@ impl Registry {
         )
     }
 
-    /// The catalog (`/.well-known/ai-catalog.json`): the registry itself,
-    /// its own agent card, and the reachable agents. Returns the body and
-    /// its `ETag`.
+    /// The catalog (`/.well-known/ai-catalog.json`, ARD v0.9): the
+    /// registry itself, its own agent card, and the reachable agents.
+    /// Returns the body and its `ETag`.
     pub fn catalog(&self) -> (Arc<Vec<u8>>, String) {
+        let c = self.documents();
+        (c.body, c.etag)
+    }
+
+    /// The ARD v0.91 manifest (`/.well-known/ard.json`): the same entries
+    /// as [`Self::catalog`], in an object with just `entries` (ARD v0.91
+    /// 5.1). Entries carry no `@context`: a consumer of the manifest
+    /// applies the ARD base context (4.1); the Retrieve answer, a
+    /// standalone entry, carries it. Returns the body and its `ETag`.
+    pub fn ard_manifest(&self) -> (Arc<Vec<u8>>, String) {
+        let c = self.documents();
+        (c.ard_body, c.ard_etag)
+    }
+
+    fn documents(&self) -> CachedCatalog {
         let base = self.base_url();
         let index = self.inner.index.read();
         if let Some(c) = self.inner.catalog.lock().as_ref() {
             if c.revision == index.revision && c.base == base {
-                return (Arc::clone(&c.body), c.etag.clone());
+                return c.clone();
             }
         }
         let domain = domain_of(&base);
         let name = &self.inner.config.name;
+        let examples: Vec<String> = crate::agent::card(name)
+            .skills
+            .iter()
+            .flat_map(|s| s.examples.iter().cloned())
+            .take(5)
+            .collect();
         let mut entries = vec![
             json!({
                 "identifier": self.own_identifier(),
@@ -1170,6 +1259,7 @@ impl Registry {
                 "url": base,
                 "description": "Search, list and explore the A2A agents registered here (the ARD API), and route a request to the skill that fits it.",
                 "tags": ["registry", "search", "a2a"],
+                "representativeQueries": examples,
             }),
             json!({
                 "identifier": format!("urn:air:{domain}:agent:{}", slug(name)),
@@ -1177,7 +1267,8 @@ impl Registry {
                 "type": A2A_CARD_TYPE,
                 "url": format!("{}{}", base.trim_end_matches('/'), agentwire_types::AGENT_CARD_PATH),
                 "description": "The registry as an A2A agent: ask it in words which agent can do something (skill find-agent).",
-                "capabilities": ["find-agent"],
+                "capabilities": [crate::agent::FIND_AGENT],
+                "representativeQueries": examples,
             }),
         ];
         let mut live: Vec<&Arc<Indexed>> = index
@@ -1188,6 +1279,7 @@ impl Registry {
         for e in live {
             entries.push(serde_json::to_value(&e.entry).unwrap_or_default());
         }
+        let ard = serde_json::to_vec(&json!({ "entries": entries })).unwrap_or_default();
         let doc = json!({
             "specVersion": "1.0",
             "host": {"displayName": name},
@@ -1195,13 +1287,17 @@ impl Registry {
         });
         let body = Arc::new(serde_json::to_vec(&doc).unwrap_or_default());
         let etag = format!("\"{}\"", hash_hex(&body));
-        *self.inner.catalog.lock() = Some(CachedCatalog {
+        let ard_etag = format!("\"{}\"", hash_hex(&ard));
+        let cached = CachedCatalog {
             revision: index.revision,
             base,
-            body: Arc::clone(&body),
-            etag: etag.clone(),
-        });
-        (body, etag)
+            body,
+            etag,
+            ard_body: Arc::new(ard),
+            ard_etag,
+        };
+        *self.inner.catalog.lock() = Some(cached.clone());
+        cached
     }
 
     /// Runs the background work until the returned handle is dropped:
@@ -1383,9 +1479,10 @@ impl Registry {
     }
 }
 
-/// The URL of a catalog, from what a user typed: a URL ending in `.json`
-/// as it is, otherwise its `/.well-known/ai-catalog.json`.
-fn catalog_url(input: &str) -> Result<String, ApiError> {
+/// The URLs of a manifest, from what a user typed: a URL ending in `.json`
+/// as it is, otherwise its `/.well-known/ard.json` (ARD v0.91) then its
+/// `/.well-known/ai-catalog.json` (v0.9).
+fn catalog_urls(input: &str) -> Result<Vec<String>, ApiError> {
     let input = input.trim();
     let with_scheme = if input.contains("://") {
         input.to_owned()
@@ -1399,11 +1496,16 @@ fn catalog_url(input: &str) -> Result<String, ApiError> {
             "catalog URL {input:?} must be http(s)"
         )));
     }
-    if !url.path().ends_with(".json") {
-        let path = format!("{}{CATALOG_PATH}", url.path().trim_end_matches('/'));
-        url.set_path(&path);
+    if url.path().ends_with(".json") {
+        return Ok(vec![url.into()]);
     }
-    Ok(url.into())
+    let dir = url.path().trim_end_matches('/').to_owned();
+    let mut urls = Vec::new();
+    for well_known in [ARD_PATH, CATALOG_PATH] {
+        url.set_path(&format!("{dir}{well_known}"));
+        urls.push(url.to_string());
+    }
+    Ok(urls)
 }
 
 fn source_url(source: &Source) -> Option<&str> {

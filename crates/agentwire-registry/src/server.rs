@@ -88,9 +88,27 @@ impl RegistryServer {
             registry: self.registry.clone(),
             authenticator: self.authenticator,
         });
+        // Every answer points at the ARD manifest (ARD v0.91 5.1).
+        let link = http::HeaderValue::from_str(&format!(
+            "<{base}{}>; rel=\"{}\"",
+            agentwire_client::registry::ARD_PATH,
+            agentwire_client::registry::ARD_REL
+        ))
+        .ok();
+        let app = api.merge(a2a).layer(axum::middleware::map_response(
+            move |mut r: axum::response::Response| {
+                let link = link.clone();
+                async move {
+                    if let Some(l) = link {
+                        r.headers_mut().append(http::header::LINK, l);
+                    }
+                    r
+                }
+            },
+        ));
         Ok(BoundRegistry {
             listener,
-            app: api.merge(a2a),
+            app,
             registry: self.registry,
             local,
             background: self.background,
