@@ -59,8 +59,8 @@
 //! More, runnable: the examples of `agentwire-server` (an agent each:
 //! hello, streamed artifact, multi-turn, cancellation, push notifications,
 //! an axum application, an extended card) and of `agentwire-client` (hello,
-//! the ledger); the README's snippets are compiled as this crate's
-//! doctests.
+//! the ledger); the Rust snippets of the README and of `docs/` are
+//! compiled as this crate's doctests.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
@@ -77,9 +77,27 @@ pub use agentwire_server as server;
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub use agentwire_client as client;
 
-/// The project's README, whose Rust snippets ("Writing an agent", "The
-/// client library") are compiled as this crate's doctests, so that they
-/// cannot drift from the API.
+/// The project's README, whose Rust snippets ("Install", "Writing an
+/// agent", "The client library") are compiled as this crate's doctests,
+/// written with this crate's paths (`agentwire::server`...) as an
+/// application that depends on `agentwire` writes them, so that they cannot
+/// drift from the API. The `docs_pages` test checks that every page with
+/// Rust code is listed here.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// This crate's own README (its page on crates.io and docs.rs).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct CrateReadmeDoctests;
+
+/// `docs/push-notifications.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/push-notifications.md")]
+pub struct PushNotificationsDoctests;
+
+/// `docs/registry.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/registry.md")]
+pub struct RegistryDoctests;

@@ -1,5 +1,4 @@
-//! Compatibility with earlier versions of the protocol.
-//!
-//! Nothing here yet. See [`v0_3`].
+//! Compatibility with earlier versions of the protocol: [`v0_3`] serves
+//! clients of A2A 0.3 beside 1.0.
 
 pub(crate) mod v0_3;
