@@ -17,7 +17,7 @@ use clap::{Args, Subcommand};
 use futures::StreamExt;
 
 use crate::agent::Agent;
-use crate::error::{CliError, a2a_error_name, code, exit, paste};
+use crate::error::{CliError, a2a_error_name, exit, paste};
 use crate::ledger::Recorder;
 use crate::progress::Progress;
 use crate::render::{self, Text};
