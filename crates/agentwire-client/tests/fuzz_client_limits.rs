@@ -50,13 +50,16 @@ const LIMIT: usize = 16 * 1024;
 
 // ----- an HTTP/1.1 server answering what the case says ----------------------
 
+/// Makes an answer's body from the request's body.
+type MakeBody = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
+
 /// What the HTTP/1.1 server answers next.
 #[derive(Clone, Default)]
 struct Reply {
     content_type: &'static str,
     /// Makes the body from the request's body (a JSON-RPC answer echoes
     /// the request's id).
-    body: Option<Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>>,
+    body: Option<MakeBody>,
     /// Without a `Content-Length` (chunked, in pieces).
     chunked: bool,
 }

@@ -680,7 +680,7 @@ fn the_limits_are_those_the_suite_generates_around() {
 }
 
 proptest! {
-    #![proptest_config(config(128))]
+    #![proptest_config(config(96))]
 
     /// Content nested at any depth, in every place of a send or a cancel,
     /// on every binding: within the limit, not refused for it; over it, the
@@ -697,34 +697,7 @@ proptest! {
         let nest = if place.is_struct(binding) { struct_nest } else { value_nest };
         // A Struct is at least one level (an object).
         let depth = if place.is_struct(binding) { depth.max(1) } else { depth };
-        let content = Content::Nested(depth, nest);
-        let (method, rest, body) = if place == Place::CancelMetadata {
-            cancel_request(binding, content)
-        } else {
-            send_request(binding, Some(place), Some(content), &Extra::default())
-        };
-        let size = body.len();
-        let got = send(false, binding, method, rest, body)?;
-        if !place.carried_by(binding) {
-            // An unknown member (or body), skipped and never stored: only
-            // the answer is checked.
-            return Ok(());
-        }
-        if depth <= DEPTH_LIMIT {
-            prop_assert!(
-                !matches!(got, Outcome::InvalidParams(_) | Outcome::TooLarge(_)),
-                "{:?} {:?} {} levels ({:?}) were refused: {:?}", binding, place, depth, nest, got
-            );
-            if place != Place::CancelMetadata {
-                prop_assert_eq!(&got, &Outcome::Ok, "{:?} {:?} {} levels", binding, place, depth);
-            }
-        } else {
-            let too_large = matches!(got, Outcome::TooLarge(_)) && size > agentwire_server::DEFAULT_MAX_BODY_BYTES;
-            prop_assert!(
-                got.is_limit(DEPTH_PHRASE) || too_large,
-                "{:?} {:?} {} levels ({:?}) got {:?}", binding, place, depth, nest, got
-            );
-        }
+        check_nesting(binding, place, nest, depth)?;
     }
 
     /// The lists of a send (parts, extensions, reference task ids,
@@ -852,7 +825,7 @@ proptest! {
 
 proptest! {
     // Each case reads up to 200,000 values: fewer cases.
-    #![proptest_config(config(6))]
+    #![proptest_config(config(4))]
 
     /// The budget of values of one request, shared by its metadata and
     /// data: split over three places, at and around the limit.
@@ -878,6 +851,104 @@ proptest! {
             prop_assert_eq!(&got, &Outcome::Ok, "{:?}: {} values", binding, total);
         } else {
             prop_assert!(got.is_limit("values"), "{:?}: {} values got {:?}", binding, total, got);
+        }
+    }
+}
+
+/// Sends content `depth` levels deep at `place` on `binding`: within the
+/// limit, not refused for it; over it, the invalid-parameters error of
+/// nesting (or the size error for a message too large to read at all).
+fn check_nesting(
+    binding: Binding,
+    place: Place,
+    nest: Nest,
+    depth: usize,
+) -> Result<(), TestCaseError> {
+    let content = Content::Nested(depth, nest);
+    let (method, rest, body) = if place == Place::CancelMetadata {
+        cancel_request(binding, content)
+    } else {
+        send_request(binding, Some(place), Some(content), &Extra::default())
+    };
+    let size = body.len();
+    let got = send(false, binding, method, rest, body)?;
+    if !place.carried_by(binding) {
+        // An unknown member (or body), skipped and never stored: only
+        // the answer is checked.
+        return Ok(());
+    }
+    if depth <= DEPTH_LIMIT {
+        prop_assert!(
+            !matches!(got, Outcome::InvalidParams(_) | Outcome::TooLarge(_)),
+            "{:?} {:?} {} levels ({:?}) were refused: {:?}",
+            binding,
+            place,
+            depth,
+            nest,
+            got
+        );
+        if place != Place::CancelMetadata {
+            prop_assert_eq!(
+                &got,
+                &Outcome::Ok,
+                "{:?} {:?} {} levels",
+                binding,
+                place,
+                depth
+            );
+        }
+    } else {
+        let too_large =
+            matches!(got, Outcome::TooLarge(_)) && size > agentwire_server::DEFAULT_MAX_BODY_BYTES;
+        // Past serde_json's own recursion limit (128 levels of the whole
+        // document), a reader that parses the envelope first stops there:
+        // still the invalid-parameters error.
+        let recursion = depth > 120 && got.is_limit("recursion limit");
+        prop_assert!(
+            got.is_limit(DEPTH_PHRASE) || too_large || recursion,
+            "{:?} {:?} {} levels ({:?}) got {:?}",
+            binding,
+            place,
+            depth,
+            nest,
+            got
+        );
+    }
+    Ok(())
+}
+
+/// Every binding and place, at one over the limit and just over
+/// serde_json's own recursion limit, and a million levels (in a message's
+/// metadata and a data part: objects and arrays in turn, arrays alone in a
+/// 1.0 data part): each refused with the nesting error (or,
+/// for the megabytes of a million levels in protobuf, the size error), and
+/// no reader overflows its stack.
+#[test]
+fn far_over_the_limit_on_every_binding_and_place() {
+    let places = [
+        Place::SendMetadata,
+        Place::MessageMetadata,
+        Place::PartMetadata,
+        Place::Data,
+        Place::CancelMetadata,
+    ];
+    for depth in [DEPTH_LIMIT + 1, 129, 1_000_000] {
+        for binding in BINDINGS {
+            for place in places {
+                // A million levels are megabytes: two places of each
+                // binding (a Struct, a Value) for the time of a run.
+                if depth > 129 && !matches!(place, Place::MessageMetadata | Place::Data) {
+                    continue;
+                }
+                let nest = if place.is_struct(binding) {
+                    Nest::Mixed
+                } else {
+                    Nest::Arrays
+                };
+                if let Err(e) = check_nesting(binding, place, nest, depth) {
+                    panic!("{binding:?} {place:?} {depth} levels: {e}");
+                }
+            }
         }
     }
 }

@@ -179,7 +179,8 @@ impl Backwards {
 pub fn nested_value_proto(depth: usize, nest: Nest) -> Vec<u8> {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
-    static MADE: Mutex<Option<HashMap<(usize, Nest), Arc<Vec<u8>>>>> = Mutex::new(None);
+    type Made = HashMap<(usize, Nest), Arc<Vec<u8>>>;
+    static MADE: Mutex<Option<Made>> = Mutex::new(None);
     if depth < 10_000 {
         return make_nested_value_proto(depth, nest);
     }

@@ -11,6 +11,11 @@
 //! target's corpus folder (`tests/fuzz-corpus/<target>/` of the crate) is
 //! replayed first, then used as a seed of the mutations; an input that ever
 //! made a decoder panic is added there, so it is tried on every run.
+//!
+//! [`hostile`] makes the shapes of the limit suites (content nested up to a
+//! million levels, as JSON and protobuf, built without recursion; depths
+//! and counts around the limits): `fuzz_limits.rs` of agentwire-types and
+//! agentwire-server, `fuzz_store.rs` and `fuzz_client_limits.rs`.
 #![allow(dead_code)]
 
 pub mod hostile;
