@@ -44,10 +44,22 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 /// a `reqwest::Client` of your own (for [`crate::ClientBuilder::http_client`]
 /// and the like). Calling it again does nothing.
 pub fn install_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // An error means another thread installed one meanwhile: as good.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+    crypto_provider();
+}
+
+/// The process's crypto provider, *ring* installed first when there is
+/// none ([`install_crypto_provider`]): the one place where the client
+/// names a provider.
+pub(crate) fn crypto_provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
+    if let Some(p) = rustls::crypto::CryptoProvider::get_default() {
+        return std::sync::Arc::clone(p);
     }
+    let ring = rustls::crypto::ring::default_provider();
+    // An error means another thread installed one meanwhile: as good.
+    let _ = ring.clone().install_default();
+    rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| std::sync::Arc::new(ring))
 }
 
 /// The process-wide default HTTP client (connection pool shared by every

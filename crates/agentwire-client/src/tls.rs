@@ -220,9 +220,7 @@ impl TlsOptions {
     /// over TLS, and for the HTTP client when certificates are given.
     pub fn rustls_client_config(&self) -> Result<rustls::ClientConfig, ClientError> {
         let setup = |e: String| ClientError::InvalidRequest(format!("cannot set up TLS: {e}"));
-        let provider = rustls::crypto::CryptoProvider::get_default()
-            .cloned()
-            .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+        let provider = crate::http::crypto_provider();
         let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(|e| setup(e.to_string()))?;

@@ -48,6 +48,16 @@ fn message_json(prefix: &str) -> Value {
 
 // ----- 12. A2A-Version ------------------------------------------------------------
 
+/// A 1.0 call without a version (which means 0.3), or with 0.3, is not told
+/// that 0.3 is not supported (it is served, through the 0.3 methods and
+/// paths): it is told to send `A2A-Version: 1.0`.
+fn says_to_send_1_0(message: &str, what: &str) {
+    assert!(
+        message.contains("A2A-Version: 1.0") && !message.contains("not supported"),
+        "{what}: {message}"
+    );
+}
+
 async fn version_is_required(b: Binding) {
     let server = scripted_server().await;
     let send = send_params(message_json("tck-complete-task"));
@@ -57,6 +67,7 @@ async fn version_is_required(b: Binding) {
             let r = rpc_raw(&server, body.clone(), false).await;
             let e = assert_rpc_error(&r, json!(1), ErrorKind::VersionNotSupported, "no version");
             assert_eq!(e["data"][0]["metadata"]["supportedVersions"], "1.0");
+            says_to_send_1_0(e["message"].as_str().unwrap_or_default(), "JSON-RPC");
             let get = rpc("GetTask", json!({"id": "x"})).to_string();
             let r = rpc_raw(&server, get, false).await;
             assert_rpc_error(
@@ -80,7 +91,8 @@ async fn version_is_required(b: Binding) {
                     .body(body.clone()),
             )
             .await;
-            assert_rpc_error(&r, json!(1), ErrorKind::VersionNotSupported, "version 0.3");
+            let e = assert_rpc_error(&r, json!(1), ErrorKind::VersionNotSupported, "version 0.3");
+            says_to_send_1_0(e["message"].as_str().unwrap_or_default(), "JSON-RPC, 0.3");
 
             // The version as a query parameter instead of a header.
             let r = rpc_raw_at(&server, "/?A2A-Version=1.0", body, false).await;
@@ -103,6 +115,7 @@ async fn version_is_required(b: Binding) {
             .await;
             let e = assert_rest_error(&r, 400, ErrorKind::VersionNotSupported, "no version");
             assert_eq!(e["status"], "FAILED_PRECONDITION");
+            says_to_send_1_0(e["message"].as_str().unwrap_or_default(), "HTTP+JSON");
             let r = rest_raw(&server, Method::GET, "/tasks/x", None, false).await;
             assert_rest_error(
                 &r,
@@ -171,6 +184,7 @@ async fn version_is_required(b: Binding) {
                 "gRPC without a2a-version",
             );
             assert_eq!(e.metadata["supportedVersions"], "1.0");
+            says_to_send_1_0(status.message(), "gRPC");
             let status = within("gRPC stream", g.send_streaming_message(req.clone()))
                 .await
                 .expect_err("no version must be refused");

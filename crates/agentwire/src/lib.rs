@@ -81,7 +81,7 @@ pub use agentwire_client as client;
 /// agent", "The client library") are compiled as this crate's doctests,
 /// written with this crate's paths (`agentwire::server`...) as an
 /// application that depends on `agentwire` writes them, so that they cannot
-/// drift from the API. The `docs_pages` test checks that every page with
+/// drift from the API. `tests/new_project.rs` checks that every page with
 /// Rust code is listed here.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
@@ -91,6 +91,22 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct CrateReadmeDoctests;
+
+/// The READMEs of the crates this one re-exports (their pages on
+/// crates.io and docs.rs), with the crates' own names.
+#[cfg(doctest)]
+#[doc = include_str!("../../agentwire-types/README.md")]
+pub struct TypesReadmeDoctests;
+
+/// `crates/agentwire-server/README.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../agentwire-server/README.md")]
+pub struct ServerReadmeDoctests;
+
+/// `crates/agentwire-client/README.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../agentwire-client/README.md")]
+pub struct ClientReadmeDoctests;
 
 /// `docs/push-notifications.md`.
 #[cfg(doctest)]

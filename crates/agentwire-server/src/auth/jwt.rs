@@ -247,9 +247,7 @@ impl JwtAuth {
         }
         // reqwest is built without a crypto provider of its own (see the
         // workspace's Cargo.toml): *ring*, unless the application chose one.
-        if rustls::crypto::CryptoProvider::get_default().is_none() {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
+        crate::serving::tls::crypto_provider();
         let http = reqwest::Client::builder()
             .timeout(config.fetch_timeout)
             .redirect(reqwest::redirect::Policy::limited(3))

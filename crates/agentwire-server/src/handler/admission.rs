@@ -184,7 +184,27 @@ impl RequestHandler {
                 .iter()
                 .map(String::as_str)
                 .collect();
-            return Err(A2aError::version_not_supported(requested, &supported));
+            let err = A2aError::version_not_supported(requested, &supported);
+            // 0.3 (asked for, or meant by no version at all) is served
+            // here, through its own methods and paths: saying that it is
+            // not supported would be wrong. This is a 1.0 call without the
+            // 1.0 version.
+            if mm == crate::compat::v0_3::V03 && self.serves_v03() {
+                let asked = if requested.trim().is_empty() {
+                    "no A2A-Version, which means 0.3,".to_owned()
+                } else {
+                    format!("A2A-Version {requested} (0.3)")
+                };
+                return Err(A2aError {
+                    message: format!(
+                        "this is an A2A 1.0 call with {asked} which is served only with the \
+                         0.3 methods and paths; send A2A-Version: {} with it",
+                        supported.join(" or ")
+                    ),
+                    ..err
+                });
+            }
+            return Err(err);
         }
         Ok(())
     }

@@ -69,9 +69,7 @@ impl Worker {
     ) -> A2aResult<Self> {
         // reqwest is built without a crypto provider of its own (see the
         // workspace's Cargo.toml): *ring*, unless the application chose one.
-        if rustls::crypto::CryptoProvider::get_default().is_none() {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
+        crate::serving::tls::crypto_provider();
         // Every address connected to is checked; redirects are not followed
         // (a webhook answers, it does not send the notification elsewhere);
         // no proxy (the checked address would be the proxy's).

@@ -15,6 +15,23 @@ use std::time::{Duration, SystemTime};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+/// The process's rustls crypto provider: the one installed (an
+/// application's own choice is kept), else *ring*, installed as the
+/// process's default so that every rustls user of the process (reqwest,
+/// built without a provider of its own: see the workspace's Cargo.toml;
+/// tonic; sqlx) agrees. The one place where the server names a provider.
+pub(crate) fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
+    if let Some(p) = rustls::crypto::CryptoProvider::get_default() {
+        return Arc::clone(p);
+    }
+    let ring = rustls::crypto::ring::default_provider();
+    // An error means another thread installed one meanwhile: that one wins.
+    let _ = ring.clone().install_default();
+    rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(ring))
+}
+
 /// How a server serves TLS: its certificate chain and private key (PEM
 /// files), and, for mutual TLS, the CA whose client certificates it
 /// accepts.
@@ -95,7 +112,7 @@ impl TlsConfig {
     /// Reads the files and builds the rustls configuration; the error says
     /// which file is wrong and how.
     pub fn load(&self) -> Result<rustls::ServerConfig, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = crypto_provider();
         let certs = read_certs(&self.cert)?;
         let key = PrivateKeyDer::from_pem_file(&self.key).map_err(|e| {
             format!(
