@@ -491,7 +491,7 @@ mod tests {
         }});
         assert_eq!(
             describe_request(&body),
-            "text \"Check the dependencies\" + file package.json (5 bytes) + text \"The Markdown report\" [metadata artifactId 01234567]; contextId abcdefgh; referenceTaskIds [t1234567]"
+            "text \"Check the dependencies\" + file package.json (5 bytes) + text \"The Markdown report\" [metadata artifactId 0123456789]; contextId abcdefghijk; referenceTaskIds [t1234567890]"
         );
     }
 }

@@ -384,7 +384,7 @@ pub const TASK_ID_HELP: &str = "The task (instead of the TASK_ID argument)";
 /// `--context-id` (send, chat, task list).
 #[derive(Args, Debug, Clone, Default)]
 pub struct ContextIdOpt {
-    /// Start a new task in this existing context (on send: also `last` or a short id from the ledger; alias --context).
+    /// Start a new task in this existing context (send and chat also take `last` or a short id from the ledger; alias --context).
     #[arg(
         long,
         env = "A2ACLI_CONTEXT_ID",

@@ -191,7 +191,7 @@ mod tests {
                 TaskState::Working,
                 Some("Checking\n25 packages\u{1b}[2J")
             ),
-            "task 01234567 WORKING: Checking 25 packages\u{FFFD}[2J"
+            "task 89abcdef WORKING: Checking 25 packages\u{FFFD}[2J"
         );
     }
 }

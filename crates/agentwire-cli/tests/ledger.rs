@@ -314,3 +314,25 @@ fn the_ledger_is_bounded() {
         .collect();
     assert_eq!(listed, vec![contexts[2].as_str(), contexts[1].as_str()]);
 }
+
+/// The demo's two tasks, made a second apart in one context, print two
+/// different short ids (the first 8 characters of time-ordered ids were
+/// the same: "2 tasks (01a248f1 and 01a248f1)").
+#[test]
+fn the_demo_tells_its_two_tasks_apart() {
+    let env = Env::new();
+    let out = ok(&env, &["demo"]);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Done over"))
+        .unwrap_or_else(|| panic!("no summary line in:\n{}", out.stdout));
+    let inside = line
+        .split_once("2 tasks (")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(ids, _)| ids)
+        .unwrap_or_else(|| panic!("no task ids in {line}"));
+    let (a, b) = inside.split_once(" and ").expect("two ids");
+    assert_eq!(a.len(), 8, "{line}");
+    assert_ne!(a, b, "{line}");
+}
