@@ -83,3 +83,8 @@ pub use agentwire_client as client;
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// `docs/llm-agent.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/llm-agent.md")]
+pub struct LlmAgentDoctests;
