@@ -52,6 +52,11 @@ pub const DEFAULT_WRITER_MAX_WAIT: Duration = Duration::from_secs(10);
 /// }
 /// ```
 ///
+/// Each write first waits while a stream following the task on this
+/// server has half of its queue unread (a slow reader slows the writer
+/// down); a reader that takes nothing for
+/// [`with_max_wait`](Self::with_max_wait) is no longer waited for.
+///
 /// A writer dropped without [`close`](Self::close) or
 /// [`finish`](Self::finish) (an error, a canceled task) cannot send its
 /// last chunk (that needs an `await`): what it wrote stays in the task,
@@ -133,8 +138,8 @@ impl ArtifactWriter {
     }
 
     /// Writes one chunk of `parts` (at least one). Resolves once the chunk
-    /// is stored and published, after waiting for slow readers (see the
-    /// [module documentation](self)).
+    /// is stored and published, after waiting for slow readers (see
+    /// [`ArtifactWriter`]).
     pub async fn write(&mut self, parts: Vec<Part>) -> A2aResult<()> {
         self.send(parts, false).await
     }

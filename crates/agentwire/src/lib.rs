@@ -117,3 +117,8 @@ pub struct PushNotificationsDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/registry.md")]
 pub struct RegistryDoctests;
+
+/// `docs/llm-agent.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/llm-agent.md")]
+pub struct LlmAgentDoctests;
