@@ -21,16 +21,17 @@ use crate::{Globals, OutputFormat, parse_duration};
 
 #[derive(Subcommand, Debug)]
 pub enum RegistryCommand {
-    /// Run a registry: the ARD API (POST /search, GET /agents, POST /explore), the catalog at
-    /// /.well-known/ai-catalog.json, publishing, routing, and its own A2A agent (skill find-agent).
+    /// Run a registry: the ARD API (POST /search, GET /agents/{id}, GET /agents, POST /explore),
+    /// the manifest at /.well-known/ard.json (and ai-catalog.json), publishing, routing, and its
+    /// own A2A agent (skill find-agent).
     Serve(ServeArgs),
     /// Publish an agent (or update your entry): by its host or card URL (the registry fetches
     /// and refreshes it) or by a card file (sent as is). Needs --bearer.
     Publish(PublishArgs),
     /// Withdraw one of your entries. Needs --bearer.
     Withdraw(WithdrawArgs),
-    /// Register the A2A agents that an AI catalog lists (its URL, or a host whose
-    /// /.well-known/ai-catalog.json it is). Needs --bearer.
+    /// Register the A2A agents that an ARD manifest lists (its URL, or a host: its
+    /// /.well-known/ard.json, else its /.well-known/ai-catalog.json). Needs --bearer.
     Ingest(IngestArgs),
     /// Full-text search of the registered agents (POST /search).
     Search(SearchArgs),
@@ -590,6 +591,7 @@ pub async fn run(g: &Globals, cmd: RegistryCommand) -> Result<u8, CliError> {
                 query: Query {
                     text: Some(args.text),
                     filter: parse_filters(&args.filter)?,
+                    context: None,
                 },
                 federation: args.federation.map(|f| match f {
                     FederationArg::Auto => Federation::Auto,
@@ -730,6 +732,7 @@ pub async fn run(g: &Globals, cmd: RegistryCommand) -> Result<u8, CliError> {
                 query: Some(Query {
                     text: args.text,
                     filter: parse_filters(&args.filter)?,
+                    context: None,
                 }),
                 result_type: ResultType {
                     facets: facets
@@ -740,6 +743,7 @@ pub async fn run(g: &Globals, cmd: RegistryCommand) -> Result<u8, CliError> {
                             min_count: None,
                         })
                         .collect(),
+                    other: Default::default(),
                 },
             };
             let answer = r
@@ -911,7 +915,9 @@ async fn serve(args: ServeArgs) -> Result<u8, CliError> {
     let base = bound.registry().base_url();
     let base = base.trim_end_matches('/');
     say!("Serving {} on {base}", args.name);
-    say!("  catalog:   {base}/.well-known/ai-catalog.json");
+    say!(
+        "  manifest:  {base}/.well-known/ard.json (ARD v0.91; v0.9: {base}/.well-known/ai-catalog.json)"
+    );
     say!(
         "  search:    POST {base}/search   list: GET {base}/agents   explore: POST {base}/explore"
     );

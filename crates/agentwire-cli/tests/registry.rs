@@ -1037,3 +1037,325 @@ async fn replicas_share_a_postgres_store() {
     .expect(0);
     eventually("the first replica forgets it", || found(&e2, &a.url) == 0).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ard_v091_manifest_retrieve_and_hints_of_a_real_registry() {
+    agentwire_client::install_crypto_provider();
+    let env = Env::new();
+    let reg = start(&env, &[]);
+    assert!(
+        reg.banner
+            .iter()
+            .any(|l| l.contains("/.well-known/ard.json")),
+        "{:?}",
+        reg.banner
+    );
+    let echo = common::serve(agentwire_server::A2aServer::new(
+        agentwire_agents::echo::card(),
+        agentwire_agents::echo::EchoAgent,
+    ))
+    .await;
+    reg.publish(&env, ALICE, &common::host(&echo), &[])
+        .expect(0);
+    let id = "urn:air:agent.localhost:agent:echo-agent";
+    let http = reqwest::Client::new();
+    // The manifest, and the hints that point at it.
+    let r = http
+        .get(format!("{}/.well-known/ard.json", reg.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let hint = format!("<{}/.well-known/ard.json>; rel=\"ard\"", reg.url);
+    assert_eq!(r.headers()["link"], hint.as_str());
+    let manifest: Value = r.json().await.unwrap();
+    let echo_entry = manifest["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["identifier"] == id)
+        .cloned()
+        .expect("the echo agent in the manifest");
+    assert_eq!(
+        echo_entry["capabilities"],
+        json!(["echo", "long-job", "parts"]),
+        "{echo_entry}"
+    );
+    // From the skills' examples: each skill's first, then the others, 5 at most.
+    let queries = echo_entry["representativeQueries"].as_array().unwrap();
+    assert_eq!(queries.len(), 5, "{echo_entry}");
+    let root = http.get(format!("{}/", reg.url)).send().await.unwrap();
+    assert_eq!(root.headers()["link"], hint.as_str());
+    let robots = http
+        .get(format!("{}/robots.txt", reg.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        robots.contains(&format!("Agentmap: {}/.well-known/ard.json", reg.url)),
+        "{robots}"
+    );
+    // Retrieve, percent-encoded, and its errors.
+    let r = http
+        .get(format!("{}/agents/{}", reg.url, id.replace(':', "%3A")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(r.headers().contains_key("etag"));
+    let entry: Value = r.json().await.unwrap();
+    assert_eq!(
+        entry["@context"],
+        "https://agenticresourcediscovery.org/context/v1"
+    );
+    for (path, status) in [
+        ("Echo%20Agent", 400),
+        ("urn%3Aair%3Anone.example%3Aagent%3Ax", 404),
+    ] {
+        let r = http
+            .get(format!("{}/agents/{path}", reg.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), status, "{path}");
+    }
+    // The command finds an entry by identifier and by name.
+    for reference in [id, "Echo Agent", "echo-agent"] {
+        let got = env.run(&[
+            "registry",
+            "get",
+            "--registry",
+            &reg.url,
+            reference,
+            "-o",
+            "json",
+        ]);
+        got.expect(0);
+        assert_eq!(got.json()["identifier"], id, "{reference}");
+    }
+    env.run(&[
+        "registry",
+        "get",
+        "--registry",
+        &reg.url,
+        "nobody",
+        "-o",
+        "json",
+    ])
+    .expect(3);
+}
+
+/// A host that publishes manifests but is no registry of ours: the answer
+/// of each "METHOD /path" (status, `Link` header, JSON body), 404 for the
+/// rest; it records what it was asked.
+struct ManifestHost {
+    url: String,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+type Answers = std::collections::HashMap<String, (u16, Option<String>, Value)>;
+
+async fn manifest_host(make: impl FnOnce(&str) -> Answers) -> ManifestHost {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let answers = Arc::new(make(&url));
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = Arc::clone(&asked);
+    let app = axum::Router::new().fallback(move |method: http::Method, uri: http::Uri| {
+        let answers = Arc::clone(&answers);
+        let log = Arc::clone(&log);
+        async move {
+            let key = format!("{method} {}", uri.path());
+            log.lock().unwrap().push(key.clone());
+            match answers.get(&key) {
+                Some((status, link, body)) => {
+                    let mut r = (
+                        StatusCode::from_u16(*status).unwrap_or(StatusCode::OK),
+                        axum::Json(body.clone()),
+                    )
+                        .into_response();
+                    if let Some(l) = link {
+                        r.headers_mut()
+                            .insert(header::LINK, l.parse().expect("link header"));
+                    }
+                    r
+                }
+                None => StatusCode::NOT_FOUND.into_response(),
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    ManifestHost { url, asked }
+}
+
+fn registry_entry(url: &str) -> Value {
+    json!({"identifier": "urn:air:host.example:registry:main", "displayName": "Main registry",
+           "type": "application/ai-registry+json", "url": url})
+}
+
+fn one_result(identifier: &str) -> Value {
+    json!({"results": [{"identifier": identifier, "displayName": identifier,
+                        "type": "application/a2a-agent-card+json", "url": "https://host.example/card.json",
+                        "score": 90, "source": "https://host.example/"}]})
+}
+
+fn answer(status: u16, body: Value) -> (u16, Option<String>, Value) {
+    (status, None, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_reads_ard_json_then_rel_ard_then_a_v09_catalog() {
+    let env = Env::new();
+    let echo = common::serve(agentwire_server::A2aServer::new(
+        agentwire_agents::echo::card(),
+        agentwire_agents::echo::EchoAgent,
+    ))
+    .await;
+    let echo_card = format!("http://{}/.well-known/agent-card.json", common::host(&echo));
+    // A registry of ARD v0.9: only ai-catalog.json, its API under /v09/.
+    let v09 = manifest_host(|url| {
+        Answers::from([
+            (
+                "GET /.well-known/ai-catalog.json".into(),
+                answer(
+                    200,
+                    json!({"specVersion": "1.0", "host": {"displayName": "Old host"},
+                           "entries": [registry_entry(&format!("{url}/v09/")),
+                                       {"identifier": "urn:air:agent.localhost:agent:echo-agent",
+                                        "displayName": "Echo Agent",
+                                        "type": "application/a2a-agent-card+json", "url": echo_card}]}),
+                ),
+            ),
+            ("POST /v09/search".into(), answer(200, one_result("urn:air:host.example:agent:from-v09"))),
+        ])
+    })
+    .await;
+    // A host whose root links its manifest (rel="ard"), and whose
+    // ai-catalog.json (not read) names another registry.
+    let linked = manifest_host(|url| {
+        Answers::from([
+            (
+                "GET /".into(),
+                (
+                    200,
+                    Some("</m/entries.json>; rel=\"ard\"".into()),
+                    json!({}),
+                ),
+            ),
+            (
+                "GET /m/entries.json".into(),
+                answer(
+                    200,
+                    json!({"entries": [registry_entry(&format!("{url}/api/"))]}),
+                ),
+            ),
+            (
+                "GET /.well-known/ai-catalog.json".into(),
+                answer(
+                    200,
+                    json!({"entries": [registry_entry(&format!("{url}/wrong/"))]}),
+                ),
+            ),
+            (
+                "POST /api/search".into(),
+                answer(200, one_result("urn:air:host.example:agent:from-link")),
+            ),
+            (
+                "POST /wrong/search".into(),
+                answer(200, one_result("urn:air:host.example:agent:wrong")),
+            ),
+        ])
+    })
+    .await;
+    // A host with both well-known manifests: ard.json wins.
+    let both = manifest_host(|url| {
+        Answers::from([
+            (
+                "GET /.well-known/ard.json".into(),
+                answer(
+                    200,
+                    json!({"entries": [registry_entry(&format!("{url}/api/"))]}),
+                ),
+            ),
+            (
+                "GET /.well-known/ai-catalog.json".into(),
+                answer(
+                    200,
+                    json!({"entries": [registry_entry(&format!("{url}/wrong/"))]}),
+                ),
+            ),
+            (
+                "POST /api/search".into(),
+                answer(200, one_result("urn:air:host.example:agent:from-ard-json")),
+            ),
+            (
+                "POST /wrong/search".into(),
+                answer(200, one_result("urn:air:host.example:agent:wrong")),
+            ),
+        ])
+    })
+    .await;
+    for (host, expected) in [
+        (&v09, "urn:air:host.example:agent:from-v09"),
+        (&linked, "urn:air:host.example:agent:from-link"),
+        (&both, "urn:air:host.example:agent:from-ard-json"),
+    ] {
+        let out = env.run(&[
+            "registry",
+            "search",
+            "--registry",
+            &host.url,
+            "anything",
+            "-o",
+            "json",
+        ]);
+        out.expect(0);
+        assert_eq!(ids(&out.json()), [expected], "{}", out.stdout);
+    }
+    let asked = |h: &ManifestHost| h.asked.lock().unwrap().clone();
+    let v09_asked = asked(&v09);
+    let pos = |k: &str| v09_asked.iter().position(|x| x == k);
+    assert!(
+        pos("GET /.well-known/ard.json") < pos("GET /.well-known/ai-catalog.json"),
+        "{v09_asked:?}"
+    );
+    assert!(
+        pos("GET /") < pos("GET /.well-known/ai-catalog.json"),
+        "{v09_asked:?}"
+    );
+    assert!(
+        !asked(&both).contains(&"GET /".to_owned()),
+        "{:?}",
+        asked(&both)
+    );
+    assert!(!asked(&linked).contains(&"GET /.well-known/ai-catalog.json".to_owned()));
+    // -a registry:NAME through the v0.9 host's catalog.
+    let card = env.run(&[
+        "card",
+        "get",
+        "-a",
+        "registry:Echo Agent",
+        "--registry",
+        &v09.url,
+        "-o",
+        "json",
+    ]);
+    card.expect(0);
+    assert_eq!(card.json()["name"], "Echo Agent");
+    env.run(&[
+        "card",
+        "get",
+        "-a",
+        "registry:nobody",
+        "--registry",
+        &v09.url,
+        "-o",
+        "json",
+    ])
+    .expect(3);
+}

@@ -856,7 +856,13 @@ impl Registry {
                     }
                 }
             }
-            for url in links.iter().filter(|(r, _)| r == rel).map(|(_, u)| u) {
+            // A host may list many targets: the first two of a relation.
+            for url in links
+                .iter()
+                .filter(|(r, _)| r == rel)
+                .map(|(_, u)| u)
+                .take(MAX_LINKS_PER_REL)
+            {
                 if let Some(m) = self.try_manifest(url.clone(), legacy, &mut tried).await? {
                     return Ok(m);
                 }
@@ -1011,6 +1017,9 @@ impl Registry {
             .map(|_| ())
     }
 }
+
+/// The `Link` targets of one relation that [`Registry::manifest`] tries.
+pub const MAX_LINKS_PER_REL: usize = 2;
 
 /// The characters percent-encoded in an identifier sent as one path
 /// segment (all but RFC 3986's unreserved ones).

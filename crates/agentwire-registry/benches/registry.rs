@@ -955,7 +955,7 @@ async fn main() {
                 .search(SearchRequest {
                     query: Query {
                         text: Some(q.clone()),
-                        filter: None,
+                        ..Default::default()
                     },
                     page_size: Some(10),
                     ..Default::default()

@@ -2,14 +2,19 @@
 //! specification, as the Agentic Resource Discovery (ARD) API and the AI
 //! Catalog format define it.
 //!
-//! - **Catalog**: `GET /.well-known/ai-catalog.json`
-//!   (`application/ai-catalog+json`): the registry itself (an
+//! - **Manifest**: `GET /.well-known/ard.json` (ARD v0.91), and the same
+//!   entries at `GET /.well-known/ai-catalog.json` (ARD v0.9,
+//!   `application/ai-catalog+json`): the registry itself (an
 //!   `application/ai-registry+json` entry), its own agent card, and every
 //!   reachable registered agent (`application/a2a-agent-card+json`, by
-//!   reference or by value), with an `ETag`.
-//! - **ARD API**: `POST /search` (BM25 full-text relevance 0-100, filters,
-//!   federation, page tokens), `GET /agents` (the filter expressions of ARD
-//!   Appendix A, ordering, pages), `POST /explore` (facets).
+//!   reference or by value), with an `ETag`. Every answer carries `Link:
+//!   <.../.well-known/ard.json>; rel="ard"`; `/robots.txt` has an
+//!   `Agentmap:` line.
+//! - **ARD API**: `POST /search` (BM25 full-text relevance 0-100, filters
+//!   resolved through the query's `@context`, federation, page tokens),
+//!   `GET /agents/{identifier}` (Retrieve: exact, cached), `GET /agents`
+//!   (the filter expressions of ARD Appendix A, ordering, pages), `POST
+//!   /explore` (facets).
 //! - **Publishing**: `POST /agents`, `PUT` / `DELETE /agents/{identifier}`,
 //!   authenticated (any [`agentwire_server::Authenticator`]); only the
 //!   publisher of an entry can change it; cards are validated (a 0.x card is
