@@ -687,6 +687,9 @@ async fn kill_test(args: &Args, work: &Path, secs: u64) -> anyhow::Result<(u64, 
 
 #[tokio::main]
 async fn main() {
+    // reqwest is built without a crypto provider of its own (the workspace's
+    // rustls-no-provider): without this, the first client panics.
+    agentwire_client::install_crypto_provider();
     let args = Args::parse();
     match run(&args).await {
         Ok(true) => {}
