@@ -28,6 +28,7 @@ mod mcp;
 mod progress;
 mod push;
 mod registry;
+mod release;
 mod render;
 mod send;
 mod serve;
@@ -677,6 +678,12 @@ pub enum Command {
     Mcp(mcp::McpArgs),
     /// A web inspector for any agent, on 127.0.0.1: its card, chat, timeline, wire log, tasks, versions and pushes, on every binding.
     Inspect(inspect::InspectArgs),
+    /// The manual pages, generated from these definitions (scripts/release.sh).
+    #[command(hide = true)]
+    Man(release::ManArgs),
+    /// Exit 0 when a server's /healthz answers (a container's health check).
+    #[command(hide = true)]
+    Healthcheck(release::HealthcheckArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -1094,6 +1101,8 @@ async fn run(
         Command::Registry { command } => registry::run(&g, command).await,
         Command::Mcp(args) => mcp::run(&g.with(&args.conn), args).await,
         Command::Inspect(args) => inspect::run(&g.with(&args.conn), args).await,
+        Command::Man(args) => release::man(Cli::command(), &args),
+        Command::Healthcheck(args) => release::healthcheck(&args).await,
     }
 }
 

@@ -497,6 +497,9 @@ async fn rapid_resets(addr: SocketAddr, stop: &AtomicBool, sent: &Sent) -> anyho
             let _ = stream.send_data(body.clone(), false);
             stream.send_reset(h2::Reason::CANCEL);
             sent.requests.fetch_add(1, Ordering::Relaxed);
+            // ready() is mostly ready at once: without a yield this loop
+            // held its worker thread, and the run's timers never fired.
+            tokio::task::yield_now().await;
         }
         anyhow::Ok(())
     }
@@ -687,6 +690,9 @@ async fn kill_test(args: &Args, work: &Path, secs: u64) -> anyhow::Result<(u64, 
 
 #[tokio::main]
 async fn main() {
+    // reqwest is built without a crypto provider of its own (the workspace's
+    // rustls-no-provider): without this, the first client panics.
+    agentwire_client::install_crypto_provider();
     let args = Args::parse();
     match run(&args).await {
         Ok(true) => {}
