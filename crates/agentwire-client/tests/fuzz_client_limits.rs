@@ -37,8 +37,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {
+        // The servers' tasks share these workers with the tests that run
+        // at once (each reading megabytes of nested content): two workers
+        // were starved on a loaded machine until a connection timed out.
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(6)
             .enable_all()
             .build()
             .expect("a runtime")
