@@ -87,8 +87,24 @@ async fn main() -> std::io::Result<()> {
             token
         }
     };
-    println!("Greeter agent on http://127.0.0.1:{port} (Ctrl-C stops it)");
-    server(&token).serve(("127.0.0.1", port)).await
+    // The port first, then the address: it is printed only once it is ours.
+    let bound = server(&token)
+        .bind(("127.0.0.1", port))
+        .await
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot listen on 127.0.0.1:{port} ({e}); another program may be using \
+                     that port: stop it, or give this example another port (`-- 9000`)"
+                ),
+            )
+        })?;
+    println!(
+        "Greeter agent on http://{} (Ctrl-C stops it)",
+        bound.local_addr()
+    );
+    bound.run_until(agentwire_server::shutdown_signal()).await
 }
 
 /// The port given as the first argument, 8080 without one.
