@@ -314,6 +314,7 @@ pub async fn run(g: &Globals, args: SendArgs, sub: &clap::ArgMatches) -> Result<
     let mut call = CallOptions::new();
     call.extensions = args.extensions.clone();
     let configuration = SendMessageConfiguration {
+        if_generation_match: None,
         task_push_notification_config: args.push.config(),
         accepted_output_modes: args.accepted_output_modes.clone(),
         history_length: args.history,

@@ -922,6 +922,7 @@ mod tests {
 
     fn event(task: &str) -> Bytes {
         let e = StreamResponse::from(TaskStatusUpdateEvent {
+            generation: 0,
             task_id: task.into(),
             context_id: "c".into(),
             status: Some(TaskStatus::new(TaskState::Working)),

@@ -167,6 +167,7 @@ async fn rest_paths_queries_and_errors() {
     let task = rest
         .get_task(
             GetTaskRequest {
+                current_generation: None,
                 tenant: "acme".into(),
                 id: "t/1".into(),
                 history_length: Some(3),

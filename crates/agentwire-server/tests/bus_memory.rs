@@ -113,6 +113,7 @@ fn event_of(task: &Task, update: &TaskUpdate) -> Option<StreamResponse> {
     match update {
         TaskUpdate::Status { status, metadata } => Some(
             TaskStatusUpdateEvent {
+                generation: 0,
                 task_id: task.id.clone(),
                 context_id: task.context_id.clone(),
                 status: Some(status.clone()),
@@ -127,6 +128,7 @@ fn event_of(task: &Task, update: &TaskUpdate) -> Option<StreamResponse> {
             metadata,
         } => Some(
             TaskArtifactUpdateEvent {
+                generation: 0,
                 task_id: task.id.clone(),
                 context_id: task.context_id.clone(),
                 artifact: Some(artifact.clone()),

@@ -205,6 +205,7 @@ fn task_of(req: SendMessageRequest, n: u64) -> Task {
     artifact.metadata = message.metadata.clone();
     artifact.extensions = message.extensions.clone();
     Task {
+        generation: 0,
         id: format!("t-{n}-{}", agentwire_types::new_id()),
         context_id: if message.context_id.is_empty() {
             "ctx".into()

@@ -421,6 +421,7 @@ impl TaskStatusUpdateEvent {
         status: TaskStatus,
     ) -> Self {
         Self {
+            generation: 0,
             task_id: task_id.into(),
             context_id: context_id.into(),
             status: Some(status),
@@ -444,6 +445,7 @@ impl TaskArtifactUpdateEvent {
         artifact: Artifact,
     ) -> Self {
         Self {
+            generation: 0,
             task_id: task_id.into(),
             context_id: context_id.into(),
             artifact: Some(artifact),

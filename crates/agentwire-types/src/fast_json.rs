@@ -311,6 +311,7 @@ mod tests {
                 }),
             });
             Task {
+                generation: 0,
                 id: self.string(),
                 context_id: self.string(),
                 status,

@@ -337,6 +337,7 @@ fn task_strategy() -> impl Strategy<Value = Task> {
     )
         .prop_map(
             |((id, context_id), status, artifacts, history, metadata)| Task {
+                generation: 0,
                 id,
                 context_id,
                 status,

@@ -291,6 +291,7 @@ async fn answer(
                 .get_task(
                     &ctx,
                     GetTaskRequest {
+                        current_generation: None,
                         tenant,
                         id,
                         history_length,

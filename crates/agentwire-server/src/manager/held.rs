@@ -347,6 +347,7 @@ fn failed_record(task: &Task, message: &Message) -> Task {
     let mut history = task.history.clone();
     history.push(message.clone());
     Task {
+        generation: 0,
         id: task.id.clone(),
         context_id: task.context_id.clone(),
         status: Some(TaskStatus::new(TaskState::Failed).with_message(message.clone())),

@@ -104,6 +104,7 @@ impl TaskManager {
             status.timestamp = at;
         }
         let task = Task {
+            generation: 0,
             id: live.id.clone(),
             context_id: live.context_id.clone(),
             status: Some(status),
@@ -281,6 +282,7 @@ impl TaskManager {
                     }
                 }
                 StreamResponse::from(TaskStatusUpdateEvent {
+                    generation: 0,
                     task_id: live.id.clone(),
                     context_id: live.context_id.clone(),
                     status: Some(status.clone()),
@@ -297,6 +299,7 @@ impl TaskManager {
                     return Publish::Nothing;
                 }
                 StreamResponse::from(TaskArtifactUpdateEvent {
+                    generation: 0,
                     task_id: live.id.clone(),
                     context_id: live.context_id.clone(),
                     artifact: Some(artifact.clone()),

@@ -198,6 +198,7 @@ fn task_with_depth(depth: usize) -> Task {
     let mut status = TaskStatus::new(TaskState::Working);
     status.message = Some(Box::new(message(Role::Agent)));
     Task {
+        generation: 0,
         id: "t".into(),
         context_id: "c".into(),
         status: Some(status),
@@ -220,6 +221,7 @@ fn containers_round_trip(task: &Task) -> Vec<(&'static str, bool)> {
     let mut update = TaskStatusUpdateEvent::new("t", "c", status.clone());
     update.metadata = task.metadata.clone();
     let artifact_update = TaskArtifactUpdateEvent {
+        generation: 0,
         task_id: "t".into(),
         context_id: "c".into(),
         artifact: Some(artifact),

@@ -284,6 +284,7 @@ pub fn status_to_v03(s: v1::TaskStatus) -> v03::TaskStatus {
 /// A 0.3 task (status, artifacts, history, metadata) as the 1.0 task.
 pub fn task_to_v1(t: v03::Task) -> A2aResult<v1::Task> {
     Ok(v1::Task {
+        generation: 0,
         id: t.id,
         context_id: t.context_id,
         status: Some(status_to_v1(t.status)?),
@@ -341,6 +342,7 @@ pub fn status_update_to_v03(e: v1::TaskStatusUpdateEvent) -> v03::TaskStatusUpda
 /// A 0.3 status update as a 1.0 one (`final` is implied by the state).
 pub fn status_update_to_v1(e: v03::TaskStatusUpdateEvent) -> A2aResult<v1::TaskStatusUpdateEvent> {
     Ok(v1::TaskStatusUpdateEvent {
+        generation: 0,
         task_id: e.task_id,
         context_id: e.context_id,
         status: Some(status_to_v1(e.status)?),
@@ -366,6 +368,7 @@ pub fn artifact_update_to_v1(
     e: v03::TaskArtifactUpdateEvent,
 ) -> A2aResult<v1::TaskArtifactUpdateEvent> {
     Ok(v1::TaskArtifactUpdateEvent {
+        generation: 0,
         task_id: e.task_id,
         context_id: e.context_id,
         artifact: Some(artifact_to_v1(e.artifact)?),
@@ -502,6 +505,7 @@ fn history_to_v1(n: Option<i32>) -> Option<i32> {
 /// does not exist yet; the handler fills it in).
 pub fn send_params_to_v1(p: v03::MessageSendParams) -> A2aResult<v1::SendMessageRequest> {
     let configuration = p.configuration.map(|c| v1::SendMessageConfiguration {
+        if_generation_match: None,
         accepted_output_modes: c.accepted_output_modes,
         task_push_notification_config: c
             .push_notification_config
@@ -537,6 +541,7 @@ pub fn send_request_to_v03(r: v1::SendMessageRequest) -> v03::MessageSendParams 
 /// `tasks/get` params as the 1.0 `GetTask` request.
 pub fn get_task_to_v1(p: v03::TaskQueryParams) -> v1::GetTaskRequest {
     v1::GetTaskRequest {
+        current_generation: None,
         tenant: String::new(),
         id: p.id,
         history_length: history_to_v1(p.history_length),

@@ -79,6 +79,7 @@ fn status(state: v1::TaskState) -> v1::TaskStatus {
 
 fn task(state: v1::TaskState) -> v1::Task {
     v1::Task {
+        generation: 0,
         id: "t-1".into(),
         context_id: "ctx-1".into(),
         status: Some(status(state)),
@@ -243,6 +244,7 @@ fn statuses_and_tasks_round_trip_in_every_state() {
 fn status_updates_carry_final_exactly_when_the_stream_ends() {
     for state in STATES {
         let e = v1::TaskStatusUpdateEvent {
+            generation: 0,
             task_id: "t".into(),
             context_id: "c".into(),
             status: Some(status(state)),
@@ -261,6 +263,7 @@ fn status_updates_carry_final_exactly_when_the_stream_ends() {
 fn artifact_updates_round_trip() {
     for (append, last_chunk) in [(false, false), (true, false), (true, true), (false, true)] {
         let e = v1::TaskArtifactUpdateEvent {
+            generation: 0,
             task_id: "t".into(),
             context_id: "c".into(),
             artifact: Some(artifact()),
@@ -282,6 +285,7 @@ fn stream_events_and_send_results_round_trip() {
         task(v1::TaskState::Working).into(),
         message(v1::Role::Agent).into(),
         v1::TaskStatusUpdateEvent {
+            generation: 0,
             task_id: "t".into(),
             context_id: "c".into(),
             status: Some(status(v1::TaskState::Completed)),
@@ -289,6 +293,7 @@ fn stream_events_and_send_results_round_trip() {
         }
         .into(),
         v1::TaskArtifactUpdateEvent {
+            generation: 0,
             task_id: "t".into(),
             context_id: "c".into(),
             artifact: Some(artifact()),
@@ -356,6 +361,7 @@ fn send_requests_round_trip() {
             tenant: String::new(),
             message: Some(message(v1::Role::User)),
             configuration: Some(v1::SendMessageConfiguration {
+                if_generation_match: None,
                 accepted_output_modes: vec!["text/plain".into()],
                 task_push_notification_config: Some(v1::TaskPushNotificationConfig {
                     url: "https://example.com/hook".into(),
@@ -606,6 +612,7 @@ fn the_protojson_form_round_trips() {
         assert_eq!(task_to_v1(rest::task_from(back).unwrap()).unwrap(), t);
 
         let e: v1::StreamResponse = v1::TaskStatusUpdateEvent {
+            generation: 0,
             task_id: "t".into(),
             context_id: "c".into(),
             status: Some(v1::TaskStatus {
@@ -626,6 +633,7 @@ fn the_protojson_form_round_trips() {
         );
     }
     let e: v1::StreamResponse = v1::TaskArtifactUpdateEvent {
+        generation: 0,
         task_id: "t".into(),
         context_id: "c".into(),
         artifact: Some(v1::Artifact::text("a", "x").with_id("a-1")),
@@ -678,6 +686,7 @@ fn the_protojson_form_round_trips() {
             tenant: String::new(),
             message: Some(carried(message(v1::Role::User))),
             configuration: Some(v1::SendMessageConfiguration {
+                if_generation_match: None,
                 accepted_output_modes: vec!["text/plain".into()],
                 task_push_notification_config: None,
                 history_length: Some(2),

@@ -229,6 +229,7 @@ mod tests {
         let mut status_msg = Message::agent_text("working on it — ünïcode");
         status_msg.metadata = Some(meta.clone());
         Task {
+            generation: 0,
             id: "task-é-1".into(),
             context_id: "ctx-1".into(),
             status: Some(TaskStatus {

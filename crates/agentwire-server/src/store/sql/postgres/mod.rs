@@ -321,6 +321,7 @@ fn update_event(task_id: &str, context_id: &str, update: &TaskUpdate) -> Option<
     match update {
         TaskUpdate::Status { status, metadata } => Some(
             TaskStatusUpdateEvent {
+                generation: 0,
                 task_id: task_id.to_owned(),
                 context_id: context_id.to_owned(),
                 status: Some(status.clone()),
@@ -335,6 +336,7 @@ fn update_event(task_id: &str, context_id: &str, update: &TaskUpdate) -> Option<
             metadata,
         } => Some(
             TaskArtifactUpdateEvent {
+                generation: 0,
                 task_id: task_id.to_owned(),
                 context_id: context_id.to_owned(),
                 artifact: Some(artifact.clone()),
