@@ -111,6 +111,63 @@ fn counts_apply_only_while_a_request_is_read() {
     assert!(read(r#"{"parts":null}"#).is_err());
 }
 
+/// A JSON read refused for a limit names where it stopped; serde_json's
+/// own recursion limit is answered as the nesting limit; other errors are
+/// not limit errors.
+#[test]
+fn json_read_errors_of_the_limits_name_the_field() {
+    let limits = ReadLimits {
+        max_parts: 2,
+        max_struct_values: 5,
+        max_list_items: 2,
+    };
+    let refused = |text: &str| {
+        let e = reading(&limits, || {
+            serde_json::from_str::<crate::SendMessageRequest>(text)
+        })
+        .unwrap_err();
+        json_limit_error(text.as_bytes(), &e).unwrap_or_else(|| panic!("not a limit: {e}"))
+    };
+    let e = refused(r#"{"message":{"parts":[{},{},{"text":"x"},{}]}}"#);
+    assert_eq!(e.field, "message.parts");
+    let e = refused(r#"{"message":{"parts":[{},{},{"text":"x"}]}}"#);
+    assert_eq!(e.field, "message.parts");
+    assert_eq!(e.description, "a message may have at most 2 parts");
+    let e = refused("{\n \"message\": {\"extensions\": [\"a\",\n\"b\", \"c\"]}}");
+    assert_eq!(e.field, "message.extensions");
+    let e = refused(r#"{"message":{"metadata":{"a":[1,2,3],"b":{"c":1,"d":2}}}}"#);
+    assert_eq!(e.field, "message.metadata.b.c");
+    assert!(e.description.contains("at most 5 values"), "{e}");
+    let deep = format!(
+        r#"{{"metadata":{{"k":1}},"message":{{"metadata":{}1{}}}}}"#,
+        r#"{"a":"#.repeat(MAX_STRUCT_DEPTH + 5),
+        "}".repeat(MAX_STRUCT_DEPTH + 5)
+    );
+    let e = reading(&ReadLimits::default(), || {
+        serde_json::from_str::<crate::SendMessageRequest>(&deep)
+    })
+    .unwrap_err();
+    let e = json_limit_error(deep.as_bytes(), &e).expect("a limit");
+    assert_eq!(e.description, depth_message());
+    let want = format!("message.metadata{}", ".a".repeat(MAX_STRUCT_DEPTH));
+    assert_eq!(e.field, want);
+    // serde_json's limit (128 levels), met before ours by a reader that
+    // buffers (serde's untagged and internally tagged enums do).
+    let text = format!(
+        r#"{{"data":{{"x":{}{}}}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let e = serde_json::from_str::<serde_json::Value>(&text).unwrap_err();
+    let limit = json_limit_error(text.as_bytes(), &e).expect("a limit");
+    assert_eq!(limit.description, depth_message());
+    assert!(limit.field.starts_with("data.x[0][0]"), "{limit}");
+    // Not a limit.
+    let text = r#"{"message":{"parts":[{"text":1}]}}"#;
+    let e = serde_json::from_str::<crate::SendMessageRequest>(text).unwrap_err();
+    assert_eq!(json_limit_error(text.as_bytes(), &e), None);
+}
+
 #[test]
 fn content_check_names_the_field() {
     let mut m = Message::user_text("hi");
