@@ -450,14 +450,21 @@ mod tests {
         let p = read(r#"{"text":"hi","metadata":{"a":1},"kind":"text","x":[1]}"#).unwrap();
         assert!(matches!(&p, Part::Text(t) if t.text == "hi" && t.metadata.is_some()));
         let p = read(r#"{"kind":"data","data":{"b":[true]},"metadata":null}"#).unwrap();
-        assert!(matches!(&p, Part::Data(d) if d.data.fields.contains_key("b") && d.metadata.is_none()));
+        assert!(
+            matches!(&p, Part::Data(d) if d.data.fields.contains_key("b") && d.metadata.is_none())
+        );
         let p = read(r#"{"kind":"file","file":{"uri":"https://x/y","name":"y"}}"#).unwrap();
-        assert!(matches!(&p, Part::File(f) if matches!(&f.file, File::Uri(u) if u.uri == "https://x/y")));
+        assert!(
+            matches!(&p, Part::File(f) if matches!(&f.file, File::Uri(u) if u.uri == "https://x/y"))
+        );
         // What serde's reader says of the wrong ones.
         for (text, says) in [
             (r#"{"text":"hi"}"#, "missing field `kind`"),
             (r#"{"kind":"data"}"#, "missing field `data`"),
-            (r#"{"kind":"text","text":"a","text":"b"}"#, "duplicate field `text`"),
+            (
+                r#"{"kind":"text","text":"a","text":"b"}"#,
+                "duplicate field `text`",
+            ),
             (r#"{"kind":"video"}"#, "unknown variant `video`"),
             (r#"[]"#, "invalid type"),
         ] {
