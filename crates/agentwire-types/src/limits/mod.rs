@@ -36,7 +36,10 @@ use std::fmt;
 use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
 
 use crate::wkt::{Struct, Value, value::Kind};
-use crate::{A2aError, AgentCard, Artifact, Message, Part, Task};
+use crate::{
+    A2aError, AgentCard, Artifact, ListTasksResponse, Message, Part, SendMessageResponse,
+    StreamResponse, Task, send_message_response, stream_response,
+};
 
 mod json_path;
 #[cfg(feature = "grpc")]
@@ -431,15 +434,59 @@ impl ContentCheck {
 
     /// A task: its metadata, its status message, history and artifacts.
     pub fn task(&mut self, t: &Task) -> Result<(), LimitError> {
-        self.structure(t.metadata.as_ref(), "metadata")?;
+        self.task_at(t, "")
+    }
+
+    /// A task whose fields are named after `at` (`""`, or `task.`).
+    fn task_at(&mut self, t: &Task, at: &str) -> Result<(), LimitError> {
+        self.structure(t.metadata.as_ref(), &format!("{at}metadata"))?;
         if let Some(m) = t.status.as_ref().and_then(|s| s.message.as_deref()) {
-            self.message(m, "status.message")?;
+            self.message(m, &format!("{at}status.message"))?;
         }
         for (i, m) in t.history.iter().enumerate() {
-            self.message(m, &format!("history[{i}]"))?;
+            self.message(m, &format!("{at}history[{i}]"))?;
         }
         for (i, a) in t.artifacts.iter().enumerate() {
-            self.artifact(a, &format!("artifacts[{i}]"))?;
+            self.artifact(a, &format!("{at}artifacts[{i}]"))?;
+        }
+        Ok(())
+    }
+
+    /// An answer to `SendMessage`: its task or its message.
+    pub fn send_response(&mut self, r: &SendMessageResponse) -> Result<(), LimitError> {
+        match &r.payload {
+            Some(send_message_response::Payload::Task(t)) => self.task_at(t, "task."),
+            Some(send_message_response::Payload::Message(m)) => self.message(m, "message"),
+            None => Ok(()),
+        }
+    }
+
+    /// An event of a stream: its task, message, status update (the
+    /// status message, the event's metadata) or artifact update.
+    pub fn stream_response(&mut self, r: &StreamResponse) -> Result<(), LimitError> {
+        match &r.payload {
+            Some(stream_response::Payload::Task(t)) => self.task_at(t, "task."),
+            Some(stream_response::Payload::Message(m)) => self.message(m, "message"),
+            Some(stream_response::Payload::StatusUpdate(u)) => {
+                if let Some(m) = u.status.as_ref().and_then(|s| s.message.as_ref()) {
+                    self.message(m, "statusUpdate.status.message")?;
+                }
+                self.structure(u.metadata.as_ref(), "statusUpdate.metadata")
+            }
+            Some(stream_response::Payload::ArtifactUpdate(u)) => {
+                if let Some(a) = &u.artifact {
+                    self.artifact(a, "artifactUpdate.artifact")?;
+                }
+                self.structure(u.metadata.as_ref(), "artifactUpdate.metadata")
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// A page of tasks.
+    pub fn task_list(&mut self, r: &ListTasksResponse) -> Result<(), LimitError> {
+        for (i, t) in r.tasks.iter().enumerate() {
+            self.task_at(t, &format!("tasks[{i}]."))?;
         }
         Ok(())
     }
