@@ -519,3 +519,53 @@ mod wire_walk {
         assert!(wire::check::<crate::GetTaskRequest>(b"\xff", &limits).is_ok());
     }
 }
+
+/// Answers (what a client reads): the nesting of every task, message and
+/// update they carry, named by its place in the answer.
+#[test]
+fn answers_are_checked_for_nesting_naming_the_field() {
+    let deep = || Some(deep_struct(MAX_STRUCT_DEPTH + 1));
+    let ok = || Some(deep_struct(MAX_STRUCT_DEPTH));
+    let mut task = Task {
+        id: "t".into(),
+        status: Some(TaskStatus::default()),
+        ..Default::default()
+    };
+    task.metadata = ok();
+    let check = |r: &StreamResponse| ContentCheck::nesting().stream_response(r);
+    check(&StreamResponse::from(task.clone())).unwrap();
+    let mut m = Message::user_text("hi");
+    m.metadata = deep();
+    let mut update = TaskStatusUpdateEvent::new("t", "c", TaskStatus::default());
+    update.status.as_mut().unwrap().message = Some(Box::new(m.clone()));
+    let e = check(&StreamResponse::from(update.clone())).unwrap_err();
+    assert_eq!(e.field, "statusUpdate.status.message.metadata");
+    update.status = Some(TaskStatus::default());
+    update.metadata = deep();
+    let e = check(&StreamResponse::from(update)).unwrap_err();
+    assert_eq!(e.field, "statusUpdate.metadata");
+    let mut artifact = Artifact::default();
+    artifact.metadata = deep();
+    let artifact_update = TaskArtifactUpdateEvent {
+        artifact: Some(artifact),
+        ..Default::default()
+    };
+    let e = check(&StreamResponse::from(artifact_update)).unwrap_err();
+    assert_eq!(e.field, "artifactUpdate.artifact.metadata");
+    let e = ContentCheck::nesting()
+        .send_response(&SendMessageResponse::from(m.clone()))
+        .unwrap_err();
+    assert_eq!(e.field, "message.metadata");
+    task.history.push(m);
+    let e = ContentCheck::nesting()
+        .send_response(&SendMessageResponse::from(task.clone()))
+        .unwrap_err();
+    assert_eq!(e.field, "task.history[0].metadata");
+    let page = ListTasksResponse {
+        tasks: vec![Task::default(), task],
+        ..Default::default()
+    };
+    let e = ContentCheck::nesting().task_list(&page).unwrap_err();
+    assert_eq!(e.field, "tasks[1].history[0].metadata");
+    assert_eq!(e.description, depth_message());
+}
