@@ -544,8 +544,10 @@ fn answers_are_checked_for_nesting_naming_the_field() {
     update.metadata = deep();
     let e = check(&StreamResponse::from(update)).unwrap_err();
     assert_eq!(e.field, "statusUpdate.metadata");
-    let mut artifact = Artifact::default();
-    artifact.metadata = deep();
+    let artifact = Artifact {
+        metadata: deep(),
+        ..Default::default()
+    };
     let artifact_update = TaskArtifactUpdateEvent {
         artifact: Some(artifact),
         ..Default::default()
