@@ -157,6 +157,16 @@ async fn content_nested_past_the_limit_is_refused_on_every_binding() {
         assert_eq!(v["error"]["code"], -32602, "JSON-RPC {place}: {v}");
         let text = v["error"]["message"].as_str().unwrap_or_default();
         assert!(text.contains("30 levels"), "JSON-RPC {place}: {v}");
+        // The field is named, in the message and in the field violation.
+        let named = format!("Invalid parameters: {}", field_of(place));
+        assert!(text.starts_with(&named), "JSON-RPC {place}: {v}");
+        let violation = v["error"]["data"][1]["fieldViolations"][0]["field"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            violation.starts_with(field_of(place)),
+            "JSON-RPC {place}: {v}"
+        );
 
         let (status, v) = post(
             &base,
@@ -170,18 +180,30 @@ async fn content_nested_past_the_limit_is_refused_on_every_binding() {
             v["error"]["status"], "INVALID_ARGUMENT",
             "REST {place}: {v}"
         );
+        let text = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(text.starts_with(&named), "REST {place}: {v}");
 
-        let (_, v) = post(
-            &base,
-            "/",
-            false,
-            rpc_body(
-                "message/send",
-                &json!({"message": message_v03(place, 120, "m")}),
-            ),
-        )
-        .await;
-        assert_eq!(v["error"]["code"], -32602, "0.3 JSON-RPC {place}: {v}");
+        // 0.3: past serde_json's own limit too (its 0.3 parts were read
+        // through a buffer that stopped there with another error), the
+        // nesting limit's error, naming the field.
+        for depth in [120, 200] {
+            let (_, v) = post(
+                &base,
+                "/",
+                false,
+                rpc_body(
+                    "message/send",
+                    &json!({"message": message_v03(place, depth, "m")}),
+                ),
+            )
+            .await;
+            assert_eq!(v["error"]["code"], -32602, "0.3 JSON-RPC {place}: {v}");
+            let text = v["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                text.starts_with(&named) && text.contains("30 levels"),
+                "0.3 JSON-RPC {place} {depth}: {v}"
+            );
+        }
 
         let (status, v) = post(
             &base,
@@ -195,6 +217,11 @@ async fn content_nested_past_the_limit_is_refused_on_every_binding() {
         .await;
         // (0.3's HTTP+JSON status for invalid parameters.)
         assert_eq!(status, 422, "0.3 REST: {v}");
+        let text = v["message"].as_str().unwrap_or_default();
+        assert!(
+            text.starts_with("Invalid parameters: message.metadata"),
+            "0.3 REST: {v}"
+        );
 
         let e = g
             .send_message(v1(grpc_request(place, 40, "m")))

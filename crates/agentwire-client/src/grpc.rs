@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use agentwire_types::limits::{ContentCheck, LimitError};
 use agentwire_types::proto::a2a_service_client::A2aServiceClient;
 use agentwire_types::{
     A2aError, AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
@@ -352,10 +353,65 @@ impl GrpcTransport {
                     Some(agentwire_types::stream_response::Payload::Task(_))
                 )
             },
-            Ok,
+            |e| {
+                e.nesting(&mut ContentCheck::nesting()).map_err(too_deep)?;
+                Ok(e)
+            },
         )
         .await
     }
+}
+
+/// What a 1.0 answer holds that the nesting limit of metadata and data
+/// ([`agentwire_types::limits::MAX_STRUCT_DEPTH`]) bounds. The JSON
+/// bindings' readers refuse deeper content as they read it; prost decodes
+/// it (up to its own limit of 100 message levels), so the gRPC transport
+/// checks each decoded answer and event: the same limit on every binding.
+pub(crate) trait Nested {
+    fn nesting(&self, check: &mut ContentCheck) -> Result<(), LimitError>;
+}
+
+impl Nested for Task {
+    fn nesting(&self, check: &mut ContentCheck) -> Result<(), LimitError> {
+        check.task(self)
+    }
+}
+
+impl Nested for SendMessageResponse {
+    fn nesting(&self, check: &mut ContentCheck) -> Result<(), LimitError> {
+        check.send_response(self)
+    }
+}
+
+impl Nested for agentwire_types::StreamResponse {
+    fn nesting(&self, check: &mut ContentCheck) -> Result<(), LimitError> {
+        check.stream_response(self)
+    }
+}
+
+impl Nested for ListTasksResponse {
+    fn nesting(&self, check: &mut ContentCheck) -> Result<(), LimitError> {
+        check.task_list(self)
+    }
+}
+
+impl Nested for AgentCard {
+    fn nesting(&self, check: &mut ContentCheck) -> Result<(), LimitError> {
+        check.card(self)
+    }
+}
+
+/// `answer`, when it is within the nesting limit.
+fn checked<R: Nested>(answer: R) -> ClientResult<R> {
+    answer
+        .nesting(&mut ContentCheck::nesting())
+        .map_err(too_deep)?;
+    Ok(answer)
+}
+
+/// The error of an answer nested past the limit.
+fn too_deep(e: LimitError) -> ClientError {
+    ClientError::InvalidResponse(format!("the answer's {e}"))
 }
 
 /// The gRPC service name of A2A 1.0.
@@ -671,6 +727,7 @@ impl Transport for GrpcTransport {
             c.send_message(r).await
         })
         .await
+        .and_then(checked)
     }
 
     async fn send_streaming_message(
@@ -692,6 +749,7 @@ impl Transport for GrpcTransport {
             c.get_task(r).await
         })
         .await
+        .and_then(checked)
     }
 
     async fn list_tasks(
@@ -703,6 +761,7 @@ impl Transport for GrpcTransport {
             c.list_tasks(r).await
         })
         .await
+        .and_then(checked)
     }
 
     async fn cancel_task(
@@ -714,6 +773,7 @@ impl Transport for GrpcTransport {
             c.cancel_task(r).await
         })
         .await
+        .and_then(checked)
     }
 
     async fn subscribe_to_task(
@@ -796,6 +856,7 @@ impl Transport for GrpcTransport {
             |mut c, r| async move { c.get_extended_agent_card(r).await },
         )
         .await
+        .and_then(checked)
     }
 }
 

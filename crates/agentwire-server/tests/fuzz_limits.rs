@@ -384,6 +384,18 @@ impl Place {
         )
     }
 
+    /// The start of the field path the refusal of content here names (the
+    /// JSON bindings name the object or array that is too deep inside it).
+    fn field(self, binding: Binding) -> &'static str {
+        match (self, binding) {
+            (Place::SendMetadata | Place::CancelMetadata, _) => "metadata",
+            (Place::MessageMetadata, _) => "message.metadata",
+            (Place::PartMetadata, _) => "message.parts[0].metadata",
+            (Place::Data, Binding::Rest03) => "message.content[1].data",
+            (Place::Data, _) => "message.parts[1].data",
+        }
+    }
+
     /// Whether the content must be an object there.
     fn is_struct(self, binding: Binding) -> bool {
         self != Place::Data || binding.is_v03()
@@ -712,26 +724,34 @@ proptest! {
     ) {
         let mut extra = Extra::default();
         // (The first part is a text part: `parts` counts all of them.)
-        let (n, limit, phrase) = match which {
+        // (And the field the refusal names: the list, as a JSON path.)
+        let (n, limit, phrase, list) = match which {
             0 => {
                 extra.parts = parts.saturating_sub(1);
-                (parts.max(1), DEFAULT_MAX_PARTS, format!("at most {DEFAULT_MAX_PARTS} parts"))
+                // (0.3's HTTP+JSON form names the parts `content`.)
+                let list = if binding == Binding::Rest03 { "message.content" } else { "message.parts" };
+                (parts.max(1), DEFAULT_MAX_PARTS, format!("at most {DEFAULT_MAX_PARTS} parts"), list)
             }
             1 => {
                 extra.extensions = items;
-                (items, MAX_LIST_ITEMS, format!("at most {MAX_LIST_ITEMS} items"))
+                (items, MAX_LIST_ITEMS, format!("at most {MAX_LIST_ITEMS} items"), "message.extensions")
             }
             2 if !binding.is_v03() => {
                 extra.references = items;
-                (items, MAX_LIST_ITEMS, format!("at most {MAX_LIST_ITEMS} items"))
+                (items, MAX_LIST_ITEMS, format!("at most {MAX_LIST_ITEMS} items"), "message.referenceTaskIds")
             }
             4 if binding.is_v03() => {
                 extra.schemes = items;
-                (items, MAX_LIST_ITEMS, format!("at most {MAX_LIST_ITEMS} items"))
+                let list = if binding == Binding::Rest03 {
+                    "configuration.pushNotification.authentication.schemes"
+                } else {
+                    "configuration.pushNotificationConfig.authentication.schemes"
+                };
+                (items, MAX_LIST_ITEMS, format!("at most {MAX_LIST_ITEMS} items"), list)
             }
             _ => {
                 extra.output_modes = items;
-                (items, MAX_LIST_ITEMS, format!("at most {MAX_LIST_ITEMS} items"))
+                (items, MAX_LIST_ITEMS, format!("at most {MAX_LIST_ITEMS} items"), "configuration.acceptedOutputModes")
             }
         };
         let (method, rest, body) = send_request(binding, None, None, &extra);
@@ -745,6 +765,10 @@ proptest! {
             prop_assert!(
                 got.is_limit(&phrase),
                 "{:?}: {} items (case {}) got {:?}", binding, n, which, got
+            );
+            prop_assert!(
+                got.is_limit(&format!("Invalid parameters: {list}: ")),
+                "{:?}: {} items (case {}) do not name {}: {:?}", binding, n, which, list, got
             );
         }
     }
@@ -851,6 +875,10 @@ proptest! {
             prop_assert_eq!(&got, &Outcome::Ok, "{:?}: {} values", binding, total);
         } else {
             prop_assert!(got.is_limit("values"), "{:?}: {} values got {:?}", binding, total, got);
+            prop_assert!(
+                got.is_limit("Invalid parameters: metadata") || got.is_limit("Invalid parameters: message.metadata"),
+                "{:?}: {} values, no field named: {:?}", binding, total, got
+            );
         }
     }
 }
@@ -900,12 +928,10 @@ fn check_nesting(
     } else {
         let too_large =
             matches!(got, Outcome::TooLarge(_)) && size > agentwire_server::DEFAULT_MAX_BODY_BYTES;
-        // Past serde_json's own recursion limit (128 levels of the whole
-        // document), a reader that parses the envelope first stops there:
-        // still the invalid-parameters error.
-        let recursion = depth > 120 && got.is_limit("recursion limit");
+        // The same error however deep (also past serde_json's own limit
+        // of 128 levels), naming the field where the content is.
         prop_assert!(
-            got.is_limit(DEPTH_PHRASE) || too_large || recursion,
+            got.is_limit(DEPTH_PHRASE) || too_large,
             "{:?} {:?} {} levels ({:?}) got {:?}",
             binding,
             place,
@@ -913,6 +939,19 @@ fn check_nesting(
             nest,
             got
         );
+        if !too_large {
+            let field = place.field(binding);
+            prop_assert!(
+                got.is_limit(&format!("Invalid parameters: {field}")),
+                "{:?} {:?} {} levels ({:?}): {} not named in {:?}",
+                binding,
+                place,
+                depth,
+                nest,
+                field,
+                got
+            );
+        }
     }
     Ok(())
 }

@@ -292,6 +292,10 @@ fn params<T: DeserializeOwned + Default>(
         None => Ok(T::default()),
         Some(raw) if raw.get() == "null" => Ok(T::default()),
         Some(raw) => reading(limits, || serde_json::from_str(raw.get())).map_err(|e| {
+            if let Some(limit) = agentwire_types::limits::json_limit_error(raw.get().as_bytes(), &e)
+            {
+                return limit.into_invalid_params();
+            }
             if raw.get().trim_start().starts_with('{') {
                 A2aError::invalid_params("params", e.to_string())
             } else {

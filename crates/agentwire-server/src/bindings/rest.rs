@@ -100,6 +100,9 @@ fn parse_body<T: DeserializeOwned + Default>(
         return Ok(T::default());
     }
     reading(limits, || serde_json::from_slice(bytes)).map_err(|e| {
+        if let Some(limit) = agentwire_types::limits::json_limit_error(bytes, &e) {
+            return limit.into_invalid_params();
+        }
         if is_json(bytes) {
             A2aError::invalid_params("", e.to_string())
         } else {

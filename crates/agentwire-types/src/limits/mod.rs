@@ -36,8 +36,12 @@ use std::fmt;
 use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
 
 use crate::wkt::{Struct, Value, value::Kind};
-use crate::{A2aError, AgentCard, Artifact, Message, Part, Task};
+use crate::{
+    A2aError, AgentCard, Artifact, ListTasksResponse, Message, Part, SendMessageResponse,
+    StreamResponse, Task, send_message_response, stream_response,
+};
 
+mod json_path;
 #[cfg(feature = "grpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
 pub mod wire;
@@ -173,6 +177,61 @@ fn parts_message(max: usize) -> String {
 
 fn list_message(max: usize) -> String {
     format!("at most {max} items are allowed here")
+}
+
+/// Whether `description` is one of the messages above.
+fn is_limit_description(description: &str) -> bool {
+    let number_then = |prefix: &str, suffix: &str| {
+        description
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_suffix(suffix))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    description == depth_message()
+        || number_then(
+            "the metadata and data of a request may hold at most ",
+            " values in all",
+        )
+        || number_then("a message may have at most ", " parts")
+        || number_then("at most ", " items are allowed here")
+}
+
+/// The refusal of a JSON request that serde_json stopped reading for one
+/// of these limits, or for its own recursion limit (128 levels, which only
+/// content over [`MAX_STRUCT_DEPTH`] reaches, and which is answered as
+/// that: the same error whatever reader met the content first). The field
+/// is where the reader stopped in `text`, found from the error's position:
+/// `message.parts` and `message.extensions` (a list over its length),
+/// `message.metadata.a.a` (the object one level too deep),
+/// `message.metadata.b.c` (the first value over the request's budget).
+/// `None` for any other error.
+pub fn json_limit_error(text: &[u8], e: &serde_json::Error) -> Option<LimitError> {
+    let shown = e.to_string();
+    let at = format!(" at line {} column {}", e.line(), e.column());
+    let description = shown.strip_suffix(&at).unwrap_or(&shown);
+    let description = if description == "recursion limit exceeded" {
+        depth_message()
+    } else if is_limit_description(description) {
+        description.to_owned()
+    } else {
+        return None;
+    };
+    let offset = json_path::offset(text, e.line(), e.column());
+    let mut field = json_path::path_at(text, offset);
+    // A list over its limit is named as a whole, as the protobuf walk
+    // names it (the reader stops after the first item over, or after the
+    // list when that item was the last).
+    if description != depth_message() && !description.starts_with("the metadata") {
+        if let Some(list) = field
+            .strip_suffix(']')
+            .and_then(|f| f.rsplit_once('['))
+            .filter(|(_, n)| n.bytes().all(|b| b.is_ascii_digit()))
+            .map(|(list, _)| list.len())
+        {
+            field.truncate(list);
+        }
+    }
+    Some(LimitError { field, description })
 }
 
 /// A list read with a bound on its length while a request is read.
@@ -375,15 +434,59 @@ impl ContentCheck {
 
     /// A task: its metadata, its status message, history and artifacts.
     pub fn task(&mut self, t: &Task) -> Result<(), LimitError> {
-        self.structure(t.metadata.as_ref(), "metadata")?;
+        self.task_at(t, "")
+    }
+
+    /// A task whose fields are named after `at` (`""`, or `task.`).
+    fn task_at(&mut self, t: &Task, at: &str) -> Result<(), LimitError> {
+        self.structure(t.metadata.as_ref(), &format!("{at}metadata"))?;
         if let Some(m) = t.status.as_ref().and_then(|s| s.message.as_deref()) {
-            self.message(m, "status.message")?;
+            self.message(m, &format!("{at}status.message"))?;
         }
         for (i, m) in t.history.iter().enumerate() {
-            self.message(m, &format!("history[{i}]"))?;
+            self.message(m, &format!("{at}history[{i}]"))?;
         }
         for (i, a) in t.artifacts.iter().enumerate() {
-            self.artifact(a, &format!("artifacts[{i}]"))?;
+            self.artifact(a, &format!("{at}artifacts[{i}]"))?;
+        }
+        Ok(())
+    }
+
+    /// An answer to `SendMessage`: its task or its message.
+    pub fn send_response(&mut self, r: &SendMessageResponse) -> Result<(), LimitError> {
+        match &r.payload {
+            Some(send_message_response::Payload::Task(t)) => self.task_at(t, "task."),
+            Some(send_message_response::Payload::Message(m)) => self.message(m, "message"),
+            None => Ok(()),
+        }
+    }
+
+    /// An event of a stream: its task, message, status update (the
+    /// status message, the event's metadata) or artifact update.
+    pub fn stream_response(&mut self, r: &StreamResponse) -> Result<(), LimitError> {
+        match &r.payload {
+            Some(stream_response::Payload::Task(t)) => self.task_at(t, "task."),
+            Some(stream_response::Payload::Message(m)) => self.message(m, "message"),
+            Some(stream_response::Payload::StatusUpdate(u)) => {
+                if let Some(m) = u.status.as_ref().and_then(|s| s.message.as_ref()) {
+                    self.message(m, "statusUpdate.status.message")?;
+                }
+                self.structure(u.metadata.as_ref(), "statusUpdate.metadata")
+            }
+            Some(stream_response::Payload::ArtifactUpdate(u)) => {
+                if let Some(a) = &u.artifact {
+                    self.artifact(a, "artifactUpdate.artifact")?;
+                }
+                self.structure(u.metadata.as_ref(), "artifactUpdate.metadata")
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// A page of tasks.
+    pub fn task_list(&mut self, r: &ListTasksResponse) -> Result<(), LimitError> {
+        for (i, t) in r.tasks.iter().enumerate() {
+            self.task_at(t, &format!("tasks[{i}]."))?;
         }
         Ok(())
     }

@@ -111,6 +111,63 @@ fn counts_apply_only_while_a_request_is_read() {
     assert!(read(r#"{"parts":null}"#).is_err());
 }
 
+/// A JSON read refused for a limit names where it stopped; serde_json's
+/// own recursion limit is answered as the nesting limit; other errors are
+/// not limit errors.
+#[test]
+fn json_read_errors_of_the_limits_name_the_field() {
+    let limits = ReadLimits {
+        max_parts: 2,
+        max_struct_values: 5,
+        max_list_items: 2,
+    };
+    let refused = |text: &str| {
+        let e = reading(&limits, || {
+            serde_json::from_str::<crate::SendMessageRequest>(text)
+        })
+        .unwrap_err();
+        json_limit_error(text.as_bytes(), &e).unwrap_or_else(|| panic!("not a limit: {e}"))
+    };
+    let e = refused(r#"{"message":{"parts":[{},{},{"text":"x"},{}]}}"#);
+    assert_eq!(e.field, "message.parts");
+    let e = refused(r#"{"message":{"parts":[{},{},{"text":"x"}]}}"#);
+    assert_eq!(e.field, "message.parts");
+    assert_eq!(e.description, "a message may have at most 2 parts");
+    let e = refused("{\n \"message\": {\"extensions\": [\"a\",\n\"b\", \"c\"]}}");
+    assert_eq!(e.field, "message.extensions");
+    let e = refused(r#"{"message":{"metadata":{"a":[1,2,3],"b":{"c":1,"d":2}}}}"#);
+    assert_eq!(e.field, "message.metadata.b.c");
+    assert!(e.description.contains("at most 5 values"), "{e}");
+    let deep = format!(
+        r#"{{"metadata":{{"k":1}},"message":{{"metadata":{}1{}}}}}"#,
+        r#"{"a":"#.repeat(MAX_STRUCT_DEPTH + 5),
+        "}".repeat(MAX_STRUCT_DEPTH + 5)
+    );
+    let e = reading(&ReadLimits::default(), || {
+        serde_json::from_str::<crate::SendMessageRequest>(&deep)
+    })
+    .unwrap_err();
+    let e = json_limit_error(deep.as_bytes(), &e).expect("a limit");
+    assert_eq!(e.description, depth_message());
+    let want = format!("message.metadata{}", ".a".repeat(MAX_STRUCT_DEPTH));
+    assert_eq!(e.field, want);
+    // serde_json's limit (128 levels), met before ours by a reader that
+    // buffers (serde's untagged and internally tagged enums do).
+    let text = format!(
+        r#"{{"data":{{"x":{}{}}}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let e = serde_json::from_str::<serde_json::Value>(&text).unwrap_err();
+    let limit = json_limit_error(text.as_bytes(), &e).expect("a limit");
+    assert_eq!(limit.description, depth_message());
+    assert!(limit.field.starts_with("data.x[0][0]"), "{limit}");
+    // Not a limit.
+    let text = r#"{"message":{"parts":[{"text":1}]}}"#;
+    let e = serde_json::from_str::<crate::SendMessageRequest>(text).unwrap_err();
+    assert_eq!(json_limit_error(text.as_bytes(), &e), None);
+}
+
 #[test]
 fn content_check_names_the_field() {
     let mut m = Message::user_text("hi");
@@ -463,4 +520,56 @@ mod wire_walk {
         // Other requests are not walked.
         assert!(wire::check::<crate::GetTaskRequest>(b"\xff", &limits).is_ok());
     }
+}
+
+/// Answers (what a client reads): the nesting of every task, message and
+/// update they carry, named by its place in the answer.
+#[test]
+fn answers_are_checked_for_nesting_naming_the_field() {
+    let deep = || Some(deep_struct(MAX_STRUCT_DEPTH + 1));
+    let ok = || Some(deep_struct(MAX_STRUCT_DEPTH));
+    let mut task = Task {
+        id: "t".into(),
+        status: Some(TaskStatus::default()),
+        ..Default::default()
+    };
+    task.metadata = ok();
+    let check = |r: &StreamResponse| ContentCheck::nesting().stream_response(r);
+    check(&StreamResponse::from(task.clone())).unwrap();
+    let mut m = Message::user_text("hi");
+    m.metadata = deep();
+    let mut update = TaskStatusUpdateEvent::new("t", "c", TaskStatus::default());
+    update.status.as_mut().unwrap().message = Some(Box::new(m.clone()));
+    let e = check(&StreamResponse::from(update.clone())).unwrap_err();
+    assert_eq!(e.field, "statusUpdate.status.message.metadata");
+    update.status = Some(TaskStatus::default());
+    update.metadata = deep();
+    let e = check(&StreamResponse::from(update)).unwrap_err();
+    assert_eq!(e.field, "statusUpdate.metadata");
+    let artifact = Artifact {
+        metadata: deep(),
+        ..Default::default()
+    };
+    let artifact_update = TaskArtifactUpdateEvent {
+        artifact: Some(artifact),
+        ..Default::default()
+    };
+    let e = check(&StreamResponse::from(artifact_update)).unwrap_err();
+    assert_eq!(e.field, "artifactUpdate.artifact.metadata");
+    let e = ContentCheck::nesting()
+        .send_response(&SendMessageResponse::from(m.clone()))
+        .unwrap_err();
+    assert_eq!(e.field, "message.metadata");
+    task.history.push(m);
+    let e = ContentCheck::nesting()
+        .send_response(&SendMessageResponse::from(task.clone()))
+        .unwrap_err();
+    assert_eq!(e.field, "task.history[0].metadata");
+    let page = ListTasksResponse {
+        tasks: vec![Task::default(), task],
+        ..Default::default()
+    };
+    let e = ContentCheck::nesting().task_list(&page).unwrap_err();
+    assert_eq!(e.field, "tasks[1].history[0].metadata");
+    assert_eq!(e.description, depth_message());
 }

@@ -85,7 +85,13 @@ pub enum TaskState {
 }
 
 /// One piece of content (`kind` tells which).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Read by a reader of its own rather than serde's for internally tagged
+/// enums, which buffers the whole part before it looks at `kind`: that
+/// buffering reads metadata and data without the nesting limit of
+/// [`Struct`] (serde_json's own, 128 levels, refused them first, with
+/// another error) and without the field where it stopped.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Part {
     /// `{"kind": "text", "text": ...}`.
@@ -94,6 +100,79 @@ pub enum Part {
     File(FilePart),
     /// `{"kind": "data", "data": {...}}`.
     Data(DataPart),
+}
+
+impl<'de> Deserialize<'de> for Part {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct PartVisitor;
+        impl<'de> serde::de::Visitor<'de> for PartVisitor {
+            type Value = Part;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a part object with a kind")
+            }
+
+            fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Part, M::Error> {
+                use serde::de::Error;
+                let mut kind: Option<Cow<'de, str>> = None;
+                let mut text: Option<String> = None;
+                let mut file: Option<File> = None;
+                let mut data: Option<Struct> = None;
+                let mut metadata: Option<Option<Struct>> = None;
+                fn once<T, E: Error>(slot: &Option<T>, name: &'static str) -> Result<(), E> {
+                    match slot {
+                        Some(_) => Err(E::duplicate_field(name)),
+                        None => Ok(()),
+                    }
+                }
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    match &*key {
+                        "kind" => {
+                            once(&kind, "kind")?;
+                            kind = Some(map.next_value()?);
+                        }
+                        "text" => {
+                            once(&text, "text")?;
+                            text = Some(map.next_value()?);
+                        }
+                        "file" => {
+                            once(&file, "file")?;
+                            file = Some(map.next_value()?);
+                        }
+                        "data" => {
+                            once(&data, "data")?;
+                            data = Some(map.next_value()?);
+                        }
+                        "metadata" => {
+                            once(&metadata, "metadata")?;
+                            metadata = Some(map.next_value()?);
+                        }
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                let metadata = metadata.flatten();
+                match kind.as_deref() {
+                    Some("text") => Ok(Part::Text(TextPart {
+                        text: text.ok_or_else(|| M::Error::missing_field("text"))?,
+                        metadata,
+                    })),
+                    Some("file") => Ok(Part::File(FilePart {
+                        file: file.ok_or_else(|| M::Error::missing_field("file"))?,
+                        metadata,
+                    })),
+                    Some("data") => Ok(Part::Data(DataPart {
+                        data: data.ok_or_else(|| M::Error::missing_field("data"))?,
+                        metadata,
+                    })),
+                    Some(other) => Err(M::Error::unknown_variant(other, &["text", "file", "data"])),
+                    None => Err(M::Error::missing_field("kind")),
+                }
+            }
+        }
+        d.deserialize_map(PartVisitor)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -356,4 +435,63 @@ pub struct PushConfigParams {
     pub push_notification_config_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Struct>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> serde_json::Result<Part> {
+        serde_json::from_str(text)
+    }
+
+    #[test]
+    fn parts_are_read_by_kind_in_any_order() {
+        let p = read(r#"{"text":"hi","metadata":{"a":1},"kind":"text","x":[1]}"#).unwrap();
+        assert!(matches!(&p, Part::Text(t) if t.text == "hi" && t.metadata.is_some()));
+        let p = read(r#"{"kind":"data","data":{"b":[true]},"metadata":null}"#).unwrap();
+        assert!(
+            matches!(&p, Part::Data(d) if d.data.fields.contains_key("b") && d.metadata.is_none())
+        );
+        let p = read(r#"{"kind":"file","file":{"uri":"https://x/y","name":"y"}}"#).unwrap();
+        assert!(
+            matches!(&p, Part::File(f) if matches!(&f.file, File::Uri(u) if u.uri == "https://x/y"))
+        );
+        // What serde's reader says of the wrong ones.
+        for (text, says) in [
+            (r#"{"text":"hi"}"#, "missing field `kind`"),
+            (r#"{"kind":"data"}"#, "missing field `data`"),
+            (
+                r#"{"kind":"text","text":"a","text":"b"}"#,
+                "duplicate field `text`",
+            ),
+            (r#"{"kind":"video"}"#, "unknown variant `video`"),
+            (r#"[]"#, "invalid type"),
+        ] {
+            let e = read(text).unwrap_err().to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        // Written back as it was read.
+        let p = read(r#"{"kind":"text","text":"hi"}"#).unwrap();
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            serde_json::json!({"kind": "text", "text": "hi"})
+        );
+    }
+
+    /// Data and metadata are read with the nesting limit as they come (no
+    /// buffering first), however deep: past serde_json's own limit too.
+    #[test]
+    fn deep_data_is_refused_by_the_nesting_limit() {
+        for depth in [crate::limits::MAX_STRUCT_DEPTH + 1, 129, 5000] {
+            let deep = format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
+            for text in [
+                format!(r#"{{"kind":"data","data":{deep}}}"#),
+                format!(r#"{{"metadata":{deep},"kind":"text","text":"x"}}"#),
+            ] {
+                let e = read(&text).unwrap_err().to_string();
+                assert!(e.contains("nest more than"), "{depth}: {e}");
+            }
+        }
+    }
 }

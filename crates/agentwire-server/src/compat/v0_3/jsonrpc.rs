@@ -86,6 +86,9 @@ fn params<T: DeserializeOwned>(
         .filter(|p| *p != "null")
         .ok_or_else(|| A2aError::invalid_params("params", "params are required"))?;
     agentwire_types::limits::reading(limits, || serde_json::from_str(raw)).map_err(|e| {
+        if let Some(limit) = agentwire_types::limits::json_limit_error(raw.as_bytes(), &e) {
+            return limit.into_invalid_params();
+        }
         if raw.trim_start().starts_with('{') {
             A2aError::invalid_params("params", e.to_string())
         } else {

@@ -132,6 +132,9 @@ fn body<T: serde::de::DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, A2a
         return Ok(T::default());
     }
     serde_json::from_slice(bytes).map_err(|e| {
+        if let Some(limit) = agentwire_types::limits::json_limit_error(bytes, &e) {
+            return limit.into_invalid_params();
+        }
         if is_json(bytes) {
             A2aError::invalid_params("", e.to_string())
         } else {
@@ -146,6 +149,9 @@ fn required_body<T: serde::de::DeserializeOwned>(
     limits: &agentwire_types::limits::ReadLimits,
 ) -> Result<T, A2aError> {
     agentwire_types::limits::reading(limits, || serde_json::from_slice(bytes)).map_err(|e| {
+        if let Some(limit) = agentwire_types::limits::json_limit_error(bytes, &e) {
+            return limit.into_invalid_params();
+        }
         if is_json(bytes) {
             A2aError::invalid_params("", e.to_string())
         } else {
