@@ -1100,7 +1100,7 @@ async fn run(
         Command::Serve(args) => serve::run(args).await.map(|()| exit::OK),
         Command::Registry { command } => registry::run(&g, command).await,
         Command::Mcp(args) => mcp::run(&g.with(&args.conn), args).await,
-        Command::Inspect(args) => inspect::run(&g.with(&args.conn), args).await,
+        Command::Inspect(args) => inspect::run(&g.with(&args.conn).with(&args.ledger), args).await,
         Command::Man(args) => release::man(Cli::command(), &args),
         Command::Healthcheck(args) => release::healthcheck(&args).await,
     }
