@@ -648,6 +648,11 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
     /// Interactive multi-turn session (needs a terminal; never the default).
+    #[command(after_help = "\
+Leaving: /quit, Ctrl-D, or Ctrl-C at the prompt; the exit status is 0.
+Ctrl-C while a reply streams stops following that reply and the session goes on; the
+task keeps running on the agent (`a2a task get --wait ID` follows it, `a2a task cancel
+ID` cancels it). /help in the session lists its commands.")]
     Chat {
         #[command(flatten)]
         args: chat::ChatArgs,
