@@ -150,7 +150,7 @@ const COMMANDS: &[(Cmd, &str, &str, &str)] = &[
         "start a new conversation (forget the context)",
     ),
     (Cmd::Help, "/help", "", "this list"),
-    (Cmd::Quit, "/quit", "", "leave (also Ctrl-D or Ctrl-C at the prompt)"),
+    (Cmd::Quit, "/quit", "", "leave (also Ctrl-D)"),
 ];
 
 /// Other spellings.
@@ -190,7 +190,8 @@ fn command_list() -> String {
     }
     out.push_str("N is a number from /versions. Tab completes commands and file names.\n");
     out.push_str(
-        "Ctrl-C while a reply streams stops following it (the task keeps running on the agent).\n",
+        "Ctrl-C at the prompt leaves too; while a reply streams, it stops following the reply\n\
+         (the task keeps running on the agent).\n",
     );
     out
 }
