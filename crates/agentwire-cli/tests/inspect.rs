@@ -917,6 +917,13 @@ async fn the_cards_signature_status_is_shown() {
     assert!(out.stderr.contains("--trust-key"), "{}", out.stderr);
 }
 
+/// A streamed turn through the inspector that completes; its task's id.
+async fn completed_turn(base: &str, text: &str) -> String {
+    let sent = post(base, "/api/send", json!({"text": text, "stream": true})).await;
+    assert_eq!(last_state(&sent["events"]), "TASK_STATE_COMPLETED", "{sent}");
+    task_id(&sent["events"])
+}
+
 /// What the inspector sees goes into the `a2a` ledger like any command's
 /// findings: the context (with the agent connected), its task, its state
 /// and its artifact, read back with `a2a ledger`; `--no-ledger` writes
@@ -934,14 +941,7 @@ async fn the_inspector_records_into_the_ledger() {
     let l = ledger.to_str().expect("a UTF-8 path");
     let id = {
         let inspector = Running::start(&env, &["inspect", "-a", &agent.url, "--ledger", l]);
-        let sent = post(
-            &inspector.url,
-            "/api/send",
-            json!({"text": "hello ledger", "stream": true}),
-        )
-        .await;
-        assert_eq!(last_state(&sent["events"]), "TASK_STATE_COMPLETED", "{sent}");
-        task_id(&sent["events"])
+        completed_turn(&inspector.url, "hello ledger").await
     };
     let out = env.run(&["ledger", "tasks", "--ledger", l, "-o", "json"]);
     out.expect(0);
@@ -965,15 +965,9 @@ async fn the_inspector_records_into_the_ledger() {
         &env,
         &["inspect", "-a", &agent.url, "--ledger", o, "--no-ledger"],
     );
-    let sent = post(
-        &inspector.url,
-        "/api/send",
-        json!({"text": "not recorded", "stream": true}),
-    )
-    .await;
-    assert_eq!(last_state(&sent["events"]), "TASK_STATE_COMPLETED", "{sent}");
+    let id = completed_turn(&inspector.url, "not recorded").await;
     let versions = get(&inspector.url, "/api/versions").await;
-    assert!(versions.to_string().contains(&task_id(&sent["events"])), "{versions}");
+    assert!(versions.to_string().contains(&id), "{versions}");
     drop(inspector);
     assert!(std::fs::metadata(&off).is_err(), "the ledger was written");
 }

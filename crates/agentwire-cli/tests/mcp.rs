@@ -181,6 +181,35 @@ fn copy_fixtures(env: &Env) {
     }
 }
 
+/// `send_message` of the analysis with the project's files: the agent asks
+/// which Node.js version (input-required); its result.
+async fn ask_for_the_analysis(s: &Session) -> Value {
+    let (first, _) = call(
+        s,
+        "send_message",
+        json!({
+            "agent": "depcompat",
+            "text": "Check payment-service",
+            "files": ["package.json", "package-lock.json"],
+        }),
+    )
+    .await;
+    assert_eq!(first["state"], "input-required", "{first:#}");
+    first
+}
+
+/// `continue_task` with the answer: the task completes; its result.
+async fn answer_the_question(s: &Session, first: &Value) -> Value {
+    let (report, _) = call(
+        s,
+        "continue_task",
+        json!({"task_id": first["taskId"], "text": "Node.js 24"}),
+    )
+    .await;
+    assert_eq!(report["state"], "completed", "{report:#}");
+    report
+}
+
 fn md_artifact(result: &Value) -> Value {
     let md: Vec<&Value> = result["artifacts"]
         .as_array()
@@ -458,18 +487,8 @@ async fn a_ledger_with_the_former_agent_table_is_adopted() {
     let ledger = env.home().join("ledger.db");
     let args = mcp_args(&agent.url, &ledger);
     let s = stdio_session(&env, &args, Host::default()).await;
-    let (first, _) = call(
-        &s,
-        "send_message",
-        json!({
-            "agent": "depcompat",
-            "text": "Check payment-service",
-            "files": ["package.json", "package-lock.json"],
-        }),
-    )
-    .await;
+    let first = ask_for_the_analysis(&s).await;
     let _ = s.cancel().await;
-    assert_eq!(first["state"], "input-required", "{first:#}");
     let ctx = first["contextId"].as_str().expect("a context id");
     {
         let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", ledger.display()))
@@ -490,14 +509,8 @@ async fn a_ledger_with_the_former_agent_table_is_adopted() {
         pool.close().await;
     }
     let s = stdio_session(&env, &args, Host::default()).await;
-    let (report, _) = call(
-        &s,
-        "continue_task",
-        json!({"task_id": first["taskId"], "text": "Node.js 24"}),
-    )
-    .await;
+    answer_the_question(&s, &first).await;
     let _ = s.cancel().await;
-    assert_eq!(report["state"], "completed", "{report:#}");
     let l = ledger.to_str().expect("a UTF-8 path");
     let out = env.run(&["ledger", "contexts", "--ledger", l, "-o", "json"]);
     out.expect(0);
@@ -525,24 +538,8 @@ async fn no_ledger_keeps_the_state_in_memory() {
     let mut args = mcp_args(&agent.url, &ledger);
     args.push("--no-ledger".into());
     let s = stdio_session(&env, &args, Host::default()).await;
-    let (first, _) = call(
-        &s,
-        "send_message",
-        json!({
-            "agent": "depcompat",
-            "text": "Check payment-service",
-            "files": ["package.json", "package-lock.json"],
-        }),
-    )
-    .await;
-    assert_eq!(first["state"], "input-required", "{first:#}");
-    let (report, _) = call(
-        &s,
-        "continue_task",
-        json!({"task_id": first["taskId"], "text": "Node.js 24"}),
-    )
-    .await;
-    assert_eq!(report["state"], "completed", "{report:#}");
+    let first = ask_for_the_analysis(&s).await;
+    answer_the_question(&s, &first).await;
     let _ = s.cancel().await;
     assert!(std::fs::metadata(&ledger).is_err(), "the ledger was written");
     assert!(
@@ -580,24 +577,8 @@ async fn streamable_http_serves_the_tools() {
         .expect("an MCP session over HTTP");
     let tools = s.list_all_tools().await.expect("tools/list");
     assert_eq!(tools.len(), 9);
-    let (first, _) = call(
-        &s,
-        "send_message",
-        json!({
-            "agent": "depcompat",
-            "text": "Check payment-service",
-            "files": ["package.json", "package-lock.json"],
-        }),
-    )
-    .await;
-    assert_eq!(first["state"], "input-required", "{first:#}");
-    let (report, _) = call(
-        &s,
-        "continue_task",
-        json!({"task_id": first["taskId"], "text": "Node.js 24"}),
-    )
-    .await;
-    assert_eq!(report["state"], "completed", "{report:#}");
+    let first = ask_for_the_analysis(&s).await;
+    answer_the_question(&s, &first).await;
     assert!(
         !host.progress.lock().unwrap().is_empty(),
         "progress notifications over HTTP"

@@ -29,14 +29,19 @@ fn wait_listening(port: u16) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn send_with_push_url_and_webhook_prints_verified_notifications() {
-    let server = A2aServer::new(echo::card(), EchoAgent)
+/// The echo agent, pushing to loopback webhooks.
+async fn push_echo() -> agentwire_server::ServerHandle {
+    A2aServer::new(echo::card(), EchoAgent)
         .push(PushConfig::new().allow_loopback())
         .bind("127.0.0.1:0")
         .await
         .expect("bind")
-        .spawn();
+        .spawn()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_with_push_url_and_webhook_prints_verified_notifications() {
+    let server = push_echo().await;
     let base = server.base_url();
     let port = free_port();
     let env = Env::new();
@@ -247,12 +252,7 @@ async fn pushed_once(env: &Env, base: &str, args: &[&str]) -> String {
 /// writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_records_the_notified_tasks_into_the_ledger() {
-    let server = A2aServer::new(echo::card(), EchoAgent)
-        .push(PushConfig::new().allow_loopback())
-        .bind("127.0.0.1:0")
-        .await
-        .expect("bind")
-        .spawn();
+    let server = push_echo().await;
     let base = server.base_url();
     let env = Env::new();
     let ledger = env.home().join("hook").join("ledger.db");
