@@ -104,7 +104,10 @@ pub async fn healthcheck(args: &HealthcheckArgs) -> Result<u8, CliError> {
         }
         Err(e) => {
             let why = if e.is_timeout() {
-                format!("no answer within {}", humantime::format_duration(args.timeout))
+                format!(
+                    "no answer within {}",
+                    humantime::format_duration(args.timeout)
+                )
             } else if e.is_connect() {
                 "nothing answers there (is `a2a serve` running on that port?)".to_owned()
             } else {

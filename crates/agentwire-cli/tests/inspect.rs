@@ -920,7 +920,11 @@ async fn the_cards_signature_status_is_shown() {
 /// A streamed turn through the inspector that completes; its task's id.
 async fn completed_turn(base: &str, text: &str) -> String {
     let sent = post(base, "/api/send", json!({"text": text, "stream": true})).await;
-    assert_eq!(last_state(&sent["events"]), "TASK_STATE_COMPLETED", "{sent}");
+    assert_eq!(
+        last_state(&sent["events"]),
+        "TASK_STATE_COMPLETED",
+        "{sent}"
+    );
     task_id(&sent["events"])
 }
 
@@ -954,7 +958,9 @@ async fn the_inspector_records_into_the_ledger() {
     let artifacts = env.run(&["ledger", "artifacts", "--ledger", l, "-o", "json"]);
     artifacts.expect(0);
     let doc = artifacts.json();
-    let versions = doc["artifacts"][0]["versions"].as_array().expect("versions");
+    let versions = doc["artifacts"][0]["versions"]
+        .as_array()
+        .expect("versions");
     assert_eq!(versions.len(), 1, "{doc}");
     assert_eq!(versions[0]["taskId"], id.as_str(), "{doc}");
 

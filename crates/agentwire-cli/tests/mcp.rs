@@ -518,12 +518,11 @@ async fn a_ledger_with_the_former_agent_table_is_adopted() {
     let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", ledger.display()))
         .await
         .expect("open the ledger");
-    let left: Option<String> = sqlx::query_scalar(
-        "SELECT name FROM sqlite_master WHERE name = 'mcp_context_agents'",
-    )
-    .fetch_optional(&pool)
-    .await
-    .expect("the schema");
+    let left: Option<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE name = 'mcp_context_agents'")
+            .fetch_optional(&pool)
+            .await
+            .expect("the schema");
     assert_eq!(left, None, "the former table is dropped");
 }
 
@@ -541,7 +540,10 @@ async fn no_ledger_keeps_the_state_in_memory() {
     let first = ask_for_the_analysis(&s).await;
     answer_the_question(&s, &first).await;
     let _ = s.cancel().await;
-    assert!(std::fs::metadata(&ledger).is_err(), "the ledger was written");
+    assert!(
+        std::fs::metadata(&ledger).is_err(),
+        "the ledger was written"
+    );
     assert!(
         std::fs::metadata(env.home().join(".local/share/a2a-cli")).is_err(),
         "the default ledger was written"

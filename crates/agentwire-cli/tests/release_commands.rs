@@ -39,7 +39,12 @@ fn man_renders_the_page_and_one_per_command() {
     out_ok(&env, &["man", "--dir", dir.to_str().expect("a UTF-8 path")]);
     let written: BTreeSet<String> = std::fs::read_dir(&dir)
         .expect("the pages' directory")
-        .map(|e| e.expect("an entry").file_name().to_string_lossy().into_owned())
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     assert!(commands(&env, &[]).len() > 10);
     let mut expected = BTreeSet::new();
@@ -49,7 +54,10 @@ fn man_renders_the_page_and_one_per_command() {
     assert!(written.contains("a2a-task-get.1") && written.contains("a2a-ledger-accept.1"));
     assert!(!written.contains("a2a-man.1") && !written.contains("a2a-healthcheck.1"));
     let page = std::fs::read_to_string(dir.join("a2a-task-get.1")).expect("a page");
-    assert!(page.contains(".TH") && page.contains("a2a task get"), "{page}");
+    assert!(
+        page.contains(".TH") && page.contains("a2a task get"),
+        "{page}"
+    );
 }
 
 /// The page names `a2a man --dir` should write for the command `path`
@@ -75,10 +83,19 @@ fn healthcheck_answers_for_a_live_server_and_says_why_for_a_dead_port() {
     let url = format!("{}/healthz", serving.base());
     let out = env.run(&["healthcheck", "--url", &url]);
     out.expect(0);
-    assert!(out.stdout.contains(&url) && out.stdout.contains("200"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&url) && out.stdout.contains("200"),
+        "{}",
+        out.stdout
+    );
 
     // The default URL: the port `a2a serve` reads from A2A_SERVE_PORT.
-    let port = serving.base().rsplit(':').next().expect("a port").to_owned();
+    let port = serving
+        .base()
+        .rsplit(':')
+        .next()
+        .expect("a port")
+        .to_owned();
     let with_port = Env::new().with_env("A2A_SERVE_PORT", &port);
     with_port.run(&["healthcheck"]).expect(0);
     drop(serving);

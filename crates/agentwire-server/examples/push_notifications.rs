@@ -64,6 +64,9 @@ async fn main() -> Result<(), agentwire_server::StartError> {
     // The port first (the first argument, 8080 without one), then the
     // address: it is printed only once it is ours.
     let bound = server().bind_local(8080).await?;
-    println!("Worker agent with push notifications on {} (Ctrl-C stops it)", bound.base_url());
+    println!(
+        "Worker agent with push notifications on {} (Ctrl-C stops it)",
+        bound.base_url()
+    );
     Ok(bound.run_until(agentwire_server::shutdown_signal()).await?)
 }

@@ -523,7 +523,10 @@ pub struct SessionAgent(Arc<std::sync::Mutex<String>>);
 impl SessionAgent {
     /// Records the contexts opened from now on with `agent`.
     pub fn set(&self, agent: &str) {
-        let mut a = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut a = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         agent.clone_into(&mut a);
     }
 
