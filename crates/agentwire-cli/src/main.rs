@@ -1160,7 +1160,7 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     (
         "ledger",
         "A2ACLI_LEDGER",
-        "ledger.db in the user's data directory (send, task, ledger, mcp)",
+        "ledger.db in the user's data directory (send, task, chat, inspect, demo, webhook, mcp, ledger)",
     ),
     (
         "no_ledger",
