@@ -2,10 +2,16 @@
 //! (CLI SPEC 8.1, Tier 3).
 //!
 //! The session carries the `contextId` across turns and, while a task waits
-//! for input or authorization, its `taskId`; it keeps a ledger (in memory,
-//! for this session only) of the context's tasks and artifact versions, so
-//! `/versions`, `/show`, `/accept` and `/refine` work on what the agent
-//! produced. `/file` and `/data` attach parts to the next message.
+//! for input or authorization, its `taskId`; it keeps a ledger of the
+//! context's tasks and artifact versions (in memory for the session's
+//! views, copied into the `a2a` ledger file), so `/versions`, `/show`,
+//! `/accept` and `/refine` work on what the agent produced. `/file` and
+//! `/data` attach parts to the next message.
+//!
+//! Leaving: `/quit`, Ctrl-D, or Ctrl-C at the prompt (exit 0: a user
+//! ending a chat is not an error). Ctrl-C while a reply streams stops
+//! following that reply; the session goes on, and the task keeps running
+//! on the agent (the note says how to follow or cancel it).
 //!
 //! Chat is gated by terminal detection (CLI SPEC 6.1): it refuses to run
 //! when standard input is not a terminal (scripts use `a2a send`). Lines
@@ -183,6 +189,10 @@ fn command_list() -> String {
         out.push_str(&format!("  {usage:<width$}  {what}\n"));
     }
     out.push_str("N is a number from /versions. Tab completes commands and file names.\n");
+    out.push_str(
+        "Ctrl-C at the prompt leaves too; while a reply streams, it stops following the reply\n\
+         (the task keeps running on the agent).\n",
+    );
     out
 }
 
@@ -216,6 +226,8 @@ struct Session {
     screen: Screen,
     stream: bool,
     verbose: bool,
+    /// The task of the reply being streamed, once the stream named it.
+    following: Option<String>,
 }
 
 pub async fn run(g: &Globals, args: ChatArgs) -> Result<u8, CliError> {
@@ -252,6 +264,7 @@ pub async fn run(g: &Globals, args: ChatArgs) -> Result<u8, CliError> {
         stream,
         verbose: g.verbose,
         agent,
+        following: None,
     };
     let mut editor = LineEditor::new(args.save_history)?;
     eprintln!(
@@ -267,11 +280,11 @@ pub async fn run(g: &Globals, args: ChatArgs) -> Result<u8, CliError> {
     loop {
         let line = match editor.read(&s.prompt()) {
             Ok(line) => line,
-            Err(ReadlineError::Interrupted) => {
-                eprintln!("(the line was dropped; /quit or Ctrl-D leaves)");
-                continue;
-            }
-            Err(ReadlineError::Eof) => break,
+            // Ctrl-C at the prompt (typed, or a SIGINT sent to the
+            // process) ends the session like Ctrl-D: the user leaving is
+            // not an error.
+            Err(ReadlineError::Interrupted | ReadlineError::Eof) => break,
+            Err(ReadlineError::Signal(rustyline::error::Signal::Interrupt)) => break,
             Err(e) => {
                 editor.save();
                 return Err(CliError::internal(format!("cannot read the terminal: {e}")));
@@ -282,11 +295,16 @@ pub async fn run(g: &Globals, args: ChatArgs) -> Result<u8, CliError> {
             continue;
         }
         editor.remember(&line, s.waiting_for_auth());
+        s.following = None;
         let turn = s.command(g, text);
+        // Ctrl-C while the agent answers stops following that reply (the
+        // session goes on); the task, if one was started, keeps running.
         let result = tokio::select! {
             r = turn => r,
-            _ = tokio::signal::ctrl_c() => Err(CliError::internal("stopped waiting for the agent")
-                .with_hint("a task that was started keeps running; /context lists the tasks, `a2a task get --wait <taskId>` follows one")),
+            _ = tokio::signal::ctrl_c() => {
+                s.stopped_following();
+                Ok(true)
+            }
         };
         match result {
             Ok(true) => {}
@@ -658,6 +676,18 @@ impl Session {
         }
     }
 
+    /// After Ctrl-C during a turn: says what became of the reply.
+    fn stopped_following(&mut self) {
+        eprintln!();
+        match self.following.take() {
+            Some(id) => self.say(&format!(
+                "Stopped following the reply (Ctrl-C). Task {id} keeps running on the agent: \
+                 `a2a task get --wait {id}` follows it, `a2a task cancel {id}` cancels it."
+            )),
+            None => self.say("Stopped waiting for the reply (Ctrl-C)."),
+        }
+    }
+
     async fn cancel(&mut self) -> Result<(), CliError> {
         let Some(id) = self.active_task.clone() else {
             return Err(CliError::usage("no task is waiting; nothing to cancel"));
@@ -958,6 +988,7 @@ impl Session {
                 progress.event(&ev);
                 if task_id.is_none() {
                     task_id = ev.task_id().map(str::to_owned);
+                    self.following.clone_from(&task_id);
                 }
                 if let Some(stream_response::Payload::Message(m)) = &ev.payload
                     && task_id.is_none()

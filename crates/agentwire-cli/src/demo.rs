@@ -44,10 +44,13 @@ pub struct DemoArgs {
     pub transport: crate::TransportOpt,
     #[command(flatten)]
     pub registry: crate::RegistryOpt,
+    #[command(flatten)]
+    pub ledger: crate::ledger::LedgerOpts,
 }
 
 impl crate::Apply for DemoArgs {
     fn apply(&self, g: &mut Globals) {
+        self.ledger.apply(g);
         self.transport.apply(g);
         self.registry.apply(g);
         self.timeout.apply(g);
@@ -220,7 +223,8 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
         let coordinator = ReleaseCoordinator::new()
             .with_bindings(bindings)
             .with_wait(g.timeout.unwrap_or(Duration::from_secs(30)))
-            .with_registry(registry);
+            .with_registry(registry)
+            .with_ledger(crate::ledger::session(g, "").await);
         return tell(coordinator, "", &args.goal, json_out, None).await;
     }
     // With --agent-url, the coordinator delegates to the agent at that URL
@@ -243,7 +247,8 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
         }
         let coordinator = ReleaseCoordinator::new()
             .with_bindings(bindings)
-            .with_wait(g.timeout.unwrap_or(Duration::from_secs(30)));
+            .with_wait(g.timeout.unwrap_or(Duration::from_secs(30)))
+            .with_ledger(crate::ledger::session(g, agent).await);
         return tell(coordinator, agent, &args.goal, json_out, None).await;
     }
     // The server keeps its tasks in SQLite, the default of `a2a serve`: a
@@ -274,9 +279,13 @@ pub async fn run(g: &Globals, args: DemoArgs) -> Result<u8, CliError> {
         out(format!("Goal: {}", args.goal));
     }
 
+    // The ledger records the story like any command's exchanges; the
+    // agent served here ends with the demo, so its contexts are recorded
+    // without an agent to continue them with.
     let coordinator = ReleaseCoordinator::new()
         .with_bindings(bindings)
-        .with_wait(g.timeout.unwrap_or(Duration::from_secs(30)));
+        .with_wait(g.timeout.unwrap_or(Duration::from_secs(30)))
+        .with_ledger(crate::ledger::session(g, "").await);
     tell(coordinator, &url, &args.goal, json_out, Some(server)).await
 }
 

@@ -648,6 +648,11 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
     /// Interactive multi-turn session (needs a terminal; never the default).
+    #[command(after_help = "\
+Leaving: /quit, Ctrl-D, or Ctrl-C at the prompt; the exit status is 0.
+Ctrl-C while a reply streams stops following that reply and the session goes on; the
+task keeps running on the agent (`a2a task get --wait ID` follows it, `a2a task cancel
+ID` cancels it). /help in the session lists its commands.")]
     Chat {
         #[command(flatten)]
         args: chat::ChatArgs,
@@ -1100,7 +1105,7 @@ async fn run(
         Command::Serve(args) => serve::run(args).await.map(|()| exit::OK),
         Command::Registry { command } => registry::run(&g, command).await,
         Command::Mcp(args) => mcp::run(&g.with(&args.conn), args).await,
-        Command::Inspect(args) => inspect::run(&g.with(&args.conn), args).await,
+        Command::Inspect(args) => inspect::run(&g.with(&args.conn).with(&args.ledger), args).await,
         Command::Man(args) => release::man(Cli::command(), &args),
         Command::Healthcheck(args) => release::healthcheck(&args).await,
     }
@@ -1155,7 +1160,7 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     (
         "ledger",
         "A2ACLI_LEDGER",
-        "ledger.db in the user's data directory (send, task, ledger, mcp)",
+        "ledger.db in the user's data directory (send, task, chat, inspect, demo, webhook, mcp, ledger)",
     ),
     (
         "no_ledger",

@@ -13,6 +13,7 @@ use futures::StreamExt;
 
 use crate::agent::Agent;
 use crate::error::{CliError, a2a_error_name, exit};
+use crate::ledger::Recorder;
 use crate::render::{self, Text};
 use crate::{Globals, OutputFormat};
 
@@ -128,12 +129,15 @@ pub struct WebhookArgs {
     pub timeout: crate::TimeoutOpt,
     #[command(flatten)]
     pub agent: crate::AgentOpts,
+    #[command(flatten)]
+    pub ledger: crate::ledger::LedgerOpts,
 }
 
 impl crate::Apply for WebhookArgs {
     fn apply(&self, g: &mut Globals) {
         self.agent.apply(g);
         self.timeout.apply(g);
+        self.ledger.apply(g);
     }
 }
 
@@ -214,6 +218,10 @@ pub async fn webhook(g: &Globals, args: WebhookArgs) -> Result<u8, CliError> {
         eprintln!("verifying: {}", proofs.join(", "));
     }
 
+    // What the accepted notifications say (tasks, states, artifacts) goes
+    // into the ledger like any other command's findings; their contexts
+    // are recorded with the agent of `--agent-card`, when given.
+    let rec = Recorder::open(g, g.agent_card.as_deref().unwrap_or("")).await;
     let json = g.output == OutputFormat::Json;
     let mut received = 0u64;
     let mut pending: std::collections::HashSet<String> = args.tasks.iter().cloned().collect();
@@ -241,6 +249,7 @@ pub async fn webhook(g: &Globals, args: WebhookArgs) -> Result<u8, CliError> {
             Some(Some(n)) => n,
         };
         received += 1;
+        rec.event(&n.event).await;
         if json {
             render::print_json(&n.event)?;
         } else {

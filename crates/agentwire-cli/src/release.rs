@@ -20,7 +20,8 @@ pub struct ManArgs {
     pub dir: Option<PathBuf>,
 }
 
-/// `a2a healthcheck`: exit 0 when `/healthz` answers 200, 1 otherwise.
+/// `a2a healthcheck`: exit 0 when `/healthz` answers 2xx (the URL and the
+/// status on stdout), 1 otherwise (the URL and why on stderr).
 #[derive(Args, Debug)]
 pub struct HealthcheckArgs {
     /// The URL to probe [default: http://127.0.0.1:$A2A_SERVE_PORT/healthz,
@@ -102,7 +103,17 @@ pub async fn healthcheck(args: &HealthcheckArgs) -> Result<u8, CliError> {
             Ok(exit::FAILURE)
         }
         Err(e) => {
-            eprintln!("{url}: no answer ({e})");
+            let why = if e.is_timeout() {
+                format!(
+                    "no answer within {}",
+                    humantime::format_duration(args.timeout)
+                )
+            } else if e.is_connect() {
+                "nothing answers there (is `a2a serve` running on that port?)".to_owned()
+            } else {
+                format!("no answer ({e})")
+            };
+            eprintln!("{url}: {why}");
             Ok(exit::FAILURE)
         }
     }

@@ -300,3 +300,55 @@ async fn saved_history_comes_back_without_credentials() {
     assert_eq!(t.wait(), 0, "{}", t.screen());
     assert_eq!(pty::read(&file), before);
 }
+
+/// Ctrl-C while a reply streams stops following it: the session goes on
+/// (the next message is answered) and the task keeps running on the agent;
+/// a SIGINT at the prompt then ends the chat with 0, as Ctrl-D does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_a_reply_then_ends_the_chat_with_0() {
+    let (server, _) = lab().await;
+    let env = Env::new();
+    let h = host(&server);
+    let mut cmd = pty::command(pty::a2a(), env.home(), &env.cwd());
+    cmd.args(["chat", "-a", &h, "--no-ledger"]);
+    let mut t = Pty::spawn(cmd);
+    t.expect("/quit leaves.");
+    t.line("slow 60000");
+    // The progress line names the task once the stream did.
+    t.expect(" WORKING");
+    // Typed while the reply streams: the terminal sends SIGINT.
+    t.send("\u{3}");
+    t.expect("Stopped following the reply (Ctrl-C). Task ");
+    let id = t.expect(" keeps running");
+    let id = id.trim_end_matches(" keeps running").trim().to_owned();
+    assert!(!id.is_empty());
+    // Not canceled: the agent still works on it.
+    let got = tokio::task::block_in_place(|| {
+        env.run(&["task", "get", "-a", &h, "--no-ledger", &id, "-o", "json"])
+    });
+    got.expect(0);
+    let got = got.json();
+    assert_eq!(got["status"]["state"], "TASK_STATE_WORKING", "{got}");
+    // The session goes on.
+    t.line("hello again");
+    t.expect("hello again");
+    t.expect("COMPLETED");
+    // A SIGINT at the prompt ends the chat, with 0.
+    t.expect("> ");
+    t.interrupt();
+    assert_eq!(t.wait(), 0, "{}", t.screen());
+    assert!(!t.screen().contains("A2ACLI_ERR"), "{}", t.screen());
+}
+
+/// Ctrl-C typed at the prompt ends the chat with 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_typed_at_the_prompt_ends_the_chat_with_0() {
+    let (server, _) = lab().await;
+    let env = Env::new();
+    let mut cmd = pty::command(pty::a2a(), env.home(), &env.cwd());
+    cmd.args(["chat", "-a", &host(&server), "--no-ledger"]);
+    let mut t = Pty::spawn(cmd);
+    t.expect("/quit leaves.");
+    t.send("half a line\u{3}");
+    assert_eq!(t.wait(), 0, "{}", t.screen());
+}

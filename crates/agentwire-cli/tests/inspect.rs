@@ -916,3 +916,64 @@ async fn the_cards_signature_status_is_shown() {
     out.expect(2);
     assert!(out.stderr.contains("--trust-key"), "{}", out.stderr);
 }
+
+/// A streamed turn through the inspector that completes; its task's id.
+async fn completed_turn(base: &str, text: &str) -> String {
+    let sent = post(base, "/api/send", json!({"text": text, "stream": true})).await;
+    assert_eq!(
+        last_state(&sent["events"]),
+        "TASK_STATE_COMPLETED",
+        "{sent}"
+    );
+    task_id(&sent["events"])
+}
+
+/// What the inspector sees goes into the `a2a` ledger like any command's
+/// findings: the context (with the agent connected), its task, its state
+/// and its artifact, read back with `a2a ledger`; `--no-ledger` writes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_records_into_the_ledger() {
+    let env = Env::new();
+    let agent = Running::start(
+        &env,
+        &[
+            "serve", "--agent", "echo", "--port", "0", "--store", "memory",
+        ],
+    );
+    let ledger = env.home().join("inspected").join("ledger.db");
+    let l = ledger.to_str().expect("a UTF-8 path");
+    let id = {
+        let inspector = Running::start(&env, &["inspect", "-a", &agent.url, "--ledger", l]);
+        completed_turn(&inspector.url, "hello ledger").await
+    };
+    let out = env.run(&["ledger", "tasks", "--ledger", l, "-o", "json"]);
+    out.expect(0);
+    let doc = out.json();
+    assert_eq!(doc["agent"], agent.url.as_str(), "{doc}");
+    let tasks = doc["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 1, "{doc}");
+    assert_eq!(tasks[0]["taskId"], id.as_str(), "{doc}");
+    assert_eq!(tasks[0]["state"], "TASK_STATE_COMPLETED", "{doc}");
+    let artifacts = env.run(&["ledger", "artifacts", "--ledger", l, "-o", "json"]);
+    artifacts.expect(0);
+    let doc = artifacts.json();
+    let versions = doc["artifacts"][0]["versions"]
+        .as_array()
+        .expect("versions");
+    assert_eq!(versions.len(), 1, "{doc}");
+    assert_eq!(versions[0]["taskId"], id.as_str(), "{doc}");
+
+    // --no-ledger: the session keeps its views, the file is never made.
+    let off = env.home().join("off").join("ledger.db");
+    let o = off.to_str().expect("a UTF-8 path");
+    let inspector = Running::start(
+        &env,
+        &["inspect", "-a", &agent.url, "--ledger", o, "--no-ledger"],
+    );
+    let id = completed_turn(&inspector.url, "not recorded").await;
+    let versions = get(&inspector.url, "/api/versions").await;
+    assert!(versions.to_string().contains(&id), "{versions}");
+    drop(inspector);
+    assert!(std::fs::metadata(&off).is_err(), "the ledger was written");
+}

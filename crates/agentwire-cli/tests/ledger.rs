@@ -336,3 +336,63 @@ fn the_demo_tells_its_two_tasks_apart() {
     assert_eq!(a.len(), 8, "{line}");
     assert_ne!(a, b, "{line}");
 }
+
+/// `a2a demo` records its story into the ledger like any command: the
+/// context, its two tasks completed, the two chained versions of the
+/// Markdown report with the second accepted; `--no-ledger` writes nothing.
+#[test]
+fn the_demo_records_its_story() {
+    let env = Env::new();
+    let ledger = env.home().join("demo").join("ledger.db");
+    let l = ledger.to_str().expect("a UTF-8 path");
+    let out = ok(&env, &["demo", "--ledger", l, "-o", "json"]);
+    let outcome = out
+        .jsonl()
+        .into_iter()
+        .find(|v| v["type"] == "outcome")
+        .unwrap_or_else(|| panic!("no outcome in:\n{}", out.stdout));
+    let ctx = str_at(&outcome, "/contextId").to_owned();
+    let doc = ok_json(&env, &["ledger", "tasks", "--ledger", l, &ctx]);
+    let tasks: Vec<(&str, &str)> = doc["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| (str_at(t, "/taskId"), str_at(t, "/state")))
+        .collect();
+    assert_eq!(
+        tasks,
+        vec![
+            (str_at(&outcome, "/tasks/0"), "TASK_STATE_COMPLETED"),
+            (str_at(&outcome, "/tasks/1"), "TASK_STATE_COMPLETED"),
+        ],
+        "{doc}"
+    );
+    let doc = ok_json(
+        &env,
+        &["ledger", "artifacts", "--ledger", l, &ctx, "--name", MD],
+    );
+    let recorded: Vec<&str> = doc["artifacts"][0]["versions"]
+        .as_array()
+        .expect("versions")
+        .iter()
+        .map(|v| str_at(v, "/artifactId"))
+        .collect();
+    let told: Vec<&str> = outcome["ledger"]["versions"]
+        .as_array()
+        .expect("the outcome's versions")
+        .iter()
+        .map(|v| str_at(v, "/artifactId"))
+        .collect();
+    assert_eq!(recorded, told, "{doc}");
+    assert_eq!(recorded.len(), 2, "{doc}");
+    assert_eq!(doc["artifacts"][0]["acceptedArtifactId"], told[1], "{doc}");
+    assert_eq!(
+        doc["artifacts"][0]["versions"][1]["previousArtifactId"], told[0],
+        "{doc}"
+    );
+
+    let off = env.home().join("off").join("ledger.db");
+    let o = off.to_str().expect("a UTF-8 path");
+    ok(&env, &["demo", "--ledger", o, "--no-ledger"]);
+    assert!(!exists(&off), "the ledger was written");
+}

@@ -181,6 +181,35 @@ fn copy_fixtures(env: &Env) {
     }
 }
 
+/// `send_message` of the analysis with the project's files: the agent asks
+/// which Node.js version (input-required); its result.
+async fn ask_for_the_analysis(s: &Session) -> Value {
+    let (first, _) = call(
+        s,
+        "send_message",
+        json!({
+            "agent": "depcompat",
+            "text": "Check payment-service",
+            "files": ["package.json", "package-lock.json"],
+        }),
+    )
+    .await;
+    assert_eq!(first["state"], "input-required", "{first:#}");
+    first
+}
+
+/// `continue_task` with the answer: the task completes; its result.
+async fn answer_the_question(s: &Session, first: &Value) -> Value {
+    let (report, _) = call(
+        s,
+        "continue_task",
+        json!({"task_id": first["taskId"], "text": "Node.js 24"}),
+    )
+    .await;
+    assert_eq!(report["state"], "completed", "{report:#}");
+    report
+}
+
 fn md_artifact(result: &Value) -> Value {
     let md: Vec<&Value> = result["artifacts"]
         .as_array()
@@ -423,6 +452,102 @@ async fn the_work_continues_after_the_host_restarts() {
         "{text}"
     );
     let _ = s.cancel().await;
+
+    // The bridge's state is the `a2a` ledger's: the context with its
+    // agent, both tasks, read by `a2a ledger` (and `a2a send --context`).
+    let out = env.run(&[
+        "ledger",
+        "tasks",
+        "--ledger",
+        ledger.to_str().expect("a UTF-8 path"),
+        first["contextId"].as_str().expect("a context id"),
+        "-o",
+        "json",
+    ]);
+    out.expect(0);
+    let doc = out.json();
+    assert_eq!(doc["agent"], agent.url.as_str(), "{doc}");
+    let tasks: Vec<&Value> = doc["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| &t["taskId"])
+        .collect();
+    assert_eq!(tasks, [&first["taskId"], &refined["taskId"]], "{doc}");
+}
+
+/// A ledger from before the bridge kept each context's agent in the
+/// ledger itself (a table of its own, `mcp_context_agents`): the agents
+/// are moved into the ledger and the table dropped, and the work goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_with_the_former_agent_table_is_adopted() {
+    let env = Env::new();
+    copy_fixtures(&env);
+    let agent = Served::start("depcompat", &env);
+    let ledger = env.home().join("ledger.db");
+    let args = mcp_args(&agent.url, &ledger);
+    let s = stdio_session(&env, &args, Host::default()).await;
+    let first = ask_for_the_analysis(&s).await;
+    let _ = s.cancel().await;
+    let ctx = first["contextId"].as_str().expect("a context id");
+    {
+        let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", ledger.display()))
+            .await
+            .expect("open the ledger");
+        for q in [
+            "UPDATE contexts SET agent = NULL",
+            "CREATE TABLE mcp_context_agents (context_id TEXT PRIMARY KEY, agent TEXT NOT NULL, updated_at TEXT NOT NULL)",
+        ] {
+            sqlx::query(q).execute(&pool).await.expect(q);
+        }
+        sqlx::query("INSERT INTO mcp_context_agents VALUES (?, ?, '0')")
+            .bind(ctx)
+            .bind(&agent.url)
+            .execute(&pool)
+            .await
+            .expect("the former row");
+        pool.close().await;
+    }
+    let s = stdio_session(&env, &args, Host::default()).await;
+    answer_the_question(&s, &first).await;
+    let _ = s.cancel().await;
+    let l = ledger.to_str().expect("a UTF-8 path");
+    let out = env.run(&["ledger", "contexts", "--ledger", l, "-o", "json"]);
+    out.expect(0);
+    assert_eq!(out.json()["contexts"][0]["agent"], agent.url.as_str());
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", ledger.display()))
+        .await
+        .expect("open the ledger");
+    let left: Option<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE name = 'mcp_context_agents'")
+            .fetch_optional(&pool)
+            .await
+            .expect("the schema");
+    assert_eq!(left, None, "the former table is dropped");
+}
+
+/// `a2a mcp --no-ledger`: the bridge keeps its state in memory (a task
+/// is continued in the same session) and writes no file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_ledger_keeps_the_state_in_memory() {
+    let env = Env::new();
+    copy_fixtures(&env);
+    let agent = Served::start("depcompat", &env);
+    let ledger = env.home().join("off").join("ledger.db");
+    let mut args = mcp_args(&agent.url, &ledger);
+    args.push("--no-ledger".into());
+    let s = stdio_session(&env, &args, Host::default()).await;
+    let first = ask_for_the_analysis(&s).await;
+    answer_the_question(&s, &first).await;
+    let _ = s.cancel().await;
+    assert!(
+        std::fs::metadata(&ledger).is_err(),
+        "the ledger was written"
+    );
+    assert!(
+        std::fs::metadata(env.home().join(".local/share/a2a-cli")).is_err(),
+        "the default ledger was written"
+    );
 }
 
 /// `a2a mcp --http`: the same tools over streamable HTTP.
@@ -454,24 +579,8 @@ async fn streamable_http_serves_the_tools() {
         .expect("an MCP session over HTTP");
     let tools = s.list_all_tools().await.expect("tools/list");
     assert_eq!(tools.len(), 9);
-    let (first, _) = call(
-        &s,
-        "send_message",
-        json!({
-            "agent": "depcompat",
-            "text": "Check payment-service",
-            "files": ["package.json", "package-lock.json"],
-        }),
-    )
-    .await;
-    assert_eq!(first["state"], "input-required", "{first:#}");
-    let (report, _) = call(
-        &s,
-        "continue_task",
-        json!({"task_id": first["taskId"], "text": "Node.js 24"}),
-    )
-    .await;
-    assert_eq!(report["state"], "completed", "{report:#}");
+    let first = ask_for_the_analysis(&s).await;
+    answer_the_question(&s, &first).await;
     assert!(
         !host.progress.lock().unwrap().is_empty(),
         "progress notifications over HTTP"

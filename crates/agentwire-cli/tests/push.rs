@@ -29,14 +29,19 @@ fn wait_listening(port: u16) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn send_with_push_url_and_webhook_prints_verified_notifications() {
-    let server = A2aServer::new(echo::card(), EchoAgent)
+/// The echo agent, pushing to loopback webhooks.
+async fn push_echo() -> agentwire_server::ServerHandle {
+    A2aServer::new(echo::card(), EchoAgent)
         .push(PushConfig::new().allow_loopback())
         .bind("127.0.0.1:0")
         .await
         .expect("bind")
-        .spawn();
+        .spawn()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_with_push_url_and_webhook_prints_verified_notifications() {
+    let server = push_echo().await;
     let base = server.base_url();
     let port = free_port();
     let env = Env::new();
@@ -198,4 +203,86 @@ async fn webhook_listens_before_fetching_the_agent_card() {
         .await
         .expect("the webhook's end");
     assert!(!o.status.success(), "{o:?}");
+}
+
+/// Runs `a2a webhook ARGS` on a free port until the task of one `a2a send
+/// --push-url` (which records nothing itself) is final; the task's id.
+async fn pushed_once(env: &Env, base: &str, args: &[&str]) -> String {
+    let port = free_port();
+    let mut webhook = env.cmd();
+    webhook.args(["webhook", "--port", &port.to_string(), "--token", "t0ken"]);
+    webhook.args(["--until-final", "--timeout", "30s", "-o", "json"]);
+    webhook.args(args);
+    let receiving = std::thread::spawn(move || webhook.output().expect("run a2a webhook"));
+    tokio::task::spawn_blocking(move || wait_listening(port))
+        .await
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/");
+    let sent = env.run(&[
+        "send",
+        "-a",
+        base,
+        "--no-ledger",
+        "--push-url",
+        &url,
+        "--push-token",
+        "t0ken",
+        "-o",
+        "json",
+        "hello ledger",
+    ]);
+    sent.expect(0);
+    let o = tokio::task::spawn_blocking(move || receiving.join().expect("webhook thread"))
+        .await
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    sent.json()["task"]["id"]
+        .as_str()
+        .expect("a task id")
+        .to_owned()
+}
+
+/// `a2a webhook` records what the notifications it accepts say (the task,
+/// its final state, its artifact) into the `a2a` ledger; `--no-ledger`
+/// writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_records_the_notified_tasks_into_the_ledger() {
+    let server = push_echo().await;
+    let base = server.base_url();
+    let env = Env::new();
+    let ledger = env.home().join("hook").join("ledger.db");
+    let l = ledger.to_str().expect("a UTF-8 path");
+
+    let id = pushed_once(&env, &base, &["--ledger", l]).await;
+    let out = env.run(&["ledger", "tasks", "--ledger", l, "-o", "json"]);
+    out.expect(0);
+    let doc = out.json();
+    let tasks = doc["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 1, "{doc}");
+    assert_eq!(tasks[0]["taskId"], id.as_str(), "{doc}");
+    assert_eq!(tasks[0]["state"], "TASK_STATE_COMPLETED", "{doc}");
+    // Without -a the webhook does not know the agent: none is recorded.
+    assert_eq!(doc["agent"], serde_json::Value::Null, "{doc}");
+    let out = env.run(&["ledger", "artifacts", "--ledger", l, "-o", "json"]);
+    out.expect(0);
+    let doc = out.json();
+    let v = &doc["artifacts"][0]["versions"][0];
+    assert_eq!(v["taskId"], id.as_str(), "{doc}");
+    let text: String = v["artifact"]["parts"]
+        .as_array()
+        .expect("parts")
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(text, "hello ledger", "{doc}");
+
+    let off = env.home().join("off").join("ledger.db");
+    let o = off.to_str().expect("a UTF-8 path");
+    pushed_once(&env, &base, &["--ledger", o, "--no-ledger"]).await;
+    assert!(std::fs::metadata(&off).is_err(), "the ledger was written");
 }

@@ -60,24 +60,14 @@ pub fn app(addr: SocketAddr) -> Router {
 }
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
-    let port = port_from_args()?;
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+async fn main() -> Result<(), agentwire_server::StartError> {
+    // The port first (the first argument, 8080 without one), then the
+    // address: it is printed only once it is ours.
+    let (listener, url) = agentwire_server::listen_local(8080).await?;
     let addr = listener.local_addr()?;
-    println!("App with an agent on http://{addr} (Ctrl-C stops it)");
+    println!("App with an agent on {url} (Ctrl-C stops it)");
     axum::serve(listener, app(addr))
         .with_graceful_shutdown(agentwire_server::shutdown_signal())
-        .await
-}
-
-/// The port given as the first argument, 8080 without one.
-fn port_from_args() -> std::io::Result<u16> {
-    std::env::args().nth(1).map_or(Ok(8080), |p| {
-        p.parse().map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("{p:?} is not a port number (1-65535)"),
-            )
-        })
-    })
+        .await?;
+    Ok(())
 }

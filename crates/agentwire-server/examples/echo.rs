@@ -36,46 +36,10 @@ pub fn server() -> A2aServer {
 }
 
 #[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let port = match port_from_args() {
-        Ok(port) => port,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return std::process::ExitCode::from(2);
-        }
-    };
-    // The port first, then the address: it is printed only once it is ours.
-    let bound = match server().bind(("127.0.0.1", port)).await {
-        Ok(bound) => bound,
-        Err(e) => {
-            eprintln!(
-                "error: cannot listen on 127.0.0.1:{port} ({e}); another program may be \
-                 using that port: stop it, or give this example another port (`-- 9000`)"
-            );
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    println!(
-        "Echo agent on http://{} (Ctrl-C stops it)",
-        bound.local_addr()
-    );
-    match bound.run_until(agentwire_server::shutdown_signal()).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: the server stopped: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-/// The port given as the first argument, 8080 without one.
-fn port_from_args() -> std::io::Result<u16> {
-    std::env::args().nth(1).map_or(Ok(8080), |p| {
-        p.parse().map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("{p:?} is not a port number (1-65535)"),
-            )
-        })
-    })
+async fn main() -> Result<(), agentwire_server::StartError> {
+    // The port first (the first argument, 8080 without one), then the
+    // address: it is printed only once it is ours.
+    let bound = server().bind_local(8080).await?;
+    println!("Echo agent on {} (Ctrl-C stops it)", bound.base_url());
+    Ok(bound.run_until(agentwire_server::shutdown_signal()).await?)
 }

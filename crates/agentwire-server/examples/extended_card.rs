@@ -77,8 +77,7 @@ pub fn server(token: &str) -> A2aServer {
 }
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
-    let port = port_from_args()?;
+async fn main() -> Result<(), agentwire_server::StartError> {
     let token = match std::env::var("A2A_TOKEN") {
         Ok(token) if !token.is_empty() => token,
         _ => {
@@ -87,34 +86,9 @@ async fn main() -> std::io::Result<()> {
             token
         }
     };
-    // The port first, then the address: it is printed only once it is ours.
-    let bound = server(&token)
-        .bind(("127.0.0.1", port))
-        .await
-        .map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot listen on 127.0.0.1:{port} ({e}); another program may be using \
-                     that port: stop it, or give this example another port (`-- 9000`)"
-                ),
-            )
-        })?;
-    println!(
-        "Greeter agent on http://{} (Ctrl-C stops it)",
-        bound.local_addr()
-    );
-    bound.run_until(agentwire_server::shutdown_signal()).await
-}
-
-/// The port given as the first argument, 8080 without one.
-fn port_from_args() -> std::io::Result<u16> {
-    std::env::args().nth(1).map_or(Ok(8080), |p| {
-        p.parse().map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("{p:?} is not a port number (1-65535)"),
-            )
-        })
-    })
+    // The port first (the first argument, 8080 without one), then the
+    // address: it is printed only once it is ours.
+    let bound = server(&token).bind_local(8080).await?;
+    println!("Greeter agent on {} (Ctrl-C stops it)", bound.base_url());
+    Ok(bound.run_until(agentwire_server::shutdown_signal()).await?)
 }

@@ -384,29 +384,18 @@ pub fn server(config: ModelConfig) -> Result<A2aServer, String> {
 }
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
-    let port = port_from_args()?;
+async fn main() -> Result<(), agentwire_server::StartError> {
     let config = ModelConfig::from_env().map_err(std::io::Error::other)?;
     let endpoint = config.endpoint();
-    let server = server(config)
+    // The port first (the first argument, 8080 without one), then the
+    // address: it is printed only once it is ours.
+    let bound = server(config)
         .map_err(std::io::Error::other)?
-        .bind(("127.0.0.1", port))
+        .bind_local(8080)
         .await?;
     println!(
-        "Model agent on http://{} (model server: {endpoint}; Ctrl-C stops it)",
-        server.local_addr()
+        "Model agent on {} (model server: {endpoint}; Ctrl-C stops it)",
+        bound.base_url()
     );
-    server.run_until(agentwire_server::shutdown_signal()).await
-}
-
-/// The port given as the first argument, 8080 without one.
-fn port_from_args() -> std::io::Result<u16> {
-    std::env::args().nth(1).map_or(Ok(8080), |p| {
-        p.parse().map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("{p:?} is not a port number (1-65535)"),
-            )
-        })
-    })
+    Ok(bound.run_until(agentwire_server::shutdown_signal()).await?)
 }

@@ -83,6 +83,7 @@ pub use serving::accept::{
     ConnectionLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_REQUEST_HEAD_TIMEOUT, MAX_HEAD_BYTES,
 };
+pub use serving::local::{StartError, listen_local};
 pub use serving::router::{RouterOptions, router};
 pub use serving::server::{
     A2aServer, BoundServer, DEFAULT_SHUTDOWN_GRACE, ServerHandle, advertised_addr, shutdown_signal,

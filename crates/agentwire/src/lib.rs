@@ -33,10 +33,14 @@
 //!     }
 //! }
 //!
-//! pub async fn serve() -> std::io::Result<()> {
+//! // On 127.0.0.1 and the port given as the first argument (8080 without
+//! // one); the address is printed once the port is bound.
+//! pub async fn serve() -> Result<(), agentwire::server::StartError> {
 //!     let card = AgentCard::new("Echo", "Repeats what you say", "1.0.0")
 //!         .with_skill(AgentSkill::new("echo", "Echo", "Repeats the text", ["echo"]));
-//!     A2aServer::new(card, Echo).serve("127.0.0.1:8080").await
+//!     let bound = A2aServer::new(card, Echo).bind_local(8080).await?;
+//!     println!("Echo agent on {} (Ctrl-C stops it)", bound.base_url());
+//!     Ok(bound.run_until(agentwire::server::shutdown_signal()).await?)
 //! }
 //! # }
 //! # fn main() {}

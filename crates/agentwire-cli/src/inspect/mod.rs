@@ -78,6 +78,8 @@ pub struct InspectArgs {
     pub trust_jwks: Vec<String>,
     #[command(flatten)]
     pub conn: ConnOpts,
+    #[command(flatten)]
+    pub ledger: crate::ledger::LedgerOpts,
 }
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
@@ -102,7 +104,12 @@ struct Inner {
     conn: tokio::sync::RwLock<Option<Arc<Conn>>>,
     /// The connect result shown to the page (card, problems, signature).
     connected: Mutex<Value>,
+    /// The session's records (its views read them), copied into the
+    /// `a2a` ledger file like every command's.
     ledger: Ledger,
+    /// The agent the ledger file records new contexts with: the one
+    /// connected.
+    ledger_agent: crate::ledger::SessionAgent,
     wire: Mutex<Vec<Value>>,
     timelines: Mutex<HashMap<String, Vec<Value>>>,
     deliveries: Arc<Mutex<Vec<Value>>>,
@@ -468,12 +475,15 @@ pub async fn run(g: &Globals, args: InspectArgs) -> Result<u8, CliError> {
         .port();
     let (bus, _) = broadcast::channel(1024);
     let exchanges = Arc::new(WireLog::new(KEEP_EXCHANGES));
+    let (ledger, ledger_agent) =
+        crate::ledger::session_with_agent(g, g.agent_card.as_deref().unwrap_or("")).await;
     let inner = Arc::new(Inner {
         port,
         globals: g.clone(),
         conn: tokio::sync::RwLock::new(None),
         connected: Mutex::new(Value::Null),
-        ledger: Ledger::in_memory(),
+        ledger,
+        ledger_agent,
         wire: Mutex::new(Vec::new()),
         timelines: Mutex::new(HashMap::new()),
         deliveries: Arc::new(Mutex::new(Vec::new())),
@@ -722,6 +732,7 @@ async fn connect_to(s: &Inner, req: ConnectRequest) -> Result<Value, ApiError> {
         "selected": selected,
         "available": Binding::ALL.iter().filter(|b| b.is_available()).map(|b| b.as_str()).collect::<Vec<_>>(),
     });
+    s.ledger_agent.set(&reference);
     *s.conn.write().await = Some(Arc::new(Conn { agent, reference }));
     *s.connected.lock().unwrap_or_else(|p| p.into_inner()) = info.clone();
     s.publish("connected", info.clone());
@@ -1214,8 +1225,11 @@ async fn ensure_webhook(s: &Inner) -> Result<String, ApiError> {
     *w = Some(running);
     let bus = s.bus.clone();
     let sink = s.deliveries.clone();
+    let ledger = s.ledger.clone();
     tokio::spawn(async move {
         while let Some(n) = notifications.next().await {
+            // What a delivery says of a task goes into the ledger too.
+            let _ = ledger.record_event(&n.event).await;
             let v = json!({
                 "at": now(), "taskId": n.task_id, "id": n.id, "sequence": n.sequence,
                 "signedBy": n.signed_by, "authenticated": n.authenticated,

@@ -331,8 +331,10 @@ struct Inner {
 
 impl Recorder {
     /// A recorder for the commands of these settings talking to `agent`
-    /// (the reference they were given); records nothing with
-    /// `--no-ledger`, or (with a warning) when the ledger cannot be opened.
+    /// (the reference they were given; empty when the command does not
+    /// know it, e.g. `a2a webhook` without `-a`: the contexts' agents are
+    /// then left as recorded); records nothing with `--no-ledger`, or
+    /// (with a warning) when the ledger cannot be opened.
     pub async fn open(g: &Globals, agent: &str) -> Self {
         let inner = match open(g).await {
             Ok(Some((ledger, _))) => Some(Arc::new(Inner {
@@ -358,7 +360,9 @@ impl Recorder {
         if context_id.is_empty() {
             return Ok(());
         }
-        inner.ledger.set_agent(context_id, &inner.agent).await?;
+        if !inner.agent.is_empty() {
+            inner.ledger.set_agent(context_id, &inner.agent).await?;
+        }
         inner.ledger.prune(inner.max_contexts).await?;
         Ok(())
     }
@@ -412,6 +416,31 @@ impl Recorder {
         }
     }
 
+    /// Records one event received outside a stream the command opened (a
+    /// push notification `a2a webhook` accepted).
+    pub async fn event(&self, event: &StreamResponse) {
+        let Some(inner) = &self.inner else { return };
+        let done = async {
+            inner.ledger.record_event(event).await?;
+            let ctx = match context_of(event) {
+                "" => match event.task_id() {
+                    Some(t) => inner
+                        .ledger
+                        .task(t)
+                        .await?
+                        .map(|r| r.context_id)
+                        .unwrap_or_default(),
+                    None => String::new(),
+                },
+                c => c.to_owned(),
+            };
+            Self::context(inner, &ctx).await
+        };
+        if let Err(e) = done.await {
+            Self::failed(e);
+        }
+    }
+
     /// Records each event of a stream as it passes (and `sent`, once the
     /// context is known); never changes the stream.
     pub fn wrap(&self, events: EventStream, sent: Option<Message>) -> EventStream {
@@ -451,13 +480,20 @@ impl Recorder {
     }
 }
 
-// ----- sessions (chat, inspect) --------------------------------------------
+// ----- sessions (chat, inspect, demo) -------------------------------------
 
-/// The ledger of an interactive session (`a2a chat`, `a2a inspect`): kept
+/// The ledger of a session (`a2a chat`, `a2a inspect`, `a2a demo`): kept
 /// in memory for the session's own views (its versions, its pending
 /// tasks), and copied into the ledger file like every other command's
-/// records (unless `--no-ledger`).
+/// records (unless `--no-ledger`). New contexts are recorded with `agent`
+/// (none when empty).
 pub async fn session(g: &Globals, agent: &str) -> Ledger {
+    session_with_agent(g, agent).await.0
+}
+
+/// [`session`], with the handle that changes the agent new contexts are
+/// recorded with (`a2a inspect` connects to one agent, then another).
+pub async fn session_with_agent(g: &Globals, agent: &str) -> (Ledger, SessionAgent) {
     let file = match open(g).await {
         Ok(Some((l, _))) => Some(l),
         Ok(None) => None,
@@ -467,14 +503,38 @@ pub async fn session(g: &Globals, agent: &str) -> Ledger {
         }
     };
     let memory: Arc<dyn LedgerStore> = Arc::new(MemoryStore::new());
-    match file {
+    let slot = SessionAgent(Arc::new(std::sync::Mutex::new(agent.to_owned())));
+    let ledger = match file {
         None => Ledger::with_store(memory),
         Some(file) => Ledger::with_store(Arc::new(Tee {
             memory,
             file: file.store().clone(),
-            agent: agent.to_owned(),
+            agent: slot.clone(),
             max_contexts: g.ledger_max_contexts.max(1),
         })),
+    };
+    (ledger, slot)
+}
+
+/// The agent a session's new contexts are recorded with.
+#[derive(Clone)]
+pub struct SessionAgent(Arc<std::sync::Mutex<String>>);
+
+impl SessionAgent {
+    /// Records the contexts opened from now on with `agent`.
+    pub fn set(&self, agent: &str) {
+        let mut a = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        agent.clone_into(&mut a);
+    }
+
+    fn get(&self) -> String {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -483,7 +543,7 @@ pub async fn session(g: &Globals, agent: &str) -> Ledger {
 struct Tee {
     memory: Arc<dyn LedgerStore>,
     file: Arc<dyn LedgerStore>,
-    agent: String,
+    agent: SessionAgent,
     max_contexts: usize,
 }
 
@@ -503,7 +563,10 @@ impl LedgerStore for Tee {
             let new = self.file.context(id).await?.is_none();
             self.file.touch_context(id, at).await?;
             if new {
-                self.file.set_context_agent(id, &self.agent).await?;
+                let agent = self.agent.get();
+                if !agent.is_empty() {
+                    self.file.set_context_agent(id, &agent).await?;
+                }
                 self.file.retain_recent_contexts(self.max_contexts).await?;
             }
             Ok::<(), LedgerError>(())

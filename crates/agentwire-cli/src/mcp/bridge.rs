@@ -4,10 +4,10 @@
 //! content) and its text rendering, both saying what the agent needs next,
 //! so that a model that keeps nothing between calls can finish multi-turn
 //! work. Everything a later call needs is in the ledger: the contexts, the
-//! tasks (and which wait for input), the artifact versions, and, in a
-//! table of the bridge's own in the same file, which agent each context
-//! belongs to (so `continue_task(task_id)` after a restart of the host
-//! reaches the right agent).
+//! tasks (and which wait for input), the artifact versions, and which
+//! agent each context belongs to (the ledger's own record of a context's
+//! agent, the one `a2a send --context` reads too: so `continue_task(task_id)`
+//! after a restart of the host reaches the right agent).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -24,8 +24,7 @@ use agentwire_types::{
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
-use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use tokio::time::Instant;
 
 use super::AgentEntry;
@@ -63,7 +62,8 @@ pub struct Bridge {
     globals: Globals,
     entries: Vec<AgentEntry>,
     ledger: Ledger,
-    routes: Routes,
+    /// The most contexts the ledger keeps (`--ledger-max-contexts`).
+    max_contexts: usize,
     connected: tokio::sync::Mutex<HashMap<String, Arc<Agent>>>,
     max_wait: Duration,
 }
@@ -75,28 +75,22 @@ enum Outcome {
 }
 
 impl Bridge {
-    /// Opens the ledger (created if missing) and the bridge's table in it.
-    pub async fn open(
+    /// The bridge on this ledger (the `a2a` ledger file, or one in
+    /// memory with `--no-ledger`).
+    pub fn new(
         globals: Globals,
         entries: Vec<AgentEntry>,
-        ledger_path: &Path,
+        ledger: Ledger,
         max_wait: Duration,
-    ) -> Result<Self, CliError> {
-        let ledger = Ledger::open(ledger_path).await.map_err(|e| {
-            CliError::internal(format!(
-                "cannot open the ledger {}: {e}",
-                ledger_path.display()
-            ))
-        })?;
-        let routes = Routes::open(ledger_path).await?;
-        Ok(Self {
+    ) -> Self {
+        Self {
+            max_contexts: globals.ledger_max_contexts.max(1),
             globals,
             entries,
             ledger,
-            routes,
             connected: tokio::sync::Mutex::new(HashMap::new()),
             max_wait,
-        })
+        }
     }
 
     // ----- agents ----------------------------------------------------
@@ -180,9 +174,29 @@ impl Bridge {
             .unwrap_or_else(|| agent.card.name.clone())
     }
 
-    /// The agent of a context, from the bridge's table.
+    /// Records the agent of a context (and keeps the ledger bounded).
+    async fn set_route(&self, context_id: &str, reference: &str) -> Result<(), CliError> {
+        self.ledger
+            .set_agent(context_id, reference)
+            .await
+            .map_err(ledger_err)?;
+        self.ledger
+            .prune(self.max_contexts)
+            .await
+            .map_err(ledger_err)?;
+        Ok(())
+    }
+
+    /// The agent of a context, as the ledger recorded it.
     async fn agent_of_context(&self, context_id: &str) -> Result<(String, Arc<Agent>), CliError> {
-        let Some(reference) = self.routes.get(context_id).await? else {
+        let recorded = self
+            .ledger
+            .store()
+            .context(context_id)
+            .await
+            .map_err(ledger_err)?
+            .and_then(|c| c.agent);
+        let Some(reference) = recorded else {
             return Err(CliError::usage(format!(
                 "the ledger does not say which agent context {context_id} belongs to"
             ))
@@ -660,7 +674,7 @@ impl Bridge {
                 {
                     direct = Some(m.clone());
                     if !m.context_id.is_empty() {
-                        self.routes.set(&m.context_id, reference).await?;
+                        self.set_route(&m.context_id, reference).await?;
                     }
                 }
                 if let Some(line) = describe_event(&event) {
@@ -698,7 +712,7 @@ impl Bridge {
                 }
                 Some(send_message_response::Payload::Message(m)) => {
                     if !m.context_id.is_empty() {
-                        self.routes.set(&m.context_id, reference).await?;
+                        self.set_route(&m.context_id, reference).await?;
                     }
                     direct = Some(m.clone());
                 }
@@ -733,7 +747,7 @@ impl Bridge {
             return Ok(());
         };
         if !record.context_id.is_empty() {
-            self.routes.set(&record.context_id, reference).await?;
+            self.set_route(&record.context_id, reference).await?;
         }
         if let Some(target) = refines
             && record.refines_artifact_id.is_none()
@@ -980,68 +994,53 @@ impl Bridge {
     }
 }
 
-/// The agent of each context, in a table of the bridge's own in the
-/// ledger's file (the ledger itself does not record agents).
-struct Routes {
-    pool: SqlitePool,
-}
-
-impl Routes {
-    async fn open(path: &Path) -> Result<Self, CliError> {
-        let fail = |e: sqlx::Error| {
-            CliError::internal(format!("cannot open the ledger {}: {e}", path.display()))
-        };
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .busy_timeout(Duration::from_secs(5));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(options)
-            .await
-            .map_err(fail)?;
-        sqlx::query(
-            "CREATE TABLE IF NOT EXISTS mcp_context_agents (
-                context_id  TEXT PRIMARY KEY,
-                agent       TEXT NOT NULL,
-                updated_at  TEXT NOT NULL
-            )",
-        )
-        .execute(&pool)
+/// Moves the context->agent table earlier versions of the bridge kept
+/// beside the ledger (`mcp_context_agents`) into the ledger's own record of
+/// each context's agent, then drops it: the ledger is the one place for it.
+pub async fn adopt_legacy_routes(path: &Path, ledger: &Ledger) -> Result<(), CliError> {
+    let fail = |e: sqlx::Error| {
+        CliError::internal(format!("cannot read the ledger {}: {e}", path.display()))
+    };
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .busy_timeout(Duration::from_secs(5));
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
         .await
         .map_err(fail)?;
-        Ok(Self { pool })
-    }
-
-    async fn set(&self, context_id: &str, agent: &str) -> Result<(), CliError> {
-        sqlx::query(
-            "INSERT INTO mcp_context_agents (context_id, agent, updated_at) VALUES (?, ?, ?)
-             ON CONFLICT (context_id) DO UPDATE SET agent = excluded.agent, updated_at = excluded.updated_at",
-        )
-        .bind(context_id)
-        .bind(agent)
-        .bind(chrono_now())
-        .execute(&self.pool)
-        .await
-        .map_err(|e| CliError::internal(format!("ledger storage: {e}")))?;
-        Ok(())
-    }
-
-    async fn get(&self, context_id: &str) -> Result<Option<String>, CliError> {
-        sqlx::query_scalar("SELECT agent FROM mcp_context_agents WHERE context_id = ?")
-            .bind(context_id)
-            .fetch_optional(&self.pool)
+    let legacy: Option<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'mcp_context_agents'",
+    )
+    .fetch_optional(&pool)
+    .await
+    .map_err(fail)?;
+    if legacy.is_some() {
+        let rows: Vec<(String, String)> =
+            sqlx::query_as("SELECT context_id, agent FROM mcp_context_agents")
+                .fetch_all(&pool)
+                .await
+                .map_err(fail)?;
+        for (context_id, agent) in rows {
+            let known = ledger
+                .store()
+                .context(&context_id)
+                .await
+                .map_err(ledger_err)?;
+            if known.is_none_or(|c| c.agent.is_none()) {
+                ledger
+                    .set_agent(&context_id, &agent)
+                    .await
+                    .map_err(ledger_err)?;
+            }
+        }
+        sqlx::query("DROP TABLE IF EXISTS mcp_context_agents")
+            .execute(&pool)
             .await
-            .map_err(|e| CliError::internal(format!("ledger storage: {e}")))
+            .map_err(fail)?;
     }
-}
-
-fn chrono_now() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!("{}.{:06}", now.as_secs(), now.subsec_micros())
+    pool.close().await;
+    Ok(())
 }
 
 /// Maps a ledger failure to the tool's error.

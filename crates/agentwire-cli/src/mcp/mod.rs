@@ -53,9 +53,10 @@ pub struct McpArgs {
     #[arg(long = "agents", value_name = "FILE")]
     pub agents_file: Option<PathBuf>,
 
-    /// The ledger (SQLite file) keeping contexts, tasks and artifact versions [default: ledger.db in the user's data directory].
-    #[arg(long, env = "A2ACLI_LEDGER", value_name = "PATH")]
-    pub ledger: Option<PathBuf>,
+    /// The `a2a` ledger (the one every command records into): with
+    /// `--no-ledger` the bridge keeps its state in memory, lost when it ends.
+    #[command(flatten)]
+    pub ledger: crate::ledger::LedgerOpts,
 
     /// Serve MCP over streamable HTTP on this address (path /mcp) instead of stdio; requests must name a loopback host (the bridge reads local files for its callers).
     #[arg(long, value_name = "HOST:PORT")]
@@ -193,18 +194,18 @@ pub async fn run(g: &Globals, args: McpArgs) -> Result<u8, CliError> {
     if let Some(f) = &args.agents_file {
         entries.extend(read_agents_file(f)?);
     }
-    let ledger_path = match args.ledger.clone().or_else(default_ledger) {
-        Some(p) => p,
-        None => {
-            return Err(CliError::usage("no place for the ledger: HOME is not set")
-                .with_hint("pass --ledger PATH"));
+    // The bridge's state (contexts, their agents, tasks, versions) is the
+    // `a2a` ledger's: one place, read by `a2a ledger` and `a2a send
+    // --context` alike.
+    let g = &g.with(&args.ledger);
+    let ledger = match crate::ledger::open(g).await? {
+        Some((ledger, path)) => {
+            bridge::adopt_legacy_routes(&path, &ledger).await?;
+            ledger
         }
+        None => agentwire_client::ledger::Ledger::in_memory(),
     };
-    if let Some(dir) = ledger_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| CliError::internal(format!("cannot create {}: {e}", dir.display())))?;
-    }
-    let bridge = Arc::new(Bridge::open(g.clone(), entries, &ledger_path, args.max_wait).await?);
+    let bridge = Arc::new(Bridge::new(g.clone(), entries, ledger, args.max_wait));
     match &args.http {
         Some(addr) => server::serve_http(bridge, addr).await?,
         None => server::serve_stdio(bridge).await?,

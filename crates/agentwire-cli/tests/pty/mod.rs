@@ -142,6 +142,15 @@ impl Pty {
             .expect("type into the terminal");
     }
 
+    /// Sends the process a SIGINT, as `kill -INT PID` does (typing Ctrl-C
+    /// makes the terminal send one only while it is not in raw mode).
+    pub fn interrupt(&mut self) {
+        self.session
+            .get_process_mut()
+            .kill(expectrl::process::unix::Signal::SIGINT)
+            .expect("send SIGINT");
+    }
+
     /// Types a line and Enter.
     pub fn line(&mut self, text: &str) {
         self.send(text);

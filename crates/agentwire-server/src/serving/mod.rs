@@ -11,6 +11,8 @@
 //!   and body read times, idle time, how many at once) belong here.
 //! - `head_timer`: the HTTP/1 request-head timeout, kept by each
 //!   connection's task with one timer rather than one per request.
+//! - `local`: [`listen_local`], an agent run from a terminal: bind
+//!   127.0.0.1 and the port given on the command line, then print.
 //! - `tls`: [`TlsConfig`] (certificate and key files, reloaded when they
 //!   change; client certificates for mutual TLS).
 //!
@@ -19,9 +21,11 @@
 //! [`ServerHandle`]: crate::ServerHandle
 //! [`router`]: crate::router
 //! [`TlsConfig`]: crate::TlsConfig
+//! [`listen_local`]: crate::listen_local
 
 pub(crate) mod accept;
 pub(crate) mod head_timer;
+pub(crate) mod local;
 pub(crate) mod router;
 pub(crate) mod server;
 pub(crate) mod tls;

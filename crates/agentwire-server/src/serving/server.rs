@@ -262,11 +262,26 @@ impl A2aServer {
 
     /// Binds the address, completes the card's interfaces from it (unless
     /// the card lists its own) and builds the handler.
-    pub async fn bind(
-        mut self,
-        addr: impl tokio::net::ToSocketAddrs,
-    ) -> std::io::Result<BoundServer> {
+    pub async fn bind(self, addr: impl tokio::net::ToSocketAddrs) -> std::io::Result<BoundServer> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
+        self.bind_listener(listener).await
+    }
+
+    /// Binds 127.0.0.1 and the port given as the program's first argument
+    /// (`default_port` without one), the way an agent run from a terminal
+    /// starts (every example does): see [`crate::listen_local`]. The
+    /// address is known, and can be printed ([`BoundServer::base_url`]),
+    /// only once this succeeds; a failure is one sentence.
+    pub async fn bind_local(self, default_port: u16) -> Result<BoundServer, crate::StartError> {
+        let (listener, _) = super::local::listen_local(default_port).await?;
+        Ok(self.bind_listener(listener).await?)
+    }
+
+    /// [`A2aServer::bind`] on a listener bound already.
+    pub async fn bind_listener(
+        mut self,
+        listener: tokio::net::TcpListener,
+    ) -> std::io::Result<BoundServer> {
         let local = listener.local_addr()?;
         let base = self.public_url.clone().unwrap_or_else(|| match &self.tls {
             // A host the certificate names, so that clients accept it.
@@ -462,6 +477,12 @@ impl BoundServer {
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// `http://` (`https://` with TLS) and the address it listens on.
+    pub fn base_url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.local)
     }
 
     /// The request handler (for in-process calls).
