@@ -20,7 +20,7 @@ use sqlx::Connection as _;
 use crate::store::sql::driver::{self, Dialect};
 use crate::store::sql::fault;
 pub use crate::store::sql::lite::Synchronous;
-use crate::store::sql::lite::{Batching, Target, Threads, WalLimits, now};
+use crate::store::sql::lite::{Batching, Target, Threads, WalLimits, Weight, now};
 use crate::store::sql::lock::FileLock;
 use crate::store::sql::{NoLog, PURGE_BATCH, purge_cutoff};
 use crate::store::{
@@ -179,6 +179,58 @@ pub struct SqliteStore {
     lock: Arc<parking_lot::Mutex<Option<Arc<FileLock>>>>,
     /// Where rows set aside are kept, for the operator.
     kept: Arc<str>,
+    /// How large the open tasks' rows are: which writes are heavy.
+    sizes: Arc<Sizes>,
+}
+
+/// A task whose row (or one write of it) reaches this many bytes is
+/// heavy: its writes go to the writer's heavy lane (`lite::Lanes`), so
+/// that the writes of small tasks never queue behind them.
+const HEAVY_BYTES: u64 = 1 << 20;
+
+/// Open tasks whose size is tracked, at most (beyond, a new task counts as
+/// light until it finishes: only the fairness of the writer's lanes is
+/// lost).
+const SIZES_TRACKED: usize = 65_536;
+
+/// The approximate size of each open task's row (what its creation and
+/// its updates encoded), to tell heavy writes from light ones. A task is
+/// forgotten when an update leaves it terminal.
+#[derive(Debug, Default)]
+struct Sizes(parking_lot::Mutex<std::collections::HashMap<Arc<str>, u64>>);
+
+impl Sizes {
+    /// Adds `bytes` written to `task`: whether that write is heavy.
+    fn add(&self, task: &Arc<str>, bytes: u64) -> bool {
+        let mut sizes = self.0.lock();
+        let total = match sizes.get_mut(task) {
+            Some(n) => {
+                *n = n.saturating_add(bytes);
+                *n
+            }
+            None if sizes.len() < SIZES_TRACKED => {
+                sizes.insert(Arc::clone(task), bytes);
+                bytes
+            }
+            None => bytes,
+        };
+        total >= HEAVY_BYTES
+    }
+
+    fn forget(&self, task: &str) {
+        self.0.lock().remove(task);
+    }
+}
+
+/// The bytes an update adds to its task's row.
+fn update_bytes(update: &TaskUpdate) -> u64 {
+    use prost::Message as _;
+    let n = match update {
+        TaskUpdate::Status { status, .. } => status.encoded_len(),
+        TaskUpdate::Artifact { artifact, .. } => artifact.encoded_len(),
+        TaskUpdate::UserMessage(m) => m.encoded_len(),
+    };
+    n as u64
 }
 
 /// How a [`SqliteStore`] writes (see [`SqliteStore::open_with`]).
@@ -313,6 +365,7 @@ impl SqliteStore {
             unreadable,
             kept: kept.into(),
             lock: Arc::default(),
+            sizes: Arc::default(),
         })
     }
 
@@ -395,10 +448,19 @@ const AREA: &str = "task store";
 impl QueuedStore for SqliteStore {
     fn queue_update(&self, task_id: &str, update: TaskUpdate, done: QueuedDone) -> A2aResult<()> {
         let id: Arc<str> = task_id.into();
+        let heavy = self.sizes.add(&id, update_bytes(&update));
+        let sizes = Arc::clone(&self.sizes);
+        let forget = Arc::clone(&id);
         self.threads.queue(
             Arc::clone(&id),
+            heavy,
             move |t| now(t.update(&id, update, None::<&NoLog>)),
-            done,
+            move |r: A2aResult<Updated>| {
+                if r.as_ref().is_ok_and(|u| u.state.is_terminal()) {
+                    sizes.forget(&forget);
+                }
+                done(r)
+            },
         )
     }
 }
@@ -410,10 +472,24 @@ impl TaskStore for SqliteStore {
     }
 
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
+        use prost::Message as _;
         let owner = owner.clone();
-        self.threads
-            .write(move |t| now(t.create(&owner, task)).map(|()| None))
-            .await
+        let id: Arc<str> = task.id.as_str().into();
+        let heavy = if task.state().is_terminal() {
+            task.encoded_len() as u64 >= HEAVY_BYTES
+        } else {
+            self.sizes.add(&id, task.encoded_len() as u64)
+        };
+        let created = self
+            .threads
+            .write_weighing(Weight::of(&id, heavy), move |t| {
+                now(t.create(&owner, task)).map(|()| None)
+            })
+            .await;
+        if created.is_err() {
+            self.sizes.forget(&id);
+        }
+        created
     }
 
     fn queued(&self) -> Option<&dyn QueuedStore> {
@@ -423,11 +499,18 @@ impl TaskStore for SqliteStore {
     async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
         // One allocation for the id, shared by the write and its fence.
         let id: Arc<str> = task_id.into();
-        self.threads
-            .write_lifting(Arc::clone(&id), move |t| {
+        let heavy = self.sizes.add(&id, update_bytes(&update));
+        let task = Arc::clone(&id);
+        let updated = self
+            .threads
+            .write_lifting(Arc::clone(&id), heavy, move |t| {
                 now(t.update(&id, update, None::<&NoLog>))
             })
-            .await
+            .await;
+        if updated.as_ref().is_ok_and(|u| u.state.is_terminal()) {
+            self.sizes.forget(&task);
+        }
+        updated
     }
 
     async fn get(
