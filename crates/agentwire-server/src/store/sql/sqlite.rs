@@ -203,18 +203,14 @@ impl Sizes {
     /// Adds `bytes` written to `task`: whether that write is heavy.
     fn add(&self, task: &Arc<str>, bytes: u64) -> bool {
         let mut sizes = self.0.lock();
-        let total = match sizes.get_mut(task) {
-            Some(n) => {
-                *n = n.saturating_add(bytes);
-                *n
-            }
-            None if sizes.len() < SIZES_TRACKED => {
-                sizes.insert(Arc::clone(task), bytes);
-                bytes
-            }
-            None => bytes,
-        };
-        total >= HEAVY_BYTES
+        if let Some(n) = sizes.get_mut(task) {
+            *n = n.saturating_add(bytes);
+            return *n >= HEAVY_BYTES;
+        }
+        if sizes.len() < SIZES_TRACKED {
+            sizes.insert(Arc::clone(task), bytes);
+        }
+        bytes >= HEAVY_BYTES
     }
 
     fn forget(&self, task: &str) {
