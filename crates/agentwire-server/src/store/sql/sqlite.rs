@@ -982,6 +982,80 @@ mod tests {
 
     /// Concurrent writers share transactions, and each one's write is
     /// there when it is answered.
+    /// The writer's lanes: a light write queued behind a backlog of heavy
+    /// ones waits for one heavy batch, not for the backlog; the writes of
+    /// one task keep their order whatever their weight; a job that runs
+    /// alone waits for everything sent before it.
+    #[tokio::test]
+    async fn light_writes_pass_a_backlog_of_heavy_ones_in_task_order() {
+        let s = SqliteStore::in_memory().await.unwrap();
+        let order = Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+        // Holds the writer until everything below is queued.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let blocker = {
+            let s = s.clone();
+            tokio::spawn(async move {
+                s.with_writer(move |_| {
+                    let _ = held.recv_timeout(Duration::from_secs(30));
+                    Ok(())
+                })
+                .await
+            })
+        };
+        // Queued in this order (x: one task of every weight).
+        let jobs: [(&str, &str, bool); 9] = [
+            ("h1", "big1", true),
+            ("x-light-1", "x", false),
+            ("h2", "big2", true),
+            ("x-heavy", "x", true),
+            ("x-light-2", "x", false),
+            ("h3", "big3", true),
+            ("h4", "big4", true),
+            ("light", "small", false),
+            ("h5", "big5", true),
+        ];
+        // Sent while the writer is held: wait until it runs the blocker.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for (name, task, heavy) in jobs {
+            let order = Arc::clone(&order);
+            s.threads
+                .queue(
+                    task.into(),
+                    heavy,
+                    |_| Ok(()),
+                    move |_: A2aResult<()>| order.lock().push(name.to_owned()),
+                )
+                .unwrap();
+        }
+        let order_alone = Arc::clone(&order);
+        let alone = {
+            let s = s.clone();
+            tokio::spawn(async move {
+                s.with_writer(move |_| {
+                    order_alone.lock().push("alone".to_owned());
+                    Ok(())
+                })
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        release.send(()).unwrap();
+        blocker.await.unwrap().unwrap();
+        alone.await.unwrap().unwrap();
+        let order = order.lock().clone();
+        let at = |name: &str| order.iter().position(|n| n == name).unwrap();
+        assert_eq!(order.len(), 10, "{order:?}");
+        // The light writes of the backlog's end are not behind it.
+        assert!(at("light") < at("h3"), "{order:?}");
+        // One task's writes in the order they were sent.
+        assert!(at("x-light-1") < at("x-heavy"), "{order:?}");
+        assert!(at("x-heavy") < at("x-light-2"), "{order:?}");
+        // Heavy writes keep their order among themselves.
+        assert!(at("h1") < at("h2") && at("h2") < at("h3") && at("h4") < at("h5"));
+        // The job alone comes last: everything was sent before it.
+        assert_eq!(at("alone"), 9, "{order:?}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writes_are_all_committed() {
         let path = temp_db();
