@@ -1115,9 +1115,16 @@ impl<D: Dialect> Tables<D> {
 
     /// `TaskStore::create` (a store with an event log records no event for
     /// it: see the PostgreSQL store's batches, which create its tasks).
-    #[cfg(any(feature = "sqlite", test))]
+    #[cfg(test)]
     pub async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
-        let row = TaskRow::encode(task);
+        self.create_row(owner, TaskRow::encode(task)).await
+    }
+
+    /// [`Self::create`] of a task encoded already (the SQLite store encodes
+    /// it before it is queued for its writer thread, which then only
+    /// writes it).
+    #[cfg(any(feature = "sqlite", test))]
+    pub async fn create_row(&self, owner: &Owner, row: TaskRow) -> A2aResult<()> {
         let written = D::on(&self.writer)
             .execute(insert_task(&row, owner, now_millis()))
             .await;

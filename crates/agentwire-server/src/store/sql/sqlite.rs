@@ -22,7 +22,7 @@ use crate::store::sql::fault;
 pub use crate::store::sql::lite::Synchronous;
 use crate::store::sql::lite::{Batching, Target, Threads, WalLimits, Weight, now};
 use crate::store::sql::lock::FileLock;
-use crate::store::sql::{NoLog, PURGE_BATCH, purge_cutoff};
+use crate::store::sql::{NoLog, PURGE_BATCH, TaskRow, purge_cutoff};
 use crate::store::{
     LogSpan, Owner, QueuedDone, QueuedStore, RecoveryScan, SetAside, StoredPushConfig, StoredTask,
     TaskPage, TaskQuery, TaskStore, TaskUpdate, Updated,
@@ -476,10 +476,13 @@ impl TaskStore for SqliteStore {
         } else {
             self.sizes.add(&id, task.encoded_len() as u64)
         };
+        // Encoded here, not on the writer thread, which every write waits
+        // for.
+        let row = TaskRow::encode(task);
         let created = self
             .threads
             .write_weighing(Weight::of(&id, heavy), move |t| {
-                now(t.create(&owner, task)).map(|()| None)
+                now(t.create_row(&owner, row)).map(|()| None)
             })
             .await;
         if created.is_err() {
