@@ -1183,8 +1183,7 @@ fn write_loop(
                 lanes.receive(rx);
                 if heavy {
                     // More heavy jobs only while no light one waits.
-                    if taken >= HEAVY_PER_BATCH || !lanes.light.is_empty() || !lanes.heavy_ready()
-                    {
+                    if taken >= HEAVY_PER_BATCH || !lanes.light.is_empty() || !lanes.heavy_ready() {
                         break None;
                     }
                 } else if lanes.light.is_empty() && !batching.max_wait.is_zero() {
