@@ -15,7 +15,10 @@
 # eight 1 MB chunks that stop reading), rapid-reset (HTTP/2 streams opened and
 # reset at once, 4 connections), failed-auth (32 clients with a wrong API
 # key). For each it prints the well-behaved client's p50/p99 and errors, what
-# the flood sent, and the server's peak resident memory (VmHWM).
+# the flood sent, and the server's peak resident memory (VmHWM). The flood
+# connects from 127.0.0.1, the well-behaved client from 127.0.0.2 (another
+# caller to the per-address bounds); under failed-auth a second client with
+# the right key from 127.0.0.1 shows the flood's address locked out.
 #
 # Other arguments go to the driver (target/release/soak --help): e.g.
 # --only slow-subscribers,rapid-reset, --store sqlite, --flood-secs 10,

@@ -4,15 +4,18 @@
 //! counts the acknowledged tasks lost. Driven by `scripts/soak.sh`; see
 //! `benches/README.md`, "Soak".
 //!
-//! Everything runs on 127.0.0.1, bounded in time and count, and stops by
-//! itself. Each flood gets a fresh server (so its peak memory, VmHWM, is
+//! Everything runs on loopback, bounded in time and count, and stops by
+//! itself: the server listens on 127.0.0.1, the flood connects from
+//! 127.0.0.1 and the well-behaved client from 127.0.0.2 (another caller to
+//! the server's per-address bounds: the open tasks of anonymous callers,
+//! the failed-authentication lockout). Each flood gets a fresh server (so its peak memory, VmHWM, is
 //! the flood's); the table shows, per store and flood, the well-behaved
 //! client's p50/p99 and errors, what the flood sent, and the server's peak
 //! resident memory. Exit status: 0, or 1 when the server crashed (exited
 //! during a flood) or an acknowledged task was lost; 2 on a setup error.
 
 use std::io::Write as _;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -246,11 +249,27 @@ impl ProbeStats {
     }
 }
 
-/// The well-behaved client: blocking SendMessage, one at a time, until
-/// `stop`; each must answer a completed task within 10 s.
-async fn probe(base: String, agent: &'static str, stop: Arc<AtomicBool>) -> ProbeStats {
+/// The address the well-behaved client connects from: another caller than
+/// the flood's (127.0.0.1). Linux routes all of 127/8 to the loopback
+/// interface, so a socket bound to 127.0.0.2 reaches the server on
+/// 127.0.0.1, which sees a second peer address.
+const PROBE_FROM: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+
+/// The flood's address: the failed-auth flood's second probe comes from
+/// it (the right key, refused while the address is locked out).
+const FLOOD_FROM: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// The well-behaved client: blocking SendMessage from `from`, one at a
+/// time, until `stop`; each must answer a completed task within 10 s.
+async fn probe(
+    base: String,
+    agent: &'static str,
+    from: IpAddr,
+    stop: Arc<AtomicBool>,
+) -> ProbeStats {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
+        .local_address(from)
         .build()
         .expect("client");
     let mut stats = ProbeStats::default();
@@ -258,8 +277,8 @@ async fn probe(base: String, agent: &'static str, stop: Arc<AtomicBool>) -> Prob
     while !stop.load(Ordering::Relaxed) {
         n += 1;
         let id = match agent {
-            "conformance" => format!("tck-complete-task-probe-{n}"),
-            _ => format!("probe-{n}"),
+            "conformance" => format!("tck-complete-task-probe-{from}-{n}"),
+            _ => format!("probe-{from}-{n}"),
         };
         let body = send_body(&id, "hello from the well-behaved client", false);
         let t = Instant::now();
@@ -516,6 +535,9 @@ struct Row {
     sent: u64,
     peak_kib: Option<u64>,
     crashed: bool,
+    /// The failed-auth flood's: what a client with the right key saw from
+    /// the flood's own address.
+    flood_address_probe: Option<ProbeStats>,
 }
 
 fn ms(d: Option<Duration>) -> String {
@@ -536,6 +558,14 @@ fn print_row(row: &Row) {
             .map_or("-".into(), |k| format!("{:.0}", k as f64 / 1024.0)),
         if row.crashed { "CRASHED" } else { "ok" },
     );
+    if let Some(p) = &row.flood_address_probe {
+        println!(
+            "        (from the flood's own address {FLOOD_FROM} with the right key: {} answered, \
+             {} refused: the address is locked out, as documented)",
+            p.latencies.len(),
+            p.errors
+        );
+    }
     let _ = std::io::stdout().flush();
 }
 
@@ -578,7 +608,22 @@ async fn run_flood(
     ));
     // The flood gets going first.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let probing = tokio::spawn(probe(server.base(), kind.agent(), Arc::clone(&stop)));
+    let probing = tokio::spawn(probe(
+        server.base(),
+        kind.agent(),
+        PROBE_FROM,
+        Arc::clone(&stop),
+    ));
+    // The failed-auth flood locks its own address out (the documented
+    // throttle): a probe from that address with the right key shows it.
+    let same_address = (kind == Flood::FailedAuth).then(|| {
+        tokio::spawn(probe(
+            server.base(),
+            kind.agent(),
+            FLOOD_FROM,
+            Arc::clone(&stop),
+        ))
+    });
     let end = Instant::now() + Duration::from_secs(secs);
     let mut crashed = false;
     let mut peak = None;
@@ -592,6 +637,10 @@ async fn run_flood(
     }
     stop.store(true, Ordering::Relaxed);
     let probe = probing.await.unwrap_or_default();
+    let flood_address_probe = match same_address {
+        Some(p) => Some(p.await.unwrap_or_default()),
+        None => None,
+    };
     // The flood's clients stop within their 10 s timeouts.
     let _ = tokio::time::timeout(Duration::from_secs(15), flooding).await;
     if server.alive() {
@@ -614,6 +663,7 @@ async fn run_flood(
         sent: sent.requests.load(Ordering::Relaxed),
         peak_kib: peak,
         crashed,
+        flood_address_probe,
     })
 }
 
@@ -732,7 +782,8 @@ async fn run(args: &Args) -> anyhow::Result<bool> {
         None => vec!["memory", "sqlite"],
     };
     println!(
-        "soak: {} s per flood, a2a serve on 127.0.0.1:{} ({}), work dir {}",
+        "soak: {} s per flood, a2a serve on 127.0.0.1:{} ({}), flood from {FLOOD_FROM}, \
+         well-behaved client from {PROBE_FROM}, work dir {}",
         secs,
         args.port,
         args.a2a.display(),

@@ -394,6 +394,25 @@ trait Job: Send {
     fn alone(&self) -> bool;
     /// What it has to do with the writer's fences ([`Fences`]).
     fn fence(&self) -> &FenceOf;
+    /// What the writer's lanes need to know of it ([`Lanes`]).
+    fn weight(&self) -> &Weight;
+}
+
+/// The task a write is about (its writes keep their order) and whether it
+/// is heavy: it writes or rewrites a large row (see [`Lanes`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Weight {
+    pub task: Option<Arc<str>>,
+    pub heavy: bool,
+}
+
+impl Weight {
+    pub(crate) fn of(task: &Arc<str>, heavy: bool) -> Self {
+        Self {
+            task: Some(Arc::clone(task)),
+            heavy,
+        }
+    }
 }
 
 /// The tasks whose queued updates are refused ([`Threads::queue`]): one
@@ -457,6 +476,7 @@ struct Op<F, D> {
     done: D,
     alone: bool,
     fence: FenceOf,
+    weight: Weight,
 }
 
 /// What an [`Op`] has to do with the fence of its task ([`Fences`]).
@@ -519,6 +539,10 @@ where
 
     fn fence(&self) -> &FenceOf {
         &self.fence
+    }
+
+    fn weight(&self) -> &Weight {
+        &self.weight
     }
 }
 
@@ -777,7 +801,7 @@ impl Threads {
         })
     }
 
-    async fn send<T, F>(&self, to: To, f: F, fence: FenceOf) -> A2aResult<T>
+    async fn send<T, F>(&self, to: To, f: F, fence: FenceOf, weight: Weight) -> A2aResult<T>
     where
         F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
         T: Send + 'static,
@@ -790,6 +814,7 @@ impl Threads {
             },
             alone: to == To::Alone,
             fence,
+            weight,
         });
         self.enqueue(to, job)?;
         answer.await.map_err(|_| closed())?
@@ -811,17 +836,29 @@ impl Threads {
         F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.send(To::Writer, f, FenceOf::None).await
+        self.send(To::Writer, f, FenceOf::None, Weight::default())
+            .await
     }
 
-    /// [`Self::write`] of a write to `task`, which lifts the task's fence
-    /// (see [`Self::queue`]) before it runs.
-    pub async fn write_lifting<T, F>(&self, task: Arc<str>, f: F) -> A2aResult<T>
+    /// [`Self::write`] of a write about one task (`weight`: which, and
+    /// whether the write is heavy; see [`Lanes`]).
+    pub async fn write_weighing<T, F>(&self, weight: Weight, f: F) -> A2aResult<T>
     where
         F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.send(To::Writer, f, FenceOf::Lift(task)).await
+        self.send(To::Writer, f, FenceOf::None, weight).await
+    }
+
+    /// [`Self::write`] of a write to `task`, which lifts the task's fence
+    /// (see [`Self::queue`]) before it runs; `heavy`: see [`Lanes`].
+    pub async fn write_lifting<T, F>(&self, task: Arc<str>, heavy: bool, f: F) -> A2aResult<T>
+    where
+        F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let weight = Weight::of(&task, heavy);
+        self.send(To::Writer, f, FenceOf::Lift(task), weight).await
     }
 
     /// Queues a write of `task` behind those already sent, without
@@ -832,12 +869,13 @@ impl Threads {
     /// write of a task fails, the task is fenced: its later queued writes
     /// are refused without running, until a [`Self::write_lifting`] of
     /// the task.
-    pub fn queue<T, F, D>(&self, task: Arc<str>, f: F, done: D) -> A2aResult<()>
+    pub fn queue<T, F, D>(&self, task: Arc<str>, heavy: bool, f: F, done: D) -> A2aResult<()>
     where
         F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
         T: Send + 'static,
         D: FnOnce(A2aResult<T>) + Send + 'static,
     {
+        let weight = Weight::of(&task, heavy);
         self.enqueue(
             To::Writer,
             Box::new(Op {
@@ -845,6 +883,7 @@ impl Threads {
                 done,
                 alone: false,
                 fence: FenceOf::Check(task),
+                weight,
             }),
         )
     }
@@ -856,7 +895,8 @@ impl Threads {
         F: FnOnce(&Tables<Lite>) -> A2aResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        self.send(To::Reader, f, FenceOf::None).await
+        self.send(To::Reader, f, FenceOf::None, Weight::default())
+            .await
     }
 
     /// Runs `f` on the writer's connection between two batches, outside
@@ -873,6 +913,7 @@ impl Threads {
                 f(&conn).map_err(|e| Lite::error("task store", "running on the writer", e))
             },
             FenceOf::None,
+            Weight::default(),
         )
         .await
     }
@@ -966,9 +1007,113 @@ fn checkpoint_loop(
     }
 }
 
-/// The writer thread: takes the first queued job, opens a transaction, runs
-/// it and whatever else is queued (up to the batch's bounds), commits, and
-/// answers them all.
+/// Heavy jobs one batch may hold at most, when no light job waits.
+const HEAVY_PER_BATCH: usize = 4;
+
+/// The writer's queue, in two lanes, so that a light write never waits
+/// behind a backlog of heavy ones (a task whose row holds megabytes: its
+/// creation, its chunks, the rewrites of its row). Light jobs go in
+/// batches of their own; a heavy batch holds one heavy job, or a few while
+/// no light job waits, and the two kinds of batch take turns. A light write
+/// then waits for at most one heavy batch, and heavy writes still progress.
+///
+/// Order: the writes of one task run in the order they were sent (a job of
+/// a task with a job in the heavy lane goes to the heavy lane too, and a
+/// heavy job runs only once no earlier job of its task waits in the light
+/// lane); a job that runs alone waits, in the heavy lane, behind every job
+/// sent before it. Jobs of different tasks and writes of no task (which
+/// their callers await) may overtake one another.
+#[derive(Default)]
+struct Lanes {
+    light: std::collections::VecDeque<(u64, Box<dyn Job>)>,
+    heavy: std::collections::VecDeque<(u64, Box<dyn Job>)>,
+    /// Jobs waiting in each lane, by task.
+    in_light: std::collections::HashMap<Arc<str>, usize>,
+    in_heavy: std::collections::HashMap<Arc<str>, usize>,
+    /// The order jobs were received in.
+    received: u64,
+    /// The last batch was heavy: the next one is light if it can be.
+    heavy_last: bool,
+}
+
+impl Lanes {
+    fn push(&mut self, job: Box<dyn Job>) {
+        self.received += 1;
+        let task = job.weight().task.clone();
+        let heavy = job.weight().heavy
+            || task.as_ref().is_some_and(|t| self.in_heavy.contains_key(t))
+            || (job.alone() && !self.heavy.is_empty());
+        let (lane, counts) = if heavy {
+            (&mut self.heavy, &mut self.in_heavy)
+        } else {
+            (&mut self.light, &mut self.in_light)
+        };
+        if let Some(t) = task {
+            *counts.entry(t).or_default() += 1;
+        }
+        lane.push_back((self.received, job));
+    }
+
+    /// Moves what the channel holds into the lanes (without waiting).
+    fn receive(&mut self, rx: &flume::Receiver<Box<dyn Job>>) {
+        while let Ok(job) = rx.try_recv() {
+            self.push(job);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.light.is_empty() && self.heavy.is_empty()
+    }
+
+    /// Whether the first heavy job may run: nothing sent before it that it
+    /// must follow still waits in the light lane.
+    fn heavy_ready(&self) -> bool {
+        let Some((seq, job)) = self.heavy.front() else {
+            return false;
+        };
+        match &job.weight().task {
+            Some(t) => !self.in_light.contains_key(t),
+            None => self.light.front().is_none_or(|(first, _)| first > seq),
+        }
+    }
+
+    /// Whether the next batch is heavy.
+    fn heavy_turn(&mut self) -> bool {
+        let heavy = self.heavy_ready() && (self.light.is_empty() || !self.heavy_last);
+        self.heavy_last = heavy;
+        heavy
+    }
+
+    /// The next job of the lane: `Some(None)` when it runs alone (left in
+    /// place).
+    fn pop(&mut self, heavy: bool) -> Option<Box<dyn Job>> {
+        let (lane, counts) = if heavy {
+            (&mut self.heavy, &mut self.in_heavy)
+        } else {
+            (&mut self.light, &mut self.in_light)
+        };
+        let (_, job) = lane.pop_front()?;
+        if let Some(t) = &job.weight().task {
+            if let Some(n) = counts.get_mut(t) {
+                *n -= 1;
+                if *n == 0 {
+                    counts.remove(t);
+                }
+            }
+        }
+        Some(job)
+    }
+
+    /// Whether the next job of the lane runs alone.
+    fn next_alone(&self, heavy: bool) -> bool {
+        let lane = if heavy { &self.heavy } else { &self.light };
+        lane.front().is_some_and(|(_, j)| j.alone())
+    }
+}
+
+/// The writer thread: takes the first job of a batch from its lanes
+/// ([`Lanes`]), opens a transaction, runs it and whatever else the batch
+/// may take (up to its bounds), commits, and answers them all.
 fn write_loop(
     conn: Connection,
     rx: &flume::Receiver<Box<dyn Job>>,
@@ -978,17 +1123,19 @@ fn write_loop(
 ) {
     let db = LiteDb::new(conn);
     let tables = Tables::counting(db.clone()).counting_unreadable(seen);
-    // A job that must run alone, met while a batch was being filled: it
-    // runs once that batch is committed.
-    let mut pending: Option<Box<dyn Job>> = None;
+    let mut lanes = Lanes::default();
     let mut fences = Fences::default();
     loop {
-        let first = match pending.take() {
-            Some(job) => job,
-            None => match rx.recv() {
-                Ok(job) => job,
+        if lanes.is_empty() {
+            match rx.recv() {
+                Ok(job) => lanes.push(job),
                 Err(_) => return,
-            },
+            }
+        }
+        lanes.receive(rx);
+        let heavy = lanes.heavy_turn();
+        let Some(first) = lanes.pop(heavy) else {
+            continue;
         };
         let first = match fences.admit(first) {
             Ok(job) => job,
@@ -1009,8 +1156,10 @@ fn write_loop(
         let mut ran: Vec<Box<dyn Done>> = Vec::new();
         let mut next = Some(first);
         let mut lost = None;
+        let mut taken = 0;
         while let Some(job) = next.take() {
             let done = job.run(&tables);
+            taken += 1;
             fences.after(&*done, false);
             if db.is_autocommit() {
                 // SQLite rolled the transaction back (a full disk, an I/O
@@ -1031,26 +1180,37 @@ fn write_loop(
                 break;
             }
             next = loop {
-                let job = if batching.max_wait.is_zero() {
-                    rx.try_recv().ok()
-                } else {
-                    rx.recv_deadline(deadline).ok()
-                };
-                match job {
+                lanes.receive(rx);
+                if heavy {
+                    // More heavy jobs only while no light one waits.
+                    if taken >= HEAVY_PER_BATCH || !lanes.light.is_empty() || !lanes.heavy_ready() {
+                        break None;
+                    }
+                } else if lanes.light.is_empty() && !batching.max_wait.is_zero() {
+                    match rx.recv_deadline(deadline) {
+                        Ok(job) => {
+                            lanes.push(job);
+                            continue;
+                        }
+                        Err(_) => break None,
+                    }
+                }
+                if lanes.next_alone(heavy) {
+                    // It runs once this batch is committed.
+                    break None;
+                }
+                match lanes.pop(heavy) {
                     // Refused (a fenced task's queued write): the next one.
-                    Some(job) if !job.alone() => match fences.admit(job) {
+                    Some(job) => match fences.admit(job) {
                         Ok(job) => break Some(job),
                         Err(refused) => {
                             ran.push(refused);
                             continue;
                         }
                     },
-                    other => break other,
+                    None => break None,
                 }
             };
-            if next.as_ref().is_some_and(|j| j.alone()) {
-                pending = next.take();
-            }
         }
         // The counters' changes of the batch's writes, in its transaction.
         let lost = lost.or_else(|| now(tables.flush_counts()).err());

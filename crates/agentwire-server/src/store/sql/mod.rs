@@ -547,14 +547,14 @@ impl Stored {
     }
 
     /// Reads the columns `version, owner_tenant, owner_principal, head,
-    /// history, chunked` of a row (of
-    /// [`READ_STATUS`]).
+    /// history, chunked` of a row (of [`READ_STATUS`], or of
+    /// [`READ_STATUS_ONLY`]: a history not read is empty).
     fn status_row(row: &impl SqlRow) -> A2aResult<Self> {
         Ok(Self {
             version: row.i64("version")?,
             owner: row_owner(row)?,
             head: row.blob("head")?,
-            history: row.blob("history")?,
+            history: row.opt_blob("history")?.unwrap_or_default(),
             artifacts: None,
             chunked: row.flag("chunked")?,
         })
@@ -781,6 +781,14 @@ pub(crate) const GET_TASK: &str = "SELECT 0 AS seq, owner_tenant, owner_principa
 /// A task as a status update or a message reads it: no artifacts (they do
 /// not change), whether it has artifact chunks to fold.
 const READ_STATUS: &str = "SELECT version, owner_tenant, owner_principal, head, history, \
+     EXISTS (SELECT 1 FROM a2a_artifact_chunks WHERE task_id = $1) AS chunked \
+     FROM a2a_tasks WHERE id = $1";
+/// [`READ_STATUS`] for a status update without a message, which leaves
+/// the history as it is: the history is not read (it may be megabytes,
+/// which would be decoded and encoded again for nothing), and so not
+/// written back either (the row's `history` is empty on both sides).
+const READ_STATUS_ONLY: &str = "SELECT version, owner_tenant, owner_principal, head, \
+     CAST(NULL AS BYTEA) AS history, \
      EXISTS (SELECT 1 FROM a2a_artifact_chunks WHERE task_id = $1) AS chunked \
      FROM a2a_tasks WHERE id = $1";
 /// A task as an update in a transaction reads it (followed by the
@@ -1107,9 +1115,16 @@ impl<D: Dialect> Tables<D> {
 
     /// `TaskStore::create` (a store with an event log records no event for
     /// it: see the PostgreSQL store's batches, which create its tasks).
-    #[cfg(any(feature = "sqlite", test))]
+    #[cfg(test)]
     pub async fn create(&self, owner: &Owner, task: Task) -> A2aResult<()> {
-        let row = TaskRow::encode(task);
+        self.create_row(owner, TaskRow::encode(task)).await
+    }
+
+    /// [`Self::create`] of a task encoded already (the SQLite store encodes
+    /// it before it is queued for its writer thread, which then only
+    /// writes it).
+    #[cfg(any(feature = "sqlite", test))]
+    pub async fn create_row(&self, owner: &Owner, row: TaskRow) -> A2aResult<()> {
         let written = D::on(&self.writer)
             .execute(insert_task(&row, owner, now_millis()))
             .await;
@@ -1142,8 +1157,12 @@ impl<D: Dialect> Tables<D> {
             return self.append(task_id, update, log).await;
         }
         let what = || format!("updating task {task_id}");
+        let read = match &update {
+            TaskUpdate::Status { status, .. } if status.message.is_none() => READ_STATUS_ONLY,
+            _ => READ_STATUS,
+        };
         let row = D::on(&self.reader)
-            .fetch_optional(Stmt::new(READ_STATUS).arg(task_id))
+            .fetch_optional(Stmt::new(read).arg(task_id))
             .await
             .map_err(|e| fail::<D>(&what(), e))?
             .ok_or_else(|| A2aError::task_not_found(task_id))?;
@@ -1613,6 +1632,7 @@ mod tests {
             INSERT_TASK,
             GET_TASK,
             READ_STATUS,
+            READ_STATUS_ONLY,
             READ_FOR_UPDATE,
             CHUNKS_OF,
             DELETE_CHUNKS,

@@ -20,9 +20,9 @@ use sqlx::Connection as _;
 use crate::store::sql::driver::{self, Dialect};
 use crate::store::sql::fault;
 pub use crate::store::sql::lite::Synchronous;
-use crate::store::sql::lite::{Batching, Target, Threads, WalLimits, now};
+use crate::store::sql::lite::{Batching, Target, Threads, WalLimits, Weight, now};
 use crate::store::sql::lock::FileLock;
-use crate::store::sql::{NoLog, PURGE_BATCH, purge_cutoff};
+use crate::store::sql::{NoLog, PURGE_BATCH, TaskRow, purge_cutoff};
 use crate::store::{
     LogSpan, Owner, QueuedDone, QueuedStore, RecoveryScan, SetAside, StoredPushConfig, StoredTask,
     TaskPage, TaskQuery, TaskStore, TaskUpdate, Updated,
@@ -179,6 +179,54 @@ pub struct SqliteStore {
     lock: Arc<parking_lot::Mutex<Option<Arc<FileLock>>>>,
     /// Where rows set aside are kept, for the operator.
     kept: Arc<str>,
+    /// How large the open tasks' rows are: which writes are heavy.
+    sizes: Arc<Sizes>,
+}
+
+/// A task whose row (or one write of it) reaches this many bytes is
+/// heavy: its writes go to the writer's heavy lane (`lite::Lanes`), so
+/// that the writes of small tasks never queue behind them.
+const HEAVY_BYTES: u64 = 1 << 20;
+
+/// Open tasks whose size is tracked, at most (beyond, a new task counts as
+/// light until it finishes: only the fairness of the writer's lanes is
+/// lost).
+const SIZES_TRACKED: usize = 65_536;
+
+/// The approximate size of each open task's row (what its creation and
+/// its updates encoded), to tell heavy writes from light ones. A task is
+/// forgotten when an update leaves it terminal.
+#[derive(Debug, Default)]
+struct Sizes(parking_lot::Mutex<std::collections::HashMap<Arc<str>, u64>>);
+
+impl Sizes {
+    /// Adds `bytes` written to `task`: whether that write is heavy.
+    fn add(&self, task: &Arc<str>, bytes: u64) -> bool {
+        let mut sizes = self.0.lock();
+        if let Some(n) = sizes.get_mut(task) {
+            *n = n.saturating_add(bytes);
+            return *n >= HEAVY_BYTES;
+        }
+        if sizes.len() < SIZES_TRACKED {
+            sizes.insert(Arc::clone(task), bytes);
+        }
+        bytes >= HEAVY_BYTES
+    }
+
+    fn forget(&self, task: &str) {
+        self.0.lock().remove(task);
+    }
+}
+
+/// The bytes an update adds to its task's row.
+fn update_bytes(update: &TaskUpdate) -> u64 {
+    use prost::Message as _;
+    let n = match update {
+        TaskUpdate::Status { status, .. } => status.encoded_len(),
+        TaskUpdate::Artifact { artifact, .. } => artifact.encoded_len(),
+        TaskUpdate::UserMessage(m) => m.encoded_len(),
+    };
+    n as u64
 }
 
 /// How a [`SqliteStore`] writes (see [`SqliteStore::open_with`]).
@@ -313,6 +361,7 @@ impl SqliteStore {
             unreadable,
             kept: kept.into(),
             lock: Arc::default(),
+            sizes: Arc::default(),
         })
     }
 
@@ -395,10 +444,19 @@ const AREA: &str = "task store";
 impl QueuedStore for SqliteStore {
     fn queue_update(&self, task_id: &str, update: TaskUpdate, done: QueuedDone) -> A2aResult<()> {
         let id: Arc<str> = task_id.into();
+        let heavy = self.sizes.add(&id, update_bytes(&update));
+        let sizes = Arc::clone(&self.sizes);
+        let forget = Arc::clone(&id);
         self.threads.queue(
             Arc::clone(&id),
+            heavy,
             move |t| now(t.update(&id, update, None::<&NoLog>)),
-            done,
+            move |r: A2aResult<Updated>| {
+                if r.as_ref().is_ok_and(|u| u.state.is_terminal()) {
+                    sizes.forget(&forget);
+                }
+                done(r)
+            },
         )
     }
 }
@@ -410,10 +468,27 @@ impl TaskStore for SqliteStore {
     }
 
     async fn create(&self, owner: &Owner, task: Task) -> A2aResult<Option<LogSpan>> {
+        use prost::Message as _;
         let owner = owner.clone();
-        self.threads
-            .write(move |t| now(t.create(&owner, task)).map(|()| None))
-            .await
+        let id: Arc<str> = task.id.as_str().into();
+        let heavy = if task.state().is_terminal() {
+            task.encoded_len() as u64 >= HEAVY_BYTES
+        } else {
+            self.sizes.add(&id, task.encoded_len() as u64)
+        };
+        // Encoded here, not on the writer thread, which every write waits
+        // for.
+        let row = TaskRow::encode(task);
+        let created = self
+            .threads
+            .write_weighing(Weight::of(&id, heavy), move |t| {
+                now(t.create_row(&owner, row)).map(|()| None)
+            })
+            .await;
+        if created.is_err() {
+            self.sizes.forget(&id);
+        }
+        created
     }
 
     fn queued(&self) -> Option<&dyn QueuedStore> {
@@ -423,11 +498,18 @@ impl TaskStore for SqliteStore {
     async fn update(&self, task_id: &str, update: TaskUpdate) -> A2aResult<Updated> {
         // One allocation for the id, shared by the write and its fence.
         let id: Arc<str> = task_id.into();
-        self.threads
-            .write_lifting(Arc::clone(&id), move |t| {
+        let heavy = self.sizes.add(&id, update_bytes(&update));
+        let task = Arc::clone(&id);
+        let updated = self
+            .threads
+            .write_lifting(Arc::clone(&id), heavy, move |t| {
                 now(t.update(&id, update, None::<&NoLog>))
             })
-            .await
+            .await;
+        if updated.as_ref().is_ok_and(|u| u.state.is_terminal()) {
+            self.sizes.forget(&task);
+        }
+        updated
     }
 
     async fn get(
@@ -903,6 +985,80 @@ mod tests {
 
     /// Concurrent writers share transactions, and each one's write is
     /// there when it is answered.
+    /// The writer's lanes: a light write queued behind a backlog of heavy
+    /// ones waits for one heavy batch, not for the backlog; the writes of
+    /// one task keep their order whatever their weight; a job that runs
+    /// alone waits for everything sent before it.
+    #[tokio::test]
+    async fn light_writes_pass_a_backlog_of_heavy_ones_in_task_order() {
+        let s = SqliteStore::in_memory().await.unwrap();
+        let order = Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+        // Holds the writer until everything below is queued.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let blocker = {
+            let s = s.clone();
+            tokio::spawn(async move {
+                s.with_writer(move |_| {
+                    let _ = held.recv_timeout(Duration::from_secs(30));
+                    Ok(())
+                })
+                .await
+            })
+        };
+        // Queued in this order (x: one task of every weight).
+        let jobs: [(&str, &str, bool); 9] = [
+            ("h1", "big1", true),
+            ("x-light-1", "x", false),
+            ("h2", "big2", true),
+            ("x-heavy", "x", true),
+            ("x-light-2", "x", false),
+            ("h3", "big3", true),
+            ("h4", "big4", true),
+            ("light", "small", false),
+            ("h5", "big5", true),
+        ];
+        // Sent while the writer is held: wait until it runs the blocker.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for (name, task, heavy) in jobs {
+            let order = Arc::clone(&order);
+            s.threads
+                .queue(
+                    task.into(),
+                    heavy,
+                    |_| Ok(()),
+                    move |_: A2aResult<()>| order.lock().push(name.to_owned()),
+                )
+                .unwrap();
+        }
+        let order_alone = Arc::clone(&order);
+        let alone = {
+            let s = s.clone();
+            tokio::spawn(async move {
+                s.with_writer(move |_| {
+                    order_alone.lock().push("alone".to_owned());
+                    Ok(())
+                })
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        release.send(()).unwrap();
+        blocker.await.unwrap().unwrap();
+        alone.await.unwrap().unwrap();
+        let order = order.lock().clone();
+        let at = |name: &str| order.iter().position(|n| n == name).unwrap();
+        assert_eq!(order.len(), 10, "{order:?}");
+        // The light writes of the backlog's end are not behind it.
+        assert!(at("light") < at("h3"), "{order:?}");
+        // One task's writes in the order they were sent.
+        assert!(at("x-light-1") < at("x-heavy"), "{order:?}");
+        assert!(at("x-heavy") < at("x-light-2"), "{order:?}");
+        // Heavy writes keep their order among themselves.
+        assert!(at("h1") < at("h2") && at("h2") < at("h3") && at("h4") < at("h5"));
+        // The job alone comes last: everything was sent before it.
+        assert_eq!(at("alone"), 9, "{order:?}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writes_are_all_committed() {
         let path = temp_db();
