@@ -606,5 +606,26 @@ async fn generations_across_two_replicas_on_postgres() {
         assert_eq!(sent.expect("the second turn on a").generation, 8);
         assert!(task.generation > 5, "[{wire:?}] {task:?}");
         assert!(started.elapsed() < Duration::from_secs(20), "[{wire:?}]");
+
+        // Two writers that saw 5, one on each replica: exactly one wins.
+        let id = first_turn(&a, wire).await;
+        let (x, y) = tokio::join!(
+            send(&a, wire, send_request(Some(&id), Some(5))),
+            send(&b, wire, send_request(Some(&id), Some(5))),
+        );
+        let (won, lost): (Vec<_>, Vec<_>) = [x, y].into_iter().partition(Result::is_ok);
+        assert_eq!(
+            won.len(),
+            1,
+            "[{wire:?}] exactly one wins: {won:?} {lost:?}"
+        );
+        assert_eq!(
+            lost.into_iter()
+                .next()
+                .and_then(Result::err)
+                .map(|(k, _)| k),
+            Some(ErrorKind::TaskGenerationMismatch),
+            "[{wire:?}]"
+        );
     }
 }

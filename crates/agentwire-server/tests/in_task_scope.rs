@@ -177,11 +177,9 @@ async fn an_auth_required_task_stays_its_callers() {
         id: id.clone(),
         ..Default::default()
     };
-    let status = c
-        .subscribe_to_task(grpc_as(sub, BOB))
-        .await
-        .err()
-        .expect("Bob's subscription");
+    let Err(status) = c.subscribe_to_task(grpc_as(sub, BOB)).await else {
+        panic!("Bob's subscription was accepted");
+    };
     assert_grpc_error(
         &status,
         tonic::Code::NotFound,
