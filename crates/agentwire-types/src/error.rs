@@ -35,6 +35,10 @@ pub enum ErrorKind {
     ExtensionSupportRequired,
     /// The requested protocol version is not supported.
     VersionNotSupported,
+    /// A message's `ifGenerationMatch` does not match the task's current
+    /// generation (A2A v1.1 draft, section 3.2.7): JSON-RPC `-32010`, gRPC
+    /// `ABORTED`, HTTP `409 Conflict`.
+    TaskGenerationMismatch,
     /// The body is not valid JSON (JSON-RPC -32700).
     ParseError,
     /// The JSON is not a valid request object (JSON-RPC -32600).
@@ -65,12 +69,13 @@ pub mod grpc_code {
     pub const FAILED_PRECONDITION: i32 = 9;
     pub const UNIMPLEMENTED: i32 = 12;
     pub const INTERNAL: i32 = 13;
+    pub const ABORTED: i32 = 10;
     pub const UNAVAILABLE: i32 = 14;
     pub const UNAUTHENTICATED: i32 = 16;
 }
 
 impl ErrorKind {
-    const ALL: [ErrorKind; 17] = [
+    const ALL: [ErrorKind; 18] = [
         ErrorKind::TaskNotFound,
         ErrorKind::TaskNotCancelable,
         ErrorKind::PushNotificationNotSupported,
@@ -80,6 +85,7 @@ impl ErrorKind {
         ErrorKind::ExtendedAgentCardNotConfigured,
         ErrorKind::ExtensionSupportRequired,
         ErrorKind::VersionNotSupported,
+        ErrorKind::TaskGenerationMismatch,
         ErrorKind::ParseError,
         ErrorKind::InvalidRequest,
         ErrorKind::MethodNotFound,
@@ -104,6 +110,7 @@ impl ErrorKind {
             ErrorKind::ExtendedAgentCardNotConfigured => -32007,
             ErrorKind::ExtensionSupportRequired => -32008,
             ErrorKind::VersionNotSupported => -32009,
+            ErrorKind::TaskGenerationMismatch => -32010,
             ErrorKind::ParseError => -32700,
             ErrorKind::InvalidRequest => -32600,
             ErrorKind::MethodNotFound => -32601,
@@ -134,6 +141,7 @@ impl ErrorKind {
             ErrorKind::Unauthenticated => UNAUTHENTICATED,
             ErrorKind::PermissionDenied => PERMISSION_DENIED,
             ErrorKind::Unavailable => UNAVAILABLE,
+            ErrorKind::TaskGenerationMismatch => ABORTED,
         }
     }
 
@@ -145,6 +153,7 @@ impl ErrorKind {
             ErrorKind::Unauthenticated => 401,
             ErrorKind::PermissionDenied => 403,
             ErrorKind::Unavailable => 503,
+            ErrorKind::TaskGenerationMismatch => 409,
             _ => 400,
         }
     }
@@ -162,6 +171,7 @@ impl ErrorKind {
             ErrorKind::ExtendedAgentCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             ErrorKind::ExtensionSupportRequired => "EXTENSION_SUPPORT_REQUIRED",
             ErrorKind::VersionNotSupported => "VERSION_NOT_SUPPORTED",
+            ErrorKind::TaskGenerationMismatch => "TASK_GENERATION_MISMATCH",
             ErrorKind::ParseError => "PARSE_ERROR",
             ErrorKind::InvalidRequest => "INVALID_REQUEST",
             ErrorKind::MethodNotFound => "METHOD_NOT_FOUND",
@@ -176,7 +186,7 @@ impl ErrorKind {
     /// Whether this is one of the A2A-specific errors of spec 3.3.2 (those
     /// MUST carry a `google.rpc.ErrorInfo` detail).
     pub fn is_a2a_specific(self) -> bool {
-        (-32009..=-32001).contains(&self.jsonrpc_code())
+        (-32010..=-32001).contains(&self.jsonrpc_code())
     }
 
     /// The kind for an ErrorInfo reason.
@@ -200,6 +210,7 @@ impl ErrorKind {
             UNAUTHENTICATED => ErrorKind::Unauthenticated,
             PERMISSION_DENIED => ErrorKind::PermissionDenied,
             UNAVAILABLE => ErrorKind::Unavailable,
+            ABORTED => ErrorKind::TaskGenerationMismatch,
             _ => ErrorKind::Internal,
         }
     }
@@ -210,6 +221,7 @@ impl ErrorKind {
             404 => ErrorKind::TaskNotFound,
             401 => ErrorKind::Unauthenticated,
             403 => ErrorKind::PermissionDenied,
+            409 => ErrorKind::TaskGenerationMismatch,
             400..=499 => ErrorKind::InvalidRequest,
             503 => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
@@ -234,6 +246,7 @@ impl ErrorKind {
             ErrorKind::ExtendedAgentCardNotConfigured => "Extended agent card is not configured",
             ErrorKind::ExtensionSupportRequired => "A required extension was not requested",
             ErrorKind::VersionNotSupported => "Protocol version is not supported",
+            ErrorKind::TaskGenerationMismatch => "Task generation mismatch",
             ErrorKind::ParseError => "Invalid JSON payload",
             ErrorKind::InvalidRequest => "Request payload validation error",
             ErrorKind::MethodNotFound => "Method not found",
@@ -350,6 +363,21 @@ impl A2aError {
             format!("Task {task_id:?} was not found"),
         )
         .with_metadata("taskId", task_id)
+    }
+
+    /// `TaskGenerationMismatchError` (A2A v1.1 draft): a message's
+    /// `ifGenerationMatch` (`expected`) is not the task's generation
+    /// (`current`).
+    pub fn generation_mismatch(task_id: &str, expected: i64, current: i64) -> Self {
+        Self::new(
+            ErrorKind::TaskGenerationMismatch,
+            format!(
+                "Task generation mismatch: expected {expected} but current generation is {current}"
+            ),
+        )
+        .with_metadata("taskId", task_id)
+        .with_metadata("expectedGeneration", expected.to_string())
+        .with_metadata("currentGeneration", current.to_string())
     }
 
     /// `TaskNotCancelableError`.
