@@ -49,6 +49,10 @@ pub enum ErrorKind {
     Unauthenticated,
     /// The caller may not do this.
     PermissionDenied,
+    /// A message's `ifGenerationMatch` did not match the task's current
+    /// generation (A2A v1.1 draft: JSON-RPC `-32010`, gRPC `ABORTED`, HTTP
+    /// `409 Conflict`).
+    TaskGenerationMismatch,
     /// The server is too busy, or holds as much as it may, to take this on
     /// now; the same request may succeed later. The spec's system error for
     /// temporary unavailability: JSON-RPC `-32603` (internal error), HTTP
@@ -62,6 +66,7 @@ pub mod grpc_code {
     pub const INVALID_ARGUMENT: i32 = 3;
     pub const NOT_FOUND: i32 = 5;
     pub const PERMISSION_DENIED: i32 = 7;
+    pub const ABORTED: i32 = 10;
     pub const FAILED_PRECONDITION: i32 = 9;
     pub const UNIMPLEMENTED: i32 = 12;
     pub const INTERNAL: i32 = 13;
@@ -70,7 +75,7 @@ pub mod grpc_code {
 }
 
 impl ErrorKind {
-    const ALL: [ErrorKind; 17] = [
+    const ALL: [ErrorKind; 18] = [
         ErrorKind::TaskNotFound,
         ErrorKind::TaskNotCancelable,
         ErrorKind::PushNotificationNotSupported,
@@ -80,6 +85,7 @@ impl ErrorKind {
         ErrorKind::ExtendedAgentCardNotConfigured,
         ErrorKind::ExtensionSupportRequired,
         ErrorKind::VersionNotSupported,
+        ErrorKind::TaskGenerationMismatch,
         ErrorKind::ParseError,
         ErrorKind::InvalidRequest,
         ErrorKind::MethodNotFound,
@@ -104,6 +110,7 @@ impl ErrorKind {
             ErrorKind::ExtendedAgentCardNotConfigured => -32007,
             ErrorKind::ExtensionSupportRequired => -32008,
             ErrorKind::VersionNotSupported => -32009,
+            ErrorKind::TaskGenerationMismatch => -32010,
             ErrorKind::ParseError => -32700,
             ErrorKind::InvalidRequest => -32600,
             ErrorKind::MethodNotFound => -32601,
@@ -133,6 +140,7 @@ impl ErrorKind {
             ErrorKind::MethodNotFound => UNIMPLEMENTED,
             ErrorKind::Unauthenticated => UNAUTHENTICATED,
             ErrorKind::PermissionDenied => PERMISSION_DENIED,
+            ErrorKind::TaskGenerationMismatch => ABORTED,
             ErrorKind::Unavailable => UNAVAILABLE,
         }
     }
@@ -145,6 +153,7 @@ impl ErrorKind {
             ErrorKind::Unauthenticated => 401,
             ErrorKind::PermissionDenied => 403,
             ErrorKind::Unavailable => 503,
+            ErrorKind::TaskGenerationMismatch => 409,
             _ => 400,
         }
     }
@@ -162,6 +171,7 @@ impl ErrorKind {
             ErrorKind::ExtendedAgentCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             ErrorKind::ExtensionSupportRequired => "EXTENSION_SUPPORT_REQUIRED",
             ErrorKind::VersionNotSupported => "VERSION_NOT_SUPPORTED",
+            ErrorKind::TaskGenerationMismatch => "TASK_GENERATION_MISMATCH",
             ErrorKind::ParseError => "PARSE_ERROR",
             ErrorKind::InvalidRequest => "INVALID_REQUEST",
             ErrorKind::MethodNotFound => "METHOD_NOT_FOUND",
@@ -176,7 +186,7 @@ impl ErrorKind {
     /// Whether this is one of the A2A-specific errors of spec 3.3.2 (those
     /// MUST carry a `google.rpc.ErrorInfo` detail).
     pub fn is_a2a_specific(self) -> bool {
-        (-32009..=-32001).contains(&self.jsonrpc_code())
+        (-32010..=-32001).contains(&self.jsonrpc_code())
     }
 
     /// The kind for an ErrorInfo reason.
@@ -234,6 +244,7 @@ impl ErrorKind {
             ErrorKind::ExtendedAgentCardNotConfigured => "Extended agent card is not configured",
             ErrorKind::ExtensionSupportRequired => "A required extension was not requested",
             ErrorKind::VersionNotSupported => "Protocol version is not supported",
+            ErrorKind::TaskGenerationMismatch => "Task generation mismatch",
             ErrorKind::ParseError => "Invalid JSON payload",
             ErrorKind::InvalidRequest => "Request payload validation error",
             ErrorKind::MethodNotFound => "Method not found",
