@@ -1103,18 +1103,20 @@ mod tests {
 
     /// A transport whose subscriptions and GetTask answers are scripted.
     #[derive(Default)]
-    struct Scripted {
-        subscriptions: Mutex<Vec<Vec<ClientResult<StreamResponse>>>>,
-        states: Mutex<Vec<TaskState>>,
-        gets: AtomicUsize,
-        subscribes: AtomicUsize,
+    pub(super) struct Scripted {
+        pub(super) subscriptions: Mutex<Vec<Vec<ClientResult<StreamResponse>>>>,
+        pub(super) states: Mutex<Vec<TaskState>>,
+        pub(super) gets: AtomicUsize,
+        pub(super) subscribes: AtomicUsize,
         /// When not empty: the subscriptions' events have ids `L-<n>`
         /// from these positions (one per subscription).
-        id_from: Mutex<Vec<u64>>,
+        pub(super) id_from: Mutex<Vec<u64>>,
         /// The `Last-Event-ID` of each subscription.
-        last_ids: Mutex<Vec<Option<String>>>,
+        pub(super) last_ids: Mutex<Vec<Option<String>>>,
         /// Subscriptions with a `Last-Event-ID` are refused.
-        refuse_ids: std::sync::atomic::AtomicBool,
+        pub(super) refuse_ids: std::sync::atomic::AtomicBool,
+        /// When set: `GetTask` answers this task (the gap tests).
+        pub(super) read: Mutex<Option<Task>>,
     }
 
     /// A stream whose events have the ids `L-<from>`, `L-<from + 1>`...
@@ -1166,6 +1168,9 @@ mod tests {
         }
         async fn get_task(&self, _: GetTaskRequest, _: &CallOptions) -> ClientResult<Task> {
             self.gets.fetch_add(1, Ordering::SeqCst);
+            if let Some(t) = self.read.lock().unwrap().clone() {
+                return Ok(t);
+            }
             let mut states = self.states.lock().unwrap();
             let s = if states.len() > 1 {
                 states.remove(0)
@@ -1731,5 +1736,170 @@ mod tests {
         other.artifact.as_mut().unwrap().artifact_id = "b".into();
         asm.push(&other);
         assert_eq!(asm.artifacts().len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod gap_tests {
+    use super::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::Ordering;
+
+    use agentwire_types::{TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
+
+    use super::tests::Scripted;
+
+    fn chunk(text: &str, append: bool, last: bool, g: i64) -> ClientResult<StreamResponse> {
+        let mut e = TaskArtifactUpdateEvent::new("t1", "c1", Artifact::text("r", text).with_id("a1"));
+        e.append = append;
+        e.last_chunk = last;
+        e.generation = g;
+        Ok(StreamResponse::from(e))
+    }
+
+    fn status(state: TaskState, g: i64) -> ClientResult<StreamResponse> {
+        let mut e = TaskStatusUpdateEvent::new("t1", "c1", TaskStatus::new(state));
+        e.generation = g;
+        Ok(StreamResponse::from(e))
+    }
+
+    fn opening(g: i64) -> ClientResult<StreamResponse> {
+        Ok(StreamResponse::from(Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: Some(TaskStatus::new(TaskState::Working)),
+            generation: g,
+            ..Default::default()
+        }))
+    }
+
+    async fn run(
+        events: Vec<ClientResult<StreamResponse>>,
+        read: Option<Task>,
+    ) -> (TaskView, Arc<Scripted>, Vec<GenerationGap>) {
+        let t = Arc::new(Scripted::default());
+        *t.read.lock().unwrap() = read;
+        let gaps = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&gaps);
+        let opts = FollowOptions {
+            on_gap: Some(Arc::new(move |g: &GenerationGap| {
+                seen.lock().unwrap().push(g.clone());
+            })),
+            backoff: Duration::from_millis(1),
+            ..Default::default()
+        };
+        let mut s = follow(
+            Arc::clone(&t),
+            Some(EventStream::new(futures::stream::iter(events))),
+            None,
+            opts,
+        );
+        let mut view = TaskView::new();
+        while let Some(e) = s.next().await {
+            view.apply(&e.expect("no error"));
+        }
+        let gaps = gaps.lock().unwrap().clone();
+        (view, t, gaps)
+    }
+
+    #[tokio::test]
+    async fn a_gap_is_healed_from_the_task_read() {
+        // Chunk "B" (generation 3) never arrives: assembled from the
+        // stream alone, the artifact would read "AC".
+        let whole = Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: Some(TaskStatus::new(TaskState::Working)),
+            artifacts: vec![Artifact::text("r", "ABC").with_id("a1")],
+            generation: 4,
+            ..Default::default()
+        };
+        let (view, t, gaps) = run(
+            vec![
+                opening(1),
+                chunk("A", false, false, 2),
+                chunk("C", true, true, 4),
+                status(TaskState::Completed, 5),
+            ],
+            Some(whole),
+        )
+        .await;
+        let task = view.task().expect("a task");
+        assert_eq!(task.artifacts.len(), 1);
+        assert_eq!(task.artifacts[0].text_content(), "ABC");
+        assert_eq!(task.state(), TaskState::Completed);
+        assert_eq!(t.gets.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            gaps,
+            vec![GenerationGap {
+                task_id: "t1".into(),
+                after: 2,
+                got: 4,
+                healed_at: Some(4),
+            }]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_task_read_older_than_the_event_is_followed_by_it() {
+        let older = Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: Some(TaskStatus::new(TaskState::Working)),
+            artifacts: vec![Artifact::text("r", "AB").with_id("a1")],
+            generation: 3,
+            ..Default::default()
+        };
+        let (view, _, gaps) = run(
+            vec![
+                opening(1),
+                chunk("A", false, false, 2),
+                chunk("C", true, true, 4),
+                status(TaskState::Completed, 5),
+            ],
+            Some(older),
+        )
+        .await;
+        let task = view.task().expect("a task");
+        assert_eq!(task.artifacts[0].text_content(), "ABC");
+        assert_eq!(gaps.len(), 1);
+        assert_eq!(gaps[0].healed_at, Some(3));
+    }
+
+    #[tokio::test]
+    async fn generation_zero_turns_the_check_off() {
+        // A 1.0 server: every generation is 0; the stream is taken as it is.
+        let (view, t, gaps) = run(
+            vec![
+                opening(0),
+                chunk("A", false, false, 0),
+                chunk("C", true, true, 0),
+                status(TaskState::Completed, 0),
+            ],
+            None,
+        )
+        .await;
+        assert_eq!(view.task().unwrap().artifacts[0].text_content(), "AC");
+        assert_eq!(t.gets.load(Ordering::SeqCst), 0);
+        assert!(gaps.is_empty());
+    }
+
+    #[tokio::test]
+    async fn repeated_generations_turn_the_check_off() {
+        // Two consecutive events with generation 2, then a jump: not a gap
+        // (the draft: the server does not implement generations).
+        let (_, t, gaps) = run(
+            vec![
+                opening(1),
+                chunk("A", false, false, 2),
+                chunk("B", true, false, 2),
+                chunk("C", true, true, 7),
+                status(TaskState::Completed, 8),
+            ],
+            None,
+        )
+        .await;
+        assert_eq!(t.gets.load(Ordering::SeqCst), 0);
+        assert!(gaps.is_empty());
     }
 }
