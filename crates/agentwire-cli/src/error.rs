@@ -405,6 +405,7 @@ pub fn a2a_error_name(kind: ErrorKind) -> String {
         ErrorKind::ExtendedAgentCardNotConfigured => "ExtendedAgentCardNotConfiguredError",
         ErrorKind::ExtensionSupportRequired => "ExtensionSupportRequiredError",
         ErrorKind::VersionNotSupported => "VersionNotSupportedError",
+        ErrorKind::TaskGenerationMismatch => "TaskGenerationMismatchError",
         ErrorKind::ParseError => "JSONParseError",
         ErrorKind::InvalidRequest => "InvalidRequestError",
         ErrorKind::MethodNotFound => "MethodNotFoundError",

@@ -35,6 +35,10 @@ pub enum ErrorKind {
     ExtensionSupportRequired,
     /// The requested protocol version is not supported.
     VersionNotSupported,
+    /// A message's `ifGenerationMatch` does not match the task's current
+    /// generation (A2A v1.1 draft, section 3.2.7): JSON-RPC `-32010`, gRPC
+    /// `ABORTED`, HTTP `409 Conflict`.
+    TaskGenerationMismatch,
     /// The body is not valid JSON (JSON-RPC -32700).
     ParseError,
     /// The JSON is not a valid request object (JSON-RPC -32600).
@@ -49,10 +53,6 @@ pub enum ErrorKind {
     Unauthenticated,
     /// The caller may not do this.
     PermissionDenied,
-    /// A message's `ifGenerationMatch` did not match the task's current
-    /// generation (A2A v1.1 draft: JSON-RPC `-32010`, gRPC `ABORTED`, HTTP
-    /// `409 Conflict`).
-    TaskGenerationMismatch,
     /// The server is too busy, or holds as much as it may, to take this on
     /// now; the same request may succeed later. The spec's system error for
     /// temporary unavailability: JSON-RPC `-32603` (internal error), HTTP
@@ -66,10 +66,10 @@ pub mod grpc_code {
     pub const INVALID_ARGUMENT: i32 = 3;
     pub const NOT_FOUND: i32 = 5;
     pub const PERMISSION_DENIED: i32 = 7;
-    pub const ABORTED: i32 = 10;
     pub const FAILED_PRECONDITION: i32 = 9;
     pub const UNIMPLEMENTED: i32 = 12;
     pub const INTERNAL: i32 = 13;
+    pub const ABORTED: i32 = 10;
     pub const UNAVAILABLE: i32 = 14;
     pub const UNAUTHENTICATED: i32 = 16;
 }
@@ -140,8 +140,8 @@ impl ErrorKind {
             ErrorKind::MethodNotFound => UNIMPLEMENTED,
             ErrorKind::Unauthenticated => UNAUTHENTICATED,
             ErrorKind::PermissionDenied => PERMISSION_DENIED,
-            ErrorKind::TaskGenerationMismatch => ABORTED,
             ErrorKind::Unavailable => UNAVAILABLE,
+            ErrorKind::TaskGenerationMismatch => ABORTED,
         }
     }
 
@@ -210,6 +210,7 @@ impl ErrorKind {
             UNAUTHENTICATED => ErrorKind::Unauthenticated,
             PERMISSION_DENIED => ErrorKind::PermissionDenied,
             UNAVAILABLE => ErrorKind::Unavailable,
+            ABORTED => ErrorKind::TaskGenerationMismatch,
             _ => ErrorKind::Internal,
         }
     }
@@ -220,6 +221,7 @@ impl ErrorKind {
             404 => ErrorKind::TaskNotFound,
             401 => ErrorKind::Unauthenticated,
             403 => ErrorKind::PermissionDenied,
+            409 => ErrorKind::TaskGenerationMismatch,
             400..=499 => ErrorKind::InvalidRequest,
             503 => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
@@ -361,6 +363,21 @@ impl A2aError {
             format!("Task {task_id:?} was not found"),
         )
         .with_metadata("taskId", task_id)
+    }
+
+    /// `TaskGenerationMismatchError` (A2A v1.1 draft): a message's
+    /// `ifGenerationMatch` (`expected`) is not the task's generation
+    /// (`current`).
+    pub fn generation_mismatch(task_id: &str, expected: i64, current: i64) -> Self {
+        Self::new(
+            ErrorKind::TaskGenerationMismatch,
+            format!(
+                "Task generation mismatch: expected {expected} but current generation is {current}"
+            ),
+        )
+        .with_metadata("taskId", task_id)
+        .with_metadata("expectedGeneration", expected.to_string())
+        .with_metadata("currentGeneration", current.to_string())
     }
 
     /// `TaskNotCancelableError`.
