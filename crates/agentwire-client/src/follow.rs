@@ -199,9 +199,11 @@ impl TaskView {
             Some(stream_response::Payload::StatusUpdate(e)) => {
                 let t = self.task_entry(&e.task_id, &e.context_id);
                 t.status = e.status.clone();
+                t.generation = t.generation.max(e.generation);
             }
             Some(stream_response::Payload::ArtifactUpdate(e)) => {
-                self.task_entry(&e.task_id, &e.context_id);
+                let t = self.task_entry(&e.task_id, &e.context_id);
+                t.generation = t.generation.max(e.generation);
                 self.artifacts.push(e);
             }
             None => {}
