@@ -208,6 +208,7 @@ A2A_SERVE_REQUEST_HEAD_TIMEOUT, A2A_SERVE_BODY_READ_TIMEOUT, A2A_SERVE_IDLE_TIME
 A2A_SERVE_MAX_CONNECTIONS, A2A_SERVE_MAX_STORE_BYTES, A2A_SERVE_OPEN_TASK_TTL,
 A2A_SERVE_MAX_LIST_BYTES, A2A_SERVE_MAX_PARTS, A2A_SERVE_MAX_ARTIFACT_BYTES,
 A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_MAX_OPEN_TASKS_PER_CALLER, A2A_SERVE_MAX_QUEUED_BYTES,
+A2A_SERVE_LONG_POLL_MAX,
 A2A_SERVE_AUTH_JWKS, A2A_SERVE_AUTH_ISSUER,
 A2A_SERVE_AUTH_AUDIENCE, A2A_SERVE_AUTH_OIDC, A2A_SERVE_AUTH_SCOPE, A2A_SERVE_AUTH_LEEWAY,
 A2A_SERVE_API_KEY_FILE, A2A_SERVE_API_KEY_IN, A2A_SERVE_ALLOW_ANONYMOUS, A2A_SERVE_LOG_FORMAT,
@@ -349,6 +350,16 @@ pub struct ServeArgs {
     /// subscribe again [default: 67108864, 64 MiB].
     #[arg(long, env = "A2A_SERVE_MAX_QUEUED_BYTES", value_name = "BYTES")]
     pub max_queued_bytes: Option<usize>,
+    /// The longest a GetTask with currentGeneration (the A2A v1.1 draft's
+    /// long-poll) waits for the task to move past that generation; then it
+    /// answers with the task as it is. 0: at once [default: 30s].
+    #[arg(
+        long,
+        env = "A2A_SERVE_LONG_POLL_MAX",
+        value_parser = crate::parse_duration,
+        value_name = "DURATION"
+    )]
+    pub long_poll_max: Option<std::time::Duration>,
     /// With a PostgreSQL store only: after how long without a sign of life
     /// another replica counts as gone, and its working tasks are failed
     /// (their agent went with it) [default: 30s].
@@ -1243,6 +1254,7 @@ async fn bind(
             None => Some(default_open_tasks_per_caller(store_spec, args.max_tasks)),
         },
         max_queued_bytes: args.max_queued_bytes.unwrap_or(defaults.max_queued_bytes),
+        long_poll_max: args.long_poll_max.unwrap_or(defaults.long_poll_max),
         serve_v03: !args.no_v03,
         ..defaults
     };

@@ -25,6 +25,14 @@ pub fn write_task(out: &mut Vec<u8>, task: &Task) -> serde_json::Result<()> {
     o.list("artifacts", &task.artifacts, write_artifact)?;
     o.list("history", &task.history, write_message)?;
     o.serde("metadata", task.metadata.as_ref())?;
+    if task.generation != 0 {
+        // ProtoJSON writes an int64 as a string.
+        o.key("generation");
+        o.out.push(b'"');
+        o.out
+            .extend_from_slice(task.generation.to_string().as_bytes());
+        o.out.push(b'"');
+    }
     o.close();
     Ok(())
 }
@@ -311,7 +319,11 @@ mod tests {
                 }),
             });
             Task {
-                generation: 0,
+                generation: if self.chance(50) {
+                    self.below(1 << 20) as i64
+                } else {
+                    0
+                },
                 id: self.string(),
                 context_id: self.string(),
                 status,

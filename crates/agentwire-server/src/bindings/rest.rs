@@ -108,7 +108,7 @@ fn parse_body<T: DeserializeOwned + Default>(
     })
 }
 
-fn parse_int(field: &str, v: &str) -> Result<i32, A2aError> {
+fn parse_int<T: std::str::FromStr>(field: &str, v: &str) -> Result<T, A2aError> {
     v.trim()
         .parse()
         .map_err(|_| A2aError::invalid_params(field, format!("must be an integer, got {v:?}")))
@@ -258,6 +258,13 @@ async fn answer(
             .map(|(_, v)| parse_int("historyLength", &v))
             .transpose()
     };
+    // A2A v1.1 draft: `GetTask`'s long-poll.
+    let current_generation = || -> Result<Option<i64>, A2aError> {
+        query_pairs(&query)
+            .find(|(k, _)| k == "currentGeneration" || k == "current_generation")
+            .map(|(_, v)| parse_int("currentGeneration", &v))
+            .transpose()
+    };
     match route {
         RestRoute::SendMessage => match parse_body::<SendMessageRequest>(&bytes, &limits) {
             Ok(mut req) => {
@@ -286,12 +293,12 @@ async fn answer(
             Ok(req) => ok_json(h.list_tasks(&ctx, req).await),
             Err(e) => error_response(&e),
         },
-        RestRoute::GetTask { id } => match history() {
-            Ok(history_length) => match h
+        RestRoute::GetTask { id } => match history().and_then(|h| Ok((h, current_generation()?))) {
+            Ok((history_length, current_generation)) => match h
                 .get_task(
                     &ctx,
                     GetTaskRequest {
-                        current_generation: None,
+                        current_generation,
                         tenant,
                         id,
                         history_length,

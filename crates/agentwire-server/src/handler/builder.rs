@@ -82,12 +82,20 @@ pub struct HandlerConfig {
     /// message creates no task and is never refused. `None`: no bound.
     /// Default: 1,000.
     pub max_open_tasks_per_caller: Option<usize>,
+    /// The longest a `GetTask` with `currentGeneration` (A2A v1.1 draft: a
+    /// long-poll) waits for the task to move past that generation before
+    /// it answers with the task as it is. Zero: it answers at once.
+    /// Default: 30 s. See `docs/generation.md`.
+    pub long_poll_max: Duration,
 }
 
 impl Default for HandlerConfig {
     fn default() -> Self {
         Self {
-            versions: vec![agentwire_types::PROTOCOL_VERSION.to_owned()],
+            versions: vec![
+                agentwire_types::PROTOCOL_VERSION.to_owned(),
+                super::generation::GENERATION_VERSION.to_owned(),
+            ],
             queue_capacity: 1024,
             queue_bytes: 8 << 20,
             max_queued_bytes: 64 << 20,
@@ -103,6 +111,7 @@ impl Default for HandlerConfig {
             store_retry: StoreRetry::default(),
             serve_v03: true,
             max_open_tasks_per_caller: Some(1000),
+            long_poll_max: Duration::from_secs(30),
         }
     }
 }

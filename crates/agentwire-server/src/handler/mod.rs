@@ -23,6 +23,7 @@
 
 mod admission;
 mod builder;
+pub(crate) mod generation;
 mod idempotency;
 mod open_tasks;
 mod push_configs;

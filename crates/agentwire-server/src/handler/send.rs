@@ -212,6 +212,22 @@ impl RequestHandler {
                 ),
             ));
         }
+        let if_match = launch
+            .configuration
+            .as_ref()
+            .and_then(|c| c.if_generation_match);
+        // A generation only grows: one already past what the writer saw is
+        // a mismatch, whatever happened since (checked again, under the
+        // task's order lock, in `continue_task`).
+        if let Some(expected) = if_match
+            && task.generation != expected
+        {
+            return Err(A2aError::generation_mismatch(
+                &task.id,
+                expected,
+                task.generation,
+            ));
+        }
         if task.state().is_terminal() {
             return Err(A2aError::unsupported(format!(
                 "task {} is {}: a terminal task accepts no more messages; start a new task in the same context (referenceTaskIds) instead",
@@ -229,7 +245,7 @@ impl RequestHandler {
         let (live, sub) = self
             .inner
             .manager
-            .continue_task(&stored, message.clone(), finals_only)
+            .continue_task(&stored, message.clone(), finals_only, if_match)
             .await?;
         Ok(self.launch(live, sub, message, Some(stored.task), extensions, launch))
     }
@@ -391,7 +407,10 @@ impl RequestHandler {
             };
             let started = if self.inner.idempotency.is_some() {
                 match Box::pin(self.replay_or_start(ctx, req, !immediate)).await {
-                    Ok(Replayed::Task(task)) => return Ok(SendAnswer::Response((*task).into())),
+                    Ok(Replayed::Task(task)) => {
+                        let task = super::generation::task_for(ctx, *task);
+                        return Ok(SendAnswer::Response(task.into()));
+                    }
                     Ok(Replayed::Started(started)) => Started::Now(Ok(started)),
                     Err(e) => return Err(e),
                 }
@@ -404,7 +423,8 @@ impl RequestHandler {
             };
             // Boxed: this future then holds the request or the answer's
             // state, not both.
-            Box::pin(self.answer_send(sub, run, immediate, history)).await
+            let answer = Box::pin(self.answer_send(sub, run, immediate, history)).await?;
+            Ok(answer.for_caller(ctx))
         }
     }
 
@@ -521,6 +541,25 @@ pub(crate) enum SendAnswer {
 }
 
 impl SendAnswer {
+    /// The answer as this call's version shows it (without the generation
+    /// for a 1.0 call; a task shared with the store is copied only then).
+    fn for_caller(mut self, ctx: &CallContext) -> Self {
+        use agentwire_types::send_message_response::Payload;
+        if super::generation::reads_generation(ctx) {
+            return self;
+        }
+        match &mut self {
+            SendAnswer::Task(t) if t.generation != 0 => Arc::make_mut(t).generation = 0,
+            SendAnswer::Response(r) => {
+                if let Some(Payload::Task(t)) = r.payload.as_mut() {
+                    t.generation = 0;
+                }
+            }
+            _ => {}
+        }
+        self
+    }
+
     /// The answer as the protocol's response type.
     pub(crate) fn into_response(self) -> SendMessageResponse {
         match self {

@@ -70,6 +70,7 @@ impl RequestHandler {
             // A duplicate: follow the task it started, or just show it when
             // it has finished.
             if task.state().is_terminal() {
+                let task = generation::task_for(ctx, task);
                 let once =
                     futures::stream::once(async move { (None, Ok(StreamResponse::from(task))) });
                 return Ok(Box::pin(once));
@@ -84,7 +85,13 @@ impl RequestHandler {
                     events.into_iter().map(|(id, e)| (Some(id), e)).collect()
                 }
             };
-            return Ok(follow(sub, first, history, true));
+            return Ok(follow(
+                sub,
+                first,
+                history,
+                true,
+                generation::reads_generation(ctx),
+            ));
         }
         let (mut sub, run) = match self.start(ctx, req, true, false) {
             Started::Now(started) => started?,
@@ -106,7 +113,13 @@ impl RequestHandler {
             Some((id, item)) => (id, item.map_err(|e| *e)?),
             None => return Err(A2aError::internal("the agent ended without answering")),
         };
-        Ok(follow(sub, vec![first], history, true))
+        Ok(follow(
+            sub,
+            vec![first],
+            history,
+            true,
+            generation::reads_generation(ctx),
+        ))
     }
 
     /// [`Self::subscribe_to_task`], with event ids.
@@ -146,7 +159,13 @@ impl RequestHandler {
                     vec![(id, Arc::new(StreamResponse::from(task)))]
                 }
             };
-            return Ok(follow(sub, first, None, false));
+            return Ok(follow(
+                sub,
+                first,
+                None,
+                false,
+                generation::reads_generation(ctx),
+            ));
         }
         if stored.task.state().is_terminal() {
             return Err(A2aError::unsupported(format!(
@@ -174,6 +193,7 @@ impl RequestHandler {
             vec![(id, Arc::new(StreamResponse::from(snapshot)))],
             None,
             false,
+            generation::reads_generation(ctx),
         ))
     }
 }
@@ -186,6 +206,7 @@ pub(super) fn follow(
     first: Vec<(Option<EventId>, Arc<StreamResponse>)>,
     history: Option<usize>,
     close_on_interrupt: bool,
+    reads_generation: bool,
 ) -> IdEventStream {
     Box::pin(async_stream::stream! {
         let mut pending: std::collections::VecDeque<_> =
@@ -223,6 +244,9 @@ pub(super) fn follow(
             let mut event = Arc::try_unwrap(event).unwrap_or_else(|shared| (*shared).clone());
             if let Some(stream_response::Payload::Task(t)) = event.payload.as_mut() {
                 t.truncate_history(history);
+            }
+            if !reads_generation {
+                super::generation::strip_event(&mut event);
             }
             yield (id, Ok(event));
             if ends {

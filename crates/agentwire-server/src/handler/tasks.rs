@@ -154,7 +154,12 @@ impl RequestHandler {
         let _flight = self.begin()?;
         let owner = self.admit(ctx, &req.tenant).await?;
         let history = history_length(req.history_length, "historyLength")?;
-        Ok(self.visible_task(&owner, &req.id, history).await?.task)
+        let stored = self.visible_task(&owner, &req.id, history).await?;
+        let task = match req.current_generation {
+            None => stored.task,
+            Some(after) => self.long_poll(&owner, stored, after, history).await?,
+        };
+        Ok(generation::task_for(ctx, task))
     }
 
     /// `ListTasks`.
@@ -170,9 +175,17 @@ impl RequestHandler {
         if let Some(next) = list_budget(&mut page.tasks, self.inner.config.max_list_bytes) {
             page.next = Some(next);
         }
+        let tasks = if generation::reads_generation(ctx) {
+            page.tasks
+        } else {
+            page.tasks
+                .into_iter()
+                .map(|t| generation::task_for(ctx, t))
+                .collect()
+        };
         Ok(ListTasksResponse {
             page_size: query.page_size as i32,
-            tasks: page.tasks,
+            tasks,
             next_page_token: page.next.map(|c| c.encode()).unwrap_or_default(),
             total_size: page.total as i32,
         })
@@ -232,7 +245,7 @@ impl RequestHandler {
         }
         let task = self.visible_task(&owner, &req.id, None).await?.task;
         match task.state() {
-            TaskState::Canceled => Ok(task),
+            TaskState::Canceled => Ok(generation::task_for(ctx, task)),
             s => Err(A2aError::task_not_cancelable(&req.id, s)),
         }
     }

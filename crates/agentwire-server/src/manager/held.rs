@@ -61,8 +61,8 @@ const SWEEP_EVERY: Duration = Duration::from_millis(250);
 
 /// What an update did to a held task.
 enum Held {
-    /// Still held, in this state.
-    Kept(TaskState),
+    /// Still held, in this state, at this generation.
+    Kept(TaskState, i64),
     /// To be written now, in this state.
     Write(TaskState),
 }
@@ -125,7 +125,9 @@ impl TaskManager {
         on_failure: OnFailure,
     ) -> Option<A2aResult<Updated>> {
         let state = match Self::apply_held(live, || Some(update.clone()))? {
-            Ok(Held::Kept(state)) => return Some(Ok(Updated::new(state))),
+            Ok(Held::Kept(state, generation)) => {
+                return Some(Ok(Updated::new(state).at_generation(generation)));
+            }
             Ok(Held::Write(state)) => state,
             Err(e) => return Some(Err(e)),
         };
@@ -147,7 +149,9 @@ impl TaskManager {
         slot: &mut Option<TaskUpdate>,
     ) -> Option<A2aResult<Updated>> {
         let state = match Self::apply_held(live, || slot.take())? {
-            Ok(Held::Kept(state)) => return Some(Ok(Updated::new(state))),
+            Ok(Held::Kept(state, generation)) => {
+                return Some(Ok(Updated::new(state).at_generation(generation)));
+            }
             Ok(Held::Write(state)) => state,
             Err(e) => return Some(Err(e)),
         };
@@ -201,7 +205,7 @@ impl TaskManager {
         Some(Ok(if !hold || state.ends_turn() {
             Held::Write(state)
         } else {
-            Held::Kept(state)
+            Held::Kept(state, task.generation)
         }))
     }
 
@@ -347,7 +351,7 @@ fn failed_record(task: &Task, message: &Message) -> Task {
     let mut history = task.history.clone();
     history.push(message.clone());
     Task {
-        generation: 0,
+        generation: task.generation + 1,
         id: task.id.clone(),
         context_id: task.context_id.clone(),
         status: Some(TaskStatus::new(TaskState::Failed).with_message(message.clone())),

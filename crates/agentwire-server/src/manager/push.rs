@@ -78,7 +78,11 @@ impl TaskManager {
             return;
         };
         if !targets.v1.is_empty() {
-            push.enqueue(&live.id, &targets.v1, event).await;
+            // A receiver's version is not known: notifications carry no
+            // generation (see `docs/generation.md`).
+            let mut plain = event.clone();
+            crate::handler::generation::strip_event(&mut plain);
+            push.enqueue(&live.id, &targets.v1, &plain).await;
         }
         if !targets.v03.is_empty() {
             let is_final = event.state().is_some_and(|s| s.is_terminal());

@@ -102,7 +102,7 @@ impl TaskManager {
             .acquire_owned()
             .await
             .map_err(|_| A2aError::internal("a task's queue was closed"))?;
-        let publish = Self::event_of(live, &update, false);
+        let mut publish = Self::event_of(live, &update, false);
         let kept = TaskUpdate::clone(&update);
         let task = Arc::clone(live);
         store.queue_update(
@@ -111,6 +111,7 @@ impl TaskManager {
             Box::new(move |answer: A2aResult<Updated>| {
                 match answer {
                     Ok(updated) => {
+                        publish.stamp(updated.generation);
                         let mut st = task.state.lock();
                         st.last_state = updated.state;
                         if let Publish::Event(event) = publish {
@@ -139,11 +140,11 @@ impl TaskManager {
             Err(_) => return Err(A2aError::internal("a task's queue was closed")),
         }
         let refused = std::mem::take(&mut *queue.refused.lock());
-        for (update, publish) in refused {
+        for (update, mut publish) in refused {
             let updated = self
                 .write_stored_update(live, &update, OnFailure::FailTask)
                 .await?;
-            self.publish_applied(live, updated, &publish);
+            self.publish_applied(live, updated, &mut publish);
         }
         Ok(())
     }

@@ -73,18 +73,43 @@ impl TaskManager {
 
     /// Prepares an existing task for a continuing message: records the
     /// message in its history and counts one executor run.
+    ///
+    /// With `if_match` (the message's `ifGenerationMatch`, A2A v1.1
+    /// draft), the task's generation is compared with it under the task's
+    /// order lock, and a message that passes moves the task to `WORKING`
+    /// in the same locked step (one generation, one status event): a
+    /// second writer holding the same generation is then refused with
+    /// `TaskGenerationMismatchError`, whichever runs first.
     pub(crate) async fn continue_task(
         self: &Arc<Self>,
         stored: &StoredTask,
         message: Message,
         finals_only: bool,
+        if_match: Option<i64>,
     ) -> A2aResult<(Arc<LiveTask>, Subscription)> {
         let (live, ()) = self.attach(stored, |_, _, st| st.running += 1);
         let guard = live.order.lock().await;
         let result = async {
+            if let Some(expected) = if_match {
+                let current = self
+                    .snapshot_locked(&live, Some(0))
+                    .await?
+                    .ok_or_else(|| A2aError::task_not_found(&live.id))?
+                    .task;
+                if current.generation != expected {
+                    return Err(A2aError::generation_mismatch(
+                        &live.id,
+                        expected,
+                        current.generation,
+                    ));
+                }
+                if current.state().is_terminal() {
+                    return Err(crate::store::closed_error(&live.id, current.state()));
+                }
+            }
             // A store that keeps failing refuses the message, and the task
             // stays as it was: its sender may send it again.
-            let state = self
+            let mut state = self
                 .write_update_or(
                     &live,
                     Box::new(TaskUpdate::UserMessage(message)),
@@ -92,6 +117,14 @@ impl TaskManager {
                 )
                 .await?
                 .state;
+            if if_match.is_some() {
+                let working = TaskUpdate::Status {
+                    status: TaskStatus::new(TaskState::Working),
+                    metadata: None,
+                };
+                self.apply_locked(&live, Box::new(working)).await?;
+                state = TaskState::Working;
+            }
             // A stream continuing a task starts with the task as it is now.
             let snapshot = if finals_only {
                 None

@@ -259,12 +259,12 @@ impl TaskManager {
                 metadata: None,
             };
             let targets = self.push_targets(&live).await;
-            let publish = Self::event_of(&live, &update, targets.is_some());
+            let mut publish = Self::event_of(&live, &update, targets.is_some());
             let written = self.store.update(&live.id, update).await;
             self.after_write(&live, &written).await;
             match written {
                 Ok(updated) => {
-                    self.publish_applied(&live, updated, &publish);
+                    self.publish_applied(&live, updated, &mut publish);
                     if let (Some(targets), Some(event)) = (targets, publish.event()) {
                         self.push_event(&live, &targets, event).await;
                     }

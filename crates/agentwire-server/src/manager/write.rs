@@ -39,6 +39,24 @@ pub(super) enum Publish {
 }
 
 impl Publish {
+    /// Stamps the task's generation after the update (as the store
+    /// assigned it) on the update's event: built before the write, it is
+    /// not shared yet, so this copies nothing. 0 (not known) leaves it.
+    pub(super) fn stamp(&mut self, generation: i64) {
+        use agentwire_types::stream_response::Payload;
+        let Publish::Event(event) = self else {
+            return;
+        };
+        if generation == 0 {
+            return;
+        }
+        match Arc::make_mut(event).payload.as_mut() {
+            Some(Payload::StatusUpdate(u)) => u.generation = generation,
+            Some(Payload::ArtifactUpdate(u)) => u.generation = generation,
+            _ => {}
+        }
+    }
+
     pub(super) fn event(&self) -> Option<&Arc<StreamResponse>> {
         match self {
             Publish::Event(e) => Some(e),
@@ -104,7 +122,8 @@ impl TaskManager {
             status.timestamp = at;
         }
         let task = Task {
-            generation: 0,
+            // A2A v1.1 draft, section 3.2.7: 1 at creation.
+            generation: 1,
             id: live.id.clone(),
             context_id: live.context_id.clone(),
             status: Some(status),
@@ -219,12 +238,17 @@ impl TaskManager {
         else {
             return Ok(false);
         };
-        let publish = Self::event_of(live, update, false);
+        let mut publish = Self::event_of(live, update, false);
         crate::store::apply_update(&mut task, TaskUpdate::clone(update))?;
         let state = task.state();
+        let generation = task.generation;
         self.write_create(live, task).await?;
         Self::mark_created(live, event.as_ref(), wanted);
-        self.publish_applied(live, Updated::new(state), &publish);
+        self.publish_applied(
+            live,
+            Updated::new(state).at_generation(generation),
+            &mut publish,
+        );
         Ok(true)
     }
 
@@ -244,9 +268,9 @@ impl TaskManager {
         };
         // Built before the update moves into the store; shared (and small
         // across the store's await) from the start.
-        let publish = Self::event_of(live, &update, targets.is_some());
+        let mut publish = Self::event_of(live, &update, targets.is_some());
         let updated = self.write_update(live, update).await?;
-        self.publish_applied(live, updated, &publish);
+        self.publish_applied(live, updated, &mut publish);
         if let (Some(targets), Some(event)) = (targets, publish.event()) {
             Box::pin(self.push_event(live, &targets, event)).await;
         }
@@ -317,7 +341,8 @@ impl TaskManager {
     /// subscribers. The task handed over by the store (when the update
     /// ended the turn) is kept for the request waiting for that (see
     /// [`Subscription::take_turn_task`]).
-    pub(super) fn publish_applied(&self, live: &LiveTask, updated: Updated, publish: &Publish) {
+    pub(super) fn publish_applied(&self, live: &LiveTask, updated: Updated, publish: &mut Publish) {
+        publish.stamp(updated.generation);
         let mut st = live.state.lock();
         st.last_state = updated.state;
         let waited_for = updated.task.is_some()
@@ -480,7 +505,7 @@ impl TaskManager {
             }
             Self::mark_created(live, new.event.as_ref(), new.wanted);
         }
-        let publish = Self::event_of(live, update, false);
+        let mut publish = Self::event_of(live, update, false);
         let updated = match Self::write_held_now(store, live, slot) {
             Some(held) => held?,
             None => match slot.take() {
@@ -488,7 +513,7 @@ impl TaskManager {
                 None => return Err(A2aError::internal("an update was lost")),
             },
         };
-        self.publish_applied(live, updated, &publish);
+        self.publish_applied(live, updated, &mut publish);
         Ok(())
     }
 

@@ -157,8 +157,15 @@ pub enum TaskUpdate {
 /// - A status replaces the status; its message joins the history.
 /// - An artifact with `append` adds its parts to the artifact with the same
 ///   id (or starts it); without `append` it replaces (or adds) the artifact.
+///
+/// Every status and every artifact update is one step of the task's
+/// generation (A2A v1.1 draft, section 3.2.7): `generation` grows by one;
+/// a message from the client (history only, no event) leaves it.
 pub fn apply_update(task: &mut Task, update: TaskUpdate) -> A2aResult<()> {
     check_open(task)?;
+    if !matches!(update, TaskUpdate::UserMessage(_)) {
+        task.generation += 1;
+    }
     match update {
         TaskUpdate::Status { status, .. } => {
             if status.state() == TaskState::Unspecified {
@@ -406,6 +413,10 @@ pub struct Updated {
     /// The request waiting for the end of the turn answers with it instead
     /// of reading the store again.
     pub task: Option<Arc<Task>>,
+    /// The task's generation after the update (A2A v1.1 draft): what its
+    /// event carries. 0 when the store does not say (the event then
+    /// carries none).
+    pub generation: i64,
 }
 
 impl Updated {
@@ -416,7 +427,14 @@ impl Updated {
             state,
             log: None,
             task: None,
+            generation: 0,
         }
+    }
+
+    /// With the task's generation after the update.
+    pub fn at_generation(mut self, generation: i64) -> Self {
+        self.generation = generation;
+        self
     }
 
     /// With the position of the update's event in the store's event log.
@@ -427,6 +445,9 @@ impl Updated {
 
     /// With the task as the update left it (see [`Updated::task`]).
     pub fn with_task(mut self, task: Arc<Task>) -> Self {
+        if self.generation == 0 {
+            self.generation = task.generation;
+        }
         self.task = Some(task);
         self
     }

@@ -95,7 +95,7 @@ fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::ParseError | ErrorKind::InvalidRequest => 400,
         ErrorKind::MethodNotFound | ErrorKind::TaskNotFound => 404,
         ErrorKind::InvalidParams => 422,
-        ErrorKind::TaskNotCancelable => 409,
+        ErrorKind::TaskNotCancelable | ErrorKind::TaskGenerationMismatch => 409,
         ErrorKind::PushNotificationNotSupported | ErrorKind::UnsupportedOperation => 501,
         ErrorKind::ContentTypeNotSupported => 415,
         ErrorKind::InvalidAgentResponse => 502,

@@ -719,12 +719,12 @@ impl ImmediateStore for MemoryStore {
             // Refused before the task is copied for writing.
             check_open(task)?;
             apply_update(Arc::make_mut(task), update)?;
-            let state = task.state();
+            let state = (task.state(), task.generation);
             let before = slot.bytes as usize;
             slot.touched = ticks;
-            if !state.is_terminal() {
+            if !state.0.is_terminal() {
                 slot.bytes = slot_bytes(before + room.bytes);
-                let task = state.ends_turn().then(|| Arc::clone(task));
+                let task = state.0.ends_turn().then(|| Arc::clone(task));
                 return Ok((state, None, task, before, slot.bytes as usize));
             }
             // Nothing changes a terminal task, so this happens once.
@@ -743,7 +743,7 @@ impl ImmediateStore for MemoryStore {
                 s.release(room);
                 Err(e)
             }
-            Some(Ok((state, token, task, before, after))) => {
+            Some(Ok(((state, generation), token, task, before, after))) => {
                 // The room taken is what an open task grew by; a finished
                 // one's exact size replaces its estimate.
                 let taken = before + room.bytes;
@@ -755,7 +755,7 @@ impl ImmediateStore for MemoryStore {
                 if let Some(token) = token {
                     s.finished_now(hash, token, ticks);
                 }
-                let updated = Updated::new(state);
+                let updated = Updated::new(state).at_generation(generation);
                 Ok(match task {
                     Some(task) => updated.with_task(task),
                     None => updated,

@@ -182,7 +182,7 @@ impl Held {
             Held::Open(t) => {
                 let keep = history.map_or(t.history.len(), |n| n.min(t.history.len()));
                 Ok(Task {
-                    generation: 0,
+                    generation: t.generation,
                     id: t.id.clone(),
                     context_id: t.context_id.clone(),
                     status: t.status.clone(),

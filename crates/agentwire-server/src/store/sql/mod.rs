@@ -126,6 +126,9 @@ pub(crate) fn decode_task(
     history_length: Option<usize>,
 ) -> A2aResult<Task> {
     let mut task = Task::decode(head).map_err(|e| corrupt(id, "head", e))?;
+    // A row written before generations were kept (A2A v1.1 draft): its
+    // generation starts at 1 here, and counts from there.
+    task.generation = task.generation.max(1);
     if task.id != id {
         return Err(unreadable_error(
             id,
@@ -182,6 +185,8 @@ pub(crate) fn fold_chunks(
             .artifact
             .ok_or_else(|| unreadable_error(id, "artifact chunk", "it has no artifact"))?;
         apply_artifact(task, artifact, update.append);
+        // Each chunk was one step of the task's generation.
+        task.generation += 1;
     }
     Ok(())
 }
@@ -530,6 +535,8 @@ pub(crate) struct Stored {
     /// Whether the task has artifact chunks not folded into `artifacts`
     /// (read by a status update without the artifacts).
     pub chunked: bool,
+    /// How many (each one step of the task's generation after its head's).
+    pub chunks: i64,
 }
 
 impl Stored {
@@ -543,6 +550,7 @@ impl Stored {
             history: row.blob("history")?,
             artifacts: Some(row.blob("artifacts")?),
             chunked: false,
+            chunks: 0,
         })
     }
 
@@ -556,7 +564,8 @@ impl Stored {
             head: row.blob("head")?,
             history: row.blob("history")?,
             artifacts: None,
-            chunked: row.flag("chunked")?,
+            chunked: row.i64("chunks")? > 0,
+            chunks: row.i64("chunks")?,
         })
     }
 
@@ -781,7 +790,7 @@ pub(crate) const GET_TASK: &str = "SELECT 0 AS seq, owner_tenant, owner_principa
 /// A task as a status update or a message reads it: no artifacts (they do
 /// not change), whether it has artifact chunks to fold.
 const READ_STATUS: &str = "SELECT version, owner_tenant, owner_principal, head, history, \
-     EXISTS (SELECT 1 FROM a2a_artifact_chunks WHERE task_id = $1) AS chunked \
+     (SELECT COUNT(*) FROM a2a_artifact_chunks WHERE task_id = $1) AS chunks \
      FROM a2a_tasks WHERE id = $1";
 /// A task as an update in a transaction reads it (followed by the
 /// dialect's row lock), then its chunks ([`CHUNKS_OF`]).
@@ -793,6 +802,12 @@ const CHUNKS_OF: &str = "SELECT seq, chunk FROM a2a_artifact_chunks WHERE task_i
 const DELETE_CHUNKS: &str = "DELETE FROM a2a_artifact_chunks WHERE task_id = $1";
 /// What an artifact update reads of its task.
 const STATE_OF: &str = "SELECT state, context_id FROM a2a_tasks WHERE id = $1";
+/// What an artifact update reads of its task: its state, context, head
+/// (its generation) and how many chunks follow the head (each one
+/// generation).
+const APPEND_READ: &str = "SELECT state, context_id, head, \
+     (SELECT COUNT(*) FROM a2a_artifact_chunks WHERE task_id = $1) AS chunks \
+     FROM a2a_tasks WHERE id = $1";
 /// The tasks an agent was at work on (`TASK_STATE_SUBMITTED` = 1,
 /// `TASK_STATE_WORKING` = 2), for crash recovery (`seq` 0), then their
 /// artifact chunks (`seq` > 0, the chunk in `artifacts`).
@@ -881,9 +896,15 @@ fn insert_task<'a>(row: &'a TaskRow, owner: &'a Owner, now: i64) -> Stmt<'a> {
 /// statement (PostgreSQL's event log, for replicas), and announces once the
 /// write committed.
 pub(crate) trait EventLog<D: Dialect>: Sync {
-    /// The recorded form of an update's event, if it has one.
-    fn update_event(&self, task_id: &str, context_id: &str, update: &TaskUpdate)
-    -> Option<Vec<u8>>;
+    /// The recorded form of an update's event, if it has one, carrying
+    /// the task's generation after it.
+    fn update_event(
+        &self,
+        task_id: &str,
+        context_id: &str,
+        update: &TaskUpdate,
+        generation: i64,
+    ) -> Option<Vec<u8>>;
     /// The write-back of an updated task ([`update_query`]) recording
     /// `event`: one row (`before`, `after`) when the task was written, none
     /// on a version conflict.
@@ -930,7 +951,7 @@ pub(crate) enum NoLog {}
 
 #[cfg(any(feature = "sqlite", test))]
 impl<D: Dialect> EventLog<D> for NoLog {
-    fn update_event(&self, _: &str, _: &str, _: &TaskUpdate) -> Option<Vec<u8>> {
+    fn update_event(&self, _: &str, _: &str, _: &TaskUpdate, _: i64) -> Option<Vec<u8>> {
         match *self {}
     }
     fn append<'a>(&'a self, _: &'a str, _: &'a [u8], _: i64, _: &'a [u8]) -> Stmt<'a> {
@@ -1150,12 +1171,15 @@ impl<D: Dialect> Tables<D> {
         let old = Stored::status_row(&row)?;
         let mut task = old.task(task_id)?;
         let before = task.state() as i32;
-        let event = log.and_then(|l| l.update_event(&task.id, &task.context_id, &update));
         apply_update(&mut task, update.clone())?;
         let state = task.state();
         if old.chunked && state.ends_turn() {
             return self.update_locked(task_id, update, log).await;
         }
+        // The head's generation, and one per chunk after it.
+        let generation = task.generation + old.chunks;
+        let event =
+            log.and_then(|l| l.update_event(&task.id, &task.context_id, &update, generation));
         let new = TaskRow::encode(task);
         let now = now_millis();
         let mut conn = D::on(&self.writer);
@@ -1167,7 +1191,7 @@ impl<D: Dialect> Tables<D> {
                     .map_err(|e| fail::<D>(&what(), e))?;
                 if written == 1 {
                     self.count_move(&old.owner, &new.context_id, before, new.state);
-                    return Ok(Updated::new(state));
+                    return Ok(Updated::new(state).at_generation(generation));
                 }
             }
             Some(l) => {
@@ -1183,7 +1207,7 @@ impl<D: Dialect> Tables<D> {
                     if let Some(seq) = after {
                         l.announce(task_id, seq);
                     }
-                    return Ok(Updated::new(state).logged(span));
+                    return Ok(Updated::new(state).logged(span).at_generation(generation));
                 }
             }
         }
@@ -1201,11 +1225,11 @@ impl<D: Dialect> Tables<D> {
         let what = || format!("updating task {task_id}");
         // PostgreSQL: holding the task's row from here to the commit, so
         // the next statement (a new snapshot) sees the task's last event.
-        let (state, context_id) = self.state_of(task_id, D::LOCK_ROWS).await?;
+        let (state, context_id, generation) = self.append_read(task_id).await?;
         if state.is_terminal() {
             return Err(closed_error(task_id, state));
         }
-        let event = log.and_then(|l| l.update_event(task_id, &context_id, &update));
+        let event = log.and_then(|l| l.update_event(task_id, &context_id, &update, generation));
         let TaskUpdate::Artifact {
             artifact, append, ..
         } = update
@@ -1225,7 +1249,7 @@ impl<D: Dialect> Tables<D> {
                     if let Some(seq) = after {
                         l.announce(task_id, seq);
                     }
-                    return Ok(Updated::new(state).logged(span));
+                    return Ok(Updated::new(state).logged(span).at_generation(generation));
                 }
             }
             _ => {
@@ -1235,7 +1259,7 @@ impl<D: Dialect> Tables<D> {
                     .await
                     .map_err(|e| fail::<D>(&what(), e))?;
                 if written == 1 {
-                    return Ok(Updated::new(state));
+                    return Ok(Updated::new(state).at_generation(generation));
                 }
             }
         }
@@ -1249,6 +1273,26 @@ impl<D: Dialect> Tables<D> {
                 "task store: the artifact update of task {task_id} was not written"
             ))
         })
+    }
+
+    /// What an artifact update reads (PostgreSQL: holding the task's row
+    /// until the commit): the task's state, context, and its generation
+    /// once the update is applied (the head's, one per chunk logged after
+    /// it, and one for this update).
+    async fn append_read(&self, task_id: &str) -> A2aResult<(TaskState, String, i64)> {
+        let row = D::on(&self.reader)
+            .fetch_optional(Stmt::new(format!("{APPEND_READ}{}", D::LOCK_ROWS)).arg(task_id))
+            .await
+            .map_err(|e| fail::<D>(&format!("reading task {task_id}"), e))?
+            .ok_or_else(|| A2aError::task_not_found(task_id))?;
+        let n = row.i32("state")?;
+        let state = TaskState::try_from(n).map_err(|_| {
+            A2aError::internal(format!("task store: task {task_id} has the bad state {n}"))
+        })?;
+        let head =
+            Task::decode(row.blob("head")?.as_slice()).map_err(|e| corrupt(task_id, "head", e))?;
+        let generation = head.generation.max(1) + row.i64("chunks")? + 1;
+        Ok((state, row.text("context_id")?, generation))
     }
 
     /// The state and context of a task (`TaskNotFound` when it is unknown),
@@ -1298,9 +1342,13 @@ impl<D: Dialect> Tables<D> {
         let folded = !chunks.is_empty();
         fold_chunks(task_id, &mut task, chunks)?;
         let before = task.state() as i32;
-        let event = log.and_then(|l| l.update_event(&task.id, &task.context_id, &update));
+        let event_update = log.map(|_| update.clone());
         apply_update(&mut task, update)?;
         let state = task.state();
+        let generation = task.generation;
+        let event = log
+            .zip(event_update.as_ref())
+            .and_then(|(l, u)| l.update_event(&task.id, &task.context_id, u, generation));
         let new = TaskRow::encode(task);
         let now = now_millis();
         let logged = match log {
@@ -1327,12 +1375,12 @@ impl<D: Dialect> Tables<D> {
         D::commit(tx).await.map_err(|e| fail::<D>(&what(), e))?;
         self.count_move(&old.owner, &new.context_id, before, new.state);
         Ok(match logged {
-            None => Updated::new(state),
+            None => Updated::new(state).at_generation(generation),
             Some((l, (span, after))) => {
                 if let Some(seq) = after {
                     l.announce(task_id, seq);
                 }
-                Updated::new(state).logged(span)
+                Updated::new(state).logged(span).at_generation(generation)
             }
         })
     }
@@ -1617,6 +1665,7 @@ mod tests {
             CHUNKS_OF,
             DELETE_CHUNKS,
             STATE_OF,
+            APPEND_READ,
             UNFINISHED,
             PUT_PUSH_CONFIG,
             GET_PUSH_CONFIG,

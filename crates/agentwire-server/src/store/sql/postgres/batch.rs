@@ -248,8 +248,11 @@ impl EventLog<PgBatch> for Deferred {
         task_id: &str,
         context_id: &str,
         update: &TaskUpdate,
+        generation: i64,
     ) -> Option<Vec<u8>> {
-        <Announcer as EventLog<PgBatch>>::update_event(&self.log, task_id, context_id, update)
+        <Announcer as EventLog<PgBatch>>::update_event(
+            &self.log, task_id, context_id, update, generation,
+        )
     }
 
     fn write<'a>(

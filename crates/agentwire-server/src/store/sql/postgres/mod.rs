@@ -317,11 +317,16 @@ impl PostgresStore {
 /// The event a write records: the task for a new one, the status or
 /// artifact event of an update (a user message has none). The same as the
 /// task manager publishes.
-fn update_event(task_id: &str, context_id: &str, update: &TaskUpdate) -> Option<StreamResponse> {
+fn update_event(
+    task_id: &str,
+    context_id: &str,
+    update: &TaskUpdate,
+    generation: i64,
+) -> Option<StreamResponse> {
     match update {
         TaskUpdate::Status { status, metadata } => Some(
             TaskStatusUpdateEvent {
-                generation: 0,
+                generation,
                 task_id: task_id.to_owned(),
                 context_id: context_id.to_owned(),
                 status: Some(status.clone()),
@@ -336,7 +341,7 @@ fn update_event(task_id: &str, context_id: &str, update: &TaskUpdate) -> Option<
             metadata,
         } => Some(
             TaskArtifactUpdateEvent {
-                generation: 0,
+                generation,
                 task_id: task_id.to_owned(),
                 context_id: context_id.to_owned(),
                 artifact: Some(artifact.clone()),
@@ -373,8 +378,9 @@ impl<D: Dialect> EventLog<D> for Announcer {
         task_id: &str,
         context_id: &str,
         update: &TaskUpdate,
+        generation: i64,
     ) -> Option<Vec<u8>> {
-        update_event(task_id, context_id, update).map(|e| e.encode_to_vec())
+        update_event(task_id, context_id, update, generation).map(|e| e.encode_to_vec())
     }
 
     fn append<'a>(
