@@ -280,9 +280,10 @@ impl GenerationTracker {
 /// How [`wait_for_change`] waits.
 #[derive(Debug, Clone)]
 pub struct WaitOptions {
-    /// Answer once the task's generation is past this one. `None`: wait
-    /// for the task to reach a terminal or interrupted state (the first
-    /// `GetTask` reads the generation to wait from).
+    /// Answer once the task's generation is past this one (or the task is
+    /// terminal). `None`: wait for the task to reach a terminal or
+    /// interrupted state (the first `GetTask` reads the generation to wait
+    /// from).
     pub after: Option<i64>,
     /// Give up after this long ([`ClientError::WaitTimeout`]); `None`:
     /// no bound.
@@ -334,8 +335,8 @@ pub enum WaitEvent {
 }
 
 /// Waits until a task changes: its generation passes
-/// [`WaitOptions::after`], or (without `after`) it reaches a terminal or
-/// interrupted state. Long-polls `GetTask` with `currentGeneration`
+/// [`WaitOptions::after`] (or it is terminal: it cannot change any more),
+/// or, without `after`, it reaches a terminal or interrupted state. Long-polls `GetTask` with `currentGeneration`
 /// (asking for `A2A-Version: 1.1`); each answer is given to `on_event`.
 /// A long-poll answered without a change (the server's wait ran out) is
 /// simply asked again.
@@ -382,13 +383,12 @@ where
     let ceiling = floor * 8;
     let mut interval = floor;
     let mut last_state = agentwire_types::TaskState::Unspecified;
+    // With `after` (and generations): past it, or terminal (no change can
+    // come); otherwise: terminal or interrupted.
     let done = |t: &Task, mode: WaitMode| -> bool {
-        if t.state().ends_turn() {
-            return true;
-        }
         match (mode, opts.after) {
-            (WaitMode::LongPoll, Some(n)) => t.generation > n,
-            _ => false,
+            (WaitMode::LongPoll, Some(n)) => t.generation > n || t.state().is_terminal(),
+            _ => t.state().ends_turn(),
         }
     };
     loop {
