@@ -258,6 +258,68 @@ async fn racing_writers_one_wins(b: Binding) {
     assert_eq!(m.task_id.as_deref(), Some(task.id.as_str()), "[{b}]");
 }
 
+/// Against a server that serves 1.0 only, `wait_for_change` says it falls
+/// back and polls: it still answers once the task ends its turn.
+async fn polling_fallback_without_1_1(b: Binding) {
+    let card = AgentCard::new("Gen", "generations", "1.0.0").with_streaming(true);
+    let config = agentwire_server::HandlerConfig {
+        versions: vec!["1.0".to_owned()],
+        ..Default::default()
+    };
+    let server = A2aServer::new(card, Agent)
+        .config(config)
+        .bind("127.0.0.1:0")
+        .await
+        .expect("bind")
+        .spawn();
+    let c = client(&server, b).await;
+    let resp = c
+        .send_message(request("ask"), &CallOptions::new().with_timeout(LIMIT))
+        .await
+        .unwrap_or_else(|e| panic!("[{b}] send: {e}"));
+    let task = resp.task().expect("a task").clone();
+    let opts = WaitOptions {
+        timeout: Some(LIMIT),
+        poll_interval: Duration::from_millis(50),
+        ..Default::default()
+    };
+    let mut fell_back = Vec::new();
+    let (t, mode) = wait_for_change(&c, &task.id, &opts, &CallOptions::new(), |e, _| {
+        if let agentwire_client::generation::WaitEvent::FallingBack { reason } = e {
+            fell_back.push(reason);
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("[{b}] wait: {e}"));
+    assert_eq!(mode, WaitMode::Polling, "[{b}]");
+    assert_eq!(fell_back.len(), 1, "[{b}] {fell_back:?}");
+    assert!(fell_back[0].contains("1.1"), "[{b}] {fell_back:?}");
+    assert_eq!(t.state(), TaskState::InputRequired, "[{b}]");
+    // And a message with ifGenerationMatch is refused as a version this
+    // server does not serve (never silently sent without the check).
+    let mut m = Message::user_text("x");
+    m.task_id.clone_from(&task.id);
+    let e = c
+        .send_message(
+            SendMessageRequest {
+                message: Some(m),
+                configuration: Some(SendMessageConfiguration {
+                    if_generation_match: Some(1),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            &CallOptions::new().with_timeout(LIMIT),
+        )
+        .await
+        .expect_err("1.1 refused");
+    assert_eq!(
+        e.kind(),
+        Some(agentwire_types::ErrorKind::VersionNotSupported),
+        "[{b}] {e}"
+    );
+}
+
 /// A 1.0 call (no `A2A-Version: 1.1`) sees no generation; `follow`
 /// checks nothing then and the stream is taken as it is.
 async fn v10_stream_is_unchanged(b: Binding) {
@@ -313,4 +375,5 @@ over_all_bindings!(
     long_poll_times_out,
     racing_writers_one_wins,
     v10_stream_is_unchanged,
+    polling_fallback_without_1_1,
 );
