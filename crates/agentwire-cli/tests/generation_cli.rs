@@ -55,8 +55,19 @@ fn waiting_task(env: &Env, agent: &str, b: &str, ledger: &str) -> (String, i64) 
         .unwrap_or_else(|| panic!("[{b}] no task: {sent}"))
         .to_owned();
     let out = env.run(&[
-        "task", "wait", &id, "-a", agent, "--transport", b, "--ledger", ledger, "--timeout",
-        "30s", "-o", "json",
+        "task",
+        "wait",
+        &id,
+        "-a",
+        agent,
+        "--transport",
+        b,
+        "--ledger",
+        ledger,
+        "--timeout",
+        "30s",
+        "-o",
+        "json",
     ]);
     out.expect(0);
     let task = out.json();
@@ -65,7 +76,9 @@ fn waiting_task(env: &Env, agent: &str, b: &str, ledger: &str) -> (String, i64) 
 }
 
 fn run_binding(env: &Env, agent: &str, b: &str) {
-    let ledger_path = env.home().join(format!("ledger-{}.db", b.replace('+', "-")));
+    let ledger_path = env
+        .home()
+        .join(format!("ledger-{}.db", b.replace('+', "-")));
     let ledger = ledger_path.to_str().expect("UTF-8");
 
     // 1. Long-poll answered on change.
@@ -74,16 +87,42 @@ fn run_binding(env: &Env, agent: &str, b: &str) {
     std::thread::scope(|s| {
         let waiter = s.spawn(|| {
             env.run(&[
-                "task", "wait", &id, "--after", &after, "-a", agent, "--transport", b,
-                "--ledger", ledger, "--timeout", "60s", "-o", "json",
+                "task",
+                "wait",
+                &id,
+                "--after",
+                &after,
+                "-a",
+                agent,
+                "--transport",
+                b,
+                "--ledger",
+                ledger,
+                "--timeout",
+                "60s",
+                "-o",
+                "json",
             ])
         });
         // Held while nothing changes.
         std::thread::sleep(Duration::from_millis(700));
-        assert!(!waiter.is_finished(), "[{b}] task wait answered before any change");
+        assert!(
+            !waiter.is_finished(),
+            "[{b}] task wait answered before any change"
+        );
         env.run(&[
-            "send", "-a", agent, "--transport", b, "--ledger", ledger, "--task-id", &id, "done",
-            "-o", "json",
+            "send",
+            "-a",
+            agent,
+            "--transport",
+            b,
+            "--ledger",
+            ledger,
+            "--task-id",
+            &id,
+            "done",
+            "-o",
+            "json",
         ])
         .expect(0);
         let out = waiter.join().expect("the waiter");

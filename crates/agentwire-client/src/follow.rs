@@ -771,7 +771,11 @@ impl<T: Transport + Send + Sync> FollowState<T> {
                 }
                 // The snapshot's own event id: the event's, whose place it
                 // takes (resuming after it misses nothing the task lacks).
-                let id = if self.pending.is_some() { self.last_id.clone() } else { id };
+                let id = if self.pending.is_some() {
+                    self.last_id.clone()
+                } else {
+                    id
+                };
                 self.deliver(StreamResponse::from(task), id, false)
             }
             Err(e) => {
@@ -1752,7 +1756,8 @@ mod gap_tests {
     use super::tests::Scripted;
 
     fn chunk(text: &str, append: bool, last: bool, g: i64) -> ClientResult<StreamResponse> {
-        let mut e = TaskArtifactUpdateEvent::new("t1", "c1", Artifact::text("r", text).with_id("a1"));
+        let mut e =
+            TaskArtifactUpdateEvent::new("t1", "c1", Artifact::text("r", text).with_id("a1"));
         e.append = append;
         e.last_chunk = last;
         e.generation = g;

@@ -226,7 +226,10 @@ impl GenerationTracker {
             self.distrust();
             return;
         }
-        self.last = Some(self.last.map_or(task.generation, |l| l.max(task.generation)));
+        self.last = Some(
+            self.last
+                .map_or(task.generation, |l| l.max(task.generation)),
+        );
         self.last_was_snapshot = true;
     }
 
@@ -426,7 +429,8 @@ where
         let task = match answer {
             Ok(t) => t,
             Err(e)
-                if mode == WaitMode::LongPoll && e.kind() == Some(ErrorKind::VersionNotSupported) =>
+                if mode == WaitMode::LongPoll
+                    && e.kind() == Some(ErrorKind::VersionNotSupported) =>
             {
                 mode = WaitMode::Polling;
                 tracing::info!(error = %e, "the agent does not serve A2A 1.1: polling instead of long-polling");
@@ -552,10 +556,7 @@ mod tests {
         // A resubscription opens with the task at 5: not a gap.
         assert_eq!(t.observe(&snapshot(5)), Observed::InOrder);
         // An update the snapshot already holds (same generation).
-        assert_eq!(
-            t.observe(&status(5)),
-            Observed::Stale { after: 5, got: 5 }
-        );
+        assert_eq!(t.observe(&status(5)), Observed::Stale { after: 5, got: 5 });
         assert!(t.trusted());
         assert_eq!(t.observe(&status(6)), Observed::InOrder);
         // A task read after a gap moves the tracker on.

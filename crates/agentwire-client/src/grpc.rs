@@ -667,7 +667,8 @@ impl Transport for GrpcTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<SendMessageResponse> {
-        let options = crate::generation::versioned(options, crate::generation::checks_generation(&request));
+        let options =
+            crate::generation::versioned(options, crate::generation::checks_generation(&request));
         let options = &*options;
         self.unary("SendMessage", request, options, |mut c, r| async move {
             c.send_message(r).await
@@ -680,7 +681,8 @@ impl Transport for GrpcTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
-        let options = crate::generation::versioned(options, crate::generation::checks_generation(&request));
+        let options =
+            crate::generation::versioned(options, crate::generation::checks_generation(&request));
         let options = &*options;
         self.stream(
             "SendStreamingMessage",

@@ -346,7 +346,8 @@ impl Transport for JsonRpcTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<SendMessageResponse> {
-        let options = crate::generation::versioned(options, crate::generation::checks_generation(&request));
+        let options =
+            crate::generation::versioned(options, crate::generation::checks_generation(&request));
         let options = &*options;
         let request = with_tenant(request, &self.tenant);
         self.call(methods::SEND_MESSAGE, &request, options).await
@@ -357,7 +358,8 @@ impl Transport for JsonRpcTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
-        let options = crate::generation::versioned(options, crate::generation::checks_generation(&request));
+        let options =
+            crate::generation::versioned(options, crate::generation::checks_generation(&request));
         let options = &*options;
         let request = with_tenant(request, &self.tenant);
         self.stream(methods::SEND_STREAMING_MESSAGE, &request, options)

@@ -418,7 +418,8 @@ impl Transport for RestTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<SendMessageResponse> {
-        let options = crate::generation::versioned(options, crate::generation::checks_generation(&request));
+        let options =
+            crate::generation::versioned(options, crate::generation::checks_generation(&request));
         let options = &*options;
         let route = RestRoute::SendMessage;
         let url = self.url(&request.tenant, &route).build();
@@ -438,7 +439,8 @@ impl Transport for RestTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
-        let options = crate::generation::versioned(options, crate::generation::checks_generation(&request));
+        let options =
+            crate::generation::versioned(options, crate::generation::checks_generation(&request));
         let options = &*options;
         let route = RestRoute::SendStreamingMessage;
         let url = self.url(&request.tenant, &route).build();

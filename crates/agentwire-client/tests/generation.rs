@@ -138,8 +138,9 @@ async fn gap_is_healed(b: Binding) {
     let mut events = follow(c.clone(), Some(lossy), None, opts);
     let mut view = TaskView::new();
     let mut kinds = Vec::new();
-    while let Some(e) =
-        tokio::time::timeout(LIMIT, events.next()).await.unwrap_or_else(|_| panic!("[{b}] stuck"))
+    while let Some(e) = tokio::time::timeout(LIMIT, events.next())
+        .await
+        .unwrap_or_else(|_| panic!("[{b}] stuck"))
     {
         let e = e.unwrap_or_else(|e| panic!("[{b}] event: {e}"));
         kinds.push(agentwire_client::generation::event_generation(&e));
@@ -331,7 +332,10 @@ async fn v10_stream_is_unchanged(b: Binding) {
         .unwrap_or_else(|e| panic!("[{b}] stream: {e}"));
     let mut events = follow(c.clone(), Some(stream), None, FollowOptions::default());
     let mut view = TaskView::new();
-    while let Some(e) = tokio::time::timeout(LIMIT, events.next()).await.expect("not stuck") {
+    while let Some(e) = tokio::time::timeout(LIMIT, events.next())
+        .await
+        .expect("not stuck")
+    {
         let e = e.expect("an event");
         assert_eq!(
             agentwire_client::generation::event_generation(&e).unwrap_or(0),

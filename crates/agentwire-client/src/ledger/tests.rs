@@ -391,7 +391,10 @@ async fn sqlite_ledger_of_schema_2_is_migrated_with_generations() {
             .await
             .unwrap();
         for (id, body) in [
-            ("old", r#"{"id":"old","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}"#),
+            (
+                "old",
+                r#"{"id":"old","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}"#,
+            ),
             (
                 "new",
                 r#"{"id":"new","contextId":"c","status":{"state":"TASK_STATE_WORKING"},"generation":"7"}"#,
