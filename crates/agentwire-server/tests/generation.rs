@@ -554,3 +554,78 @@ async fn a_sqlite_file_without_generations_counts_on() {
     drop(server);
     remove_db(&path);
 }
+
+/// Two replicas sharing one PostgreSQL database (`A2A_TEST_POSTGRES_URL`;
+/// `bash .ci/postgres start`): the first turn on one, the second on the
+/// other, one sequence of generations without a gap or a repeat; a
+/// long-poll on one answered by a change made on the other.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (A2A_TEST_POSTGRES_URL)"]
+async fn generations_across_two_replicas_on_postgres() {
+    use agentwire_server::store::postgres::connect_cluster;
+    use agentwire_server::store::postgres::testing::TestSchema;
+    let Some(schema) = TestSchema::create("a2a_generation", "two replicas on PostgreSQL").await
+    else {
+        return;
+    };
+    let replica = |name: &'static str| {
+        let url = schema.url.clone();
+        async move {
+            let (store, bus) = within(
+                format!("connect {name}"),
+                connect_cluster(&url, &format!("{name}-{}", new_id())),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("connect {name}: {e}"));
+            start_server(
+                A2aServer::new(agents::echo_card(), TwoTurns)
+                    .store(store)
+                    .bus(bus),
+            )
+            .await
+        }
+    };
+    let a = replica("replica-a").await;
+    let b = replica("replica-b").await;
+    for wire in WIRES {
+        let id = first_turn(&a, wire).await;
+        assert_eq!(get(&b, wire, &id, None).await.generation, 5, "[{wire:?}]");
+        let (events, text) = stream(&b, wire, send_request(Some(&id), None), "1.1").await;
+        let gens: Vec<i64> = events.iter().map(generation).collect();
+        assert_eq!(gens, [5, 6, 7, 8], "[{wire:?}] second turn on b: {text}");
+        assert_eq!(get(&a, wire, &id, None).await.generation, 8, "[{wire:?}]");
+
+        // A long-poll on b, the task moved on a.
+        let id = first_turn(&a, wire).await;
+        let started = Instant::now();
+        let (task, sent) = tokio::join!(get(&b, wire, &id, Some(5)), async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            send(&a, wire, send_request(Some(&id), None)).await
+        });
+        assert_eq!(sent.expect("the second turn on a").generation, 8);
+        assert!(task.generation > 5, "[{wire:?}] {task:?}");
+        assert!(started.elapsed() < Duration::from_secs(20), "[{wire:?}]");
+
+        // Two writers that saw 5, one on each replica: exactly one wins.
+        let id = first_turn(&a, wire).await;
+        let (x, y) = tokio::join!(
+            send(&a, wire, send_request(Some(&id), Some(5))),
+            send(&b, wire, send_request(Some(&id), Some(5))),
+        );
+        let (won, lost): (Vec<_>, Vec<_>) = [x, y].into_iter().partition(Result::is_ok);
+        assert_eq!(
+            won.len(),
+            1,
+            "[{wire:?}] exactly one wins: {won:?} {lost:?}"
+        );
+        assert_eq!(
+            lost.into_iter()
+                .next()
+                .and_then(Result::err)
+                .map(|(k, _)| k),
+            Some(ErrorKind::TaskGenerationMismatch),
+            "[{wire:?}]"
+        );
+    }
+}

@@ -179,6 +179,8 @@ fn status(state: TaskState, millis: i64) -> TaskStatus {
 
 fn task(id: &str, context: &str, state: TaskState, millis: i64) -> Task {
     Task {
+        // As the task manager creates a task (A2A v1.1 draft).
+        generation: 1,
         id: id.into(),
         context_id: context.into(),
         status: Some(status(state, millis)),

@@ -334,7 +334,10 @@ async fn version_rules() {
         .await;
         let v = r.json();
         error03(&v, -32009, "VERSION_NOT_SUPPORTED");
-        assert_eq!(v["error"]["data"]["supportedVersions"], "0.3,1.0", "{v}");
+        assert_eq!(
+            v["error"]["data"]["supportedVersions"], "0.3,1.0,1.1",
+            "{v}"
+        );
     }
     // A 1.0 method without a version is still refused (1.0 form).
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
@@ -366,7 +369,7 @@ async fn turning_0_3_off() {
     )
     .await;
     error03(&v, -32009, "VERSION_NOT_SUPPORTED");
-    assert_eq!(v["error"]["data"]["supportedVersions"], "1.0", "{v}");
+    assert_eq!(v["error"]["data"]["supportedVersions"], "1.0,1.1", "{v}");
     // The card has no 0.3 fields.
     let card =
         raw_send(raw_http().get(format!("{}/.well-known/agent-card.json", server.base_url())))

@@ -66,7 +66,7 @@ async fn version_is_required(b: Binding) {
             let body = rpc("SendMessage", send.clone()).to_string();
             let r = rpc_raw(&server, body.clone(), false).await;
             let e = assert_rpc_error(&r, json!(1), ErrorKind::VersionNotSupported, "no version");
-            assert_eq!(e["data"][0]["metadata"]["supportedVersions"], "1.0");
+            assert_eq!(e["data"][0]["metadata"]["supportedVersions"], "1.0,1.1");
             says_to_send_1_0(e["message"].as_str().unwrap_or_default(), "JSON-RPC");
             let get = rpc("GetTask", json!({"id": "x"})).to_string();
             let r = rpc_raw(&server, get, false).await;
@@ -183,7 +183,7 @@ async fn version_is_required(b: Binding) {
                 ErrorKind::VersionNotSupported,
                 "gRPC without a2a-version",
             );
-            assert_eq!(e.metadata["supportedVersions"], "1.0");
+            assert_eq!(e.metadata["supportedVersions"], "1.0,1.1");
             says_to_send_1_0(status.message(), "gRPC");
             let status = within("gRPC stream", g.send_streaming_message(req.clone()))
                 .await

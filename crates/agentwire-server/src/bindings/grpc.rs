@@ -736,7 +736,7 @@ mod tests {
             Code::FailedPrecondition,
             ErrorKind::VersionNotSupported,
         );
-        assert_eq!(err.metadata["supportedVersions"], "1.0");
+        assert_eq!(err.metadata["supportedVersions"], "1.0,1.1");
 
         // The same on a streaming call: the call's status, no stream.
         let status = b

@@ -528,8 +528,13 @@ mod tests {
         }
     }
 
+    /// The task stored, as a 1.0 call is answered with it (without its
+    /// generation: see `handler/generation.rs`).
     async fn stored(s: &Setup, id: &str) -> Option<Task> {
-        s.store.inner.get(id, None).await.unwrap().map(|t| t.task)
+        s.store.inner.get(id, None).await.unwrap().map(|t| Task {
+            generation: 0,
+            ..t.task
+        })
     }
 
     /// A blocking send whose turn ends inside it: one write (the task as

@@ -122,8 +122,18 @@ impl TaskManager {
                     status: TaskStatus::new(TaskState::Working),
                     metadata: None,
                 };
-                self.apply_locked(&live, Box::new(working)).await?;
+                let after = self.apply_locked_at(&live, Box::new(working)).await?;
                 state = TaskState::Working;
+                // Another replica's writer may have passed the same check
+                // between the read above and this write (this replica's
+                // lock orders only its own writers): the write that took
+                // the generation after the expected one is the winner.
+                if let Some(expected) = if_match
+                    && after != 0
+                    && after != expected + 1
+                {
+                    return Err(A2aError::generation_mismatch(&live.id, expected, after - 1));
+                }
             }
             // A stream continuing a task starts with the task as it is now.
             let snapshot = if finals_only {

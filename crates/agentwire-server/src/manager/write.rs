@@ -262,6 +262,16 @@ impl TaskManager {
         live: &LiveTask,
         update: Box<TaskUpdate>,
     ) -> A2aResult<()> {
+        self.apply_locked_at(live, update).await.map(|_| ())
+    }
+
+    /// [`Self::apply_locked`], answering the task's generation after the
+    /// update (0: the store did not say).
+    pub(super) async fn apply_locked_at(
+        &self,
+        live: &LiveTask,
+        update: Box<TaskUpdate>,
+    ) -> A2aResult<i64> {
         let targets = match &*update {
             TaskUpdate::UserMessage(_) => None,
             _ => self.push_targets(live).await,
@@ -270,11 +280,12 @@ impl TaskManager {
         // across the store's await) from the start.
         let mut publish = Self::event_of(live, &update, targets.is_some());
         let updated = self.write_update(live, update).await?;
+        let generation = updated.generation;
         self.publish_applied(live, updated, &mut publish);
         if let (Some(targets), Some(event)) = (targets, publish.event()) {
             Box::pin(self.push_event(live, &targets, event)).await;
         }
-        Ok(())
+        Ok(generation)
     }
 
     /// What an update publishes: its event when a subscriber (or the push

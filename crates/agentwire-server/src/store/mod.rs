@@ -163,9 +163,7 @@ pub enum TaskUpdate {
 /// a message from the client (history only, no event) leaves it.
 pub fn apply_update(task: &mut Task, update: TaskUpdate) -> A2aResult<()> {
     check_open(task)?;
-    if !matches!(update, TaskUpdate::UserMessage(_)) {
-        task.generation += 1;
-    }
+    let step = !matches!(update, TaskUpdate::UserMessage(_));
     match update {
         TaskUpdate::Status { status, .. } => {
             if status.state() == TaskState::Unspecified {
@@ -183,6 +181,9 @@ pub fn apply_update(task: &mut Task, update: TaskUpdate) -> A2aResult<()> {
             artifact, append, ..
         } => apply_artifact(task, artifact, append),
         TaskUpdate::UserMessage(m) => task.history.push(m),
+    }
+    if step {
+        task.generation += 1;
     }
     Ok(())
 }

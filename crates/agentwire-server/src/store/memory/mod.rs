@@ -655,7 +655,10 @@ impl MemoryStore {
 /// The memory store answers at once: the task manager calls it without a
 /// future.
 impl ImmediateStore for MemoryStore {
-    fn create_now(&self, owner: &Owner, task: Task) -> A2aResult<()> {
+    fn create_now(&self, owner: &Owner, mut task: Task) -> A2aResult<()> {
+        // A task exists at generation 1 at least (as the SQL stores read
+        // one written without it).
+        task.generation = task.generation.max(1);
         self.create_shared_now(owner, &Arc::new(task))
     }
 

@@ -1724,7 +1724,7 @@ mod tests {
         let mut status = TaskStatus::new(TaskState::Working);
         status.timestamp = Some(Timestamp::from_millis(1_700_000_000_123));
         let task = Task {
-            generation: 0,
+            generation: 3,
             id: "t1".into(),
             context_id: "c1".into(),
             status: Some(status),
