@@ -433,6 +433,11 @@ fn protocol_hint(kind: ErrorKind, ctx: &ErrorContext) -> Option<String> {
                 paste("task list", "")
             )
         }
+        ErrorKind::TaskGenerationMismatch => format!(
+            "the task changed since the generation you gave; nothing was sent to it. Read it \
+             with `{}` and send again with its generation",
+            paste("task get", &format!("{task} -o json"))
+        ),
         ErrorKind::TaskNotCancelable => {
             format!(
                 "the task already reached a terminal state; see it with `{}`",

@@ -57,6 +57,9 @@ pub struct SendArgs {
     /// How many history messages the returned task carries.
     #[arg(long, value_name = "N")]
     pub history: Option<i32>,
+    /// With --task-id: send only if the task is still at generation N (A2A 1.1 ifGenerationMatch); otherwise TaskGenerationMismatchError, exit 1.
+    #[arg(long = "if-generation", value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
+    pub if_generation: Option<i64>,
     #[command(flatten)]
     pub push: crate::push::InlinePushArgs,
     #[command(flatten)]
@@ -282,6 +285,12 @@ pub async fn run(g: &Globals, args: SendArgs, sub: &clap::ArgMatches) -> Result<
     let resolved = crate::ledger::resolve_ids(g).await?;
     let g = &resolved;
     let mode = mode(g, sub)?;
+    if args.if_generation.is_some() && g.task_id.is_none() {
+        return Err(CliError::usage(
+            "--if-generation checks an existing task: give it with --task-id",
+        )
+        .with_hint("read the task's generation with `a2a task get <taskId> -o json`"));
+    }
     let parts = build_parts(&args, sub)?;
     if parts.is_empty() {
         return Err(CliError::usage("nothing to send")
@@ -314,7 +323,7 @@ pub async fn run(g: &Globals, args: SendArgs, sub: &clap::ArgMatches) -> Result<
     let mut call = CallOptions::new();
     call.extensions = args.extensions.clone();
     let configuration = SendMessageConfiguration {
-        if_generation_match: None,
+        if_generation_match: args.if_generation,
         task_push_notification_config: args.push.config(),
         accepted_output_modes: args.accepted_output_modes.clone(),
         history_length: args.history,

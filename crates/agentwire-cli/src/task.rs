@@ -34,6 +34,8 @@ pub enum TaskCommand {
     List(ListArgs),
     /// Follow a task's live events (SubscribeToTask), resubscribing if the connection drops.
     Subscribe(SubscribeArgs),
+    /// Wait for a task to change: long-polls GetTask (A2A 1.1 generations) until it is terminal or interrupted, or its generation passes --after.
+    Wait(WaitArgs),
     /// Save a task's artifacts to files.
     Download(DownloadArgs),
     /// Manage a task's push-notification configurations.
@@ -80,6 +82,27 @@ pub struct SubscribeArgs {
     pub task: TaskIdOpt,
     #[command(flatten)]
     pub stream: StreamOpt,
+    #[command(flatten)]
+    pub timeout: TimeoutOpt,
+}
+
+#[derive(Args, Debug)]
+#[command(mut_arg("task_id", |a| a.help(crate::TASK_ID_HELP)))]
+pub struct WaitArgs {
+    /// The task id (or --task-id).
+    #[arg(value_name = "TASK_ID")]
+    pub id: Option<String>,
+    /// Answer as soon as the task's generation is past N (A2A 1.1); without it, wait for a terminal or interrupted state.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(0..))]
+    pub after: Option<i64>,
+    /// How many of the most recent history messages to include.
+    #[arg(long, value_name = "N")]
+    pub history: Option<i32>,
+    /// Without long-polling (an agent without generations): the first time between two polls, growing to 8 times it.
+    #[arg(long, env = "A2ACLI_POLL_INTERVAL", default_value = "2s", value_parser = crate::parse_duration, value_name = "DURATION")]
+    pub poll_interval: std::time::Duration,
+    #[command(flatten)]
+    pub task: TaskIdOpt,
     #[command(flatten)]
     pub timeout: TimeoutOpt,
 }
@@ -211,6 +234,7 @@ pub async fn run(g: &Globals, cmd: TaskCommand) -> Result<u8, CliError> {
             subscribe(&g.with(&a.task).with(&a.stream).with(&a.timeout), a).await
         }
         TaskCommand::Download(a) => download(&g.with(&a.task), a).await,
+        TaskCommand::Wait(a) => wait(&g.with(&a.task).with(&a.timeout), a).await,
         TaskCommand::PushConfig { command } => {
             let g = match &command {
                 PushCommand::Create(a) => g.with(&a.task),
@@ -272,6 +296,56 @@ async fn get(g: &Globals, a: GetArgs) -> Result<u8, CliError> {
             .await
             .map_err(|e| agent.task_err(&e, &id))?
     };
+    Recorder::open(g, agent.reference()).await.task(&task).await;
+    print_task(g, &agent, &task)?;
+    Ok(exit::OK)
+}
+
+/// `a2a task wait`: long-polls until the task changes (see
+/// [`agentwire_client::generation::wait_for_change`]).
+async fn wait(g: &Globals, a: WaitArgs) -> Result<u8, CliError> {
+    use agentwire_client::generation::{WaitEvent, WaitMode, WaitOptions, wait_for_change};
+    let id = task_id(g, a.id)?;
+    let (g, id) = crate::ledger::resolve_task(g, id).await?;
+    let g = &g;
+    let agent = Agent::connect(g).await?;
+    let opts = WaitOptions {
+        after: a.after,
+        timeout: g.timeout,
+        poll_interval: a.poll_interval,
+        history_length: a.history,
+        ..Default::default()
+    };
+    let verbose = g.verbose;
+    let progress = Progress::start(g, format!("waiting for task {id} to change"));
+    let call = CallOptions::new();
+    let res = tokio::select! {
+        r = wait_for_change(&agent.client, &id, &opts, &call, |e, t| {
+            match (e, t) {
+                (WaitEvent::FallingBack { reason }, _) => {
+                    tracing::debug!("task wait: {reason}; polling with backoff");
+                    if verbose {
+                        eprintln!("note: {reason}; polling every {:?} with backoff instead of long-polling",
+                            a.poll_interval);
+                    }
+                }
+                (WaitEvent::Read(mode), Some(t)) => {
+                    tracing::debug!(
+                        "{}: {} is {} at generation {}",
+                        if mode == WaitMode::LongPoll { "long-poll" } else { "poll" },
+                        t.id,
+                        render::state_label(t.state()),
+                        t.generation
+                    );
+                    progress.task(t);
+                }
+                (WaitEvent::Read(_), None) => {}
+            }
+        }) => r.map_err(|e| agent.task_err(&e, &id)),
+        _ = tokio::signal::ctrl_c() => Err(crate::send::interrupted(Some(&id), false)),
+    };
+    progress.finish();
+    let (task, _) = res?;
     Recorder::open(g, agent.reference()).await.task(&task).await;
     print_task(g, &agent, &task)?;
     Ok(exit::OK)

@@ -45,6 +45,7 @@ use agentwire_types::{
 use futures::StreamExt;
 
 use crate::error::{ClientError, ClientResult};
+use crate::generation::{GenerationTracker, Observed};
 use crate::transport::{CallOptions, EventStream, LastEventId, Transport};
 
 /// Builds whole artifacts from artifact update events.
@@ -198,9 +199,11 @@ impl TaskView {
             Some(stream_response::Payload::StatusUpdate(e)) => {
                 let t = self.task_entry(&e.task_id, &e.context_id);
                 t.status = e.status.clone();
+                t.generation = t.generation.max(e.generation);
             }
             Some(stream_response::Payload::ArtifactUpdate(e)) => {
-                self.task_entry(&e.task_id, &e.context_id);
+                let t = self.task_entry(&e.task_id, &e.context_id);
+                t.generation = t.generation.max(e.generation);
                 self.artifacts.push(e);
             }
             None => {}
@@ -320,6 +323,49 @@ pub struct FollowOptions {
     /// while nothing arrives. Without it, attempts are logged (`tracing`,
     /// `debug` level).
     pub on_reconnecting: Option<ReconnectingHook>,
+    /// Ask for the task generation (A2A v1.1 draft) on the calls `follow`
+    /// makes itself (`SubscribeToTask`, `GetTask`): they are sent with
+    /// `A2A-Version: 1.1` (default off: `1.0`, as before; a server that
+    /// serves generations to 1.0 calls too is checked all the same). The
+    /// stream given to `follow` is the caller's: open it with the same
+    /// version (see [`crate::generation`]).
+    ///
+    /// Whatever this says, `follow` checks the generations the events
+    /// carry (draft 3.2.7): an event more than one generation past the
+    /// previous one means events were missed, and the task is read
+    /// (`GetTask`) and yielded as a snapshot (a `Task` event, which
+    /// [`TaskView::apply`] takes as the new state) instead of building
+    /// artifacts from a stream with holes; reported to
+    /// [`on_gap`](Self::on_gap). A generation of `0`, or the same
+    /// generation twice in a row, means the server does not implement them:
+    /// no check for the rest of the interaction.
+    pub generations: bool,
+    /// Called when a gap in the generations was seen, once it is healed
+    /// (see [`GenerationGap`]). Without it, gaps are logged (`tracing`,
+    /// `warn` level).
+    pub on_gap: Option<GapHook>,
+}
+
+/// A function told of each gap in a stream's generations
+/// ([`FollowOptions::on_gap`]).
+pub type GapHook = Arc<dyn Fn(&GenerationGap) + Send + Sync>;
+
+/// A gap in the generations of a task's events: events between `after`
+/// and `got` were not delivered. Given to [`FollowOptions::on_gap`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GenerationGap {
+    /// The task.
+    pub task_id: String,
+    /// The last generation received before the gap.
+    pub after: i64,
+    /// The generation of the event that showed the gap.
+    pub got: i64,
+    /// How it was healed: `Some(g)`, the task read with `GetTask` at
+    /// generation `g` was yielded in place of the missed events; `None`,
+    /// the read failed and the task was subscribed to again (the new
+    /// subscription opens with a snapshot of the task).
+    pub healed_at: Option<i64>,
 }
 
 /// A function told of each reconnection attempt
@@ -356,6 +402,8 @@ impl Default for FollowOptions {
             resume: true,
             on_reconnect: None,
             on_reconnecting: None,
+            generations: false,
+            on_gap: None,
         }
     }
 }
@@ -373,6 +421,8 @@ impl fmt::Debug for FollowOptions {
                 "on_reconnecting",
                 &self.on_reconnecting.as_ref().map(|_| "Fn"),
             )
+            .field("generations", &self.generations)
+            .field("on_gap", &self.on_gap.as_ref().map(|_| "Fn"))
             .finish()
     }
 }
@@ -476,6 +526,11 @@ struct FollowState<T> {
     reconnection: Option<Reconnection>,
     /// The id of the last event yielded, for the stream `follow` returns.
     out_ids: LastEventId,
+    /// The generations seen (draft 3.2.7).
+    tracker: GenerationTracker,
+    /// An event to yield after the snapshot that healed a gap (when the
+    /// task read was older than the event).
+    pending: Option<(StreamResponse, Option<String>)>,
 }
 
 /// A reconnection waiting for its stream's first event.
@@ -561,6 +616,8 @@ where
         last_id: None,
         reconnection: None,
         out_ids: out_ids.clone(),
+        tracker: GenerationTracker::new(),
+        pending: None,
     };
     let stream = futures::stream::unfold(state, |mut st| async move {
         loop {
@@ -579,6 +636,9 @@ where
 
 impl<T: Transport + Send + Sync> FollowState<T> {
     async fn step(&mut self) -> Step {
+        if let Some((event, id)) = self.pending.take() {
+            return self.deliver(event, id, false);
+        }
         let Some(stream) = self.current.as_mut() else {
             return self.subscribe().await;
         };
@@ -609,12 +669,22 @@ impl<T: Transport + Send + Sync> FollowState<T> {
                     }),
                     None => {}
                 }
-                self.last_id = id;
-                self.out_ids.set(self.last_id.clone());
-                if ends_interaction(&event, first, self.opened_by) {
-                    self.done = true;
+                match self.tracker.observe(&event) {
+                    Observed::InOrder => {}
+                    Observed::Gap { after, got } => return self.heal(event, id, after, got).await,
+                    Observed::Stale { after, got } => {
+                        // Already held by the snapshot received before.
+                        tracing::debug!(after, got, "event already covered by the task snapshot");
+                        self.last_id = id;
+                        self.out_ids.set(self.last_id.clone());
+                        return Step::Continue;
+                    }
+                    Observed::Untrusted => tracing::info!(
+                        "an event with generation 0, or the same generation twice: the agent \
+                         does not implement task generations; not checking them in this interaction"
+                    ),
                 }
-                Step::ok(event)
+                self.deliver(event, id, first)
             }
             Some(Err(e)) if reconnectable(&e) && self.task_id.is_some() => {
                 tracing::debug!(error = %e, "stream cut; reconnecting");
@@ -637,6 +707,84 @@ impl<T: Transport + Send + Sync> FollowState<T> {
                 // server had nothing to replay and nothing more to send.
                 let empty_resume = matches!(self.reconnection, Some(Reconnection::Resuming(_)));
                 self.reconnect(empty_resume).await
+            }
+        }
+    }
+
+    /// Yields `event` (received with event id `id`).
+    fn deliver(&mut self, event: StreamResponse, id: Option<String>, first: bool) -> Step {
+        self.last_id = id;
+        self.out_ids.set(self.last_id.clone());
+        if ends_interaction(&event, first, self.opened_by) {
+            self.done = true;
+        }
+        Step::ok(event)
+    }
+
+    /// The call options of the calls `follow` makes itself.
+    fn own_call(&self) -> CallOptions {
+        crate::generation::versioned(&self.options.call, self.options.generations).into_owned()
+    }
+
+    /// Events between generations `after` and `got` were missed: reads the
+    /// task and yields it (a snapshot) in their place; `event` follows when
+    /// the task read is older than it. When the read fails, subscribes
+    /// again (from a snapshot).
+    async fn heal(
+        &mut self,
+        event: StreamResponse,
+        id: Option<String>,
+        after: i64,
+        got: i64,
+    ) -> Step {
+        let task_id = self
+            .task_id
+            .clone()
+            .or_else(|| event.task_id().map(str::to_owned))
+            .unwrap_or_default();
+        let req = GetTaskRequest {
+            id: task_id.clone(),
+            ..Default::default()
+        };
+        let read = self.transport.get_task(req, &self.own_call()).await;
+        let healed_at = read.as_ref().ok().map(|t| t.generation);
+        tracing::warn!(
+            task_id = %task_id,
+            after,
+            got,
+            healed_at = healed_at.unwrap_or(-1),
+            "events were missed (a gap in the task's generations); the task was read again"
+        );
+        if let Some(hook) = &self.options.on_gap {
+            hook(&GenerationGap {
+                task_id: task_id.clone(),
+                after,
+                got,
+                healed_at,
+            });
+        }
+        match read {
+            Ok(task) => {
+                self.tracker.reset_to(&task);
+                if task.generation < got {
+                    self.pending = Some((event, id.clone()));
+                }
+                // The snapshot's own event id: the event's, whose place it
+                // takes (resuming after it misses nothing the task lacks).
+                let id = if self.pending.is_some() {
+                    self.last_id.clone()
+                } else {
+                    id
+                };
+                self.deliver(StreamResponse::from(task), id, false)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "reading the task after a gap failed; subscribing again");
+                self.current = None;
+                self.last_id = None;
+                self.tracker = GenerationTracker::new();
+                self.reconnection = Some(Reconnection::Resubscribed);
+                Step::Continue
             }
         }
     }
@@ -725,7 +873,7 @@ impl<T: Transport + Send + Sync> FollowState<T> {
             id,
             ..Default::default()
         };
-        match self.transport.get_task(req, &self.options.call).await {
+        match self.transport.get_task(req, &self.own_call()).await {
             Ok(task) if task.state().ends_turn() => {
                 self.done = true;
                 let last_event_id = self.last_id.take();
@@ -768,6 +916,7 @@ impl<T: Transport + Send + Sync> FollowState<T> {
                 .merged(&CallOptions::new().with_service_param(LAST_EVENT_ID, last.clone())),
             None => self.options.call.clone(),
         };
+        let call = crate::generation::versioned(&call, self.options.generations).into_owned();
         // A subscription follow opens itself (not the caller's first
         // stream) is a reconnection.
         let reconnecting = self.failures > 0 || resume_from.is_some();
@@ -800,7 +949,7 @@ impl<T: Transport + Send + Sync> FollowState<T> {
                     ..Default::default()
                 };
                 self.done = true;
-                match self.transport.get_task(req, &self.options.call).await {
+                match self.transport.get_task(req, &self.own_call()).await {
                     Ok(task) if task.state().ends_turn() => {
                         if reconnecting {
                             self.notify(Reconnected::Snapshot {
@@ -960,18 +1109,20 @@ mod tests {
 
     /// A transport whose subscriptions and GetTask answers are scripted.
     #[derive(Default)]
-    struct Scripted {
-        subscriptions: Mutex<Vec<Vec<ClientResult<StreamResponse>>>>,
-        states: Mutex<Vec<TaskState>>,
-        gets: AtomicUsize,
-        subscribes: AtomicUsize,
+    pub(super) struct Scripted {
+        pub(super) subscriptions: Mutex<Vec<Vec<ClientResult<StreamResponse>>>>,
+        pub(super) states: Mutex<Vec<TaskState>>,
+        pub(super) gets: AtomicUsize,
+        pub(super) subscribes: AtomicUsize,
         /// When not empty: the subscriptions' events have ids `L-<n>`
         /// from these positions (one per subscription).
-        id_from: Mutex<Vec<u64>>,
+        pub(super) id_from: Mutex<Vec<u64>>,
         /// The `Last-Event-ID` of each subscription.
-        last_ids: Mutex<Vec<Option<String>>>,
+        pub(super) last_ids: Mutex<Vec<Option<String>>>,
         /// Subscriptions with a `Last-Event-ID` are refused.
-        refuse_ids: std::sync::atomic::AtomicBool,
+        pub(super) refuse_ids: std::sync::atomic::AtomicBool,
+        /// When set: `GetTask` answers this task (the gap tests).
+        pub(super) read: Mutex<Option<Task>>,
     }
 
     /// A stream whose events have the ids `L-<from>`, `L-<from + 1>`...
@@ -1023,6 +1174,9 @@ mod tests {
         }
         async fn get_task(&self, _: GetTaskRequest, _: &CallOptions) -> ClientResult<Task> {
             self.gets.fetch_add(1, Ordering::SeqCst);
+            if let Some(t) = self.read.lock().unwrap().clone() {
+                return Ok(t);
+            }
             let mut states = self.states.lock().unwrap();
             let s = if states.len() > 1 {
                 states.remove(0)
@@ -1588,5 +1742,171 @@ mod tests {
         other.artifact.as_mut().unwrap().artifact_id = "b".into();
         asm.push(&other);
         assert_eq!(asm.artifacts().len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod gap_tests {
+    use super::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::Ordering;
+
+    use agentwire_types::{TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
+
+    use super::tests::Scripted;
+
+    fn chunk(text: &str, append: bool, last: bool, g: i64) -> ClientResult<StreamResponse> {
+        let mut e =
+            TaskArtifactUpdateEvent::new("t1", "c1", Artifact::text("r", text).with_id("a1"));
+        e.append = append;
+        e.last_chunk = last;
+        e.generation = g;
+        Ok(StreamResponse::from(e))
+    }
+
+    fn status(state: TaskState, g: i64) -> ClientResult<StreamResponse> {
+        let mut e = TaskStatusUpdateEvent::new("t1", "c1", TaskStatus::new(state));
+        e.generation = g;
+        Ok(StreamResponse::from(e))
+    }
+
+    fn opening(g: i64) -> ClientResult<StreamResponse> {
+        Ok(StreamResponse::from(Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: Some(TaskStatus::new(TaskState::Working)),
+            generation: g,
+            ..Default::default()
+        }))
+    }
+
+    async fn run(
+        events: Vec<ClientResult<StreamResponse>>,
+        read: Option<Task>,
+    ) -> (TaskView, Arc<Scripted>, Vec<GenerationGap>) {
+        let t = Arc::new(Scripted::default());
+        *t.read.lock().unwrap() = read;
+        let gaps = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&gaps);
+        let opts = FollowOptions {
+            on_gap: Some(Arc::new(move |g: &GenerationGap| {
+                seen.lock().unwrap().push(g.clone());
+            })),
+            backoff: Duration::from_millis(1),
+            ..Default::default()
+        };
+        let mut s = follow(
+            Arc::clone(&t),
+            Some(EventStream::new(futures::stream::iter(events))),
+            None,
+            opts,
+        );
+        let mut view = TaskView::new();
+        while let Some(e) = s.next().await {
+            view.apply(&e.expect("no error"));
+        }
+        let gaps = gaps.lock().unwrap().clone();
+        (view, t, gaps)
+    }
+
+    #[tokio::test]
+    async fn a_gap_is_healed_from_the_task_read() {
+        // Chunk "B" (generation 3) never arrives: assembled from the
+        // stream alone, the artifact would read "AC".
+        let whole = Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: Some(TaskStatus::new(TaskState::Working)),
+            artifacts: vec![Artifact::text("r", "ABC").with_id("a1")],
+            generation: 4,
+            ..Default::default()
+        };
+        let (view, t, gaps) = run(
+            vec![
+                opening(1),
+                chunk("A", false, false, 2),
+                chunk("C", true, true, 4),
+                status(TaskState::Completed, 5),
+            ],
+            Some(whole),
+        )
+        .await;
+        let task = view.task().expect("a task");
+        assert_eq!(task.artifacts.len(), 1);
+        assert_eq!(task.artifacts[0].text_content(), "ABC");
+        assert_eq!(task.state(), TaskState::Completed);
+        assert_eq!(t.gets.load(Ordering::SeqCst), 1);
+        assert_eq!(
+            gaps,
+            vec![GenerationGap {
+                task_id: "t1".into(),
+                after: 2,
+                got: 4,
+                healed_at: Some(4),
+            }]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_task_read_older_than_the_event_is_followed_by_it() {
+        let older = Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: Some(TaskStatus::new(TaskState::Working)),
+            artifacts: vec![Artifact::text("r", "AB").with_id("a1")],
+            generation: 3,
+            ..Default::default()
+        };
+        let (view, _, gaps) = run(
+            vec![
+                opening(1),
+                chunk("A", false, false, 2),
+                chunk("C", true, true, 4),
+                status(TaskState::Completed, 5),
+            ],
+            Some(older),
+        )
+        .await;
+        let task = view.task().expect("a task");
+        assert_eq!(task.artifacts[0].text_content(), "ABC");
+        assert_eq!(gaps.len(), 1);
+        assert_eq!(gaps[0].healed_at, Some(3));
+    }
+
+    #[tokio::test]
+    async fn generation_zero_turns_the_check_off() {
+        // A 1.0 server: every generation is 0; the stream is taken as it is.
+        let (view, t, gaps) = run(
+            vec![
+                opening(0),
+                chunk("A", false, false, 0),
+                chunk("C", true, true, 0),
+                status(TaskState::Completed, 0),
+            ],
+            None,
+        )
+        .await;
+        assert_eq!(view.task().unwrap().artifacts[0].text_content(), "AC");
+        assert_eq!(t.gets.load(Ordering::SeqCst), 0);
+        assert!(gaps.is_empty());
+    }
+
+    #[tokio::test]
+    async fn repeated_generations_turn_the_check_off() {
+        // Two consecutive events with generation 2, then a jump: not a gap
+        // (the draft: the server does not implement generations).
+        let (_, t, gaps) = run(
+            vec![
+                opening(1),
+                chunk("A", false, false, 2),
+                chunk("B", true, false, 2),
+                chunk("C", true, true, 7),
+                status(TaskState::Completed, 8),
+            ],
+            None,
+        )
+        .await;
+        assert_eq!(t.gets.load(Ordering::SeqCst), 0);
+        assert!(gaps.is_empty());
     }
 }

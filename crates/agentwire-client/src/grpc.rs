@@ -723,6 +723,9 @@ impl Transport for GrpcTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<SendMessageResponse> {
+        let options =
+            crate::generation::versioned(options, crate::generation::checks_generation(&request));
+        let options = &*options;
         self.unary("SendMessage", request, options, |mut c, r| async move {
             c.send_message(r).await
         })
@@ -735,6 +738,9 @@ impl Transport for GrpcTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
+        let options =
+            crate::generation::versioned(options, crate::generation::checks_generation(&request));
+        let options = &*options;
         self.stream(
             "SendStreamingMessage",
             request,
@@ -745,6 +751,8 @@ impl Transport for GrpcTransport {
     }
 
     async fn get_task(&self, request: GetTaskRequest, options: &CallOptions) -> ClientResult<Task> {
+        let options = crate::generation::versioned(options, request.current_generation.is_some());
+        let options = &*options;
         self.unary("GetTask", request, options, |mut c, r| async move {
             c.get_task(r).await
         })

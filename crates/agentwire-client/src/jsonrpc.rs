@@ -346,6 +346,9 @@ impl Transport for JsonRpcTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<SendMessageResponse> {
+        let options =
+            crate::generation::versioned(options, crate::generation::checks_generation(&request));
+        let options = &*options;
         let request = with_tenant(request, &self.tenant);
         self.call(methods::SEND_MESSAGE, &request, options).await
     }
@@ -355,12 +358,17 @@ impl Transport for JsonRpcTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
+        let options =
+            crate::generation::versioned(options, crate::generation::checks_generation(&request));
+        let options = &*options;
         let request = with_tenant(request, &self.tenant);
         self.stream(methods::SEND_STREAMING_MESSAGE, &request, options)
             .await
     }
 
     async fn get_task(&self, request: GetTaskRequest, options: &CallOptions) -> ClientResult<Task> {
+        let options = crate::generation::versioned(options, request.current_generation.is_some());
+        let options = &*options;
         let request = with_tenant(request, &self.tenant);
         self.call(methods::GET_TASK, &request, options).await
     }

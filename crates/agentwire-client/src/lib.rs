@@ -43,7 +43,11 @@
 //! 6. **The ledger** (module [`ledger`]): contexts, tasks, artifact version
 //!    chains, the accepted version and the tasks waiting for the user, in
 //!    memory or in SQLite, with `continue_task`, `refine` and `accept`.
-//! 7. **The wire tap** (module [`tap`]): an optional observer told what
+//! 7. **Generations** (module [`generation`], A2A v1.1 draft): long-polling
+//!    `GetTask` ([`generation::wait_for_change`]), the `ifGenerationMatch`
+//!    check and its typed error ([`ClientError::generation_mismatch`]),
+//!    gap detection in event streams (healed by [`follow::follow`]).
+//! 8. **The wire tap** (module [`tap`]): an optional observer told what
 //!    the transports really sent and received (headers, exact bodies, each
 //!    stream frame; gRPC messages decoded to JSON), credentials redacted,
 //!    bounded; set with [`ClientBuilder::tap`].
@@ -132,6 +136,7 @@ pub mod card;
 mod client;
 mod error;
 pub mod follow;
+pub mod generation;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod http;

@@ -418,6 +418,9 @@ impl Transport for RestTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<SendMessageResponse> {
+        let options =
+            crate::generation::versioned(options, crate::generation::checks_generation(&request));
+        let options = &*options;
         let route = RestRoute::SendMessage;
         let url = self.url(&request.tenant, &route).build();
         let body = Some(json_body(&request)?);
@@ -436,6 +439,9 @@ impl Transport for RestTransport {
         request: SendMessageRequest,
         options: &CallOptions,
     ) -> ClientResult<EventStream> {
+        let options =
+            crate::generation::versioned(options, crate::generation::checks_generation(&request));
+        let options = &*options;
         let route = RestRoute::SendStreamingMessage;
         let url = self.url(&request.tenant, &route).build();
         let body = Some(json_body(&request)?);
@@ -459,13 +465,15 @@ impl Transport for RestTransport {
         let url = self
             .url(&request.tenant, &route)
             .query_opt("historyLength", request.history_length)
+            .query_opt("currentGeneration", request.current_generation)
             .build();
+        let options = crate::generation::versioned(options, request.current_generation.is_some());
         self.unary(
             route.template().operation,
             http_method(route.method()),
             &url,
             None,
-            options,
+            &options,
         )
         .await
     }

@@ -153,6 +153,9 @@ async fn tasks(g: &Globals, ledger: &Ledger, typed: &str) -> Result<(), CliError
         t.field("Short ID", short_id(&r.id));
         t.field("Context ID", &r.context_id);
         t.field("State", render::state_label(r.state));
+        if r.generation > 0 {
+            t.field("Generation", r.generation.to_string());
+        }
         let arts: Vec<String> = r
             .task
             .artifacts
@@ -184,6 +187,7 @@ async fn tasks(g: &Globals, ledger: &Ledger, typed: &str) -> Result<(), CliError
             "contextId": r.context_id,
             "state": r.state.as_str_name(),
             "refinesArtifactId": r.refines_artifact_id,
+            "generation": r.generation,
             "createdAt": ts(r.created_at),
             "updatedAt": ts(r.updated_at),
             "task": r.task,

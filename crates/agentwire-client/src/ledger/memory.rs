@@ -95,8 +95,10 @@ impl LedgerStore for MemoryStore {
             Some(t) => {
                 let created = t.created_at;
                 let refines = t.refines_artifact_id.take();
+                let generation = t.generation;
                 *t = record.clone();
                 t.created_at = created;
+                t.generation = t.generation.max(generation);
                 if t.refines_artifact_id.is_none() {
                     t.refines_artifact_id = refines;
                 }

@@ -128,6 +128,11 @@ pub struct TaskRecord {
     pub task: Task,
     /// The artifact this task was asked to refine, if it is a refinement.
     pub refines_artifact_id: Option<String>,
+    /// The task's generation (A2A v1.1 draft) when last seen: the highest
+    /// one the agent reported, `0` when it reported none (an A2A 1.0
+    /// agent, or calls made with `A2A-Version: 1.0`). A snapshot without a
+    /// generation keeps the one recorded before.
+    pub generation: i64,
     /// When the ledger first saw it.
     pub created_at: DateTime<Utc>,
     /// When it last changed.
@@ -335,6 +340,9 @@ impl Ledger {
             state: task.state(),
             task: task.clone(),
             refines_artifact_id: refines_artifact_id.clone(),
+            generation: task
+                .generation
+                .max(existing.as_ref().map_or(0, |r| r.generation)),
             created_at: existing.as_ref().map_or(now, |r| r.created_at),
             updated_at: now,
         };

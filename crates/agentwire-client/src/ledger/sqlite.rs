@@ -18,7 +18,7 @@ use super::{ArtifactVersion, ContextRecord, LedgerError, LedgerResult, LedgerSto
 
 /// The schema, one entry per version (never edit a published entry: add
 /// one).
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE contexts (
     id          TEXT PRIMARY KEY,
@@ -61,6 +61,12 @@ CREATE INDEX versions_by_context ON artifact_versions (context_id, artifact_name
     r#"
 ALTER TABLE contexts ADD COLUMN agent TEXT;
 CREATE INDEX contexts_by_update ON contexts (updated_at);
+"#,
+    // The task generation (A2A v1.1 draft): from the stored snapshot when
+    // it has one (ProtoJSON writes an int64 as a string), else 0.
+    r#"
+ALTER TABLE tasks ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+UPDATE tasks SET generation = COALESCE(CAST(json_extract(body, '$.generation') AS INTEGER), 0);
 "#,
 ];
 
@@ -183,6 +189,7 @@ fn task_row(row: &SqliteRow) -> LedgerResult<TaskRecord> {
         state: TaskState::from_str_name(&state).unwrap_or(TaskState::Unspecified),
         task: from_json::<Task>(&row.try_get::<String, _>("body").map_err(db_err)?)?,
         refines_artifact_id: row.try_get("refines_artifact_id").map_err(db_err)?,
+        generation: row.try_get("generation").map_err(db_err)?,
         created_at: parse_ts(&row.try_get::<String, _>("created_at").map_err(db_err)?)?,
         updated_at: parse_ts(&row.try_get::<String, _>("updated_at").map_err(db_err)?)?,
     })
@@ -211,7 +218,7 @@ fn context_row(row: &SqliteRow) -> LedgerResult<ContextRecord> {
 }
 
 const TASK_COLUMNS: &str =
-    "id, context_id, state, body, refines_artifact_id, created_at, updated_at";
+    "id, context_id, state, body, refines_artifact_id, generation, created_at, updated_at";
 const VERSION_COLUMNS: &str = "artifact_id, artifact_name, task_id, context_id, \
      previous_artifact_id, accepted_by_user, created_at, body";
 
@@ -287,11 +294,12 @@ impl LedgerStore for SqliteStore {
 
     async fn put_task(&self, r: &TaskRecord) -> LedgerResult<()> {
         sqlx::query(
-            "INSERT INTO tasks (id, context_id, state, body, refines_artifact_id, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+            "INSERT INTO tasks (id, context_id, state, body, refines_artifact_id, created_at, updated_at, generation) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
              ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, \
                state = excluded.state, body = excluded.body, \
                refines_artifact_id = COALESCE(excluded.refines_artifact_id, tasks.refines_artifact_id), \
+               generation = MAX(excluded.generation, tasks.generation), \
                updated_at = excluded.updated_at",
         )
         .bind(&r.id)
@@ -301,6 +309,7 @@ impl LedgerStore for SqliteStore {
         .bind(&r.refines_artifact_id)
         .bind(ts(r.created_at))
         .bind(ts(r.updated_at))
+        .bind(r.generation)
         .execute(&self.pool)
         .await
         .map_err(db_err)?;

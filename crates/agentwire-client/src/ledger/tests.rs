@@ -205,7 +205,7 @@ async fn sqlite_ledger_survives_a_restart() {
         .remove(0);
     assert_eq!(v4.previous_artifact_id, Some(accepted.artifact_id));
     let store = SqliteStore::open(&path).await.unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 2);
+    assert_eq!(store.schema_version().await.unwrap(), 3);
 }
 
 #[tokio::test]
@@ -322,5 +322,99 @@ async fn sqlite_ledger_opened_by_two_at_once_migrates_once() {
     b.record_task(&t).await.unwrap();
     assert_eq!(a.store().tasks(None).await.unwrap().len(), 4);
     let store = SqliteStore::open(&path).await.unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 2);
+    assert_eq!(store.schema_version().await.unwrap(), 3);
+}
+
+async fn generations_recorded(ledger: &Ledger) {
+    let mut task = agentwire_types::Task {
+        id: agentwire_types::new_id(),
+        context_id: agentwire_types::new_id(),
+        status: Some(agentwire_types::TaskStatus::new(TaskState::Working)),
+        generation: 5,
+        ..Default::default()
+    };
+    assert_eq!(ledger.record_task(&task).await.unwrap().generation, 5);
+    // A snapshot without a generation (a 1.0 call) keeps the one recorded.
+    task.generation = 0;
+    ledger.record_task(&task).await.unwrap();
+    assert_eq!(ledger.task(&task.id).await.unwrap().unwrap().generation, 5);
+    // An update event moves it on.
+    let mut e = agentwire_types::TaskStatusUpdateEvent::new(
+        &task.id,
+        &task.context_id,
+        agentwire_types::TaskStatus::new(TaskState::Completed),
+    );
+    e.generation = 6;
+    ledger
+        .record_event(&agentwire_types::StreamResponse::from(e))
+        .await
+        .unwrap();
+    let r = ledger.task(&task.id).await.unwrap().unwrap();
+    assert_eq!((r.generation, r.state), (6, TaskState::Completed));
+}
+
+#[tokio::test]
+async fn memory_ledger_records_generations() {
+    generations_recorded(&Ledger::in_memory()).await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_ledger_records_generations() {
+    let dir = tempfile::tempdir().unwrap();
+    generations_recorded(&Ledger::open(dir.path().join("l.db")).await.unwrap()).await;
+}
+
+/// A ledger written before generations (schema 2) gets the column, filled
+/// from the snapshots that carry one.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_ledger_of_schema_2_is_migrated_with_generations() {
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true),
+            )
+            .await
+            .unwrap();
+        for sql in &super::sqlite::MIGRATIONS[..2] {
+            sqlx::raw_sql(sql).execute(&pool).await.unwrap();
+        }
+        sqlx::raw_sql("PRAGMA user_version = 2")
+            .execute(&pool)
+            .await
+            .unwrap();
+        for (id, body) in [
+            (
+                "old",
+                r#"{"id":"old","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}"#,
+            ),
+            (
+                "new",
+                r#"{"id":"new","contextId":"c","status":{"state":"TASK_STATE_WORKING"},"generation":"7"}"#,
+            ),
+        ] {
+            sqlx::query(
+                "INSERT INTO tasks (id, context_id, state, body, created_at, updated_at) \
+                 VALUES (?1, 'c', 'TASK_STATE_WORKING', ?2, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')",
+            )
+            .bind(id)
+            .bind(body)
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        pool.close().await;
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), 3);
+    let ledger = Ledger::with_store(std::sync::Arc::new(store));
+    assert_eq!(ledger.task("old").await.unwrap().unwrap().generation, 0);
+    assert_eq!(ledger.task("new").await.unwrap().unwrap().generation, 7);
 }
