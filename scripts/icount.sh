@@ -40,7 +40,7 @@
 # Settings (environment):
 #   ICOUNT_SKIP_BUILD=1    use the binaries in target/release (CI builds them first)
 #   ICOUNT_SCALE=1         multiplies the request counts (full run: send/get/list
-#                          400, stream 20; check: send/get/list 200, stream 10)
+#                          200, stream 10; check: send/get/list 100, stream 5)
 #   ICOUNT_TOLERANCE=3     allowed increase over the baseline, in percent
 #   ICOUNT_PORT=18440      first port (one per server, in turn)
 #   ICOUNT_BASELINE=FILE   the baseline (default benches/icount-baseline.toml)
@@ -213,12 +213,12 @@ declare -A BARE_FLAG=([bare]=--bare)
 configure() {
     MODE=$1
     SERVERS=(bare agent-server a2a-memory a2a-sqlite)
-    N_SEND=400
-    N_STREAM=20
+    N_SEND=200
+    N_STREAM=10
     if [[ $MODE == check ]]; then
         SERVERS=(bare a2a-memory a2a-sqlite)
-        N_SEND=200
-        N_STREAM=10
+        N_SEND=100
+        N_STREAM=5
     elif [[ -n ${A2A_TEST_POSTGRES_URL:-} ]]; then
         SERVERS+=(a2a-postgres)
     fi

@@ -343,6 +343,8 @@ async fn list_latency(url: &str, fill: usize, samples: usize) -> anyhow::Result<
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // reqwest clients made here (the raw bodies) need the process's TLS provider.
+    agentwire_client::install_crypto_provider();
     if let Some(fill) = args.list_latency {
         return list_latency(&args.url, fill, args.samples).await;
     }

@@ -7,9 +7,6 @@
 //!   (`SendMessage` "hello": completed, one artifact, the user message in
 //!   history) by `agentwire_types::fast_json::write_task` / by its
 //!   `Serialize` implementation through `serde_json`.
-//! * `uuid-table` / `uuid-crate`: a UUID v7 made and written hyphenated by
-//!   `agentwire_types::new_id` (a table of byte pairs) / by `uuid`'s own
-//!   `hyphenated()` encoder.
 //! * `reader-plain` / `reader-serde`: the params of a JSON-RPC
 //!   `SendMessage` "hello" read by `agentwire_types::json_reader` / by
 //!   serde's derive.
@@ -23,8 +20,6 @@ enum What {
     None,
     FastTask,
     SerdeTask,
-    UuidTable,
-    UuidCrate,
     ReaderPlain,
     ReaderSerde,
 }
@@ -85,11 +80,6 @@ fn main() -> anyhow::Result<()> {
                 let req: Option<agentwire_types::SendMessageRequest> =
                     serde_json::from_slice(std::hint::black_box(PARAMS)).ok();
                 bytes += usize::from(req.is_some());
-            }
-            What::UuidTable => bytes += std::hint::black_box(new_id()).len(),
-            What::UuidCrate => {
-                let id = uuid::Uuid::new_v7(uuid::Timestamp::now(uuid::NoContext));
-                bytes += std::hint::black_box(id.hyphenated().to_string()).len();
             }
         }
     }
