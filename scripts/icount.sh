@@ -74,7 +74,7 @@ case "${1:-}" in
     "") ;;
     --check) MODE=check ;;
     --update) MODE=update ;;
-    -h | --help) sed -n '2,48p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) die "unknown argument $1 (--check, --update or nothing)" ;;
 esac
 
