@@ -176,7 +176,7 @@ def main():
                 "with callgrind_annotate (see benches/README.md)."
             )
             return 1
-        print(f"\nicount: every case within {args.tolerance:g}% of the baseline")
+        print(f"\nicount: every case within its allowance ({args.tolerance:g}% plus twice its spread) of the baseline")
     return 0
 
 
