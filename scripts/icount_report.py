@@ -167,8 +167,9 @@ def main():
             for key in failed:
                 print(f"FAILED {key}")
             print(
-                f"\nicount: {len(failed)} case(s) cost more than {args.tolerance:g}% over the "
-                f"baseline, in instructions and relative to the bare server.\n"
+                f"\nicount: {len(failed)} case(s) cost more than their allowance ({args.tolerance:g}% "
+                f"plus twice their spread) over the baseline, in instructions and relative to\n"
+                "the bare server of the same run.\n"
                 "If the change is intended (a feature that costs), or the baseline was made on\n"
                 "another toolchain, run `scripts/icount.sh --update` and commit\n"
                 "benches/icount-baseline.toml with a message that says why the cost changed.\n"
