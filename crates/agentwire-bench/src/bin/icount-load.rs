@@ -111,9 +111,7 @@ fn parse_cases(spec: &str) -> anyhow::Result<Vec<Case>> {
             "rawescaped" => Scenario::RawEscaped,
             _ => bail!("case {item:?}: scenario is send, stream, get, list, raw or rawescaped"),
         };
-        let n: usize = n
-            .parse()
-            .with_context(|| format!("case {item:?}: count"))?;
+        let n: usize = n.parse().with_context(|| format!("case {item:?}: count"))?;
         if n == 0 {
             bail!("case {item:?}: count must be positive");
         }
@@ -359,7 +357,10 @@ async fn main() -> anyhow::Result<()> {
         let warmup = (case.n * args.warmup_percent / 100).max(5);
         let run: Box<dyn Fn() -> futures::future::BoxFuture<'static, anyhow::Result<()>>> =
             if args.bare {
-                if !matches!((case.binding, case.scenario), (Binding::JsonRpc, Scenario::Send)) {
+                if !matches!(
+                    (case.binding, case.scenario),
+                    (Binding::JsonRpc, Scenario::Send)
+                ) {
                     bail!("the bare server answers jsonrpc:send only (case {label})");
                 }
                 let bare = std::sync::Arc::new(Bare {
