@@ -811,6 +811,18 @@ fn init_logging(
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false);
+    // The server's request lines: formatted and written off the requests'
+    // tasks, by the request log's own thread (one write for the lines
+    // queued together), in the same format.
+    if let Some(format) = serving {
+        agentwire_server::observe::request_log::install(
+            match format {
+                serve::LogFormat::Text => agentwire_server::observe::request_log::Format::Text,
+                serve::LogFormat::Json => agentwire_server::observe::request_log::Format::Json,
+            },
+            std::io::stderr(),
+        );
+    }
     let fmt = match serving {
         None => fmt.without_time().with_target(false).boxed(),
         Some(serve::LogFormat::Text) => fmt.with_target(false).boxed(),
@@ -1044,6 +1056,8 @@ fn main() -> ExitCode {
     }
     // Streams may still hold connections; do not wait for them.
     runtime.shutdown_timeout(Duration::from_millis(100));
+    // The request lines still queued.
+    agentwire_server::observe::request_log::flush();
     ExitCode::from(code)
 }
 
