@@ -858,7 +858,16 @@ fn init_logging(
             fmt.with_filter(filter.and(not_turns)).boxed()
         }
     };
-    tracing_subscriber::registry().with(fmt).with(traces).init();
+    // Without traces, no `Option` layer: a `None` layer declares an
+    // interest in every callsite, which made `tracing::enabled!` true for
+    // what the log's filter leaves out (at `RUST_LOG=warn`, every request
+    // still made its span, and the request log's own writer would write
+    // its line).
+    let registry = tracing_subscriber::registry().with(fmt);
+    match traces {
+        Some(traces) => registry.with(traces).init(),
+        None => registry.init(),
+    }
 }
 
 /// The log filter: `--debug` (the client's diagnostics), else `RUST_LOG`,
