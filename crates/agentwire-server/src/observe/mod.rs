@@ -373,9 +373,9 @@ fn request_span<B>(request: &Request<B>, id: &HeaderValue, for_log: bool) -> Spa
     let traced = otel::enabled();
     #[cfg(not(feature = "otel"))]
     let traced = false;
-    if !traced
-        && !(for_log && tracing::span_enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO))
-    {
+    let logged =
+        for_log && tracing::span_enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO);
+    if !traced && !logged {
         return Span::none();
     }
     let headers = request.headers();

@@ -246,7 +246,10 @@ impl Clock {
         let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
         if self.second != Some(since.as_secs()) {
             self.text.clear();
-            rfc3339(UNIX_EPOCH + Duration::from_secs(since.as_secs()), &mut self.text);
+            rfc3339(
+                UNIX_EPOCH + Duration::from_secs(since.as_secs()),
+                &mut self.text,
+            );
             // Without the microseconds and the `Z`.
             self.text.truncate(self.text.len() - 7);
             self.second = Some(since.as_secs());
@@ -318,7 +321,13 @@ mod tests {
     #[test]
     fn the_clock_writes_what_rfc3339_writes() {
         let mut clock = Clock::default();
-        for (secs, micros) in [(5, 1), (5, 999_999), (6, 0), (1_796_560_274, 339_401), (5, 10)] {
+        for (secs, micros) in [
+            (5, 1),
+            (5, 999_999),
+            (6, 0),
+            (1_796_560_274, 339_401),
+            (5, 10),
+        ] {
             let time =
                 UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros.into());
             let mut out = Vec::new();
@@ -344,7 +353,10 @@ mod tests {
 
     impl Write for Shared {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().map_err(|_| std::io::ErrorKind::Other)?.extend_from_slice(b);
+            self.0
+                .lock()
+                .map_err(|_| std::io::ErrorKind::Other)?
+                .extend_from_slice(b);
             Ok(b.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
@@ -508,11 +520,15 @@ mod tests {
         assert_eq!(lines.len(), 1000);
         for (n, line) in lines.iter().enumerate() {
             assert!(
-                line.contains(&format!("request{{request_id=id-{n} method=POST path=/}}: answered")),
+                line.contains(&format!(
+                    "request{{request_id=id-{n} method=POST path=/}}: answered"
+                )),
                 "{line}"
             );
         }
         drop(tx);
-        thread.join().expect("the writer's thread ends with its queue");
+        thread
+            .join()
+            .expect("the writer's thread ends with its queue");
     }
 }
