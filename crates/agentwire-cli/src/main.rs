@@ -816,6 +816,18 @@ fn init_logging(
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false);
+    // The server's request lines: formatted and written off the requests'
+    // tasks, by the request log's own thread (one write for the lines
+    // queued together), in the same format.
+    if let Some(format) = serving {
+        agentwire_server::observe::request_log::install(
+            match format {
+                serve::LogFormat::Text => agentwire_server::observe::request_log::Format::Text,
+                serve::LogFormat::Json => agentwire_server::observe::request_log::Format::Json,
+            },
+            std::io::stderr(),
+        );
+    }
     let fmt = match serving {
         None => fmt.without_time().with_target(false).boxed(),
         Some(serve::LogFormat::Text) => fmt.with_target(false).boxed(),
@@ -851,7 +863,16 @@ fn init_logging(
             fmt.with_filter(filter.and(not_turns)).boxed()
         }
     };
-    tracing_subscriber::registry().with(fmt).with(traces).init();
+    // Without traces, no `Option` layer: a `None` layer declares an
+    // interest in every callsite, which made `tracing::enabled!` true for
+    // what the log's filter leaves out (at `RUST_LOG=warn`, every request
+    // still made its span, and the request log's own writer would write
+    // its line).
+    let registry = tracing_subscriber::registry().with(fmt);
+    match traces {
+        Some(traces) => registry.with(traces).init(),
+        None => registry.init(),
+    }
 }
 
 /// The log filter: `--debug` (the client's diagnostics), else `RUST_LOG`,
@@ -1049,6 +1070,8 @@ fn main() -> ExitCode {
     }
     // Streams may still hold connections; do not wait for them.
     runtime.shutdown_timeout(Duration::from_millis(100));
+    // The request lines still queued.
+    agentwire_server::observe::request_log::flush();
     ExitCode::from(code)
 }
 

@@ -989,3 +989,45 @@ async fn sigterm_ends_the_streams_of_waiting_tasks_with_their_status_on_every_bi
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_line_is_written_before_the_server_exits_and_none_at_warn() {
+    // The lines are written by a thread of their own: the last ones too,
+    // when SIGTERM comes right after their answers, in the requests' order.
+    let mut served = Served::start(&[], &[]);
+    let http = reqwest::Client::new();
+    let card = format!("{}/.well-known/agent-card.json", served.url);
+    for n in 0..500 {
+        let r = http
+            .get(&card)
+            .header("X-Request-Id", format!("exit-line-{n}"))
+            .send()
+            .await
+            .expect("card");
+        assert_eq!(r.status(), 200);
+    }
+    served.terminate();
+    served.wait_for("of the last request", |l| {
+        l.contains("request_id=exit-line-499 ")
+    });
+    let ids: Vec<String> = served
+        .log()
+        .iter()
+        .filter_map(|l| l.split("request_id=exit-line-").nth(1))
+        .map(|rest| rest.split(' ').next().unwrap_or_default().to_owned())
+        .collect();
+    let expected: Vec<String> = (0..500).map(|n| n.to_string()).collect();
+    assert_eq!(ids, expected);
+
+    // RUST_LOG still chooses: no request line at `warn`.
+    let mut served = Served::start(&[], &[("RUST_LOG", "warn")]);
+    let r = http
+        .get(format!("{}/.well-known/agent-card.json", served.url))
+        .send()
+        .await
+        .expect("card");
+    assert_eq!(r.status(), 200);
+    served.terminate();
+    let log = served.log().join("\n");
+    assert!(!log.contains("answered"), "{log}");
+}

@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod otel;
 #[cfg(feature = "otel")]
 mod otlp_http;
+pub mod request_log;
 pub(crate) mod store_timing;
 
 pub use metrics::Metrics;
@@ -183,8 +184,28 @@ where
     fn call(&self, request: Request<B>) -> Self::Future {
         use tower::Service as _;
         let id = request_id(request.headers());
-        let span = request_span(&request, &id);
-        let logged = self.metrics.is_some() || !span.is_none();
+        // The line's facts, for the request log's own writer when it is
+        // installed and the line is wanted; the span is then made only
+        // for traces.
+        let line = (request_log::installed()
+            && tracing::enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO))
+        .then(|| {
+            Box::new(request_log::Line {
+                time: std::time::UNIX_EPOCH,
+                request_id: id.clone(),
+                traceparent: request.headers().get("traceparent").cloned(),
+                method: request.method().clone(),
+                path: request.uri().path_and_query().cloned(),
+                binding: "",
+                operation: "",
+                task_id: None,
+                outcome: "",
+                status: 0,
+                duration_ms: 0.0,
+            })
+        });
+        let span = request_span(&request, &id, line.is_none());
+        let logged = self.metrics.is_some() || !span.is_none() || line.is_some();
         let start = logged.then(std::time::Instant::now);
         let inner = {
             let _entered = span.enter();
@@ -203,6 +224,7 @@ where
             inner,
             id: Some(id),
             span,
+            line,
             start,
             metrics: self.metrics.clone(),
         }
@@ -218,6 +240,7 @@ pin_project_lite::pin_project! {
         inner: F,
         id: Option<HeaderValue>,
         span: Span,
+        line: Option<Box<request_log::Line>>,
         start: Option<std::time::Instant>,
         metrics: Option<Arc<Metrics>>,
     }
@@ -247,9 +270,10 @@ where
         }
         if let Some(start) = this.start.take() {
             answered(
-                &response,
+                &mut response,
                 start.elapsed(),
                 this.span,
+                this.line.take(),
                 this.metrics.as_deref(),
             );
         }
@@ -319,7 +343,12 @@ pub(crate) fn sane_request_id(value: &HeaderValue) -> bool {
 /// (`00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`), when there
 /// is a valid one.
 pub(crate) fn trace_id(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get("traceparent")?.to_str().ok()?.trim();
+    trace_id_of(headers.get("traceparent")?.to_str().ok()?)
+}
+
+/// The trace id of a `traceparent` header's value, when it is valid.
+pub(crate) fn trace_id_of(value: &str) -> Option<&str> {
+    let value = value.trim();
     let mut parts = value.split('-');
     let (version, trace, parent, flags) =
         (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
@@ -337,13 +366,16 @@ pub(crate) fn trace_id(headers: &HeaderMap) -> Option<&str> {
 /// The span of a request: its id, the caller's trace id, the method and
 /// the path (never the query, which may carry credentials). None (and no
 /// field read) when nothing would record it: neither the log at `info` for
-/// [`REQUEST_LOG_TARGET`] nor OpenTelemetry.
-fn request_span<B>(request: &Request<B>, id: &HeaderValue) -> Span {
+/// [`REQUEST_LOG_TARGET`] nor OpenTelemetry. `for_log`: whether the log
+/// wants it (false when the request log's own writer writes the line).
+fn request_span<B>(request: &Request<B>, id: &HeaderValue, for_log: bool) -> Span {
     #[cfg(feature = "otel")]
     let traced = otel::enabled();
     #[cfg(not(feature = "otel"))]
     let traced = false;
-    if !traced && !tracing::span_enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO) {
+    let logged =
+        for_log && tracing::span_enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO);
+    if !traced && !logged {
         return Span::none();
     }
     let headers = request.headers();
@@ -371,8 +403,15 @@ fn request_span<B>(request: &Request<B>, id: &HeaderValue) -> Span {
 
 /// A request was answered: the metrics count it, and the line is logged
 /// (binding, operation, task, outcome, status and how long it took, to
-/// the response's head; a stream goes on after it).
-fn answered<B>(response: &Response<B>, latency: Duration, _span: &Span, metrics: Option<&Metrics>) {
+/// the response's head; a stream goes on after it): by the request log's
+/// own writer when `line` holds its facts, else as a `tracing` event.
+fn answered<B>(
+    response: &mut Response<B>,
+    latency: Duration,
+    _span: &Span,
+    line: Option<Box<request_log::Line>>,
+    metrics: Option<&Metrics>,
+) {
     let status = response.status().as_u16();
     let info = response.extensions().get::<CallInfo>();
     #[cfg(feature = "otel")]
@@ -387,12 +426,45 @@ fn answered<B>(response: &Response<B>, latency: Duration, _span: &Span, metrics:
     if let Some(m) = metrics {
         m.request_answered(binding, operation, outcome, latency);
     }
+    let duration_ms = (latency.as_secs_f64() * 1e6).round() / 1e3;
+    if let Some(mut line) = line {
+        line.time = std::time::SystemTime::now();
+        line.binding = binding;
+        line.operation = operation;
+        line.outcome = outcome;
+        line.status = status;
+        line.duration_ms = duration_ms;
+        line.task_id = response
+            .extensions_mut()
+            .get_mut::<CallInfo>()
+            .and_then(|i| i.task_id.take());
+        match request_log::queue(line) {
+            Ok(()) => return,
+            // No writer any more: the line goes to `tracing`.
+            Err(line) => {
+                tracing::info!(
+                    target: REQUEST_LOG_TARGET,
+                    request_id = %line.request_id.to_str().unwrap_or_default(),
+                    binding = %binding,
+                    operation = (!operation.is_empty()).then_some(operation).map(tracing::field::display),
+                    task_id = line.task_id.as_deref().map(tracing::field::display),
+                    outcome = %outcome,
+                    status,
+                    duration_ms,
+                    "answered"
+                );
+                return;
+            }
+        }
+    }
     if !tracing::enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO) {
         return;
     }
     let operation = (!operation.is_empty()).then_some(operation);
-    let task_id = info.and_then(|i| i.task_id.as_deref());
-    let duration_ms = (latency.as_secs_f64() * 1e6).round() / 1e3;
+    let task_id = response
+        .extensions()
+        .get::<CallInfo>()
+        .and_then(|i| i.task_id.as_deref());
     tracing::info!(
         target: REQUEST_LOG_TARGET,
         binding = %binding,
