@@ -61,6 +61,7 @@ pub enum ModelCommand {
 }
 
 /// Where the model is.
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
 #[derive(Args, Debug)]
 pub struct ModelDirArgs {
     /// The model's directory (default: $XDG_DATA_HOME/a2a-cli/models/all-MiniLM-L6-v2, else
@@ -70,6 +71,7 @@ pub struct ModelDirArgs {
 }
 
 /// Options of `a2a registry model install`.
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
 #[derive(Args, Debug)]
 pub struct ModelInstallArgs {
     #[command(flatten)]
@@ -1010,11 +1012,13 @@ fn fetch_summary(allow: &[FetchAllow], loopback: bool) -> String {
 }
 
 /// The model of `a2a registry model` and of `serve`'s default.
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
 const MODEL_NAME: &str = "all-MiniLM-L6-v2";
 
 /// Where `a2a registry model install` puts the model and `serve` looks for
 /// it: `$XDG_DATA_HOME/a2a-cli/models/all-MiniLM-L6-v2`, else
 /// `~/.local/share/a2a-cli/models/all-MiniLM-L6-v2`.
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
 pub fn default_model_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_DATA_HOME")
         .filter(|v| !v.is_empty())
@@ -1023,6 +1027,7 @@ pub fn default_model_dir() -> Option<PathBuf> {
     Some(base.join("a2a-cli").join("models").join(MODEL_NAME))
 }
 
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
 fn model_dir(arg: &ModelDirArgs) -> Result<PathBuf, CliError> {
     arg.dir.clone().or_else(default_model_dir).ok_or_else(|| {
         CliError::usage("no home directory for the model: set HOME or XDG_DATA_HOME, or pass --dir")
