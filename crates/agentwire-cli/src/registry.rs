@@ -1023,7 +1023,9 @@ pub fn default_model_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_DATA_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("share")))?;
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("share"))
+        })?;
     Some(base.join("a2a-cli").join("models").join(MODEL_NAME))
 }
 
@@ -1055,7 +1057,9 @@ fn choose_embedder(args: &ServeArgs) -> Result<Option<LoadedEmbedder>, CliError>
 fn default_embedder() -> Option<LoadedEmbedder> {
     let install = "install it with: a2a registry model install; or pass --lexical";
     let Some(dir) = default_model_dir() else {
-        eprintln!("a2a registry serve: routing by words only (no home directory to find the model in)");
+        eprintln!(
+            "a2a registry serve: routing by words only (no home directory to find the model in)"
+        );
         return None;
     };
     if !agentwire_registry::embed::install::looks_installed(&dir) {
@@ -1112,7 +1116,10 @@ fn load_embedder(_dir: &std::path::Path) -> Result<LoadedEmbedder, CliError> {
 
 #[cfg(not(feature = "semantic"))]
 fn without_semantic(what: &str) -> CliError {
-    CliError::usage(format!("{what}: this a2a was built without semantic routing")).with_hint(
+    CliError::usage(format!(
+        "{what}: this a2a was built without semantic routing"
+    ))
+    .with_hint(
         "build it with the feature `semantic` (a default feature): cargo install agentwire-cli \
          (or cargo build -p agentwire-cli --features semantic)",
     )

@@ -42,11 +42,16 @@ fn status_says_not_installed_and_how_to_install() {
     out.expect(1);
     assert!(out.stdout.contains("is not installed"), "{}", out.stdout);
     assert!(
-        out.stdout.contains(&default_dir(&env).display().to_string()),
+        out.stdout
+            .contains(&default_dir(&env).display().to_string()),
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains("a2a registry model install"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("a2a registry model install"),
+        "{}",
+        out.stdout
+    );
 
     let other = env.home().join("elsewhere");
     let out = env.run(&[
@@ -226,14 +231,23 @@ fn serve_without_the_model_routes_by_words_and_says_so_once() {
     // Asked for: nothing said.
     for extra in [&["--lexical"][..], &["--embedder", "none"][..]] {
         let (banner, stderr) = serve_banner(&env, extra, Duration::from_secs(60));
-        assert!(!stderr.contains("routing by words only"), "{extra:?}: {stderr}");
+        assert!(
+            !stderr.contains("routing by words only"),
+            "{extra:?}: {stderr}"
+        );
         assert!(
             banner.iter().any(|l| l.contains("by words only")),
             "{banner:?}"
         );
     }
     let out = env.run(&[
-        "registry", "serve", "--port", "0", "--lexical", "--embedder", "x",
+        "registry",
+        "serve",
+        "--port",
+        "0",
+        "--lexical",
+        "--embedder",
+        "x",
     ]);
     out.expect(2);
 }
@@ -283,5 +297,8 @@ fn with_the_model_installed_serve_routes_by_meaning_by_default() {
         "{banner:?}"
     );
     let (banner, _) = serve_banner(&env, &["--lexical"], Duration::from_secs(60));
-    assert!(banner.iter().any(|l| l.contains("by words only")), "{banner:?}");
+    assert!(
+        banner.iter().any(|l| l.contains("by words only")),
+        "{banner:?}"
+    );
 }

@@ -208,7 +208,10 @@ async fn installs_from_an_html_index_once_then_says_already_installed() {
     let done = install(&pkg, &dir, &url, &client()).await.unwrap();
     match done {
         Installed::Fresh { url, bytes } => {
-            assert!(url.ends_with("/files/aa/bb/tiny_model-0.1.0-py3-none-any.whl"), "{url}");
+            assert!(
+                url.ends_with("/files/aa/bb/tiny_model-0.1.0-py3-none-any.whl"),
+                "{url}"
+            );
             assert_eq!(bytes, w.len() as u64);
         }
         other => panic!("{other:?}"),

