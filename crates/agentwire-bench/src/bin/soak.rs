@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+#[path = "soak/steady.rs"]
 mod steady;
 
 #[derive(Parser, Debug)]
