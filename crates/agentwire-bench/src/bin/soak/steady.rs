@@ -87,8 +87,8 @@ pub async fn run(args: &Args, work: &Path) -> anyhow::Result<bool> {
         args.a2a.display()
     );
     println!(
-        "{:>6} {:>9} {:>9} {:>8} {:>18}",
-        "t s", "RSS MiB", "req/s", "errors", "load average"
+        "{:>6} {:>9} {:>9} {:>9} {:>9} {:>8} {:>18}",
+        "t s", "RSS MiB", "anon MiB", "file MiB", "req/s", "errors", "load average"
     );
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(Counts::default());
@@ -120,10 +120,19 @@ pub async fn run(args: &Args, work: &Path) -> anyhow::Result<bool> {
         let ok = counts.ok.load(Ordering::Relaxed);
         let rate = (ok - last_ok) as f64 / (at - last_at).as_secs_f64();
         (last_ok, last_at) = (ok, at);
+        // Anonymous memory (the heap) apart from file pages (the binary,
+        // and SQLite's memory-mapped database, bounded by its mmap size).
+        let part = |key| {
+            server
+                .status_kib(key)
+                .map_or("-".into(), |k| format!("{:.1}", k as f64 / 1024.0))
+        };
         println!(
-            "{:>6.0} {:>9.1} {:>9.0} {:>8} {:>18}{}",
+            "{:>6.0} {:>9.1} {:>9} {:>9} {:>9.0} {:>8} {:>18}{}",
             at.as_secs_f64(),
             rss_kib as f64 / 1024.0,
+            part("RssAnon:"),
+            part("RssFile:"),
             rate,
             counts.errors.load(Ordering::Relaxed),
             loadavg(),
