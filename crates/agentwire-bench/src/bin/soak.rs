@@ -78,6 +78,10 @@ struct Args {
     /// first third of the samples after the warm-up to that of the last.
     #[arg(long, default_value_t = 10.0)]
     max_growth: f64,
+    /// --steady: one more argument of `a2a serve` (repeat it), e.g.
+    /// `--serve-arg=--retention --serve-arg=2m`.
+    #[arg(long, allow_hyphen_values = true)]
+    serve_arg: Vec<String>,
 }
 
 /// The API key of the failed-auth flood's server (the well-behaved

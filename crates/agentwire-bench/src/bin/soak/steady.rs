@@ -65,19 +65,13 @@ pub async fn run(args: &Args, work: &Path) -> anyhow::Result<bool> {
     }
     let port = free_port()?;
     let log = work.join(format!("steady-{store_name}.log"));
-    let mut server = Server::start(
-        &args.a2a,
-        port,
-        "echo",
-        &store_arg,
-        &["--metrics"],
-        &[],
-        log,
-    )
-    .await?;
+    let mut extra = vec!["--metrics"];
+    extra.extend(args.serve_arg.iter().map(String::as_str));
+    let mut server = Server::start(&args.a2a, port, "echo", &store_arg, &extra, &[], log).await?;
     println!(
-        "soak --steady: store {store_name}, c={}, {:.1} min ({} s warm-up, a sample every {} s), \
+        "soak --steady: store {store_name} {:?}, c={}, {:.1} min ({} s warm-up, a sample every {} s), \
          a2a serve pid {} on {} ({})",
+        args.serve_arg,
         args.concurrency,
         args.minutes,
         warmup.as_secs(),
