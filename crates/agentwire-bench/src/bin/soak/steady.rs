@@ -25,6 +25,8 @@ use crate::{Args, Server, send_body};
 struct Sample {
     at: Duration,
     rss_kib: u64,
+    /// `RssAnon`: the heap, without the file pages.
+    anon_kib: u64,
     ok: u64,
 }
 
@@ -133,7 +135,13 @@ pub async fn run(args: &Args, work: &Path) -> anyhow::Result<bool> {
             if at <= warmup { "  (warm-up)" } else { "" }
         );
         let _ = std::io::stdout().flush();
-        samples.push(Sample { at, rss_kib, ok });
+        let anon_kib = server.status_kib("RssAnon:").unwrap_or(0);
+        samples.push(Sample {
+            at,
+            rss_kib,
+            anon_kib,
+            ok,
+        });
         if at >= total {
             break;
         }
@@ -168,6 +176,10 @@ pub async fn run(args: &Args, work: &Path) -> anyhow::Result<bool> {
     let first = avg(&after[..third]);
     let last = avg(&after[after.len() - third..]);
     let growth = (last - first) / first * 100.0;
+    let avg_anon =
+        |s: &[&Sample]| s.iter().map(|s| s.anon_kib as f64).sum::<f64>() / s.len() as f64;
+    let anon_first = avg_anon(&after[..third]);
+    let anon_last = avg_anon(&after[after.len() - third..]);
     let min = after.iter().map(|s| s.rss_kib).min().unwrap_or(0);
     let max = after.iter().map(|s| s.rss_kib).max().unwrap_or(0);
     let end = after.last().map_or(0, |s| s.rss_kib);
@@ -189,6 +201,15 @@ pub async fn run(args: &Args, work: &Path) -> anyhow::Result<bool> {
         last / 1024.0,
         args.max_growth
     );
+    if anon_first > 0.0 {
+        println!(
+            "anonymous memory (RssAnon, not judged): first third {:.1} MiB, last third {:.1} MiB: \
+             {:+.1}%",
+            anon_first / 1024.0,
+            anon_last / 1024.0,
+            (anon_last - anon_first) / anon_first * 100.0
+        );
+    }
     println!(
         "{ok_total} SendMessages completed, {errors} errors, {rate:.0} req/s after warm-up; \
          load average at the end {}",
