@@ -28,6 +28,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+#[path = "soak/steady.rs"]
+mod steady;
+
 #[derive(Parser, Debug)]
 #[command(about = "Floods a2a serve on 127.0.0.1 and measures a well-behaved client meanwhile")]
 struct Args {
@@ -50,12 +53,38 @@ struct Args {
     /// Only these floods (comma-separated names; see the table).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// Only this store (`memory` or `sqlite`).
+    /// Only this store (`memory` or `sqlite`; with --steady also
+    /// `sqlite:FILE` or a `postgres://` URL, default memory).
     #[arg(long)]
     store: Option<String>,
     /// Skip the kill -9 test.
     #[arg(long)]
     no_kill_test: bool,
+    /// Instead of the floods: steady SendMessage load on one store, the
+    /// server's resident memory sampled; fails when it grows after the
+    /// warm-up (see benches/README.md, "Memory under steady load").
+    #[arg(long)]
+    steady: bool,
+    /// --steady: concurrent clients (one keep-alive connection each).
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// --steady: length of the run, warm-up included.
+    #[arg(long, default_value_t = 10.0)]
+    minutes: f64,
+    /// --steady: seconds of warm-up, whose samples are not judged.
+    #[arg(long, default_value_t = 60)]
+    warmup_secs: u64,
+    /// --steady: seconds between two samples of the server's VmRSS.
+    #[arg(long, default_value_t = 10)]
+    sample_secs: u64,
+    /// --steady: the growth allowed, in percent, from the average of the
+    /// first third of the samples after the warm-up to that of the last.
+    #[arg(long, default_value_t = 10.0)]
+    max_growth: f64,
+    /// --steady: one more argument of `a2a serve` (repeat it), e.g.
+    /// `--serve-arg=--retention --serve-arg=2m`.
+    #[arg(long, allow_hyphen_values = true)]
+    serve_arg: Vec<String>,
 }
 
 /// The API key of the failed-auth flood's server (the well-behaved
@@ -774,6 +803,9 @@ async fn run(args: &Args) -> anyhow::Result<bool> {
             d
         }
     };
+    if args.steady {
+        return steady::run(args, &work).await;
+    }
     let secs = args.flood_secs.unwrap_or(if args.quick { 4 } else { 30 });
     let stores: Vec<&'static str> = match args.store.as_deref() {
         Some("memory") => vec!["memory"],
