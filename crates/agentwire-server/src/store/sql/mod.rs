@@ -798,7 +798,7 @@ const READ_STATUS: &str = "SELECT version, owner_tenant, owner_principal, head, 
 /// written back either (the row's `history` is empty on both sides).
 const READ_STATUS_ONLY: &str = "SELECT version, owner_tenant, owner_principal, head, \
      CAST(NULL AS BYTEA) AS history, \
-     EXISTS (SELECT 1 FROM a2a_artifact_chunks WHERE task_id = $1) AS chunked \
+     (SELECT COUNT(*) FROM a2a_artifact_chunks WHERE task_id = $1) AS chunks \
      FROM a2a_tasks WHERE id = $1";
 /// A task as an update in a transaction reads it (followed by the
 /// dialect's row lock), then its chunks ([`CHUNKS_OF`]).
