@@ -262,6 +262,11 @@ async fn read_back(
     task: &Task,
     what: &str,
 ) -> Result<(), TestCaseError> {
+    // Every store keeps a task at generation 1 at least (A2A v1.1 draft:
+    // a task is created at generation 1).
+    let mut want = task.clone();
+    want.generation = want.generation.max(1);
+    let task = &want;
     let got = store
         .get(&task.id, None)
         .await
@@ -297,7 +302,9 @@ impl TempDb {
 
 /// The whole round trip of one accepted request.
 fn round_trip(req: SendMessageRequest, n: u64) -> Result<(), TestCaseError> {
-    let task = task_of(req, n);
+    let mut task = task_of(req, n);
+    // Stored tasks start at generation 1 (A2A v1.1 draft).
+    task.generation = 1;
     let who = owner_of(&task);
     runtime().block_on(async {
         let memory = MemoryStore::default();
