@@ -64,6 +64,20 @@ pub fn global_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config").join("a2a-cli"))
 }
 
+/// The command's data directory (the ledger, installed models):
+/// `$XDG_DATA_HOME/a2a-cli`, else `~/.local/share/a2a-cli`.
+pub fn data_dir() -> Option<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(x).join("a2a-cli"));
+    }
+    std::env::var_os("HOME").map(|h| {
+        PathBuf::from(h)
+            .join(".local")
+            .join("share")
+            .join("a2a-cli")
+    })
+}
+
 /// The directory of cached agent cards.
 pub fn cache_dir() -> Option<PathBuf> {
     if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {

@@ -1020,13 +1020,7 @@ const MODEL_NAME: &str = "all-MiniLM-L6-v2";
 /// `~/.local/share/a2a-cli/models/all-MiniLM-L6-v2`.
 #[cfg_attr(not(feature = "semantic"), allow(dead_code))]
 pub fn default_model_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_DATA_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("share"))
-        })?;
-    Some(base.join("a2a-cli").join("models").join(MODEL_NAME))
+    Some(crate::config::data_dir()?.join("models").join(MODEL_NAME))
 }
 
 #[cfg_attr(not(feature = "semantic"), allow(dead_code))]

@@ -129,13 +129,7 @@ impl Apply for McpConn {
 /// The default ledger: `$XDG_DATA_HOME/a2a-cli/ledger.db`, else
 /// `~/.local/share/a2a-cli/ledger.db`.
 pub fn default_ledger() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_DATA_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("share"))
-        })?;
-    Some(base.join("a2a-cli").join("ledger.db"))
+    Some(crate::config::data_dir()?.join("ledger.db"))
 }
 
 /// One configured agent: an optional name and a reference.
