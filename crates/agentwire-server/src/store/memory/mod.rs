@@ -134,7 +134,7 @@ struct Shared {
     config: MemoryStoreConfig,
 }
 
-/// What [`Shared::evict`] counts a removed task as.
+/// What [`Shared::expire`] counts a removed task as.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Count {
     /// Expired or evicted on the store's own account: counted.
@@ -322,34 +322,29 @@ impl Shared {
     /// Evicts the oldest finished tasks, from every queue, until `room`
     /// fits or none is left.
     fn make_room(&self, room: Room) {
-        let now = self.now_ticks();
-        let ttl = self.config.terminal_ttl;
-        let (home, _) = home_queue();
-        let n = self.finished.len();
-        for i in 0..n {
-            if !self.crowded(room) {
-                break;
-            }
-            self.evict((home + i) % n, now, ttl, None, room, Count::Own);
-        }
+        self.evict_oldest(room, None);
     }
 
     /// A task just reached a terminal state: it joins this thread's queue,
-    /// and the oldest finished tasks of that queue leave while the store is
-    /// over its limits. Every [`OTHER_QUEUE_EVERY`] finishes a thread also
-    /// looks at another queue, so the tasks finished by threads that went
-    /// quiet still expire.
+    /// and the finished tasks of that queue past their TTL leave. While the
+    /// store is over its limits the oldest finished tasks of all queues
+    /// leave (never the one just finished while an older one is held).
+    /// Every [`OTHER_QUEUE_EVERY`] finishes a thread also looks at another
+    /// queue, so the tasks finished by threads that went quiet still expire.
     fn finished_now(&self, hash: u64, token: usize, now: u32) {
         let (home, turn) = home_queue();
         let n = self.finished.len();
         self.finished[home % n].lock().push_back((now, hash, token));
         let ttl = self.config.terminal_ttl;
+        self.expire(home % n, now, ttl, Some(EVICT_PER_WRITE), Count::Own);
+        if turn % OTHER_QUEUE_EVERY == 0 {
+            let other = (home + 1 + turn / OTHER_QUEUE_EVERY) % n;
+            self.expire(other, now, ttl, Some(EVICT_PER_WRITE), Count::Own);
+        }
         // Room for one more task: the next create then fits at once.
         let room = Room { tasks: 1, bytes: 0 };
-        self.evict(home % n, now, ttl, Some(EVICT_PER_WRITE), room, Count::Own);
-        if turn % OTHER_QUEUE_EVERY == 0 || self.crowded(room) {
-            let other = (home + 1 + turn / OTHER_QUEUE_EVERY) % n;
-            self.evict(other, now, ttl, Some(EVICT_PER_WRITE), room, Count::Own);
+        if self.crowded(room) {
+            self.evict_oldest(room, Some(EVICT_PER_WRITE));
         }
     }
 
@@ -359,15 +354,9 @@ impl Shared {
     fn sweep(&self) {
         let now = self.now_ticks();
         for q in 0..self.finished.len() {
-            self.evict(
-                q,
-                now,
-                self.config.terminal_ttl,
-                None,
-                Room::NONE,
-                Count::Own,
-            );
+            self.expire(q, now, self.config.terminal_ttl, None, Count::Own);
         }
+        self.evict_oldest(Room::NONE, None);
         let idle = self.config.idle_ttl.as_millis() / TICK_MS;
         let idle = u32::try_from(idle).unwrap_or(u32::MAX);
         let ticks = self.now_ticks();
@@ -400,59 +389,100 @@ impl Shared {
         }
     }
 
-    /// Evicts from queue `q` the finished tasks older than `max_age` and the
-    /// oldest while `room` does not fit; at most `limit` (and none if
-    /// someone else is evicting from it) when a limit is given. Returns how
-    /// many left; `count` says whether the store counts them itself.
-    fn evict(
+    /// Removes from queue `q` the finished tasks older than `max_age`; at
+    /// most `limit` (and none if someone else is at that queue) when a limit
+    /// is given. Returns how many left; `count` says whether the store
+    /// counts them itself.
+    fn expire(
         &self,
         q: usize,
         now: u32,
         max_age: Duration,
         limit: Option<usize>,
-        room: Room,
         count: Count,
     ) -> usize {
         let queue = &self.finished[q];
         let max_age = u32::try_from(max_age.as_millis() / TICK_MS).unwrap_or(u32::MAX);
-        let mut evicted = 0;
-        while limit.is_none_or(|l| evicted < l) {
+        let mut expired = 0;
+        while limit.is_none_or(|l| expired < l) {
             let next = {
                 let mut queue = match limit {
                     None => queue.lock(),
-                    // Someone else is evicting: they will get to it.
+                    // Someone else is at this queue: they will get to it.
                     Some(_) => match queue.try_lock() {
                         Some(q) => q,
                         None => break,
                     },
                 };
-                let Some((at, _, _)) = queue.front() else {
-                    break;
-                };
-                let expired = now.saturating_sub(*at) >= max_age;
-                if !expired && !self.crowded(room) {
-                    break;
+                match queue.front() {
+                    Some((at, _, _)) if now.saturating_sub(*at) >= max_age => queue.pop_front(),
+                    _ => break,
                 }
-                queue.pop_front().map(|entry| (entry, expired))
             };
             // The task is freed outside of the queue's lock.
-            let Some(((_, hash, token), expired)) = next else {
+            let Some((_, hash, token)) = next else {
                 break;
             };
-            if let Some(slot) = self.tasks.remove_exact(hash, token) {
-                self.forget(&slot);
-                if count == Count::Own {
-                    let counter = if expired {
-                        &self.expired.finished_ttl
-                    } else {
-                        &self.expired.evicted
-                    };
-                    counter.fetch_add(1, Ordering::Relaxed);
+            self.remove_finished(hash, token, count, &self.expired.finished_ttl);
+            expired += 1;
+        }
+        expired
+    }
+
+    /// Evicts the oldest finished tasks, across every queue, while `room`
+    /// does not fit; at most `limit` when a limit is given (and then the
+    /// queues someone else holds are passed over). Returns how many left.
+    ///
+    /// The oldest is found by looking at the front of each queue (a queue
+    /// is in finishing order): a few uncontended locks, paid only while
+    /// the store is full. Evicting from this thread's queue alone would be
+    /// cheaper, but it takes the task this thread just finished while
+    /// older ones stay.
+    fn evict_oldest(&self, room: Room, limit: Option<usize>) -> usize {
+        let (home, _) = home_queue();
+        let n = self.finished.len();
+        let mut evicted = 0;
+        while limit.is_none_or(|l| evicted < l) && self.crowded(room) {
+            // The queue with the oldest front; on a tie, the one nearest
+            // this thread's own (what it frees, it allocated).
+            let mut oldest: Option<(u32, usize)> = None;
+            for i in 0..n {
+                let q = (home + i) % n;
+                let front = match limit {
+                    None => self.finished[q].lock().front().map(|e| e.0),
+                    Some(_) => self.finished[q]
+                        .try_lock()
+                        .and_then(|queue| queue.front().map(|e| e.0)),
+                };
+                if let Some(at) = front
+                    && oldest.is_none_or(|(o, _)| at < o)
+                {
+                    oldest = Some((at, q));
                 }
             }
+            let Some((_, q)) = oldest else {
+                break;
+            };
+            // Another thread may have taken that front meanwhile: the next
+            // one of that queue is then the oldest left there.
+            let Some((_, hash, token)) = self.finished[q].lock().pop_front() else {
+                continue;
+            };
+            self.remove_finished(hash, token, Count::Own, &self.expired.evicted);
             evicted += 1;
         }
         evicted
+    }
+
+    /// Removes a finished task that left its queue, counting it in
+    /// `counter` when the store counts it itself.
+    fn remove_finished(&self, hash: u64, token: usize, count: Count, counter: &AtomicU64) {
+        if let Some(slot) = self.tasks.remove_exact(hash, token) {
+            self.forget(&slot);
+            if count == Count::Own {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 }
 
@@ -866,10 +896,7 @@ impl TaskStore for MemoryStore {
         let now = self.shared.now_ticks();
         let age = age.min(self.shared.config.terminal_ttl);
         let purged = (0..self.shared.finished.len())
-            .map(|q| {
-                self.shared
-                    .evict(q, now, age, None, Room::NONE, Count::Purge)
-            })
+            .map(|q| self.shared.expire(q, now, age, None, Count::Purge))
             .sum::<usize>();
         Ok(purged as u64)
     }
@@ -1086,6 +1113,54 @@ mod tests {
         assert!(s.len() <= 100, "{} tasks held", s.len());
         assert!(s.get("running", None).await.unwrap().is_some());
         assert!(s.get("t499", None).await.unwrap().is_some());
+    }
+
+    /// Tasks finished by two threads in turn (each thread has a queue of
+    /// its own): beyond the cap the oldest leave, whichever thread finished
+    /// them, and never the newest.
+    #[test]
+    fn the_oldest_finished_tasks_leave_whichever_thread_finished_them() {
+        let s = MemoryStore::new(MemoryStoreConfig {
+            terminal_ttl: Duration::from_secs(3600),
+            max_tasks: 3,
+            ..MemoryStoreConfig::default()
+        });
+        let finish = |id: String, i: i64| {
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .build()
+                        .unwrap();
+                    rt.block_on(
+                        s.create(&Owner::default(), task(&id, "c", TaskState::Completed, i)),
+                    )
+                    .unwrap();
+                });
+            });
+        };
+        // Two long-lived threads would be closer to a server; a thread per
+        // task is the extreme: every task in a queue of its own.
+        for i in 0..8 {
+            finish(format!("t{i}"), i);
+            // Ten-millisecond ticks: each task finishes in a later one.
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let held: Vec<bool> = (0..8)
+            .map(|i| {
+                rt.block_on(s.get(&format!("t{i}"), None))
+                    .unwrap()
+                    .is_some()
+            })
+            .collect();
+        // The newest two: a finish leaves room for the next task at once.
+        assert_eq!(
+            held,
+            [false, false, false, false, false, false, true, true],
+            "tasks held"
+        );
     }
 
     #[tokio::test]
