@@ -34,7 +34,13 @@ pub struct Settings {
     pub credentials: Credentials,
     pub service_params: Vec<(String, String)>,
     pub bindings: Vec<Binding>,
+    /// The version signalled on every call (`--a2a-version`, else 1.0).
     pub version: String,
+    /// The caller chose the version (`--a2a-version` from a flag, the
+    /// environment or a file, or `--svc-param A2A-Version:...`): it is
+    /// signalled on every call as it is, never negotiated up (see
+    /// [`Agent::stream_generations`]).
+    pub version_pinned: bool,
     /// `--allow-v03`: an agent speaking only A2A 0.3 is called through 0.3.
     pub allow_v03: bool,
     pub debug: bool,
@@ -81,7 +87,16 @@ impl Settings {
                 bindings.push(b);
             }
         }
-        let version = g.a2a_version.trim().to_owned();
+        let version_pinned = g.a2a_version.is_some()
+            || service_params
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("a2a-version"));
+        let version = g
+            .a2a_version
+            .as_deref()
+            .unwrap_or(agentwire_types::PROTOCOL_VERSION)
+            .trim()
+            .to_owned();
         let major = version.split('.').next().unwrap_or_default();
         if major != "1" {
             return Err(CliError::usage(format!(
@@ -99,6 +114,7 @@ impl Settings {
             service_params,
             bindings,
             version,
+            version_pinned,
             allow_v03: g.allow_v03,
             debug: g.debug,
             insecure: g.insecure,
@@ -531,6 +547,87 @@ impl Agent {
     pub fn reference(&self) -> &str {
         self.settings.reference.as_deref().unwrap_or("<agent>")
     }
+
+    /// Whether the streams of a task (`send --stream`, the stream `send`
+    /// waits on, `task subscribe`) use task generations (A2A v1.1 draft,
+    /// see docs/generation.md), and how they are opened.
+    ///
+    /// - `--a2a-version` given (or `--svc-param A2A-Version:...`): that
+    ///   version on every call, as today; generations when it is 1.1.
+    /// - Otherwise (CLI SPEC 13.2, the highest version both sides declare):
+    ///   the opening call of a stream asks for 1.1 when the agent's card
+    ///   declares 1.1 for the interface in use (same binding, URL and
+    ///   tenant), and so do the calls `follow` makes for it. Every other
+    ///   call stays 1.0, and an agent whose card declares only 1.0 sees
+    ///   exactly the calls it saw before.
+    pub fn stream_version(&self) -> StreamVersion {
+        if self.settings.version_pinned {
+            return if major_minor(&self.settings.version) == GENERATION_VERSION {
+                StreamVersion::Pinned
+            } else {
+                StreamVersion::Off
+            };
+        }
+        match self.client.inner.interface() {
+            Some(active) if declares_generations(&self.card, active) => StreamVersion::Declared,
+            _ => StreamVersion::Off,
+        }
+    }
+}
+
+/// The version of the calls that use task generations.
+const GENERATION_VERSION: &str = agentwire_client::generation::GENERATION_VERSION;
+
+/// How the streams of a task are opened ([`Agent::stream_version`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamVersion {
+    /// A2A 1.0 (or the version pinned by the caller), no generations.
+    Off,
+    /// The card declares 1.1: the stream calls ask for it.
+    Declared,
+    /// The caller pinned 1.1 for every call.
+    Pinned,
+}
+
+impl StreamVersion {
+    /// Whether generations are asked for and checked.
+    pub fn generations(self) -> bool {
+        self != Self::Off
+    }
+
+    /// The options of a call that opens a stream: `call` with
+    /// `A2A-Version: 1.1` when the card declared it (a pinned version is
+    /// already on every call).
+    pub fn call(self, call: &CallOptions) -> CallOptions {
+        let mut c = call.clone();
+        if self == Self::Declared {
+            c.service_params
+                .retain(|(k, _)| !k.eq_ignore_ascii_case("a2a-version"));
+            c.service_params
+                .push(("A2A-Version".into(), GENERATION_VERSION.into()));
+        }
+        c
+    }
+}
+
+/// `Major.Minor` of a version (`1.1.0` -> `1.1`; patch versions do not
+/// count in negotiation, A2A 3.6).
+fn major_minor(v: &str) -> String {
+    v.trim().split('.').take(2).collect::<Vec<_>>().join(".")
+}
+
+/// Whether the card declares A2A 1.1 for the interface in use: an
+/// interface with the same binding, URL and tenant and protocolVersion 1.1
+/// (A2A 3.6: an agent lists one interface per version it serves).
+fn declares_generations(card: &AgentCard, active: &agentwire_types::AgentInterface) -> bool {
+    let url = |u: &str| u.trim().trim_end_matches('/').to_owned();
+    card.supported_interfaces.iter().any(|i| {
+        major_minor(&i.protocol_version) == GENERATION_VERSION
+            && Binding::parse(&i.protocol_binding).is_some()
+            && Binding::parse(&i.protocol_binding) == Binding::parse(&active.protocol_binding)
+            && url(&i.url) == url(&active.url)
+            && i.tenant == active.tenant
+    })
 }
 
 /// The client, logging every exchange under `--debug` (service parameter
@@ -782,4 +879,74 @@ impl Transport for Logged {
 
 fn clone_err(e: &agentwire_client::ClientError) -> agentwire_client::ClientError {
     agentwire_client::ClientError::InvalidResponse(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentwire_types::AgentInterface;
+
+    fn iface(binding: &str, url: &str, version: &str) -> AgentInterface {
+        AgentInterface {
+            url: url.into(),
+            protocol_binding: binding.into(),
+            tenant: String::new(),
+            protocol_version: version.into(),
+        }
+    }
+
+    fn card(ifaces: Vec<AgentInterface>) -> AgentCard {
+        let mut c = AgentCard::new("a", "b", "1");
+        c.supported_interfaces = ifaces;
+        c
+    }
+
+    #[test]
+    fn generations_only_where_the_card_declares_1_1_for_the_interface_in_use() {
+        let active = iface("JSONRPC", "http://h/a2a", "1.0");
+        // 1.0 only: nothing changes.
+        assert!(!declares_generations(&card(vec![active.clone()]), &active));
+        // A 1.1 twin of the interface (trailing slash and patch ignored).
+        let c = card(vec![
+            active.clone(),
+            iface("JSONRPC", "http://h/a2a/", "1.1.0"),
+        ]);
+        assert!(declares_generations(&c, &active));
+        // 1.1 on another binding or URL says nothing about this one.
+        let c = card(vec![
+            active.clone(),
+            iface("GRPC", "http://h/a2a", "1.1"),
+            iface("JSONRPC", "http://other/a2a", "1.1"),
+        ]);
+        assert!(!declares_generations(&c, &active));
+        // Another tenant neither.
+        let mut t = iface("JSONRPC", "http://h/a2a", "1.1");
+        t.tenant = "x".into();
+        assert!(!declares_generations(
+            &card(vec![active.clone(), t]),
+            &active
+        ));
+    }
+
+    #[test]
+    fn a_declared_version_asks_for_1_1_on_the_stream_call_only() {
+        let base = CallOptions::new().with_service_param("X-Trace", "1");
+        let c = StreamVersion::Declared.call(&base);
+        assert!(
+            c.service_params
+                .iter()
+                .any(|(k, v)| k == "A2A-Version" && v == "1.1")
+        );
+        assert!(c.service_params.iter().any(|(k, _)| k == "X-Trace"));
+        assert_eq!(
+            StreamVersion::Off.call(&base).service_params,
+            base.service_params
+        );
+        assert_eq!(
+            StreamVersion::Pinned.call(&base).service_params,
+            base.service_params
+        );
+        assert!(!StreamVersion::Off.generations());
+        assert!(StreamVersion::Pinned.generations());
+    }
 }

@@ -294,15 +294,14 @@ pub struct ConnOpts {
     #[command(flatten)]
     pub agent: AgentOpts,
 
-    /// A2A protocol version to signal on every request (1.x only).
+    /// A2A protocol version to signal on every request (1.x only). Default: 1.0, and 1.1 on the task streams of an agent whose card declares 1.1 (task generations: missed events are detected and healed).
     #[arg(
         long,
         global = true,
         env = "A2ACLI_A2A_VERSION",
-        default_value = "1.0",
         value_name = "VERSION"
     )]
-    pub a2a_version: String,
+    pub a2a_version: Option<String>,
 
     /// Let an agent that speaks only A2A 0.3 be called through the 0.3 protocol (an agent offering 1.0 always gets 1.0).
     #[arg(long = "allow-v03", global = true, env = "A2ACLI_ALLOW_V03")]
@@ -416,7 +415,9 @@ pub struct StreamOpt {
 #[derive(Debug, Clone)]
 pub struct Globals {
     pub agent_card: Option<String>,
-    pub a2a_version: String,
+    /// `--a2a-version` (flag, environment or file); `None`: negotiated
+    /// (1.0, and 1.1 on the streams of an agent declaring it).
+    pub a2a_version: Option<String>,
     pub allow_v03: bool,
     pub async_: bool,
     pub wait: bool,
@@ -459,7 +460,7 @@ impl Globals {
     pub fn new(c: &CommonOpts) -> Self {
         Self {
             agent_card: None,
-            a2a_version: "1.0".into(),
+            a2a_version: None,
             allow_v03: false,
             async_: false,
             wait: false,
@@ -1146,7 +1147,11 @@ fn for_agent(g: Globals) -> Globals {
 /// The settings `config show` reports: (flag id, variable, built-in default).
 const SETTINGS: &[(&str, &str, &str)] = &[
     ("agent_card", "A2ACLI_AGENT_CARD", ""),
-    ("a2a_version", "A2ACLI_A2A_VERSION", "1.0"),
+    (
+        "a2a_version",
+        "A2ACLI_A2A_VERSION",
+        "1.0 (1.1 on the task streams of an agent whose card declares 1.1)",
+    ),
     (
         "allow_v03",
         "A2ACLI_ALLOW_V03",

@@ -417,16 +417,14 @@ async fn wait(
         .is_some_and(|m| !m.task_id.is_empty());
     let work = async {
         if agent.card.supports_streaming() && !continuing {
+            let version = stream_version(g, agent);
+            let stream_call = version.call(call);
             let events = agent
                 .client
-                .send_streaming_message(request.clone(), call)
+                .send_streaming_message(request.clone(), &stream_call)
                 .await
                 .map_err(|e| CliError::from_client(&e, ctx))?;
-            let opts = FollowOptions {
-                call: call.clone(),
-                on_reconnecting: Some(say_reconnecting()),
-                ..Default::default()
-            };
+            let opts = follow_options(&stream_call, version);
             let mut events = follow(agent.client.clone(), Some(events), None, opts);
             let mut view = TaskView::new();
             while let Some(ev) = events.next().await {
@@ -620,19 +618,85 @@ async fn stream(
         printer.finish();
         return Ok(exit::OK);
     }
+    let version = stream_version(g, agent);
+    let stream_call = version.call(call);
     let events = agent
         .client
-        .send_streaming_message(request, call)
+        .send_streaming_message(request, &stream_call)
         .await
         .map_err(|e| CliError::from_client(&e, ctx))?;
-    let opts = FollowOptions {
-        call: call.clone(),
-        on_reconnecting: Some(say_reconnecting()),
-        ..Default::default()
-    };
+    let opts = follow_options(&stream_call, version);
     let events = follow(agent.client.clone(), Some(events), None, opts);
     let events = rec.wrap(events, Some(sent));
     print_stream(g, agent, events, ctx).await
+}
+
+/// How the command's streams use task generations (see
+/// [`Agent::stream_version`]), said on stderr with `--verbose`.
+pub fn stream_version(g: &Globals, agent: &Agent) -> crate::agent::StreamVersion {
+    use crate::agent::StreamVersion;
+    let version = agent.stream_version();
+    if g.verbose {
+        match version {
+            StreamVersion::Declared => eprintln!(
+                "note: the agent declares A2A 1.1: the stream asks for task generations \
+                 and is checked for missed events"
+            ),
+            StreamVersion::Pinned => eprintln!(
+                "note: A2A 1.1 (--a2a-version): the stream is checked for missed events \
+                 (task generations)"
+            ),
+            StreamVersion::Off => {}
+        }
+    }
+    version
+}
+
+/// The options `follow` runs with on the command's streams: reconnections
+/// and healed gaps told on stderr; generations asked for and checked when
+/// `version` says so (the calls `follow` makes itself then ask for 1.1:
+/// `call` is the options of the call that opened the stream).
+pub fn follow_options(call: &CallOptions, version: crate::agent::StreamVersion) -> FollowOptions {
+    FollowOptions {
+        call: call.clone(),
+        on_reconnecting: Some(say_reconnecting()),
+        generations: version.generations(),
+        on_gap: Some(say_gap()),
+        ..Default::default()
+    }
+}
+
+/// Tells the user on stderr (one line, whatever the output format: the
+/// healed task itself is the next event printed) that events of the
+/// stream were lost and how the command made up for them.
+pub fn say_gap() -> agentwire_client::follow::GapHook {
+    std::sync::Arc::new(|gap: &agentwire_client::follow::GenerationGap| {
+        eprintln!("warning: {}", gap_line(gap));
+    })
+}
+
+/// The line of [`say_gap`].
+fn gap_line(gap: &agentwire_client::follow::GenerationGap) -> String {
+    let lost = if gap.got - gap.after == 2 {
+        format!("the event of generation {} was", gap.after + 1)
+    } else {
+        format!(
+            "the events of generations {} to {} were",
+            gap.after + 1,
+            gap.got - 1
+        )
+    };
+    let task = render::sanitize(&gap.task_id);
+    match gap.healed_at {
+        Some(at) => format!(
+            "task {task}: {lost} lost on the way (a gap in the task generations); \
+             healed: the task was read again (generation {at}) and replaces what the stream had given"
+        ),
+        None => format!(
+            "task {task}: {lost} lost on the way (a gap in the task generations); \
+             healed: subscribed to the task again, which restarts from the task as it is"
+        ),
+    }
 }
 
 /// Tells the user on stderr, before each attempt, that a cut stream is

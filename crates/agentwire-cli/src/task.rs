@@ -486,6 +486,8 @@ async fn subscribe(g: &Globals, a: SubscribeArgs) -> Result<u8, CliError> {
     ctx.task_id = Some(id.clone());
     // Open the subscription here so that refusals (unknown task, terminal
     // task) surface as they are; `follow` then survives dropped connections.
+    let version = crate::send::stream_version(g, &agent);
+    let stream_call = version.call(&call);
     let first = match agent
         .client
         .subscribe_to_task(
@@ -493,7 +495,7 @@ async fn subscribe(g: &Globals, a: SubscribeArgs) -> Result<u8, CliError> {
                 id: id.clone(),
                 ..Default::default()
             },
-            &call,
+            &stream_call,
         )
         .await
     {
@@ -501,10 +503,8 @@ async fn subscribe(g: &Globals, a: SubscribeArgs) -> Result<u8, CliError> {
         Err(e) => return Err(subscribe_refused(&agent, &e, &id, &ctx).await),
     };
     let opts = FollowOptions {
-        call: call.clone(),
         opened_by: OpenedBy::SubscribeToTask,
-        on_reconnecting: Some(crate::send::say_reconnecting()),
-        ..Default::default()
+        ..crate::send::follow_options(&stream_call, version)
     };
     let events = follow(agent.client.clone(), Some(first), Some(id.clone()), opts);
     let events = Recorder::open(g, agent.reference())
