@@ -294,7 +294,7 @@ pub struct ConnOpts {
     #[command(flatten)]
     pub agent: AgentOpts,
 
-    /// A2A protocol version to signal on every request (1.x only). Default: 1.0, and 1.1 on the task streams of an agent whose card declares 1.1 (task generations: missed events are detected and healed).
+    /// A2A protocol version to signal on every request (1.x only). [default: 1.0, and 1.1 on the task streams of an agent whose card declares 1.1: task generations, missed events detected and healed]
     #[arg(
         long,
         global = true,

@@ -1666,7 +1666,11 @@ fn help_version_and_completion() {
     }
     // The defaults of the client options, on the commands that take them.
     let out = env.run(&["send", "--help"]);
-    for needle in ["[default: 1.0]", "[default: 2s]", "A2ACLI_TRANSPORT"] {
+    for needle in [
+        "[default: 1.0, and 1.1 on the task streams",
+        "[default: 2s]",
+        "A2ACLI_TRANSPORT",
+    ] {
         assert!(
             out.stdout.contains(needle),
             "send --help lacks {needle}:\n{}",
