@@ -15,10 +15,10 @@
 //!   before: every call `A2A-Version: 1.0`, no generation printed; and
 //!   `--a2a-version 1.0` keeps 1.0 even with a 1.1 card.
 //!
-//! JSON-RPC and HTTP+JSON go through the proxy; gRPC (which this HTTP/1.1
-//! proxy cannot carry) is checked without one, with a card file declaring
-//! 1.1 (the gap healing itself is the client library's `follow`, the same
-//! code on every binding once the events are decoded).
+//! JSON-RPC and HTTP+JSON go through an HTTP proxy that drops one SSE
+//! event; gRPC through a gRPC proxy (a tonic channel) that drops one
+//! message of the stream, with card files naming it (declaring 1.0 only,
+//! or 1.1 too).
 
 mod common;
 
@@ -583,5 +583,186 @@ fn send_stream_with_generations_over_grpc() {
         );
         assert_eq!(lines.iter().any(has_generation), generation);
     }
+    drop(server);
+}
+
+/// A gRPC proxy (HTTP/2 without TLS) to one agent: each call forwarded
+/// on a tonic channel, the frames of the answer passed on as they come,
+/// trailers included, except, when armed, the one message of a stream that
+/// carries the marker.
+struct GrpcProxy {
+    channel: tonic::transport::Channel,
+    marker: &'static [u8],
+    armed: AtomicBool,
+    dropped: AtomicUsize,
+}
+
+type Frame = http_body::Frame<bytes::Bytes>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+async fn grpc_forward(State(p): State<Arc<GrpcProxy>>, req: Request) -> Response {
+    use http_body_util::BodyExt;
+    use tonic::codegen::Service;
+    let (parts, body) = req.into_parts();
+    let req = http::Request::from_parts(parts, tonic::body::Body::new(body));
+    let mut channel = p.channel.clone();
+    let ready = futures::future::poll_fn(|cx| channel.poll_ready(cx)).await;
+    let res = match ready.map(|()| channel.call(req)) {
+        Ok(call) => call.await,
+        Err(e) => Err(e),
+    };
+    let res = match res {
+        Ok(r) => r,
+        Err(e) => {
+            return Response::builder()
+                .status(502)
+                .body(Body::from(e.to_string()))
+                .expect("a response");
+        }
+    };
+    let (parts, body) = res.into_parts();
+    // State: the answer's body, the bytes of an unfinished message, the
+    // trailers once read, whether the body ended.
+    let frames = futures::stream::unfold(
+        (body, Vec::<u8>::new(), None::<Frame>, false),
+        move |(mut body, mut buf, mut trailers, mut ended)| {
+            let p = Arc::clone(&p);
+            async move {
+                loop {
+                    // A whole message: a flag byte, a 4-byte length, the bytes.
+                    if buf.len() >= 5 {
+                        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+                        if buf.len() >= 5 + len {
+                            let msg: Vec<u8> = buf.drain(..5 + len).collect();
+                            if msg.windows(p.marker.len()).any(|w| w == p.marker)
+                                && p.armed.swap(false, Ordering::SeqCst)
+                            {
+                                p.dropped.fetch_add(1, Ordering::SeqCst);
+                                continue;
+                            }
+                            let f = Frame::data(bytes::Bytes::from(msg));
+                            return Some((Ok::<_, BoxError>(f), (body, buf, trailers, ended)));
+                        }
+                    }
+                    if ended {
+                        let t = trailers.take()?;
+                        return Some((Ok(t), (body, buf, None, true)));
+                    }
+                    match body.frame().await {
+                        Some(Ok(f)) if f.is_data() => {
+                            if let Ok(d) = f.into_data() {
+                                buf.extend_from_slice(&d);
+                            }
+                        }
+                        Some(Ok(f)) => {
+                            trailers = Some(f);
+                            ended = true;
+                        }
+                        Some(Err(e)) => return Some((Err(e.into()), (body, buf, None, true))),
+                        None => ended = true,
+                    }
+                }
+            }
+        },
+    );
+    Response::from_parts(parts, Body::new(http_body_util::StreamBody::new(frames)))
+}
+
+#[test]
+fn a_gap_is_healed_over_grpc() {
+    agentwire_client::install_crypto_provider();
+    let env = Env::new();
+    let server = Serving::start(&env, &["--agent", "echo"]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind the proxy");
+    let proxy_addr = listener.local_addr().expect("the proxy's address");
+    let channel = rt
+        .block_on(
+            tonic::transport::Endpoint::from_shared(server.base())
+                .expect("an endpoint")
+                .connect(),
+        )
+        .expect("connect to the agent");
+    let proxy = Arc::new(GrpcProxy {
+        channel,
+        // The chunk `charlie ` as protobuf writes it (its length first);
+        // the message in the task's history has `bravo ` before it.
+        marker: b"\x08charlie ",
+        armed: AtomicBool::new(false),
+        dropped: AtomicUsize::new(0),
+    });
+    let app = axum::Router::new()
+        .fallback(grpc_forward)
+        .with_state(Arc::clone(&proxy));
+    rt.spawn(async move { axum::serve(listener, app).await });
+
+    // The agent's card, its gRPC interface moved to the proxy; and the
+    // same declaring 1.1 too.
+    let card: Value = rt
+        .block_on(async {
+            reqwest::get(server.card_url())
+                .await
+                .expect("the card")
+                .json()
+                .await
+        })
+        .expect("a JSON card");
+    let mut plain = card.clone();
+    let ifaces = plain["supportedInterfaces"]
+        .as_array_mut()
+        .expect("interfaces");
+    ifaces.retain(|i| i["protocolBinding"] == "GRPC");
+    assert_eq!(ifaces.len(), 1, "{card}");
+    ifaces[0]["url"] = proxy_addr.to_string().into();
+    let mut declared = plain.clone();
+    let mut twin = declared["supportedInterfaces"][0].clone();
+    twin["protocolVersion"] = "1.1".into();
+    declared["supportedInterfaces"]
+        .as_array_mut()
+        .expect("interfaces")
+        .push(twin);
+    let write = |name: &str, card: &Value| {
+        let f = env.home().join(name);
+        std::fs::write(&f, card.to_string()).expect("write the card");
+        f.to_str().expect("UTF-8").to_owned()
+    };
+    let plain = write("card-grpc-1.0.json", &plain);
+    let declared = write("card-grpc-1.1.json", &declared);
+
+    // Through the proxy, nothing dropped: the whole echo.
+    let out = send_stream(&env, &plain, "GRPC", &[]);
+    assert_eq!(texts(assembled(&out.jsonl())), whole(), "{}", out.stdout);
+
+    // One chunk dropped, a 1.0 card: a wrong artifact (the proxy does
+    // break the stream).
+    proxy.armed.store(true, Ordering::SeqCst);
+    let broken = send_stream(&env, &plain, "GRPC", &[]);
+    assert_eq!(proxy.dropped.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        texts(assembled(&broken.jsonl())),
+        BTreeMap::from([(String::new(), "alpha bravo delta".to_owned())]),
+        "{}",
+        broken.stdout
+    );
+
+    // The same with a 1.1 card: healed, the artifact complete, told once.
+    proxy.armed.store(true, Ordering::SeqCst);
+    let healed = send_stream(&env, &declared, "GRPC", &[]);
+    assert_eq!(proxy.dropped.load(Ordering::SeqCst), 2);
+    let lines = healed.jsonl();
+    assert_eq!(texts(assembled(&lines)), whole(), "{}", healed.stdout);
+    assert_eq!(final_state(&lines), "TASK_STATE_COMPLETED");
+    assert_eq!(
+        healed.stderr.matches("lost on the way").count(),
+        1,
+        "{}",
+        healed.stderr
+    );
     drop(server);
 }
