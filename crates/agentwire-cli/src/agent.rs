@@ -562,7 +562,15 @@ impl Agent {
     ///   exactly the calls it saw before.
     pub fn stream_version(&self) -> StreamVersion {
         if self.settings.version_pinned {
-            return if major_minor(&self.settings.version) == GENERATION_VERSION {
+            // The version on the wire: a `--svc-param A2A-Version` wins.
+            let signalled = self
+                .settings
+                .service_params
+                .iter()
+                .rev()
+                .find(|(k, _)| k.eq_ignore_ascii_case("a2a-version"))
+                .map_or(self.settings.version.as_str(), |(_, v)| v.as_str());
+            return if major_minor(signalled) == GENERATION_VERSION {
                 StreamVersion::Pinned
             } else {
                 StreamVersion::Off

@@ -671,23 +671,27 @@ pub fn follow_options(call: &CallOptions, version: crate::agent::StreamVersion) 
 /// stream were lost and how the command made up for them.
 pub fn say_gap() -> agentwire_client::follow::GapHook {
     std::sync::Arc::new(|gap: &agentwire_client::follow::GenerationGap| {
-        eprintln!("warning: {}", gap_line(gap));
+        eprintln!(
+            "warning: {}",
+            gap_line(&gap.task_id, gap.after, gap.got, gap.healed_at)
+        );
     })
 }
 
-/// The line of [`say_gap`].
-fn gap_line(gap: &agentwire_client::follow::GenerationGap) -> String {
-    let lost = if gap.got - gap.after == 2 {
-        format!("the event of generation {} was", gap.after + 1)
+/// The line of [`say_gap`]: the events after generation `after` and
+/// before `got` were lost; the task read again was at `healed_at`.
+fn gap_line(task_id: &str, after: i64, got: i64, healed_at: Option<i64>) -> String {
+    let lost = if got - after == 2 {
+        format!("the event of generation {} was", after + 1)
     } else {
         format!(
             "the events of generations {} to {} were",
-            gap.after + 1,
-            gap.got - 1
+            after + 1,
+            got - 1
         )
     };
-    let task = render::sanitize(&gap.task_id);
-    match gap.healed_at {
+    let task = render::sanitize(task_id);
+    match healed_at {
         Some(at) => format!(
             "task {task}: {lost} lost on the way (a gap in the task generations); \
              healed: the task was read again (generation {at}) and replaces what the stream had given"
@@ -901,5 +905,28 @@ impl EventPrinter {
                 eprintln!("warning: {w}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gap_line;
+
+    #[test]
+    fn a_healed_gap_is_one_line_naming_what_was_lost() {
+        let one = gap_line("t1", 4, 6, Some(7));
+        assert_eq!(
+            one,
+            "task t1: the event of generation 5 was lost on the way (a gap in the task \
+             generations); healed: the task was read again (generation 7) and replaces what the \
+             stream had given"
+        );
+        let many = gap_line("t1", 2, 6, None);
+        assert!(
+            many.contains("the events of generations 3 to 5 were lost"),
+            "{many}"
+        );
+        assert!(many.contains("subscribed to the task again"), "{many}");
+        assert!(!many.contains('\n'));
     }
 }
