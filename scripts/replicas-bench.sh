@@ -25,7 +25,7 @@
 # `a2a serve` processes) check them on PostgreSQL; RB_CROSS_TESTS=1 runs
 # them against the bench's database after the load (debug build).
 #
-# Needs root (cgroups), oha (`cargo install oha --locked`), python3, curl,
+# Needs root (cgroups), oha (`cargo install oha --locked`) or ab, python3, curl,
 # and PostgreSQL's Debian packages for the throwaway server (.ci/postgres).
 #
 # Exit status: 0 when the first cap's ratio (0.25 by default) is >= RB_TARGET
@@ -63,9 +63,20 @@ die() { echo "replicas-bench.sh: error: $*" >&2; exit 2; }
 log() { echo "== $*" >&2; }
 
 [[ $(id -u) == 0 ]] || die "needs root (the replicas' CPU caps are cgroups)"
+# The load generator: oha, or ApacheBench (`ab`, Debian's apache2-utils:
+# HTTP/1.0 keep-alive) when oha is missing; RB_LOAD=ab forces it.
 OHA=$(command -v oha || true)
 [[ -z $OHA && -x $HOME/.cargo/bin/oha ]] && OHA=$HOME/.cargo/bin/oha
-[[ -n $OHA ]] || die "oha not found: cargo install oha --locked"
+AB=$(command -v ab || true)
+LOADGEN=${RB_LOAD:-}
+if [[ -z $LOADGEN ]]; then
+    if [[ -n $OHA ]]; then LOADGEN=oha; elif [[ -n $AB ]]; then LOADGEN=ab; fi
+fi
+case $LOADGEN in
+    oha) [[ -n $OHA ]] || die "oha not found: cargo install oha --locked" ;;
+    ab) [[ -n $AB ]] || die "ab not found: apt-get install apache2-utils" ;;
+    *) die "no load generator: cargo install oha --locked (or apt-get install apache2-utils for ab)" ;;
+esac
 command -v python3 >/dev/null || die "python3 is needed"
 command -v curl >/dev/null || die "curl is needed"
 [[ -x $A2A ]] || die "$A2A missing (cargo build --release -p agentwire-cli --bin a2a, or RB_A2A=PATH)"
@@ -167,6 +178,19 @@ if [[ -z $PG_URL ]]; then
     PG_STARTED=1
     PG_URL=$(A2A_PG_DIR="$WORK/postgres" A2A_PG_PORT="${RB_PG_PORT:-25700}" bash "$ROOT/.ci/postgres" start) ||
         die "cannot start PostgreSQL (.ci/postgres)"
+    # pg_stat_statements, for the statements per request (a restart: the
+    # library loads at start). Best effort: the rows go without it.
+    pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+    pg_port=$(python3 -c 'import sys,urllib.parse as u; print(u.urlparse(sys.argv[1]).port)' "$PG_URL")
+    as_pg_psql() { (cd /tmp && runuser -u postgres -- "$pg_bin/psql" -h "$WORK/postgres" -p "$pg_port" -U postgres -d a2a_test -qAt "$@"); }
+    if as_pg_psql -c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'" >/dev/null 2>&1 &&
+        (cd /tmp && runuser -u postgres -- "$pg_bin/pg_ctl" -D "$WORK/postgres/data" -w -t 60 restart \
+            -l "$WORK/postgres/server.log" >/dev/null 2>&1) &&
+        as_pg_psql -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null 2>&1; then
+        log "pg_stat_statements loaded"
+    else
+        log "pg_stat_statements not available: no statements per request"
+    fi
 fi
 PG_PORT=$(python3 -c 'import sys,urllib.parse as u; print(u.urlparse(sys.argv[1]).port or 5432)' "$PG_URL")
 # The PostgreSQL server's processes: the postmaster listening on PG_PORT
@@ -278,10 +302,16 @@ start b "$PORT_B"
 check "$PORT_A"
 check "$PORT_B"
 
-# oha_run FILE PORT: one oha run in the background.
+# oha_run FILE PORT: one load run (oha's JSON, or ab's text in FILE).
 oha_run() {
-    "$OHA" -z "$DURATION" -c "$CONC" --no-tui --output-format json -o "$1" \
-        -m POST -H 'A2A-Version: 1.0' -T application/json -D "$SEND_BODY" "http://127.0.0.1:$2/" >/dev/null
+    if [[ $LOADGEN == oha ]]; then
+        "$OHA" -z "$DURATION" -c "$CONC" --no-tui --output-format json -o "$1" \
+            -m POST -H 'A2A-Version: 1.0' -T application/json -D "$SEND_BODY" "http://127.0.0.1:$2/" >/dev/null
+    else
+        # -t: seconds (oha's 5s form accepted); -n: a bound ab needs, never reached.
+        "$AB" -q -k -c "$CONC" -t "${DURATION%s}" -n 100000000 -p "$SEND_BODY" -T application/json \
+            -H 'A2A-Version: 1.0' "http://127.0.0.1:$2/" >"$1" 2>&1
+    fi
 }
 
 # run CAP MODE ROUND: MODE one (A alone) or two (A and B); writes
@@ -334,7 +364,17 @@ run() {
 import json, sys
 (out, q, mode, rnd, ta, tb, tg, st, cm, l0, l1, w0, w1, tck, fa, fb) = sys.argv[1:]
 def oha(f):
-    d = json.load(open(f))
+    text = open(f).read()
+    if not text.lstrip().startswith("{"):
+        # ab: complete requests, less the failed and non-2xx ones.
+        def num(label):
+            for line in text.splitlines():
+                if line.startswith(label):
+                    return int(line.split(":", 1)[1].split()[0])
+            return 0
+        bad = num("Failed requests") + num("Non-2xx responses")
+        return num("Complete requests") - bad, bad
+    d = json.loads(text)
     codes = d.get("statusCodeDistribution", {})
     ok = int(codes.get("200", 0))
     return ok, sum(int(v) for k, v in codes.items() if k != "200") + sum(d.get("errorDistribution", {}).values())
@@ -384,14 +424,14 @@ if [[ ${RB_CROSS_TESTS:-0} == 1 ]]; then
 fi
 
 python3 - "$WORK" "$REPORT" "$CAPS" "$CONC" "$DURATION" "$ROUNDS" "$TARGET_RATIO" "$CAP_KIND" \
-    "$("$OHA" --version 2>/dev/null | head -n 1)" "$PGSS" "$CROSS" "$A2A" "$([[ -n $PG_MASTER ]] && echo 1 || echo 0)" <<'PY'
+    "$(if [[ $LOADGEN == oha ]]; then "$OHA" --version 2>/dev/null | head -n 1; else echo "ab (ApacheBench), HTTP/1.0 keep-alive"; fi)" "$PGSS" "$CROSS" "$A2A" "$([[ -n $PG_MASTER ]] && echo 1 || echo 0)" <<'PY'
 import glob, json, os, statistics, sys, time
 (work, report, caps, conc, duration, rounds, target, kind, oha, pgss, cross, a2a, pgcpu) = sys.argv[1:]
 runs = [json.load(open(f)) for f in sorted(glob.glob(f"{work}/run-*.json"))]
 med = statistics.median
 out = [f"Replica scaling on PostgreSQL  {time.strftime('%Y-%m-%d %H:%M:%S')}",
        f"machine: {os.cpu_count()} cores; replicas: {a2a} serve --agent echo --store postgres://... (loopback), "
-       f"each capped by {kind}; load: {oha}, blocking SendMessage, c={conc} per replica (one oha each), "
+       f"each capped by {kind}; load: {oha}, blocking SendMessage, c={conc} per replica (one load generator each), "
        f"{duration} per run, {rounds} rounds per cap (one, then two; medians)",
        "CPU us/req = (utime+stime) / answered requests; server: the loaded replicas; PostgreSQL: the postmaster and its children",
        ""]
