@@ -10,9 +10,9 @@
 # runs in a cgroup of its own capped at Q CPU (cgroup v2 `cpu.max`, cgroup v1
 # `cpu.cfs_quota_us`, or `systemd-run --scope -p CPUQuota=`, whichever the
 # machine has), so that the replica, not the machine, is the bottleneck.
-# For each cap, in interleaved rounds: replica A alone under one oha
-# (SendMessage, blocking, c=RB_CONC), then A and B together, one oha each
-# (c=RB_CONC each), both on the same database. The report gives the total
+# For each cap, in interleaved rounds: replica A alone under one load
+# generator (SendMessage, blocking, c=RB_CONC), then A and B together, one
+# each (c=RB_CONC each), both on the same database. The report gives the total
 # SendMessage/s of one and of two replicas (medians), the ratio, and the
 # CPU each request cost the servers and PostgreSQL (utime+stime from /proc
 # of the replicas, and of the PostgreSQL server's processes: the postmaster
@@ -32,10 +32,12 @@
 # with no failed request, 1 otherwise, 2 setup error.
 #
 # Settings (environment):
-#   RB_CAPS="0.25 0.5"     CPU caps per replica, in CPUs
+#   RB_CAPS="0.25 0.5"     CPU caps per replica, in CPUs (on a machine busy with
+#                          other work, a replica may not use all of 0.25: see the
+#                          report's "cap used"; RB_CAPS="0.15 0.25" then)
 #   RB_ROUNDS=3            rounds per cap (one replica, then two)
-#   RB_DURATION=5s         oha duration of each run
-#   RB_CONC=32             connections of each oha
+#   RB_DURATION=5s         duration of each run
+#   RB_CONC=64             connections of each load generator
 #   RB_PORT=18610          port of replica A (B: RB_PORT+1)
 #   RB_A2A=PATH            the a2a binary (default target/release/a2a)
 #   RB_TARGET=1.7          two/one ratio the first cap must reach
@@ -53,7 +55,7 @@ REPORT=$TARGET/replicas-report.txt
 CAPS=${RB_CAPS:-0.25 0.5}
 ROUNDS=${RB_ROUNDS:-3}
 DURATION=${RB_DURATION:-5s}
-CONC=${RB_CONC:-32}
+CONC=${RB_CONC:-64}
 PORT_A=${RB_PORT:-18610}
 PORT_B=$((PORT_A + 1))
 A2A=${RB_A2A:-$TARGET/release/a2a}
@@ -388,6 +390,8 @@ json.dump({"cap": float(q), "mode": mode, "round": int(rnd), "ok": ok, "bad": su
            "idle_b_cpu_s": 0 if fb else int(tb) / tck,
            "pg_cpu_us": int(tg) / 1e3 / max(ok, 1),
            "stmts": int(st) / max(ok, 1), "commits": int(cm) / max(ok, 1),
+           # The share of its cap each loaded replica used.
+           "cap_use": (int(ta) + (int(tb) if fb else 0)) / tck / wall / len(runs) / float(q),
            "load": [float(l0), float(l1)]}, open(out, "w"))
 PY
     log "cap $q, $mode replica(s), round $round: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.0f SendMessage/s, server %.1f us/req, PostgreSQL %.1f us/req" % (r["rps"], r["server_cpu_us"], r["pg_cpu_us"]))' "$WORK/run-$tag.json")"
@@ -435,7 +439,7 @@ out = [f"Replica scaling on PostgreSQL  {time.strftime('%Y-%m-%d %H:%M:%S')}",
        f"{duration} per run, {rounds} rounds per cap (one, then two; medians)",
        "CPU us/req = (utime+stime) / answered requests; server: the loaded replicas; PostgreSQL: the postmaster and its children",
        ""]
-head = ("cap/replica", "one req/s", "two req/s", "two/one", "server us/req 1|2", "PG us/req 1|2",
+head = ("cap/replica", "one req/s", "two req/s", "two/one", "cap used 1|2", "server us/req 1|2", "PG us/req 1|2",
         "stmts/req 1|2", "commits/req 1|2", "load avg", "target", "result")
 rows, ok_all, notes = [], True, []
 for i, q in enumerate(caps.split()):
@@ -454,7 +458,13 @@ for i, q in enumerate(caps.split()):
     if check:
         ok_all &= ok
     loads = [l for r in one + two for l in r["load"]]
+    use1, use2 = med([r["cap_use"] for r in one]), med([r["cap_use"] for r in two])
+    if min(use1, use2) < 0.6:
+        notes.append(f"cap {q:g}: the replicas used {use1:.0%} (one) and {use2:.0%} (two) of their cap: "
+                     "something else bounds them (the machine's load, the database), so the ratio "
+                     "does not measure scale-out")
     rows.append((f"{q:g} CPU", f"{r1:,.0f}", f"{r2:,.0f}", f"{ratio:.2f} ({min(ratios):.2f}-{max(ratios):.2f})",
+                 f"{use1:.0%} | {use2:.0%}",
                  f"{f(one, 'server_cpu_us')} | {f(two, 'server_cpu_us')}",
                  (f"{f(one, 'pg_cpu_us')} | {f(two, 'pg_cpu_us')}" if pgcpu == "1" else "n/a"),
                  (f"{f(one, 'stmts', 2)} | {f(two, 'stmts', 2)}" if pgss == "1" else "n/a"),
