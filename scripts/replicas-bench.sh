@@ -118,6 +118,8 @@ cleanup() {
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
     if [[ $PG_STARTED == 1 ]]; then
         A2A_PG_DIR="$WORK/postgres" bash "$ROOT/.ci/postgres" stop 2>/dev/null || true
+        # Hundreds of MB of tasks; the raw figures stay in WORK.
+        rm -rf "$WORK/postgres"
     fi
     for g in "${GROUPS_MADE[@]}"; do
         # What is left in a group (a PostgreSQL server not started here)
