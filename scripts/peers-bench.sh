@@ -164,9 +164,10 @@ if [[ ${PEERS_SKIP_INSTALL:-0} != 1 ]]; then
     done
     if has js; then
         command -v npm >/dev/null || die "node and npm are needed for the js peer (Debian: apt-get install nodejs npm)"
-        # npm ci only when node_modules does not hold the locked packages.
-        if ! cmp -s <(node -p 'JSON.stringify(require(process.argv[1]).packages)' "$PEERS_DIR/js/package-lock.json" 2>/dev/null) \
-            <(node -p 'JSON.stringify(require(process.argv[1]).packages)' "$PEERS_DIR/js/node_modules/.package-lock.json" 2>/dev/null); then
+        # npm ci only when node_modules does not hold the locked packages
+        # (npm's record of them lacks the lock file's root entry "").
+        locked() { node -p 'const p = require(process.argv[1]).packages; delete p[""]; JSON.stringify(p)' "$1" 2>/dev/null; }
+        if ! cmp -s <(locked "$PEERS_DIR/js/package-lock.json") <(locked "$PEERS_DIR/js/node_modules/.package-lock.json"); then
             log "installing the js peer's pinned packages (npm ci)"
             (cd "$PEERS_DIR/js" && timeout 600 npm ci --no-audit --no-fund --loglevel=error >&2) || die "npm ci failed in benches/peers/js"
         fi
