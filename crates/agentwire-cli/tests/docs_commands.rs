@@ -399,7 +399,7 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
     (
         "a2a registry serve --embedder",
-        "it needs an a2a built with the feature `semantic` and the model: tests/registry_semantic.rs",
+        "it needs the model (and a2a-embed beside a2a): tests/registry_sidecar.rs and tests/registry_semantic.rs",
     ),
     // docs/llm-agent.md: the model-backed example needs a model server
     // and a model, which cannot be installed here; its test
@@ -480,17 +480,12 @@ const EXPECT: &[Expect] = &[
         "\"order a large pepperoni pizza\" -o json",
         "\"noFit\":true",
     ),
-    // Exit 1: not installed in the test's home; without the feature
-    // `semantic` (--no-default-features), exit 2 and the reason on stderr.
+    // Exit 1: not installed in the test's home.
     Expect {
-        status: if cfg!(feature = "semantic") { 1 } else { 2 },
+        status: 1,
         ..expect(
             "a2a registry model status",
-            if cfg!(feature = "semantic") {
-                "all-MiniLM-L6-v2 is not installed"
-            } else {
-                ""
-            },
+            "all-MiniLM-L6-v2 is not installed",
         )
     },
     expect("a2a registry route", "dependency-compatibility-analysis"),

@@ -55,8 +55,6 @@ pub mod agent;
 pub mod api;
 pub mod auth;
 pub mod card;
-#[cfg(feature = "semantic")]
-#[cfg_attr(docsrs, doc(cfg(feature = "semantic")))]
 pub mod embed;
 pub mod error;
 pub mod filter;
