@@ -100,6 +100,61 @@ pub struct Record {
     /// Refresh state (by-reference entries).
     #[serde(default)]
     pub fetch: FetchState,
+    /// The skills' vectors of the router's embedder, kept with the record
+    /// so that a restarted registry does not embed every card again. Not
+    /// part of the record's JSON: the stores keep them beside it (a column
+    /// of their own), and a store that cannot keep them gives `None`.
+    #[serde(skip)]
+    pub vectors: Option<StoredVectors>,
+}
+
+/// The skills' vectors of one record, as stored: computed by the embedder
+/// whose [`crate::Embedder::model_id`] is `model`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredVectors {
+    /// The embedder's model id (and the way skill vectors are made from
+    /// it: see `index::VECTOR_SCHEME`).
+    pub model: String,
+    /// One per embedded skill.
+    pub skills: Vec<SkillVector>,
+}
+
+/// One skill's vector and what it was computed from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkillVector {
+    /// SHA-256 (hex) of the skill's texts that the vector comes from (its
+    /// examples and description): a vector is reused only for the same
+    /// texts.
+    pub texts: String,
+    /// The vector: little-endian `f32`s, base64 in the stored JSON.
+    #[serde(with = "f32_base64")]
+    pub vector: Vec<f32>,
+}
+
+/// `Vec<f32>` as base64 of its little-endian bytes (a quarter of the size
+/// of the numbers written in JSON, and exact).
+mod f32_base64 {
+    use base64::Engine;
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD_NO_PAD;
+
+    pub fn serialize<S: Serializer>(v: &[f32], s: S) -> Result<S::Ok, S::Error> {
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        s.serialize_str(&B64.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f32>, D::Error> {
+        let text = String::deserialize(d)?;
+        let bytes = B64.decode(text).map_err(D::Error::custom)?;
+        if bytes.len() % 4 != 0 {
+            return Err(D::Error::custom("a vector of f32 is a multiple of 4 bytes"));
+        }
+        Ok(bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
 }
 
 /// RFC 3339 UTC with `Z`, to the second.

@@ -2,8 +2,8 @@
 //! the catalog, and the background work (refreshing cards, keeping the
 //! index in step with a shared store).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use agentwire_client::registry::{
@@ -23,7 +23,7 @@ use crate::card::{
 };
 use crate::error::ApiError;
 use crate::filter::{CompiledFilter, Dates, ListFilter, QueryContext, count_facet, known_key};
-use crate::index::{Index, Indexed};
+use crate::index::{Embedding, Index, Indexed};
 use crate::model::{FetchState, Record, Source, Status, now_ms, now_rfc3339};
 use crate::route::{Embedder, RouterConfig};
 use crate::store::{RegistryStore, StoreResult};
@@ -144,12 +144,26 @@ struct Inner {
     policy: Arc<UrlPolicy>,
     verifier: Arc<dyn SignatureVerifier>,
     embedder: Option<Arc<dyn Embedder>>,
+    /// The embedder's [`Embedder::model_id`], asked once (empty: unknown,
+    /// or no embedder).
+    model_id: String,
+    /// Entries whose skills are embedded in the background (read from the
+    /// store without vectors of this model), and whether a task is on it.
+    backlog: Mutex<Backlog>,
+    /// How many entries of the backlog are not done yet.
+    pending: tokio::sync::watch::Sender<usize>,
     inflight: Mutex<HashSet<String>>,
     /// When each by-reference entry is next due (Unix ms), this process's
     /// own schedule.
     schedule: Mutex<HashMap<String, i64>>,
     permits: Arc<Semaphore>,
     catalog: Mutex<Option<CachedCatalog>>,
+}
+
+#[derive(Default)]
+struct Backlog {
+    queue: VecDeque<String>,
+    running: bool,
 }
 
 /// The catalog as last served: for the index revision and base URL it was
@@ -240,6 +254,17 @@ impl RegistryBuilder {
             &self.config.upstreams,
         )))?;
         let analyzer = Arc::new(Analyzer::new());
+        let model_id = self
+            .embedder
+            .as_ref()
+            .map(|e| e.model_id())
+            .unwrap_or_default();
+        if self.embedder.is_some() && model_id.is_empty() {
+            tracing::info!(
+                "the embedder does not say which model it is (Embedder::model_id): the skills' \
+                 vectors are not stored, and every card is embedded again at each start"
+            );
+        }
         let concurrency = self.config.refresh.concurrency.max(1);
         let registry = Registry {
             inner: Arc::new(Inner {
@@ -253,6 +278,9 @@ impl RegistryBuilder {
                 policy,
                 verifier: self.verifier,
                 embedder: self.embedder,
+                model_id,
+                backlog: Mutex::new(Backlog::default()),
+                pending: tokio::sync::watch::Sender::new(0),
                 inflight: Mutex::new(HashSet::new()),
                 schedule: Mutex::new(HashMap::new()),
                 permits: Arc::new(Semaphore::new(concurrency)),
@@ -260,6 +288,14 @@ impl RegistryBuilder {
             }),
         };
         registry.sync().await?;
+        let backlog = registry.embedding_backlog();
+        if backlog > 0 {
+            tracing::info!(
+                agents = backlog,
+                "agents without stored vectors of this model: their skills are embedded in the \
+                 background (routed by their words meanwhile)"
+            );
+        }
         Ok(registry)
     }
 }
@@ -435,9 +471,11 @@ impl Registry {
         self.len() == 0
     }
 
-    fn build_indexed(&self, record: Record, revision: i64) -> Indexed {
-        // With an embedder, the skills that did not change keep their
-        // vectors (a refresh re-indexes the card).
+    /// The indexed form of `record`. With an embedder, a skill whose texts
+    /// did not change keeps its vector (a refresh re-indexes the card), or
+    /// takes the one stored with the record (same model); the others are
+    /// embedded if `embed_now`.
+    fn build_indexed(&self, record: Record, revision: i64, embed_now: bool) -> Indexed {
         let previous = match self.inner.embedder {
             Some(_) => self.inner.index.read().get(&record.identifier),
             None => None,
@@ -446,12 +484,23 @@ impl Registry {
             record,
             revision,
             &self.inner.analyzer,
-            self.inner.embedder.as_deref(),
+            self.embedding(embed_now),
             previous.as_deref(),
         )
     }
 
-    fn apply(&self, record: Record, revision: i64) {
+    fn embedding(&self, embed_now: bool) -> Option<Embedding<'_>> {
+        self.inner.embedder.as_deref().map(|embedder| Embedding {
+            embedder,
+            model: &self.inner.model_id,
+            embed_now,
+        })
+    }
+
+    /// Puts an entry in the index, and its next refresh in the schedule;
+    /// `false` when the index has a newer revision of it.
+    fn put_indexed(&self, indexed: Indexed) -> bool {
+        let record = &indexed.record;
         let id = record.identifier.clone();
         let due = if matches!(record.source, Source::Url(_)) {
             Some(if record.fetch.next_check_ms > 0 {
@@ -462,18 +511,103 @@ impl Registry {
         } else {
             None
         };
-        let indexed = self.build_indexed(record, revision);
-        if self.inner.index.write().put(indexed) {
-            let mut s = self.inner.schedule.lock();
-            match due {
-                Some(t) => {
-                    s.insert(id, t);
-                }
-                None => {
-                    s.remove(&id);
-                }
+        if !self.inner.index.write().put(indexed) {
+            return false;
+        }
+        let mut s = self.inner.schedule.lock();
+        match due {
+            Some(t) => {
+                s.insert(id, t);
+            }
+            None => {
+                s.remove(&id);
             }
         }
+        true
+    }
+
+    /// A change read from the store: indexed with the vectors it has
+    /// (kept with it, or of the entry as indexed before); skills without
+    /// one are embedded in the background, so that a registry starting
+    /// with many cards serves at once (routing those skills by their
+    /// words until their vectors are there).
+    fn apply(&self, record: Record, revision: i64) {
+        let indexed = self.build_indexed(record, revision, false);
+        let later = self.inner.embedder.is_some() && indexed.needs_vectors();
+        let id = indexed.record.identifier.clone();
+        if self.put_indexed(indexed) && later {
+            self.embed_later(id);
+        }
+    }
+
+    /// How many entries wait for their skills' vectors (read from the
+    /// store without vectors of this model; see [`Embedder::model_id`]).
+    pub fn embedding_backlog(&self) -> usize {
+        *self.inner.pending.borrow()
+    }
+
+    /// Waits until no entry waits for its skills' vectors.
+    pub async fn embedded(&self) {
+        let mut rx = self.inner.pending.subscribe();
+        // The sender lives as long as `self`: this cannot fail.
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+
+    fn embed_later(&self, id: String) {
+        let start = {
+            let mut b = self.inner.backlog.lock();
+            b.queue.push_back(id);
+            let was_running = std::mem::replace(&mut b.running, true);
+            self.inner
+                .pending
+                .send_replace(b.queue.len() + usize::from(was_running));
+            !was_running
+        };
+        if start {
+            tokio::spawn(embed_backlog(Arc::downgrade(&self.inner)));
+        }
+    }
+
+    /// Embeds the skills of one entry of the backlog (on a blocking thread:
+    /// a model takes milliseconds of CPU a text), stores the vectors with
+    /// its record (unless it changed meanwhile) and puts it in the index
+    /// again.
+    async fn embed_one(&self, id: &str) {
+        let Some(current) = self.inner.index.read().get(id) else {
+            return;
+        };
+        if !current.needs_vectors() {
+            return;
+        }
+        let me = self.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            Indexed::build(
+                current.record.clone(),
+                current.revision,
+                &me.inner.analyzer,
+                me.embedding(true),
+                Some(&current),
+            )
+        })
+        .await;
+        let indexed = match built {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::warn!(identifier = id, "embedding the agent's skills failed: {e}");
+                return;
+            }
+        };
+        if let Some(v) = indexed
+            .record
+            .vectors
+            .as_ref()
+            .filter(|v| !self.inner.model_id.is_empty() && v.model == self.inner.model_id)
+        {
+            if let Err(e) = self.inner.store.put_vectors(id, indexed.revision, v).await {
+                tracing::warn!(identifier = id, error = %e, "cannot store the skills' vectors");
+            }
+        }
+        self.inner.index.write().refill(indexed);
     }
 
     /// Reads what changed in the store since the index was last in step
@@ -674,10 +808,14 @@ impl Registry {
             updated_at: now,
             warnings: warnings.clone(),
             fetch,
+            vectors: None,
         };
-        let revision = self.inner.store.put(&record).await?;
-        let entry = record.entry(&facts);
-        self.apply(record, revision);
+        // Embedded before it is stored: the vectors are stored with it.
+        let mut indexed = self.build_indexed(record, 0, true);
+        let revision = self.inner.store.put(&indexed.record).await?;
+        indexed.revision = revision;
+        let entry = indexed.entry.clone();
+        self.put_indexed(indexed);
         tracing::info!(%identifier, publisher = principal, "published");
         Ok(PublishResponse {
             entry,
@@ -1446,8 +1584,17 @@ impl Registry {
         rec.fetch.next_check_ms = next;
         if changed {
             rec.fetch.checked_at = Some(now_rfc3339());
-            match self.inner.store.update(&rec, current.revision).await {
-                Ok(Some(rev)) => self.apply(rec, rev),
+            let mut indexed = self.build_indexed(rec, 0, true);
+            match self
+                .inner
+                .store
+                .update(&indexed.record, current.revision)
+                .await
+            {
+                Ok(Some(rev)) => {
+                    indexed.revision = rev;
+                    self.put_indexed(indexed);
+                }
                 Ok(None) => {} // withdrawn or republished meanwhile
                 Err(e) => tracing::warn!(error = %e, "cannot store a refreshed card"),
             }
@@ -1555,6 +1702,38 @@ fn parse_order(s: &str) -> Result<Vec<(String, bool)>, ApiError> {
         out.push((key.to_owned(), desc));
     }
     Ok(out)
+}
+
+/// Works through the backlog of entries to embed, one at a time, until it
+/// is empty (or the registry is dropped).
+async fn embed_backlog(inner: Weak<Inner>) {
+    let mut done = 0usize;
+    let started = std::time::Instant::now();
+    loop {
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let me = Registry { inner };
+        let next = {
+            let mut b = me.inner.backlog.lock();
+            let next = b.queue.pop_front();
+            b.running = next.is_some();
+            me.inner
+                .pending
+                .send_replace(b.queue.len() + usize::from(next.is_some()));
+            next
+        };
+        let Some(id) = next else {
+            tracing::info!(
+                agents = done,
+                seconds = started.elapsed().as_secs_f64(),
+                "the skills' vectors of the backlog are computed"
+            );
+            return;
+        };
+        me.embed_one(&id).await;
+        done += 1;
+    }
 }
 
 /// Stops the background work when dropped.

@@ -91,6 +91,21 @@ pub trait Embedder: Send + Sync + 'static {
     /// One vector per text, all of the same length. An error leaves the
     /// skills concerned without a vector, or routes the request lexically.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// What identifies the vectors this embedder gives: the model's name,
+    /// the length of its vectors and something that changes with its
+    /// weights (a digest of the weights file, the digest an installer
+    /// checked...). The registry stores each skill's vector with it and
+    /// reuses a stored vector only when the id is the same, so two
+    /// embedders whose vectors differ must never have the same id. Called
+    /// once, when the registry is built.
+    ///
+    /// The default, empty, says "unknown": vectors are then neither stored
+    /// nor reused, and every card is embedded again when the registry
+    /// starts.
+    fn model_id(&self) -> String {
+        String::new()
+    }
 }
 
 /// Why an [`Embedder`] could not embed (or a model could not be loaded).

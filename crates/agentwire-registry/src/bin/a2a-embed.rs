@@ -79,6 +79,7 @@ fn serve(args: &[OsString]) -> ExitCode {
         protocol: PROTOCOL,
         model: model.name().to_owned(),
         dimensions: model.dimensions(),
+        model_id: model.model_id().to_owned(),
     };
     let stdin = std::io::stdin().lock();
     let stdout = std::io::stdout().lock();

@@ -32,6 +32,8 @@ pub struct SentenceEmbedder {
     max_tokens: usize,
     dimensions: usize,
     name: String,
+    /// What [`Embedder::model_id`] says (see [`SentenceEmbedder::model_id`]).
+    id: String,
 }
 
 impl std::fmt::Debug for SentenceEmbedder {
@@ -145,6 +147,23 @@ impl SentenceEmbedder {
 
         let weights_path = dir.join("model.safetensors");
         let weights = read(&weights_path)?;
+        // What identifies the vectors: the files that make them (the
+        // weights are in memory already: hashing them costs a fraction of
+        // loading them) and the pipeline read from the others.
+        let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+        let (config_bytes, tokenizer_bytes) =
+            (read(&dir.join("config.json"))?, read(&tokenizer_path)?);
+        for part in [&config_bytes[..], &tokenizer_bytes[..], &weights[..]] {
+            digest.update(&(part.len() as u64).to_le_bytes());
+            digest.update(part);
+        }
+        let digest: String = digest
+            .finish()
+            .as_ref()
+            .iter()
+            .take(16)
+            .map(|b| format!("{b:02x}"))
+            .collect();
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .map_err(|e| err(format!("cannot read {}: {e}", weights_path.display())))?;
         let model = BertModel::load(vb, &config).map_err(|e| {
@@ -159,6 +178,15 @@ impl SentenceEmbedder {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "model".into());
+        let id = format!(
+            "{name}/{}d/{}/{}/{max_tokens}t/sha256:{digest}",
+            config.hidden_size,
+            match pooling {
+                Pooling::Mean => "mean",
+                Pooling::Cls => "cls",
+            },
+            if normalize { "normalized" } else { "raw" },
+        );
         Ok(Self {
             model,
             tokenizer,
@@ -167,6 +195,7 @@ impl SentenceEmbedder {
             max_tokens,
             dimensions: config.hidden_size,
             name,
+            id,
         })
     }
 
@@ -208,6 +237,15 @@ impl SentenceEmbedder {
     /// The model directory's name (for logs).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// What identifies its vectors (its [`Embedder::model_id`]): the
+    /// directory's name, the vectors' length, the pooling, the
+    /// normalisation, the longest input and a SHA-256 of `config.json`,
+    /// `tokenizer.json` and `model.safetensors`, e.g.
+    /// `all-MiniLM-L6-v2/384d/mean/normalized/256t/sha256:…`.
+    pub fn model_id(&self) -> &str {
+        &self.id
     }
 
     /// The length of its vectors.
@@ -296,5 +334,9 @@ impl Embedder for SentenceEmbedder {
             out.extend(self.embed_batch(chunk)?);
         }
         Ok(out)
+    }
+
+    fn model_id(&self) -> String {
+        self.id.clone()
     }
 }

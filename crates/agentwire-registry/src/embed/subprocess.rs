@@ -10,7 +10,8 @@
 //! The protocol (version [`PROTOCOL`]): JSON, one object a line, UTF-8.
 //!
 //! - The sidecar's first line on its standard output is its hello,
-//!   `{"a2aEmbed": 1, "model": NAME, "dimensions": N}` ([`Hello`]), or
+//!   `{"a2aEmbed": 1, "model": NAME, "dimensions": N, "modelId": ID}`
+//!   ([`Hello`]; `modelId` optional), or
 //!   `{"error": WHY}` when the model cannot be loaded (it then exits).
 //! - Each request on its standard input is `{"texts": [TEXT, ...]}`
 //!   ([`Request`]: at most [`MAX_TEXTS`] texts, a line at most
@@ -69,6 +70,11 @@ pub struct Hello {
     pub model: String,
     /// The length of its vectors.
     pub dimensions: usize,
+    /// What identifies its vectors (the model's
+    /// [`Embedder::model_id`]: the registry keeps a card's vectors across
+    /// restarts only for the same identifier). Absent: none is kept.
+    #[serde(rename = "modelId", default, skip_serializing_if = "String::is_empty")]
+    pub model_id: String,
 }
 
 /// A request: texts to embed.
@@ -360,6 +366,16 @@ impl SubprocessEmbedder {
                             hello.dimensions, self.hello.dimensions
                         )));
                     }
+                    // Another model under the same directory: its vectors
+                    // would not compare with those already indexed.
+                    if hello.model_id != self.hello.model_id {
+                        r.stop();
+                        return Err(err(format!(
+                            "started again, it has another model ({:?}, not {:?}): \
+                             restart the registry to use it",
+                            hello.model_id, self.hello.model_id
+                        )));
+                    }
                     r
                 }
             };
@@ -459,6 +475,12 @@ impl Embedder for SubprocessEmbedder {
             out.extend(self.request(chunk)?);
         }
         Ok(out)
+    }
+
+    /// The sidecar's model identifier, from its hello (empty when it
+    /// gave none: then no vector is kept across restarts).
+    fn model_id(&self) -> String {
+        self.hello.model_id.clone()
     }
 }
 
@@ -575,6 +597,7 @@ mod tests {
             protocol: PROTOCOL,
             model: "lengths".into(),
             dimensions: 2,
+            model_id: String::new(),
         }
     }
 

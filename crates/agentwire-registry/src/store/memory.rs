@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 
 use super::{Change, RegistryStore, StoreResult};
-use crate::model::Record;
+use crate::model::{Record, StoredVectors};
 
 #[derive(Default)]
 struct Inner {
@@ -107,6 +107,22 @@ impl RegistryStore for MemoryRegistryStore {
         self.inner.lock().leases.remove(identifier);
         Ok(())
     }
+
+    async fn put_vectors(
+        &self,
+        identifier: &str,
+        revision: i64,
+        vectors: &StoredVectors,
+    ) -> StoreResult<bool> {
+        let mut g = self.inner.lock();
+        match g.rows.get_mut(identifier) {
+            Some((rev, Some(record))) if *rev == revision => {
+                record.vectors = Some(vectors.clone());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -114,5 +130,6 @@ mod tests {
     #[tokio::test]
     async fn conformance() {
         super::super::conformance::run(&super::MemoryRegistryStore::new()).await;
+        super::super::conformance::run_vectors(&super::MemoryRegistryStore::new()).await;
     }
 }

@@ -21,7 +21,7 @@ if [ "$mode" = nohello ]; then
     echo '{"error":"config.json is not what was expected: it is a fake"}'
     exit 1
 fi
-echo '{"a2aEmbed":1,"model":"fake-concepts","dimensions":3}'
+echo '{"a2aEmbed":1,"model":"fake-concepts","dimensions":3,"modelId":"fake-concepts/3d/v1"}'
 while IFS= read -r line; do
     case "$mode" in
         hang) continue ;;
