@@ -460,9 +460,17 @@ impl Agent {
             (Binding::ALL.to_vec(), false)
         };
         let mut options = CallOptions::new();
-        options
+        // One A2A-Version on the wire: a `--svc-param A2A-Version:...`
+        // replaces the version's own parameter instead of joining it.
+        if !settings
             .service_params
-            .push(("A2A-Version".into(), settings.version.clone()));
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("A2A-Version"))
+        {
+            options
+                .service_params
+                .push(("A2A-Version".into(), settings.version.clone()));
+        }
         options
             .service_params
             .extend(settings.service_params.iter().cloned());

@@ -503,6 +503,22 @@ async fn metadata_travels_in_the_payload() -> T {
             .iter()
             .any(|h| h.get("x-trace-id").is_some_and(|v| v == "abc123"))
     );
+    // A service parameter A2A-Version replaces the version's own header:
+    // one A2A-Version on the wire, the one given.
+    let before = rec.headers().len();
+    env.run(&["send", "-a", &h, "--svc-param", "A2A-Version:1.0", "meta"])
+        .expect(0);
+    let sent = rec.headers();
+    assert!(sent.len() > before);
+    let versioned: Vec<Vec<_>> = sent[before..]
+        .iter()
+        .map(|h| h.get_all("a2a-version").iter().collect::<Vec<_>>())
+        .filter(|v| !v.is_empty())
+        .collect();
+    assert!(!versioned.is_empty(), "no A2A-Version sent");
+    for versions in versioned {
+        assert_eq!(versions, ["1.0"]);
+    }
     let out = env.run(&["send", "-a", &h, "--metadata", "[1]", "meta"]);
     out.expect(2);
     let out = env.run(&["send", "-a", &h, "--svc-param", "novalue", "meta"]);

@@ -48,7 +48,10 @@ fn texts_are_embedded_by_the_sidecar_in_order_and_in_requests_of_bounded_size() 
     let (e, _dir) = start("ok", Duration::from_secs(20));
     assert_eq!((e.model(), e.dimensions()), ("fake-concepts", 3));
     // The identifier the registry keeps vectors under, from the hello.
-    assert_eq!(agentwire_registry::Embedder::model_id(&e), "fake-concepts/3d/v1");
+    assert_eq!(
+        agentwire_registry::Embedder::model_id(&e),
+        "fake-concepts/3d/v1"
+    );
     let v = e
         .embed(&[
             "is it chilly in oslo?",
