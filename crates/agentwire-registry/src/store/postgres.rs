@@ -194,6 +194,30 @@ impl RegistryStore for PostgresRegistryStore {
 
 #[cfg(test)]
 mod tests {
+    /// A schema of its own in the database at `url` (`PREFIX_PID`): the
+    /// admin pool, its name, and connect options that use it.
+    async fn scratch_schema(
+        url: &str,
+        prefix: &str,
+    ) -> (sqlx::PgPool, String, sqlx::postgres::PgConnectOptions) {
+        let schema = format!("{prefix}_{}", std::process::id());
+        let admin = sqlx::PgPool::connect(url).await.unwrap();
+        sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            .execute(&admin)
+            .await
+            .unwrap();
+        let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+        let options = options.options([("search_path", schema.as_str())]);
+        (admin, schema, options)
+    }
+
+    async fn drop_schema(admin: &sqlx::PgPool, schema: &str) {
+        sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+            .execute(admin)
+            .await
+            .unwrap();
+    }
+
     /// Runs against `A2A_TEST_POSTGRES_URL` when it is set (in a schema of
     /// its own); skipped otherwise.
     #[tokio::test]
@@ -202,14 +226,7 @@ mod tests {
             eprintln!("A2A_TEST_POSTGRES_URL not set: PostgreSQL registry store not tested");
             return;
         };
-        let schema = format!("registry_test_{}", std::process::id());
-        let admin = sqlx::PgPool::connect(&url).await.unwrap();
-        sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-            .execute(&admin)
-            .await
-            .unwrap();
-        let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
-        let options = options.options([("search_path", schema.as_str())]);
+        let (admin, schema, options) = scratch_schema(&url, "registry_test").await;
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(2)
             .connect_with(options)
@@ -218,10 +235,7 @@ mod tests {
         let store = super::PostgresRegistryStore::with_pool(pool).await.unwrap();
         super::super::conformance::run(&store).await;
         super::super::conformance::run_vectors(&store).await;
-        sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
-            .execute(&admin)
-            .await
-            .unwrap();
+        drop_schema(&admin, &schema).await;
     }
 
     /// Started again on the same database, a registry embeds nothing.
@@ -230,14 +244,7 @@ mod tests {
     async fn a_restarted_registry_reuses_the_stored_vectors() {
         let url = std::env::var("A2A_TEST_POSTGRES_URL")
             .expect("A2A_TEST_POSTGRES_URL: a PostgreSQL database to test with");
-        let schema = format!("registry_restart_{}", std::process::id());
-        let admin = sqlx::PgPool::connect(&url).await.unwrap();
-        sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-            .execute(&admin)
-            .await
-            .unwrap();
-        let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
-        let options = options.options([("search_path", schema.as_str())]);
+        let (admin, schema, options) = scratch_schema(&url, "registry_restart").await;
         super::super::conformance::restart_reuses_vectors(|| async {
             let pool = sqlx::postgres::PgPoolOptions::new()
                 .max_connections(2)
@@ -248,10 +255,7 @@ mod tests {
                 as std::sync::Arc<dyn super::RegistryStore>
         })
         .await;
-        sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
-            .execute(&admin)
-            .await
-            .unwrap();
+        drop_schema(&admin, &schema).await;
     }
 
     /// A table of the schema before the vectors' column gets it, its rows
@@ -262,14 +266,7 @@ mod tests {
         use super::RegistryStore;
         let url = std::env::var("A2A_TEST_POSTGRES_URL")
             .expect("A2A_TEST_POSTGRES_URL: a PostgreSQL database to test with");
-        let schema = format!("registry_migrate_{}", std::process::id());
-        let admin = sqlx::PgPool::connect(&url).await.unwrap();
-        sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-            .execute(&admin)
-            .await
-            .unwrap();
-        let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
-        let options = options.options([("search_path", schema.as_str())]);
+        let (admin, schema, options) = scratch_schema(&url, "registry_migrate").await;
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(2)
             .connect_with(options)
@@ -314,9 +311,6 @@ mod tests {
         let store = super::PostgresRegistryStore::with_pool(pool).await.unwrap();
         let got = store.get(&record.identifier).await.unwrap().unwrap();
         assert_eq!(got.vectors, Some(v));
-        sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
-            .execute(&admin)
-            .await
-            .unwrap();
+        drop_schema(&admin, &schema).await;
     }
 }
