@@ -68,20 +68,6 @@ mod with_the_model {
         )
     }
 
-    fn route(env: &Env, reg: &Registry, text: &str) -> Value {
-        env.run(&[
-            "registry",
-            "route",
-            "--registry",
-            &reg.url,
-            text,
-            "-o",
-            "json",
-        ])
-        .expect(0)
-        .json()
-    }
-
     #[test]
     #[ignore = "needs all-MiniLM-L6-v2: A2A_TEST_EMBEDDER=DIR, see docs/registry.md"]
     fn the_registry_routes_by_meaning_with_the_model() {
@@ -120,7 +106,7 @@ mod with_the_model {
                 "stock-quote",
             ),
         ] {
-            let r = route(&env, &reg, text);
+            let r = reg.route(&env, text);
             assert_eq!(r["noFit"], false, "{text}: {r}");
             assert_eq!(r["ambiguous"], false, "{text}: {r}");
             assert_eq!(r["matches"][0]["agentName"], agent, "{text}: {r}");
@@ -133,7 +119,7 @@ mod with_the_model {
             );
         }
         // Nothing registered does this: "no fit", with the reason.
-        let r = route(&env, &reg, "what time does the supermarket close?");
+        let r = reg.route(&env, "what time does the supermarket close?");
         assert_eq!(r["noFit"], true, "{r}");
         assert!(
             r["reason"]

@@ -78,20 +78,6 @@ fn publish_two(env: &Env, reg: &Registry) {
     }
 }
 
-fn route(env: &Env, reg: &Registry, text: &str) -> Value {
-    env.run(&[
-        "registry",
-        "route",
-        "--registry",
-        &reg.url,
-        text,
-        "-o",
-        "json",
-    ])
-    .expect(0)
-    .json()
-}
-
 fn start(env: &Env, extra: &[&str]) -> Registry {
     Registry::start(env, &[("alice", TOKEN)], extra, Duration::from_secs(60))
 }
@@ -110,7 +96,7 @@ fn serve_routes_by_meaning_through_the_sidecar() {
     );
     publish_two(&env, &reg);
     // No card says "chilly": the fake model's weather concept does.
-    let r = route(&env, &reg, "is it chilly in oslo at the moment?");
+    let r = reg.route(&env, "is it chilly in oslo at the moment?");
     assert_eq!(r["noFit"], false, "{r}");
     assert_eq!(r["matches"][0]["skillId"], "current-weather", "{r}");
     assert!(
@@ -123,7 +109,7 @@ fn serve_routes_by_meaning_through_the_sidecar() {
     // By words alone, the same request fits nothing.
     let lexical = start(&env, &["--lexical"]);
     publish_two(&env, &lexical);
-    let r = route(&env, &lexical, "is it chilly in oslo at the moment?");
+    let r = lexical.route(&env, "is it chilly in oslo at the moment?");
     assert_eq!(r["noFit"], true, "{r}");
 }
 
@@ -143,7 +129,7 @@ fn a_sidecar_that_answers_garbage_or_nothing_leaves_the_registry_routing_by_word
         // published and routed by their words.
         publish_two(&env, &reg);
         for _ in 0..2 {
-            let r = route(&env, &reg, "What's the weather in Lisbon right now?");
+            let r = reg.route(&env, "What's the weather in Lisbon right now?");
             assert_eq!(r["matches"][0]["skillId"], "current-weather", "{mode}: {r}");
             assert!(
                 r["matches"][0]["why"]
@@ -152,7 +138,7 @@ fn a_sidecar_that_answers_garbage_or_nothing_leaves_the_registry_routing_by_word
                 "{mode}: {r}"
             );
         }
-        let r = route(&env, &reg, "is it chilly in oslo at the moment?");
+        let r = reg.route(&env, "is it chilly in oslo at the moment?");
         assert_eq!(r["noFit"], true, "{mode}: {r}");
     }
 }
@@ -336,7 +322,7 @@ fn the_real_sidecar_beside_a2a_routes_by_meaning() {
         ("is it cold in oslo at the moment?", "current-weather"),
         ("where's the nasdaq at today?", "stock-quote"),
     ] {
-        let r = route(&env, &reg, text);
+        let r = reg.route(&env, text);
         assert_eq!(r["noFit"], false, "{text}: {r}");
         assert_eq!(r["matches"][0]["skillId"], skill, "{text}: {r}");
     }

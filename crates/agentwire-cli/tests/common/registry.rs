@@ -85,6 +85,21 @@ impl Registry {
         args.extend_from_slice(extra);
         env.run(&args)
     }
+
+    /// `a2a registry route TEXT -o json` against this registry: its answer.
+    pub fn route(&self, env: &Env, text: &str) -> serde_json::Value {
+        env.run(&[
+            "registry",
+            "route",
+            "--registry",
+            &self.url,
+            text,
+            "-o",
+            "json",
+        ])
+        .expect(0)
+        .json()
+    }
 }
 
 impl Drop for Registry {
