@@ -322,7 +322,7 @@ impl Shared {
     /// Evicts the oldest finished tasks, from every queue, until `room`
     /// fits or none is left.
     fn make_room(&self, room: Room) {
-        self.evict_oldest(room, None);
+        self.evict_oldest(home_queue().0, room, None);
     }
 
     /// A task just reached a terminal state: it joins this thread's queue,
@@ -344,7 +344,7 @@ impl Shared {
         // Room for one more task: the next create then fits at once.
         let room = Room { tasks: 1, bytes: 0 };
         if self.crowded(room) {
-            self.evict_oldest(room, Some(EVICT_PER_WRITE));
+            self.evict_oldest(home, room, Some(EVICT_PER_WRITE));
         }
     }
 
@@ -356,7 +356,7 @@ impl Shared {
         for q in 0..self.finished.len() {
             self.expire(q, now, self.config.terminal_ttl, None, Count::Own);
         }
-        self.evict_oldest(Room::NONE, None);
+        self.evict_oldest(home_queue().0, Room::NONE, None);
         let idle = self.config.idle_ttl.as_millis() / TICK_MS;
         let idle = u32::try_from(idle).unwrap_or(u32::MAX);
         let ticks = self.now_ticks();
@@ -438,8 +438,8 @@ impl Shared {
     /// the store is full. Evicting from this thread's queue alone would be
     /// cheaper, but it takes the task this thread just finished while
     /// older ones stay.
-    fn evict_oldest(&self, room: Room, limit: Option<usize>) -> usize {
-        let (home, _) = home_queue();
+    /// `home` is this thread's queue (see [`home_queue`]).
+    fn evict_oldest(&self, home: usize, room: Room, limit: Option<usize>) -> usize {
         let n = self.finished.len();
         let mut evicted = 0;
         while limit.is_none_or(|l| evicted < l) && self.crowded(room) {
