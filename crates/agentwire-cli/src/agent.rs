@@ -293,7 +293,7 @@ impl Settings {
 
 /// The TLS settings of `--cacert` and `--cert`/`--key`: the files read and
 /// checked now, so that a wrong path is a usage error before any call.
-fn tls_options(g: &Globals) -> Result<TlsOptions, CliError> {
+pub(crate) fn tls_options(g: &Globals) -> Result<TlsOptions, CliError> {
     // `--insecure` on every binding (gRPC's channel included).
     let mut tls = TlsOptions::new().danger_accept_invalid_certs(g.insecure);
     if let Some(ca) = &g.cacert {

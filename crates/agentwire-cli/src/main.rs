@@ -268,6 +268,11 @@ pub struct RegistryConn {
     #[arg(long, global = true, env = "A2ACLI_INSECURE")]
     pub insecure: bool,
 
+    /// `--cacert`, `--cert`, `--key`: a registry behind a private authority
+    /// (or asking for a client certificate) is reached as agents are.
+    #[command(flatten)]
+    pub tls: TlsOpts,
+
     #[command(flatten)]
     pub timeout: TimeoutOpt,
 }
@@ -536,6 +541,7 @@ impl Apply for RegistryConn {
         self.registry.apply(g);
         g.bearer.clone_from(&self.bearer);
         g.insecure = self.insecure;
+        self.tls.apply(g);
         self.timeout.apply(g);
     }
 }

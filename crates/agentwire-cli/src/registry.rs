@@ -454,11 +454,16 @@ fn registry_url(g: &Globals) -> Result<String, CliError> {
         })
 }
 
+/// The registry's HTTP client: the TLS settings of the agents' calls
+/// (`--cacert`, `--cert`/`--key`, `--insecure`), so that a registry behind
+/// a private authority is reached as its agents are.
 fn http_client(g: &Globals) -> Result<reqwest::Client, CliError> {
     agentwire_client::install_crypto_provider();
-    agentwire_client::http_client_builder()
-        .user_agent(concat!("agentwire-cli/", env!("CARGO_PKG_VERSION")))
-        .danger_accept_invalid_certs(g.insecure)
+    let builder = agentwire_client::http_client_builder()
+        .user_agent(concat!("agentwire-cli/", env!("CARGO_PKG_VERSION")));
+    crate::agent::tls_options(g)?
+        .configure_reqwest(builder)
+        .map_err(|e| CliError::usage(format!("--cacert/--cert: {e}")))?
         .build()
         .map_err(|e| CliError::internal(format!("cannot build the HTTP client: {e}")))
 }

@@ -15,7 +15,7 @@ mod common;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -710,4 +710,114 @@ fn openssl_certificate_mistakes_are_explained() {
         );
         out.expect(0);
     }
+}
+
+/// A TLS front for a plain loopback server (as a reverse proxy would put
+/// in front of `a2a registry serve`): accepts TLS on a free port with this
+/// certificate and key and passes the bytes to `backend`. Stops with the
+/// test process.
+fn tls_front(cert: &str, key: &str, backend: u16) -> u16 {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .expect("read the certificate")
+        .collect::<Result<_, _>>()
+        .expect("parse the certificate");
+    let key = PrivateKeyDer::from_pem_file(key).expect("read the key");
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("protocol versions")
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .expect("the server's certificate");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the TLS front");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("address").port();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    // A handshake refused by the client ends here.
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let Ok(mut plain) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", backend)).await
+                    else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                });
+            }
+        });
+    });
+    port
+}
+
+/// A registry behind TLS with a private certificate (`openssl req
+/// -x509`): `a2a registry` commands trust it with `--cacert` as the
+/// agents' commands do, and without it say that the certificate is not
+/// trusted (exit 3).
+#[test]
+fn registry_commands_trust_cacert() {
+    let env = Env::new();
+    let (cert, key) = openssl_self_signed(&env.cwd(), "registry", "DNS:localhost,IP:127.0.0.1");
+    let registry = common::registry::Registry::start(
+        &env,
+        &[("alice", "alice-token-0123456789")],
+        &[],
+        Duration::from_secs(60),
+    );
+    let backend: u16 = registry
+        .url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim_end_matches('/').parse().ok())
+        .expect("the registry's port");
+    let front = format!("https://localhost:{}", tls_front(&cert, &key, backend));
+    let trusted = a2a(
+        &env,
+        &[
+            "registry",
+            "search",
+            "--registry",
+            &front,
+            "--cacert",
+            &cert,
+            "weather",
+        ],
+    );
+    trusted.expect(0);
+    assert!(trusted.json().is_object(), "{}", trusted.stdout);
+    let untrusted = a2a(
+        &env,
+        &["registry", "search", "--registry", &front, "weather"],
+    );
+    untrusted.expect(3);
+    assert!(
+        untrusted.stderr.contains("not trusted") || untrusted.stderr.contains("certificate"),
+        "{}",
+        untrusted.stderr
+    );
+    let insecure = a2a(
+        &env,
+        &[
+            "registry",
+            "search",
+            "--registry",
+            &front,
+            "--insecure",
+            "weather",
+        ],
+    );
+    insecure.expect(0);
 }
