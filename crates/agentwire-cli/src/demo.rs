@@ -470,12 +470,14 @@ fn outcome_json(outcome: &agentwire_agents::coordinator::Outcome) -> Value {
     })
 }
 
-/// Removes the demo's database files when the demo ends.
+/// Removes the demo's database files when the demo ends (after the store
+/// that held them: declared before it), its lock's side file included
+/// (the name is the demo process's own, no other process uses it).
 struct RemoveOnDrop(std::path::PathBuf);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm"] {
+        for suffix in ["", "-wal", "-shm", ".lock"] {
             let mut p = self.0.clone().into_os_string();
             p.push(suffix);
             let _ = std::fs::remove_file(p);

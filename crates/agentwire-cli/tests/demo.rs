@@ -10,8 +10,20 @@ use serde_json::Value;
 #[test]
 fn the_story_step_by_step() {
     let env = Env::new();
-    let out = env.run(&["demo"]);
+    // The demo's SQLite file lives in the temporary directory while it
+    // runs; it leaves nothing there (the database, its journal, its lock).
+    let tmp = env.cwd().join("tmp");
+    std::fs::create_dir_all(&tmp).expect("a temporary directory");
+    let out = env.run_with(&["demo"], |c| {
+        c.env("TMPDIR", &tmp);
+    });
     out.expect(0);
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .expect("read the temporary directory")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "the demo left {left:?}");
     let s = &out.stdout;
     for expected in [
         "[1] Discover the dependency compatibility agent by its card",

@@ -387,7 +387,7 @@ impl SqliteStore {
     ///     .await?;
     /// assert_eq!(level, 2);
     /// # store.close().await;
-    /// # for s in ["", "-wal", "-shm"] {
+    /// # for s in ["", "-wal", "-shm", ".lock"] {
     /// #     let _ = std::fs::remove_file(format!("{}{s}", path.display()));
     /// # }
     /// # Ok(())
