@@ -49,8 +49,9 @@ struct Args {
     cases: Option<String>,
     /// Instead of the cases (no valgrind): fills the server with this many
     /// tasks (SendMessage over JSON-RPC), then times `--samples` ListTasks
-    /// of each kind (default page; status filter; context filter) and
-    /// prints the median and the 99th percentile.
+    /// of each kind (default page; its second page, by pageToken; status
+    /// filter; context filter) and prints the median and the 99th
+    /// percentile.
     #[arg(long)]
     list_latency: Option<usize>,
     /// ListTasks timed per kind with --list-latency.
@@ -302,8 +303,17 @@ async fn list_latency(url: &str, fill: usize, samples: usize) -> anyhow::Result<
             context_id = task.context_id.clone();
         }
     }
+    // The second page of the default listing, by the first page's token.
+    let first = client.list_tasks(ListTasksRequest::default()).await?;
     let kinds = [
         ("default page", ListTasksRequest::default()),
+        (
+            "page 2 (pageToken)",
+            ListTasksRequest {
+                page_token: first.next_page_token,
+                ..Default::default()
+            },
+        ),
         (
             "status working (no match)",
             ListTasksRequest {

@@ -15,11 +15,11 @@
 //! first task it holds (in the tokio runtime that stores it), so an idle
 //! store empties too.
 
-mod index;
 mod packed;
 mod task_table;
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -40,12 +40,8 @@ use super::{
 const EVICT_PER_WRITE: usize = 64;
 
 /// Bytes accounted to every task besides its contents: its slot, the
-/// structures that hold it, its place in the eviction queue (64), and its
-/// entries in the listing indexes (`index.rs`: four entries and the id
-/// they share, and, for a task alone in its conversation, the indexes of
-/// that conversation: about 400 bytes in all; less when tasks share a
-/// conversation).
-const TASK_OVERHEAD: usize = 64 + 400;
+/// structures that hold it and its place in the eviction queue.
+const TASK_OVERHEAD: usize = 64;
 
 /// Limits of the in-memory store. Finished tasks leave memory after
 /// `terminal_ttl`, open ones after `idle_ttl` without a change; when the
@@ -545,142 +541,107 @@ fn slot_bytes(bytes: usize) -> u32 {
 
 /// Listing.
 impl MemoryStore {
-    /// A page of the owner's tasks, from the listing indexes: the page and
-    /// a binary search, however many tasks the store holds.
-    ///
-    /// The keys of the page are read under the index's lock, the tasks
-    /// after it: a task whose status changed in between moved to a newer
-    /// place (before the cursor, where the client has been) and is left
-    /// out, as is one that left the store; the page then takes the next
-    /// keys in its place.
+    /// A page of the owner's tasks from a scan of every task: the tasks
+    /// that match are counted, and the newest `page_size + 1` before the
+    /// cursor are kept in a heap (their ids copied only when they enter
+    /// it); only the page's tasks are decoded. At the default cap (10,000
+    /// tasks) a page takes about a millisecond (docs/performance.md, "The
+    /// fast paths").
     fn list_now(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
-        let tasks_table = &self.shared.tasks;
         let after = query.status_after.map(|t| t.as_millis());
-        let mut from = query.cursor.clone();
-        let mut total = None;
-        // The page's tasks, and one more when there is one (whether there
-        // is a next page).
-        let mut found: Vec<(Cursor, Held)> = Vec::with_capacity(query.page_size.min(100) + 1);
-        loop {
-            let want = query.page_size + 1 - found.len();
-            let batch = tasks_table.index().read(
-                owner,
-                query.context_id.as_deref().map(str::as_bytes),
-                query.state,
-                |ranked| {
-                    let total = match after {
-                        Some(after) => ranked.count_from(after),
-                        None => ranked.len(),
-                    };
-                    let keys: Vec<index::Entry> = ranked
-                        .descending_from(from.as_ref().map(|c| (c.millis, c.id.as_bytes())))
-                        .take_while(|e| after.is_none_or(|a| e.millis >= a))
-                        .take(want)
-                        .cloned()
-                        .collect();
-                    (total, keys)
-                },
-            );
-            let Some((count, keys)) = batch else {
-                total.get_or_insert(0);
-                break;
-            };
-            total.get_or_insert(count);
-            let exhausted = keys.len() < want;
-            let mut last = None;
-            for key in keys {
-                // The bytes of a `&str`: never lossy.
-                let id = String::from_utf8_lossy(&key.id);
-                let held = tasks_table.read(tasks_table.hash(&id), &id, |slot| {
-                    let p = slot.position();
-                    let same = p.millis == key.millis
-                        && slot.is_owned_by(owner)
-                        && query.state.is_none_or(|s| s == p.state)
-                        && query
-                            .context_id
-                            .as_deref()
-                            .is_none_or(|c| c == slot.context_id())
-                        // A task without a time never matches a time.
-                        && (after.is_none() || p.timed);
-                    same.then(|| slot.held.clone())
-                });
-                let cursor = Cursor {
-                    millis: key.millis,
-                    id: id.into_owned(),
-                };
-                if let Some(Some(held)) = held {
-                    found.push((cursor.clone(), held));
+        let cursor = query.cursor.as_ref().map(|c| (c.millis, c.id.as_str()));
+        let want = query.page_size.saturating_add(1);
+        let mut total = 0;
+        let mut newest: BinaryHeap<Reverse<Listed>> = BinaryHeap::with_capacity(want.min(101));
+        self.shared.tasks.for_each(|slot| {
+            if !slot.is_owned_by(owner) || query.state.is_some_and(|s| s != slot.state()) {
+                return;
+            }
+            let timestamp = slot.status_timestamp();
+            // A task without a time never matches a time.
+            if after.is_some_and(|a| timestamp.is_none_or(|t| t.as_millis() < a))
+                || query
+                    .context_id
+                    .as_deref()
+                    .is_some_and(|c| c != slot.context_id())
+            {
+                return;
+            }
+            total += 1;
+            let millis = timestamp.map_or(0, |t| t.as_millis());
+            // Older than the oldest kept, or newer than the cursor: the id
+            // is not read.
+            if newest.len() == want
+                && newest
+                    .peek()
+                    .is_some_and(|Reverse(oldest)| millis < oldest.cursor.millis)
+                || cursor.is_some_and(|(m, _)| millis > m)
+            {
+                return;
+            }
+            let key = (millis, slot.id());
+            if cursor.is_some_and(|c| key >= c) {
+                return;
+            }
+            if newest.len() == want {
+                match newest.peek() {
+                    Some(Reverse(oldest)) if key > (oldest.cursor.millis, &*oldest.cursor.id) => {
+                        newest.pop();
+                    }
+                    _ => return,
                 }
-                last = Some(cursor);
             }
-            if exhausted || found.len() > query.page_size {
-                break;
-            }
-            from = last;
-        }
+            newest.push(Reverse(Listed {
+                cursor: Cursor {
+                    millis: key.0,
+                    id: key.1.to_owned(),
+                },
+                held: slot.held.clone(),
+            }));
+        });
+        // Newest first.
+        let mut found: Vec<Listed> = newest.into_sorted_vec().into_iter().map(|r| r.0).collect();
         let next = if query.page_size > 0 && found.len() > query.page_size {
             found.truncate(query.page_size);
-            found.last().map(|(c, _)| c.clone())
+            found.last().map(|l| l.cursor.clone())
         } else {
             found.truncate(query.page_size);
             None
         };
         let mut tasks = Vec::with_capacity(found.len());
-        for (_, held) in &found {
-            tasks.push(held.copy(query.history_length, query.include_artifacts)?);
+        for l in &found {
+            tasks.push(l.held.copy(query.history_length, query.include_artifacts)?);
         }
-        Ok(TaskPage {
-            tasks,
-            next,
-            total: total.unwrap_or(0),
-        })
-    }
-
-    /// The listing as it was before the indexes: a scan of every task. For
-    /// the benchmark that compares the two, and the tests that check them
-    /// against each other; not part of the API.
-    #[doc(hidden)]
-    pub fn list_by_scan(&self, owner: &Owner, query: &TaskQuery) -> A2aResult<TaskPage> {
-        // What the scan found, without decoding packed tasks: only the page
-        // is decoded.
-        let mut keys: Vec<(Cursor, Held)> = Vec::new();
-        self.shared.tasks.for_each(|slot| {
-            let timestamp = slot.status_timestamp();
-            let skip = !slot.is_owned_by(owner)
-                || query
-                    .context_id
-                    .as_deref()
-                    .is_some_and(|c| c != slot.context_id())
-                || query.state.is_some_and(|s| s != slot.state())
-                || query.status_after.is_some_and(|after| {
-                    timestamp.is_none_or(|ts| ts.as_millis() < after.as_millis())
-                });
-            if !skip {
-                let cursor = Cursor {
-                    millis: timestamp.map_or(0, |t| t.as_millis()),
-                    id: slot.id().to_owned(),
-                };
-                keys.push((cursor, slot.held.clone()));
-            }
-        });
-        let total = keys.len();
-        // Most recently updated first; ties broken by id, descending.
-        keys.sort_unstable_by(|a, b| b.0.cmp(&a.0));
-        let start = match &query.cursor {
-            Some(c) => keys.partition_point(|(k, _)| k >= c),
-            None => 0,
-        };
-        let end = (start + query.page_size).min(keys.len());
-        let mut tasks = Vec::with_capacity(end - start);
-        for (_, held) in &keys[start..end] {
-            tasks.push(held.copy(query.history_length, query.include_artifacts)?);
-        }
-        let next = (end < keys.len())
-            .then(|| keys[end - 1].0.clone())
-            .filter(|_| end > start);
         Ok(TaskPage { tasks, next, total })
     }
 }
+
+/// A task a listing found: its place in the listing order, and the task.
+struct Listed {
+    cursor: Cursor,
+    held: Held,
+}
+
+/// Ordered by the place alone.
+impl Ord for Listed {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.cursor.millis, &self.cursor.id).cmp(&(other.cursor.millis, &other.cursor.id))
+    }
+}
+
+impl PartialOrd for Listed {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Listed {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Listed {}
 
 /// The memory store answers at once: the task manager calls it without a
 /// future.
@@ -1341,10 +1302,10 @@ mod tests {
         (page.tasks.into_iter().map(|t| t.id).collect(), page.total)
     }
 
-    /// A task changing status leaves the index of its old state for the
-    /// new one, at its new time, in its owner's and its context's indexes.
+    /// A task changing status is listed in its new state, at its new time,
+    /// and no longer in its old one.
     #[tokio::test]
-    async fn a_status_change_moves_the_task_between_state_indexes() {
+    async fn a_status_change_moves_the_task_between_states() {
         let s = MemoryStore::default();
         let me = who("acme", "alice");
         s.create_now(&me, task("a", "c1", TaskState::Working, 100))
@@ -1385,16 +1346,12 @@ mod tests {
         s.update_now("b", TaskUpdate::UserMessage(Message::user_text("more")))
             .unwrap();
         assert_eq!(listed(&s, &me, &q(10)).0, ["a", "b"]);
-        // Each task is in four indexes: the owner's, its state's, its
-        // context's, its context and state's.
-        assert_eq!(s.shared.tasks.index().entries(), 8);
     }
 
     /// Tasks that leave the store (evicted for room, purged, expired while
-    /// finished or idle) leave every index, and an index left empty goes:
-    /// nothing is held once the tasks are gone.
+    /// finished or idle) are no longer listed.
     #[tokio::test]
-    async fn evicted_and_expired_tasks_leave_every_index() {
+    async fn evicted_and_expired_tasks_leave_the_listing() {
         let s = MemoryStore::new(MemoryStoreConfig {
             max_tasks: 50,
             terminal_ttl: Duration::from_secs(3600),
@@ -1416,7 +1373,6 @@ mod tests {
             .map(|p| listed(&s, &who("t", &format!("p{p}")), &q(100)).1)
             .sum();
         assert_eq!(listed_total, s.len());
-        assert_eq!(s.shared.tasks.index().entries(), 4 * s.len());
         // Open tasks too, and an interrupted one.
         s.create_now(
             &who("t", "p0"),
@@ -1431,21 +1387,18 @@ mod tests {
         // Finished ones purged, open ones expired after their idle time.
         s.purge_terminal_older_than(Duration::ZERO).await.unwrap();
         assert_eq!(s.len(), 2);
-        assert_eq!(s.shared.tasks.index().entries(), 8);
         tokio::time::sleep(Duration::from_millis(150)).await;
         s.sweep();
         assert!(s.is_empty(), "{} held", s.len());
-        assert_eq!(s.shared.tasks.index().entries(), 0);
-        assert_eq!(s.shared.tasks.index().owners(), 0);
         for owner in [who("t", "p0"), who("u", "")] {
             assert_eq!(listed(&s, &owner, &q(10)), (vec![], 0));
         }
     }
 
-    /// Two owners with the same contexts and states: every index answers
+    /// Two owners with the same contexts and states: every listing answers
     /// each with its own tasks only (tenant and principal both count).
     #[tokio::test]
-    async fn owners_never_see_each_other_through_an_index() {
+    async fn owners_never_see_each_other_in_a_listing() {
         let s = MemoryStore::default();
         let owners = [
             who("", ""),
@@ -1558,10 +1511,54 @@ mod tests {
         );
     }
 
-    /// The indexes answer every query as a scan of every task does, through
-    /// creations, status changes, evictions and paging.
+    /// The page of a sort of every task that matches (the listing's
+    /// definition, written the plain way), to check the listing against.
+    fn model_page(s: &MemoryStore, owner: &Owner, query: &TaskQuery) -> TaskPage {
+        let mut keys: Vec<(Cursor, Held)> = Vec::new();
+        s.shared.tasks.for_each(|slot| {
+            let timestamp = slot.status_timestamp();
+            let skip = !slot.is_owned_by(owner)
+                || query
+                    .context_id
+                    .as_deref()
+                    .is_some_and(|c| c != slot.context_id())
+                || query.state.is_some_and(|s| s != slot.state())
+                || query.status_after.is_some_and(|after| {
+                    timestamp.is_none_or(|ts| ts.as_millis() < after.as_millis())
+                });
+            if !skip {
+                let cursor = Cursor {
+                    millis: timestamp.map_or(0, |t| t.as_millis()),
+                    id: slot.id().to_owned(),
+                };
+                keys.push((cursor, slot.held.clone()));
+            }
+        });
+        let total = keys.len();
+        // Most recently updated first; ties broken by id, descending.
+        keys.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        let start = match &query.cursor {
+            Some(c) => keys.partition_point(|(k, _)| k >= c),
+            None => 0,
+        };
+        let end = (start + query.page_size).min(keys.len());
+        let tasks = keys[start..end]
+            .iter()
+            .map(|(_, held)| {
+                held.copy(query.history_length, query.include_artifacts)
+                    .unwrap()
+            })
+            .collect();
+        let next = (end < keys.len())
+            .then(|| keys[end - 1].0.clone())
+            .filter(|_| end > start);
+        TaskPage { tasks, next, total }
+    }
+
+    /// The listing answers every query as a sort of every task does,
+    /// through creations, status changes, evictions and paging.
     #[tokio::test]
-    async fn the_indexes_answer_as_a_scan_does() {
+    async fn the_listing_answers_as_a_sort_of_every_task_does() {
         let s = MemoryStore::new(MemoryStoreConfig {
             max_tasks: 300,
             ..MemoryStoreConfig::default()
@@ -1625,7 +1622,7 @@ mod tests {
                 let mut query = query.clone();
                 for _ in 0..1000 {
                     let a = s.list_now(owner, &query).unwrap();
-                    let b = s.list_by_scan(owner, &query).unwrap();
+                    let b = model_page(&s, owner, &query);
                     assert_eq!(a.tasks, b.tasks, "{owner:?} {query:?}");
                     assert_eq!(a.total, b.total, "{owner:?} {query:?}");
                     assert_eq!(a.next, b.next, "{owner:?} {query:?}");

@@ -12,10 +12,10 @@
 //! is freed when the answer is written, while it is still in the caches.
 //!
 //! Listing reads a packed task's id, context id, state and status time from
-//! the bytes without decoding the task; reading one back decodes it. The
-//! state and the status time, which place the task in the listing indexes
-//! (and are read again to take it out when it is evicted), are written in
-//! a fixed header before the encoding, so reading them walks no field.
+//! the bytes without decoding the task; reading one back decodes it (without
+//! its artifacts when they are not asked for). The state and the status
+//! time, which a listing reads of every task, are written in a fixed header
+//! before the encoding, so reading them walks no field.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -83,6 +83,38 @@ impl PackedTask {
             .map_err(|e| A2aError::internal(format!("a stored task could not be decoded: {e}")))
     }
 
+    /// Decodes the task without its artifacts: their fields are skipped,
+    /// not decoded (a listing answers without them unless asked, and a
+    /// streamed task's artifacts can be most of its encoding).
+    pub(super) fn unpack_without_artifacts(&self) -> A2aResult<Task> {
+        let body = self.body();
+        let mut fields = Fields(body);
+        let mut kept: Option<Vec<u8>> = None;
+        let mut from = 0;
+        loop {
+            let at = body.len() - fields.0.len();
+            let Some((field, _)) = fields.next() else {
+                break;
+            };
+            if field == ARTIFACTS {
+                let kept = kept.get_or_insert_with(|| Vec::with_capacity(body.len()));
+                kept.extend_from_slice(&body[from..at]);
+                from = body.len() - fields.0.len();
+            }
+        }
+        match kept {
+            // Stopped before the end (malformed): decoding it all says so.
+            _ if !fields.0.is_empty() => self.unpack(),
+            None => self.unpack(),
+            Some(mut kept) => {
+                kept.extend_from_slice(&body[from..]);
+                Task::decode(kept.as_slice()).map_err(|e| {
+                    A2aError::internal(format!("a stored task could not be decoded: {e}"))
+                })
+            }
+        }
+    }
+
     /// The address of the encoding: which packed task this is, for the
     /// eviction queue (compared, never dereferenced).
     pub(super) fn token(&self) -> usize {
@@ -141,6 +173,9 @@ impl PackedTask {
         })
     }
 }
+
+/// `Task.artifacts`' field number.
+const ARTIFACTS: u32 = 4;
 
 /// One field's value, by wire type.
 enum Value<'a> {
@@ -269,6 +304,12 @@ mod tests {
             let task = rich_task(state, seconds, nanos);
             let packed = PackedTask::pack(&task);
             assert_eq!(packed.unpack().unwrap(), task);
+            assert!(!task.artifacts.is_empty());
+            let without = Task {
+                artifacts: Vec::new(),
+                ..task.clone()
+            };
+            assert_eq!(packed.unpack_without_artifacts().unwrap(), without);
             assert_eq!(packed.id(), "task-é-1");
             assert_eq!(packed.context_id(), "ctx-1");
             assert_eq!(packed.state(), state);
@@ -322,6 +363,8 @@ mod tests {
             &[0x0b][..],
             &[0x09, 1, 2][..],
             &[0x1a, 0x02, 0x08][..],
+            // An artifact, then a truncated field.
+            &[0x22, 0x00, 0x2a, 0x05, b'a'][..],
         ] {
             // Malformed as a header, and as an encoding after a header.
             let mut with_header = vec![1, 0, 0, 0, 1];
@@ -333,6 +376,7 @@ mod tests {
             ] {
                 let _ = (p.id(), p.context_id(), p.state(), p.status_timestamp());
                 assert!(p.unpack().is_err());
+                assert!(p.unpack_without_artifacts().is_err());
             }
         }
     }
