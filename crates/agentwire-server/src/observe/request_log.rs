@@ -38,6 +38,13 @@ const FLUSH_WAIT: Duration = Duration::from_secs(5);
 /// line is queued any more).
 const BATCH_BYTES: usize = 64 * 1024;
 
+/// How long the writer lets lines queue up after the first of a batch
+/// woke it. While it sleeps, a request queues its line without waking
+/// it (a wake is a mutex, a futex call and a thread switch, more than
+/// the line's formatting): under load a batch holds the lines of these
+/// milliseconds, written at once, instead of one line a wake.
+const LINGER: Duration = Duration::from_millis(10);
+
 /// How each line is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -129,6 +136,10 @@ fn write_lines(queue: Receiver<Message>, format: Format, mut out: impl Write) {
     let mut flushed = Vec::new();
     let mut clock = Clock::default();
     while let Ok(first) = queue.recv() {
+        // A flush is answered at once; lines wait for the next ones.
+        if matches!(first, Message::Line(_)) {
+            std::thread::sleep(LINGER);
+        }
         let mut next = Some(first);
         while let Some(message) = next {
             match message {
@@ -196,7 +207,11 @@ impl Line {
                 out.extend_from_slice(self.outcome.as_bytes());
                 out.extend_from_slice(b" status=");
                 decimal(self.status, out);
-                let _ = writeln!(out, " duration_ms={:?}", self.duration_ms);
+                out.extend_from_slice(b" duration_ms=");
+                if !milliseconds(self.duration_ms, out) {
+                    let _ = write!(out, "{:?}", self.duration_ms);
+                }
+                out.push(b'\n');
             }
             Format::Json => {
                 let string = |out: &mut Vec<u8>, s: &str| {
@@ -221,7 +236,9 @@ impl Line {
                 out.extend_from_slice(b",\"status\":");
                 decimal(self.status, out);
                 out.extend_from_slice(b",\"duration_ms\":");
-                let _ = serde_json::to_writer(&mut *out, &self.duration_ms);
+                if !milliseconds(self.duration_ms, out) {
+                    let _ = serde_json::to_writer(&mut *out, &self.duration_ms);
+                }
                 out.extend_from_slice(b"},\"target\":");
                 string(out, REQUEST_LOG_TARGET);
                 // The span's fields in the order of their names, as
@@ -257,6 +274,53 @@ fn decimal(n: u16, out: &mut Vec<u8>) {
         }
     }
     out.extend_from_slice(&digits[at..]);
+}
+
+/// Appends `ms`, a number of milliseconds, as `{:?}` and `serde_json`
+/// write an `f64` (the shortest decimal that reads back as `ms`), when it
+/// is a whole number of microseconds (`m / 1e3`, as the server makes its
+/// durations), from 1 microsecond: written from the integer `m` (the
+/// float formatting was a tenth of the writer's instructions). False,
+/// with nothing appended, for any other value.
+fn milliseconds(ms: f64, out: &mut Vec<u8>) -> bool {
+    // Below 10^15 microseconds, `m / 1000` has at most 15 significant
+    // digits, so it is the only decimal of 15 digits or fewer that reads
+    // as `ms`, hence the shortest; from 0.001, `{:?}` writes it without
+    // an exponent.
+    const LIMIT: f64 = 1e15;
+    let micros = (ms * 1e3).round();
+    if !(1.0..LIMIT).contains(&micros) || micros / 1e3 != ms {
+        return false;
+    }
+    // Whole, below 10^15: exact as an integer.
+    let micros = micros as u64;
+    let (whole, fraction) = (micros / 1000, (micros % 1000) as u16);
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = whole;
+    loop {
+        at -= 1;
+        // A digit: below 10.
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+    out.push(b'.');
+    let fraction = [
+        b'0' + (fraction / 100) as u8,
+        b'0' + (fraction / 10 % 10) as u8,
+        b'0' + (fraction % 10) as u8,
+    ];
+    // Without trailing zeros, but one digit at least (`12.0`).
+    let len = fraction
+        .iter()
+        .rposition(|&d| d != b'0')
+        .map_or(1, |i| i + 1);
+    out.extend_from_slice(&fraction[..len]);
+    true
 }
 
 /// The time of the lines, whose date and second are formatted once a
@@ -372,6 +436,64 @@ mod tests {
             decimal(n, &mut out);
             assert_eq!(out, n.to_string().into_bytes());
         }
+    }
+
+    #[test]
+    fn milliseconds_read_as_debug_and_serde_json_write_them() {
+        let mut values = vec![
+            0.0,
+            1e-3,
+            0.01,
+            0.1,
+            0.234,
+            0.5,
+            1.0,
+            1.5,
+            12.0,
+            12.345,
+            100.0,
+            999.999,
+            1e3,
+            1.001,
+            65_535.0,
+            1e9,
+            123_456_789.012,
+            999_999_999_999.999,
+            1e12,
+            1e15,
+            1e-4,
+            1e-7,
+            0.1234,
+            2.5e-3,
+            1.0 / 3.0,
+            1e20,
+            -1.5,
+            f64::NAN,
+        ];
+        // Durations as the server makes them: whole microseconds, every
+        // one of them written from its integer.
+        let mut micros: u64 = 1;
+        while micros < 10_u64.pow(15) {
+            for m in [micros, micros + 1, micros * 7 + 3, micros * 3 - 1] {
+                let ms = (Duration::from_micros(m).as_secs_f64() * 1e6).round() / 1e3;
+                assert!(milliseconds(ms, &mut Vec::new()), "{m}");
+                values.push(ms);
+            }
+            micros *= 10;
+        }
+        let mut written = 0;
+        for ms in values {
+            let mut out = Vec::new();
+            if !milliseconds(ms, &mut out) {
+                assert!(out.is_empty());
+                continue;
+            }
+            written += 1;
+            let out = String::from_utf8(out).expect("ASCII");
+            assert_eq!(out, format!("{ms:?}"), "{ms}");
+            assert_eq!(out, serde_json::to_string(&ms).expect("a number"), "{ms}");
+        }
+        assert!(written > 60, "{written}");
     }
 
     #[test]
