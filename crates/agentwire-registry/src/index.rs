@@ -420,28 +420,124 @@ fn unit(v: &[f32]) -> Option<Vec<f32>> {
 }
 
 /// The dot product of two vectors (of one length; the shorter one's
-/// length otherwise), over 8 independent sums so that the compiler can keep
-/// them in one vector register (hand-written: a crate of SIMD kernels for
-/// one loop is not worth its weight; this is within 1e-6 of
-/// [`route::cosine`] for unit vectors, and only preselects candidates,
-/// which are then scored with it).
+/// length otherwise). Within 1e-6 of [`route::cosine`] for unit vectors;
+/// it only preselects candidates, which are then scored with it.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
-    let mut lanes = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
     let tail: f32 = ca
         .remainder()
         .iter()
         .zip(cb.remainder())
         .map(|(x, y)| x * y)
         .sum();
-    for (x, y) in ca.zip(cb) {
+    dot16(ca, cb) + tail
+}
+
+/// The sum of the dot products of chunks of 16, with SSE (x86-64's
+/// baseline) in four independent sums: the library is optimised for size
+/// (opt-level "z", which does not vectorise loops), so the instructions
+/// are named (at 10,000 cards, 30,000 of these a route; hand-written: a
+/// crate of SIMD kernels for one loop is not worth its weight).
+#[cfg(target_arch = "x86_64")]
+fn dot16(a: std::slice::ChunksExact<'_, f32>, b: std::slice::ChunksExact<'_, f32>) -> f32 {
+    use std::arch::x86_64::{_mm_add_ps, _mm_loadu_ps, _mm_mul_ps, _mm_setzero_ps, _mm_storeu_ps};
+    let mut lanes = [0.0f32; 4];
+    // SAFETY: SSE is part of the x86-64 baseline (every x86-64 processor
+    // has it); each load reads 4 f32 (16 bytes, unaligned) of a chunk of
+    // 16, at 0, 4, 8 and 12; the store writes the 4 f32 of `lanes`.
+    unsafe {
+        let mut acc = [_mm_setzero_ps(); 4];
+        for (x, y) in a.zip(b) {
+            for (k, sum) in acc.iter_mut().enumerate() {
+                let (x, y) = (x[4 * k..4 * k + 4].as_ptr(), y[4 * k..4 * k + 4].as_ptr());
+                *sum = _mm_add_ps(*sum, _mm_mul_ps(_mm_loadu_ps(x), _mm_loadu_ps(y)));
+            }
+        }
+        let total = _mm_add_ps(_mm_add_ps(acc[0], acc[1]), _mm_add_ps(acc[2], acc[3]));
+        _mm_storeu_ps(lanes.as_mut_ptr(), total);
+    }
+    lanes.iter().sum()
+}
+
+/// [`dot16`] elsewhere: 16 independent sums the compiler may vectorise.
+#[cfg(not(target_arch = "x86_64"))]
+fn dot16(a: std::slice::ChunksExact<'_, f32>, b: std::slice::ChunksExact<'_, f32>) -> f32 {
+    let mut lanes = [0.0f32; 16];
+    for (x, y) in a.zip(b) {
         for ((l, x), y) in lanes.iter_mut().zip(x).zip(y) {
             *l += x * y;
         }
     }
-    lanes.iter().sum::<f32>() + tail
+    lanes.iter().sum()
+}
+
+/// The skills' vectors side by side, one row of `dim` numbers a skill (in
+/// no order), for the route's scan: one pass over contiguous memory
+/// instead of a pointer to follow per skill and an entry to look up per
+/// skill. Kept in step with the entries by [`Index::insert`] and
+/// [`Index::unindex`] (a removed row is replaced by the last one).
+#[derive(Debug, Default)]
+struct VectorTable {
+    /// The vectors' length (that of the first one put in; a vector of
+    /// another length, from another model, is left out).
+    dim: usize,
+    data: Vec<f32>,
+    /// Each row's skill.
+    keys: Vec<(u32, u16)>,
+    /// Each row's entry: active, and a card the router routes to by
+    /// default ([`Record::routable`]); an entry's state is fixed while it
+    /// is indexed (a change indexes it again).
+    active: Vec<bool>,
+    routable: Vec<bool>,
+    /// Each skill's row.
+    rows: HashMap<(u32, u16), usize, ahash::RandomState>,
+}
+
+impl VectorTable {
+    fn push(&mut self, key: (u32, u16), v: &[f32], active: bool, routable: bool) {
+        if self.keys.is_empty() {
+            self.dim = v.len();
+        }
+        if v.is_empty() || v.len() != self.dim || self.rows.contains_key(&key) {
+            return;
+        }
+        self.rows.insert(key, self.keys.len());
+        self.data.extend_from_slice(v);
+        self.keys.push(key);
+        self.active.push(active);
+        self.routable.push(routable);
+    }
+
+    fn remove(&mut self, key: (u32, u16)) {
+        let Some(row) = self.rows.remove(&key) else {
+            return;
+        };
+        let last = self.keys.len() - 1;
+        if row != last {
+            let moved = self.keys[last];
+            self.data
+                .copy_within(last * self.dim..(last + 1) * self.dim, row * self.dim);
+            self.keys[row] = moved;
+            self.active[row] = self.active[last];
+            self.routable[row] = self.routable[last];
+            self.rows.insert(moved, row);
+        }
+        self.data.truncate(last * self.dim);
+        self.keys.truncate(last);
+        self.active.truncate(last);
+        self.routable.truncate(last);
+    }
+
+    /// The rows, each with its skill.
+    fn iter(&self) -> impl Iterator<Item = (usize, (u32, u16), &[f32])> {
+        self.data
+            .chunks_exact(self.dim.max(1))
+            .zip(&self.keys)
+            .enumerate()
+            .map(|(row, (v, k))| (row, *k, v))
+    }
 }
 
 /// A search hit.
@@ -470,6 +566,8 @@ pub struct Index {
     removed: HashMap<String, i64>,
     text: Bm25Index<u32>,
     skills: Bm25Index<(u32, u16)>,
+    /// The skills' vectors (with an embedder).
+    vectors: VectorTable,
     /// How many skills have each term in their own text (name, id,
     /// description, tags, examples), and how many skills there are: the
     /// router's IDF. The words of an agent's name and description are in
@@ -495,6 +593,7 @@ impl Index {
             removed: HashMap::new(),
             text: Bm25Index::default(),
             skills: Bm25Index::default(),
+            vectors: VectorTable::default(),
             skill_df: HashMap::default(),
             topic_df: HashMap::default(),
             skill_count: 0,
@@ -599,9 +698,14 @@ impl Index {
                 },
             ],
         );
+        let active = indexed.record.fetch.status == crate::model::Status::Active;
+        let routable = indexed.record.routable(&indexed.facts);
         for (i, s) in indexed.skills.iter().enumerate() {
             let examples = s.all_example_terms();
             let Ok(i) = u16::try_from(i) else { break };
+            if let Some(v) = &s.vector {
+                self.vectors.push((slot, i), v, active, routable);
+            }
             self.skill_count += 1;
             for t in &s.own_terms {
                 *self.skill_df.entry(t.clone()).or_default() += 1;
@@ -652,6 +756,7 @@ impl Index {
             for (i, s) in old.skills.iter().enumerate() {
                 let Ok(i) = u16::try_from(i) else { break };
                 self.skills.remove(&(slot, i));
+                self.vectors.remove((slot, i));
                 self.skill_count = self.skill_count.saturating_sub(1);
                 for t in &s.own_terms {
                     if let Some(n) = self.skill_df.get_mut(t) {
@@ -868,19 +973,27 @@ impl Index {
         // only the nearest `CANDIDATES` are selected (not all sorted). At
         // 10,000 cards (30,000 skills) this scan is most of a route.
         if let Some(qn) = query_vec.and_then(unit) {
-            let mut near: Vec<(f32, (u32, u16))> = Vec::with_capacity(self.skill_count as usize);
-            for (slot, e) in &self.entries {
-                let usable = e.record.fetch.status == crate::model::Status::Active
-                    && (wants_old || e.record.routable(&e.facts))
-                    && filter.matches(&e.view);
-                if !usable {
-                    continue;
-                }
-                for (i, doc) in e.skills.iter().enumerate() {
-                    let Ok(i) = u16::try_from(i) else { break };
-                    if let Some(v) = &doc.vector {
-                        near.push((dot(&qn, v), (*slot, i)));
+            let table = &self.vectors;
+            // Which entries a filter lets through, by slot (looked up once
+            // an entry, not once a skill).
+            let passes: Option<Vec<bool>> = (!filter.is_empty()).then(|| {
+                let mut passes = vec![false; self.next_slot as usize];
+                for (slot, e) in &self.entries {
+                    if let Some(p) = passes.get_mut(*slot as usize) {
+                        *p = filter.matches(&e.view);
                     }
+                }
+                passes
+            });
+            let mut near: Vec<(f32, (u32, u16))> = Vec::with_capacity(table.keys.len());
+            for (row, key, v) in table.iter() {
+                let usable = table.active[row]
+                    && (wants_old || table.routable[row])
+                    && passes
+                        .as_ref()
+                        .is_none_or(|p| p.get(key.0 as usize).copied().unwrap_or(false));
+                if usable {
+                    near.push((dot(&qn, v), key));
                 }
             }
             let nearest = |a: &(f32, (u32, u16)), b: &(f32, (u32, u16))| {
@@ -904,7 +1017,8 @@ impl Index {
             content_coverage: f64,
             slot: u32,
             skill: u16,
-            why: String,
+            /// The example closest to the request, if one shares a word.
+            best_example: Option<usize>,
         }
         let mut scored: Vec<Cand> = Vec::new();
         for (slot, i) in candidates {
@@ -924,15 +1038,13 @@ impl Index {
             }
             // Coverage.
             let (mut found, mut content_found) = (0.0, 0.0);
-            let mut matched_words: Vec<&str> = Vec::new();
-            for (((t, w), word), is_content) in q.iter().zip(&idf).zip(&words).zip(&content) {
+            for ((t, w), is_content) in q.iter().zip(&idf).zip(&content) {
                 let p = doc.presence(t, config.agent_words_in_skill, config.related_weight);
                 if p > 0.0 {
                     found += w * p;
                     if *is_content {
                         content_found += w * p;
                     }
-                    matched_words.push(&word.word);
                 }
             }
             let coverage = if idf_sum > 0.0 { found / idf_sum } else { 0.0 };
@@ -1032,28 +1144,11 @@ impl Index {
                 + config.phrase_weight * phrase)
                 / weights.max(1e-9);
             score = (1.0 - config.agent_weight) * score + config.agent_weight * agent_coverage;
-            let mut semantic_note = String::new();
             let mut semantic = 0.0;
             if let Some(qv) = query_vec {
                 semantic = doc.vector.as_ref().map_or(0.0, |v| cosine(qv, v).max(0.0));
                 score = (1.0 - config.semantic_weight) * score + config.semantic_weight * semantic;
-                semantic_note = format!("; semantic similarity {semantic:.2}");
             }
-            let words_list = matched_words
-                .iter()
-                .map(|w| format!("\"{w}\""))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let why = match best_example.1 {
-                Some(n) if best_example.0 > 0.0 => format!(
-                    "closest example: \"{}\"; shared words: {words_list}{semantic_note}",
-                    facts.examples.get(n).map_or("", String::as_str)
-                ),
-                _ if !matched_words.is_empty() => format!(
-                    "shared words with the skill's name, tags or description: {words_list}{semantic_note}"
-                ),
-                _ => format!("no shared words{semantic_note}"),
-            };
             scored.push(Cand {
                 score,
                 semantic,
@@ -1061,7 +1156,7 @@ impl Index {
                 content_coverage,
                 slot,
                 skill: i,
-                why,
+                best_example: best_example.1.filter(|_| best_example.0 > 0.0),
             });
         }
         scored.sort_by(|a, b| {
@@ -1087,8 +1182,37 @@ impl Index {
             let Some(e) = self.entries.get(&c.slot) else {
                 continue;
             };
-            let Some(s) = e.facts.skills.get(usize::from(c.skill)) else {
+            let (Some(s), Some(doc)) = (
+                e.facts.skills.get(usize::from(c.skill)),
+                e.skills.get(usize::from(c.skill)),
+            ) else {
                 continue;
+            };
+            // Why, for the matches answered only: the words of the request
+            // the skill has, its closest example, the similarity.
+            let words_list = q
+                .iter()
+                .zip(&words)
+                .filter(|(t, _)| {
+                    doc.presence(t, config.agent_words_in_skill, config.related_weight) > 0.0
+                })
+                .map(|(_, word)| format!("\"{}\"", word.word))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let semantic_note = if query_vec.is_some() {
+                format!("; semantic similarity {:.2}", c.semantic)
+            } else {
+                String::new()
+            };
+            let why = match c.best_example {
+                Some(n) => format!(
+                    "closest example: \"{}\"; shared words: {words_list}{semantic_note}",
+                    s.examples.get(n).map_or("", String::as_str)
+                ),
+                None if !words_list.is_empty() => format!(
+                    "shared words with the skill's name, tags or description: {words_list}{semantic_note}"
+                ),
+                None => format!("no shared words{semantic_note}"),
             };
             out.matches.push(RouteMatch {
                 agent_name: e.facts.name.clone(),
@@ -1096,7 +1220,7 @@ impl Index {
                 skill_id: s.id.clone(),
                 skill_name: s.name.clone(),
                 score: (c.score * 100.0).round().clamp(0.0, 100.0) as u8,
-                why: c.why.clone(),
+                why,
                 url: e.record.url().map(str::to_owned),
             });
         }
