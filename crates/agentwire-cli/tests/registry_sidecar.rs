@@ -202,7 +202,7 @@ fn without_the_model_or_the_sidecar_one_line_says_why_and_routing_is_by_words() 
     assert!(
         said[0].contains("a2a-embed")
             && said[0].contains("release archive")
-            && said[0].contains("cargo install agentwire-registry --features semantic"),
+            && said[0].contains("cargo install agentwire-embed"),
         "{stderr}"
     );
     // A model the sidecar cannot load: said too, routing by words.
