@@ -1418,7 +1418,9 @@ mod vector_tests {
         assert_eq!(t.keys.len(), 3);
         t.remove((1, 0));
         t.remove((9, 9));
-        let rows: Vec<((u32, u16), Vec<i8>, bool, bool)> = t
+        // Each row: its skill, its numbers, active, routable.
+        type Row = ((u32, u16), Vec<i8>, bool, bool);
+        let rows: Vec<Row> = t
             .iter()
             .map(|(row, k, v, _)| (k, v.to_vec(), t.active[row], t.routable[row]))
             .collect();
