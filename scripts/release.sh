@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Release artifacts of the `a2a` command, from one release build (and
 # `a2a-embed`, the program beside it that runs the sentence-embedding model
-# for `a2a registry serve`, built on its own: agentwire-registry with the
-# feature `semantic`, so that `a2a` is built without it):
+# for `a2a registry serve`, built on its own: the package agentwire-embed,
+# which needs agentwire-registry's feature `semantic`, so that `a2a` is
+# built without it):
 #
 #   scripts/release.sh archive   # dist/a2a-<version>-<target>.tar.gz (+ .sha256)
 #   scripts/release.sh image     # the container image agentwire/a2a:<version> (podman)
@@ -52,14 +53,14 @@ if [[ "${RELEASE_SKIP_BUILD:-0}" != 1 ]]; then
     cargo build --release --locked -p agentwire-cli --bin a2a >&2 || exit 2
     # Its own build: in the same one, cargo would unify the features of
     # agentwire-registry and build `a2a` with the model's code too.
-    cargo build --release --locked -p agentwire-registry --features semantic --bin a2a-embed >&2 || exit 2
+    cargo build --release --locked -p agentwire-embed --bin a2a-embed >&2 || exit 2
 fi
 if [[ ! -x "$bin" ]]; then
     echo "release.sh: $bin does not exist (cargo build --release -p agentwire-cli)" >&2
     exit 2
 fi
 if [[ ! -x "$embed_bin" ]]; then
-    echo "release.sh: $embed_bin does not exist (cargo build --release -p agentwire-registry --features semantic --bin a2a-embed)" >&2
+    echo "release.sh: $embed_bin does not exist (cargo build --release -p agentwire-embed)" >&2
     exit 2
 fi
 

@@ -1181,7 +1181,7 @@ const SIDECAR: &str = "a2a-embed";
 #[cfg_attr(feature = "semantic", allow(dead_code))]
 fn find_sidecar(args: &SidecarArgs) -> Result<PathBuf, CliError> {
     let how = "it ships beside a2a in the release archive and image; or install it with: \
-               cargo install agentwire-registry --features semantic --bin a2a-embed; \
+               cargo install agentwire-embed; \
                or name it with --embed-sidecar FILE (A2A_EMBED_SIDECAR)";
     if let Some(p) = &args.embed_sidecar {
         if p.is_file() {

@@ -10,8 +10,8 @@
 //! registry serving, by words; without the sidecar, or without the model,
 //! one line on stderr says why and how, and routing is by words. With the
 //! real all-MiniLM-L6-v2 (`A2A_TEST_EMBEDDER` naming its directory, and the
-//! real `a2a-embed` built beside `a2a`: `cargo build -p agentwire-registry
-//! --features semantic --bin a2a-embed`; ignored otherwise), the shipped
+//! real `a2a-embed` built beside `a2a`: `cargo build -p agentwire-embed`;
+//! ignored otherwise), the shipped
 //! arrangement routes by meaning.
 #![cfg(not(feature = "semantic"))]
 
@@ -202,7 +202,7 @@ fn without_the_model_or_the_sidecar_one_line_says_why_and_routing_is_by_words() 
     assert!(
         said[0].contains("a2a-embed")
             && said[0].contains("release archive")
-            && said[0].contains("cargo install agentwire-registry --features semantic"),
+            && said[0].contains("cargo install agentwire-embed"),
         "{stderr}"
     );
     // A model the sidecar cannot load: said too, routing by words.
@@ -292,7 +292,7 @@ fn the_real_sidecar_beside_a2a_routes_by_meaning() {
     let beside = assert_cmd::cargo::cargo_bin("a2a").with_file_name("a2a-embed");
     assert!(
         beside.is_file(),
-        "{} is missing: cargo build -p agentwire-registry --features semantic --bin a2a-embed",
+        "{} is missing: cargo build -p agentwire-embed",
         beside.display()
     );
     let env = Env::new();

@@ -8,12 +8,18 @@
 //! cargo bench -p agentwire-registry --bench registry -- --accuracy   # routing accuracy only
 //! cargo bench -p agentwire-registry --features semantic --bench registry -- --accuracy --embedder DIR
 //! cargo bench -p agentwire-registry --features semantic --bench registry -- --tune --embedder DIR
+//! cargo bench -p agentwire-registry --bench registry -- --embedder DIR --sidecar target/release/a2a-embed
 //! ```
 //!
 //! With `--embedder DIR` (a sentence-embedding model's directory, feature
 //! `semantic`), the tables are those of the router with the model, and
 //! `--tune` searches its knobs (`semanticWeight`, `semanticFitThreshold`,
-//! `minSemantic`) on the training half, the lexical ones kept.
+//! `minSemantic`) on the training half, the lexical ones kept. With
+//! `--sidecar PROGRAM` too (`a2a-embed`, the package agentwire-embed; no
+//! feature needed), the model runs there, as `a2a registry serve` runs it:
+//! the latencies are those of the shipped arrangement (in this bench's
+//! process, the model's code is optimised like agentwire-registry, for
+//! size).
 //!
 //! The labelled set (`tests/data/routing-cards.json`,
 //! `tests/data/routing-requests.json`) is split by position: requests at
@@ -46,8 +52,16 @@ struct Args {
     tune: bool,
     /// Only the routing accuracy (no latency or throughput runs).
     accuracy_only: bool,
-    /// A sentence-embedding model's directory (feature `semantic`).
+    /// A sentence-embedding model's directory (feature `semantic`, or
+    /// with `sidecar`).
     embedder: Option<String>,
+    /// `a2a-embed`, to run the model of `embedder` in.
+    sidecar: Option<String>,
+    /// Another model's directory, of vectors of the same length, that
+    /// embeds the generated cards' skills in the latency part (e.g. the
+    /// model with `num_hidden_layers` 0: the same work for the router,
+    /// publishing in minutes instead of hours on two cores).
+    card_embedder: Option<String>,
 }
 
 fn args() -> Args {
@@ -57,6 +71,8 @@ fn args() -> Args {
         tune: false,
         accuracy_only: false,
         embedder: None,
+        sidecar: None,
+        card_embedder: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
@@ -68,6 +84,8 @@ fn args() -> Args {
             "--tune" => a.tune = true,
             "--accuracy" => a.accuracy_only = true,
             "--embedder" => a.embedder = it.next(),
+            "--sidecar" => a.sidecar = it.next(),
+            "--card-embedder" => a.card_embedder = it.next(),
             _ => {} // cargo bench passes --bench
         }
     }
@@ -92,6 +110,25 @@ fn labelled() -> Vec<Labelled> {
             },
         })
         .collect()
+}
+
+/// The model of `--embedder DIR`, run by `--sidecar PROGRAM`.
+fn start_sidecar(program: &str, dir: &str) -> Arc<dyn Embedder> {
+    use agentwire_registry::embed::SubprocessEmbedder;
+    use agentwire_registry::embed::subprocess::{
+        DEFAULT_START_TIMEOUT, DEFAULT_TIMEOUT, SidecarCommand,
+    };
+    let command = SidecarCommand::serve(program, std::path::Path::new(dir));
+    match SubprocessEmbedder::start(command, DEFAULT_TIMEOUT, DEFAULT_START_TIMEOUT) {
+        Ok(m) => {
+            println!("Model: {m:?}");
+            Arc::new(m)
+        }
+        Err(e) => {
+            eprintln!("--sidecar {program} --embedder {dir}: {e}");
+            std::process::exit(2);
+        }
+    }
 }
 
 /// The model of `--embedder DIR`.
@@ -160,30 +197,19 @@ impl Embedder for Remembering {
     }
 }
 
-/// The model, remembering the vectors of single texts (the requests
-/// routed), not of batches (a card's skills).
-struct RequestCache {
-    model: Arc<dyn Embedder>,
-    seen: Mutex<HashMap<String, Vec<f32>>>,
+/// Two models: `requests` embeds single texts (the requests routed),
+/// `cards` the batches (a card's skills), for `--card-embedder`.
+struct Split {
+    requests: Arc<dyn Embedder>,
+    cards: Arc<dyn Embedder>,
 }
 
-impl Embedder for RequestCache {
+impl Embedder for Split {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let [one] = texts else {
-            return self.model.embed(texts);
-        };
-        let poisoned = |_| EmbedError("poisoned".into());
-        if let Some(v) = self.seen.lock().map_err(poisoned)?.get(*one) {
-            return Ok(vec![v.clone()]);
+        match texts {
+            [_] => self.requests.embed(texts),
+            _ => self.cards.embed(texts),
         }
-        let v = self.model.embed(texts)?;
-        if let Some(first) = v.first() {
-            self.seen
-                .lock()
-                .map_err(poisoned)?
-                .insert((*one).to_owned(), first.clone());
-        }
-        Ok(v)
     }
 }
 
@@ -623,7 +649,10 @@ async fn main() {
         set.len(),
         set.iter().filter(|l| l.label.is_none()).count()
     );
-    let model = a.embedder.as_deref().map(load_model);
+    let model = a.embedder.as_deref().map(|dir| match &a.sidecar {
+        Some(program) => start_sidecar(program, dir),
+        None => load_model(dir),
+    });
     let remembering = model.as_ref().map(|m| {
         Arc::new(Remembering {
             model: Arc::clone(m),
@@ -1032,14 +1061,23 @@ async fn main() {
     }
     if let Some(model) = &model {
         // Routing with the model among many cards (memory store): every
-        // skill's vector is compared with the request's. The requests'
-        // vectors are remembered (only one text at a time: the skills'
-        // texts, embedded in batches, are not), so that the second pass
-        // shows the route without the request's embedding.
-        let requests = Arc::new(RequestCache {
-            model: Arc::clone(model),
-            seen: Mutex::new(HashMap::new()),
-        }) as Arc<dyn Embedder>;
+        // skill's vector is compared with the request's. The registry
+        // keeps the vectors of the last requests routed, so that the
+        // second pass shows the route without the request's embedding.
+        let requests = Arc::clone(model);
+        let requests = match (&a.card_embedder, &a.embedder) {
+            (Some(cards_dir), Some(dir)) => {
+                println!(
+                    "  the generated cards' skills embedded by {cards_dir} (for the router's work only), the requests by {dir}"
+                );
+                let cards = match &a.sidecar {
+                    Some(program) => start_sidecar(program, cards_dir),
+                    None => load_model(cards_dir),
+                };
+                Arc::new(Split { requests, cards }) as Arc<dyn Embedder>
+            }
+            _ => requests,
+        };
         let (reg, took) = publish_embedding(&all_cards, &requests).await;
         println!(
             "  with the model: {} publishes in {:.1} s ({:.0} publishes/s, embedding included)",
@@ -1047,21 +1085,70 @@ async fn main() {
             took.as_secs_f64(),
             all_cards.len() as f64 / took.as_secs_f64()
         );
-        let texts = || set.iter().take(a.queries).map(|l| l.text.as_str());
-        let rlat = route_latencies(&reg, texts());
+        // Distinct requests: the labelled ones, then generated ones (the
+        // HTTP pass has its own, never routed before).
+        let mut texts: Vec<String> = set.iter().map(|l| l.text.clone()).collect();
+        let mut generated = |n: usize, tag: &str| -> Vec<String> {
+            (0..n)
+                .map(|k| {
+                    format!(
+                        "{} the {} {} {tag}{k}",
+                        rng.pick(VERBS),
+                        rng.pick(TOPICS),
+                        rng.pick(THINGS)
+                    )
+                })
+                .collect()
+        };
+        texts.extend(generated(a.queries.saturating_sub(texts.len()), "r"));
+        texts.truncate(a.queries);
+        let rlat = route_latencies(&reg, texts.iter().map(String::as_str));
         println!(
-            "  route in process with the model ({} cards, {} requests): {}",
+            "  route in process with the model ({} cards, {} distinct requests): {}",
             reg.len(),
             rlat.len(),
             p50_p99(&rlat)
         );
-        let clat = route_latencies(&reg, texts());
+        let clat = route_latencies(&reg, texts.iter().map(String::as_str));
         println!(
-            "  the same, the requests' vectors remembered (the route without the model): {}",
+            "  the same requests again, their vectors kept by the registry (the route without the model): {}",
             p50_p99(&clat)
         );
+        let elat = latencies(&texts, |t| {
+            model.embed(&[t.as_str()]).expect("embed");
+        });
+        println!(
+            "  embedding one request (the same requests, the model alone): {}",
+            p50_p99(&elat)
+        );
+        let http_texts = generated(a.queries, "h");
+        let server = RegistryServer::new(reg.clone())
+            .background(false)
+            .bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let server = server.spawn();
+        let client = agentwire_client::registry::Registry::new(&server.base_url()).expect("client");
+        let mut hlat = Vec::new();
+        for t in &http_texts {
+            let started = Instant::now();
+            client.route(t, None).await.expect("route over HTTP");
+            hlat.push(started.elapsed());
+        }
+        hlat.sort();
+        println!(
+            "  route over HTTP with the model (loopback, keep-alive, sequential, {} distinct requests): {}  (target p99 < 20 ms: {})",
+            hlat.len(),
+            p50_p99(&hlat),
+            if percentile(&hlat, 0.99) < Duration::from_millis(20) {
+                "met"
+            } else {
+                "MISSED"
+            }
+        );
+        let _ = server.shutdown().await;
         let mut slat = Vec::new();
-        for q in texts() {
+        for q in &texts {
             let t = Instant::now();
             reg.search(SearchRequest {
                 query: Query {

@@ -323,6 +323,11 @@ impl CompiledFilter {
             .any(|(k, _)| canonical(k) == canonical(key))
     }
 
+    /// Whether it has no key (every entry passes).
+    pub fn is_empty(&self) -> bool {
+        self.clauses.is_empty() && !self.impossible
+    }
+
     /// Whether an entry passes: for every key, one of its values matches
     /// one of the entry's.
     pub fn matches(&self, view: &FilterView) -> bool {

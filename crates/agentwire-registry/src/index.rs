@@ -419,29 +419,166 @@ fn unit(v: &[f32]) -> Option<Vec<f32>> {
         .then(|| v.iter().map(|x| (f64::from(*x) / norm) as f32).collect())
 }
 
-/// The dot product of two vectors (of one length; the shorter one's
-/// length otherwise), over 8 independent sums so that the compiler can keep
-/// them in one vector register (hand-written: a crate of SIMD kernels for
-/// one loop is not worth its weight; this is within 1e-6 of
-/// [`route::cosine`] for unit vectors, and only preselects candidates,
-/// which are then scored with it).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+/// A vector in 8 bits a number: each number divided by the vector's
+/// scale (its largest magnitude over 127) and rounded, so that the route's
+/// scan reads a quarter of the memory of `f32` (at 10,000 cards, 30,000
+/// skills: 11 MB instead of 46 MB a route, which is what the scan's time
+/// was). The dot product of two quantised unit vectors is within about
+/// 1e-2 of their cosine; it only preselects candidates, which are then
+/// scored with the vectors themselves ([`route::cosine`]).
+fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
+    let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    if !(max > 0.0 && max.is_finite()) {
+        return (vec![0; v.len()], 0.0);
+    }
+    let scale = max / 127.0;
+    let q = v
+        .iter()
+        .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8)
+        .collect();
+    (q, scale)
+}
+
+/// The dot product of two quantised vectors (of one length; the shorter
+/// one's length otherwise), in their units.
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut lanes = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
+    let (ca, cb) = (a[..n].chunks_exact(16), b[..n].chunks_exact(16));
+    let tail: i32 = ca
         .remainder()
         .iter()
         .zip(cb.remainder())
-        .map(|(x, y)| x * y)
+        .map(|(x, y)| i32::from(*x) * i32::from(*y))
         .sum();
-    for (x, y) in ca.zip(cb) {
-        for ((l, x), y) in lanes.iter_mut().zip(x).zip(y) {
-            *l += x * y;
+    dot_i8_16(ca, cb) + tail
+}
+
+/// The sum of the dot products of chunks of 16, with SSE2 (x86-64's
+/// baseline): the library is optimised for size (opt-level "z", which
+/// does not vectorise loops), so the instructions are named
+/// (hand-written: a crate of SIMD kernels for one loop is not worth its
+/// weight). Each product fits an i16 pair's sum in i32 (127 × 127 × 2).
+#[cfg(target_arch = "x86_64")]
+fn dot_i8_16(a: std::slice::ChunksExact<'_, i8>, b: std::slice::ChunksExact<'_, i8>) -> i32 {
+    use std::arch::x86_64::{
+        __m128i, _mm_add_epi32, _mm_loadu_si128, _mm_madd_epi16, _mm_setzero_si128, _mm_srai_epi16,
+        _mm_storeu_si128, _mm_unpackhi_epi8, _mm_unpacklo_epi8,
+    };
+    let mut lanes = [0i32; 4];
+    // SAFETY: SSE2 is part of the x86-64 baseline (every x86-64 processor
+    // has it); each load reads one chunk of 16 i8 (16 bytes, unaligned),
+    // the store writes the 4 i32 of `lanes` (16 bytes).
+    unsafe {
+        let mut acc = _mm_setzero_si128();
+        for (x, y) in a.zip(b) {
+            let x = _mm_loadu_si128(x.as_ptr().cast::<__m128i>());
+            let y = _mm_loadu_si128(y.as_ptr().cast::<__m128i>());
+            // Each byte sign-extended to 16 bits: the byte twice in a
+            // 16-bit lane, shifted right arithmetically by 8.
+            let (xl, xh) = (
+                _mm_srai_epi16::<8>(_mm_unpacklo_epi8(x, x)),
+                _mm_srai_epi16::<8>(_mm_unpackhi_epi8(x, x)),
+            );
+            let (yl, yh) = (
+                _mm_srai_epi16::<8>(_mm_unpacklo_epi8(y, y)),
+                _mm_srai_epi16::<8>(_mm_unpackhi_epi8(y, y)),
+            );
+            acc = _mm_add_epi32(
+                acc,
+                _mm_add_epi32(_mm_madd_epi16(xl, yl), _mm_madd_epi16(xh, yh)),
+            );
         }
+        _mm_storeu_si128(lanes.as_mut_ptr().cast::<__m128i>(), acc);
     }
-    lanes.iter().sum::<f32>() + tail
+    lanes.iter().sum()
+}
+
+/// [`dot_i8_16`] elsewhere.
+#[cfg(not(target_arch = "x86_64"))]
+fn dot_i8_16(a: std::slice::ChunksExact<'_, i8>, b: std::slice::ChunksExact<'_, i8>) -> i32 {
+    a.zip(b)
+        .map(|(x, y)| {
+            x.iter()
+                .zip(y)
+                .map(|(x, y)| i32::from(*x) * i32::from(*y))
+                .sum::<i32>()
+        })
+        .sum()
+}
+
+/// The skills' vectors side by side, one row of `dim` numbers a skill (in
+/// no order), quantised ([`quantize`]), for the route's scan: one pass
+/// over contiguous memory instead of a pointer to follow per skill and an
+/// entry to look up per skill. Kept in step with the entries by
+/// [`Index::insert`] and [`Index::unindex`] (a removed row is replaced by
+/// the last one).
+#[derive(Debug, Default)]
+struct VectorTable {
+    /// The vectors' length (that of the first one put in; a vector of
+    /// another length, from another model, is left out).
+    dim: usize,
+    data: Vec<i8>,
+    /// Each row's scale.
+    scales: Vec<f32>,
+    /// Each row's skill.
+    keys: Vec<(u32, u16)>,
+    /// Each row's entry: active, and a card the router routes to by
+    /// default ([`Record::routable`]); an entry's state is fixed while it
+    /// is indexed (a change indexes it again).
+    active: Vec<bool>,
+    routable: Vec<bool>,
+    /// Each skill's row.
+    rows: HashMap<(u32, u16), usize, ahash::RandomState>,
+}
+
+impl VectorTable {
+    fn push(&mut self, key: (u32, u16), v: &[f32], active: bool, routable: bool) {
+        if self.keys.is_empty() {
+            self.dim = v.len();
+        }
+        if v.is_empty() || v.len() != self.dim || self.rows.contains_key(&key) {
+            return;
+        }
+        let (q, scale) = quantize(v);
+        self.rows.insert(key, self.keys.len());
+        self.data.extend_from_slice(&q);
+        self.scales.push(scale);
+        self.keys.push(key);
+        self.active.push(active);
+        self.routable.push(routable);
+    }
+
+    fn remove(&mut self, key: (u32, u16)) {
+        let Some(row) = self.rows.remove(&key) else {
+            return;
+        };
+        let last = self.keys.len() - 1;
+        if row != last {
+            let moved = self.keys[last];
+            self.data
+                .copy_within(last * self.dim..(last + 1) * self.dim, row * self.dim);
+            self.scales[row] = self.scales[last];
+            self.keys[row] = moved;
+            self.active[row] = self.active[last];
+            self.routable[row] = self.routable[last];
+            self.rows.insert(moved, row);
+        }
+        self.data.truncate(last * self.dim);
+        self.scales.truncate(last);
+        self.keys.truncate(last);
+        self.active.truncate(last);
+        self.routable.truncate(last);
+    }
+
+    /// The rows: each one's number, skill, vector and scale.
+    fn iter(&self) -> impl Iterator<Item = (usize, (u32, u16), &[i8], f32)> {
+        self.data
+            .chunks_exact(self.dim.max(1))
+            .zip(&self.keys)
+            .zip(&self.scales)
+            .enumerate()
+            .map(|(row, ((v, k), s))| (row, *k, v, *s))
+    }
 }
 
 /// A search hit.
@@ -470,6 +607,8 @@ pub struct Index {
     removed: HashMap<String, i64>,
     text: Bm25Index<u32>,
     skills: Bm25Index<(u32, u16)>,
+    /// The skills' vectors (with an embedder).
+    vectors: VectorTable,
     /// How many skills have each term in their own text (name, id,
     /// description, tags, examples), and how many skills there are: the
     /// router's IDF. The words of an agent's name and description are in
@@ -495,6 +634,7 @@ impl Index {
             removed: HashMap::new(),
             text: Bm25Index::default(),
             skills: Bm25Index::default(),
+            vectors: VectorTable::default(),
             skill_df: HashMap::default(),
             topic_df: HashMap::default(),
             skill_count: 0,
@@ -599,9 +739,14 @@ impl Index {
                 },
             ],
         );
+        let active = indexed.record.fetch.status == crate::model::Status::Active;
+        let routable = indexed.record.routable(&indexed.facts);
         for (i, s) in indexed.skills.iter().enumerate() {
             let examples = s.all_example_terms();
             let Ok(i) = u16::try_from(i) else { break };
+            if let Some(v) = &s.vector {
+                self.vectors.push((slot, i), v, active, routable);
+            }
             self.skill_count += 1;
             for t in &s.own_terms {
                 *self.skill_df.entry(t.clone()).or_default() += 1;
@@ -652,6 +797,7 @@ impl Index {
             for (i, s) in old.skills.iter().enumerate() {
                 let Ok(i) = u16::try_from(i) else { break };
                 self.skills.remove(&(slot, i));
+                self.vectors.remove((slot, i));
                 self.skill_count = self.skill_count.saturating_sub(1);
                 for t in &s.own_terms {
                     if let Some(n) = self.skill_df.get_mut(t) {
@@ -867,20 +1013,28 @@ impl Index {
         // product with the request's unit vector, in f32 over 8 lanes, and
         // only the nearest `CANDIDATES` are selected (not all sorted). At
         // 10,000 cards (30,000 skills) this scan is most of a route.
-        if let Some(qn) = query_vec.and_then(unit) {
-            let mut near: Vec<(f32, (u32, u16))> = Vec::with_capacity(self.skill_count as usize);
-            for (slot, e) in &self.entries {
-                let usable = e.record.fetch.status == crate::model::Status::Active
-                    && (wants_old || e.record.routable(&e.facts))
-                    && filter.matches(&e.view);
-                if !usable {
-                    continue;
-                }
-                for (i, doc) in e.skills.iter().enumerate() {
-                    let Ok(i) = u16::try_from(i) else { break };
-                    if let Some(v) = &doc.vector {
-                        near.push((dot(&qn, v), (*slot, i)));
+        if let Some((qn, q_scale)) = query_vec.and_then(unit).map(|u| quantize(&u)) {
+            let table = &self.vectors;
+            // Which entries a filter lets through, by slot (looked up once
+            // an entry, not once a skill).
+            let passes: Option<Vec<bool>> = (!filter.is_empty()).then(|| {
+                let mut passes = vec![false; self.next_slot as usize];
+                for (slot, e) in &self.entries {
+                    if let Some(p) = passes.get_mut(*slot as usize) {
+                        *p = filter.matches(&e.view);
                     }
+                }
+                passes
+            });
+            let mut near: Vec<(f32, (u32, u16))> = Vec::with_capacity(table.keys.len());
+            for (row, key, v, scale) in table.iter() {
+                let usable = table.active[row]
+                    && (wants_old || table.routable[row])
+                    && passes
+                        .as_ref()
+                        .is_none_or(|p| p.get(key.0 as usize).copied().unwrap_or(false));
+                if usable {
+                    near.push((dot_i8(&qn, v) as f32 * scale * q_scale, key));
                 }
             }
             let nearest = |a: &(f32, (u32, u16)), b: &(f32, (u32, u16))| {
@@ -904,7 +1058,8 @@ impl Index {
             content_coverage: f64,
             slot: u32,
             skill: u16,
-            why: String,
+            /// The example closest to the request, if one shares a word.
+            best_example: Option<usize>,
         }
         let mut scored: Vec<Cand> = Vec::new();
         for (slot, i) in candidates {
@@ -924,15 +1079,13 @@ impl Index {
             }
             // Coverage.
             let (mut found, mut content_found) = (0.0, 0.0);
-            let mut matched_words: Vec<&str> = Vec::new();
-            for (((t, w), word), is_content) in q.iter().zip(&idf).zip(&words).zip(&content) {
+            for ((t, w), is_content) in q.iter().zip(&idf).zip(&content) {
                 let p = doc.presence(t, config.agent_words_in_skill, config.related_weight);
                 if p > 0.0 {
                     found += w * p;
                     if *is_content {
                         content_found += w * p;
                     }
-                    matched_words.push(&word.word);
                 }
             }
             let coverage = if idf_sum > 0.0 { found / idf_sum } else { 0.0 };
@@ -1032,28 +1185,11 @@ impl Index {
                 + config.phrase_weight * phrase)
                 / weights.max(1e-9);
             score = (1.0 - config.agent_weight) * score + config.agent_weight * agent_coverage;
-            let mut semantic_note = String::new();
             let mut semantic = 0.0;
             if let Some(qv) = query_vec {
                 semantic = doc.vector.as_ref().map_or(0.0, |v| cosine(qv, v).max(0.0));
                 score = (1.0 - config.semantic_weight) * score + config.semantic_weight * semantic;
-                semantic_note = format!("; semantic similarity {semantic:.2}");
             }
-            let words_list = matched_words
-                .iter()
-                .map(|w| format!("\"{w}\""))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let why = match best_example.1 {
-                Some(n) if best_example.0 > 0.0 => format!(
-                    "closest example: \"{}\"; shared words: {words_list}{semantic_note}",
-                    facts.examples.get(n).map_or("", String::as_str)
-                ),
-                _ if !matched_words.is_empty() => format!(
-                    "shared words with the skill's name, tags or description: {words_list}{semantic_note}"
-                ),
-                _ => format!("no shared words{semantic_note}"),
-            };
             scored.push(Cand {
                 score,
                 semantic,
@@ -1061,7 +1197,7 @@ impl Index {
                 content_coverage,
                 slot,
                 skill: i,
-                why,
+                best_example: best_example.1.filter(|_| best_example.0 > 0.0),
             });
         }
         scored.sort_by(|a, b| {
@@ -1087,8 +1223,37 @@ impl Index {
             let Some(e) = self.entries.get(&c.slot) else {
                 continue;
             };
-            let Some(s) = e.facts.skills.get(usize::from(c.skill)) else {
+            let (Some(s), Some(doc)) = (
+                e.facts.skills.get(usize::from(c.skill)),
+                e.skills.get(usize::from(c.skill)),
+            ) else {
                 continue;
+            };
+            // Why, for the matches answered only: the words of the request
+            // the skill has, its closest example, the similarity.
+            let words_list = q
+                .iter()
+                .zip(&words)
+                .filter(|(t, _)| {
+                    doc.presence(t, config.agent_words_in_skill, config.related_weight) > 0.0
+                })
+                .map(|(_, word)| format!("\"{}\"", word.word))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let semantic_note = if query_vec.is_some() {
+                format!("; semantic similarity {:.2}", c.semantic)
+            } else {
+                String::new()
+            };
+            let why = match c.best_example {
+                Some(n) => format!(
+                    "closest example: \"{}\"; shared words: {words_list}{semantic_note}",
+                    s.examples.get(n).map_or("", String::as_str)
+                ),
+                None if !words_list.is_empty() => format!(
+                    "shared words with the skill's name, tags or description: {words_list}{semantic_note}"
+                ),
+                None => format!("no shared words{semantic_note}"),
             };
             out.matches.push(RouteMatch {
                 agent_name: e.facts.name.clone(),
@@ -1096,7 +1261,7 @@ impl Index {
                 skill_id: s.id.clone(),
                 skill_name: s.name.clone(),
                 score: (c.score * 100.0).round().clamp(0.0, 100.0) as u8,
-                why: c.why.clone(),
+                why,
                 url: e.record.url().map(str::to_owned),
             });
         }
@@ -1221,14 +1386,58 @@ mod vector_tests {
     use super::*;
 
     #[test]
-    fn dot_of_unit_vectors_is_their_cosine() {
+    fn the_quantised_dot_of_unit_vectors_is_near_their_cosine() {
         let a: Vec<f32> = (0..389).map(|i| ((i * 7) % 13) as f32 - 6.0).collect();
         let b: Vec<f32> = (0..389).map(|i| ((i * 5) % 11) as f32 - 4.5).collect();
         let (ua, ub) = (unit(&a).unwrap(), unit(&b).unwrap());
-        assert!((f64::from(dot(&ua, &ub)) - cosine(&a, &b)).abs() < 1e-5);
-        assert!((dot(&ua, &ua) - 1.0).abs() < 1e-5);
-        assert_eq!(dot(&[1.0, 2.0, 3.0], &[4.0, 5.0]), 14.0);
+        let ((qa, sa), (qb, sb)) = (quantize(&ua), quantize(&ub));
+        let d = f64::from(dot_i8(&qa, &qb) as f32 * sa * sb);
+        assert!((d - cosine(&a, &b)).abs() < 1e-2, "{d}");
+        let d = dot_i8(&qa, &qa) as f32 * sa * sa;
+        assert!((d - 1.0).abs() < 1e-2, "{d}");
+        // The shorter one's length; the tail past the chunks of 16.
+        assert_eq!(dot_i8(&[1, 2, 3], &[4, 5]), 14);
+        let long: Vec<i8> = (0..40).map(|i| (i % 9) as i8 - 4).collect();
+        let expected: i32 = long.iter().map(|x| i32::from(*x) * i32::from(*x)).sum();
+        assert_eq!(dot_i8(&long, &long), expected);
+        assert_eq!(dot_i8(&[-127; 32], &[127; 32]), -127 * 127 * 32);
+        assert_eq!(quantize(&[0.0, 0.0]).1, 0.0);
+        assert_eq!(quantize(&[0.25, -1.0]).0, vec![32, -127]);
         assert_eq!(unit(&[0.0, 0.0]), None);
         assert_eq!(unit(&[f32::NAN]), None);
+    }
+
+    #[test]
+    fn the_vector_table_keeps_one_row_a_skill_through_removals() {
+        let mut t = VectorTable::default();
+        t.push((1, 0), &[1.0, 0.0], true, true);
+        t.push((1, 1), &[0.0, 1.0], true, false);
+        t.push((2, 0), &[-1.0, 0.0], false, true);
+        // Another length (another model): left out.
+        t.push((3, 0), &[1.0, 0.0, 0.0], true, true);
+        assert_eq!(t.keys.len(), 3);
+        t.remove((1, 0));
+        t.remove((9, 9));
+        // Each row: its skill, its numbers, active, routable.
+        type Row = ((u32, u16), Vec<i8>, bool, bool);
+        let rows: Vec<Row> = t
+            .iter()
+            .map(|(row, k, v, _)| (k, v.to_vec(), t.active[row], t.routable[row]))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                ((2, 0), vec![-127, 0], false, true),
+                ((1, 1), vec![0, 127], true, false)
+            ]
+        );
+        assert_eq!(t.rows.get(&(2, 0)), Some(&0));
+        assert_eq!(t.rows.get(&(1, 1)), Some(&1));
+        t.remove((2, 0));
+        t.remove((1, 1));
+        assert!(t.data.is_empty() && t.rows.is_empty());
+        // Empty again: the next vector sets the length.
+        t.push((3, 0), &[1.0, 0.0, 0.0], true, true);
+        assert_eq!(t.dim, 3);
     }
 }

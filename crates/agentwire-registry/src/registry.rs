@@ -25,7 +25,7 @@ use crate::error::ApiError;
 use crate::filter::{CompiledFilter, Dates, ListFilter, QueryContext, count_facet, known_key};
 use crate::index::{Embedding, Index, Indexed};
 use crate::model::{FetchState, Record, Source, Status, now_ms, now_rfc3339};
-use crate::route::{Embedder, RouterConfig};
+use crate::route::{Embedder, REQUEST_VECTORS, RequestVectors, RouterConfig};
 use crate::store::{RegistryStore, StoreResult};
 use crate::text::Analyzer;
 
@@ -144,6 +144,8 @@ struct Inner {
     policy: Arc<UrlPolicy>,
     verifier: Arc<dyn SignatureVerifier>,
     embedder: Option<Arc<dyn Embedder>>,
+    /// The vectors of the requests routed last.
+    request_vectors: Mutex<RequestVectors>,
     /// The embedder's [`Embedder::model_id`], asked once (empty: unknown,
     /// or no embedder).
     model_id: String,
@@ -278,6 +280,7 @@ impl RegistryBuilder {
                 policy,
                 verifier: self.verifier,
                 embedder: self.embedder,
+                request_vectors: Mutex::new(RequestVectors::new(REQUEST_VECTORS)),
                 model_id,
                 backlog: Mutex::new(Backlog::default()),
                 pending: tokio::sync::watch::Sender::new(0),
@@ -1317,26 +1320,34 @@ impl Registry {
         }
         let filter = CompiledFilter::new(request.filter.as_ref()).map_err(ApiError::invalid)?;
         // The request is embedded before the index is locked (a model takes
-        // milliseconds). If it cannot be, the request is routed by its
-        // words, with the lexical threshold.
-        let query_vec =
-            self.inner
-                .embedder
-                .as_ref()
-                .and_then(|e| match e.embed(&[request.text.as_str()]) {
-                    Ok(mut v) if v.len() == 1 => v.pop(),
-                    Ok(v) => {
-                        tracing::warn!(
-                            "the embedder gave {} vectors for one request; routed by its words",
-                            v.len()
-                        );
-                        None
+        // milliseconds), unless it was routed lately. If it cannot be, the
+        // request is routed by its words, with the lexical threshold.
+        let text = request.text.as_str();
+        let query_vec = self.inner.embedder.as_ref().and_then(|e| {
+            if let Some(v) = self.inner.request_vectors.lock().get(text) {
+                return Some(v);
+            }
+            match e.embed(&[text]) {
+                Ok(mut v) if v.len() == 1 => {
+                    let v = v.pop();
+                    if let Some(v) = &v {
+                        self.inner.request_vectors.lock().put(text, v.clone());
                     }
-                    Err(e) => {
-                        tracing::warn!("cannot embed the request ({e}); routed by its words");
-                        None
-                    }
-                });
+                    v
+                }
+                Ok(v) => {
+                    tracing::warn!(
+                        "the embedder gave {} vectors for one request; routed by its words",
+                        v.len()
+                    );
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!("cannot embed the request ({e}); routed by its words");
+                    None
+                }
+            }
+        });
         Ok(self.inner.index.read().route(
             &request.text,
             &filter,

@@ -60,7 +60,7 @@
 //! defaults leave them off.
 //!
 //! On the labelled set of the benchmark (`benches/registry.rs`, figures in
-//! `benches/README.md`: 355 requests, 157 of them written from the cards
+//! the repository's `benches/README.md`, "Agent registry": 355 requests, 157 of them written from the cards
 //! alone by someone who had not seen the router) the defaults, chosen on
 //! the training half of the first 198, choose the right skill for 72% of
 //! the held-out in-domain requests (the right one is in the top three for
@@ -112,6 +112,63 @@ pub trait Embedder: Send + Sync + 'static {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct EmbedError(pub String);
+
+/// The vectors of the requests routed last, by their text: a request
+/// routed again (a client retrying, the same question from many users) is
+/// not embedded again. At most `capacity` texts; the one used longest ago
+/// makes room for a new one.
+#[derive(Debug)]
+pub(crate) struct RequestVectors {
+    capacity: usize,
+    clock: u64,
+    /// Each text's vector, and when it was last used.
+    seen: std::collections::HashMap<String, (u64, Vec<f32>), ahash::RandomState>,
+}
+
+/// How many requests' vectors a registry keeps (1.5 KB each with
+/// 384-dimension vectors: 1.5 MB).
+pub(crate) const REQUEST_VECTORS: usize = 1024;
+
+impl RequestVectors {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            clock: 0,
+            seen: Default::default(),
+        }
+    }
+
+    /// The vector of `text`, if kept (and now the last used).
+    pub(crate) fn get(&mut self, text: &str) -> Option<Vec<f32>> {
+        self.clock += 1;
+        let now = self.clock;
+        self.seen.get_mut(text).map(|(used, v)| {
+            *used = now;
+            v.clone()
+        })
+    }
+
+    /// Keeps `vector` as that of `text`.
+    pub(crate) fn put(&mut self, text: &str, vector: Vec<f32>) {
+        if self.capacity == 0 {
+            return;
+        }
+        if self.seen.len() >= self.capacity && !self.seen.contains_key(text) {
+            // The least recently used out (a scan of at most `capacity`
+            // entries: nothing beside embedding a request).
+            let oldest = self
+                .seen
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(t, _)| t.clone());
+            if let Some(t) = oldest {
+                self.seen.remove(&t);
+            }
+        }
+        self.clock += 1;
+        self.seen.insert(text.to_owned(), (self.clock, vector));
+    }
+}
 
 /// The cosine of two vectors (0 when either is zero).
 pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
@@ -305,6 +362,27 @@ mod tests {
             None,
             "lengths differ"
         );
+    }
+
+    #[test]
+    fn request_vectors_keep_the_most_recently_used() {
+        let mut r = RequestVectors::new(2);
+        assert_eq!(r.get("a"), None);
+        r.put("a", vec![1.0]);
+        r.put("b", vec![2.0]);
+        // "a" used: "b" is now the oldest, and makes room for "c".
+        assert_eq!(r.get("a"), Some(vec![1.0]));
+        r.put("c", vec![3.0]);
+        assert_eq!(r.get("b"), None);
+        assert_eq!(r.get("a"), Some(vec![1.0]));
+        assert_eq!(r.get("c"), Some(vec![3.0]));
+        // A text put again is replaced, not added.
+        r.put("c", vec![4.0]);
+        assert_eq!(r.get("c"), Some(vec![4.0]));
+        assert_eq!(r.get("a"), Some(vec![1.0]));
+        let mut none = RequestVectors::new(0);
+        none.put("a", vec![1.0]);
+        assert_eq!(none.get("a"), None);
     }
 
     #[test]

@@ -23,7 +23,7 @@
 //! score comes with its upper bound for the query and the query terms it
 //! matched. The index lives in memory, rebuilt from the store at start-up
 //! and kept in step with it; with 10,000 cards a search takes about 2 ms
-//! on the median (benches/README.md).
+//! on the median (the repository's benches/README.md, "Agent registry").
 
 use std::collections::HashMap;
 use std::hash::Hash;

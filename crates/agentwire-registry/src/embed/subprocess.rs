@@ -1,6 +1,6 @@
 //! The sentence-embedding model in a sidecar process: [`SubprocessEmbedder`]
 //! (the client, always compiled) and [`serve_lines`] (the sidecar's side,
-//! what the `a2a-embed` program of the feature `semantic` runs).
+//! what `a2a-embed`, the program of the package agentwire-embed, runs).
 //!
 //! Why a sidecar: the model's code (candle, tokenizers) is larger than
 //! what the `a2a` command may grow by (its release binary has a 25 MiB

@@ -32,6 +32,7 @@ pub use sqlite::SqliteRegistryStore;
 pub struct StoreError(pub String);
 
 impl StoreError {
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     pub(crate) fn from_db(e: impl std::fmt::Display) -> Self {
         Self(e.to_string())
     }
@@ -100,6 +101,7 @@ pub trait RegistryStore: Send + Sync + 'static {
     }
 }
 
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn encode(record: &Record) -> StoreResult<String> {
     serde_json::to_string(record).map_err(|e| StoreError(format!("cannot encode a record: {e}")))
 }

