@@ -260,20 +260,8 @@ impl Line {
 }
 
 /// Appends `n` in decimal.
-fn decimal(n: u16, out: &mut Vec<u8>) {
-    let mut digits = [0u8; 5];
-    let mut at = digits.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        // A digit: below 10.
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+fn decimal(n: impl itoa::Integer, out: &mut Vec<u8>) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// Appends `ms`, a number of milliseconds, as `{:?}` and `serde_json`
@@ -295,19 +283,7 @@ fn milliseconds(ms: f64, out: &mut Vec<u8>) -> bool {
     // Whole, below 10^15: exact as an integer.
     let micros = micros as u64;
     let (whole, fraction) = (micros / 1000, (micros % 1000) as u16);
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = whole;
-    loop {
-        at -= 1;
-        // A digit: below 10.
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+    decimal(whole, out);
     out.push(b'.');
     let fraction = [
         b'0' + (fraction / 100) as u8,
