@@ -21,6 +21,10 @@
 # its threads, by N. Servers:
 #   bare           bare-server (axum, fixed answer): JSON-RPC SendMessage only
 #   agent-server   the library alone: A2aServer, memory store, echo agent
+#   agent-server-log     the same with the request log of a2a serve (--request-log)
+#   agent-server-sqlite  the same with the SQLite store (--sqlite FILE)
+#                  (these two only when named in ICOUNT_SERVERS: the cost of
+#                  the line and of the durable store in the library, symbols kept)
 #   a2a-memory     a2a serve --agent echo --store memory
 #   a2a-sqlite     a2a serve --agent echo --store sqlite:FILE (a new file)
 #   a2a-postgres   a2a serve --agent echo --store $A2A_TEST_POSTGRES_URL (when set;
@@ -164,6 +168,15 @@ measure_once() {
     case $server in
         bare) need bare-server; cmd=("$BIN/bare-server" --port "$port" --workers 1) ;;
         agent-server) need agent-server; cmd=("$BIN/agent-server" --agent echo --port "$port" --workers 1) ;;
+        agent-server-log)
+            need agent-server
+            cmd=("$BIN/agent-server" --agent echo --port "$port" --workers 1 --request-log)
+            ;;
+        agent-server-sqlite)
+            need agent-server
+            rm -f "$WORK"/lib-tasks.db*
+            cmd=("$BIN/agent-server" --agent echo --port "$port" --workers 1 --sqlite "$WORK/lib-tasks.db")
+            ;;
         a2a-memory) cmd=("$BIN/a2a" serve --agent echo --store memory --port "$port") ;;
         a2a-sqlite)
             rm -f "$WORK"/tasks.db*

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use agentwire_agents::{conformance, echo};
 use agentwire_server::A2aServer;
-use agentwire_server::store::{MemoryStore, MemoryStoreConfig};
+use agentwire_server::store::{MemoryStore, MemoryStoreConfig, SqliteStore, TaskStore};
 use clap::{Parser, ValueEnum};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -51,10 +51,44 @@ struct Args {
     /// Conformance agent: the streaming timeout of its scenarios, in ms.
     #[arg(long, default_value_t = 2000)]
     tck_streaming_timeout_ms: u64,
+    /// The request log as `a2a serve` writes it (a line per request on
+    /// stderr, by the library's own writer), filtered by `RUST_LOG`
+    /// (default: the request lines and warnings): what the line costs a
+    /// request, in the library (scripts/icount.sh's `agent-server-log`).
+    #[arg(long)]
+    request_log: bool,
+    /// The SQLite store in this file (synchronous NORMAL, as `a2a serve
+    /// --store sqlite:FILE`) instead of the in-memory store: the durable
+    /// store's cost in the library (scripts/icount.sh's `agent-server-sqlite`).
+    #[arg(long, value_name = "FILE")]
+    sqlite: Option<std::path::PathBuf>,
+}
+
+/// The subscriber of `a2a serve`: `tracing-subscriber`'s formatter behind
+/// the log filter, and the request lines by the library's own writer.
+fn request_log() {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    agentwire_server::observe::request_log::install(
+        agentwire_server::observe::request_log::Format::Text,
+        std::io::stderr(),
+    );
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,agentwire_server=info"));
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .with_filter(filter);
+    tracing_subscriber::registry().with(fmt).init();
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.request_log {
+        request_log();
+    }
     agentwire_bench::server_runtime(args.workers)?.block_on(async {
         let server = match args.agent {
             Agent::Echo => A2aServer::new(echo::card(), echo::EchoAgent),
@@ -65,13 +99,20 @@ fn main() -> anyhow::Result<()> {
                 },
             ),
         };
-        let store = MemoryStore::new(MemoryStoreConfig {
-            max_tasks: args.max_tasks,
-            ..MemoryStoreConfig::default()
-        });
+        let store: Arc<dyn TaskStore> = match &args.sqlite {
+            Some(path) => Arc::new(
+                SqliteStore::open(path)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?,
+            ),
+            None => Arc::new(MemoryStore::new(MemoryStoreConfig {
+                max_tasks: args.max_tasks,
+                ..MemoryStoreConfig::default()
+            })),
+        };
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
         let server = server
-            .store(Arc::new(store))
+            .store(store)
             .bind(addr)
             .await
             .map_err(|e| anyhow::anyhow!("cannot bind {addr}: {e}"))?;

@@ -210,14 +210,14 @@ where
             agentwire_types::limits::wire::decoding(&limits, || Pin::new(&mut self.inner).poll(cx));
         polled.map(|r| {
             r.map(|response| {
-                let mut response = refusal_codes(response, limit);
+                let response = refusal_codes(response, limit);
                 // An error comes in the head ("trailers-only").
                 let error = Status::from_header_map(response.headers())
                     .filter(|s| s.code() != tonic::Code::Ok)
                     .map(|s| agentwire_types::grpc_status_name(s.code() as i32));
-                CallInfo::operation(&mut response, "grpc", operation);
-                if error.is_some() && CallInfo::wanted() {
-                    CallInfo::of(&mut response).error = error;
+                CallInfo::operation("grpc", operation);
+                if let Some(error) = error {
+                    CallInfo::error_reason(error);
                 }
                 response
             })
@@ -321,15 +321,9 @@ fn respond_task<T>(
     result: A2aResult<T>,
     task_id: impl Fn(&T) -> Option<&str>,
 ) -> Result<Response<T>, Status> {
-    let mut response = respond(result)?;
-    let id: Option<Box<str>> = task_id(response.get_ref())
-        .filter(|id| !id.is_empty())
-        .map(Into::into);
-    if let Some(id) = id.filter(|_| CallInfo::wanted()) {
-        response.extensions_mut().insert(CallInfo {
-            task_id: Some(id),
-            ..CallInfo::default()
-        });
+    let response = respond(result)?;
+    if let Some(id) = task_id(response.get_ref()) {
+        CallInfo::task(id);
     }
     Ok(response)
 }

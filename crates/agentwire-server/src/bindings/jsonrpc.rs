@@ -226,11 +226,11 @@ fn result_body_with(
 /// written by the task writer rather than serde.
 fn task_response(id: &str, task: &Task, in_send: bool) -> Response {
     let body = result_body_with(id, 1024, |out| write_task_answer(out, task, in_send));
-    let mut response = match body {
+    let response = match body {
         Ok(body) => respond(body),
         Err(e) => error_response(id, &e),
     };
-    CallInfo::task(&mut response, &task.id);
+    CallInfo::task(&task.id);
     response
 }
 
@@ -258,7 +258,7 @@ fn error_response(id: &str, error: &A2aError) -> Response {
             .headers_mut()
             .insert(http::header::WWW_AUTHENTICATE, challenge);
     }
-    CallInfo::error(&mut response, error.kind);
+    CallInfo::error(error.kind);
     response
 }
 
@@ -335,8 +335,8 @@ where
 {
     async move {
         let mut operation = "";
-        let mut response = answer(state, ctx, body, &mut operation).await;
-        CallInfo::operation(&mut response, "jsonrpc", operation);
+        let response = answer(state, ctx, body, &mut operation).await;
+        CallInfo::operation("jsonrpc", operation);
         response
     }
 }
@@ -361,12 +361,12 @@ where
             // Refused before it is parsed: the JSON-RPC error object, with
             // the HTTP status of a body too large.
             Err(e) if is_too_large(&e) => {
-                let mut response = json_response(
+                let response = json_response(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "application/json",
                     error_body(NULL_ID, &e),
                 );
-                CallInfo::error(&mut response, e.kind);
+                CallInfo::error(e.kind);
                 return response;
             }
             Err(e) => return error_response(NULL_ID, &e),

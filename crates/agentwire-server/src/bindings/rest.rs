@@ -62,7 +62,7 @@ fn error_response_with_status(e: &A2aError, status: StatusCode) -> Response {
             .headers_mut()
             .insert(http::header::WWW_AUTHENTICATE, challenge);
     }
-    CallInfo::error(&mut response, e.kind);
+    CallInfo::error(e.kind);
     response
 }
 
@@ -85,8 +85,8 @@ fn task_json(task: &Task, in_send: bool) -> Response {
             "could not encode the response: {e}"
         )));
     }
-    let mut response = json_response(StatusCode::OK, MEDIA_TYPE, body);
-    CallInfo::task(&mut response, &task.id);
+    let response = json_response(StatusCode::OK, MEDIA_TYPE, body);
+    CallInfo::task(&task.id);
     response
 }
 
@@ -205,17 +205,17 @@ pub(crate) async fn handle(State(state): State<HttpState>, request: Request) -> 
         Ok(r) => r,
         Err((status, message)) => {
             let e = A2aError::new(ErrorKind::MethodNotFound, message);
-            let mut response = error_response_with_status(&e, status);
-            CallInfo::operation(&mut response, "rest", "");
+            let response = error_response_with_status(&e, status);
+            CallInfo::operation("rest", "");
             return response;
         }
     };
     let operation = route.template().operation;
     let task_id = route_task_id(&route).map(Box::<str>::from);
-    let mut response = answer(state, route, tenant, uri, headers, extensions, body).await;
-    CallInfo::operation(&mut response, "rest", operation);
-    if let Some(id) = task_id.filter(|_| CallInfo::wanted()) {
-        CallInfo::of(&mut response).task_id = Some(id);
+    let response = answer(state, route, tenant, uri, headers, extensions, body).await;
+    CallInfo::operation("rest", operation);
+    if let Some(id) = task_id {
+        CallInfo::task(&id);
     }
     response
 }

@@ -57,18 +57,37 @@ pub enum Format {
 /// The facts of one line, as the request left them.
 pub(crate) struct Line {
     pub(crate) time: SystemTime,
-    pub(crate) request_id: HeaderValue,
+    pub(crate) request_id: RequestId,
     /// The caller's `traceparent` header, when it sent one.
     pub(crate) traceparent: Option<HeaderValue>,
     pub(crate) method: http::Method,
     /// The request's path (its query is never written).
     pub(crate) path: Option<http::uri::PathAndQuery>,
-    pub(crate) binding: &'static str,
-    pub(crate) operation: &'static str,
-    pub(crate) task_id: Option<Box<str>>,
-    pub(crate) outcome: &'static str,
+    /// What the binding noted (the bindings note into it while the
+    /// request is answered: [`super::CallInfo`]); its binding is `http`
+    /// and its error `error` for an answer no binding made that failed.
+    pub(crate) call: super::CallInfo,
     pub(crate) status: u16,
-    pub(crate) duration_ms: f64,
+    /// How long the answer took, in whole microseconds.
+    pub(crate) duration_us: u64,
+}
+
+/// A request's id in its line: the one made for it, as text (a copy of 33
+/// bytes, where a clone of its header value allocated), or the caller's.
+pub(crate) enum RequestId {
+    Made([u8; super::MADE_ID_LEN]),
+    Given(HeaderValue),
+}
+
+impl RequestId {
+    /// The id as text (empty if the caller's is not visible ASCII, which
+    /// the server never takes).
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            RequestId::Made(text) => std::str::from_utf8(text).unwrap_or_default(),
+            RequestId::Given(value) => value.to_str().unwrap_or_default(),
+        }
+    }
 }
 
 enum Message {
@@ -164,7 +183,7 @@ fn write_lines(queue: Receiver<Message>, format: Format, mut out: impl Write) {
 impl Line {
     /// Appends the line, with its newline, to `out`.
     fn write(&self, format: Format, clock: &mut Clock, out: &mut Vec<u8>) {
-        let request_id = self.request_id.to_str().unwrap_or_default();
+        let request_id = self.request_id.as_str();
         let trace_id = self
             .traceparent
             .as_ref()
@@ -172,7 +191,8 @@ impl Line {
             .and_then(super::trace_id_of);
         let path = self.path.as_ref().map_or("/", |p| p.path());
         let method = self.method.as_str();
-        let operation = (!self.operation.is_empty()).then_some(self.operation);
+        let call = &self.call;
+        let operation = (!call.operation.is_empty()).then_some(call.operation);
         match format {
             Format::Text => {
                 clock.write(self.time, out);
@@ -191,7 +211,7 @@ impl Line {
                     " path=",
                     path,
                     "}: answered binding=",
-                    self.binding,
+                    call.binding,
                 ] {
                     out.extend_from_slice(piece.as_bytes());
                 }
@@ -199,17 +219,17 @@ impl Line {
                     out.extend_from_slice(b" operation=");
                     out.extend_from_slice(o.as_bytes());
                 }
-                if let Some(t) = &self.task_id {
+                if let Some(t) = &call.task_id {
                     out.extend_from_slice(b" task_id=");
                     out.extend_from_slice(t.as_bytes());
                 }
                 out.extend_from_slice(b" outcome=");
-                out.extend_from_slice(self.outcome.as_bytes());
+                out.extend_from_slice(call.outcome().as_bytes());
                 out.extend_from_slice(b" status=");
                 decimal(self.status, out);
                 out.extend_from_slice(b" duration_ms=");
-                if !milliseconds(self.duration_ms, out) {
-                    let _ = write!(out, "{:?}", self.duration_ms);
+                if !milliseconds(self.duration_us, out) {
+                    let _ = write!(out, "{:?}", self.duration_us as f64 / 1e3);
                 }
                 out.push(b'\n');
             }
@@ -222,22 +242,22 @@ impl Line {
                 out.extend_from_slice(
                     b"\",\"level\":\"INFO\",\"fields\":{\"message\":\"answered\",\"binding\":",
                 );
-                string(out, self.binding);
+                string(out, call.binding);
                 if let Some(o) = operation {
                     out.extend_from_slice(b",\"operation\":");
                     string(out, o);
                 }
-                if let Some(t) = &self.task_id {
+                if let Some(t) = &call.task_id {
                     out.extend_from_slice(b",\"task_id\":");
                     string(out, t);
                 }
                 out.extend_from_slice(b",\"outcome\":");
-                string(out, self.outcome);
+                string(out, call.outcome());
                 out.extend_from_slice(b",\"status\":");
                 decimal(self.status, out);
                 out.extend_from_slice(b",\"duration_ms\":");
-                if !milliseconds(self.duration_ms, out) {
-                    let _ = serde_json::to_writer(&mut *out, &self.duration_ms);
+                if !milliseconds(self.duration_us, out) {
+                    let _ = serde_json::to_writer(&mut *out, &(self.duration_us as f64 / 1e3));
                 }
                 out.extend_from_slice(b"},\"target\":");
                 string(out, REQUEST_LOG_TARGET);
@@ -264,24 +284,20 @@ fn decimal(n: impl itoa::Integer, out: &mut Vec<u8>) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
-/// Appends `ms`, a number of milliseconds, as `{:?}` and `serde_json`
-/// write an `f64` (the shortest decimal that reads back as `ms`), when it
-/// is a whole number of microseconds (`m / 1e3`, as the server makes its
-/// durations), from 1 microsecond: written from the integer `m` (the
-/// float formatting was a tenth of the writer's instructions). False,
-/// with nothing appended, for any other value.
-fn milliseconds(ms: f64, out: &mut Vec<u8>) -> bool {
-    // Below 10^15 microseconds, `m / 1000` has at most 15 significant
+/// Appends a duration of `micros` microseconds in milliseconds, as `{:?}`
+/// and `serde_json` write the `f64` `micros / 1e3` (the shortest decimal
+/// that reads back as it), from the integer: the float's rounding and
+/// formatting were a tenth of the writer's instructions.
+/// False, with nothing appended, from 10^15 microseconds (31 years).
+fn milliseconds(micros: u64, out: &mut Vec<u8>) -> bool {
+    // Below 10^15 microseconds, `micros / 1e3` has at most 15 significant
     // digits, so it is the only decimal of 15 digits or fewer that reads
-    // as `ms`, hence the shortest; from 0.001, `{:?}` writes it without
-    // an exponent.
-    const LIMIT: f64 = 1e15;
-    let micros = (ms * 1e3).round();
-    if !(1.0..LIMIT).contains(&micros) || micros / 1e3 != ms {
+    // as that `f64`, hence the shortest, and `{:?}` writes it without an
+    // exponent.
+    const LIMIT: u64 = 1_000_000_000_000_000;
+    if micros >= LIMIT {
         return false;
     }
-    // Whole, below 10^15: exact as an integer.
-    let micros = micros as u64;
     let (whole, fraction) = (micros / 1000, (micros % 1000) as u16);
     decimal(whole, out);
     out.push(b'.');
@@ -416,60 +432,29 @@ mod tests {
 
     #[test]
     fn milliseconds_read_as_debug_and_serde_json_write_them() {
-        let mut values = vec![
-            0.0,
-            1e-3,
-            0.01,
-            0.1,
-            0.234,
-            0.5,
-            1.0,
-            1.5,
-            12.0,
-            12.345,
-            100.0,
-            999.999,
-            1e3,
-            1.001,
-            65_535.0,
-            1e9,
-            123_456_789.012,
-            999_999_999_999.999,
-            1e12,
-            1e15,
-            1e-4,
-            1e-7,
-            0.1234,
-            2.5e-3,
-            1.0 / 3.0,
-            1e20,
-            -1.5,
-            f64::NAN,
-        ];
-        // Durations as the server makes them: whole microseconds, every
-        // one of them written from its integer.
-        let mut micros: u64 = 1;
-        while micros < 10_u64.pow(15) {
-            for m in [micros, micros + 1, micros * 7 + 3, micros * 3 - 1] {
-                let ms = (Duration::from_micros(m).as_secs_f64() * 1e6).round() / 1e3;
-                assert!(milliseconds(ms, &mut Vec::new()), "{m}");
-                values.push(ms);
-            }
-            micros *= 10;
+        // Durations as the server makes them (whole microseconds), written
+        // as `{:?}` and serde_json write the milliseconds' `f64`.
+        let mut micros: Vec<u64> = vec![0, 1, 10, 100, 234, 500, 999, 1000, 1001, 1500, 12_000];
+        let mut m: u64 = 1;
+        while m < 10_u64.pow(17) {
+            micros.extend([m, m + 1, m * 7 + 3, m * 3 - 1, m * 10 - 1]);
+            m *= 10;
         }
-        let mut written = 0;
-        for ms in values {
+        micros.extend([u64::MAX, 999_999_999_999_999, 1_000_000_000_000_000]);
+        for us in micros {
             let mut out = Vec::new();
-            if !milliseconds(ms, &mut out) {
-                assert!(out.is_empty());
+            if !milliseconds(us, &mut out) {
+                assert!(out.is_empty() && us >= 10_u64.pow(15), "{us}");
                 continue;
             }
-            written += 1;
             let out = String::from_utf8(out).expect("ASCII");
-            assert_eq!(out, format!("{ms:?}"), "{ms}");
-            assert_eq!(out, serde_json::to_string(&ms).expect("a number"), "{ms}");
+            let ms = us as f64 / 1e3;
+            assert_eq!(out, format!("{ms:?}"), "{us}");
+            assert_eq!(out, serde_json::to_string(&ms).expect("a number"), "{us}");
+            // As the server computed it from a `Duration` before.
+            let before = (Duration::from_micros(us).as_secs_f64() * 1e6).round() / 1e3;
+            assert_eq!(out, format!("{before:?}"), "{us}");
         }
-        assert!(written > 60, "{written}");
     }
 
     #[test]
@@ -524,7 +509,7 @@ mod tests {
             let span = tracing::info_span!(
                 target: REQUEST_LOG_TARGET,
                 "request",
-                request_id = %line.request_id.to_str().unwrap_or_default(),
+                request_id = %line.request_id.as_str(),
                 trace_id = line
                     .traceparent
                     .as_ref()
@@ -536,15 +521,16 @@ mod tests {
                 otel.kind = tracing::field::Empty,
             );
             let _entered = span.enter();
-            let operation = (!line.operation.is_empty()).then_some(line.operation);
+            let call = &line.call;
+            let operation = (!call.operation.is_empty()).then_some(call.operation);
             tracing::info!(
                 target: REQUEST_LOG_TARGET,
-                binding = %line.binding,
+                binding = %call.binding,
                 operation = operation.map(tracing::field::display),
-                task_id = line.task_id.as_deref().map(tracing::field::display),
-                outcome = %line.outcome,
+                task_id = call.task_id.as_deref().map(tracing::field::display),
+                outcome = %call.outcome(),
                 status = line.status,
-                duration_ms = line.duration_ms,
+                duration_ms = line.duration_us as f64 / 1e3,
                 "answered"
             );
         });
@@ -558,44 +544,50 @@ mod tests {
         let lines = [
             Line {
                 time: SystemTime::now(),
-                request_id: HeaderValue::from_static("5aa4b089a4a27201-0000000000000000"),
+                request_id: RequestId::Made(*b"5aa4b089a4a27201-0000000000000000"),
                 traceparent: None,
                 method: http::Method::POST,
                 path: Some(http::uri::PathAndQuery::from_static("/")),
-                binding: "jsonrpc",
-                operation: "SendMessage",
-                task_id: Some("01a24acf-f3d3-73bd-bf85-489f1c6a73d6".into()),
-                outcome: "ok",
+                call: super::super::CallInfo {
+                    binding: "jsonrpc",
+                    operation: "SendMessage",
+                    task_id: Some("01a24acf-f3d3-73bd-bf85-489f1c6a73d6".into()),
+                    error: None,
+                },
                 status: 200,
-                duration_ms: 0.234,
+                duration_us: 234,
             },
             Line {
                 time: SystemTime::now(),
-                request_id: HeaderValue::from_static("a\"b\\c"),
+                request_id: RequestId::Given(HeaderValue::from_static("a\"b\\c")),
                 traceparent: Some(HeaderValue::from_static(traceparent)),
                 method: http::Method::GET,
                 path: Some(http::uri::PathAndQuery::from_static(
                     "/tasks/abc?token=secret",
                 )),
-                binding: "rest",
-                operation: "GetTask",
-                task_id: Some("abc".into()),
-                outcome: "VERSION_NOT_SUPPORTED",
+                call: super::super::CallInfo {
+                    binding: "rest",
+                    operation: "GetTask",
+                    task_id: Some("abc".into()),
+                    error: Some("VERSION_NOT_SUPPORTED"),
+                },
                 status: 400,
-                duration_ms: 12.0,
+                duration_us: 12_000,
             },
             Line {
                 time: SystemTime::now(),
-                request_id: HeaderValue::from_static("caller-id-8"),
+                request_id: RequestId::Given(HeaderValue::from_static("caller-id-8")),
                 traceparent: Some(HeaderValue::from_static("garbage")),
                 method: http::Method::GET,
                 path: None,
-                binding: "http",
-                operation: "",
-                task_id: None,
-                outcome: "error",
+                call: super::super::CallInfo {
+                    binding: "http",
+                    operation: "",
+                    task_id: None,
+                    error: Some("error"),
+                },
                 status: 404,
-                duration_ms: 1e-3,
+                duration_us: 1,
             },
         ];
         for format in [Format::Text, Format::Json] {
@@ -630,16 +622,20 @@ mod tests {
                 for n in 0..1000 {
                     let line = Line {
                         time: SystemTime::now(),
-                        request_id: HeaderValue::from_str(&format!("id-{n}")).expect("an id"),
+                        request_id: RequestId::Given(
+                            HeaderValue::from_str(&format!("id-{n}")).expect("an id"),
+                        ),
                         traceparent: None,
                         method: http::Method::POST,
                         path: None,
-                        binding: "jsonrpc",
-                        operation: "SendMessage",
-                        task_id: None,
-                        outcome: "ok",
+                        call: super::super::CallInfo {
+                            binding: "jsonrpc",
+                            operation: "SendMessage",
+                            task_id: None,
+                            error: None,
+                        },
                         status: 200,
-                        duration_ms: 0.5,
+                        duration_us: 500,
                     };
                     assert!(tx.send(Message::Line(Box::new(line))).is_ok());
                 }

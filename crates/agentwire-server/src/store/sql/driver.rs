@@ -185,6 +185,13 @@ pub(crate) trait Dialect: Debug + Clone + Send + Sync + 'static {
     /// it (SQLite keeps flags as integers, and uses a partial index only
     /// when a query repeats its condition to the letter).
     const FALSE: &'static str;
+    /// `state` is a terminal state (completed 3, failed 4, canceled 5,
+    /// rejected 7), as the partial index `a2a_tasks_terminal_updated`
+    /// spells it: a query repeats it to the letter to use the index.
+    const TERMINAL: &'static str;
+    /// `state` is an open state (submitted 1, working 2, input-required 6,
+    /// auth-required 8), as the partial index `a2a_tasks_open` spells it.
+    const OPEN: &'static str;
     /// The tables whose rows (by `task_id`) are deleted with their task.
     const TASK_TABLES: &'static [&'static str];
     /// Whether the task counters (`a2a_task_counts`, `a2a_context_counts`)

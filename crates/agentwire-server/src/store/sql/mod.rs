@@ -67,11 +67,6 @@ use super::{
     unreadable_error,
 };
 
-/// The terminal states, as SQL (`TaskState` numbers). The migrations' partial
-/// index on terminal tasks uses the same list; a unit test checks it against
-/// [`agentwire_types::TaskState::is_terminal`].
-pub(crate) const TERMINAL_STATES_SQL: &str = "(3, 4, 5, 7)";
-
 /// How many tasks one purge transaction deletes at most, so a large purge
 /// never holds the write lock for long.
 pub(crate) const PURGE_BATCH: i64 = 500;
@@ -415,6 +410,30 @@ pub(crate) fn next_count_shard(shards: u32) -> i32 {
 /// write the same rows as arrays, one statement a table: `postgres/batch.rs`.)
 #[cfg(any(feature = "sqlite", test))]
 const COUNT_CHUNKS: [usize; 4] = [64, 16, 4, 1];
+
+/// The text of a statement for each size of [`COUNT_CHUNKS`], made once.
+#[cfg(any(feature = "sqlite", test))]
+struct Texts([std::sync::OnceLock<String>; COUNT_CHUNKS.len()]);
+
+#[cfg(any(feature = "sqlite", test))]
+impl Texts {
+    const fn new() -> Self {
+        Self([const { std::sync::OnceLock::new() }; COUNT_CHUNKS.len()])
+    }
+
+    /// The text for `size` rows (one of [`COUNT_CHUNKS`]; any other size
+    /// is made each time).
+    fn get(
+        &'static self,
+        size: usize,
+        make: impl FnOnce() -> String,
+    ) -> std::borrow::Cow<'static, str> {
+        match COUNT_CHUNKS.iter().position(|&s| s == size) {
+            Some(i) => std::borrow::Cow::Borrowed(self.0[i].get_or_init(make).as_str()),
+            None => std::borrow::Cow::Owned(make()),
+        }
+    }
+}
 
 /// `n` rows cut into the sizes of [`COUNT_CHUNKS`], largest first.
 #[cfg(any(feature = "sqlite", test))]
@@ -851,11 +870,14 @@ const DELETE_SET_ASIDE: &str = "DELETE FROM a2a_tasks WHERE id = $1 \
      RETURNING owner_tenant, owner_principal, context_id, state";
 /// A task set aside: why and when.
 const GET_SET_ASIDE: &str = "SELECT reason, set_aside_at FROM a2a_unreadable_tasks WHERE id = $1";
-/// The id and owner of every open task (submitted = 1, working = 2,
-/// input-required = 6, auth-required = 8): the count of each caller's open
+/// The id and owner of every open task ([`Dialect::OPEN`]): the count of each caller's open
 /// tasks at start-up, read from the index `a2a_tasks_open` alone.
-pub(crate) const OPEN_TASK_OWNERS: &str = "SELECT id, owner_tenant, owner_principal \
-     FROM a2a_tasks WHERE state IN (1, 2, 6, 8)";
+pub(crate) fn open_task_owners<D: Dialect>() -> String {
+    format!(
+        "SELECT id, owner_tenant, owner_principal FROM a2a_tasks WHERE {}",
+        D::OPEN
+    )
+}
 /// The owner of a task, kept or set aside.
 const OWNER_OF: &str = "SELECT owner_tenant, owner_principal FROM a2a_tasks WHERE id = $1 \
      UNION ALL SELECT owner_tenant, owner_principal FROM a2a_unreadable_tasks WHERE id = $1";
@@ -865,8 +887,9 @@ const OWNER_OF: &str = "SELECT owner_tenant, owner_principal FROM a2a_tasks WHER
 pub(crate) fn purge_query<D: Dialect>() -> String {
     format!(
         "DELETE FROM a2a_tasks WHERE id IN (SELECT id FROM a2a_tasks \
-         WHERE state IN {TERMINAL_STATES_SQL} AND updated_at <= $1 LIMIT $2{}) \
+         WHERE {} AND updated_at <= $1 LIMIT $2{}) \
          RETURNING id, owner_tenant, owner_principal, context_id, state",
+        D::TERMINAL,
         D::SKIP_LOCKED
     )
 }
@@ -878,7 +901,8 @@ pub(crate) fn purge_query<D: Dialect>() -> String {
 pub(crate) fn append_query<D: Dialect>(prefix: &str) -> String {
     format!(
         "{prefix}INSERT INTO a2a_artifact_chunks (task_id, chunk) SELECT id, $1 FROM a2a_tasks \
-         WHERE id = $2 AND state NOT IN {TERMINAL_STATES_SQL}{}",
+         WHERE id = $2 AND NOT {}{}",
+        D::TERMINAL,
         D::LOCK_ROWS
     )
 }
@@ -1073,9 +1097,23 @@ impl<D: Dialect> Tables<D> {
         } else {
             (&TASK_COUNT_COLUMNS, &TASK_COUNT_KEY)
         };
+        // The statements' text is made once per size (its formatting was
+        // about 8,000 instructions of every batch).
+        static OWNERS: Texts = Texts::new();
+        static OWNERS_SHARDED: Texts = Texts::new();
+        static CONTEXTS: Texts = Texts::new();
+        static FELL: Texts = Texts::new();
+        let owners = if shard.is_some() {
+            &OWNERS_SHARDED
+        } else {
+            &OWNERS
+        };
         for chunk in chunked(&rows.owners) {
             let size = chunk.len();
-            let mut s = Stmt::new(add_counts_sql("a2a_task_counts", columns, key, size));
+            let sql = owners.get(size, || {
+                add_counts_sql("a2a_task_counts", columns, key, size)
+            });
+            let mut s = Stmt::new(sql);
             for ((tenant, principal, state), n) in chunk {
                 s = s.arg(tenant).arg(principal).arg(*state).arg(*n);
                 if let Some(shard) = shard {
@@ -1086,12 +1124,14 @@ impl<D: Dialect> Tables<D> {
         }
         for chunk in chunked(&rows.contexts) {
             let size = chunk.len();
-            let sql = add_counts_sql(
-                "a2a_context_counts",
-                &CONTEXT_COUNT_COLUMNS,
-                &CONTEXT_COUNT_KEY,
-                size,
-            );
+            let sql = CONTEXTS.get(size, || {
+                add_counts_sql(
+                    "a2a_context_counts",
+                    &CONTEXT_COUNT_COLUMNS,
+                    &CONTEXT_COUNT_KEY,
+                    size,
+                )
+            });
             let mut s = Stmt::new(sql);
             for ((tenant, principal, context, state), n) in chunk {
                 s = s
@@ -1106,7 +1146,7 @@ impl<D: Dialect> Tables<D> {
         let fell: Vec<_> = rows.fell().collect();
         for chunk in chunked(&fell) {
             let size = chunk.len();
-            let mut s = Stmt::new(drop_context_counts_sql(size));
+            let mut s = Stmt::new(FELL.get(size, || drop_context_counts_sql(size)));
             for ((tenant, principal, context, state), _) in chunk {
                 s = s.arg(tenant).arg(principal).arg(context).arg(*state);
             }
@@ -1453,7 +1493,7 @@ impl<D: Dialect> Tables<D> {
     /// `TaskStore::open_task_owners`: the id and owner of every open task.
     pub async fn open_task_owners(&self) -> A2aResult<Vec<(String, Owner)>> {
         let rows = D::on(&self.reader)
-            .fetch_all(Stmt::new(OPEN_TASK_OWNERS))
+            .fetch_all(Stmt::new(open_task_owners::<D>()))
             .await
             .map_err(|e| fail::<D>("reading the owners of the open tasks", e))?;
         rows.iter()
@@ -1657,16 +1697,24 @@ impl<D: Dialect> Tables<D> {
     }
 }
 
-/// The terminal states as SQL, computed from the state machine (for the
-/// unit test of [`TERMINAL_STATES_SQL`]).
+/// The states (`TaskState` numbers) that are terminal (`true`) or open
+/// (`false`), from the state machine (for the unit test of
+/// [`Dialect::TERMINAL`] and [`Dialect::OPEN`]).
 #[cfg(test)]
-fn terminal_list() -> String {
-    let states: Vec<String> = (0..=8)
+fn states_where(terminal: bool) -> Vec<u32> {
+    (1..=8)
         .filter_map(|n| agentwire_types::TaskState::try_from(n).ok())
-        .filter(|s| s.is_terminal())
-        .map(|s| (s as i32).to_string())
-        .collect();
-    format!("({})", states.join(", "))
+        .filter(|s| s.is_terminal() == terminal)
+        .map(|s| s as u32)
+        .collect()
+}
+
+/// The state numbers an SQL condition names, in order.
+#[cfg(test)]
+fn numbers_in(sql: &str) -> Vec<u32> {
+    sql.split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect()
 }
 
 #[cfg(test)]
@@ -1695,7 +1743,6 @@ mod tests {
             DELETE_SET_ASIDE,
             GET_SET_ASIDE,
             OWNER_OF,
-            OPEN_TASK_OWNERS,
         ] {
             driver::assert_placeholders_in_order(sql);
         }
@@ -1735,8 +1782,27 @@ mod tests {
     }
 
     #[test]
-    fn terminal_states_match_the_state_machine() {
-        assert_eq!(TERMINAL_STATES_SQL, terminal_list());
+    fn terminal_and_open_states_match_the_state_machine() {
+        fn check<D: Dialect>() {
+            assert_eq!(
+                numbers_in(D::TERMINAL),
+                states_where(true),
+                "{}",
+                D::TERMINAL
+            );
+            assert_eq!(numbers_in(D::OPEN), states_where(false), "{}", D::OPEN);
+            for (sql, named) in [(D::TERMINAL, "terminal"), (D::OPEN, "open")] {
+                assert!(
+                    sql.starts_with("(state IN (") || sql.starts_with("state IN ("),
+                    "{named}: {sql}"
+                );
+            }
+            driver::assert_placeholders_in_order(&open_task_owners::<D>());
+        }
+        #[cfg(feature = "sqlite")]
+        check::<lite::Lite>();
+        #[cfg(feature = "postgres")]
+        check::<postgres::Pg>();
     }
 
     #[test]

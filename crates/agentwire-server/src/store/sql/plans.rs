@@ -9,7 +9,7 @@ use agentwire_types::{TaskState, Timestamp};
 
 use super::driver::{Dialect, Stmt};
 use super::{
-    Cursor, GET_TASK, OPEN_TASK_OWNERS, Owner, READ_FOR_UPDATE, TaskQuery, UNFINISHED, count_query,
+    Cursor, GET_TASK, Owner, READ_FOR_UPDATE, TaskQuery, UNFINISHED, count_query, open_task_owners,
     page_query, purge_query,
 };
 
@@ -117,7 +117,13 @@ fn extra_shapes() -> Vec<Shape> {
 
 /// The statements of the other reads: a task by id (read and read for an
 /// update), crash recovery, and the purge, with the index each must use.
-fn point_statements<D: Dialect>(purge: &str) -> Vec<(&'static str, Stmt<'_>, &'static str)> {
+/// `recovery`: the index crash recovery reads (SQLite: the open tasks'
+/// index, whose condition its own implies, see the migration
+/// `20261231000000_a2a_tasks_partial_index_lists.sql`).
+fn point_statements<'a, D: Dialect>(
+    purge: &'a str,
+    recovery: &'static str,
+) -> Vec<(&'static str, Stmt<'a>, &'static str)> {
     vec![
         ("task by id", Stmt::new(GET_TASK).arg("t-1"), "pkey"),
         (
@@ -125,14 +131,10 @@ fn point_statements<D: Dialect>(purge: &str) -> Vec<(&'static str, Stmt<'_>, &'s
             Stmt::new(READ_FOR_UPDATE).arg("t-1"),
             "pkey",
         ),
-        (
-            "crash recovery",
-            Stmt::new(UNFINISHED),
-            "a2a_tasks_unfinished",
-        ),
+        ("crash recovery", Stmt::new(UNFINISHED), recovery),
         (
             "open tasks at start-up",
-            Stmt::new(OPEN_TASK_OWNERS),
+            Stmt::new(open_task_owners::<D>()),
             "a2a_tasks_open",
         ),
         (
@@ -250,7 +252,7 @@ mod sqlite {
     fn point_reads_recovery_and_purge_read_an_index() {
         let conn = db();
         let purge = purge_query::<Lite>();
-        for (name, s, index) in point_statements::<Lite>(&purge) {
+        for (name, s, index) in point_statements::<Lite>(&purge, "a2a_tasks_open") {
             assert_indexed(name, &plan(&conn, &s), Some(index));
         }
     }
@@ -321,7 +323,7 @@ mod postgres {
             assert_indexed(shape.name, &plan(&pool, &page).await, shape.index);
         }
         let purge = purge_query::<Pg>();
-        for (name, s, index) in point_statements::<Pg>(&purge) {
+        for (name, s, index) in point_statements::<Pg>(&purge, "a2a_tasks_unfinished") {
             assert_indexed(name, &plan(&pool, &s).await, index);
         }
         pool.close().await;

@@ -204,6 +204,8 @@ impl Dialect for PgBatch {
     const SKIP_LOCKED: &'static str = super::Pg::SKIP_LOCKED;
     const NULL_BLOB: &'static str = super::Pg::NULL_BLOB;
     const FALSE: &'static str = super::Pg::FALSE;
+    const TERMINAL: &'static str = super::Pg::TERMINAL;
+    const OPEN: &'static str = super::Pg::OPEN;
     const TASK_TABLES: &'static [&'static str] = super::Pg::TASK_TABLES;
     const COUNTED: bool = super::Pg::COUNTED;
     const COUNT_SHARDS: u32 = super::Pg::COUNT_SHARDS;

@@ -56,6 +56,8 @@ impl Dialect for Pg {
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
     const NULL_BLOB: &'static str = "NULL::bytea";
     const FALSE: &'static str = "false";
+    const TERMINAL: &'static str = "state IN (3, 4, 5, 7)";
+    const OPEN: &'static str = "state IN (1, 2, 6, 8)";
     const TASK_TABLES: &'static [&'static str] =
         &["a2a_push_configs", "a2a_task_events", "a2a_artifact_chunks"];
     // Every write goes through the batches of `batch.rs`, which keep them.
