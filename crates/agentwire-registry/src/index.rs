@@ -480,14 +480,25 @@ fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
 /// one's length otherwise), in their units.
 fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     let n = a.len().min(b.len());
-    let (ca, cb) = (a[..n].chunks_exact(16), b[..n].chunks_exact(16));
-    let tail: i32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| i32::from(*x) * i32::from(*y))
-        .sum();
-    dot_i8_16(ca, cb) + tail
+    let whole = n - n % 16;
+    let (Some((a, a_tail)), Some((b, b_tail))) = (
+        a.get(..n).map(|a| a.split_at(whole)),
+        b.get(..n).map(|b| b.split_at(whole)),
+    ) else {
+        return 0;
+    };
+    // Nothing past the chunks for vectors of 384 (the route's scan: no
+    // work a row beyond the chunks).
+    let tail: i32 = if a_tail.is_empty() {
+        0
+    } else {
+        a_tail
+            .iter()
+            .zip(b_tail)
+            .map(|(x, y)| i32::from(*x) * i32::from(*y))
+            .sum()
+    };
+    dot_i8_16(a, b) + tail
 }
 
 /// The sum of the dot products of chunks of 16: with AVX2 when the
@@ -498,7 +509,7 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 /// one loop is not worth its weight). Each product fits an i16 pair's sum
 /// in i32 (127 × 127 × 2); the sums are exact, so both give the same.
 #[cfg(target_arch = "x86_64")]
-fn dot_i8_16(a: std::slice::ChunksExact<'_, i8>, b: std::slice::ChunksExact<'_, i8>) -> i32 {
+fn dot_i8_16(a: &[i8], b: &[i8]) -> i32 {
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the processor has AVX2 (checked just above).
         unsafe { dot_i8_16_avx2(a, b) }
@@ -518,33 +529,33 @@ fn dot_i8_16(a: std::slice::ChunksExact<'_, i8>, b: std::slice::ChunksExact<'_, 
 /// The processor must have AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn dot_i8_16_avx2(
-    a: std::slice::ChunksExact<'_, i8>,
-    b: std::slice::ChunksExact<'_, i8>,
-) -> i32 {
+unsafe fn dot_i8_16_avx2(a: &[i8], b: &[i8]) -> i32 {
     use std::arch::x86_64::{
         __m128i, __m256i, _mm_loadu_si128, _mm256_add_epi32, _mm256_cvtepi8_epi16,
         _mm256_madd_epi16, _mm256_setzero_si256, _mm256_storeu_si256,
     };
+    let chunks = a.len().min(b.len()) / 16;
     let mut lanes = [0i32; 8];
     // SAFETY: the caller checked that the processor has AVX2; each load
-    // reads one chunk of 16 i8 (16 bytes, unaligned), the store writes the
-    // 8 i32 of `lanes` (32 bytes).
+    // reads 16 i8 (16 bytes, unaligned) at `16 * i`, inside both slices
+    // (i < chunks); the store writes the 8 i32 of `lanes` (32 bytes).
     unsafe {
         let mut acc = _mm256_setzero_si256();
-        for (x, y) in a.zip(b) {
-            let x = _mm256_cvtepi8_epi16(_mm_loadu_si128(x.as_ptr().cast::<__m128i>()));
-            let y = _mm256_cvtepi8_epi16(_mm_loadu_si128(y.as_ptr().cast::<__m128i>()));
+        for i in 0..chunks {
+            let x = _mm_loadu_si128(a.as_ptr().add(16 * i).cast::<__m128i>());
+            let y = _mm_loadu_si128(b.as_ptr().add(16 * i).cast::<__m128i>());
+            let (x, y) = (_mm256_cvtepi8_epi16(x), _mm256_cvtepi8_epi16(y));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(x, y));
         }
         _mm256_storeu_si256(lanes.as_mut_ptr().cast::<__m256i>(), acc);
     }
-    lanes.iter().sum()
+    let [l0, l1, l2, l3, l4, l5, l6, l7] = lanes;
+    l0 + l1 + l2 + l3 + l4 + l5 + l6 + l7
 }
 
 /// [`dot_i8_16`] with SSE2.
 #[cfg(target_arch = "x86_64")]
-fn dot_i8_16_sse2(a: std::slice::ChunksExact<'_, i8>, b: std::slice::ChunksExact<'_, i8>) -> i32 {
+fn dot_i8_16_sse2(a: &[i8], b: &[i8]) -> i32 {
     use std::arch::x86_64::{
         __m128i, _mm_add_epi32, _mm_loadu_si128, _mm_madd_epi16, _mm_setzero_si128, _mm_srai_epi16,
         _mm_storeu_si128, _mm_unpackhi_epi8, _mm_unpacklo_epi8,
@@ -555,7 +566,7 @@ fn dot_i8_16_sse2(a: std::slice::ChunksExact<'_, i8>, b: std::slice::ChunksExact
     // the store writes the 4 i32 of `lanes` (16 bytes).
     unsafe {
         let mut acc = _mm_setzero_si128();
-        for (x, y) in a.zip(b) {
+        for (x, y) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
             let x = _mm_loadu_si128(x.as_ptr().cast::<__m128i>());
             let y = _mm_loadu_si128(y.as_ptr().cast::<__m128i>());
             // Each byte sign-extended to 16 bits: the byte twice in a
@@ -580,8 +591,9 @@ fn dot_i8_16_sse2(a: std::slice::ChunksExact<'_, i8>, b: std::slice::ChunksExact
 
 /// [`dot_i8_16`] elsewhere.
 #[cfg(not(target_arch = "x86_64"))]
-fn dot_i8_16(a: std::slice::ChunksExact<'_, i8>, b: std::slice::ChunksExact<'_, i8>) -> i32 {
-    a.zip(b)
+fn dot_i8_16(a: &[i8], b: &[i8]) -> i32 {
+    a.chunks_exact(16)
+        .zip(b.chunks_exact(16))
         .map(|(x, y)| {
             x.iter()
                 .zip(y)
@@ -1537,7 +1549,7 @@ mod vector_tests {
             );
             if std::arch::is_x86_feature_detected!("avx2") {
                 // SAFETY: the processor has AVX2.
-                let avx2 = unsafe { dot_i8_16_avx2(a.chunks_exact(16), b.chunks_exact(16)) };
+                let avx2 = unsafe { dot_i8_16_avx2(a, b) };
                 assert_eq!(avx2, exact32);
             }
             assert_eq!(dot_i8(&long, &other), exact);
