@@ -115,7 +115,7 @@ impl SkillDoc {
     }
 
     /// [`Self::presence`] from where the term itself is ([`Self::found`]).
-    fn presence_from(&self, exact: Found, term: &String, agent_words: f64, related: f64) -> f64 {
+    fn presence_from(&self, exact: Found, term: &str, agent_words: f64, related: f64) -> f64 {
         let exact = exact.presence(agent_words);
         if exact > 0.0 || related <= 0.0 {
             return exact;
@@ -1543,10 +1543,7 @@ mod vector_tests {
                 .zip(b)
                 .map(|(x, y)| i32::from(*x) * i32::from(*y))
                 .sum();
-            assert_eq!(
-                dot_i8_16_sse2(a.chunks_exact(16), b.chunks_exact(16)),
-                exact32
-            );
+            assert_eq!(dot_i8_16_sse2(a, b), exact32);
             if std::arch::is_x86_feature_detected!("avx2") {
                 // SAFETY: the processor has AVX2.
                 let avx2 = unsafe { dot_i8_16_avx2(a, b) };

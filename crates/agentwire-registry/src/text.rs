@@ -448,6 +448,9 @@ thread_local! {
     static TOTALS: std::cell::RefCell<Totals> = std::cell::RefCell::default();
 }
 
+/// A distinct term of a query, its weight and its postings.
+type QueryTerm<'a, K> = (&'a String, f64, Option<&'a Map<K, Posting>>);
+
 /// Scores documents one at a time against one query: each distinct term
 /// of the query, its weight and its postings, looked up once for all of
 /// them ([`Bm25Index::scorer`]).
@@ -455,7 +458,7 @@ pub struct Scorer<'a, K> {
     params: Bm25Params,
     avgdl: f64,
     /// Each distinct term of the query, its weight and its postings.
-    terms: Vec<(&'a String, f64, Option<&'a Map<K, Posting>>)>,
+    terms: Vec<QueryTerm<'a, K>>,
     /// The score the query could reach at most.
     pub bound: f64,
 }
