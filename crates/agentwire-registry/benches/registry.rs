@@ -595,6 +595,53 @@ fn p50_p99(sorted: &[Duration]) -> String {
     )
 }
 
+/// The CPU time of this process so far, all its threads (the sum of
+/// `/proc/self/task/*/schedstat`'s first field, in nanoseconds; Linux
+/// only: None elsewhere). A figure per request that the load of the
+/// machine changes less than wall-clock time.
+fn process_cpu() -> Option<Duration> {
+    let mut ns = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        ns += stat
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Some(Duration::from_nanos(ns))
+}
+
+/// "CPU … a request" between two readings of [`process_cpu`].
+fn cpu_per(before: Option<Duration>, n: usize) -> String {
+    match (before, process_cpu()) {
+        (Some(b), Some(a)) if n > 0 => format!(
+            "process CPU {:.2} ms a request",
+            a.saturating_sub(b).as_secs_f64() * 1000.0 / n as f64
+        ),
+        _ => String::new(),
+    }
+}
+
+/// With `ROUTE_DUMP=FILE`: every text routed with its best 20 skills,
+/// one JSON answer a line, appended to `FILE.NAME` (to compare the
+/// router's answers before and after a change of its code).
+fn dump_routes<'a>(reg: &Registry, name: &str, texts: impl IntoIterator<Item = &'a str>) {
+    let Some(file) = std::env::var_os("ROUTE_DUMP") else {
+        return;
+    };
+    let mut out = String::new();
+    for text in texts {
+        let routed = route_with(reg, text, 20, &reg.config().router);
+        out.push_str(&serde_json::to_string(&(text, routed)).expect("json"));
+        out.push('\n');
+    }
+    let mut path = std::path::PathBuf::from(file);
+    path.as_mut_os_string().push(format!(".{name}"));
+    std::fs::write(&path, out).expect("ROUTE_DUMP");
+    println!("  answers written to {}", path.display());
+}
+
 /// How long `run` takes on each item, sorted.
 fn latencies<T>(items: impl IntoIterator<Item = T>, mut run: impl FnMut(T)) -> Vec<Duration> {
     let mut lat: Vec<Duration> = items
@@ -1033,6 +1080,7 @@ async fn main() {
         );
         let rlat = route_latencies(&reg, queries.iter().map(String::as_str));
         println!("  route in process: {}", p50_p99(&rlat));
+        dump_routes(&reg, "lexical", queries.iter().map(String::as_str));
         let server = RegistryServer::new(reg.clone())
             .background(false)
             .bind("127.0.0.1:0")
@@ -1109,11 +1157,23 @@ async fn main() {
             rlat.len(),
             p50_p99(&rlat)
         );
+        // `ROUTE_PASSES=N`: N passes (the last one measured), for a
+        // profiler to attach to.
+        let passes: usize = std::env::var("ROUTE_PASSES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        for _ in 1..passes {
+            route_latencies(&reg, texts.iter().map(String::as_str));
+        }
+        let cpu = process_cpu();
         let clat = route_latencies(&reg, texts.iter().map(String::as_str));
         println!(
-            "  the same requests again, their vectors kept by the registry (the route without the model): {}",
-            p50_p99(&clat)
+            "  the same requests again, their vectors kept by the registry (the route without the model): {}  ({})",
+            p50_p99(&clat),
+            cpu_per(cpu, clat.len())
         );
+        dump_routes(&reg, "model", texts.iter().map(String::as_str));
         let elat = latencies(&texts, |t| {
             model.embed(&[t.as_str()]).expect("embed");
         });
@@ -1130,6 +1190,7 @@ async fn main() {
         let server = server.spawn();
         let client = agentwire_client::registry::Registry::new(&server.base_url()).expect("client");
         let mut hlat = Vec::new();
+        let cpu = process_cpu();
         for t in &http_texts {
             let started = Instant::now();
             client.route(t, None).await.expect("route over HTTP");
@@ -1137,9 +1198,10 @@ async fn main() {
         }
         hlat.sort();
         println!(
-            "  route over HTTP with the model (loopback, keep-alive, sequential, {} distinct requests): {}  (target p99 < 20 ms: {})",
+            "  route over HTTP with the model (loopback, keep-alive, sequential, {} distinct requests): {}  ({}, client, server and embedding)  (target p99 < 20 ms: {})",
             hlat.len(),
             p50_p99(&hlat),
+            cpu_per(cpu, hlat.len()),
             if percentile(&hlat, 0.99) < Duration::from_millis(20) {
                 "met"
             } else {

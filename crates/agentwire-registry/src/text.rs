@@ -342,14 +342,19 @@ struct Doc {
     terms: Vec<String>,
     /// Weighted length.
     len: f64,
+    /// Its number ([`Posting::doc`]).
+    number: u32,
 }
 
-/// One posting: the document's weighted frequency of the term, and the
-/// document's weighted length (so that scoring needs no other lookup).
+/// One posting: the document's weighted frequency of the term, the
+/// document's weighted length (so that scoring needs no other lookup) and
+/// its number: where a search adds up its score, in an array rather than
+/// a hash map keyed by documents.
 #[derive(Clone, Copy)]
 struct Posting {
     tf: f64,
     len: f64,
+    doc: u32,
 }
 
 type Map<K, V> = HashMap<K, V, ahash::RandomState>;
@@ -371,12 +376,117 @@ pub struct Scored {
 
 /// An in-memory BM25F index of documents keyed by `K`. Scoring is term at
 /// a time: each query term's postings carry what the score needs, so a
-/// search costs one hash lookup per posting of the query's terms.
+/// search reads each posting of the query's terms once and adds its part
+/// to its document's total in an array, by the document's number.
 pub struct Bm25Index<K> {
     params: Bm25Params,
     docs: Map<K, Doc>,
     postings: Map<String, Map<K, Posting>>,
     total_len: f64,
+    /// Each document number's key (None: free).
+    keys: Vec<Option<K>>,
+    /// The numbers of removed documents, given again first.
+    free: Vec<u32>,
+}
+
+/// What a search adds up, per thread, kept from one search to the next
+/// (a search among 30,000 documents would otherwise allocate and fault in
+/// a new table each time): for each document number, its score, the
+/// weight of the query terms it has, and the search that last touched it.
+#[derive(Default)]
+struct Totals {
+    raw: Vec<f64>,
+    found: Vec<f64>,
+    stamp: Vec<u32>,
+    /// The current search's stamp.
+    search: u32,
+    /// The numbers touched by the current search, in the order first
+    /// touched.
+    touched: Vec<u32>,
+    /// [`Bm25Index::top`]'s scores and numbers.
+    ranked: Vec<(f64, u32)>,
+}
+
+impl Totals {
+    /// Starts a search over `docs` document numbers.
+    fn start(&mut self, docs: usize) {
+        self.search = self.search.wrapping_add(1);
+        if self.search == 0 {
+            // Stamps of 2^32 searches ago would look current.
+            self.stamp.fill(0);
+            self.search = 1;
+        }
+        if self.stamp.len() < docs {
+            self.raw.resize(docs, 0.0);
+            self.found.resize(docs, 0.0);
+            self.stamp.resize(docs, 0);
+        }
+        self.touched.clear();
+    }
+
+    fn add(&mut self, doc: u32, raw: f64, found: f64) {
+        let i = doc as usize;
+        let (Some(r), Some(f), Some(s)) = (
+            self.raw.get_mut(i),
+            self.found.get_mut(i),
+            self.stamp.get_mut(i),
+        ) else {
+            return;
+        };
+        if *s != self.search {
+            *s = self.search;
+            *r = 0.0;
+            *f = 0.0;
+            self.touched.push(doc);
+        }
+        *r += raw;
+        *f += found;
+    }
+}
+
+thread_local! {
+    static TOTALS: std::cell::RefCell<Totals> = std::cell::RefCell::default();
+}
+
+/// A distinct term of a query, its weight and its postings.
+type QueryTerm<'a, K> = (&'a String, f64, Option<&'a Map<K, Posting>>);
+
+/// Scores documents one at a time against one query: each distinct term
+/// of the query, its weight and its postings, looked up once for all of
+/// them ([`Bm25Index::scorer`]).
+pub struct Scorer<'a, K> {
+    params: Bm25Params,
+    avgdl: f64,
+    /// Each distinct term of the query, its weight and its postings.
+    terms: Vec<QueryTerm<'a, K>>,
+    /// The score the query could reach at most.
+    pub bound: f64,
+}
+
+impl<K: Eq + Hash> Scorer<'_, K> {
+    /// The document's score, each query term it has given to `matched`
+    /// with its weight.
+    fn walk(&self, key: &K, mut matched: impl FnMut(&String, f64)) -> f64 {
+        let mut raw = 0.0;
+        for (t, w, postings) in &self.terms {
+            if let Some(p) = postings.and_then(|m| m.get(key)) {
+                raw += term_score(self.params, *w, *p, self.avgdl);
+                matched(t, *w);
+            }
+        }
+        raw
+    }
+
+    /// The document's BM25F score (0 when it has none of the terms, or is
+    /// not in the index).
+    pub fn raw(&self, key: &K) -> f64 {
+        self.walk(key, |_, _| {})
+    }
+}
+
+fn term_score(params: Bm25Params, w: f64, p: Posting, avgdl: f64) -> f64 {
+    let Bm25Params { k1, b } = params;
+    w * p.tf * (k1 + 1.0) / (p.tf + k1 * (1.0 - b + b * p.len / avgdl))
 }
 
 impl<K: Eq + Hash + Clone> Default for Bm25Index<K> {
@@ -393,6 +503,8 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
             docs: Map::default(),
             postings: Map::default(),
             total_len: 0.0,
+            keys: Vec::new(),
+            free: Vec::new(),
         }
     }
 
@@ -417,22 +529,44 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
                 len += f.weight;
             }
         }
+        let number = match self.free.pop() {
+            Some(n) => n,
+            None => {
+                let Ok(n) = u32::try_from(self.keys.len()) else {
+                    // 4 billion documents: more than memory holds.
+                    return;
+                };
+                self.keys.push(None);
+                n
+            }
+        };
+        if let Some(k) = self.keys.get_mut(number as usize) {
+            *k = Some(key.clone());
+        }
         let mut terms = Vec::with_capacity(tf.len());
         for (t, f) in tf {
-            self.postings
-                .entry(t.clone())
-                .or_default()
-                .insert(key.clone(), Posting { tf: f, len });
+            self.postings.entry(t.clone()).or_default().insert(
+                key.clone(),
+                Posting {
+                    tf: f,
+                    len,
+                    doc: number,
+                },
+            );
             terms.push(t.clone());
         }
         self.total_len += len;
-        self.docs.insert(key, Doc { terms, len });
+        self.docs.insert(key, Doc { terms, len, number });
     }
 
     /// Removes a document.
     pub fn remove(&mut self, key: &K) {
         if let Some(doc) = self.docs.remove(key) {
             self.total_len -= doc.len;
+            if let Some(k) = self.keys.get_mut(doc.number as usize) {
+                *k = None;
+                self.free.push(doc.number);
+            }
             for t in &doc.terms {
                 if let Some(set) = self.postings.get_mut(t) {
                     set.remove(key);
@@ -481,9 +615,28 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
         }
     }
 
-    fn term_score(&self, w: f64, p: Posting, avgdl: f64) -> f64 {
-        let Bm25Params { k1, b } = self.params;
-        w * p.tf * (k1 + 1.0) / (p.tf + k1 * (1.0 - b + b * p.len / avgdl))
+    /// A scorer of documents against `query`, each distinct query term's
+    /// IDF multiplied by the factor at its position in `factors` (1 past
+    /// its end).
+    pub fn scorer<'a>(&'a self, query: &'a [String], factors: &[f64]) -> Scorer<'a, K> {
+        let mut bound = 0.0;
+        let terms = Self::distinct(query)
+            .into_iter()
+            .enumerate()
+            .map(|(n, t)| {
+                let postings = self.postings.get(t);
+                let df = postings.map_or(0, HashMap::len);
+                let w = self.idf_of_df(df) * factors.get(n).copied().unwrap_or(1.0);
+                bound += w * (self.params.k1 + 1.0);
+                (t, w, postings)
+            })
+            .collect();
+        Scorer {
+            params: self.params,
+            avgdl: self.avgdl(),
+            terms,
+            bound,
+        }
     }
 
     /// Scores one document (None if absent), with the query terms it has.
@@ -495,22 +648,47 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
     /// the factor at its position in `factors` (1 past its end).
     pub fn score_weighted(&self, key: &K, query: &[String], factors: &[f64]) -> Option<Scored> {
         self.docs.get(key)?;
-        let q = Self::distinct(query);
-        let avgdl = self.avgdl();
-        let mut out = Scored::default();
-        let (mut all, mut found) = (0.0, 0.0);
-        for (n, t) in q.into_iter().enumerate() {
-            let w = self.idf(t) * factors.get(n).copied().unwrap_or(1.0);
-            out.bound += w * (self.params.k1 + 1.0);
-            all += w;
-            if let Some(p) = self.postings.get(t).and_then(|m| m.get(key)) {
-                out.raw += self.term_score(w, *p, avgdl);
-                found += w;
-                out.matched.push(t.clone());
-            }
-        }
+        let scorer = self.scorer(query, factors);
+        let all: f64 = scorer.terms.iter().map(|(_, w, _)| w).sum();
+        let mut out = Scored {
+            bound: scorer.bound,
+            ..Default::default()
+        };
+        let mut found = 0.0;
+        out.raw = scorer.walk(key, |t, w| {
+            found += w;
+            out.matched.push(t.clone());
+        });
         out.coverage = if all > 0.0 { found / all } else { 0.0 };
         Some(out)
+    }
+
+    /// Adds up the score of every document sharing a term with the query
+    /// (in this thread's [`Totals`]), then gives them to `read` with the
+    /// query's bound and total weight.
+    fn totals<R>(&self, query: &[String], read: impl FnOnce(&mut Totals, f64, f64) -> R) -> R {
+        let run = |totals: &mut Totals| {
+            totals.start(self.keys.len());
+            let avgdl = self.avgdl();
+            let k1 = self.params.k1;
+            let (mut bound, mut all) = (0.0, 0.0);
+            for t in Self::distinct(query) {
+                let w = self.idf(t);
+                bound += w * (k1 + 1.0);
+                all += w;
+                if let Some(postings) = self.postings.get(t) {
+                    for p in postings.values() {
+                        totals.add(p.doc, term_score(self.params, w, *p, avgdl), w);
+                    }
+                }
+            }
+            read(totals, bound, all)
+        };
+        TOTALS.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut totals) => run(&mut totals),
+            // Only if `read` searched again: a table of its own.
+            Err(_) => run(&mut Totals::default()),
+        })
     }
 
     /// Every document sharing a term with the query, best first (without
@@ -523,36 +701,78 @@ impl<K: Eq + Hash + Clone> Bm25Index<K> {
 
     /// Every document sharing a term with the query, in no order.
     pub fn search_unordered(&self, query: &[String]) -> Vec<(K, Scored)> {
-        let q = Self::distinct(query);
-        let avgdl = self.avgdl();
-        let k1 = self.params.k1;
-        let (mut bound, mut all) = (0.0, 0.0);
-        let mut acc: Map<&K, (f64, f64)> = Map::default();
-        for t in q {
-            let w = self.idf(t);
-            bound += w * (k1 + 1.0);
-            all += w;
-            if let Some(postings) = self.postings.get(t) {
-                for (k, p) in postings {
-                    let e = acc.entry(k).or_insert((0.0, 0.0));
-                    e.0 += self.term_score(w, *p, avgdl);
-                    e.1 += w;
+        self.totals(query, |totals, bound, all| {
+            let Totals {
+                raw,
+                found,
+                touched,
+                ..
+            } = totals;
+            touched
+                .iter()
+                .filter_map(|&doc| {
+                    let i = doc as usize;
+                    let key = self.keys.get(i)?.as_ref()?;
+                    let (raw, found) = (*raw.get(i)?, *found.get(i)?);
+                    Some((
+                        key.clone(),
+                        Scored {
+                            raw,
+                            bound,
+                            coverage: if all > 0.0 { found / all } else { 0.0 },
+                            matched: Vec::new(),
+                        },
+                    ))
+                })
+                .collect()
+        })
+    }
+
+    /// The `k` best documents sharing a term with the query that `accept`
+    /// lets through, best first (equal scores: the smaller key first):
+    /// the first `k` of [`Self::search`] that `accept` takes, without
+    /// sorting them all (the best are selected, then sorted, and more only
+    /// when `accept` refuses some).
+    pub fn top(&self, query: &[String], k: usize, mut accept: impl FnMut(&K) -> bool) -> Vec<K>
+    where
+        K: Ord,
+    {
+        self.totals(query, |totals, _, _| {
+            let Totals {
+                raw,
+                touched,
+                ranked,
+                ..
+            } = totals;
+            ranked.clear();
+            ranked.extend(
+                touched
+                    .iter()
+                    .filter_map(|&doc| Some((*raw.get(doc as usize)?, doc))),
+            );
+            let key = |doc: u32| self.keys.get(doc as usize).and_then(Option::as_ref);
+            let order = |a: &(f64, u32), b: &(f64, u32)| {
+                b.0.total_cmp(&a.0).then_with(|| key(a.1).cmp(&key(b.1)))
+            };
+            let mut out = Vec::with_capacity(k.min(ranked.len()));
+            let mut rest = &mut ranked[..];
+            while out.len() < k && !rest.is_empty() {
+                let want = (k - out.len()).min(rest.len());
+                if want < rest.len() {
+                    rest.select_nth_unstable_by(want - 1, order);
                 }
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(want);
+                head.sort_unstable_by(order);
+                out.extend(
+                    head.iter()
+                        .filter_map(|&(_, doc)| key(doc))
+                        .filter(|k| accept(k))
+                        .cloned(),
+                );
+                rest = tail;
             }
-        }
-        acc.into_iter()
-            .map(|(k, (raw, found))| {
-                (
-                    k.clone(),
-                    Scored {
-                        raw,
-                        bound,
-                        coverage: if all > 0.0 { found / all } else { 0.0 },
-                        matched: Vec::new(),
-                    },
-                )
-            })
-            .collect()
+            out
+        })
     }
 }
 
@@ -666,5 +886,64 @@ mod tests {
         assert_eq!(ix.len(), 1);
         assert!(ix.search(&a.terms("forecast")).is_empty());
         assert!(ix.idf("unknown") > ix.idf("weather"));
+    }
+
+    #[test]
+    fn the_top_documents_are_the_first_of_the_search_that_pass() {
+        let a = Analyzer::new();
+        let mut ix: Bm25Index<u32> = Bm25Index::default();
+        let texts = [
+            "invoice payment reminder",
+            "invoice",
+            "payment",
+            "invoice payment",
+            "weather forecast",
+            "invoice payment",
+            "payment schedule for the invoice",
+        ];
+        for (k, text) in texts.iter().enumerate() {
+            let terms = a.terms(text);
+            ix.insert(
+                k as u32,
+                &[Field {
+                    weight: 1.0,
+                    terms: &terms,
+                }],
+            );
+        }
+        let q = a.terms("invoice payment");
+        // Best first, equal scores by key (3 and 5 are the same text).
+        let mut all = ix.search(&q);
+        all.sort_by(|x, y| y.1.raw.total_cmp(&x.1.raw).then(x.0.cmp(&y.0)));
+        let keys: Vec<u32> = all.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys.len(), 6, "all but the weather");
+        for k in 0..=7 {
+            assert_eq!(ix.top(&q, k, |_| true), keys[..k.min(6)], "{k}");
+        }
+        // Those refused are skipped, more taken after them.
+        let odd: Vec<u32> = keys.iter().copied().filter(|k| k % 2 == 1).collect();
+        assert_eq!(ix.top(&q, 2, |k| k % 2 == 1), odd[..2]);
+        assert_eq!(ix.top(&q, 9, |k| k % 2 == 1), odd);
+        assert!(ix.top(&q, 3, |_| false).is_empty());
+        // The scorer gives each document the score of the search.
+        let scorer = ix.scorer(&q, &[]);
+        for (k, s) in &all {
+            assert_eq!(scorer.raw(k), s.raw);
+            assert_eq!(scorer.bound, s.bound);
+        }
+        assert_eq!(scorer.raw(&4), 0.0);
+        // A removed document's number goes to the next one: the search
+        // sees the new one, not the old.
+        ix.remove(&3);
+        let terms = a.terms("weather report");
+        ix.insert(
+            9,
+            &[Field {
+                weight: 1.0,
+                terms: &terms,
+            }],
+        );
+        assert!(ix.search(&q).iter().all(|(k, _)| *k != 3 && *k != 9));
+        assert_eq!(ix.top(&a.terms("weather"), 5, |_| true), [4, 9]);
     }
 }
