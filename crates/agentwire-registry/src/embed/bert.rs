@@ -89,8 +89,18 @@ impl Config {
 }
 
 /// A dense layer: `y = x Wᵀ + b`, `w` of `out` rows of `inp` numbers.
+///
+/// With AVX2, the weights are kept in half precision (`half`, `w` then
+/// empty) and widened in the registers: a request reads all 42 MB of the
+/// encoder's `f32` weights (21 MB in halves) once per product, from memory
+/// rather than the cache, and the products were bound by that, not by the
+/// arithmetic (`perf`: the loads' stalls). A half keeps 11 bits of a
+/// weight; the vectors stay within a cosine of 0.9999 of candle's (all in
+/// `f32`; the test of agentwire-embed), and the routing accuracy is
+/// unchanged (`benches/README.md`).
 struct Linear {
     w: Vec<f32>,
+    half: Vec<u16>,
     b: Vec<f32>,
     inp: usize,
     out: usize,
@@ -126,7 +136,7 @@ pub(crate) struct Encoder {
     token_type: Vec<f32>,
     embedding_norm: Norm,
     layers: Vec<Layer>,
-    /// AVX2 and FMA, detected at load.
+    /// AVX2, FMA and F16C, detected at load.
     simd: bool,
 }
 
@@ -176,6 +186,7 @@ impl Weights<'_> {
     fn linear(&self, name: &str, inp: usize, out: usize) -> Result<Linear, String> {
         Ok(Linear {
             w: self.get(&format!("{name}.weight"), &[out, inp])?,
+            half: Vec::new(),
             b: self.get(&format!("{name}.bias"), &[out])?,
             inp,
             out,
@@ -259,6 +270,7 @@ impl Encoder {
             let v = w.linear(&format!("{at}.attention.self.value"), h, h)?;
             let qkv = Linear {
                 w: [q.w, k.w, v.w].concat(),
+                half: Vec::new(),
                 b: [q.b, k.b, v.b].concat(),
                 inp: h,
                 out: 3 * h,
@@ -271,6 +283,22 @@ impl Encoder {
                 output: w.linear(&format!("{at}.output.dense"), inter, h)?,
                 output_norm: w.norm(&format!("{at}.output.LayerNorm"), h)?,
             });
+        }
+        let simd = simd_available();
+        #[cfg(target_arch = "x86_64")]
+        if simd {
+            for l in &mut layers {
+                for lin in [
+                    &mut l.qkv,
+                    &mut l.attention_out,
+                    &mut l.intermediate,
+                    &mut l.output,
+                ] {
+                    // SAFETY: AVX2, FMA and F16C were detected.
+                    lin.half = unsafe { x86::to_half(&lin.w) };
+                    lin.w = Vec::new();
+                }
+            }
         }
         Ok(Self {
             hidden: h,
@@ -291,7 +319,7 @@ impl Encoder {
             )?,
             embedding_norm: w.norm("embeddings.LayerNorm", h)?,
             layers,
-            simd: simd_available(),
+            simd,
         })
     }
 
@@ -363,8 +391,8 @@ impl Encoder {
         debug_assert_eq!(y.len(), rows * l.out);
         #[cfg(target_arch = "x86_64")]
         if self.simd {
-            // SAFETY: AVX2 and FMA were detected at load.
-            unsafe { x86::linear(x, rows, &l.w, &l.b, l.inp, l.out, y) };
+            // SAFETY: AVX2, FMA and F16C were detected at load.
+            unsafe { x86::linear(x, rows, &l.half, &l.b, l.inp, l.out, y) };
             return;
         }
         linear_portable(x, rows, &l.w, &l.b, l.inp, l.out, y);
@@ -373,7 +401,7 @@ impl Encoder {
     fn dot(&self, a: &[f32], b: &[f32]) -> f32 {
         #[cfg(target_arch = "x86_64")]
         if self.simd {
-            // SAFETY: AVX2 and FMA were detected at load.
+            // SAFETY: AVX2, FMA and F16C were detected at load.
             return unsafe { x86::dot(a, b) };
         }
         a.iter().zip(b).map(|(a, b)| a * b).sum()
@@ -423,7 +451,7 @@ impl Encoder {
             Activation::GeluErf => {
                 #[cfg(target_arch = "x86_64")]
                 if self.simd {
-                    // SAFETY: AVX2 and FMA were detected at load.
+                    // SAFETY: AVX2, FMA and F16C were detected at load.
                     unsafe { x86::gelu_erf(x) };
                     return;
                 }
@@ -450,7 +478,9 @@ impl Encoder {
 fn simd_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+        std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("f16c")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -538,15 +568,12 @@ mod x86 {
 
     use super::{ERF_ALPHA, ERF_BETA};
 
-    /// Rows of `x` taken at once (the tokens of a tile), outputs at once.
-    const ROWS: usize = 6;
-    const OUTS: usize = 2;
     /// Rows of `x` per pass over the weights: their inputs stay in the
     /// cache while each output's weights are read once for all of them.
     const BLOCK: usize = 48;
 
     #[inline]
-    #[target_feature(enable = "avx2,fma")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     fn hsum(v: __m256) -> f32 {
         let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
         let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -554,60 +581,92 @@ mod x86 {
         _mm_cvtss_f32(s)
     }
 
-    /// The dot products of `R` rows of `x` (from `x0`) with `C` rows of `w`
-    /// (from `w0`), `k` numbers each, plus the bias, into `y`.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn tile<const R: usize, const C: usize>(
-        x: *const f32,
-        w: *const f32,
-        b: &[f32],
-        k: usize,
-        out: usize,
-        y: *mut f32,
-    ) {
-        let mut acc = [[_mm256_setzero_ps(); C]; R];
-        let whole = k - k % 8;
+    /// The dot products of 6 rows of inputs (`x`) with 2 rows of weights
+    /// (`w`), over the first `whole` numbers (a multiple of 8): 12
+    /// accumulators, the two weight vectors and one input vector, 15 of the
+    /// 16 registers. Written out variable by variable, not as loops over
+    /// arrays: agentwire-registry is optimised for size ("z"), which
+    /// unrolls nothing and kept arrays of accumulators in memory (the first
+    /// version of this ran slower than candle). A tile with fewer rows or
+    /// one output repeats a row and drops its sums.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C; each pointer is valid for `whole` reads.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn tile(x: &[*const f32; 6], w: &[*const u16; 2], whole: usize) -> [[f32; 2]; 6] {
+        let [x0, x1, x2, x3, x4, x5] = *x;
+        let [w0, w1] = *w;
+        let z = _mm256_setzero_ps();
+        let (mut a00, mut a01, mut a10, mut a11, mut a20, mut a21) = (z, z, z, z, z, z);
+        let (mut a30, mut a31, mut a40, mut a41, mut a50, mut a51) = (z, z, z, z, z, z);
         let mut i = 0;
         while i < whole {
-            let mut wv = [_mm256_setzero_ps(); C];
-            for (c, v) in wv.iter_mut().enumerate() {
-                // SAFETY: row c of w has k numbers, i + 8 <= k.
-                *v = unsafe { _mm256_loadu_ps(w.add(c * k + i)) };
-            }
-            for (r, a) in acc.iter_mut().enumerate() {
-                // SAFETY: row r of x has k numbers, i + 8 <= k.
-                let xv = unsafe { _mm256_loadu_ps(x.add(r * k + i)) };
-                for c in 0..C {
-                    a[c] = _mm256_fmadd_ps(xv, wv[c], a[c]);
-                }
+            // SAFETY: i + 8 <= whole, within every row (the caller's word).
+            unsafe {
+                let v0 = _mm256_cvtph_ps(_mm_loadu_si128(w0.add(i).cast()));
+                let v1 = _mm256_cvtph_ps(_mm_loadu_si128(w1.add(i).cast()));
+                let v = _mm256_loadu_ps(x0.add(i));
+                a00 = _mm256_fmadd_ps(v, v0, a00);
+                a01 = _mm256_fmadd_ps(v, v1, a01);
+                let v = _mm256_loadu_ps(x1.add(i));
+                a10 = _mm256_fmadd_ps(v, v0, a10);
+                a11 = _mm256_fmadd_ps(v, v1, a11);
+                let v = _mm256_loadu_ps(x2.add(i));
+                a20 = _mm256_fmadd_ps(v, v0, a20);
+                a21 = _mm256_fmadd_ps(v, v1, a21);
+                let v = _mm256_loadu_ps(x3.add(i));
+                a30 = _mm256_fmadd_ps(v, v0, a30);
+                a31 = _mm256_fmadd_ps(v, v1, a31);
+                let v = _mm256_loadu_ps(x4.add(i));
+                a40 = _mm256_fmadd_ps(v, v0, a40);
+                a41 = _mm256_fmadd_ps(v, v1, a41);
+                let v = _mm256_loadu_ps(x5.add(i));
+                a50 = _mm256_fmadd_ps(v, v0, a50);
+                a51 = _mm256_fmadd_ps(v, v1, a51);
             }
             i += 8;
         }
-        for (r, a) in acc.iter().enumerate() {
-            for c in 0..C {
-                let mut s = hsum(a[c]) + b[c];
-                for j in whole..k {
-                    // SAFETY: j < k, within both rows.
-                    s += unsafe { *x.add(r * k + j) * *w.add(c * k + j) };
-                }
-                // SAFETY: y has `out` numbers a row, c < the outputs left.
-                unsafe { *y.add(r * out + c) = s };
-            }
-        }
+        [
+            [hsum(a00), hsum(a01)],
+            [hsum(a10), hsum(a11)],
+            [hsum(a20), hsum(a21)],
+            [hsum(a30), hsum(a31)],
+            [hsum(a40), hsum(a41)],
+            [hsum(a50), hsum(a51)],
+        ]
     }
 
-    /// `y = x Wᵀ + b` for `rows` rows of `x`.
+    /// `values` in half precision (rounded to the nearest).
     ///
     /// # Safety
-    /// The CPU has AVX2 and FMA; `x` holds `rows × inp` numbers, `w`
-    /// `out × inp`, `b` `out`, `y` `rows × out`.
-    #[target_feature(enable = "avx2,fma")]
+    /// The CPU has AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn to_half(values: &[f32]) -> Vec<u16> {
+        let mut out = vec![0u16; values.len()];
+        for (o, v) in out.chunks_mut(8).zip(values.chunks(8)) {
+            let mut lane = [0f32; 8];
+            lane[..v.len()].copy_from_slice(v);
+            let mut half = [0u16; 8];
+            // SAFETY: 8 numbers read, 8 halves written.
+            unsafe {
+                let h =
+                    _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(lane.as_ptr()));
+                _mm_storeu_si128(half.as_mut_ptr().cast(), h);
+            }
+            o.copy_from_slice(&half[..o.len()]);
+        }
+        out
+    }
+
+    /// `y = x Wᵀ + b` for `rows` rows of `x`, `w` in half precision.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn linear(
         x: &[f32],
         rows: usize,
-        w: &[f32],
+        w: &[u16],
         b: &[f32],
         inp: usize,
         out: usize,
@@ -615,34 +674,32 @@ mod x86 {
     ) {
         assert!(x.len() >= rows * inp && w.len() >= out * inp && b.len() >= out);
         assert!(y.len() >= rows * out);
-        let (xp, wp, yp) = (x.as_ptr(), w.as_ptr(), y.as_mut_ptr());
+        let whole = inp - inp % 8;
         let mut r0 = 0;
         while r0 < rows {
             let r1 = (r0 + BLOCK).min(rows);
             let mut o = 0;
             while o < out {
-                let c = OUTS.min(out - o);
+                let c = 2.min(out - o);
+                let wr = [w[o * inp..].as_ptr(), w[(o + c - 1) * inp..].as_ptr()];
                 let mut r = r0;
                 while r < r1 {
-                    let n = ROWS.min(r1 - r);
-                    // SAFETY: rows r..r + n of x and y, outputs o..o + c
-                    // of w, b and y: within the lengths asserted above.
-                    unsafe {
-                        let (xr, wr, yr) = (xp.add(r * inp), wp.add(o * inp), yp.add(r * out + o));
-                        let bo = &b[o..];
-                        match (n, c) {
-                            (6, 2) => tile::<6, 2>(xr, wr, bo, inp, out, yr),
-                            (5, 2) => tile::<5, 2>(xr, wr, bo, inp, out, yr),
-                            (4, 2) => tile::<4, 2>(xr, wr, bo, inp, out, yr),
-                            (3, 2) => tile::<3, 2>(xr, wr, bo, inp, out, yr),
-                            (2, 2) => tile::<2, 2>(xr, wr, bo, inp, out, yr),
-                            (1, 2) => tile::<1, 2>(xr, wr, bo, inp, out, yr),
-                            (6, _) => tile::<6, 1>(xr, wr, bo, inp, out, yr),
-                            (5, _) => tile::<5, 1>(xr, wr, bo, inp, out, yr),
-                            (4, _) => tile::<4, 1>(xr, wr, bo, inp, out, yr),
-                            (3, _) => tile::<3, 1>(xr, wr, bo, inp, out, yr),
-                            (2, _) => tile::<2, 1>(xr, wr, bo, inp, out, yr),
-                            _ => tile::<1, 1>(xr, wr, bo, inp, out, yr),
+                    let n = 6.min(r1 - r);
+                    let xr: [*const f32; 6] =
+                        std::array::from_fn(|k| x[(r + k.min(n - 1)) * inp..].as_ptr());
+                    // SAFETY: every row pointed at has `inp` >= `whole`
+                    // numbers (the slices' lengths were asserted above).
+                    let sums = unsafe { tile(&xr, &wr, whole) };
+                    for (k, row) in sums.iter().enumerate().take(n) {
+                        let xs = &x[(r + k) * inp..(r + k + 1) * inp];
+                        for (j, sum) in row.iter().enumerate().take(c) {
+                            let ws = &w[(o + j) * inp..(o + j + 1) * inp];
+                            let tail: f32 = xs[whole..]
+                                .iter()
+                                .zip(&ws[whole..])
+                                .map(|(a, b)| a * super::f16_to_f32(*b))
+                                .sum();
+                            y[(r + k) * out + o + j] = sum + tail + b[o + j];
                         }
                     }
                     r += n;
@@ -656,8 +713,8 @@ mod x86 {
     /// The dot product of `a` and `b` (of the same length).
     ///
     /// # Safety
-    /// The CPU has AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
+    /// The CPU has AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
         let n = a.len().min(b.len());
         let whole = n - n % 8;
@@ -684,8 +741,8 @@ mod x86 {
     /// GELU with the error function, in place (the formula of `super::erf`).
     ///
     /// # Safety
-    /// The CPU has AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
+    /// The CPU has AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn gelu_erf(x: &mut [f32]) {
         let mut chunks = x.chunks_exact_mut(8);
         for c in &mut chunks {
@@ -788,9 +845,17 @@ mod tests {
             }
             #[cfg(target_arch = "x86_64")]
             if simd_available() {
+                // The same weights in half precision, and back.
+                // SAFETY: detected just above.
+                let half = unsafe { x86::to_half(&w) };
+                let rounded: Vec<f32> = half.iter().map(|h| f16_to_f32(*h)).collect();
+                for (a, b) in rounded.iter().zip(&w) {
+                    assert!((a - b).abs() <= b.abs() / 1024.0, "{a} for {b}");
+                }
+                linear_portable(&x, rows, &rounded, &b, inp, out, &mut plain);
                 let mut fast = vec![0f32; rows * out];
-                // SAFETY: detected just above; the lengths are those of the call.
-                unsafe { x86::linear(&x, rows, &w, &b, inp, out, &mut fast) };
+                // SAFETY: detected above; the lengths are those of the call.
+                unsafe { x86::linear(&x, rows, &half, &b, inp, out, &mut fast) };
                 for (a, b) in fast.iter().zip(&plain) {
                     assert!((a - b).abs() < 1e-3, "{a} against {b} ({rows}×{inp}×{out})");
                 }
