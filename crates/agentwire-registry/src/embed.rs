@@ -18,11 +18,13 @@
 //!   longest input, in tokens): what the model prescribes. Without them,
 //!   mean pooling, normalised vectors and the encoder's own longest input.
 //!
-//! The encoder runs on the CPU with `candle` (pure Rust). A text is
-//! tokenised (with the model's special tokens, truncated to its longest
-//! input), a batch is padded on the right with an attention mask, the
-//! encoder's last hidden states are pooled over the real tokens only, and
-//! the vector is scaled to length 1 when the model says so.
+//! The encoder runs on the CPU, in pure Rust (a forward pass of its own,
+//! `bert.rs`: the weights laid out once at load, AVX2 when the CPU has
+//! it). A text is tokenised (with the model's special tokens, truncated to
+//! its longest input), each text of a batch is encoded at its own length
+//! (what padding with an attention mask computes), the encoder's last
+//! hidden states are pooled over the text's tokens, and the vector is
+//! scaled to length 1 when the model says so.
 //!
 //! Why a model at all: a request says what it needs in its own words ("is
 //! it cold in oslo at the moment?", "where's the nasdaq at today?"), and
@@ -30,6 +32,8 @@
 //! way: no service to call, no runtime to install, weights from a
 //! directory the operator chose, and a default build without any of it.
 
+#[cfg(feature = "semantic")]
+mod bert;
 pub mod install;
 #[cfg(feature = "semantic")]
 mod sentence;

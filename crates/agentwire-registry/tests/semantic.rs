@@ -22,10 +22,8 @@ use agentwire_client::registry::RouteResponse;
 use agentwire_registry::embed::{Pooling, SentenceEmbedder};
 use agentwire_registry::store::MemoryRegistryStore;
 use agentwire_registry::{Embedder, Registry};
-use candle_core::{DType, Device};
-use candle_nn::{VarBuilder, VarMap};
-use candle_transformers::models::bert::{BertModel, Config};
 use common::{publish, registry, route};
+use safetensors::tensor::{Dtype, TensorView};
 use serde_json::{Value, json};
 
 const WORDS: &[&str] = &[
@@ -44,11 +42,7 @@ fn tiny_model(dir: &Path, pooling: Option<&str>) {
         "initializer_range": 0.02, "layer_norm_eps": 1e-12, "pad_token_id": 0
     });
     std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
-    let parsed: Config = serde_json::from_value(config).unwrap();
-    let varmap = VarMap::new();
-    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
-    BertModel::load(vb, &parsed).unwrap();
-    varmap.save(dir.join("model.safetensors")).unwrap();
+    tiny_weights(&dir.join("model.safetensors"), WORDS.len(), 8, 2, 16, 32);
     let vocab: serde_json::Map<String, Value> = WORDS
         .iter()
         .enumerate()
@@ -98,6 +92,67 @@ fn tiny_model(dir: &Path, pooling: Option<&str>) {
         )
         .unwrap();
     }
+}
+
+/// Random weights (a fixed seed) for a BERT encoder of that size, written
+/// as a safetensors file.
+fn tiny_weights(path: &Path, vocab: usize, h: usize, layers: usize, inter: usize, pos: usize) {
+    let mut shapes: Vec<(String, Vec<usize>)> = vec![
+        ("embeddings.word_embeddings.weight".into(), vec![vocab, h]),
+        ("embeddings.position_embeddings.weight".into(), vec![pos, h]),
+        ("embeddings.token_type_embeddings.weight".into(), vec![2, h]),
+        ("embeddings.LayerNorm.weight".into(), vec![h]),
+        ("embeddings.LayerNorm.bias".into(), vec![h]),
+    ];
+    for i in 0..layers {
+        let at = format!("encoder.layer.{i}");
+        for (name, out, inp) in [
+            ("attention.self.query", h, h),
+            ("attention.self.key", h, h),
+            ("attention.self.value", h, h),
+            ("attention.output.dense", h, h),
+            ("intermediate.dense", inter, h),
+            ("output.dense", h, inter),
+        ] {
+            shapes.push((format!("{at}.{name}.weight"), vec![out, inp]));
+            shapes.push((format!("{at}.{name}.bias"), vec![out]));
+        }
+        for name in ["attention.output.LayerNorm", "output.LayerNorm"] {
+            shapes.push((format!("{at}.{name}.weight"), vec![h]));
+            shapes.push((format!("{at}.{name}.bias"), vec![h]));
+        }
+    }
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let bytes: Vec<Vec<u8>> = shapes
+        .iter()
+        .map(|(name, shape)| {
+            let n: usize = shape.iter().product();
+            (0..n)
+                .flat_map(|_| {
+                    seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                    let r = (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                    // LayerNorm's scale near 1, everything else near 0.
+                    let v = if name.ends_with("LayerNorm.weight") {
+                        1.0 + r / 4.0
+                    } else {
+                        r
+                    };
+                    v.to_le_bytes()
+                })
+                .collect()
+        })
+        .collect();
+    let views: Vec<(String, TensorView<'_>)> = shapes
+        .iter()
+        .zip(&bytes)
+        .map(|((name, shape), b)| {
+            (
+                name.clone(),
+                TensorView::new(Dtype::F32, shape.clone(), b).unwrap(),
+            )
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, path).unwrap();
 }
 
 fn norm(v: &[f32]) -> f32 {

@@ -1,14 +1,12 @@
-//! [`SentenceEmbedder`]: the model run in this process with `candle`
-//! (feature `semantic`; see the parent module).
+//! [`SentenceEmbedder`]: the model run in this process (feature
+//! `semantic`; see the parent module), with the encoder of [`super::bert`].
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use serde::Deserialize;
 use tokenizers::{Tokenizer, TruncationParams};
 
+use super::bert::{Config, Encoder, Tokens};
 use crate::route::{EmbedError, Embedder};
 
 /// How token vectors become one vector per text.
@@ -25,7 +23,7 @@ const BATCH: usize = 32;
 
 /// A BERT-family sentence-embedding model loaded from a directory.
 pub struct SentenceEmbedder {
-    model: BertModel,
+    model: Encoder,
     tokenizer: Tokenizer,
     pooling: Pooling,
     normalize: bool,
@@ -164,14 +162,13 @@ impl SentenceEmbedder {
             .take(16)
             .map(|b| format!("{b:02x}"))
             .collect();
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
-            .map_err(|e| err(format!("cannot read {}: {e}", weights_path.display())))?;
-        let model = BertModel::load(vb, &config).map_err(|e| {
+        let model = Encoder::load(&config, &weights).map_err(|e| {
             err(format!(
                 "{} does not hold the weights of the encoder that config.json describes: {e}",
                 weights_path.display()
             ))
         })?;
+        drop(weights);
         let name = dir
             .canonicalize()
             .unwrap_or_else(|_| PathBuf::from(dir))
@@ -269,61 +266,48 @@ impl SentenceEmbedder {
             .map(|t| self.tokenizer.encode(*t, true))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| err(format!("cannot tokenise: {e}")))?;
-        let len = encodings
+        // No padding: the encoder runs each text at its own length (see
+        // `bert`), which is what a padded batch with its mask computes.
+        let tokens: Vec<Tokens<'_>> = encodings
             .iter()
-            .map(|e| e.get_ids().len())
-            .max()
-            .unwrap_or(0)
-            .max(1);
-        let n = encodings.len();
-        let (mut ids, mut types, mut mask) = (
-            vec![0u32; n * len],
-            vec![0u32; n * len],
-            vec![0u32; n * len],
-        );
-        for (row, e) in encodings.iter().enumerate() {
-            let at = row * len;
-            for (k, ((id, ty), m)) in e
-                .get_ids()
-                .iter()
-                .zip(e.get_type_ids())
-                .zip(e.get_attention_mask())
-                .enumerate()
-            {
-                ids[at + k] = *id;
-                types[at + k] = *ty;
-                mask[at + k] = *m;
-            }
-        }
-        let forward = || -> candle_core::Result<Vec<Vec<f32>>> {
-            let device = &Device::Cpu;
-            let ids = Tensor::from_vec(ids, (n, len), device)?;
-            let types = Tensor::from_vec(types, (n, len), device)?;
-            let mask = Tensor::from_vec(mask, (n, len), device)?;
-            // (n, len, hidden)
-            let hidden = self.model.forward(&ids, &types, Some(&mask))?;
-            let pooled = match self.pooling {
-                Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
-                Pooling::Mean => {
-                    let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-                    let summed = hidden.broadcast_mul(&m)?.sum(1)?;
-                    let count = m.sum(1)?.clamp(1e-9f32, f32::MAX)?;
-                    summed.broadcast_div(&count)?
+            .map(|e| Tokens {
+                ids: e.get_ids(),
+                types: e.get_type_ids(),
+            })
+            .collect();
+        let hidden = self
+            .model
+            .forward(&tokens)
+            .map_err(|e| err(format!("the model failed: {e}")))?;
+        let h = self.model.hidden();
+        let mut rows = hidden.chunks_exact(h);
+        let mut out = Vec::with_capacity(texts.len());
+        for t in &tokens {
+            let own: Vec<&[f32]> = rows.by_ref().take(t.ids.len()).collect();
+            let mut v = vec![0f32; h];
+            match self.pooling {
+                Pooling::Cls => {
+                    if let Some(first) = own.first() {
+                        v.copy_from_slice(first);
+                    }
                 }
-            };
-            let pooled = if self.normalize {
-                let norm = pooled
-                    .sqr()?
-                    .sum_keepdim(1)?
-                    .sqrt()?
-                    .clamp(1e-12f32, f32::MAX)?;
-                pooled.broadcast_div(&norm)?
-            } else {
-                pooled
-            };
-            pooled.to_vec2::<f32>()
-        };
-        forward().map_err(|e| err(format!("the model failed: {e}")))
+                Pooling::Mean => {
+                    for row in &own {
+                        for (a, b) in v.iter_mut().zip(*row) {
+                            *a += b;
+                        }
+                    }
+                    let count = (own.len() as f32).max(1e-9);
+                    v.iter_mut().for_each(|a| *a /= count);
+                }
+            }
+            if self.normalize {
+                let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-12);
+                v.iter_mut().for_each(|a| *a /= norm);
+            }
+            out.push(v);
+        }
+        Ok(out)
     }
 }
 

@@ -2,7 +2,7 @@
 //! (the client, always compiled) and [`serve_lines`] (the sidecar's side,
 //! what `a2a-embed`, the program of the package agentwire-embed, runs).
 //!
-//! Why a sidecar: the model's code (candle, tokenizers) is larger than
+//! Why a sidecar: the model's code (the encoder, tokenizers) is larger than
 //! what the `a2a` command may grow by (its release binary has a 25 MiB
 //! bound), so `a2a` speaks to a program beside it, `a2a-embed`, that loads
 //! the model. A registry without the sidecar routes by words.
