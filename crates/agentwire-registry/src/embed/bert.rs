@@ -24,9 +24,8 @@
 //! feed-forward layer (`hidden_act` from `config.json`: `gelu` is the erf
 //! GELU, `gelu_new` / `gelu_pytorch_tanh` the tanh approximation, `relu`),
 //! a projection, a residual connection and LayerNorm (`layer_norm_eps`
-//! from `config.json`). Multi-threading was left out: the machine it is
-//! measured on has two shared cores, and one request's products are a few
-//! milliseconds of one core.
+//! from `config.json`). The large products run on two threads
+//! (`Encoder::linear`).
 
 use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
@@ -385,17 +384,51 @@ impl Encoder {
         Ok(x)
     }
 
-    /// `y = x Wᵀ + b` for every row of `x`.
+    /// `y = x Wᵀ + b` for every row of `x`. A large product runs on two
+    /// threads (rayon's pool, already in the process for the tokenizer),
+    /// each computing half of the outputs: one request's embedding is the
+    /// latency of every routed request, and on an idle machine the second
+    /// core halves the products' time (the route with the model at 10,000
+    /// cards: docs/registry.md).
     fn linear(&self, l: &Linear, x: &[f32], y: &mut [f32]) {
         let rows = x.len() / l.inp;
         debug_assert_eq!(y.len(), rows * l.out);
+        if rows * l.inp * l.out < PARALLEL_PRODUCT || l.out < 64 {
+            self.linear_outputs(l, x, 0..l.out, y);
+            return;
+        }
+        let half = l.out / 2;
+        let (mut low, mut high) = (vec![0.0; rows * half], vec![0.0; rows * (l.out - half)]);
+        rayon::join(
+            || self.linear_outputs(l, x, 0..half, &mut low),
+            || self.linear_outputs(l, x, half..l.out, &mut high),
+        );
+        for (r, row) in y.chunks_exact_mut(l.out).enumerate() {
+            row[..half].copy_from_slice(&low[r * half..(r + 1) * half]);
+            let rest = l.out - half;
+            row[half..].copy_from_slice(&high[r * rest..(r + 1) * rest]);
+        }
+    }
+
+    /// The outputs `outputs` of `x Wᵀ + b` for every row of `x`, into `y`
+    /// (`rows` x `outputs.len()`).
+    fn linear_outputs(
+        &self,
+        l: &Linear,
+        x: &[f32],
+        outputs: std::ops::Range<usize>,
+        y: &mut [f32],
+    ) {
+        let rows = x.len() / l.inp;
+        let (inp, out) = (l.inp, outputs.len());
+        let weights = outputs.start * inp..outputs.end * inp;
         #[cfg(target_arch = "x86_64")]
         if self.simd {
             // SAFETY: AVX2, FMA and F16C were detected at load.
-            unsafe { x86::linear(x, rows, &l.half, &l.b, l.inp, l.out, y) };
+            unsafe { x86::linear(x, rows, &l.half[weights], &l.b[outputs], inp, out, y) };
             return;
         }
-        linear_portable(x, rows, &l.w, &l.b, l.inp, l.out, y);
+        linear_portable(x, rows, &l.w[weights], &l.b[outputs], inp, out, y);
     }
 
     fn dot(&self, a: &[f32], b: &[f32]) -> f32 {
@@ -541,6 +574,11 @@ const ERF_BETA: [f32; 5] = [
     -7.373_329_2e-3,
     -1.426_474e-2,
 ];
+
+/// Multiply-adds from which a product is split between two threads (a
+/// layer's product for about 8 tokens of MiniLM; below it, the hand-off
+/// costs more than it saves).
+const PARALLEL_PRODUCT: usize = 1 << 20;
 
 /// `y = x Wᵀ + b`, plain Rust.
 fn linear_portable(
