@@ -459,15 +459,13 @@ fn request_span<B>(request: &Request<B>, id: &HeaderValue, for_log: bool) -> Spa
 /// own writer when `line` holds its facts, else as a `tracing` event.
 fn answered<B>(
     response: &Response<B>,
-    call: Option<Box<CallInfo>>,
+    mut own: Option<Box<CallInfo>>,
     latency: Duration,
     _span: &Span,
-    line: Option<Box<request_log::Line>>,
+    mut line: Option<Box<request_log::Line>>,
     metrics: Option<&Metrics>,
 ) {
     let status = response.status().as_u16();
-    let mut line = line;
-    let mut own = call;
     let Some(call) = line
         .as_deref_mut()
         .map(|l| &mut l.call)
