@@ -204,11 +204,7 @@ impl<'a> Obj<'a> {
 /// A JSON string. Most strings (ids, names, plain text) need no escaping
 /// and are copied whole; the others are escaped by `serde_json`.
 fn string(out: &mut Vec<u8>, s: &str) {
-    // No early exit: the check over the whole string vectorizes.
-    let escape = s
-        .bytes()
-        .fold(false, |e, b| e | (b < 0x20) | (b == b'"') | (b == b'\\'));
-    if escape {
+    if crate::json_reader::special_at(s.as_bytes()).is_some() {
         // Writing a `str` into a Vec cannot fail.
         let _ = serde_json::to_writer(&mut *out, s);
     } else {
