@@ -69,7 +69,6 @@ struct Args {
 fn request_log() {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
     agentwire_server::observe::request_log::install(
         agentwire_server::observe::request_log::Format::Text,
         std::io::stderr(),
@@ -81,7 +80,16 @@ fn request_log() {
         .with_ansi(false)
         .with_target(false)
         .with_filter(filter);
-    tracing_subscriber::registry().with(fmt).init();
+    // Set as the global default, not by `SubscriberInitExt::init`: that
+    // also installs the bridge from the `log` crate (`LogTracer`), whose
+    // `log::set_max_level` in the program made the `log` records of
+    // `tracing`'s `log` feature (enabled by sqlx) live code, run for every
+    // span of h2 when no subscriber is installed: `agent-server` without
+    // `--request-log` then cost 16k more instructions a gRPC call (85.3k
+    // against 69.0k a GetTask; docs/performance.md).
+    if tracing::subscriber::set_global_default(tracing_subscriber::registry().with(fmt)).is_err() {
+        eprintln!("agent-server: a tracing subscriber was already installed");
+    }
 }
 
 fn main() -> anyhow::Result<()> {
