@@ -342,7 +342,7 @@ out = []
 out.append(f"# Peers benchmark: JSON-RPC SendMessage of an echo agent, loopback\n")
 out.append(f"oha -z {duration} per run, {rounds} round(s) per concurrency, servers loaded in turn "
            f"(round-robin); each figure is the median of the rounds. CPU per request: the server "
-           f"process's utime+stime over the run divided by its 200 answers (counted in clock ticks of {1e3 / clk_tck:g} ms). "
+           f"process's utime+stime over the run divided by the number of its HTTP 200 answers (CPU time counted in clock ticks of {1e3 / clk_tck:g} ms). "
            f"RSS: VmRSS after all the runs. {os.cpu_count()} CPUs; {oha or 'oha'} runs on the same machine.\n")
 head = "| server | " + " | ".join(f"c={c} req/s | c={c} p99 ms" for c in concurrency) + " | " + \
     " | ".join(f"CPU us/req c={c}" for c in concurrency) + " | RSS after MiB |"
