@@ -19,12 +19,11 @@ use crate::timestamp::Timestamp;
 /// new ones at one end instead of at random places: a durable store's
 /// commit of a batch of new tasks then rewrites about half as many pages.
 pub fn new_id() -> String {
-    // uuid's own encoder: a table of byte pairs written here saved about 160
-    // instructions an id, under 1% of a request (scripts/icount.sh and
-    // icount-micro, docs/performance.md "The fast paths").
-    // Encoded into a buffer, not through `Display` and `to_string`: the
-    // formatting machinery cost about 770 instructions more an id in the
-    // `a2a` binary, whose last optimisation runs at opt-level "z".
+    // uuid's own encoder (a table of byte pairs written here saved about 160
+    // instructions an id, under 1% of a request: docs/performance.md "The
+    // fast paths"), into a buffer rather than through `Display` and
+    // `to_string`, whose formatting machinery cost about 770 instructions
+    // more an id in the `a2a` binary (its last optimisation at opt-level "z").
     let mut text = uuid::Uuid::encode_buffer();
     uuid::Uuid::new_v7(uuid::Timestamp::now(uuid::NoContext))
         .hyphenated()

@@ -88,16 +88,6 @@ impl RequestId {
             RequestId::Given(value) => value.to_str().unwrap_or_default(),
         }
     }
-
-    /// The id's bytes as [`Self::as_str`] has them, and whether they need
-    /// no JSON escaping: a made id is hexadecimal digits and a dash, not
-    /// checked as UTF-8 again for each line (170 instructions).
-    fn bytes(&self) -> (&[u8], bool) {
-        match self {
-            RequestId::Made(text) => (text, true),
-            RequestId::Given(_) => (self.as_str().as_bytes(), false),
-        }
-    }
 }
 
 enum Message {
@@ -193,7 +183,6 @@ fn write_lines(queue: Receiver<Message>, format: Format, mut out: impl Write) {
 impl Line {
     /// Appends the line, with its newline, to `out`.
     fn write(&self, format: Format, clock: &mut Clock, out: &mut Vec<u8>) {
-        let (request_id, plain_id) = self.request_id.bytes();
         let trace_id = self
             .traceparent
             .as_ref()
@@ -207,7 +196,13 @@ impl Line {
             Format::Text => {
                 clock.write(self.time, out);
                 out.extend_from_slice(b"  INFO request{request_id=");
-                out.extend_from_slice(request_id);
+                // A made id is written from its bytes (hexadecimal digits
+                // and a dash), not checked as UTF-8 again for each line
+                // (170 instructions); so is it in JSON, needing no escape.
+                out.extend_from_slice(match &self.request_id {
+                    RequestId::Made(text) => text,
+                    RequestId::Given(_) => self.request_id.as_str().as_bytes(),
+                });
                 if let Some(t) = trace_id {
                     out.extend_from_slice(b" trace_id=");
                     out.extend_from_slice(t.as_bytes());
@@ -278,12 +273,13 @@ impl Line {
                 out.extend_from_slice(b",\"path\":");
                 string(out, path);
                 out.extend_from_slice(b",\"request_id\":");
-                if plain_id {
-                    out.push(b'"');
-                    out.extend_from_slice(request_id);
-                    out.push(b'"');
-                } else {
-                    string(out, self.request_id.as_str());
+                match &self.request_id {
+                    RequestId::Made(text) => {
+                        out.push(b'"');
+                        out.extend_from_slice(text);
+                        out.push(b'"');
+                    }
+                    RequestId::Given(_) => string(out, self.request_id.as_str()),
                 }
                 if let Some(t) = trace_id {
                     out.extend_from_slice(b",\"trace_id\":");
