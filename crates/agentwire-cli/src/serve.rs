@@ -1438,7 +1438,7 @@ async fn bind(
         say!("  metrics:    {url}");
     } else if args.metrics {
         say!(
-            "  metrics:    http://{reachable}{}",
+            "  metrics:    {scheme}://{reachable}{}",
             agentwire_server::observe::metrics::METRICS_PATH
         );
     }

@@ -114,10 +114,25 @@ fn tls_on_every_binding_with_cacert() {
     let cacert = ca.write(&dir, "ca.pem");
     let serving = Serving::start(
         &env,
-        &["--tls-cert", "server.crt", "--tls-key", "server.key"],
+        &[
+            "--tls-cert",
+            "server.crt",
+            "--tls-key",
+            "server.key",
+            "--metrics",
+        ],
     );
     let a = serving.base();
     assert!(a.starts_with("https://"), "a TLS agent card: {a}");
+    // /metrics on the agent's port is served over TLS too, and the banner
+    // says so.
+    let metrics = serving
+        .stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("metrics:"))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("a metrics line: {}", serving.stdout));
+    assert!(metrics.starts_with("https://"), "{}", serving.stdout);
 
     // The agent's certificate is not signed by a system authority: refused,
     // exit 3, and the error says why.
