@@ -109,10 +109,54 @@ fn a_sidecar_that_does_not_answer_in_time_is_an_error_and_is_replaced() {
     assert!(err.0.contains("no answer within"), "{err}");
     // Bounded: the timeout, not forever (generous: a busy machine).
     assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
-    // The next request starts a new sidecar (which hangs too): an error
-    // again, never a panic or a wait without end.
+    // Right after, no sidecar is started (the back-off after a failure):
+    // an error at once.
+    let t = Instant::now();
+    let err = e.embed(&["rain"]).unwrap_err();
+    assert!(err.0.contains("not started again for"), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
+    // Once it is over, the next request starts a new sidecar (which hangs
+    // too): an error again, never a panic or a wait without end.
+    std::thread::sleep(agentwire_registry::embed::subprocess::BACKOFF_FIRST);
     let err = e.embed(&["rain"]).unwrap_err();
     assert!(err.0.contains("no answer within"), "{err}");
+}
+
+#[test]
+fn a_sidecar_that_dies_on_every_request_is_not_started_for_every_request() {
+    let (e, dir) = start("crash-always", Duration::from_secs(20));
+    let starts = || {
+        std::fs::read_to_string(dir.path().join("marker"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert_eq!(starts(), 1);
+    // The first request finds it gone, starts it again once, loses it
+    // again: an error, two starts in all.
+    let err = e.embed(&["rain"]).unwrap_err();
+    assert!(err.0.contains("also when started again"), "{err}");
+    assert_eq!(starts(), 2);
+    // Then requests fail at once for a while, starting nothing.
+    for _ in 0..20 {
+        let err = e.embed(&["rain"]).unwrap_err();
+        assert!(err.0.contains("failed 1 time(s) in a row"), "{err}");
+    }
+    assert_eq!(starts(), 2);
+    // After the back-off one start is tried (the request's own restart is
+    // not tried again: that costs one start, not two), and the next
+    // back-off is longer.
+    std::thread::sleep(agentwire_registry::embed::subprocess::BACKOFF_FIRST);
+    let err = e.embed(&["rain"]).unwrap_err();
+    assert!(err.0.contains("also when started again"), "{err}");
+    assert_eq!(starts(), 3);
+    let err = e.embed(&["rain"]).unwrap_err();
+    assert!(err.0.contains("failed 2 time(s) in a row"), "{err}");
+    assert_eq!(starts(), 3);
 }
 
 #[test]

@@ -29,6 +29,7 @@ use agentwire_types::{
 };
 use common::agents::{Scripted, scripted_card};
 use common::*;
+use serde_json::Value;
 use tokio::sync::watch;
 
 // ----- the database -------------------------------------------------------------
@@ -1053,4 +1054,81 @@ async fn a_held_task_is_seen_elsewhere_once_written() {
     assert_eq!(state_of(&seen[1]), Some(TaskState::Completed));
     assert_eq!(get_task(&cb, b, &id).await, answer);
     r.stop().await;
+}
+
+// ----- identifiers the database cannot keep ---------------------------------
+
+/// Identifiers PostgreSQL cannot keep (U+0000 in text, keys longer than a
+/// B-tree indexes) are refused by the handler as invalid parameters on
+/// every store, so they never reach the database. Before, each got the
+/// database's error as -32603, and a new task with such a context id, sent
+/// among other callers' new tasks, failed the whole batch of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: set A2A_TEST_POSTGRES_URL (bash .ci/postgres start)"]
+async fn identifiers_the_database_cannot_keep_are_refused_before_it() {
+    use base64::Engine as _;
+    use serde_json::json;
+    let Some(r) = Replicas::start(scripted_card(), Scripted::default()).await else {
+        return;
+    };
+    let message = |id: &str| json!({"messageId": id, "role": "ROLE_USER", "parts": [{"text": "tck-complete-task"}]});
+    let with = |id: &str, member: &str, value: Value| {
+        let mut m = message(id);
+        m[member] = value;
+        json!({ "message": m })
+    };
+    let forged_token =
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("1764000000000:x\u{0}y");
+    let hostile = [
+        ("SendMessage", with("h1", "contextId", json!("a\u{0}b"))),
+        (
+            "SendMessage",
+            with("h2", "contextId", json!("c".repeat(3000))),
+        ),
+        (
+            "SendMessage",
+            json!({"tenant": "t\u{0}", "message": message("h3")}),
+        ),
+        ("GetTask", json!({"id": "x\u{0}"})),
+        ("GetTask", json!({"id": "t".repeat(9000)})),
+        ("ListTasks", json!({"contextId": "a\u{0}"})),
+        ("ListTasks", json!({"pageToken": forged_token})),
+        ("CancelTask", json!({"id": "x\u{0}"})),
+    ];
+    // Well-behaved sends among the hostile calls, all at once.
+    let mut calls = Vec::new();
+    for round in 0..3 {
+        for (method, params) in &hostile {
+            calls.push((true, *method, params.clone()));
+        }
+        for i in 0..8 {
+            calls.push((
+                false,
+                "SendMessage",
+                json!({"message": message(&format!("ok-{round}-{i}"))}),
+            ));
+        }
+    }
+    let answers = futures::future::join_all(calls.iter().map(|(_, method, params)| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        rpc_raw(&r.a, body.to_string(), true)
+    }))
+    .await;
+    for ((hostile, method, params), answer) in calls.iter().zip(answers) {
+        let body = answer.json();
+        let what = format!("{method} {}", excerpt_of(params));
+        if *hostile {
+            assert_eq!(body["error"]["code"], -32602, "{what}: {body}");
+        } else {
+            assert_eq!(
+                body["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+                "{what}: {body}"
+            );
+        }
+    }
+    r.stop().await;
+}
+
+fn excerpt_of(v: &Value) -> String {
+    v.to_string().chars().take(120).collect()
 }

@@ -27,7 +27,7 @@ use agentwire_server::{
     A2aResult, AgentExecutor, RequestContext, RequestHandler, RouterOptions, TaskUpdater, router,
 };
 use agentwire_types::limits::MAX_STRUCT_VALUES;
-use agentwire_types::limits::{DEFAULT_MAX_PARTS, MAX_LIST_ITEMS, MAX_STRUCT_DEPTH};
+use agentwire_types::limits::{DEFAULT_MAX_PARTS, MAX_ID_BYTES, MAX_LIST_ITEMS, MAX_STRUCT_DEPTH};
 use agentwire_types::{AgentCard, Artifact};
 use axum::Router;
 use axum::body::Body;
@@ -454,6 +454,8 @@ struct Extra {
     schemes: usize,
     /// The padding of the first text part (for sizes).
     text: String,
+    /// The message's context id (none when empty).
+    context_id: String,
 }
 
 /// A send (`SendMessage`, `message/send`, `/message:send`,
@@ -519,6 +521,10 @@ fn send_request(
             }
             if let Some(meta) = json(Place::MessageMetadata) {
                 m.push_str(&format!(r#","metadata":{meta}"#));
+            }
+            if !extra.context_id.is_empty() {
+                let id = serde_json::to_string(&extra.context_id).expect("a JSON string");
+                m.push_str(&format!(r#","contextId":{id}"#));
             }
             if extra.extensions > 0 {
                 m.push_str(&format!(
@@ -589,6 +595,9 @@ fn send_request(
                 first.extend(field(if v03 { 4 } else { 5 }, &s));
             }
             let mut message = field(1, format!("m-{}", fastrand_id()).as_bytes());
+            if !extra.context_id.is_empty() {
+                message.extend(field(2, extra.context_id.as_bytes()));
+            }
             message.extend(varint_field(4, 1));
             message.extend(field(5, &first));
             if v03 {
@@ -821,7 +830,7 @@ proptest! {
     fn rest_query_parameters_around_their_bounds(
         page_size in prop_oneof![Just(0i64), Just(1), Just(100), Just(101), Just(-1), Just(i64::from(i32::MAX) + 1), 1i64..=100],
         history in prop_oneof![Just(-1i64), Just(0), Just(1), Just(i64::from(i32::MAX)), Just(i64::from(i32::MAX) + 1)],
-        context_len in prop_oneof![Just(0usize), 1usize..64, Just(32 * 1024)],
+        context_len in prop_oneof![Just(0usize), 1usize..64, Just(MAX_ID_BYTES), Just(MAX_ID_BYTES + 1), Just(32 * 1024)],
     ) {
         let uri = format!(
             "/tasks?pageSize={page_size}&historyLength={history}&contextId={}",
@@ -836,13 +845,44 @@ proptest! {
         let a = call(false, request)?;
         let text = excerpt(&a.body);
         let in_range = |n: i64, lo: i64, hi: i64| (lo..=hi).contains(&n);
-        if in_range(page_size, 1, 100) && in_range(history, 0, i64::from(i32::MAX)) {
+        let context_ok = context_len <= MAX_ID_BYTES;
+        if in_range(page_size, 1, 100) && in_range(history, 0, i64::from(i32::MAX)) && context_ok {
             prop_assert_eq!(a.status, 200, "{}", text);
         } else {
             prop_assert_eq!(a.status, 400, "{}", text);
             let named = (!in_range(page_size, 1, 100) && text.contains("pageSize"))
-                || (!in_range(history, 0, i64::from(i32::MAX)) && text.contains("historyLength"));
+                || (!in_range(history, 0, i64::from(i32::MAX)) && text.contains("historyLength"))
+                || (!context_ok && text.contains("contextId"));
             prop_assert!(named, "{}", text);
+        }
+    }
+
+    /// A message's context id (an identifier a store keeps in a column of
+    /// its own, and indexes) around its bound, and with U+0000, on every
+    /// binding: within, not refused for it; beyond, the invalid-parameters
+    /// error naming `message.contextId`.
+    #[test]
+    fn context_ids_around_their_bound(
+        binding in binding(),
+        len in prop_oneof![Just(1usize), Just(MAX_ID_BYTES), Just(MAX_ID_BYTES + 1), 1usize..2 * MAX_ID_BYTES, Just(64 * 1024)],
+        nul_at in prop::option::of(0usize..64),
+    ) {
+        let mut id: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+        if let Some(at) = nul_at {
+            let at = at.min(len - 1);
+            id[at] = 0;
+        }
+        let id = String::from_utf8(id).expect("ASCII");
+        let fits = len <= MAX_ID_BYTES && nul_at.is_none();
+        let (method, rest, body) = send_request(binding, None, None, &Extra { context_id: id, ..Extra::default() });
+        let got = send(false, binding, method, rest, body)?;
+        if fits {
+            prop_assert_eq!(&got, &Outcome::Ok, "{:?}: {} bytes", binding, len);
+        } else {
+            prop_assert!(
+                got.is_limit("message.contextId") && got.is_limit("an identifier"),
+                "{:?}: {} bytes, U+0000 at {:?}: {:?}", binding, len, nul_at, got
+            );
         }
     }
 }

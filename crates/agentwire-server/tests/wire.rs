@@ -750,6 +750,21 @@ async fn jsonrpc_bad_input(server: &ServerHandle, task: &str, unknown: &str) {
         let r = rpc_raw(server, body, true).await;
         assert_rpc_error(&r, id, kind, &format!("[JSONRPC] {what}"));
     }
+    // A batch is told so (serde alone would read an array of three items
+    // as an envelope's first three members, and blame the id).
+    for body in [
+        json!([rpc("GetTask", get.clone()), rpc("GetTask", get.clone())]).to_string(),
+        json!(["2.0", 1, "GetTask"]).to_string(),
+        " []".to_owned(),
+    ] {
+        let r = rpc_raw(server, body.clone(), true).await;
+        let error = assert_rpc_error(&r, Value::Null, ErrorKind::InvalidRequest, &body);
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("batch requests are not supported"),
+            "[JSONRPC] {body}: {error}"
+        );
+    }
     for (what, params) in invalid_sends(task) {
         for method in ["SendMessage", "SendStreamingMessage"] {
             let r = rpc_raw(server, rpc(method, params.clone()).to_string(), true).await;

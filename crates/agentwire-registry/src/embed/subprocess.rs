@@ -24,7 +24,10 @@
 //! The client sends one request at a time, waits at most its timeout for
 //! the answer (the sidecar is killed past it, and started again by the
 //! next request), starts the sidecar again once when it finds it has
-//! exited, and kills it when dropped. Each failure is an [`EmbedError`]:
+//! exited, and kills it when dropped. After a request that left no
+//! sidecar (it could not start, died again, timed out or garbled), no new
+//! one is started for a while (1 s, doubled after each failure in a row,
+//! at most 60 s): requests fail at once meanwhile. Each failure is an [`EmbedError`]:
 //! the router then routes the request by words (see [`crate::route`]).
 //!
 //! Hand-written (no crate): a line protocol over a child's pipes is a few
@@ -36,7 +39,7 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -274,6 +277,16 @@ impl Running {
     }
 }
 
+/// The sidecar, when one runs, and the failures that left none.
+struct State {
+    running: Option<Running>,
+    /// Requests in a row that ended without a sidecar (it could not start,
+    /// it died again once started again, it timed out or garbled).
+    failures: u32,
+    /// No new sidecar is started before this (while `failures` > 0).
+    retry_at: Option<Instant>,
+}
+
 /// The router's [`Embedder`] in a sidecar process (see the module's
 /// documentation for the protocol and the failures).
 pub struct SubprocessEmbedder {
@@ -281,7 +294,7 @@ pub struct SubprocessEmbedder {
     hello: Hello,
     timeout: Duration,
     start_timeout: Duration,
-    running: Mutex<Option<Running>>,
+    state: Mutex<State>,
 }
 
 impl std::fmt::Debug for SubprocessEmbedder {
@@ -302,6 +315,23 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// default.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How long no sidecar is started after a request that left none: this
+/// after the first such failure, doubled after each next one in a row, up
+/// to [`BACKOFF_MAX`]. Meanwhile requests fail at once (the router routes
+/// them by words) instead of each loading the model again: a sidecar that
+/// dies on every request would otherwise cost every request two starts.
+pub const BACKOFF_FIRST: Duration = Duration::from_secs(1);
+
+/// The longest wait between two starts after failures.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// The wait after `failures` failures in a row (at least one).
+fn backoff(failures: u32) -> Duration {
+    BACKOFF_FIRST
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(BACKOFF_MAX)
+}
+
 fn err(what: impl std::fmt::Display) -> EmbedError {
     EmbedError(format!("the embedding sidecar: {what}"))
 }
@@ -321,7 +351,11 @@ impl SubprocessEmbedder {
             hello,
             timeout,
             start_timeout,
-            running: Mutex::new(Some(running)),
+            state: Mutex::new(State {
+                running: Some(running),
+                failures: 0,
+                retry_at: None,
+            }),
         })
     }
 
@@ -341,7 +375,7 @@ impl SubprocessEmbedder {
     }
 
     /// One request, with one restart when the sidecar is found to have
-    /// exited.
+    /// exited; none while a failure's back-off runs (see [`BACKOFF_FIRST`]).
     fn request(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut line = serde_json::to_vec(&Request {
             texts: texts
@@ -351,7 +385,50 @@ impl SubprocessEmbedder {
         })
         .map_err(err)?;
         line.push(b'\n');
-        let mut slot = self.running.lock();
+        let mut state = self.state.lock();
+        if state.running.is_none()
+            && let Some(at) = state.retry_at
+        {
+            let now = Instant::now();
+            if now < at {
+                return Err(err(format!(
+                    "it failed {} time(s) in a row; not started again for {:.1?}",
+                    state.failures,
+                    at - now
+                )));
+            }
+        }
+        let result = self.exchange(&mut state.running, &line, texts.len());
+        match &result {
+            Ok(_) => {
+                state.failures = 0;
+                state.retry_at = None;
+            }
+            // The sidecar is still there (it refused these texts).
+            Err(_) if state.running.is_some() => {}
+            Err(e) => {
+                state.failures = state.failures.saturating_add(1);
+                let wait = backoff(state.failures);
+                state.retry_at = Some(Instant::now() + wait);
+                tracing::warn!(
+                    program = %self.command.program.display(),
+                    failures = state.failures,
+                    "{e}: not started again for {wait:?} (requests are routed by words meanwhile)"
+                );
+            }
+        }
+        result
+    }
+
+    /// One request on the sidecar in `slot` (started when there is none),
+    /// with one restart when it is found to have exited. `slot` is left
+    /// empty when no sidecar is fit to answer the next request.
+    fn exchange(
+        &self,
+        slot: &mut Option<Running>,
+        line: &[u8],
+        count: usize,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut restarted = false;
         loop {
             let mut running = match slot.take() {
@@ -381,7 +458,7 @@ impl SubprocessEmbedder {
             };
             let sent = running
                 .stdin
-                .write_all(&line)
+                .write_all(line)
                 .and_then(|()| running.stdin.flush());
             let answer = match sent {
                 Ok(()) => running.lines.recv_timeout(self.timeout),
@@ -389,7 +466,7 @@ impl SubprocessEmbedder {
             };
             match answer {
                 Ok(Line::Text(text)) => {
-                    let reply = self.read_reply(&text, texts.len());
+                    let reply = self.read_reply(&text, count);
                     if matches!(reply, Err(Fault::Garbled(_))) {
                         // Out of step with the protocol: a new one next time.
                         running.stop();
@@ -486,7 +563,7 @@ impl Embedder for SubprocessEmbedder {
 
 impl Drop for SubprocessEmbedder {
     fn drop(&mut self) {
-        if let Some(r) = self.running.get_mut().take() {
+        if let Some(r) = self.state.get_mut().running.take() {
             r.stop();
         }
     }
@@ -653,6 +730,15 @@ mod tests {
             assert!(e.contains(want), "line {k}: {e}");
         }
         assert_eq!(out[6], serde_json::json!({"vectors": [[2.0, 1.0]]}));
+    }
+
+    #[test]
+    fn the_back_off_doubles_up_to_its_bound() {
+        assert_eq!(backoff(1), BACKOFF_FIRST);
+        assert_eq!(backoff(2), BACKOFF_FIRST * 2);
+        assert_eq!(backoff(3), BACKOFF_FIRST * 4);
+        assert_eq!(backoff(7), BACKOFF_MAX);
+        assert_eq!(backoff(u32::MAX), BACKOFF_MAX);
     }
 
     #[test]

@@ -21,6 +21,8 @@ if [ "$mode" = nohello ]; then
     echo '{"error":"config.json is not what was expected: it is a fake"}'
     exit 1
 fi
+# crash-always counts its starts, a line each, in FAKE_MARKER.
+[ "$mode" = crash-always ] && echo start >>"$FAKE_MARKER"
 echo '{"a2aEmbed":1,"model":"fake-concepts","dimensions":3,"modelId":"fake-concepts/3d/v1"}'
 while IFS= read -r line; do
     case "$mode" in
@@ -32,6 +34,7 @@ while IFS= read -r line; do
                 exit 3
             fi ;;
         short) echo '{"vectors":[]}'; continue ;;
+        crash-always) exit 3 ;;
     esac
     printf '%s\n' "$line" | awk '
 function vec(t) {

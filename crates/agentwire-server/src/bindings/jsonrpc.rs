@@ -375,15 +375,28 @@ where
         // one is refused at its first item over it, before the rest is
         // built.
         let limits = state.handler.read_limits();
+        // A batch (a JSON array) is refused before it is read: serde would
+        // take an array of three items for the envelope's three first
+        // members, in order.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') && is_json(&bytes) {
+            return error_response(
+                NULL_ID,
+                &A2aError::new(
+                    ErrorKind::InvalidRequest,
+                    "batch requests are not supported; send one request object",
+                ),
+            );
+        }
         let envelope = match reading(&limits, || Envelope::read(&bytes)) {
             Ok(e) => e,
             Err(e) if is_json(&bytes) => {
-                let what = if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-                    "batch requests are not supported; send one request object".to_owned()
-                } else {
-                    format!("not a JSON-RPC request object: {e}")
-                };
-                return error_response(NULL_ID, &A2aError::new(ErrorKind::InvalidRequest, what));
+                return error_response(
+                    NULL_ID,
+                    &A2aError::new(
+                        ErrorKind::InvalidRequest,
+                        format!("not a JSON-RPC request object: {e}"),
+                    ),
+                );
             }
             Err(e) => {
                 return error_response(

@@ -155,19 +155,22 @@ impl RequestHandler {
         if let Err(e) = self.check_version(ctx) {
             return Admitted::Now(Err(e));
         }
-        let owner = move |principal: Option<String>| Owner {
-            tenant: tenant.to_owned(),
-            principal: principal.unwrap_or_default(),
+        if let Some(why) = agentwire_types::limits::id_problem(tenant) {
+            return Admitted::Now(Err(A2aError::invalid_params("tenant", why)));
+        }
+        let owner = move |principal: Option<String>| {
+            Ok(Owner {
+                tenant: tenant.to_owned(),
+                principal: usable_principal(principal)?,
+            })
         };
         match self.inner.auth.check(ctx.auth_call()) {
-            crate::auth::Verdict::Ready(r) => Admitted::Now(r.map(owner)),
+            crate::auth::Verdict::Ready(r) => Admitted::Now(r.and_then(owner)),
             crate::auth::Verdict::Pending(f) => {
                 let tenant = tenant.to_owned();
                 Admitted::Later(Box::pin(async move {
-                    f.await.map(|principal| Owner {
-                        tenant,
-                        principal: principal.unwrap_or_default(),
-                    })
+                    let principal = usable_principal(f.await?)?;
+                    Ok(Owner { tenant, principal })
                 }))
             }
         }
@@ -297,5 +300,23 @@ mod tests {
         assert_eq!(major_minor(""), "0.3");
         assert_eq!(major_minor("1.0.2"), "1.0");
         assert_eq!(major_minor("1"), "1.0");
+    }
+}
+
+/// The name an authenticator gave, as a task owner's: a name a store
+/// cannot keep (over [`agentwire_types::limits::MAX_PRINCIPAL_BYTES`], or
+/// holding U+0000) is refused like failed credentials, the same for every
+/// store.
+fn usable_principal(principal: Option<String>) -> A2aResult<String> {
+    let principal = principal.unwrap_or_default();
+    match agentwire_types::limits::id_problem_within(
+        &principal,
+        agentwire_types::limits::MAX_PRINCIPAL_BYTES,
+    ) {
+        None => Ok(principal),
+        Some(why) => Err(A2aError::new(
+            ErrorKind::Unauthenticated,
+            format!("the authenticated name cannot own tasks: {why}"),
+        )),
     }
 }

@@ -63,6 +63,8 @@ impl RequestHandler {
         }
         if config.id.is_empty() {
             config.id = agentwire_types::new_id();
+        } else if let Some(why) = agentwire_types::limits::id_problem(&config.id) {
+            return Err(A2aError::invalid_params(format!("{field}id"), why));
         }
         task_id.clone_into(&mut config.task_id);
         Ok(StoredPushConfig { config, format })
@@ -115,6 +117,9 @@ impl RequestHandler {
         self.push()?;
         if req.id.is_empty() {
             return Err(A2aError::invalid_params("id", "a config id is required"));
+        }
+        if let Some(why) = agentwire_types::limits::id_problem(&req.id) {
+            return Err(A2aError::invalid_params("id", why));
         }
         self.visible_task(&owner, &req.task_id, Some(0)).await?;
         match self
@@ -207,6 +212,9 @@ impl RequestHandler {
         if req.id.is_empty() {
             return Err(A2aError::invalid_params("id", "a config id is required"));
         }
+        if let Some(why) = agentwire_types::limits::id_problem(&req.id) {
+            return Err(A2aError::invalid_params("id", why));
+        }
         self.visible_task(&owner, &req.task_id, Some(0)).await?;
         let manager = &self.inner.manager;
         manager
@@ -233,5 +241,6 @@ pub(super) fn config_page_token_decode(token: &str) -> Option<String> {
     String::from_utf8(raw)
         .ok()?
         .strip_prefix("cfg:")
+        .filter(|id| agentwire_types::limits::id_problem(id).is_none())
         .map(str::to_owned)
 }

@@ -26,6 +26,9 @@ impl RequestHandler {
         if id.is_empty() {
             return Err(A2aError::invalid_params("id", "a task id is required"));
         }
+        if let Some(why) = agentwire_types::limits::id_problem(id) {
+            return Err(A2aError::invalid_params("id", why));
+        }
         // A task held back (never written: see `manager/held.rs`) is
         // written first, so that what is seen is durable.
         let found = match self

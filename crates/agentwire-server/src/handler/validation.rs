@@ -3,7 +3,7 @@
 //! and the parameters of a task listing. Bounds on what one request may
 //! ask for belong here.
 
-use agentwire_types::limits::{ContentCheck, ReadLimits};
+use agentwire_types::limits::{ContentCheck, ReadLimits, id_problem};
 use agentwire_types::{
     A2aError, A2aResult, ListTasksRequest, Message, Role, SendMessageRequest, TaskState,
 };
@@ -76,6 +76,9 @@ pub(super) fn task_query(req: ListTasksRequest) -> A2aResult<TaskQuery> {
             ));
         }
     }
+    if let Some(why) = id_problem(&req.context_id) {
+        return Err(A2aError::invalid_params("contextId", why));
+    }
     let cursor = if req.page_token.is_empty() {
         None
     } else {
@@ -129,6 +132,11 @@ impl RequestHandler {
                 "message.messageId",
                 "a message id is required",
             ));
+        }
+        // Ids a store keeps in its own columns (a task id or reference
+        // task ids are looked up, see `visible_task`).
+        if let Some(why) = id_problem(&m.context_id) {
+            return Err(A2aError::invalid_params("message.contextId", why));
         }
         match m.role() {
             Role::User => {}

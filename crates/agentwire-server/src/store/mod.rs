@@ -372,6 +372,11 @@ impl Cursor {
             .ok()?;
         let raw = String::from_utf8(raw).ok()?;
         let (millis, id) = raw.split_once(':')?;
+        // Only an id a task could have (a forged one could hold what a
+        // store cannot compare, e.g. U+0000 on PostgreSQL).
+        if agentwire_types::limits::id_problem(id).is_some() {
+            return None;
+        }
         Some(Self {
             millis: millis.parse().ok()?,
             id: id.to_owned(),

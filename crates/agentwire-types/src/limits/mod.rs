@@ -70,6 +70,40 @@ pub const MAX_LIST_ITEMS: usize = 1_000;
 /// `HandlerConfig::max_parts`).
 pub const DEFAULT_MAX_PARTS: usize = 1_000;
 
+/// The longest identifier a caller may give, in bytes: a context id, the
+/// id of a task it refers to, a push notification config's id, a tenant.
+/// The ids the server makes are 36 bytes. Together with [`MAX_PRINCIPAL_BYTES`]
+/// this keeps every key a store indexes within what PostgreSQL's B-tree
+/// indexes take (about 2,700 bytes a key): a longer id could be accepted
+/// by one store and fail in another.
+pub const MAX_ID_BYTES: usize = 512;
+
+/// The longest name of an authenticated caller (the task owner a store
+/// keeps, e.g. `jwt:ISSUER#SUBJECT`), in bytes.
+pub const MAX_PRINCIPAL_BYTES: usize = 1_024;
+
+/// Why `id` cannot be an identifier a caller gives, if it cannot: longer
+/// than [`MAX_ID_BYTES`], or holding the character U+0000 (which
+/// PostgreSQL's text cannot hold). Empty ids are the caller's rules to
+/// judge (some are optional).
+pub fn id_problem(id: &str) -> Option<String> {
+    id_problem_within(id, MAX_ID_BYTES)
+}
+
+/// [`id_problem`] with another bound.
+pub fn id_problem_within(id: &str, max_bytes: usize) -> Option<String> {
+    if id.len() > max_bytes {
+        Some(format!(
+            "an identifier is at most {max_bytes} bytes, this one has {}",
+            id.len()
+        ))
+    } else if id.as_bytes().contains(&0) {
+        Some("an identifier may not hold the character U+0000".to_owned())
+    } else {
+        None
+    }
+}
+
 /// The limits a request is read with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadLimits {

@@ -573,3 +573,21 @@ fn answers_are_checked_for_nesting_naming_the_field() {
     assert_eq!(e.field, "tasks[1].history[0].metadata");
     assert_eq!(e.description, depth_message());
 }
+
+#[test]
+fn identifiers_are_bounded_and_without_nul() {
+    assert_eq!(id_problem(""), None);
+    assert_eq!(id_problem(&"a".repeat(MAX_ID_BYTES)), None);
+    let long = id_problem(&"a".repeat(MAX_ID_BYTES + 1)).expect("too long");
+    assert!(
+        long.contains("at most 512 bytes, this one has 513"),
+        "{long}"
+    );
+    // Bytes, not characters: 256 two-byte characters fit, 257 do not.
+    assert_eq!(id_problem(&"é".repeat(MAX_ID_BYTES / 2)), None);
+    assert!(id_problem(&"é".repeat(MAX_ID_BYTES / 2 + 1)).is_some());
+    let nul = id_problem("ctx\0x").expect("U+0000");
+    assert!(nul.contains("U+0000"), "{nul}");
+    assert_eq!(id_problem_within("abcd", 4), None);
+    assert!(id_problem_within("abcde", 4).is_some());
+}
