@@ -291,18 +291,6 @@ impl RequestHandler {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn major_minor_versions() {
-        assert_eq!(major_minor(""), "0.3");
-        assert_eq!(major_minor("1.0.2"), "1.0");
-        assert_eq!(major_minor("1"), "1.0");
-    }
-}
-
 /// The name an authenticator gave, as a task owner's: a name a store
 /// cannot keep (over [`agentwire_types::limits::MAX_PRINCIPAL_BYTES`], or
 /// holding U+0000) is refused like failed credentials, the same for every
@@ -318,5 +306,29 @@ fn usable_principal(principal: Option<String>) -> A2aResult<String> {
             ErrorKind::Unauthenticated,
             format!("the authenticated name cannot own tasks: {why}"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn major_minor_versions() {
+        assert_eq!(major_minor(""), "0.3");
+        assert_eq!(major_minor("1.0.2"), "1.0");
+        assert_eq!(major_minor("1"), "1.0");
+    }
+
+    #[test]
+    fn names_a_store_cannot_keep_do_not_own_tasks() {
+        use agentwire_types::limits::MAX_PRINCIPAL_BYTES;
+        assert_eq!(usable_principal(None).ok().as_deref(), Some(""));
+        let fits = "a".repeat(MAX_PRINCIPAL_BYTES);
+        assert_eq!(usable_principal(Some(fits.clone())).ok(), Some(fits));
+        for name in ["a".repeat(MAX_PRINCIPAL_BYTES + 1), "jwt:x#a\0b".to_owned()] {
+            let e = usable_principal(Some(name)).expect_err("refused");
+            assert_eq!(e.kind, ErrorKind::Unauthenticated, "{e}");
+        }
     }
 }
