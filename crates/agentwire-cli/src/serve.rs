@@ -344,6 +344,17 @@ pub struct ServeArgs {
     /// 1000; 1000 with the other stores].
     #[arg(long, env = "A2A_SERVE_MAX_OPEN_TASKS_PER_CALLER", value_name = "N")]
     pub max_open_tasks_per_caller: Option<usize>,
+    /// How many bytes of messages one caller (as above) may have being
+    /// worked on at once: a send counts its message's size until the
+    /// agent's run on it ends (sends under 16 KiB do not count). One more
+    /// is refused as "try again later" (HTTP 503) unless the caller has
+    /// nothing running. 0: no bound [default: 33554432, 32 MiB].
+    #[arg(
+        long,
+        env = "A2A_SERVE_MAX_RUNNING_BYTES_PER_CALLER",
+        value_name = "BYTES"
+    )]
+    pub max_running_bytes_per_caller: Option<usize>,
     /// The most bytes of events queued for all event streams together
     /// (every subscriber of every task); when reached, the stream whose
     /// reader is furthest behind is closed with an error telling it to
@@ -1252,6 +1263,11 @@ async fn bind(
             Some(0) => None,
             Some(n) => Some(n),
             None => Some(default_open_tasks_per_caller(store_spec, args.max_tasks)),
+        },
+        max_running_bytes_per_caller: match args.max_running_bytes_per_caller {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => defaults.max_running_bytes_per_caller,
         },
         max_queued_bytes: args.max_queued_bytes.unwrap_or(defaults.max_queued_bytes),
         long_poll_max: args.long_poll_max.unwrap_or(defaults.long_poll_max),

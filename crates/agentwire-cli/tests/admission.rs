@@ -434,3 +434,149 @@ async fn open_tasks_of_a_previous_run_count_after_a_restart() {
     let a = send(&http, &base, "tck-input-required-3", alice).await;
     assert_eq!(state(&a), "TASK_STATE_INPUT_REQUIRED", "{a}");
 }
+
+/// A send of `text` to the echo agent over JSON-RPC, returning at once
+/// (`returnImmediately`), from `http`.
+async fn send_text(http: &reqwest::Client, base: &str, text: &str) -> Value {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {"messageId": agentwire_types::new_id(), "role": "ROLE_USER", "parts": [{"text": text}]},
+            "configuration": {"returnImmediately": true},
+        },
+    });
+    http.post(format!("{base}/"))
+        .header("A2A-Version", "1.0")
+        .json(&body)
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("a JSON-RPC answer")
+}
+
+/// The bytes of a caller's running work are bounded
+/// (`--max-running-bytes-per-caller`): an anonymous caller's large
+/// messages to slow work (the echo agent's `slow 30`) are refused past the
+/// bound on every binding, while its small sends, another address's large
+/// ones and, once one of its tasks is canceled (its run over), its next
+/// large one go on; the refusals are counted in `/metrics`. Without the
+/// bound, 40 such sends of 8 MB held about 400 MB of the server's memory
+/// for as long as they ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_bytes_are_bounded_per_caller_on_every_binding() {
+    let env = Env::new();
+    let serving = Serving::start(
+        &env,
+        &[
+            "--agent",
+            "echo",
+            "--max-running-bytes-per-caller",
+            "3000000",
+            "--metrics",
+        ],
+    );
+    let (base, addr) = (serving.base(), serving.addr());
+    agentwire_client::install_crypto_provider();
+    let from = |ip: &str| {
+        reqwest::Client::builder()
+            .local_address(ip.parse::<std::net::IpAddr>().expect("an address"))
+            .build()
+            .expect("a client")
+    };
+    let (flooder, other) = (from("127.0.0.1"), from("127.0.0.2"));
+    let large = format!("slow 30 {}", "a".repeat(900_000));
+    let mut running = Vec::new();
+    for _ in 0..3 {
+        let a = send_text(&flooder, &base, &large).await;
+        let id = a["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(!id.is_empty(), "{a}");
+        running.push(id);
+    }
+    // JSON-RPC.
+    let a = send_text(&flooder, &base, &large).await;
+    assert_eq!(a["error"]["code"], -32603, "{a}");
+    let m = a["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        m.contains("127.0.0.1") && m.contains("max running bytes") && m.contains("try again later"),
+        "{a}"
+    );
+    // HTTP+JSON.
+    let r = flooder
+        .post(format!("{base}/message:send"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"message": {"messageId": "rest-large", "role": "ROLE_USER", "parts": [{"text": large}]}}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 503);
+    let text = r.text().await.expect("a body");
+    assert!(text.contains("try again later"), "{text}");
+    // gRPC (from 127.0.0.1 too: tonic's channel connects from there).
+    let e = {
+        use agentwire_types::proto::a2a_service_client::A2aServiceClient;
+        let mut client = A2aServiceClient::connect(format!("http://{addr}"))
+            .await
+            .expect("gRPC connect");
+        let mut request = tonic::Request::new(agentwire_types::SendMessageRequest {
+            message: Some(
+                agentwire_types::Message::user_text(large.clone()).with_message_id("grpc-large"),
+            ),
+            ..Default::default()
+        });
+        request
+            .metadata_mut()
+            .insert("a2a-version", "1.0".parse().expect("metadata"));
+        client.send_message(request).await.expect_err("refused")
+    };
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+    assert!(e.message().contains("try again later"), "{e:?}");
+    // Its small sends go on (not counted), and so does another address.
+    let a = send(&flooder, &base, "small-one", None).await;
+    assert_eq!(state(&a), "TASK_STATE_COMPLETED", "{a}");
+    let b = send_text(&other, &base, &large).await;
+    assert!(b["result"]["task"]["id"].is_string(), "{b}");
+    // One of its tasks canceled: its run ends, and room is made.
+    let c = flooder
+        .post(format!("{base}/"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": running[0]}}))
+        .send()
+        .await
+        .expect("cancel")
+        .json::<Value>()
+        .await
+        .expect("an answer");
+    assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED", "{c}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let a = send_text(&flooder, &base, &large).await;
+        if a["result"]["task"]["id"].is_string() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no room made: {a}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let metrics = other
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("/metrics")
+        .text()
+        .await
+        .expect("text");
+    let refused = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(r#"a2a_admission_refused_total{reason="caller_running_bytes"} "#)
+        })
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("the counter: {metrics}"));
+    assert!(refused >= 3, "{metrics}");
+}

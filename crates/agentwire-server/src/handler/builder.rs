@@ -82,6 +82,15 @@ pub struct HandlerConfig {
     /// message creates no task and is never refused. `None`: no bound.
     /// Default: 1,000.
     pub max_open_tasks_per_caller: Option<usize>,
+    /// How many bytes of messages one caller (as for
+    /// `max_open_tasks_per_caller`) may have being worked on at once: a
+    /// send counts its message's and metadata's protobuf size from when it
+    /// is admitted until the agent's run it starts has ended (sends under
+    /// 16 KiB do not count). One that would take its caller over the bound
+    /// is refused before the agent starts (`Unavailable`: JSON-RPC -32603,
+    /// HTTP 503, gRPC UNAVAILABLE), unless the caller has nothing running.
+    /// `None`: no bound. Default: 32 MiB.
+    pub max_running_bytes_per_caller: Option<usize>,
     /// The longest a `GetTask` with `currentGeneration` (A2A v1.1 draft: a
     /// long-poll) waits for the task to move past that generation before
     /// it answers with the task as it is. Zero: it answers at once.
@@ -111,6 +120,7 @@ impl Default for HandlerConfig {
             store_retry: StoreRetry::default(),
             serve_v03: true,
             max_open_tasks_per_caller: Some(1000),
+            max_running_bytes_per_caller: Some(32 << 20),
             long_poll_max: Duration::from_secs(30),
         }
     }
@@ -250,6 +260,7 @@ impl HandlerBuilder {
         let card_json = Bytes::from(serde_json::to_vec(&card).unwrap_or_default());
         let open_tasks = Arc::new(super::open_tasks::OpenTasks::new(
             self.config.max_open_tasks_per_caller,
+            self.config.max_running_bytes_per_caller,
         ));
         let store = super::open_tasks::Admitting::wrap(
             self.store.unwrap_or_else(default_store),

@@ -35,6 +35,17 @@
 //! The same wrapper counts what the metrics report of admission: the new
 //! work refused (by the bound, by a full store) and the tasks the store
 //! purged for retention.
+//!
+//! A second bound, on the bytes of each caller's running work
+//! ([`HandlerConfig::max_running_bytes_per_caller`]): a send counts its
+//! message's (and metadata's) protobuf size from when it is admitted until
+//! the agent's run it starts has ended (an agent holds its input while it
+//! works, and a stream's agent may wait for slow readers), so that one
+//! caller's large messages to slow work cannot fill the server's memory.
+//! A send that would take its caller over the bound is refused at once,
+//! before the agent starts (`Unavailable`, "try again later"), unless the
+//! caller has nothing running; sends under [`SMALL_SEND_BYTES`] are not
+//! counted (the bound on requests at once covers them).
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -54,6 +65,10 @@ use crate::store::{
 
 /// How often at most a caller at its bound has its tasks looked up again.
 const RECHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Sends smaller than this (their message and metadata, protobuf-encoded)
+/// do not count toward their caller's running bytes.
+pub(crate) const SMALL_SEND_BYTES: usize = 16 * 1024;
 
 /// Who a bound applies to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -129,6 +144,8 @@ impl Ledger {
 pub(crate) struct AdmissionStats {
     /// New tasks refused by the bound on a caller's open tasks.
     pub(crate) refused_caller_bound: u64,
+    /// Sends refused by the bound on a caller's running bytes.
+    pub(crate) refused_running_bytes: u64,
     /// Work refused because the store was full.
     pub(crate) refused_store_full: u64,
     /// Requests refused because the server handled as many as it may.
@@ -147,7 +164,12 @@ pub(crate) struct OpenTasks {
     /// The callers of anonymous tasks started and not created yet, by
     /// task id (an authenticated caller is known from the task's owner).
     pending: DashMap<String, Caller, ahash::RandomState>,
+    /// The bound on a caller's running bytes (`usize::MAX`: none).
+    max_running: usize,
+    /// The bytes of each caller's running sends (see [`Running`]).
+    running: Mutex<HashMap<Caller, usize>>,
     refused_caller_bound: AtomicU64,
+    refused_running_bytes: AtomicU64,
     refused_store_full: AtomicU64,
     pub(crate) refused_in_flight: AtomicU64,
     purged_retention: AtomicU64,
@@ -162,12 +184,15 @@ enum Admit {
 }
 
 impl OpenTasks {
-    pub(crate) fn new(max: Option<usize>) -> Self {
+    pub(crate) fn new(max: Option<usize>, max_running_bytes: Option<usize>) -> Self {
         Self {
             max: max.unwrap_or(usize::MAX),
             ledger: Mutex::default(),
             pending: DashMap::default(),
+            max_running: max_running_bytes.unwrap_or(usize::MAX),
+            running: Mutex::default(),
             refused_caller_bound: AtomicU64::new(0),
+            refused_running_bytes: AtomicU64::new(0),
             refused_store_full: AtomicU64::new(0),
             refused_in_flight: AtomicU64::new(0),
             purged_retention: AtomicU64::new(0),
@@ -187,6 +212,51 @@ impl OpenTasks {
             open: Arc::clone(self),
             task_id: task_id.to_owned(),
         })
+    }
+
+    /// Counts a send of `bytes` by `owner` (from `peer`) toward its
+    /// caller's running bytes, until the returned guard is dropped (at the
+    /// end of the agent's run): refused when the caller already has work
+    /// running and this send would take it over the bound. `None` for a
+    /// small send, or without a bound.
+    pub(crate) fn run(
+        self: &Arc<Self>,
+        owner: &Owner,
+        peer: Option<std::net::SocketAddr>,
+        bytes: usize,
+    ) -> A2aResult<Option<Running>> {
+        if self.max_running == usize::MAX || bytes < SMALL_SEND_BYTES {
+            return Ok(None);
+        }
+        let caller = Caller::of(owner, peer);
+        let mut running = self.running.lock();
+        let held = running.entry(caller.clone()).or_default();
+        if *held > 0 && held.saturating_add(bytes) > self.max_running {
+            let held = *held;
+            drop(running);
+            self.refused_running_bytes.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(
+                caller = caller.describe(),
+                bytes,
+                held,
+                "refused a send: too many bytes of running work"
+            );
+            return Err(A2aError::unavailable(format!(
+                "{} already have {held} bytes of messages being worked on, and this one of \
+                 {bytes} bytes would take them over {} (the server's max running bytes per \
+                 caller): try again later, once some of that work has finished",
+                caller.describe(),
+                self.max_running
+            ))
+            .with_metadata("limit", "maxRunningBytesPerCaller")
+            .with_metadata("max", self.max_running.to_string()));
+        }
+        *held += bytes;
+        Ok(Some(Running {
+            open: Arc::clone(self),
+            caller,
+            bytes,
+        }))
     }
 
     /// The caller a task created by `owner` counts for.
@@ -321,6 +391,7 @@ impl OpenTasks {
     pub(crate) fn stats(&self, store: &dyn TaskStore) -> AdmissionStats {
         AdmissionStats {
             refused_caller_bound: self.refused_caller_bound.load(Ordering::Relaxed),
+            refused_running_bytes: self.refused_running_bytes.load(Ordering::Relaxed),
             refused_store_full: self.refused_store_full.load(Ordering::Relaxed),
             refused_in_flight: self.refused_in_flight.load(Ordering::Relaxed),
             purged_retention: self.purged_retention.load(Ordering::Relaxed),
@@ -336,6 +407,26 @@ impl OpenTasks {
             .by_caller
             .get(caller)
             .map_or(0, |h| h.tasks.len())
+    }
+}
+
+/// A send's bytes counted toward its caller's running bytes (see
+/// [`OpenTasks::run`]); no longer counted when dropped.
+pub(crate) struct Running {
+    open: Arc<OpenTasks>,
+    caller: Caller,
+    bytes: usize,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut running = self.open.running.lock();
+        if let Some(held) = running.get_mut(&self.caller) {
+            *held = held.saturating_sub(self.bytes);
+            if *held == 0 {
+                running.remove(&self.caller);
+            }
+        }
     }
 }
 
@@ -602,7 +693,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_caller_at_its_bound_is_refused_until_a_task_ends() {
-        let open = Arc::new(OpenTasks::new(Some(2)));
+        let open = Arc::new(OpenTasks::new(Some(2), None));
         let store = Admitting::wrap(Arc::new(MemoryStore::default()), Arc::clone(&open));
         let now = store.immediate().unwrap();
         now.create_now(&alice(), task("a1", TaskState::InputRequired))
@@ -635,7 +726,7 @@ mod tests {
 
     #[tokio::test]
     async fn tasks_gone_from_the_store_are_not_counted_at_the_bound() {
-        let open = Arc::new(OpenTasks::new(Some(1)));
+        let open = Arc::new(OpenTasks::new(Some(1), None));
         let memory = Arc::new(MemoryStore::new(MemoryStoreConfig {
             idle_ttl: Duration::from_millis(20),
             ..Default::default()
@@ -664,12 +755,12 @@ mod tests {
     async fn every_defaulted_method_is_forwarded() {
         use crate::store::marked::{Marked, assert_forwards};
         for max in [None, Some(2)] {
-            let store = Admitting::wrap(Arc::new(Marked), Arc::new(OpenTasks::new(max)));
+            let store = Admitting::wrap(Arc::new(Marked), Arc::new(OpenTasks::new(max, None)));
             assert_forwards(&*store).await;
         }
         let metrics = crate::observe::Metrics::new();
         let timed = crate::observe::store_timing::TimedStore::wrap(Arc::new(Marked), &metrics);
-        let store = Admitting::wrap(timed, Arc::new(OpenTasks::new(Some(2))));
+        let store = Admitting::wrap(timed, Arc::new(OpenTasks::new(Some(2), None)));
         assert_forwards(&*store).await;
     }
 
@@ -722,7 +813,7 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let open = Arc::new(OpenTasks::new(Some(2)));
+        let open = Arc::new(OpenTasks::new(Some(2), None));
         let store = Admitting::wrap(Arc::new(Previous(memory)), Arc::clone(&open));
         open.count_stored(&*store).await;
         assert_eq!(open.count(&Caller::Principal("apikey:alice".into())), 2);
@@ -763,5 +854,46 @@ mod tests {
             Caller::of(&alice(), Some(v4)),
             Caller::Principal("apikey:alice".into())
         );
+    }
+
+    #[test]
+    fn running_bytes_are_bounded_per_caller_and_given_back() {
+        let open = Arc::new(OpenTasks::new(None, Some(100_000)));
+        let anon = Owner::default();
+        let a: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let b: std::net::SocketAddr = "127.0.0.2:1".parse().unwrap();
+        // Small sends are not counted, whatever their number.
+        for _ in 0..100 {
+            assert!(
+                open.run(&anon, Some(a), SMALL_SEND_BYTES - 1)
+                    .unwrap()
+                    .is_none()
+            );
+        }
+        // Alone, a send larger than the bound runs.
+        let big = open.run(&anon, Some(a), 150_000).unwrap();
+        assert!(big.is_some());
+        let e = open
+            .run(&anon, Some(a), 20_000)
+            .err()
+            .expect("over the bound");
+        assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
+        assert!(e.to_string().contains("127.0.0.1"), "{e}");
+        // Another address has its own bound.
+        let held_b: Vec<_> = (0..5)
+            .map(|_| open.run(&anon, Some(b), 20_000).unwrap())
+            .collect();
+        assert!(open.run(&anon, Some(b), 20_001).is_err());
+        // What ends gives its bytes back.
+        drop(big);
+        let again = open.run(&anon, Some(a), 100_000).unwrap();
+        assert!(again.is_some());
+        drop(held_b);
+        drop(again);
+        assert!(open.running.lock().is_empty());
+        assert_eq!(open.refused_running_bytes.load(Ordering::Relaxed), 2);
+        // Without a bound nothing is counted.
+        let none = Arc::new(OpenTasks::new(None, None));
+        assert!(none.run(&anon, Some(a), usize::MAX).unwrap().is_none());
     }
 }

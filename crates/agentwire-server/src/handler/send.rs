@@ -86,6 +86,10 @@ impl RequestHandler {
                 "a message is required",
             )));
         };
+        let running = match self.count_running(&owner, ctx.peer, &message, metadata.as_ref()) {
+            Ok(r) => r,
+            Err(e) => return Started::Now(Err(e)),
+        };
         Started::Now(Ok(self.launch_new(
             owner,
             extensions,
@@ -99,6 +103,7 @@ impl RequestHandler {
                 finals_only,
                 peer: ctx.peer,
                 pending: None,
+                running,
             },
         )))
     }
@@ -181,6 +186,7 @@ impl RequestHandler {
         let Some(mut message) = message else {
             return Err(A2aError::invalid_params("message", "a message is required"));
         };
+        let running = self.count_running(&owner, peer, &message, metadata.as_ref())?;
         let mut reference_tasks = Vec::new();
         for id in &message.reference_task_ids {
             // A task the caller cannot see is refused like a missing one
@@ -197,6 +203,7 @@ impl RequestHandler {
             finals_only,
             peer,
             pending: None,
+            running,
         };
         if message.task_id.is_empty() {
             return Ok(self.launch_new(owner, extensions, message, launch));
@@ -248,6 +255,21 @@ impl RequestHandler {
             .continue_task(&stored, message.clone(), finals_only, if_match)
             .await?;
         Ok(self.launch(live, sub, message, Some(stored.task), extensions, launch))
+    }
+
+    /// Counts a send toward its caller's running bytes (see
+    /// `open_tasks.rs`): refused when it would take the caller over
+    /// [`crate::HandlerConfig::max_running_bytes_per_caller`].
+    fn count_running(
+        &self,
+        owner: &Owner,
+        peer: Option<std::net::SocketAddr>,
+        message: &Message,
+        metadata: Option<&agentwire_types::Struct>,
+    ) -> A2aResult<Option<super::open_tasks::Running>> {
+        use prost::Message as _;
+        let bytes = message.encoded_len() + metadata.map_or(0, |m| m.encoded_len());
+        self.inner.open_tasks.run(owner, peer, bytes)
     }
 
     /// Registers a new task's live state (ids assigned) and starts its
@@ -320,6 +342,7 @@ impl RequestHandler {
         let executor = Arc::clone(&self.inner.executor);
         let manager = Arc::clone(manager);
         let pending = launch.pending;
+        let running = launch.running;
         let run: Run = Box::pin(async move {
             let outcome = std::panic::AssertUnwindSafe(executor.execute_boxed(rctx, updater))
                 .catch_unwind()
@@ -330,6 +353,8 @@ impl RequestHandler {
             }
             // The task was created by now, or never will be.
             drop(pending);
+            // The agent holds the message no more.
+            drop(running);
         });
         // The turn in a span of its own, current while the agent works, so
         // the calls it makes carry the trace on.
@@ -607,6 +632,8 @@ pub(super) struct RunInputs {
     peer: Option<std::net::SocketAddr>,
     /// The caller of the task, until it is created (see `open_tasks.rs`).
     pending: Option<super::open_tasks::Pending>,
+    /// The send's bytes in its caller's running bytes, until the run ends.
+    running: Option<super::open_tasks::Running>,
 }
 
 /// A run polled in place by the request; whatever is left of it when the
