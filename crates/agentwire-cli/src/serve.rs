@@ -355,6 +355,11 @@ pub struct ServeArgs {
         value_name = "BYTES"
     )]
     pub max_running_bytes_per_caller: Option<usize>,
+    /// How many push notification configs one task may have (each is sent
+    /// every update of the task); one more is refused as invalid
+    /// parameters, replacing one by its id is not [default: 16].
+    #[arg(long, env = "A2A_SERVE_MAX_PUSH_CONFIGS_PER_TASK", value_name = "N")]
+    pub max_push_configs_per_task: Option<usize>,
     /// The most bytes of events queued for all event streams together
     /// (every subscriber of every task); when reached, the stream whose
     /// reader is furthest behind is closed with an error telling it to
@@ -1264,6 +1269,9 @@ async fn bind(
             Some(n) => Some(n),
             None => Some(default_open_tasks_per_caller(store_spec, args.max_tasks)),
         },
+        max_push_configs_per_task: args
+            .max_push_configs_per_task
+            .unwrap_or(defaults.max_push_configs_per_task),
         max_running_bytes_per_caller: match args.max_running_bytes_per_caller {
             Some(0) => None,
             Some(n) => Some(n),

@@ -26,6 +26,7 @@ over_all_bindings!(
     allow_listed_private_network,
     inline_config_is_stored_with_the_new_task,
     push_off_means_not_supported,
+    configs_per_task_are_bounded,
 );
 
 /// An echo agent that sends push notifications, loopback webhooks allowed.
@@ -414,5 +415,52 @@ async fn push_off_means_not_supported(b: Binding) {
         within(format!("[{b}] send"), c.send_message(req, &NO_OPTS)).await,
         ErrorKind::PushNotificationNotSupported,
         format!("[{b}] inline config without push"),
+    );
+}
+
+/// A task has at most `HandlerConfig::max_push_configs_per_task` configs
+/// (16): each is sent every update of the task, so without a bound one
+/// caller's task could make the server send thousands of requests an
+/// update. The one over is refused as invalid parameters; replacing one by
+/// its id is not refused, nor is a new one once one is deleted. A config id
+/// longer than an identifier may be is refused too.
+async fn configs_per_task_are_bounded(b: Binding) {
+    let server = push_server().await;
+    let c = client(&server, b).await;
+    let t = task_id(&c, b).await;
+    let max = agentwire_server::HandlerConfig::default().max_push_configs_per_task;
+    for i in 0..max {
+        let id = format!("cfg-{i}");
+        create(&c, b, config(&t, &id, &hook(&id)))
+            .await
+            .unwrap_or_else(|e| panic!("[{b}] config {i}: {e:?}"));
+    }
+    let e = expect_kind(
+        create(&c, b, config(&t, "one-more", &hook("one-more"))).await,
+        ErrorKind::InvalidParams,
+        format!("[{b}] config {max}"),
+    );
+    assert!(
+        e.message.contains("max push configs per task"),
+        "[{b}] {}",
+        e.message
+    );
+    // Replacing one by its id is fine.
+    let replaced = create(&c, b, config(&t, "cfg-3", &hook("new"))).await;
+    assert_eq!(
+        replaced.map(|c| c.url).ok(),
+        Some(hook("new")),
+        "[{b}] replace"
+    );
+    delete(&c, b, &t, "cfg-0").await.expect("delete");
+    create(&c, b, config(&t, "one-more", &hook("one-more")))
+        .await
+        .unwrap_or_else(|e| panic!("[{b}] after a delete: {e:?}"));
+    assert_eq!(list(&c, b, &t, 0, "").await.unwrap().configs.len(), max);
+    let long = "x".repeat(agentwire_types::limits::MAX_ID_BYTES + 1);
+    expect_kind(
+        create(&c, b, config(&t, &long, &hook("long"))).await,
+        ErrorKind::InvalidParams,
+        format!("[{b}] a config id too long"),
     );
 }

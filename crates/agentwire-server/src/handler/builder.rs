@@ -91,6 +91,11 @@ pub struct HandlerConfig {
     /// HTTP 503, gRPC UNAVAILABLE), unless the caller has nothing running.
     /// `None`: no bound. Default: 32 MiB.
     pub max_running_bytes_per_caller: Option<usize>,
+    /// How many push notification configs one task may have: creating one
+    /// more (with a new id) is refused as invalid parameters; replacing
+    /// one by its id is not. Every config of a task is sent each update of
+    /// it. Default: 16.
+    pub max_push_configs_per_task: usize,
     /// The longest a `GetTask` with `currentGeneration` (A2A v1.1 draft: a
     /// long-poll) waits for the task to move past that generation before
     /// it answers with the task as it is. Zero: it answers at once.
@@ -121,6 +126,7 @@ impl Default for HandlerConfig {
             serve_v03: true,
             max_open_tasks_per_caller: Some(1000),
             max_running_bytes_per_caller: Some(32 << 20),
+            max_push_configs_per_task: 16,
             long_poll_max: Duration::from_secs(30),
         }
     }

@@ -77,6 +77,26 @@ impl RequestHandler {
     ) -> A2aResult<()> {
         let manager = &self.inner.manager;
         let config = &stored.config;
+        // Each config of a task is sent every update of it: their number
+        // is bounded, so that one task cannot make the server a source of
+        // thousands of requests an update. (Two creations at once may each
+        // pass the check: the bound may be passed by the calls racing.)
+        let max = self.inner.config.max_push_configs_per_task;
+        let existing = manager.store.list_push_configs(&config.task_id).await?;
+        if existing.len() >= max && !existing.iter().any(|c| c.config.id == config.id) {
+            return Err(A2aError::invalid_params(
+                "pushNotificationConfig",
+                format!(
+                    "task {} has {} push notification configs, as many as a task may have \
+                     (the server's max push configs per task): delete one, or replace one \
+                     by its id",
+                    config.task_id,
+                    existing.len()
+                ),
+            )
+            .with_metadata("limit", "maxPushConfigsPerTask")
+            .with_metadata("max", max.to_string()));
+        }
         manager.store.put_push_config(stored).await?;
         manager.push_configs_changed(&config.task_id).await;
         manager
