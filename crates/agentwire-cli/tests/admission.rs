@@ -97,14 +97,7 @@ async fn one_callers_flood_hits_its_bound_and_others_go_on() {
     // ...and a reply that stores nothing is not.
     let b = send(&http, &base, "tck-message-response-b", bob).await;
     assert!(b["result"]["message"].is_object(), "{b}");
-    let metrics = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("/metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = metrics_text(&http, &base).await;
     assert!(
         metrics.contains(r#"a2a_admission_refused_total{reason="caller_open_tasks"} 3"#),
         "{metrics}"
@@ -170,14 +163,7 @@ async fn idle_expiry_moves_the_purge_counter() {
     let mut seen = String::new();
     for _ in 0..50 {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        seen = http
-            .get(format!("{base}/metrics"))
-            .send()
-            .await
-            .expect("/metrics")
-            .text()
-            .await
-            .expect("text");
+        seen = metrics_text(&http, &base).await;
         if seen.contains(r#"a2a_tasks_purged_total{reason="open_task_ttl"} 1"#) {
             return;
         }
@@ -308,14 +294,7 @@ async fn the_bound_refuses_on_every_binding() {
         ),
         "{r:?}"
     );
-    let metrics = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("/metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = metrics_text(&http, &base).await;
     assert!(
         metrics.contains(r#"a2a_admission_refused_total{reason="caller_open_tasks"} 3"#),
         "{metrics}"
@@ -563,20 +542,10 @@ async fn running_bytes_are_bounded_per_caller_on_every_binding() {
         assert!(std::time::Instant::now() < deadline, "no room made: {a}");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    let metrics = other
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("/metrics")
-        .text()
-        .await
-        .expect("text");
-    let refused = metrics
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(r#"a2a_admission_refused_total{reason="caller_running_bytes"} "#)
-        })
-        .and_then(|n| n.trim().parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("the counter: {metrics}"));
-    assert!(refused >= 3, "{metrics}");
+    let metrics = metrics_text(&other, &base).await;
+    let refused = metric_value(
+        &metrics,
+        r#"a2a_admission_refused_total{reason="caller_running_bytes"}"#,
+    );
+    assert!(refused >= 3.0, "{metrics}");
 }

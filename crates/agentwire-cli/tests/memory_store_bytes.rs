@@ -58,13 +58,6 @@ fn task_id(answer: &Value) -> String {
 }
 
 /// The value of the metric line `name` (with its labels) in `metrics`.
-fn metric(metrics: &str, name: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {metrics}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_byte_bound_evicts_finished_tasks_first_then_refuses_new_ones() {
     let env = Env::new();
@@ -153,24 +146,17 @@ async fn the_byte_bound_evicts_finished_tasks_first_then_refuses_new_ones() {
     let a = send(&http, &base, "tck-message-response-1").await;
     assert!(a["result"]["message"].is_object(), "{a}");
 
-    let metrics = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("/metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = metrics_text(&http, &base).await;
     assert_eq!(
-        metric(&metrics, r#"a2a_tasks_purged_total{reason="evicted"}"#),
-        12,
+        metric_value(&metrics, r#"a2a_tasks_purged_total{reason="evicted"}"#),
+        12.0,
         "{metrics}"
     );
     assert!(
-        metric(
+        metric_value(
             &metrics,
             r#"a2a_admission_refused_total{reason="store_full"}"#
-        ) >= 1,
+        ) >= 1.0,
         "{metrics}"
     );
 }

@@ -367,18 +367,7 @@ async fn fast(base: &str, binding: Binding) -> (usize, bool) {
 
 /// The value of a metric line (`name{labels} value`).
 async fn metric(http: &reqwest::Client, base: &str, line: &str) -> f64 {
-    let text = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .find_map(|l| l.strip_prefix(line))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {line} in the metrics:\n{text}"))
+    common::metric_value(&common::metrics_text(http, base).await, line)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -535,3 +535,24 @@ impl Drop for Serving {
         let _ = self.child.wait();
     }
 }
+
+/// The text of the Prometheus metrics `base` serves (`--metrics`).
+#[allow(dead_code)]
+pub async fn metrics_text(http: &reqwest::Client, base: &str) -> String {
+    http.get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("/metrics")
+        .text()
+        .await
+        .expect("the metrics text")
+}
+
+/// The value of the sample `sample` (its name and labels, as written) in
+/// a metrics text; the test fails when it is missing.
+#[allow(dead_code)]
+pub fn metric_value(text: &str, sample: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(sample)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {sample} in {text}"))
+}
