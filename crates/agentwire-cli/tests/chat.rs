@@ -252,14 +252,27 @@ async fn saved_history_comes_back_without_credentials() {
     let mut t = chat(true);
     t.line("hello there");
     t.expect("COMPLETED");
+    // The next prompt first: a line typed before it is drawn can be lost
+    // (the line editor takes the terminal afresh for each line).
+    t.expect("> ");
     t.line("my api key is k-123");
     t.expect("COMPLETED");
+    // The next prompt first: a line typed before it is drawn can be lost
+    // (the line editor takes the terminal afresh for each line).
+    t.expect("> ");
     t.line(" off the record");
     t.expect("COMPLETED");
+    // The next prompt first: a line typed before it is drawn can be lost
+    // (the line editor takes the terminal afresh for each line).
+    t.expect("> ");
     t.line("auth");
     t.expect("needs authorization");
+    t.expect("> ");
     t.line("the code is 777");
     t.expect("COMPLETED");
+    // The next prompt first: a line typed before it is drawn can be lost
+    // (the line editor takes the terminal afresh for each line).
+    t.expect("> ");
     t.line("/versions");
     t.expect("echo v1");
     t.line("/quit");
@@ -296,6 +309,9 @@ async fn saved_history_comes_back_without_credentials() {
     let mut t = chat(false);
     t.line("unsaved words");
     t.expect("COMPLETED");
+    // The next prompt first: a line typed before it is drawn can be lost
+    // (the line editor takes the terminal afresh for each line).
+    t.expect("> ");
     t.line("/quit");
     assert_eq!(t.wait(), 0, "{}", t.screen());
     assert_eq!(pty::read(&file), before);
