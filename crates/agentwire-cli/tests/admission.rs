@@ -40,6 +40,15 @@ async fn send(http: &reqwest::Client, base: &str, message_id: &str, key: Option<
         .expect("a JSON-RPC answer")
 }
 
+/// An HTTP client whose connections come from the loopback address `ip`
+/// (another anonymous caller for the per-address bounds).
+fn client_from(ip: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(ip.parse::<std::net::IpAddr>().expect("an address"))
+        .build()
+        .expect("a client")
+}
+
 fn state(answer: &Value) -> &str {
     answer["result"]["task"]["status"]["state"]
         .as_str()
@@ -314,13 +323,7 @@ async fn anonymous_callers_are_bounded_by_address() {
     );
     let base = serving.base();
     agentwire_client::install_crypto_provider();
-    let from = |ip: &str| {
-        reqwest::Client::builder()
-            .local_address(ip.parse::<std::net::IpAddr>().expect("an address"))
-            .build()
-            .expect("a client")
-    };
-    let (flooder, other) = (from("127.0.0.1"), from("127.0.0.2"));
+    let (flooder, other) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
     for i in 0..3 {
         let a = send(&flooder, &base, &format!("tck-input-required-{i}"), None).await;
         assert_eq!(state(&a), "TASK_STATE_INPUT_REQUIRED", "{a}");
@@ -460,13 +463,7 @@ async fn running_bytes_are_bounded_per_caller_on_every_binding() {
     );
     let (base, addr) = (serving.base(), serving.addr());
     agentwire_client::install_crypto_provider();
-    let from = |ip: &str| {
-        reqwest::Client::builder()
-            .local_address(ip.parse::<std::net::IpAddr>().expect("an address"))
-            .build()
-            .expect("a client")
-    };
-    let (flooder, other) = (from("127.0.0.1"), from("127.0.0.2"));
+    let (flooder, other) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
     let large = format!("slow 30 {}", "a".repeat(900_000));
     let mut running = Vec::new();
     for _ in 0..3 {
