@@ -123,6 +123,12 @@ impl Default for RegistryConfig {
 /// policy).
 const MAX_REDIRECTS: usize = 3;
 
+/// How long a search or route request waits for a busy embedder (one
+/// request embeds in tens of milliseconds) before it is routed by its
+/// words instead: under a flood of requests, callers get lexical answers
+/// in time rather than all queueing for the model. Indexing a card waits.
+pub const ROUTE_EMBED_WAIT: Duration = Duration::from_secs(1);
+
 /// The registry: cheap to clone (clones share everything).
 #[derive(Clone)]
 pub struct Registry {
@@ -1327,7 +1333,7 @@ impl Registry {
             if let Some(v) = self.inner.request_vectors.lock().get(text) {
                 return Some(v);
             }
-            match e.embed(&[text]) {
+            match e.embed_within(&[text], ROUTE_EMBED_WAIT) {
                 Ok(mut v) if v.len() == 1 => {
                     let v = v.pop();
                     if let Some(v) = &v {

@@ -92,6 +92,20 @@ pub trait Embedder: Send + Sync + 'static {
     /// skills concerned without a vector, or routes the request lexically.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
 
+    /// [`Self::embed`] for a request a caller waits on: an embedder busy
+    /// with other work for longer than `wait` may give up at once with an
+    /// error (the request is then routed by its words) rather than queue
+    /// it, so that a flood of requests cannot make every caller wait for
+    /// the model. The default embeds as [`Self::embed`] does.
+    fn embed_within(
+        &self,
+        texts: &[&str],
+        wait: std::time::Duration,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let _ = wait;
+        self.embed(texts)
+    }
+
     /// What identifies the vectors this embedder gives: the model's name,
     /// the length of its vectors and something that changes with its
     /// weights (a digest of the weights file, the digest an installer

@@ -216,3 +216,41 @@ fn the_sidecar_is_stopped_when_the_embedder_is_dropped() {
         "before {before:?}, after {after:?}"
     );
 }
+
+/// A request someone waits on (`embed_within`) does not queue behind
+/// another that holds the sidecar: past its wait it is an error at once
+/// (the registry then routes it by words), while indexing (`embed`)
+/// waits its turn; once the sidecar is free it answers again.
+#[test]
+fn a_busy_sidecar_turns_waiting_requests_away_in_time() {
+    let (e, _dir) = start("slow", Duration::from_secs(20));
+    let e = std::sync::Arc::new(e);
+    let holder = {
+        let e = std::sync::Arc::clone(&e);
+        std::thread::spawn(move || e.embed(&["rain"]))
+    };
+    // Let the first request take the sidecar (it answers after 1 s).
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let err = e
+        .embed_within(&["stock"], Duration::from_millis(100))
+        .unwrap_err();
+    assert!(err.0.contains("busy with other requests"), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_millis(600),
+        "{:?}",
+        t.elapsed()
+    );
+    // Indexing waits its turn instead.
+    let waited = e.embed(&["stock"]).expect("after the first");
+    assert_eq!(waited, vec![vec![0.0, 1.0, 0.1]]);
+    assert_eq!(
+        holder.join().expect("the first request").expect("vectors"),
+        vec![vec![1.0, 0.0, 0.1]]
+    );
+    // Free: a waiting request is answered.
+    let v = e
+        .embed_within(&["rain"], Duration::from_millis(100))
+        .expect("answered");
+    assert_eq!(v, vec![vec![1.0, 0.0, 0.1]]);
+}

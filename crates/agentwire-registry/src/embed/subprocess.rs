@@ -376,7 +376,9 @@ impl SubprocessEmbedder {
 
     /// One request, with one restart when the sidecar is found to have
     /// exited; none while a failure's back-off runs (see [`BACKOFF_FIRST`]).
-    fn request(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// `wait`: how long to wait for the sidecar when another request has
+    /// it (`None`: as long as it takes).
+    fn request(&self, texts: &[&str], wait: Option<Duration>) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut line = serde_json::to_vec(&Request {
             texts: texts
                 .iter()
@@ -385,7 +387,14 @@ impl SubprocessEmbedder {
         })
         .map_err(err)?;
         line.push(b'\n');
-        let mut state = self.state.lock();
+        let mut state = match wait {
+            None => self.state.lock(),
+            Some(wait) => self.state.try_lock_for(wait).ok_or_else(|| {
+                err(format!(
+                    "busy with other requests for over {wait:?} (this one is not queued)"
+                ))
+            })?,
+        };
         if state.running.is_none()
             && let Some(at) = state.retry_at
         {
@@ -549,7 +558,18 @@ impl Embedder for SubprocessEmbedder {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut out = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(MAX_TEXTS) {
-            out.extend(self.request(chunk)?);
+            out.extend(self.request(chunk, None)?);
+        }
+        Ok(out)
+    }
+
+    /// One request at a time reaches the sidecar: one that finds it busy
+    /// for longer than `wait` is an error at once (see
+    /// [`Embedder::embed_within`]).
+    fn embed_within(&self, texts: &[&str], wait: Duration) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(MAX_TEXTS) {
+            out.extend(self.request(chunk, Some(wait))?);
         }
         Ok(out)
     }

@@ -35,6 +35,7 @@ while IFS= read -r line; do
             fi ;;
         short) echo '{"vectors":[]}'; continue ;;
         crash-always) exit 3 ;;
+        slow) sleep 1 ;;
     esac
     printf '%s\n' "$line" | awk '
 function vec(t) {
