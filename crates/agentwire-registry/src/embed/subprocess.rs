@@ -554,24 +554,32 @@ impl Fault {
     }
 }
 
-impl Embedder for SubprocessEmbedder {
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+impl SubprocessEmbedder {
+    /// `texts` in requests of at most [`MAX_TEXTS`], each waiting `wait`
+    /// at most for the sidecar (see [`Self::request`]).
+    fn requests(
+        &self,
+        texts: &[&str],
+        wait: Option<Duration>,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut out = Vec::with_capacity(texts.len());
         for chunk in texts.chunks(MAX_TEXTS) {
-            out.extend(self.request(chunk, None)?);
+            out.extend(self.request(chunk, wait)?);
         }
         Ok(out)
+    }
+}
+
+impl Embedder for SubprocessEmbedder {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.requests(texts, None)
     }
 
     /// One request at a time reaches the sidecar: one that finds it busy
     /// for longer than `wait` is an error at once (see
     /// [`Embedder::embed_within`]).
     fn embed_within(&self, texts: &[&str], wait: Duration) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let mut out = Vec::with_capacity(texts.len());
-        for chunk in texts.chunks(MAX_TEXTS) {
-            out.extend(self.request(chunk, Some(wait))?);
-        }
-        Ok(out)
+        self.requests(texts, Some(wait))
     }
 
     /// The sidecar's model identifier, from its hello (empty when it

@@ -214,18 +214,22 @@ impl OpenTasks {
         })
     }
 
-    /// Counts a send of `bytes` by `owner` (from `peer`) toward its
-    /// caller's running bytes, until the returned guard is dropped (at the
-    /// end of the agent's run): refused when the caller already has work
-    /// running and this send would take it over the bound. `None` for a
-    /// small send, or without a bound.
+    /// Counts a send of `bytes()` bytes by `owner` (from `peer`) toward
+    /// its caller's running bytes, until the returned guard is dropped (at
+    /// the end of the agent's run): refused when the caller already has
+    /// work running and this send would take it over the bound. `None` for
+    /// a small send, or without a bound (then its size is not computed).
     pub(crate) fn run(
         self: &Arc<Self>,
         owner: &Owner,
         peer: Option<std::net::SocketAddr>,
-        bytes: usize,
+        bytes: impl FnOnce() -> usize,
     ) -> A2aResult<Option<Running>> {
-        if self.max_running == usize::MAX || bytes < SMALL_SEND_BYTES {
+        if self.max_running == usize::MAX {
+            return Ok(None);
+        }
+        let bytes = bytes();
+        if bytes < SMALL_SEND_BYTES {
             return Ok(None);
         }
         let caller = Caller::of(owner, peer);
@@ -865,28 +869,28 @@ mod tests {
         // Small sends are not counted, whatever their number.
         for _ in 0..100 {
             assert!(
-                open.run(&anon, Some(a), SMALL_SEND_BYTES - 1)
+                open.run(&anon, Some(a), || SMALL_SEND_BYTES - 1)
                     .unwrap()
                     .is_none()
             );
         }
         // Alone, a send larger than the bound runs.
-        let big = open.run(&anon, Some(a), 150_000).unwrap();
+        let big = open.run(&anon, Some(a), || 150_000).unwrap();
         assert!(big.is_some());
         let e = open
-            .run(&anon, Some(a), 20_000)
+            .run(&anon, Some(a), || 20_000)
             .err()
             .expect("over the bound");
         assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
         assert!(e.to_string().contains("127.0.0.1"), "{e}");
         // Another address has its own bound.
         let held_b: Vec<_> = (0..5)
-            .map(|_| open.run(&anon, Some(b), 20_000).unwrap())
+            .map(|_| open.run(&anon, Some(b), || 20_000).unwrap())
             .collect();
-        assert!(open.run(&anon, Some(b), 20_001).is_err());
+        assert!(open.run(&anon, Some(b), || 20_001).is_err());
         // What ends gives its bytes back.
         drop(big);
-        let again = open.run(&anon, Some(a), 100_000).unwrap();
+        let again = open.run(&anon, Some(a), || 100_000).unwrap();
         assert!(again.is_some());
         drop(held_b);
         drop(again);
@@ -894,6 +898,6 @@ mod tests {
         assert_eq!(open.refused_running_bytes.load(Ordering::Relaxed), 2);
         // Without a bound nothing is counted.
         let none = Arc::new(OpenTasks::new(None, None));
-        assert!(none.run(&anon, Some(a), usize::MAX).unwrap().is_none());
+        assert!(none.run(&anon, Some(a), || usize::MAX).unwrap().is_none());
     }
 }

@@ -268,8 +268,9 @@ impl RequestHandler {
         metadata: Option<&agentwire_types::Struct>,
     ) -> A2aResult<Option<super::open_tasks::Running>> {
         use prost::Message as _;
-        let bytes = message.encoded_len() + metadata.map_or(0, |m| m.encoded_len());
-        self.inner.open_tasks.run(owner, peer, bytes)
+        self.inner.open_tasks.run(owner, peer, || {
+            message.encoded_len() + metadata.map_or(0, |m| m.encoded_len())
+        })
     }
 
     /// Registers a new task's live state (ids assigned) and starts its
