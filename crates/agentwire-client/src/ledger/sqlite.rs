@@ -100,6 +100,12 @@ fn from_json<T: serde::de::DeserializeOwned>(s: &str) -> LedgerResult<T> {
 
 impl SqliteStore {
     /// Opens (creating if needed) the database file and migrates it.
+    ///
+    /// Two processes opening the same new file at once can meet in a lock
+    /// that SQLite answers with "database is locked" at once rather than
+    /// waiting (switching the file to write-ahead logging, or the deadlock
+    /// it avoids between two readers that both want to write); such an
+    /// open is tried again, for up to ten seconds.
     pub async fn open(path: impl AsRef<Path>) -> LedgerResult<Self> {
         let options = SqliteConnectOptions::new()
             .filename(path.as_ref())
@@ -107,23 +113,33 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(5))
             .foreign_keys(true);
-        Self::connect(options).await
+        let deadline = tokio::time::Instant::now() + OPEN_PATIENCE;
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match Self::connect(options.clone()).await {
+                Ok(store) => return Ok(store),
+                Err(Opening::Busy(_)) if tokio::time::Instant::now() + pause < deadline => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(250));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// An in-memory SQLite database (for tests).
     pub async fn open_in_memory() -> LedgerResult<Self> {
         let options = SqliteConnectOptions::from_str("sqlite::memory:").map_err(db_err)?;
-        Self::connect(options).await
+        Ok(Self::connect(options).await?)
     }
 
-    async fn connect(options: SqliteConnectOptions) -> LedgerResult<Self> {
+    async fn connect(options: SqliteConnectOptions) -> Result<Self, Opening> {
         // One connection: SQLite serialises writers anyway, and an
         // in-memory database exists per connection.
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(options)
-            .await
-            .map_err(db_err)?;
+            .await?;
         let store = Self { pool };
         store.migrate().await?;
         Ok(store)
@@ -140,33 +156,25 @@ impl SqliteStore {
     /// Brings the file to the current schema. The version is read and the
     /// migrations run under one write lock (`BEGIN IMMEDIATE`), so two
     /// processes opening the same new file at once migrate it once.
-    async fn migrate(&self) -> LedgerResult<()> {
-        let mut conn = self.pool.acquire().await.map_err(db_err)?;
-        sqlx::raw_sql("BEGIN IMMEDIATE")
-            .execute(&mut *conn)
-            .await
-            .map_err(db_err)?;
+    async fn migrate(&self) -> Result<(), Opening> {
+        let mut conn = self.pool.acquire().await?;
+        sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
         let applied = async {
             let current: i64 = sqlx::query_scalar("PRAGMA user_version")
                 .fetch_one(&mut *conn)
-                .await
-                .map_err(db_err)?;
+                .await?;
             let current = usize::try_from(current).unwrap_or(0);
             if current > MIGRATIONS.len() {
-                return Err(LedgerError::Storage(format!(
+                return Err(Opening::Other(LedgerError::Storage(format!(
                     "the ledger file has schema version {current}, newer than this library's {}",
                     MIGRATIONS.len()
-                )));
+                ))));
             }
             for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
-                sqlx::raw_sql(sql)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db_err)?;
+                sqlx::raw_sql(sql).execute(&mut *conn).await?;
                 sqlx::raw_sql(&format!("PRAGMA user_version = {}", i + 1))
                     .execute(&mut *conn)
-                    .await
-                    .map_err(db_err)?;
+                    .await?;
             }
             Ok(())
         }
@@ -176,8 +184,47 @@ impl SqliteStore {
         } else {
             "ROLLBACK"
         };
-        let ended = sqlx::raw_sql(end).execute(&mut *conn).await.map_err(db_err);
-        applied.and(ended.map(|_| ()))
+        let ended = sqlx::raw_sql(end).execute(&mut *conn).await;
+        applied?;
+        ended?;
+        Ok(())
+    }
+}
+
+/// How long [`SqliteStore::open`] keeps trying a file another process is
+/// opening at the same moment.
+const OPEN_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Why an open failed: SQLite's busy answer (worth another try) or anything
+/// else.
+enum Opening {
+    Busy(sqlx::Error),
+    Other(LedgerError),
+}
+
+impl From<sqlx::Error> for Opening {
+    fn from(e: sqlx::Error) -> Self {
+        // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with or without an
+        // extended code in the upper bits.
+        let busy = e
+            .as_database_error()
+            .and_then(|d| d.code())
+            .and_then(|c| c.parse::<i32>().ok())
+            .is_some_and(|c| matches!(c & 0xff, 5 | 6));
+        if busy {
+            Opening::Busy(e)
+        } else {
+            Opening::Other(db_err(e))
+        }
+    }
+}
+
+impl From<Opening> for LedgerError {
+    fn from(e: Opening) -> Self {
+        match e {
+            Opening::Busy(e) => db_err(e),
+            Opening::Other(e) => e,
+        }
     }
 }
 
