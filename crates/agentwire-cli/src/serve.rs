@@ -355,6 +355,12 @@ pub struct ServeArgs {
         value_name = "BYTES"
     )]
     pub max_running_bytes_per_caller: Option<usize>,
+    /// How many event streams (SendStreamingMessage, SubscribeToTask, on
+    /// every binding) one caller (as above) may have open at once; one more
+    /// is refused as "try again later" (HTTP 503) before anything starts.
+    /// 0: no bound [default: 1000].
+    #[arg(long, env = "A2A_SERVE_MAX_STREAMS_PER_CALLER", value_name = "N")]
+    pub max_streams_per_caller: Option<usize>,
     /// How many push notification configs one task may have (each is sent
     /// every update of the task); one more is refused as invalid
     /// parameters, replacing one by its id is not [default: 16].
@@ -1276,6 +1282,11 @@ async fn bind(
             Some(0) => None,
             Some(n) => Some(n),
             None => defaults.max_running_bytes_per_caller,
+        },
+        max_streams_per_caller: match args.max_streams_per_caller {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => defaults.max_streams_per_caller,
         },
         max_queued_bytes: args.max_queued_bytes.unwrap_or(defaults.max_queued_bytes),
         long_poll_max: args.long_poll_max.unwrap_or(defaults.long_poll_max),

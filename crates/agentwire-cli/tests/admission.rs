@@ -546,3 +546,147 @@ async fn running_bytes_are_bounded_per_caller_on_every_binding() {
     );
     assert!(refused >= 3.0, "{metrics}");
 }
+
+/// A JSON-RPC `SubscribeToTask` to `task` from `http`: the response, whose
+/// body is the event stream (read only as far as the caller wants).
+async fn subscribe(http: &reqwest::Client, base: &str, task: &str) -> reqwest::Response {
+    http.post(format!("{base}/"))
+        .header("A2A-Version", "1.0")
+        .header("Accept", "text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask", "params": {"id": task}}))
+        .send()
+        .await
+        .expect("subscribe")
+}
+
+/// Reads `r`'s body until it holds `needle` (at most 10 s).
+async fn read_until(r: &mut reqwest::Response, needle: &str) -> String {
+    let mut got = String::new();
+    let read = async {
+        while let Some(chunk) = r.chunk().await.expect("a chunk") {
+            got.push_str(&String::from_utf8_lossy(&chunk));
+            if got.contains(needle) {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), read).await;
+    got
+}
+
+/// The open event streams of a caller are bounded
+/// (`--max-streams-per-caller`): past the bound, a subscription or a
+/// streaming send of the same address is refused on every binding, before
+/// the agent starts; its other calls, another address's streams and, once
+/// one of its streams is closed, its next stream go on; the refusals are
+/// counted in `/metrics`. Without the bound, 9,000 subscriptions to one
+/// task from one address held 140 MB of the server's memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_streams_are_bounded_per_caller_on_every_binding() {
+    let env = Env::new();
+    let serving = Serving::start(
+        &env,
+        &[
+            "--agent",
+            "echo",
+            "--max-streams-per-caller",
+            "3",
+            "--metrics",
+        ],
+    );
+    let (base, addr) = (serving.base(), serving.addr());
+    agentwire_client::install_crypto_provider();
+    let (flooder, other) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
+    let a = send_text(&flooder, &base, "slow 60").await;
+    let task = a["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!task.is_empty(), "{a}");
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut r = subscribe(&flooder, &base, &task).await;
+        assert_eq!(r.status().as_u16(), 200);
+        let first = read_until(&mut r, "TASK_STATE_WORKING").await;
+        assert!(first.contains("TASK_STATE_WORKING"), "{first}");
+        held.push(r);
+    }
+    // JSON-RPC: a fourth subscription, and a streaming send.
+    let refused = |text: &str| {
+        text.contains("127.0.0.1")
+            && text.contains("max streams per caller")
+            && text.contains("try again later")
+    };
+    let mut r = subscribe(&flooder, &base, &task).await;
+    let text = read_until(&mut r, "}").await;
+    assert!(text.contains("-32603") && refused(&text), "{text}");
+    let r = flooder
+        .post(format!("{base}/"))
+        .header("A2A-Version", "1.0")
+        .header("Accept", "text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 4, "method": "SendStreamingMessage", "params": {"message": {"messageId": "stream-over", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}}))
+        .send()
+        .await
+        .expect("send");
+    let text = r.text().await.expect("a body");
+    assert!(refused(&text), "{text}");
+    // HTTP+JSON.
+    let r = flooder
+        .get(format!("{base}/tasks/{task}:subscribe"))
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .expect("subscribe");
+    assert_eq!(r.status().as_u16(), 503);
+    let text = r.text().await.expect("a body");
+    assert!(refused(&text), "{text}");
+    // gRPC (from 127.0.0.1 too: tonic's channel connects from there).
+    let e = {
+        use agentwire_types::proto::a2a_service_client::A2aServiceClient;
+        let mut client = A2aServiceClient::connect(format!("http://{addr}"))
+            .await
+            .expect("gRPC connect");
+        let mut request = tonic::Request::new(agentwire_types::SubscribeToTaskRequest {
+            id: task.clone(),
+            ..Default::default()
+        });
+        request
+            .metadata_mut()
+            .insert("a2a-version", "1.0".parse().expect("metadata"));
+        client
+            .subscribe_to_task(request)
+            .await
+            .expect_err("refused")
+    };
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+    assert!(refused(e.message()), "{e:?}");
+    // Its other calls go on, and so do another address's streams.
+    let a = send(&flooder, &base, "not-a-stream", None).await;
+    assert_eq!(state(&a), "TASK_STATE_COMPLETED", "{a}");
+    let mut r = subscribe(&other, &base, &task).await;
+    let first = read_until(&mut r, "TASK_STATE_WORKING").await;
+    assert!(first.contains("TASK_STATE_WORKING"), "{first}");
+    drop(r);
+    // One of its streams closed: room is made.
+    drop(held.pop());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let mut r = subscribe(&flooder, &base, &task).await;
+        let first = read_until(&mut r, "TASK_STATE_").await;
+        if first.contains("TASK_STATE_WORKING") {
+            break;
+        }
+        assert!(refused(&first), "{first}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no room made: {first}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let metrics = metrics_text(&other, &base).await;
+    let n = metric_value(
+        &metrics,
+        r#"a2a_admission_refused_total{reason="caller_streams"}"#,
+    );
+    assert!(n >= 4.0, "{metrics}");
+}

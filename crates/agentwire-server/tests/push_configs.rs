@@ -464,3 +464,41 @@ async fn configs_per_task_are_bounded(b: Binding) {
         format!("[{b}] a config id too long"),
     );
 }
+
+/// Creations racing on one task (the SQLite store, whose reads and writes
+/// wait on the database) cannot each pass the check of the bound: of 40
+/// configs created at once, exactly the bound's number are stored.
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configs_created_at_once_stay_within_the_bound() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = agentwire_server::store::SqliteStore::open(dir.path().join("push.db"))
+        .await
+        .expect("open SQLite");
+    let server = start_server(
+        A2aServer::new(echo_card(), Echo)
+            .push(PushConfig::new().allow_loopback())
+            .store(std::sync::Arc::new(store)),
+    )
+    .await;
+    let b = Binding::JsonRpc;
+    let c = client(&server, b).await;
+    let t = task_id(&c, b).await;
+    let max = agentwire_server::HandlerConfig::default().max_push_configs_per_task;
+    let created = futures::future::join_all((0..40).map(|i| {
+        let id = format!("racing-{i}");
+        let cfg = config(&t, &id, &hook(&id));
+        let c = &c;
+        async move { create(c, b, cfg).await }
+    }))
+    .await;
+    let stored = created.iter().filter(|r| r.is_ok()).count();
+    for e in created.iter().filter_map(|r| r.as_ref().err()) {
+        assert!(
+            format!("{e:?}").contains("max push configs per task"),
+            "{e:?}"
+        );
+    }
+    assert_eq!(stored, max, "{created:?}");
+    assert_eq!(list(&c, b, &t, 0, "").await.unwrap().configs.len(), max);
+}

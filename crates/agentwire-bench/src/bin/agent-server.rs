@@ -62,6 +62,13 @@ struct Args {
     /// store's cost in the library (scripts/icount.sh's `agent-server-sqlite`).
     #[arg(long, value_name = "FILE")]
     sqlite: Option<std::path::PathBuf>,
+    /// The bounds per caller of `a2a serve` (`--max-open-tasks-per-caller`,
+    /// `--max-streams-per-caller`; 0: none, as for the held streams of
+    /// scripts/bench.sh, all from one address) [default: the library's].
+    #[arg(long, value_name = "N")]
+    max_open_tasks_per_caller: Option<usize>,
+    #[arg(long, value_name = "N")]
+    max_streams_per_caller: Option<usize>,
 }
 
 /// The subscriber of `a2a serve`: `tracing-subscriber`'s formatter behind
@@ -119,7 +126,24 @@ fn main() -> anyhow::Result<()> {
             })),
         };
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
+        let defaults = agentwire_server::HandlerConfig::default();
+        let bound = |arg: Option<usize>, default| match arg {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => default,
+        };
         let server = server
+            .config(agentwire_server::HandlerConfig {
+                max_open_tasks_per_caller: bound(
+                    args.max_open_tasks_per_caller,
+                    defaults.max_open_tasks_per_caller,
+                ),
+                max_streams_per_caller: bound(
+                    args.max_streams_per_caller,
+                    defaults.max_streams_per_caller,
+                ),
+                ..defaults
+            })
             .store(store)
             .bind(addr)
             .await

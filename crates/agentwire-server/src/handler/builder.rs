@@ -91,6 +91,13 @@ pub struct HandlerConfig {
     /// HTTP 503, gRPC UNAVAILABLE), unless the caller has nothing running.
     /// `None`: no bound. Default: 32 MiB.
     pub max_running_bytes_per_caller: Option<usize>,
+    /// How many event streams (`SendStreamingMessage`, `SubscribeToTask`,
+    /// on every binding) one caller (as for `max_open_tasks_per_caller`)
+    /// may have open at once: a stream counts until it ends or its reader
+    /// goes away. One more is refused before anything starts
+    /// (`Unavailable`: JSON-RPC -32603, HTTP 503, gRPC UNAVAILABLE).
+    /// `None`: no bound. Default: 1,000.
+    pub max_streams_per_caller: Option<usize>,
     /// How many push notification configs one task may have: creating one
     /// more (with a new id) is refused as invalid parameters; replacing
     /// one by its id is not. Every config of a task is sent each update of
@@ -126,11 +133,15 @@ impl Default for HandlerConfig {
             serve_v03: true,
             max_open_tasks_per_caller: Some(1000),
             max_running_bytes_per_caller: Some(32 << 20),
+            max_streams_per_caller: Some(1000),
             max_push_configs_per_task: 16,
             long_poll_max: Duration::from_secs(30),
         }
     }
 }
+
+/// How many locks push config writes are spread over (by task).
+const PUSH_CONFIG_WRITE_LOCKS: usize = 64;
 
 /// Builds a [`RequestHandler`].
 pub struct HandlerBuilder {
@@ -265,8 +276,11 @@ impl HandlerBuilder {
         });
         let card_json = Bytes::from(serde_json::to_vec(&card).unwrap_or_default());
         let open_tasks = Arc::new(super::open_tasks::OpenTasks::new(
-            self.config.max_open_tasks_per_caller,
-            self.config.max_running_bytes_per_caller,
+            super::open_tasks::CallerBounds {
+                open_tasks: self.config.max_open_tasks_per_caller,
+                running_bytes: self.config.max_running_bytes_per_caller,
+                streams: self.config.max_streams_per_caller,
+            },
         ));
         let store = super::open_tasks::Admitting::wrap(
             self.store.unwrap_or_else(default_store),
@@ -299,6 +313,9 @@ impl HandlerBuilder {
                 ),
                 in_flight: std::sync::atomic::AtomicUsize::new(0),
                 open_tasks,
+                push_config_writes: (0..PUSH_CONFIG_WRITE_LOCKS)
+                    .map(|_| tokio::sync::Mutex::new(()))
+                    .collect(),
                 auth: self.auth,
                 idempotency: self.config.idempotency.map(Idempotency::new),
                 config: self.config,

@@ -79,6 +79,9 @@ struct Inner {
     /// The open tasks of each caller (see
     /// [`HandlerConfig::max_open_tasks_per_caller`]).
     open_tasks: Arc<open_tasks::OpenTasks>,
+    /// Push config writes, one at a time per task (by a hash of its id):
+    /// the bound on a task's configs is checked and kept under it.
+    push_config_writes: Box<[tokio::sync::Mutex<()>]>,
 }
 
 /// Serves the A2A operations for one agent. Cheap to clone.

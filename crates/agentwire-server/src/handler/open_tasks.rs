@@ -46,6 +46,15 @@
 //! before the agent starts (`Unavailable`, "try again later"), unless the
 //! caller has nothing running; sends under [`SMALL_SEND_BYTES`] are not
 //! counted (the bound on requests at once covers them).
+//!
+//! A third, on each caller's open event streams
+//! ([`HandlerConfig::max_streams_per_caller`]): a stream
+//! (`SendStreamingMessage`, `SubscribeToTask`) counts from when it is
+//! admitted until its reader goes away or it ends, as each holds a queue,
+//! a subscription to its task and a connection's buffers (about 15 KB
+//! measured). One more is refused before anything starts (`Unavailable`,
+//! "try again later"): one caller subscribing to its one task again and
+//! again cannot hold the server's memory.
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -146,6 +155,8 @@ pub(crate) struct AdmissionStats {
     pub(crate) refused_caller_bound: u64,
     /// Sends refused by the bound on a caller's running bytes.
     pub(crate) refused_running_bytes: u64,
+    /// Streams refused by the bound on a caller's open streams.
+    pub(crate) refused_streams: u64,
     /// Work refused because the store was full.
     pub(crate) refused_store_full: u64,
     /// Requests refused because the server handled as many as it may.
@@ -168,8 +179,13 @@ pub(crate) struct OpenTasks {
     max_running: usize,
     /// The bytes of each caller's running sends (see [`Running`]).
     running: Mutex<HashMap<Caller, usize>>,
+    /// The bound on a caller's open streams (`usize::MAX`: none).
+    max_streams: usize,
+    /// The open streams of each caller (see [`StreamSlot`]).
+    streams: Mutex<HashMap<Caller, usize>>,
     refused_caller_bound: AtomicU64,
     refused_running_bytes: AtomicU64,
+    refused_streams: AtomicU64,
     refused_store_full: AtomicU64,
     pub(crate) refused_in_flight: AtomicU64,
     purged_retention: AtomicU64,
@@ -184,15 +200,18 @@ enum Admit {
 }
 
 impl OpenTasks {
-    pub(crate) fn new(max: Option<usize>, max_running_bytes: Option<usize>) -> Self {
+    pub(crate) fn new(bounds: CallerBounds) -> Self {
         Self {
-            max: max.unwrap_or(usize::MAX),
+            max: bounds.open_tasks.unwrap_or(usize::MAX),
             ledger: Mutex::default(),
             pending: DashMap::default(),
-            max_running: max_running_bytes.unwrap_or(usize::MAX),
+            max_running: bounds.running_bytes.unwrap_or(usize::MAX),
             running: Mutex::default(),
+            max_streams: bounds.streams.unwrap_or(usize::MAX),
+            streams: Mutex::default(),
             refused_caller_bound: AtomicU64::new(0),
             refused_running_bytes: AtomicU64::new(0),
+            refused_streams: AtomicU64::new(0),
             refused_store_full: AtomicU64::new(0),
             refused_in_flight: AtomicU64::new(0),
             purged_retention: AtomicU64::new(0),
@@ -260,6 +279,45 @@ impl OpenTasks {
             open: Arc::clone(self),
             caller,
             bytes,
+        }))
+    }
+
+    /// Counts a stream of `owner` (from `peer`) toward its caller's open
+    /// streams, until the returned slot is dropped (when the stream is):
+    /// refused when the caller holds as many as it may. `None` without a
+    /// bound.
+    pub(crate) fn stream(
+        self: &Arc<Self>,
+        owner: &Owner,
+        peer: Option<std::net::SocketAddr>,
+    ) -> A2aResult<Option<StreamSlot>> {
+        if self.max_streams == usize::MAX {
+            return Ok(None);
+        }
+        let caller = Caller::of(owner, peer);
+        let mut streams = self.streams.lock();
+        let held = streams.entry(caller.clone()).or_default();
+        if *held >= self.max_streams {
+            drop(streams);
+            self.refused_streams.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(
+                caller = caller.describe(),
+                "refused a stream: too many open streams"
+            );
+            return Err(A2aError::unavailable(format!(
+                "{} already have {} event streams open, as many as one caller may (the \
+                 server's max streams per caller): try again later, once one of them has \
+                 ended or been closed",
+                caller.describe(),
+                self.max_streams
+            ))
+            .with_metadata("limit", "maxStreamsPerCaller")
+            .with_metadata("max", self.max_streams.to_string()));
+        }
+        *held += 1;
+        Ok(Some(StreamSlot {
+            open: Arc::clone(self),
+            caller,
         }))
     }
 
@@ -396,6 +454,7 @@ impl OpenTasks {
         AdmissionStats {
             refused_caller_bound: self.refused_caller_bound.load(Ordering::Relaxed),
             refused_running_bytes: self.refused_running_bytes.load(Ordering::Relaxed),
+            refused_streams: self.refused_streams.load(Ordering::Relaxed),
             refused_store_full: self.refused_store_full.load(Ordering::Relaxed),
             refused_in_flight: self.refused_in_flight.load(Ordering::Relaxed),
             purged_retention: self.purged_retention.load(Ordering::Relaxed),
@@ -432,6 +491,36 @@ impl Drop for Running {
             }
         }
     }
+}
+
+/// A stream counted toward its caller's open streams (see
+/// [`OpenTasks::stream`]); no longer counted when dropped.
+pub(crate) struct StreamSlot {
+    open: Arc<OpenTasks>,
+    caller: Caller,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut streams = self.open.streams.lock();
+        if let Some(held) = streams.get_mut(&self.caller) {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                streams.remove(&self.caller);
+            }
+        }
+    }
+}
+
+/// The bounds per caller of [`OpenTasks`] (`None`: no bound).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CallerBounds {
+    /// [`HandlerConfig::max_open_tasks_per_caller`].
+    pub(crate) open_tasks: Option<usize>,
+    /// [`HandlerConfig::max_running_bytes_per_caller`].
+    pub(crate) running_bytes: Option<usize>,
+    /// [`HandlerConfig::max_streams_per_caller`].
+    pub(crate) streams: Option<usize>,
 }
 
 /// The caller of an anonymous task not created yet (see
@@ -697,7 +786,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_caller_at_its_bound_is_refused_until_a_task_ends() {
-        let open = Arc::new(OpenTasks::new(Some(2), None));
+        let open = Arc::new(OpenTasks::new(CallerBounds {
+            open_tasks: Some(2),
+            running_bytes: None,
+            streams: None,
+        }));
         let store = Admitting::wrap(Arc::new(MemoryStore::default()), Arc::clone(&open));
         let now = store.immediate().unwrap();
         now.create_now(&alice(), task("a1", TaskState::InputRequired))
@@ -730,7 +823,11 @@ mod tests {
 
     #[tokio::test]
     async fn tasks_gone_from_the_store_are_not_counted_at_the_bound() {
-        let open = Arc::new(OpenTasks::new(Some(1), None));
+        let open = Arc::new(OpenTasks::new(CallerBounds {
+            open_tasks: Some(1),
+            running_bytes: None,
+            streams: None,
+        }));
         let memory = Arc::new(MemoryStore::new(MemoryStoreConfig {
             idle_ttl: Duration::from_millis(20),
             ..Default::default()
@@ -759,12 +856,26 @@ mod tests {
     async fn every_defaulted_method_is_forwarded() {
         use crate::store::marked::{Marked, assert_forwards};
         for max in [None, Some(2)] {
-            let store = Admitting::wrap(Arc::new(Marked), Arc::new(OpenTasks::new(max, None)));
+            let store = Admitting::wrap(
+                Arc::new(Marked),
+                Arc::new(OpenTasks::new(CallerBounds {
+                    open_tasks: max,
+                    running_bytes: None,
+                    streams: None,
+                })),
+            );
             assert_forwards(&*store).await;
         }
         let metrics = crate::observe::Metrics::new();
         let timed = crate::observe::store_timing::TimedStore::wrap(Arc::new(Marked), &metrics);
-        let store = Admitting::wrap(timed, Arc::new(OpenTasks::new(Some(2), None)));
+        let store = Admitting::wrap(
+            timed,
+            Arc::new(OpenTasks::new(CallerBounds {
+                open_tasks: Some(2),
+                running_bytes: None,
+                streams: None,
+            })),
+        );
         assert_forwards(&*store).await;
     }
 
@@ -817,7 +928,11 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let open = Arc::new(OpenTasks::new(Some(2), None));
+        let open = Arc::new(OpenTasks::new(CallerBounds {
+            open_tasks: Some(2),
+            running_bytes: None,
+            streams: None,
+        }));
         let store = Admitting::wrap(Arc::new(Previous(memory)), Arc::clone(&open));
         open.count_stored(&*store).await;
         assert_eq!(open.count(&Caller::Principal("apikey:alice".into())), 2);
@@ -862,7 +977,11 @@ mod tests {
 
     #[test]
     fn running_bytes_are_bounded_per_caller_and_given_back() {
-        let open = Arc::new(OpenTasks::new(None, Some(100_000)));
+        let open = Arc::new(OpenTasks::new(CallerBounds {
+            open_tasks: None,
+            running_bytes: Some(100_000),
+            streams: None,
+        }));
         let anon = Owner::default();
         let a: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
         let b: std::net::SocketAddr = "127.0.0.2:1".parse().unwrap();
@@ -897,7 +1016,42 @@ mod tests {
         assert!(open.running.lock().is_empty());
         assert_eq!(open.refused_running_bytes.load(Ordering::Relaxed), 2);
         // Without a bound nothing is counted.
-        let none = Arc::new(OpenTasks::new(None, None));
+        let none = Arc::new(OpenTasks::new(CallerBounds {
+            open_tasks: None,
+            running_bytes: None,
+            streams: None,
+        }));
         assert!(none.run(&anon, Some(a), || usize::MAX).unwrap().is_none());
+    }
+
+    #[test]
+    fn streams_are_bounded_per_caller_and_given_back() {
+        let open = Arc::new(OpenTasks::new(CallerBounds {
+            streams: Some(3),
+            ..CallerBounds::default()
+        }));
+        let anon = Owner::default();
+        let a: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let b: std::net::SocketAddr = "127.0.0.2:1".parse().unwrap();
+        let mut held: Vec<_> = (0..3)
+            .map(|_| open.stream(&anon, Some(a)).unwrap().unwrap())
+            .collect();
+        let e = open.stream(&anon, Some(a)).err().expect("over the bound");
+        assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
+        assert!(e.to_string().contains("127.0.0.1"), "{e}");
+        assert!(e.to_string().contains("3 event streams"), "{e}");
+        // Another address, and a principal from the same address, have
+        // their own.
+        let other = open.stream(&anon, Some(b)).unwrap();
+        let named = open.stream(&alice(), Some(a)).unwrap();
+        assert!(other.is_some() && named.is_some());
+        // A stream that ends gives its place back.
+        held.pop();
+        held.push(open.stream(&anon, Some(a)).unwrap().unwrap());
+        drop((held, other, named));
+        assert!(open.streams.lock().is_empty());
+        assert_eq!(open.refused_streams.load(Ordering::Relaxed), 1);
+        let none = Arc::new(OpenTasks::new(CallerBounds::default()));
+        assert!(none.stream(&anon, Some(a)).unwrap().is_none());
     }
 }

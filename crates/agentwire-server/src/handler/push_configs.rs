@@ -79,8 +79,16 @@ impl RequestHandler {
         let config = &stored.config;
         // Each config of a task is sent every update of it: their number
         // is bounded, so that one task cannot make the server a source of
-        // thousands of requests an update. (Two creations at once may each
-        // pass the check: the bound may be passed by the calls racing.)
+        // thousands of requests an update. Checked and stored under the
+        // task's write lock, so that creations at once cannot each pass the
+        // check (in this process: replicas sharing a store each check on
+        // their own).
+        let writes = &self.inner.push_config_writes;
+        let lock = {
+            let hash = ahash::RandomState::with_seeds(1, 2, 3, 4).hash_one(&config.task_id);
+            &writes[(hash as usize) % writes.len()]
+        };
+        let _writing = lock.lock().await;
         let max = self.inner.config.max_push_configs_per_task;
         let existing = manager.store.list_push_configs(&config.task_id).await?;
         if existing.len() >= max && !existing.iter().any(|c| c.config.id == config.id) {

@@ -86,10 +86,11 @@ impl RequestHandler {
                 "a message is required",
             )));
         };
-        let running = match self.count_running(&owner, ctx.peer, &message, metadata.as_ref()) {
-            Ok(r) => r,
-            Err(e) => return Started::Now(Err(e)),
-        };
+        let (running, stream) =
+            match self.count_work(&owner, ctx.peer, &message, metadata.as_ref(), streaming) {
+                Ok(counted) => counted,
+                Err(e) => return Started::Now(Err(e)),
+            };
         Started::Now(Ok(self.launch_new(
             owner,
             extensions,
@@ -104,6 +105,7 @@ impl RequestHandler {
                 peer: ctx.peer,
                 pending: None,
                 running,
+                stream,
             },
         )))
     }
@@ -186,7 +188,8 @@ impl RequestHandler {
         let Some(mut message) = message else {
             return Err(A2aError::invalid_params("message", "a message is required"));
         };
-        let running = self.count_running(&owner, peer, &message, metadata.as_ref())?;
+        let (running, stream) =
+            self.count_work(&owner, peer, &message, metadata.as_ref(), streaming)?;
         let mut reference_tasks = Vec::new();
         for id in &message.reference_task_ids {
             // A task the caller cannot see is refused like a missing one
@@ -204,6 +207,7 @@ impl RequestHandler {
             peer,
             pending: None,
             running,
+            stream,
         };
         if message.task_id.is_empty() {
             return Ok(self.launch_new(owner, extensions, message, launch));
@@ -257,20 +261,33 @@ impl RequestHandler {
         Ok(self.launch(live, sub, message, Some(stored.task), extensions, launch))
     }
 
-    /// Counts a send toward its caller's running bytes (see
-    /// `open_tasks.rs`): refused when it would take the caller over
-    /// [`crate::HandlerConfig::max_running_bytes_per_caller`].
-    fn count_running(
+    /// Counts a send toward its caller's bounds (see `open_tasks.rs`): its
+    /// bytes toward the running bytes, and a stream (`streaming`) toward
+    /// the open streams; refused when it would take the caller over
+    /// [`crate::HandlerConfig::max_running_bytes_per_caller`] or
+    /// [`crate::HandlerConfig::max_streams_per_caller`].
+    fn count_work(
         &self,
         owner: &Owner,
         peer: Option<std::net::SocketAddr>,
         message: &Message,
         metadata: Option<&agentwire_types::Struct>,
-    ) -> A2aResult<Option<super::open_tasks::Running>> {
+        streaming: bool,
+    ) -> A2aResult<(
+        Option<super::open_tasks::Running>,
+        Option<super::open_tasks::StreamSlot>,
+    )> {
         use prost::Message as _;
-        self.inner.open_tasks.run(owner, peer, || {
+        let open = &self.inner.open_tasks;
+        let stream = if streaming {
+            open.stream(owner, peer)?
+        } else {
+            None
+        };
+        let running = open.run(owner, peer, || {
             message.encoded_len() + metadata.map_or(0, |m| m.encoded_len())
-        })
+        })?;
+        Ok((running, stream))
     }
 
     /// Registers a new task's live state (ids assigned) and starts its
@@ -320,6 +337,10 @@ impl RequestHandler {
         extensions: Vec<String>,
         launch: RunInputs,
     ) -> (Subscription, Run) {
+        let mut sub = sub;
+        if let Some(slot) = launch.stream {
+            sub.hold(slot);
+        }
         let manager = &self.inner.manager;
         #[cfg(feature = "otel")]
         let (task_id, context_id) = (live.id.clone(), live.context_id.clone());
@@ -635,6 +656,9 @@ pub(super) struct RunInputs {
     pending: Option<super::open_tasks::Pending>,
     /// The send's bytes in its caller's running bytes, until the run ends.
     running: Option<super::open_tasks::Running>,
+    /// A stream's place in its caller's open streams, held by its
+    /// subscription.
+    stream: Option<super::open_tasks::StreamSlot>,
 }
 
 /// A run polled in place by the request; whatever is left of it when the

@@ -75,10 +75,13 @@ impl RequestHandler {
                     futures::stream::once(async move { (None, Ok(StreamResponse::from(task))) });
                 return Ok(Box::pin(once));
             }
-            let stored = self
-                .visible_task(&self.admit(ctx, &req.tenant).await?, &task.id, None)
-                .await?;
-            let (opening, sub) = self.inner.manager.subscribe(&stored, history, None).await?;
+            let owner = self.admit(ctx, &req.tenant).await?;
+            let slot = self.inner.open_tasks.stream(&owner, ctx.peer)?;
+            let stored = self.visible_task(&owner, &task.id, None).await?;
+            let (opening, mut sub) = self.inner.manager.subscribe(&stored, history, None).await?;
+            if let Some(slot) = slot {
+                sub.hold(slot);
+            }
             let first = match opening {
                 Opening::Snapshot { task, id } => vec![(id, Arc::new(StreamResponse::from(task)))],
                 Opening::Missed { events, .. } => {
@@ -135,6 +138,8 @@ impl RequestHandler {
                 "streaming is not supported by this agent (capabilities.streaming)",
             ));
         }
+        // Counted from here: refused before anything is looked up.
+        let slot = self.inner.open_tasks.stream(&owner, ctx.peer)?;
         let resume = match ctx.headers.get(LAST_EVENT_ID).map(|v| v.to_str()) {
             None => None,
             Some(raw) => Some(raw.ok().and_then(EventId::parse).ok_or_else(|| {
@@ -146,7 +151,10 @@ impl RequestHandler {
         };
         let stored = self.visible_task(&owner, &req.id, Some(0)).await?;
         if resume.is_some() {
-            let (opening, sub) = self.inner.manager.subscribe(&stored, None, resume).await?;
+            let (opening, mut sub) = self.inner.manager.subscribe(&stored, None, resume).await?;
+            if let Some(slot) = slot {
+                sub.hold(slot);
+            }
             let first = match opening {
                 // Nothing missed and nothing more to come.
                 Opening::Missed { events, state } if events.is_empty() && state.is_terminal() => {
@@ -175,7 +183,10 @@ impl RequestHandler {
             ))
             .with_metadata("taskId", req.id.clone()));
         }
-        let (opening, sub) = self.inner.manager.subscribe(&stored, None, None).await?;
+        let (opening, mut sub) = self.inner.manager.subscribe(&stored, None, None).await?;
+        if let Some(slot) = slot {
+            sub.hold(slot);
+        }
         let (snapshot, id) = match opening {
             Opening::Snapshot { task, id } => (task, id),
             Opening::Missed { .. } => {

@@ -613,6 +613,7 @@ impl TaskManager {
             rx,
             live: Arc::clone(live),
             manager: Arc::clone(self),
+            held: None,
         }
     }
 
@@ -787,6 +788,9 @@ pub(crate) struct Subscription {
     rx: Rx,
     live: Arc<LiveTask>,
     manager: Arc<TaskManager>,
+    /// Held as long as the subscription: the place of a stream in its
+    /// caller's bound on open streams (`handler/open_tasks.rs`).
+    held: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Subscription {
@@ -916,6 +920,11 @@ impl Subscription {
 }
 
 impl Subscription {
+    /// Keeps `held` until the subscription is dropped.
+    pub(crate) fn hold(&mut self, held: impl std::any::Any + Send + Sync) {
+        self.held = Some(Box::new(held));
+    }
+
     /// The stream was cut: no more events; the error that ends it.
     fn cut(&mut self, cut: Cut) -> A2aError {
         tracing::info!(

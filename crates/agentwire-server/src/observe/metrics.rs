@@ -31,7 +31,8 @@
 //!   could hold anything: `caller_open_tasks` (a task refused because its
 //!   caller holds as many open tasks as it may), `caller_running_bytes` (a
 //!   send refused because its caller has as many bytes of messages being
-//!   worked on as it may), `store_full` (a task or a
+//!   worked on as it may), `caller_streams` (a stream refused because its
+//!   caller has as many event streams open as it may), `store_full` (a task or a
 //!   message refused because the store is full), `in_flight` (a request
 //!   refused because the server handles as many as it may at once).
 //! - `a2a_tasks_purged_total{reason}`: tasks removed from the store without
@@ -277,7 +278,7 @@ impl Metrics {
         );
         registry.register(
             "admission_refused",
-            "New work refused before it could hold anything, by reason (caller_open_tasks, caller_running_bytes, store_full, in_flight)",
+            "New work refused before it could hold anything, by reason (caller_open_tasks, caller_running_bytes, caller_streams, store_full, in_flight)",
             live.refused.clone(),
         );
         registry.register(
@@ -348,6 +349,7 @@ impl Metrics {
         for (reason, n) in [
             ("caller_open_tasks", a.refused_caller_bound),
             ("caller_running_bytes", a.refused_running_bytes),
+            ("caller_streams", a.refused_streams),
             ("store_full", a.refused_store_full),
             ("in_flight", a.refused_in_flight),
         ] {
