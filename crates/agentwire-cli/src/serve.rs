@@ -361,6 +361,22 @@ pub struct ServeArgs {
     /// 0: no bound [default: 1000].
     #[arg(long, env = "A2A_SERVE_MAX_STREAMS_PER_CALLER", value_name = "N")]
     pub max_streams_per_caller: Option<usize>,
+    /// How many bytes of request bodies the server may be receiving from
+    /// one address at once (an IPv6 one by its /64 prefix), counted from a
+    /// body's first 64 KiB (or its Content-Length) until it is read whole;
+    /// one more is refused as "try again later" (HTTP 503) unless nothing
+    /// else is arriving from that address. 0: no bound [default: 67108864,
+    /// 64 MiB].
+    #[arg(
+        long,
+        env = "A2A_SERVE_MAX_INCOMING_BYTES_PER_CALLER",
+        value_name = "BYTES"
+    )]
+    pub max_incoming_bytes_per_caller: Option<usize>,
+    /// The same for all addresses together. 0: no bound [default:
+    /// 536870912, 512 MiB].
+    #[arg(long, env = "A2A_SERVE_MAX_INCOMING_BYTES", value_name = "BYTES")]
+    pub max_incoming_bytes: Option<usize>,
     /// How many push notification configs one task may have (each is sent
     /// every update of the task); one more is refused as invalid
     /// parameters, replacing one by its id is not [default: 16].
@@ -1270,24 +1286,23 @@ async fn bind(
             .max_artifact_bytes
             .unwrap_or(defaults.max_artifact_bytes),
         max_in_flight: args.max_in_flight.unwrap_or(defaults.max_in_flight),
-        max_open_tasks_per_caller: match args.max_open_tasks_per_caller {
-            Some(0) => None,
-            Some(n) => Some(n),
-            None => Some(default_open_tasks_per_caller(store_spec, args.max_tasks)),
-        },
+        max_open_tasks_per_caller: bound(
+            args.max_open_tasks_per_caller,
+            Some(default_open_tasks_per_caller(store_spec, args.max_tasks)),
+        ),
         max_push_configs_per_task: args
             .max_push_configs_per_task
             .unwrap_or(defaults.max_push_configs_per_task),
-        max_running_bytes_per_caller: match args.max_running_bytes_per_caller {
-            Some(0) => None,
-            Some(n) => Some(n),
-            None => defaults.max_running_bytes_per_caller,
-        },
-        max_streams_per_caller: match args.max_streams_per_caller {
-            Some(0) => None,
-            Some(n) => Some(n),
-            None => defaults.max_streams_per_caller,
-        },
+        max_running_bytes_per_caller: bound(
+            args.max_running_bytes_per_caller,
+            defaults.max_running_bytes_per_caller,
+        ),
+        max_streams_per_caller: bound(args.max_streams_per_caller, defaults.max_streams_per_caller),
+        max_incoming_bytes_per_caller: bound(
+            args.max_incoming_bytes_per_caller,
+            defaults.max_incoming_bytes_per_caller,
+        ),
+        max_incoming_bytes: bound(args.max_incoming_bytes, defaults.max_incoming_bytes),
         max_queued_bytes: args.max_queued_bytes.unwrap_or(defaults.max_queued_bytes),
         long_poll_max: args.long_poll_max.unwrap_or(defaults.long_poll_max),
         serve_v03: !args.no_v03,
@@ -1500,6 +1515,15 @@ async fn bind(
         say!("  try: {line}");
     }
     Ok(bound)
+}
+
+/// A bound given on the command line (`0`: none), or its default.
+fn bound(arg: Option<usize>, default: Option<usize>) -> Option<usize> {
+    match arg {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => default,
+    }
 }
 
 /// The bound on each caller's open tasks when `--max-open-tasks-per-caller`

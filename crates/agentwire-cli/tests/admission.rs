@@ -690,3 +690,132 @@ async fn open_streams_are_bounded_per_caller_on_every_binding() {
     );
     assert!(n >= 4.0, "{metrics}");
 }
+
+/// Starts a request of `len` declared body bytes to `path` from `from`,
+/// sends only its first 100 KB, and keeps the connection (the server is
+/// left waiting for the rest).
+async fn partial_body(addr: &str, from: &str, path: &str, len: usize) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt as _;
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind(format!("{from}:0").parse().expect("an address"))
+        .expect("bind");
+    let mut tcp = socket
+        .connect(addr.parse().expect("an address"))
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         a2a-version: 1.0\r\ncontent-length: {len}\r\n\r\n"
+    );
+    tcp.write_all(head.as_bytes()).await.expect("write");
+    tcp.write_all(&vec![b' '; 100_000]).await.expect("write");
+    tcp
+}
+
+/// What the server answered on `tcp` (a response head and body, read for
+/// at most 10 s).
+async fn answer_on(tcp: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let read = async {
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+            let text = String::from_utf8_lossy(&got);
+            if text.contains("try again later") || text.contains("\"result\"") {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), read).await;
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// The bytes of request bodies being received from one address are
+/// bounded (`--max-incoming-bytes-per-caller`): while one large body is
+/// arriving slowly, another large one from the same address is refused on
+/// every binding before it is held (by its Content-Length on JSON-RPC and
+/// HTTP+JSON, as its frames arrive on gRPC); small requests from there,
+/// and large ones from another address, go on; once the slow body's
+/// connection closes, a large send from the address goes on again; the
+/// refusals are counted in `/metrics`. Without the bound, twenty 8 MB
+/// sends at once from one address held 388 MB of the server's memory
+/// before any other bound could refuse them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_being_received_are_bounded_per_caller_on_every_binding() {
+    let env = Env::new();
+    let serving = Serving::start(
+        &env,
+        &[
+            "--agent",
+            "echo",
+            "--max-incoming-bytes-per-caller",
+            "3000000",
+            "--metrics",
+        ],
+    );
+    let (base, addr) = (serving.base(), serving.addr());
+    agentwire_client::install_crypto_provider();
+    let (flooder, other) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
+    let slow = partial_body(&addr, "127.0.0.1", "/", 2_000_000).await;
+    let refused = |text: &str| {
+        text.contains("127.0.0.1")
+            && text.contains("max incoming bytes per caller")
+            && text.contains("try again later")
+    };
+    // JSON-RPC, and HTTP+JSON: refused by the length they declare.
+    let mut second = partial_body(&addr, "127.0.0.1", "/", 2_000_000).await;
+    let text = answer_on(&mut second).await;
+    assert!(text.contains("-32603") && refused(&text), "{text}");
+    let mut rest = partial_body(&addr, "127.0.0.1", "/message:send", 2_000_000).await;
+    let text = answer_on(&mut rest).await;
+    assert!(text.starts_with("HTTP/1.1 503") && refused(&text), "{text}");
+    // gRPC (from 127.0.0.1: tonic's channel connects from there): refused
+    // as its frames arrive.
+    let large = "a".repeat(2_000_000);
+    let e = {
+        use agentwire_types::proto::a2a_service_client::A2aServiceClient;
+        let mut client = A2aServiceClient::connect(format!("http://{addr}"))
+            .await
+            .expect("gRPC connect")
+            .max_encoding_message_size(16 << 20);
+        let mut request = tonic::Request::new(agentwire_types::SendMessageRequest {
+            message: Some(
+                agentwire_types::Message::user_text(large.clone()).with_message_id("grpc-large"),
+            ),
+            ..Default::default()
+        });
+        request
+            .metadata_mut()
+            .insert("a2a-version", "1.0".parse().expect("metadata"));
+        client.send_message(request).await.expect_err("refused")
+    };
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+    assert!(refused(e.message()), "{e:?}");
+    // Small requests from the address go on, and large ones from another.
+    let a = send(&flooder, &base, "small-one", None).await;
+    assert_eq!(state(&a), "TASK_STATE_COMPLETED", "{a}");
+    let b = send_text(&other, &base, &large).await;
+    assert!(b["result"]["task"]["id"].is_string(), "{b}");
+    // The slow body given up: room is made.
+    drop(slow);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let a = send_text(&flooder, &base, &large).await;
+        if a["result"]["task"]["id"].is_string() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no room made: {a}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let metrics = metrics_text(&other, &base).await;
+    let n = metric_value(
+        &metrics,
+        r#"a2a_admission_refused_total{reason="incoming_bytes"}"#,
+    );
+    assert!(n >= 3.0, "{metrics}");
+}

@@ -98,6 +98,18 @@ pub struct HandlerConfig {
     /// (`Unavailable`: JSON-RPC -32603, HTTP 503, gRPC UNAVAILABLE).
     /// `None`: no bound. Default: 1,000.
     pub max_streams_per_caller: Option<usize>,
+    /// How many bytes of request bodies the server may be receiving from
+    /// one caller at once (an address, an IPv6 one by its /64 prefix:
+    /// credentials are looked at once a request is read), counted as they
+    /// arrive from the first 64 KiB of a body (or at once, by its
+    /// `Content-Length`) until it is read whole. A body that would take
+    /// its caller over is refused (`Unavailable`: JSON-RPC -32603, HTTP
+    /// 503, gRPC UNAVAILABLE) unless nothing else is being received from
+    /// it. Counted by [`crate::A2aServer`]'s connections only. `None`: no
+    /// bound. Default: 64 MiB.
+    pub max_incoming_bytes_per_caller: Option<usize>,
+    /// The same for all callers together. Default: 512 MiB.
+    pub max_incoming_bytes: Option<usize>,
     /// How many push notification configs one task may have: creating one
     /// more (with a new id) is refused as invalid parameters; replacing
     /// one by its id is not. Every config of a task is sent each update of
@@ -134,6 +146,8 @@ impl Default for HandlerConfig {
             max_open_tasks_per_caller: Some(1000),
             max_running_bytes_per_caller: Some(32 << 20),
             max_streams_per_caller: Some(1000),
+            max_incoming_bytes_per_caller: Some(64 << 20),
+            max_incoming_bytes: Some(512 << 20),
             max_push_configs_per_task: 16,
             long_poll_max: Duration::from_secs(30),
         }
@@ -313,6 +327,10 @@ impl HandlerBuilder {
                 ),
                 in_flight: std::sync::atomic::AtomicUsize::new(0),
                 open_tasks,
+                incoming: super::incoming::IncomingBytes::new(
+                    self.config.max_incoming_bytes_per_caller,
+                    self.config.max_incoming_bytes,
+                ),
                 push_config_writes: (0..PUSH_CONFIG_WRITE_LOCKS)
                     .map(|_| tokio::sync::Mutex::new(()))
                     .collect(),

@@ -25,6 +25,7 @@ mod admission;
 mod builder;
 pub(crate) mod generation;
 mod idempotency;
+mod incoming;
 mod open_tasks;
 mod push_configs;
 mod send;
@@ -51,6 +52,7 @@ pub use admission::CallContext;
 pub(crate) use admission::{A2A_VERSION, requested_version};
 pub use builder::{HandlerBuilder, HandlerConfig};
 use idempotency::Idempotency;
+pub(crate) use incoming::{IncomingGate, IncomingRefused, SMALL_BODY_BYTES};
 pub(crate) use open_tasks::AdmissionStats;
 pub(crate) use send::SendAnswer;
 use send::{Detached, Started};
@@ -82,6 +84,9 @@ struct Inner {
     /// Push config writes, one at a time per task (by a hash of its id):
     /// the bound on a task's configs is checked and kept under it.
     push_config_writes: Box<[tokio::sync::Mutex<()>]>,
+    /// The bytes of request bodies being received (see
+    /// [`HandlerConfig::max_incoming_bytes_per_caller`]).
+    incoming: Option<Arc<incoming::IncomingBytes>>,
 }
 
 /// Serves the A2A operations for one agent. Cheap to clone.
@@ -91,6 +96,18 @@ pub struct RequestHandler {
 }
 
 impl RequestHandler {
+    /// The gate the request bodies of a connection from `peer` are counted
+    /// against (`handler/incoming.rs`); `None` without bounds.
+    pub(crate) fn incoming_gate(
+        &self,
+        peer: Option<std::net::SocketAddr>,
+    ) -> Option<Arc<IncomingGate>> {
+        self.inner
+            .incoming
+            .as_ref()
+            .map(|bytes| Arc::new(bytes.gate(peer)))
+    }
+
     /// The public agent card.
     pub fn agent_card(&self) -> &AgentCard {
         &self.inner.card

@@ -110,7 +110,7 @@ impl Caller {
     }
 
     /// How the refusal names the caller.
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
             Self::Principal(p) => format!("principal {p}"),
             Self::Address(IpAddr::V6(a)) => format!("anonymous callers from {a}/64"),
@@ -157,6 +157,8 @@ pub(crate) struct AdmissionStats {
     pub(crate) refused_running_bytes: u64,
     /// Streams refused by the bound on a caller's open streams.
     pub(crate) refused_streams: u64,
+    /// Request bodies refused by the bounds on the bytes being received.
+    pub(crate) refused_incoming: u64,
     /// Work refused because the store was full.
     pub(crate) refused_store_full: u64,
     /// Requests refused because the server handled as many as it may.
@@ -455,6 +457,8 @@ impl OpenTasks {
             refused_caller_bound: self.refused_caller_bound.load(Ordering::Relaxed),
             refused_running_bytes: self.refused_running_bytes.load(Ordering::Relaxed),
             refused_streams: self.refused_streams.load(Ordering::Relaxed),
+            // Counted by the handler's `incoming` (`handler/incoming.rs`).
+            refused_incoming: 0,
             refused_store_full: self.refused_store_full.load(Ordering::Relaxed),
             refused_in_flight: self.refused_in_flight.load(Ordering::Relaxed),
             purged_retention: self.purged_retention.load(Ordering::Relaxed),

@@ -32,7 +32,9 @@
 //!   caller holds as many open tasks as it may), `caller_running_bytes` (a
 //!   send refused because its caller has as many bytes of messages being
 //!   worked on as it may), `caller_streams` (a stream refused because its
-//!   caller has as many event streams open as it may), `store_full` (a task or a
+//!   caller has as many event streams open as it may), `incoming_bytes` (a
+//!   request body refused because as many bytes are being received from
+//!   its caller, or from all, as may be), `store_full` (a task or a
 //!   message refused because the store is full), `in_flight` (a request
 //!   refused because the server handles as many as it may at once).
 //! - `a2a_tasks_purged_total{reason}`: tasks removed from the store without
@@ -278,7 +280,7 @@ impl Metrics {
         );
         registry.register(
             "admission_refused",
-            "New work refused before it could hold anything, by reason (caller_open_tasks, caller_running_bytes, caller_streams, store_full, in_flight)",
+            "New work refused before it could hold anything, by reason (caller_open_tasks, caller_running_bytes, caller_streams, incoming_bytes, store_full, in_flight)",
             live.refused.clone(),
         );
         registry.register(
@@ -350,6 +352,7 @@ impl Metrics {
             ("caller_open_tasks", a.refused_caller_bound),
             ("caller_running_bytes", a.refused_running_bytes),
             ("caller_streams", a.refused_streams),
+            ("incoming_bytes", a.refused_incoming),
             ("store_full", a.refused_store_full),
             ("in_flight", a.refused_in_flight),
         ] {

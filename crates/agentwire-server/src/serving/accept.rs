@@ -86,6 +86,9 @@ struct Service {
     /// The principal of the connection's verified client certificate
     /// (mutual TLS), given to each request.
     client_cert: Option<crate::auth::ClientCertificate>,
+    /// What the connection's request bodies are counted against (the
+    /// bound on bytes being received, `handler/incoming.rs`).
+    incoming: Option<Arc<crate::handler::IncomingGate>>,
 }
 
 impl tower::Service<Request<Incoming>> for Service {
@@ -106,10 +109,19 @@ impl crate::observe::Answers<Request<Incoming>> for Service {
     fn answer(&self, request: Request<Incoming>) -> Answer {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let timeout = self.body_read_timeout;
+        // A body its Content-Length says is small is not counted: it cannot
+        // grow past it.
+        let incoming = match hyper::body::Body::size_hint(request.body()).exact() {
+            Some(n) if n <= crate::handler::SMALL_BODY_BYTES as u64 => None,
+            _ => self.incoming.clone(),
+        };
         let request = request.map(|body| TimedBody {
             body,
             timeout,
             timer: None,
+            incoming,
+            seen: 0,
+            counted: 0,
         });
         let path = request.uri().path();
         if path == "/" && request.method() == Method::POST {
@@ -403,6 +415,7 @@ pub(crate) async fn serve(
             body_read_timeout: limits.body_read_timeout,
             peer: Some(peer),
             client_cert: None,
+            incoming: direct.rpc.handler.incoming_gate(Some(peer)),
         };
         let metrics = direct.metrics.clone();
         let cors = direct.cors.clone();
@@ -662,10 +675,59 @@ type Connection = auto::Connection<
 /// here the body as a whole has one deadline. The timer is only created
 /// when the body is not there yet: a body that came with the head (the
 /// usual case) costs nothing.
+///
+/// It also counts the body's bytes toward its caller's bound on bytes
+/// being received (`handler/incoming.rs`), from the first frame that takes
+/// it past `SMALL_BODY_BYTES`, or at its first read when its
+/// `Content-Length` says it will; they are given back when the body is
+/// dropped (read whole, or given up).
 pub(crate) struct TimedBody {
     body: Incoming,
     timeout: Duration,
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The gate the body is counted against (`None`: not counted).
+    incoming: Option<Arc<crate::handler::IncomingGate>>,
+    /// The body's bytes read so far.
+    seen: usize,
+    /// The bytes counted at the gate.
+    counted: usize,
+}
+
+impl TimedBody {
+    /// Counts what arrived (`arrived` more bytes), or what the body says
+    /// will arrive at its first read: refused past the bound.
+    fn count(&mut self, arrived: usize) -> Result<(), crate::handler::IncomingRefused> {
+        let Some(gate) = &self.incoming else {
+            return Ok(());
+        };
+        if self.seen == 0 && self.counted == 0 && arrived == 0 {
+            let declared = hyper::body::Body::size_hint(&self.body)
+                .exact()
+                .unwrap_or(0);
+            let declared = usize::try_from(declared).unwrap_or(usize::MAX);
+            if declared > crate::handler::SMALL_BODY_BYTES {
+                gate.take(0, declared)?;
+                self.counted = declared;
+            }
+            return Ok(());
+        }
+        self.seen = self.seen.saturating_add(arrived);
+        if self.seen > crate::handler::SMALL_BODY_BYTES && self.seen > self.counted {
+            gate.take(self.counted, self.seen - self.counted)?;
+            self.counted = self.seen;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for TimedBody {
+    fn drop(&mut self) {
+        if let Some(gate) = &self.incoming
+            && self.counted > 0
+        {
+            gate.give_back(self.counted);
+        }
+    }
 }
 
 /// The error of a body that came too slowly.
@@ -693,7 +755,26 @@ impl hyper::body::Body for TimedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
         let this = self.get_mut();
+        if this.incoming.is_some()
+            && let Err(refused) = this.count(0)
+        {
+            this.incoming = None;
+            return Poll::Ready(Some(Err(Box::new(refused))));
+        }
         match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref()
+                    && this.incoming.is_some()
+                    && let Err(refused) = this.count(data.len())
+                {
+                    // What it counted is given back at once.
+                    if let Some(gate) = this.incoming.take() {
+                        gate.give_back(std::mem::take(&mut this.counted));
+                    }
+                    return Poll::Ready(Some(Err(Box::new(refused))));
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
             Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
             Poll::Pending => {
                 let timeout = this.timeout;

@@ -58,6 +58,9 @@ where
                 .is_some()
             {
                 Err(too_large(limit))
+            } else if let Some(refused) = refusal_in(&*e) {
+                // The bound on bytes being received (`handler/incoming.rs`).
+                Err(refused.error())
             } else {
                 Err(A2aError::new(
                     ErrorKind::InvalidRequest,
@@ -66,6 +69,21 @@ where
             }
         }
     }
+}
+
+/// The refusal of the bound on bytes being received, wherever it is in
+/// `e`'s chain (the router's body type wraps the body's errors).
+fn refusal_in<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a crate::handler::IncomingRefused> {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if let Some(refused) = e.downcast_ref::<crate::handler::IncomingRefused>() {
+            return Some(refused);
+        }
+        next = e.source();
+    }
+    None
 }
 
 /// The error of a body over the limit.
