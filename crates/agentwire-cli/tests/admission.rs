@@ -205,20 +205,20 @@ async fn send_rest(
     (status, answer.json().await.expect("a JSON body"))
 }
 
-/// A gRPC `SendMessage` to the conformance agent.
-async fn send_grpc(
+/// A gRPC client of the server at `addr` (connecting from 127.0.0.1),
+/// sending messages of up to 16 MiB.
+async fn grpc(
     addr: &str,
-    message_id: &str,
-    key: Option<&str>,
-) -> Result<agentwire_types::SendMessageResponse, tonic::Status> {
-    use agentwire_types::proto::a2a_service_client::A2aServiceClient;
-    let mut client = A2aServiceClient::connect(format!("http://{addr}"))
+) -> agentwire_types::proto::a2a_service_client::A2aServiceClient<tonic::transport::Channel> {
+    agentwire_types::proto::a2a_service_client::A2aServiceClient::connect(format!("http://{addr}"))
         .await
-        .expect("gRPC connect");
-    let mut request = tonic::Request::new(agentwire_types::SendMessageRequest {
-        message: Some(agentwire_types::Message::user_text("hello").with_message_id(message_id)),
-        ..Default::default()
-    });
+        .expect("gRPC connect")
+        .max_encoding_message_size(16 << 20)
+}
+
+/// `message` as an A2A 1.0 gRPC request, with an optional API key.
+fn v1<T>(message: T, key: Option<&str>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
     request
         .metadata_mut()
         .insert("a2a-version", "1.0".parse().expect("metadata"));
@@ -227,7 +227,26 @@ async fn send_grpc(
             .metadata_mut()
             .insert("x-api-key", k.parse().expect("metadata"));
     }
-    client.send_message(request).await.map(|r| r.into_inner())
+    request
+}
+
+/// A gRPC `SendMessage` of `text` (the conformance agent follows the
+/// message id's prefix).
+async fn send_grpc(
+    addr: &str,
+    text: &str,
+    message_id: &str,
+    key: Option<&str>,
+) -> Result<agentwire_types::SendMessageResponse, tonic::Status> {
+    let request = agentwire_types::SendMessageRequest {
+        message: Some(agentwire_types::Message::user_text(text).with_message_id(message_id)),
+        ..Default::default()
+    };
+    grpc(addr)
+        .await
+        .send_message(v1(request, key))
+        .await
+        .map(|r| r.into_inner())
 }
 
 /// The bound's refusal on each binding: JSON-RPC -32603, HTTP 503, gRPC
@@ -271,7 +290,7 @@ async fn the_bound_refuses_on_every_binding() {
     assert_eq!(status, 503, "{a}");
     assert!(a.to_string().contains("try again later"), "{a}");
     // gRPC.
-    let e = send_grpc(&addr, "tck-input-required-4", alice)
+    let e = send_grpc(&addr, "hello", "tck-input-required-4", alice)
         .await
         .expect_err("refused");
     assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
@@ -282,7 +301,7 @@ async fn the_bound_refuses_on_every_binding() {
     let (status, a) = send_rest(&http, &base, "tck-message-response-1", alice).await;
     assert_eq!(status, 200, "{a}");
     assert!(a["message"].is_object(), "{a}");
-    let r = send_grpc(&addr, "tck-message-response-2", alice)
+    let r = send_grpc(&addr, "hello", "tck-message-response-2", alice)
         .await
         .expect("a message");
     assert!(
@@ -293,9 +312,14 @@ async fn the_bound_refuses_on_every_binding() {
         "{r:?}"
     );
     // Bob's work goes on over gRPC.
-    let r = send_grpc(&addr, "tck-input-required-b", Some("bob-key-0123456789"))
-        .await
-        .expect("bob's task");
+    let r = send_grpc(
+        &addr,
+        "hello",
+        "tck-input-required-b",
+        Some("bob-key-0123456789"),
+    )
+    .await
+    .expect("bob's task");
     assert!(
         matches!(
             r.payload,
@@ -440,6 +464,51 @@ async fn send_text(http: &reqwest::Client, base: &str, text: &str) -> Value {
         .expect("a JSON-RPC answer")
 }
 
+/// `a2a serve --agent echo FLAG VALUE --metrics`, and HTTP clients from
+/// 127.0.0.1 (the flooder) and 127.0.0.2 (another anonymous caller).
+struct Bounded {
+    /// Kept for the test's time: the server stops when it is dropped.
+    _serving: Serving,
+    base: String,
+    addr: String,
+    flooder: reqwest::Client,
+    other: reqwest::Client,
+}
+
+impl Bounded {
+    /// Sends `text` from the flooder until it is admitted (at most 10 s).
+    async fn admits_again(&self, text: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let a = send_text(&self.flooder, &self.base, text).await;
+            if a["result"]["task"]["id"].is_string() {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "no room made: {a}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Checks that `/metrics` counts at least `n` refusals for `reason`.
+    async fn refused_at_least(&self, reason: &str, n: f64) {
+        let metrics = metrics_text(&self.other, &self.base).await;
+        let sample = format!("a2a_admission_refused_total{{reason=\"{reason}\"}}");
+        assert!(metric_value(&metrics, &sample) >= n, "{metrics}");
+    }
+
+    fn start(env: &Env, flag: &str, value: &str) -> Self {
+        let serving = Serving::start(env, &["--agent", "echo", flag, value, "--metrics"]);
+        agentwire_client::install_crypto_provider();
+        Self {
+            base: serving.base(),
+            addr: serving.addr(),
+            _serving: serving,
+            flooder: client_from("127.0.0.1"),
+            other: client_from("127.0.0.2"),
+        }
+    }
+}
+
 /// The bytes of a caller's running work are bounded
 /// (`--max-running-bytes-per-caller`): an anonymous caller's large
 /// messages to slow work (the echo agent's `slow 30`) are refused past the
@@ -451,19 +520,9 @@ async fn send_text(http: &reqwest::Client, base: &str, text: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn running_bytes_are_bounded_per_caller_on_every_binding() {
     let env = Env::new();
-    let serving = Serving::start(
-        &env,
-        &[
-            "--agent",
-            "echo",
-            "--max-running-bytes-per-caller",
-            "3000000",
-            "--metrics",
-        ],
-    );
-    let (base, addr) = (serving.base(), serving.addr());
-    agentwire_client::install_crypto_provider();
-    let (flooder, other) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
+    let bounded = Bounded::start(&env, "--max-running-bytes-per-caller", "3000000");
+    let (base, addr) = (bounded.base.clone(), bounded.addr.clone());
+    let (flooder, other) = (bounded.flooder.clone(), bounded.other.clone());
     let large = format!("slow 30 {}", "a".repeat(900_000));
     let mut running = Vec::new();
     for _ in 0..3 {
@@ -495,22 +554,9 @@ async fn running_bytes_are_bounded_per_caller_on_every_binding() {
     let text = r.text().await.expect("a body");
     assert!(text.contains("try again later"), "{text}");
     // gRPC (from 127.0.0.1 too: tonic's channel connects from there).
-    let e = {
-        use agentwire_types::proto::a2a_service_client::A2aServiceClient;
-        let mut client = A2aServiceClient::connect(format!("http://{addr}"))
-            .await
-            .expect("gRPC connect");
-        let mut request = tonic::Request::new(agentwire_types::SendMessageRequest {
-            message: Some(
-                agentwire_types::Message::user_text(large.clone()).with_message_id("grpc-large"),
-            ),
-            ..Default::default()
-        });
-        request
-            .metadata_mut()
-            .insert("a2a-version", "1.0".parse().expect("metadata"));
-        client.send_message(request).await.expect_err("refused")
-    };
+    let e = send_grpc(&addr, &large, "grpc-large", None)
+        .await
+        .expect_err("refused");
     assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
     assert!(e.message().contains("try again later"), "{e:?}");
     // Its small sends go on (not counted), and so does another address.
@@ -530,21 +576,8 @@ async fn running_bytes_are_bounded_per_caller_on_every_binding() {
         .await
         .expect("an answer");
     assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED", "{c}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let a = send_text(&flooder, &base, &large).await;
-        if a["result"]["task"]["id"].is_string() {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "no room made: {a}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let metrics = metrics_text(&other, &base).await;
-    let refused = metric_value(
-        &metrics,
-        r#"a2a_admission_refused_total{reason="caller_running_bytes"}"#,
-    );
-    assert!(refused >= 3.0, "{metrics}");
+    bounded.admits_again(&large).await;
+    bounded.refused_at_least("caller_running_bytes", 3.0).await;
 }
 
 /// A JSON-RPC `SubscribeToTask` to `task` from `http`: the response, whose
@@ -584,19 +617,9 @@ async fn read_until(r: &mut reqwest::Response, needle: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_streams_are_bounded_per_caller_on_every_binding() {
     let env = Env::new();
-    let serving = Serving::start(
-        &env,
-        &[
-            "--agent",
-            "echo",
-            "--max-streams-per-caller",
-            "3",
-            "--metrics",
-        ],
-    );
-    let (base, addr) = (serving.base(), serving.addr());
-    agentwire_client::install_crypto_provider();
-    let (flooder, other) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
+    let bounded = Bounded::start(&env, "--max-streams-per-caller", "3");
+    let (base, addr) = (bounded.base.clone(), bounded.addr.clone());
+    let (flooder, other) = (bounded.flooder.clone(), bounded.other.clone());
     let a = send_text(&flooder, &base, "slow 60").await;
     let task = a["result"]["task"]["id"]
         .as_str()
@@ -641,23 +664,15 @@ async fn open_streams_are_bounded_per_caller_on_every_binding() {
     let text = r.text().await.expect("a body");
     assert!(refused(&text), "{text}");
     // gRPC (from 127.0.0.1 too: tonic's channel connects from there).
-    let e = {
-        use agentwire_types::proto::a2a_service_client::A2aServiceClient;
-        let mut client = A2aServiceClient::connect(format!("http://{addr}"))
-            .await
-            .expect("gRPC connect");
-        let mut request = tonic::Request::new(agentwire_types::SubscribeToTaskRequest {
-            id: task.clone(),
-            ..Default::default()
-        });
-        request
-            .metadata_mut()
-            .insert("a2a-version", "1.0".parse().expect("metadata"));
-        client
-            .subscribe_to_task(request)
-            .await
-            .expect_err("refused")
+    let request = agentwire_types::SubscribeToTaskRequest {
+        id: task.clone(),
+        ..Default::default()
     };
+    let e = grpc(&addr)
+        .await
+        .subscribe_to_task(v1(request, None))
+        .await
+        .expect_err("refused");
     assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
     assert!(refused(e.message()), "{e:?}");
     // Its other calls go on, and so do another address's streams.
@@ -683,12 +698,7 @@ async fn open_streams_are_bounded_per_caller_on_every_binding() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    let metrics = metrics_text(&other, &base).await;
-    let n = metric_value(
-        &metrics,
-        r#"a2a_admission_refused_total{reason="caller_streams"}"#,
-    );
-    assert!(n >= 4.0, "{metrics}");
+    bounded.refused_at_least("caller_streams", 4.0).await;
 }
 
 /// Starts a request of `len` declared body bytes to `path` from `from`,
@@ -748,19 +758,9 @@ async fn answer_on(tcp: &mut tokio::net::TcpStream) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bytes_being_received_are_bounded_per_caller_on_every_binding() {
     let env = Env::new();
-    let serving = Serving::start(
-        &env,
-        &[
-            "--agent",
-            "echo",
-            "--max-incoming-bytes-per-caller",
-            "3000000",
-            "--metrics",
-        ],
-    );
-    let (base, addr) = (serving.base(), serving.addr());
-    agentwire_client::install_crypto_provider();
-    let (flooder, other) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
+    let bounded = Bounded::start(&env, "--max-incoming-bytes-per-caller", "3000000");
+    let (base, addr) = (bounded.base.clone(), bounded.addr.clone());
+    let (flooder, other) = (bounded.flooder.clone(), bounded.other.clone());
     let slow = partial_body(&addr, "127.0.0.1", "/", 2_000_000).await;
     let refused = |text: &str| {
         text.contains("127.0.0.1")
@@ -777,23 +777,9 @@ async fn bytes_being_received_are_bounded_per_caller_on_every_binding() {
     // gRPC (from 127.0.0.1: tonic's channel connects from there): refused
     // as its frames arrive.
     let large = "a".repeat(2_000_000);
-    let e = {
-        use agentwire_types::proto::a2a_service_client::A2aServiceClient;
-        let mut client = A2aServiceClient::connect(format!("http://{addr}"))
-            .await
-            .expect("gRPC connect")
-            .max_encoding_message_size(16 << 20);
-        let mut request = tonic::Request::new(agentwire_types::SendMessageRequest {
-            message: Some(
-                agentwire_types::Message::user_text(large.clone()).with_message_id("grpc-large"),
-            ),
-            ..Default::default()
-        });
-        request
-            .metadata_mut()
-            .insert("a2a-version", "1.0".parse().expect("metadata"));
-        client.send_message(request).await.expect_err("refused")
-    };
+    let e = send_grpc(&addr, &large, "grpc-large", None)
+        .await
+        .expect_err("refused");
     assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
     assert!(refused(e.message()), "{e:?}");
     // Small requests from the address go on, and large ones from another.
@@ -803,19 +789,6 @@ async fn bytes_being_received_are_bounded_per_caller_on_every_binding() {
     assert!(b["result"]["task"]["id"].is_string(), "{b}");
     // The slow body given up: room is made.
     drop(slow);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let a = send_text(&flooder, &base, &large).await;
-        if a["result"]["task"]["id"].is_string() {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "no room made: {a}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let metrics = metrics_text(&other, &base).await;
-    let n = metric_value(
-        &metrics,
-        r#"a2a_admission_refused_total{reason="incoming_bytes"}"#,
-    );
-    assert!(n >= 3.0, "{metrics}");
+    bounded.admits_again(&large).await;
+    bounded.refused_at_least("incoming_bytes", 3.0).await;
 }

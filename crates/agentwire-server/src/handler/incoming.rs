@@ -160,12 +160,7 @@ impl IncomingGate {
     pub(crate) fn give_back(&self, n: usize) {
         let mut held = self.bytes.held.lock();
         held.total = held.total.saturating_sub(n);
-        if let Some(c) = held.by_caller.get_mut(&self.caller) {
-            *c = c.saturating_sub(n);
-            if *c == 0 {
-                held.by_caller.remove(&self.caller);
-            }
-        }
+        super::open_tasks::give_back(&mut held.by_caller, &self.caller, n);
     }
 }
 

@@ -487,12 +487,17 @@ pub(crate) struct Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let mut running = self.open.running.lock();
-        if let Some(held) = running.get_mut(&self.caller) {
-            *held = held.saturating_sub(self.bytes);
-            if *held == 0 {
-                running.remove(&self.caller);
-            }
+        give_back(&mut self.open.running.lock(), &self.caller, self.bytes);
+    }
+}
+
+/// Takes `n` from what `caller` holds in `held`, forgetting a caller that
+/// holds nothing any more.
+pub(super) fn give_back(held: &mut HashMap<Caller, usize>, caller: &Caller, n: usize) {
+    if let Some(h) = held.get_mut(caller) {
+        *h = h.saturating_sub(n);
+        if *h == 0 {
+            held.remove(caller);
         }
     }
 }
@@ -506,13 +511,7 @@ pub(crate) struct StreamSlot {
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        let mut streams = self.open.streams.lock();
-        if let Some(held) = streams.get_mut(&self.caller) {
-            *held = held.saturating_sub(1);
-            if *held == 0 {
-                streams.remove(&self.caller);
-            }
-        }
+        give_back(&mut self.open.streams.lock(), &self.caller, 1);
     }
 }
 
