@@ -312,9 +312,10 @@ if [[ -z $HOLD_BODY ]]; then
     HOLD_MS=$(((HOLD_SECS + 60) * 1000))
     log "starting a conformance server on port $P3 for the held streams"
     # All the streams come from one address: the bounds per caller (1,000
-    # open tasks, 1,000 streams by default) are off for this measurement.
+    # open tasks, 1,000 streams, 1,000 connections by default) are off for
+    # this measurement.
     start hold "$P3" "$AGENT" --agent conformance --port "$P3" --tck-streaming-timeout-ms "$HOLD_MS" \
-        --max-open-tasks-per-caller 0 --max-streams-per-caller 0
+        --max-open-tasks-per-caller 0 --max-streams-per-caller 0 --max-connections-per-address 0
     HOLD_URL=http://127.0.0.1:$P3/
     HOLD_PID=$PID_hold
     HOLD_BODY=$WORK/hold.json

@@ -471,6 +471,12 @@ pub struct ServeArgs {
     /// the open-file limit is lower].
     #[arg(long, env = "A2A_SERVE_MAX_CONNECTIONS", value_name = "N")]
     pub max_connections: Option<usize>,
+    /// How many of those one address may have open at once (an IPv6 one
+    /// by its /64 prefix; behind a reverse proxy every client has the
+    /// proxy's); one more is answered 503 and closed. 0: no bound
+    /// [default: 1000].
+    #[arg(long, env = "A2A_SERVE_MAX_CONNECTIONS_PER_ADDRESS", value_name = "N")]
+    pub max_connections_per_address: Option<usize>,
     /// Serve metrics in the Prometheus text format at /metrics on the
     /// agent's port (requests by binding, operation and outcome, and their
     /// latency).
@@ -1347,6 +1353,9 @@ async fn bind(
     }
     if let Some(t) = args.idle_timeout {
         server = server.idle_timeout(t);
+    }
+    if let Some(n) = args.max_connections_per_address {
+        server = server.max_connections_per_address(bound(Some(n), None));
     }
     if let Some(n) = args.max_connections {
         server = server.max_connections(n);

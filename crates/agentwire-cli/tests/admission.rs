@@ -792,3 +792,92 @@ async fn bytes_being_received_are_bounded_per_caller_on_every_binding() {
     bounded.admits_again(&large).await;
     bounded.refused_at_least("incoming_bytes", 3.0).await;
 }
+
+/// A TCP connection to `addr` from the loopback address `from`.
+async fn connect_from(addr: &str, from: &str) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind(format!("{from}:0").parse().expect("an address"))
+        .expect("bind");
+    socket
+        .connect(addr.parse().expect("an address"))
+        .await
+        .expect("connect")
+}
+
+/// GETs the agent card on `tcp` and reads the whole answer: its status
+/// code, or `None` when the connection is closed without one.
+async fn card_status(tcp: &mut tokio::net::TcpStream) -> Option<u16> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    tcp.write_all(b"GET /.well-known/agent-card.json HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .ok()?;
+    let read = async {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let text = String::from_utf8_lossy(&got).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(str::to_owned)
+                    })
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    return head.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok();
+                }
+            }
+            let n = tcp.read(&mut buf).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .ok()?
+}
+
+/// One address cannot take every connection of the server
+/// (`--max-connections-per-address`): past the bound its new connections
+/// are answered 503 and closed, while its open ones are still served and
+/// other addresses connect; once one of its connections closes, it
+/// connects again. Without the bound, one address could hold all 50,000
+/// (about 14 KB each) and every other client was refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_bounded_per_address() {
+    let env = Env::new();
+    let bounded = Bounded::start(&env, "--max-connections-per-address", "3");
+    let addr = bounded.addr.clone();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut tcp = connect_from(&addr, "127.0.0.1").await;
+        assert_eq!(card_status(&mut tcp).await, Some(200));
+        held.push(tcp);
+    }
+    for _ in 0..3 {
+        let mut extra = connect_from(&addr, "127.0.0.1").await;
+        let status = card_status(&mut extra).await;
+        assert!(matches!(status, Some(503) | None), "{status:?}");
+    }
+    // Its open connections are still served; another address connects.
+    assert_eq!(card_status(&mut held[0]).await, Some(200));
+    let mut other = connect_from(&addr, "127.0.0.2").await;
+    assert_eq!(card_status(&mut other).await, Some(200));
+    // One closed: room is made.
+    drop(held.pop());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let mut tcp = connect_from(&addr, "127.0.0.1").await;
+        if card_status(&mut tcp).await == Some(200) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no room made");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

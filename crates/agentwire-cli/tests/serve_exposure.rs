@@ -113,6 +113,7 @@ fn connection_limits_are_options_of_serve() {
         "--body-read-timeout",
         "--idle-timeout",
         "--max-connections",
+        "--max-connections-per-address",
     ] {
         assert!(help.contains(option), "{option} in the help:\n{help}");
         let var = format!(

@@ -69,6 +69,9 @@ struct Args {
     max_open_tasks_per_caller: Option<usize>,
     #[arg(long, value_name = "N")]
     max_streams_per_caller: Option<usize>,
+    /// `a2a serve --max-connections-per-address` (0: none).
+    #[arg(long, value_name = "N")]
+    max_connections_per_address: Option<usize>,
 }
 
 /// The subscriber of `a2a serve`: `tracing-subscriber`'s formatter behind
@@ -132,6 +135,10 @@ fn main() -> anyhow::Result<()> {
             Some(n) => Some(n),
             None => default,
         };
+        let mut server = server;
+        if let Some(n) = args.max_connections_per_address {
+            server = server.max_connections_per_address((n > 0).then_some(n));
+        }
         let server = server
             .config(agentwire_server::HandlerConfig {
                 max_open_tasks_per_caller: bound(

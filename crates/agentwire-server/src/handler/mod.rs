@@ -53,7 +53,7 @@ pub(crate) use admission::{A2A_VERSION, requested_version};
 pub use builder::{HandlerBuilder, HandlerConfig};
 use idempotency::Idempotency;
 pub(crate) use incoming::{IncomingGate, IncomingRefused, SMALL_BODY_BYTES};
-pub(crate) use open_tasks::AdmissionStats;
+pub(crate) use open_tasks::{AdmissionStats, address_of};
 pub(crate) use send::SendAnswer;
 use send::{Detached, Started};
 pub(crate) use streams::IdEventStream;

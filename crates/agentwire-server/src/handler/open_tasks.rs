@@ -97,14 +97,8 @@ impl Caller {
         if !owner.principal.is_empty() {
             return Self::Principal(owner.principal.clone());
         }
-        match peer.map(|p| p.ip().to_canonical()) {
-            Some(IpAddr::V6(v6)) => {
-                let s = v6.segments();
-                Self::Address(IpAddr::V6(std::net::Ipv6Addr::new(
-                    s[0], s[1], s[2], s[3], 0, 0, 0, 0,
-                )))
-            }
-            Some(v4) => Self::Address(v4),
+        match peer {
+            Some(p) => Self::Address(address_of(p.ip())),
             None => Self::Anonymous,
         }
     }
@@ -117,6 +111,19 @@ impl Caller {
             Self::Address(a) => format!("anonymous callers from {a}"),
             Self::Anonymous => "anonymous callers".to_owned(),
         }
+    }
+}
+
+/// The address a bound counts a peer's calls for: an IPv4 address (also
+/// when mapped into IPv6), an IPv6 address by its /64 prefix, which one
+/// machine commonly has whole.
+pub(crate) fn address_of(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
+        v4 => v4,
     }
 }
 

@@ -214,6 +214,12 @@ pub struct ConnectionLimits {
     /// store, outgoing calls and logs). When the server binds, it raises
     /// the process's soft open-file limit to the hard limit where allowed.
     pub max_connections: Option<usize>,
+    /// How many of those one address may have open at once (an IPv6
+    /// address by its /64 prefix), so that one client cannot take every
+    /// connection the server has; one beyond is answered the same way.
+    /// Behind a reverse proxy every client has the proxy's address.
+    /// `None`: no bound. Default 1,000.
+    pub max_connections_per_address: Option<usize>,
     /// HTTP/2: how many requests (streams) one connection may have open at
     /// once. Default 256.
     pub http2_max_concurrent_streams: u32,
@@ -237,6 +243,9 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The most connections open at once by default, when the open-file limit
 /// allows it (see [`ConnectionLimits::max_connections`]).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 50_000;
+/// The default of [`ConnectionLimits::max_connections_per_address`].
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 1_000;
+
 /// File descriptors kept for other uses than client connections.
 const RESERVED_FILES: u64 = 128;
 
@@ -247,6 +256,7 @@ impl Default for ConnectionLimits {
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: None,
+            max_connections_per_address: Some(DEFAULT_MAX_CONNECTIONS_PER_ADDRESS),
             http2_max_concurrent_streams: 256,
             http2_max_header_list_size: 16 * 1024,
             http2_keep_alive_interval: Some(Duration::from_secs(30)),
@@ -312,6 +322,56 @@ fn refuse(tcp: TcpStream) {
     let _ = tcp.try_write(REFUSED);
 }
 
+/// The open connections of each address (see
+/// [`ConnectionLimits::max_connections_per_address`]).
+struct ByAddress {
+    max: usize,
+    open: parking_lot::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+}
+
+impl ByAddress {
+    /// A place for one more connection from `peer`, held until the guard
+    /// is dropped; `None` when the address has as many as it may.
+    fn enter(self: &Arc<Self>, peer: std::net::SocketAddr) -> Option<AddressSlot> {
+        let address = crate::handler::address_of(peer.ip());
+        let mut open = self.open.lock();
+        let n = open.entry(address).or_default();
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(AddressSlot {
+            by: Arc::clone(self),
+            address,
+        })
+    }
+}
+
+/// A connection's place in its address's count.
+struct AddressSlot {
+    by: Arc<ByAddress>,
+    address: std::net::IpAddr,
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self.by.open.lock();
+        if let Some(n) = open.get_mut(&self.address) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.address);
+            }
+        }
+    }
+}
+
+/// What an open connection holds: its place under the server's cap and
+/// under its address's.
+struct Slots {
+    _server: tokio::sync::OwnedSemaphorePermit,
+    _address: Option<AddressSlot>,
+}
+
 /// Counts the connections refused in a burst, to log it once.
 #[derive(Default)]
 struct Refusals {
@@ -333,6 +393,22 @@ impl Refusals {
                 limit = cap,
                 refused = self.count,
                 "connection limit reached: refusing new connections (answered 503) until some close"
+            );
+            self.warned = Some(now);
+        }
+    }
+
+    /// A connection from `peer` refused at its address's bound.
+    fn refused_from(&mut self, peer: std::net::SocketAddr, max: usize) {
+        self.count += 1;
+        let now = std::time::Instant::now();
+        if self.warned.is_none_or(|t| now - t >= Self::REPEAT) {
+            tracing::warn!(
+                limit = max,
+                address = %crate::handler::address_of(peer.ip()),
+                refused = self.count,
+                "an address has as many connections open as one may: refusing its new ones \
+                 (answered 503) until some close"
             );
             self.warned = Some(now);
         }
@@ -378,6 +454,13 @@ pub(crate) async fn serve(
     let slots = Arc::new(Semaphore::new(cap));
     let stop = CancellationToken::new();
     let mut refusals = Refusals::default();
+    let by_address = limits.max_connections_per_address.map(|max| {
+        Arc::new(ByAddress {
+            max,
+            open: parking_lot::Mutex::default(),
+        })
+    });
+    let mut address_refusals = Refusals::default();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -400,6 +483,21 @@ pub(crate) async fn serve(
             continue;
         };
         refusals.accepted();
+        let address_slot = match &by_address {
+            Some(by) => match by.enter(peer) {
+                Some(slot) => Some(slot),
+                None => {
+                    refuse(tcp);
+                    address_refusals.refused_from(peer, by.max);
+                    continue;
+                }
+            },
+            None => None,
+        };
+        let slot = Slots {
+            _server: slot,
+            _address: address_slot,
+        };
         // Small writes (streamed events) must not wait for Nagle.
         let _ = tcp.set_nodelay(true);
         let requests = Arc::new(AtomicU64::new(0));
@@ -511,7 +609,7 @@ fn watch(
     head: Arc<HeadClock>,
     [first, idle]: [Duration; 2],
     stop: CancellationToken,
-    slot: tokio::sync::OwnedSemaphorePermit,
+    slot: Slots,
 ) -> Watch {
     let alarm = Arc::new(Alarm::default());
     let period_end = tokio::time::Instant::now() + first;
@@ -563,7 +661,7 @@ pin_project_lite::pin_project! {
         seen: u64,
         idle: Duration,
         closing: bool,
-        _slot: tokio::sync::OwnedSemaphorePermit,
+        _slot: Slots,
     }
 }
 

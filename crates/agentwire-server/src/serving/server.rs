@@ -170,6 +170,14 @@ impl A2aServer {
         self
     }
 
+    /// How many connections one address may have open at once (default
+    /// 1,000; `None`: no bound); one beyond is answered `503 Service
+    /// Unavailable` and closed.
+    pub fn max_connections_per_address(mut self, n: Option<usize>) -> Self {
+        self.limits.max_connections_per_address = n;
+        self
+    }
+
     /// Every limit on connections at once (timeouts, cap, HTTP/2 settings).
     pub fn connection_limits(mut self, limits: ConnectionLimits) -> Self {
         self.limits = limits;
