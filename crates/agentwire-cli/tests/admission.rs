@@ -706,14 +706,7 @@ async fn open_streams_are_bounded_per_caller_on_every_binding() {
 /// left waiting for the rest).
 async fn partial_body(addr: &str, from: &str, path: &str, len: usize) -> tokio::net::TcpStream {
     use tokio::io::AsyncWriteExt as _;
-    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
-    socket
-        .bind(format!("{from}:0").parse().expect("an address"))
-        .expect("bind");
-    let mut tcp = socket
-        .connect(addr.parse().expect("an address"))
-        .await
-        .expect("connect");
+    let mut tcp = connect_from(addr, from).await;
     let head = format!(
         "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
          a2a-version: 1.0\r\ncontent-length: {len}\r\n\r\n"
