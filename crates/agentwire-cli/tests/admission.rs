@@ -612,8 +612,8 @@ async fn read_until(r: &mut reqwest::Response, needle: &str) -> String {
 /// streaming send of the same address is refused on every binding, before
 /// the agent starts; its other calls, another address's streams and, once
 /// one of its streams is closed, its next stream go on; the refusals are
-/// counted in `/metrics`. Without the bound, 9,000 subscriptions to one
-/// task from one address held 140 MB of the server's memory.
+/// counted in `/metrics`. Without the bound, 5,000 subscriptions to one
+/// task from one address held 80 MB of the server's memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_streams_are_bounded_per_caller_on_every_binding() {
     let env = Env::new();
