@@ -294,6 +294,8 @@ impl HandlerBuilder {
                 open_tasks: self.config.max_open_tasks_per_caller,
                 running_bytes: self.config.max_running_bytes_per_caller,
                 streams: self.config.max_streams_per_caller,
+                incoming: self.config.max_incoming_bytes_per_caller,
+                incoming_total: self.config.max_incoming_bytes,
             },
         ));
         let store = super::open_tasks::Admitting::wrap(
@@ -327,10 +329,6 @@ impl HandlerBuilder {
                 ),
                 in_flight: std::sync::atomic::AtomicUsize::new(0),
                 open_tasks,
-                incoming: super::incoming::IncomingBytes::new(
-                    self.config.max_incoming_bytes_per_caller,
-                    self.config.max_incoming_bytes,
-                ),
                 push_config_writes: (0..PUSH_CONFIG_WRITE_LOCKS)
                     .map(|_| tokio::sync::Mutex::new(()))
                     .collect(),

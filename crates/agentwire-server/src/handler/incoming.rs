@@ -146,9 +146,10 @@ impl IncomingGate {
                 )
             };
             tracing::debug!(caller = self.caller.describe(), more, "{message}");
+            let error = A2aError::unavailable(message).with_metadata("limit", limit);
             return Err(IncomingRefused {
-                status: tonic::Status::unavailable(message.clone()),
-                error: A2aError::unavailable(message).with_metadata("limit", limit),
+                status: error.to_grpc_status(),
+                error,
             });
         }
         held.total += more;
@@ -161,6 +162,68 @@ impl IncomingGate {
         let mut held = self.bytes.held.lock();
         held.total = held.total.saturating_sub(n);
         super::open_tasks::give_back(&mut held.by_caller, &self.caller, n);
+    }
+
+    /// The count of a body whose `Content-Length` is `declared` (when it
+    /// has one); `None` when that says it is small enough not to count.
+    pub(crate) fn body(self: &Arc<Self>, declared: Option<u64>) -> Option<BodyCount> {
+        let declared = match declared {
+            Some(n) if n <= SMALL_BODY_BYTES as u64 => return None,
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            None => 0,
+        };
+        Some(BodyCount {
+            gate: Arc::clone(self),
+            declared,
+            seen: 0,
+            counted: 0,
+        })
+    }
+}
+
+/// One body's bytes at its connection's gate: its declared length, whole,
+/// from its first read; otherwise what arrived, once past
+/// [`SMALL_BODY_BYTES`]. What it counted is given back when it is dropped
+/// (the body read whole, or given up) or refused.
+pub(crate) struct BodyCount {
+    gate: Arc<IncomingGate>,
+    declared: usize,
+    seen: usize,
+    counted: usize,
+}
+
+impl BodyCount {
+    /// `arrived` more bytes of the body arrived (0 at a read before any):
+    /// refused past the bound.
+    pub(crate) fn arrived(&mut self, arrived: usize) -> Result<(), IncomingRefused> {
+        self.seen = self.seen.saturating_add(arrived);
+        let arriving = if self.seen > SMALL_BODY_BYTES {
+            self.seen
+        } else {
+            0
+        };
+        let due = self.declared.max(arriving);
+        if due > self.counted {
+            if let Err(refused) = self.gate.take(self.counted, due - self.counted) {
+                self.give_back();
+                return Err(refused);
+            }
+            self.counted = due;
+        }
+        Ok(())
+    }
+
+    fn give_back(&mut self) {
+        let counted = std::mem::take(&mut self.counted);
+        if counted > 0 {
+            self.gate.give_back(counted);
+        }
+    }
+}
+
+impl Drop for BodyCount {
+    fn drop(&mut self) {
+        self.give_back();
     }
 }
 
@@ -202,6 +265,26 @@ mod tests {
         let held = bytes.held.lock();
         assert_eq!(held.total, 0);
         assert!(held.by_caller.is_empty());
+    }
+
+    #[test]
+    fn a_body_counts_its_declared_length_or_what_arrived() {
+        let bytes = IncomingBytes::new(Some(200_000), None).unwrap();
+        let gate = Arc::new(bytes.gate(addr("127.0.0.1:1")));
+        assert!(gate.body(Some(SMALL_BODY_BYTES as u64)).is_none());
+        // Declared: counted whole at the first read.
+        let mut declared = gate.body(Some(150_000)).unwrap();
+        declared.arrived(0).unwrap();
+        assert_eq!(bytes.held.lock().total, 150_000);
+        // Chunked: counted once past the small size.
+        let mut chunked = gate.body(None).unwrap();
+        chunked.arrived(SMALL_BODY_BYTES).unwrap();
+        assert_eq!(bytes.held.lock().total, 150_000);
+        assert!(chunked.arrived(60_000).is_err());
+        // Refused: what it counted is given back at once.
+        assert_eq!(bytes.held.lock().total, 150_000);
+        drop(declared);
+        assert_eq!(bytes.held.lock().total, 0);
     }
 
     #[test]

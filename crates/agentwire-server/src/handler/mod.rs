@@ -52,8 +52,8 @@ pub use admission::CallContext;
 pub(crate) use admission::{A2A_VERSION, requested_version};
 pub use builder::{HandlerBuilder, HandlerConfig};
 use idempotency::Idempotency;
-pub(crate) use incoming::{IncomingGate, IncomingRefused, SMALL_BODY_BYTES};
-pub(crate) use open_tasks::{AdmissionStats, address_of};
+pub(crate) use incoming::{BodyCount, IncomingGate, IncomingRefused};
+pub(crate) use open_tasks::{AdmissionStats, address_of, give_back};
 pub(crate) use send::SendAnswer;
 use send::{Detached, Started};
 pub(crate) use streams::IdEventStream;
@@ -84,9 +84,6 @@ struct Inner {
     /// Push config writes, one at a time per task (by a hash of its id):
     /// the bound on a task's configs is checked and kept under it.
     push_config_writes: Box<[tokio::sync::Mutex<()>]>,
-    /// The bytes of request bodies being received (see
-    /// [`HandlerConfig::max_incoming_bytes_per_caller`]).
-    incoming: Option<Arc<incoming::IncomingBytes>>,
 }
 
 /// Serves the A2A operations for one agent. Cheap to clone.
@@ -103,6 +100,7 @@ impl RequestHandler {
         peer: Option<std::net::SocketAddr>,
     ) -> Option<Arc<IncomingGate>> {
         self.inner
+            .open_tasks
             .incoming
             .as_ref()
             .map(|bytes| Arc::new(bytes.gate(peer)))

@@ -192,6 +192,9 @@ pub(crate) struct OpenTasks {
     max_streams: usize,
     /// The open streams of each caller (see [`StreamSlot`]).
     streams: Mutex<HashMap<Caller, usize>>,
+    /// The bytes of request bodies being received (`incoming.rs`; `None`:
+    /// no bound).
+    pub(super) incoming: Option<Arc<super::incoming::IncomingBytes>>,
     refused_caller_bound: AtomicU64,
     refused_running_bytes: AtomicU64,
     refused_streams: AtomicU64,
@@ -218,6 +221,7 @@ impl OpenTasks {
             running: Mutex::default(),
             max_streams: bounds.streams.unwrap_or(usize::MAX),
             streams: Mutex::default(),
+            incoming: super::incoming::IncomingBytes::new(bounds.incoming, bounds.incoming_total),
             refused_caller_bound: AtomicU64::new(0),
             refused_running_bytes: AtomicU64::new(0),
             refused_streams: AtomicU64::new(0),
@@ -464,8 +468,10 @@ impl OpenTasks {
             refused_caller_bound: self.refused_caller_bound.load(Ordering::Relaxed),
             refused_running_bytes: self.refused_running_bytes.load(Ordering::Relaxed),
             refused_streams: self.refused_streams.load(Ordering::Relaxed),
-            // Counted by the handler's `incoming` (`handler/incoming.rs`).
-            refused_incoming: 0,
+            refused_incoming: self
+                .incoming
+                .as_ref()
+                .map_or(0, |i| i.refused.load(Ordering::Relaxed)),
             refused_store_full: self.refused_store_full.load(Ordering::Relaxed),
             refused_in_flight: self.refused_in_flight.load(Ordering::Relaxed),
             purged_retention: self.purged_retention.load(Ordering::Relaxed),
@@ -498,13 +504,13 @@ impl Drop for Running {
     }
 }
 
-/// Takes `n` from what `caller` holds in `held`, forgetting a caller that
-/// holds nothing any more.
-pub(super) fn give_back(held: &mut HashMap<Caller, usize>, caller: &Caller, n: usize) {
-    if let Some(h) = held.get_mut(caller) {
+/// Takes `n` from what `who` holds in `held`, forgetting one that holds
+/// nothing any more.
+pub(crate) fn give_back<K: std::hash::Hash + Eq>(held: &mut HashMap<K, usize>, who: &K, n: usize) {
+    if let Some(h) = held.get_mut(who) {
         *h = h.saturating_sub(n);
         if *h == 0 {
-            held.remove(caller);
+            held.remove(who);
         }
     }
 }
@@ -531,6 +537,10 @@ pub(crate) struct CallerBounds {
     pub(crate) running_bytes: Option<usize>,
     /// [`HandlerConfig::max_streams_per_caller`].
     pub(crate) streams: Option<usize>,
+    /// [`HandlerConfig::max_incoming_bytes_per_caller`].
+    pub(crate) incoming: Option<usize>,
+    /// [`HandlerConfig::max_incoming_bytes`].
+    pub(crate) incoming_total: Option<usize>,
 }
 
 /// The caller of an anonymous task not created yet (see
@@ -798,8 +808,7 @@ mod tests {
     async fn a_caller_at_its_bound_is_refused_until_a_task_ends() {
         let open = Arc::new(OpenTasks::new(CallerBounds {
             open_tasks: Some(2),
-            running_bytes: None,
-            streams: None,
+            ..CallerBounds::default()
         }));
         let store = Admitting::wrap(Arc::new(MemoryStore::default()), Arc::clone(&open));
         let now = store.immediate().unwrap();
@@ -835,8 +844,7 @@ mod tests {
     async fn tasks_gone_from_the_store_are_not_counted_at_the_bound() {
         let open = Arc::new(OpenTasks::new(CallerBounds {
             open_tasks: Some(1),
-            running_bytes: None,
-            streams: None,
+            ..CallerBounds::default()
         }));
         let memory = Arc::new(MemoryStore::new(MemoryStoreConfig {
             idle_ttl: Duration::from_millis(20),
@@ -870,8 +878,7 @@ mod tests {
                 Arc::new(Marked),
                 Arc::new(OpenTasks::new(CallerBounds {
                     open_tasks: max,
-                    running_bytes: None,
-                    streams: None,
+                    ..CallerBounds::default()
                 })),
             );
             assert_forwards(&*store).await;
@@ -882,8 +889,7 @@ mod tests {
             timed,
             Arc::new(OpenTasks::new(CallerBounds {
                 open_tasks: Some(2),
-                running_bytes: None,
-                streams: None,
+                ..CallerBounds::default()
             })),
         );
         assert_forwards(&*store).await;
@@ -940,8 +946,7 @@ mod tests {
         }
         let open = Arc::new(OpenTasks::new(CallerBounds {
             open_tasks: Some(2),
-            running_bytes: None,
-            streams: None,
+            ..CallerBounds::default()
         }));
         let store = Admitting::wrap(Arc::new(Previous(memory)), Arc::clone(&open));
         open.count_stored(&*store).await;
@@ -990,7 +995,7 @@ mod tests {
         let open = Arc::new(OpenTasks::new(CallerBounds {
             open_tasks: None,
             running_bytes: Some(100_000),
-            streams: None,
+            ..CallerBounds::default()
         }));
         let anon = Owner::default();
         let a: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
@@ -1028,8 +1033,7 @@ mod tests {
         // Without a bound nothing is counted.
         let none = Arc::new(OpenTasks::new(CallerBounds {
             open_tasks: None,
-            running_bytes: None,
-            streams: None,
+            ..CallerBounds::default()
         }));
         assert!(none.run(&anon, Some(a), || usize::MAX).unwrap().is_none());
     }

@@ -140,11 +140,6 @@ impl RequestHandler {
         stats.push = self.push_sender().map(|p| p.metrics().snapshot());
         stats.unreadable_rows = self.inner.manager.store.unreadable_rows();
         stats.admission = self.inner.open_tasks.stats(&**self.store());
-        stats.admission.refused_incoming = self
-            .inner
-            .incoming
-            .as_ref()
-            .map_or(0, |i| i.refused.load(std::sync::atomic::Ordering::Relaxed));
         stats
     }
 

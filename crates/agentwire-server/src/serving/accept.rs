@@ -109,19 +109,15 @@ impl crate::observe::Answers<Request<Incoming>> for Service {
     fn answer(&self, request: Request<Incoming>) -> Answer {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let timeout = self.body_read_timeout;
-        // A body its Content-Length says is small is not counted: it cannot
-        // grow past it.
-        let incoming = match hyper::body::Body::size_hint(request.body()).exact() {
-            Some(n) if n <= crate::handler::SMALL_BODY_BYTES as u64 => None,
-            _ => self.incoming.clone(),
-        };
+        let count = self
+            .incoming
+            .as_ref()
+            .and_then(|gate| gate.body(hyper::body::Body::size_hint(request.body()).exact()));
         let request = request.map(|body| TimedBody {
             body,
             timeout,
             timer: None,
-            incoming,
-            seen: 0,
-            counted: 0,
+            count,
         });
         let path = request.uri().path();
         if path == "/" && request.method() == Method::POST {
@@ -355,13 +351,7 @@ struct AddressSlot {
 
 impl Drop for AddressSlot {
     fn drop(&mut self) {
-        let mut open = self.by.open.lock();
-        if let Some(n) = open.get_mut(&self.address) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.address);
-            }
-        }
+        crate::handler::give_back(&mut self.by.open.lock(), &self.address, 1);
     }
 }
 
@@ -385,24 +375,31 @@ impl Refusals {
     /// How often a long burst is logged again.
     const REPEAT: Duration = Duration::from_secs(60);
 
-    fn refused(&mut self, cap: usize) {
+    /// Counts a refusal: whether to warn about the burst now (its first
+    /// refusal, or one a minute after the last warning).
+    fn due(&mut self) -> bool {
         self.count += 1;
         let now = std::time::Instant::now();
-        if self.warned.is_none_or(|t| now - t >= Self::REPEAT) {
+        let due = self.warned.is_none_or(|t| now - t >= Self::REPEAT);
+        if due {
+            self.warned = Some(now);
+        }
+        due
+    }
+
+    fn refused(&mut self, cap: usize) {
+        if self.due() {
             tracing::warn!(
                 limit = cap,
                 refused = self.count,
                 "connection limit reached: refusing new connections (answered 503) until some close"
             );
-            self.warned = Some(now);
         }
     }
 
     /// A connection from `peer` refused at its address's bound.
     fn refused_from(&mut self, peer: std::net::SocketAddr, max: usize) {
-        self.count += 1;
-        let now = std::time::Instant::now();
-        if self.warned.is_none_or(|t| now - t >= Self::REPEAT) {
+        if self.due() {
             tracing::warn!(
                 limit = max,
                 address = %crate::handler::address_of(peer.ip()),
@@ -410,7 +407,6 @@ impl Refusals {
                 "an address has as many connections open as one may: refusing its new ones \
                  (answered 503) until some close"
             );
-            self.warned = Some(now);
         }
     }
 
@@ -775,56 +771,22 @@ type Connection = auto::Connection<
 /// usual case) costs nothing.
 ///
 /// It also counts the body's bytes toward its caller's bound on bytes
-/// being received (`handler/incoming.rs`), from the first frame that takes
-/// it past `SMALL_BODY_BYTES`, or at its first read when its
-/// `Content-Length` says it will; they are given back when the body is
-/// dropped (read whole, or given up).
+/// being received (`handler/incoming.rs`).
 pub(crate) struct TimedBody {
     body: Incoming,
     timeout: Duration,
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
-    /// The gate the body is counted against (`None`: not counted).
-    incoming: Option<Arc<crate::handler::IncomingGate>>,
-    /// The body's bytes read so far.
-    seen: usize,
-    /// The bytes counted at the gate.
-    counted: usize,
+    /// The body's count at its connection's gate (`None`: not counted).
+    count: Option<crate::handler::BodyCount>,
 }
 
 impl TimedBody {
-    /// Counts what arrived (`arrived` more bytes), or what the body says
-    /// will arrive at its first read: refused past the bound.
-    fn count(&mut self, arrived: usize) -> Result<(), crate::handler::IncomingRefused> {
-        let Some(gate) = &self.incoming else {
-            return Ok(());
-        };
-        if self.seen == 0 && self.counted == 0 && arrived == 0 {
-            let declared = hyper::body::Body::size_hint(&self.body)
-                .exact()
-                .unwrap_or(0);
-            let declared = usize::try_from(declared).unwrap_or(usize::MAX);
-            if declared > crate::handler::SMALL_BODY_BYTES {
-                gate.take(0, declared)?;
-                self.counted = declared;
-            }
-            return Ok(());
-        }
-        self.seen = self.seen.saturating_add(arrived);
-        if self.seen > crate::handler::SMALL_BODY_BYTES && self.seen > self.counted {
-            gate.take(self.counted, self.seen - self.counted)?;
-            self.counted = self.seen;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for TimedBody {
-    fn drop(&mut self) {
-        if let Some(gate) = &self.incoming
-            && self.counted > 0
-        {
-            gate.give_back(self.counted);
-        }
+    /// Counts `arrived` more bytes: the error ending the body when the
+    /// bound refuses them (nothing more is counted then).
+    fn over_bound(&mut self, arrived: usize) -> Option<Box<dyn std::error::Error + Send + Sync>> {
+        let refused = self.count.as_mut()?.arrived(arrived).err()?;
+        self.count = None;
+        Some(Box::new(refused))
     }
 }
 
@@ -853,25 +815,16 @@ impl hyper::body::Body for TimedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
         let this = self.get_mut();
-        if this.incoming.is_some()
-            && let Err(refused) = this.count(0)
-        {
-            this.incoming = None;
-            return Poll::Ready(Some(Err(Box::new(refused))));
+        if let Some(refused) = this.over_bound(0) {
+            return Poll::Ready(Some(Err(refused)));
         }
         match Pin::new(&mut this.body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref()
-                    && this.incoming.is_some()
-                    && let Err(refused) = this.count(data.len())
-                {
-                    // What it counted is given back at once.
-                    if let Some(gate) = this.incoming.take() {
-                        gate.give_back(std::mem::take(&mut this.counted));
-                    }
-                    return Poll::Ready(Some(Err(Box::new(refused))));
+                let arrived = frame.data_ref().map_or(0, bytes::Bytes::len);
+                match this.over_bound(arrived) {
+                    Some(refused) => Poll::Ready(Some(Err(refused))),
+                    None => Poll::Ready(Some(Ok(frame))),
                 }
-                Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
             Poll::Pending => {
