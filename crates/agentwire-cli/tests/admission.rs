@@ -489,6 +489,22 @@ impl Bounded {
         }
     }
 
+    /// Waits (10 s at most) until `/metrics` shows `sample` at `n` or more.
+    async fn metric_reaches(&self, sample: &str, n: f64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let metrics = metrics_text(&self.other, &self.base).await;
+            if metric_value(&metrics, sample) >= n {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{sample} < {n}: {metrics}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// Checks that `/metrics` counts at least `n` refusals for `reason`.
     async fn refused_at_least(&self, reason: &str, n: f64) {
         let metrics = metrics_text(&self.other, &self.base).await;
@@ -755,6 +771,10 @@ async fn bytes_being_received_are_bounded_per_caller_on_every_binding() {
     let (base, addr) = (bounded.base.clone(), bounded.addr.clone());
     let (flooder, other) = (bounded.flooder.clone(), bounded.other.clone());
     let slow = partial_body(&addr, "127.0.0.1", "/", 2_000_000).await;
+    // Its bytes are counted once the server reads its body.
+    bounded
+        .metric_reaches("a2a_incoming_body_bytes", 2_000_000.0)
+        .await;
     let refused = |text: &str| {
         text.contains("127.0.0.1")
             && text.contains("max incoming bytes per caller")

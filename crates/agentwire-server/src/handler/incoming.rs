@@ -66,6 +66,11 @@ impl IncomingBytes {
         }))
     }
 
+    /// The bytes of all bodies being received and counted now.
+    pub(crate) fn held_now(&self) -> u64 {
+        u64::try_from(self.held.lock().total).unwrap_or(u64::MAX)
+    }
+
     /// The gate of the bodies a connection from `peer` sends.
     pub(crate) fn gate(self: &Arc<Self>, peer: Option<SocketAddr>) -> IncomingGate {
         IncomingGate {

@@ -166,6 +166,8 @@ pub(crate) struct AdmissionStats {
     pub(crate) refused_streams: u64,
     /// Request bodies refused by the bounds on the bytes being received.
     pub(crate) refused_incoming: u64,
+    /// The bytes of request bodies being received and counted now.
+    pub(crate) incoming_bytes: u64,
     /// Work refused because the store was full.
     pub(crate) refused_store_full: u64,
     /// Requests refused because the server handled as many as it may.
@@ -472,6 +474,7 @@ impl OpenTasks {
                 .incoming
                 .as_ref()
                 .map_or(0, |i| i.refused.load(Ordering::Relaxed)),
+            incoming_bytes: self.incoming.as_ref().map_or(0, |i| i.held_now()),
             refused_store_full: self.refused_store_full.load(Ordering::Relaxed),
             refused_in_flight: self.refused_in_flight.load(Ordering::Relaxed),
             purged_retention: self.purged_retention.load(Ordering::Relaxed),

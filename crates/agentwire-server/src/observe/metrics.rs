@@ -47,6 +47,9 @@
 //!   (bounded by `max_queued_bytes`), and `a2a_streams_cut_total{bound}`:
 //!   streams closed because their reader fell behind, by the bound passed
 //!   (`stream`: the stream's own `queue_bytes`; `server`: the total).
+//! - `a2a_incoming_body_bytes`: bytes of request bodies being received and
+//!   counted against `max_incoming_bytes` (bodies past 64 KiB, by their
+//!   declared length), while the server is started with such a bound.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -163,6 +166,7 @@ struct Live {
     purged: Family<ReasonLabels, Counter>,
     queued_bytes: Gauge,
     streams_cut: Family<BoundLabels, Counter>,
+    incoming_bytes: Gauge,
 }
 
 /// A server's metrics (see the [module documentation](self)).
@@ -304,6 +308,12 @@ impl Metrics {
              (stream: its own queue; server: all streams together)",
             live.streams_cut.clone(),
         );
+        registry.register(
+            "incoming_body_bytes",
+            "Bytes of request bodies being received and counted against max_incoming_bytes \
+             (bodies past 64 KiB, by their declared length)",
+            live.incoming_bytes.clone(),
+        );
         for bound in BOUNDS {
             drop(live.streams_cut.get_or_create(&BoundLabels { bound }));
         }
@@ -370,6 +380,7 @@ impl Metrics {
             to(&self.live.purged.get_or_create(&ReasonLabels { reason }), n);
         }
         self.live.queued_bytes.set(g(s.queued_bytes));
+        self.live.incoming_bytes.set(g(a.incoming_bytes));
         for (bound, n) in BOUNDS.into_iter().zip(s.streams_cut) {
             to(
                 &self.live.streams_cut.get_or_create(&BoundLabels { bound }),
