@@ -521,10 +521,36 @@ async fn metrics_of_the_live_state_streams_turns_tasks_and_push() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(
-        !metrics_text(&format!("{}/metrics", served.url))
-            .await
-            .contains("task_id")
+    let text = metrics_text(&format!("{}/metrics", served.url)).await;
+    assert!(!text.contains("task_id"));
+    // Every metric served (once a request was answered) is in docs/observability.md's table, and every
+    // metric there is served.
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/observability.md"),
+    )
+    .expect("docs/observability.md");
+    let documented: std::collections::BTreeSet<&str> = docs
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `a2a_")?.split('`').next())
+        .collect();
+    let served_names: std::collections::BTreeSet<String> = text
+        .lines()
+        .filter_map(|l| {
+            let name = l.strip_prefix("# TYPE a2a_")?.split(' ').next()?;
+            let kind = l.rsplit(' ').next()?;
+            // OpenMetrics names a counter's family without its `_total`.
+            Some(if kind == "counter" {
+                format!("{name}_total")
+            } else {
+                name.to_owned()
+            })
+        })
+        .collect();
+    let served_names: std::collections::BTreeSet<&str> =
+        served_names.iter().map(String::as_str).collect();
+    assert_eq!(
+        served_names, documented,
+        "the metrics served (left) and those in docs/observability.md (right)"
     );
 }
 
