@@ -477,6 +477,21 @@ pub struct ServeArgs {
     /// [default: 1000].
     #[arg(long, env = "A2A_SERVE_MAX_CONNECTIONS_PER_ADDRESS", value_name = "N")]
     pub max_connections_per_address: Option<usize>,
+    /// A reverse proxy in front of the server: an address or a network
+    /// (10.0.0.5, 10.0.0.0/24, fd00::/8); repeat it, or separate with
+    /// commas. A request from it counts as the client it names in
+    /// X-Forwarded-For (the rightmost address there that is not a trusted
+    /// proxy) for every bound kept per address, and its connections are
+    /// not bounded per address. X-Forwarded-For from any other address is
+    /// ignored [default: none].
+    #[arg(
+        long = "trusted-proxy",
+        env = "A2A_SERVE_TRUSTED_PROXIES",
+        value_name = "ADDRESS|CIDR",
+        value_delimiter = ',',
+        value_parser = parse_net
+    )]
+    pub trusted_proxies: Vec<agentwire_server::IpNet>,
     /// Serve metrics in the Prometheus text format at /metrics on the
     /// agent's port (requests by binding, operation and outcome, and their
     /// latency).
@@ -1357,6 +1372,9 @@ async fn bind(
     if let Some(n) = args.max_connections_per_address {
         server = server.max_connections_per_address(bound(Some(n), None));
     }
+    if !args.trusted_proxies.is_empty() {
+        server = server.trusted_proxies(args.trusted_proxies.iter().copied());
+    }
     if let Some(n) = args.max_connections {
         server = server.max_connections(n);
     }
@@ -1524,6 +1542,15 @@ async fn bind(
         say!("  try: {line}");
     }
     Ok(bound)
+}
+
+/// An address or network of `--trusted-proxy` (an address alone is its
+/// own /32 or /128).
+fn parse_net(s: &str) -> Result<agentwire_server::IpNet, String> {
+    let s = s.trim();
+    s.parse()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(Into::into))
+        .map_err(|_| format!("not an address or a network (CIDR, like 10.0.0.0/24): {s:?}"))
 }
 
 /// A bound given on the command line (`0`: none), or its default.

@@ -894,3 +894,155 @@ async fn connections_are_bounded_per_address() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// A JSON-RPC `SendMessage` to the conformance agent through a proxy that
+/// says it forwards for `client` (`X-Forwarded-For`).
+async fn send_for(http: &reqwest::Client, base: &str, message_id: &str, client: &str) -> Value {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {
+            "messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "hello"}],
+        }},
+    });
+    http.post(format!("{base}/"))
+        .header("A2A-Version", "1.0")
+        .header("X-Forwarded-For", client)
+        .json(&body)
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("a JSON-RPC answer")
+}
+
+/// Behind a reverse proxy (`--trusted-proxy`), each client the proxy
+/// forwards for is a caller of its own: one client's flood of open tasks
+/// is refused on every binding, naming that client, while another client
+/// behind the same proxy goes on; what a client writes itself at the left
+/// of `X-Forwarded-For` is not believed; the proxy's connections are not
+/// bounded per address. A caller that is not a trusted proxy is its own
+/// address whatever it forwards for. Without the option, every client
+/// behind the proxy shared one bound (the proxy's address), and more than
+/// 1,000 connections from the proxy were refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_behind_a_trusted_proxy_are_callers_of_their_own() {
+    let env = Env::new();
+    let serving = Serving::start(
+        &env,
+        &[
+            "--agent",
+            "conformance",
+            "--max-open-tasks-per-caller",
+            "2",
+            "--max-connections-per-address",
+            "2",
+            "--trusted-proxy",
+            "127.0.0.1",
+            "--metrics",
+        ],
+    );
+    let (base, addr) = (serving.base(), serving.addr());
+    agentwire_client::install_crypto_provider();
+    let (proxy, direct) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
+    let refused = |text: &str, caller: &str| {
+        text.contains(caller) && text.contains("open tasks") && text.contains("try again later")
+    };
+    for i in 0..2 {
+        let a = send_for(
+            &proxy,
+            &base,
+            &format!("tck-input-required-{i}"),
+            "203.0.113.5",
+        )
+        .await;
+        assert_eq!(state(&a), "TASK_STATE_INPUT_REQUIRED", "{a}");
+    }
+    // JSON-RPC, HTTP+JSON and gRPC: the client is refused, by its name.
+    let a = send_for(&proxy, &base, "tck-input-required-2", "203.0.113.5").await;
+    assert_eq!(a["error"]["code"], -32603, "{a}");
+    assert!(refused(&a.to_string(), "203.0.113.5"), "{a}");
+    let r = proxy
+        .post(format!("{base}/message:send"))
+        .header("A2A-Version", "1.0")
+        .header("X-Forwarded-For", "198.51.100.9, 203.0.113.5")
+        .json(&json!({"message": {"messageId": "tck-input-required-3", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 503);
+    let text = r.text().await.expect("a body");
+    assert!(refused(&text, "203.0.113.5"), "{text}");
+    let mut request = v1(
+        agentwire_types::SendMessageRequest {
+            message: Some(
+                agentwire_types::Message::user_text("hello")
+                    .with_message_id("tck-input-required-4"),
+            ),
+            ..Default::default()
+        },
+        None,
+    );
+    request
+        .metadata_mut()
+        .insert("x-forwarded-for", "203.0.113.5".parse().expect("metadata"));
+    let e = grpc(&addr)
+        .await
+        .send_message(request)
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+    assert!(refused(e.message(), "203.0.113.5"), "{e:?}");
+    // Another client behind the proxy goes on; what it writes at the left
+    // is not believed (it is counted as itself, not as 203.0.113.5).
+    for i in 0..2 {
+        let b = send_for(
+            &proxy,
+            &base,
+            &format!("tck-input-required-b{i}"),
+            "203.0.113.5, 203.0.113.6",
+        )
+        .await;
+        assert_eq!(state(&b), "TASK_STATE_INPUT_REQUIRED", "{b}");
+    }
+    let b = send_for(&proxy, &base, "tck-input-required-b2", "203.0.113.6").await;
+    assert!(refused(&b.to_string(), "203.0.113.6"), "{b}");
+    // A caller that is not a trusted proxy is its own address.
+    for i in 0..2 {
+        let c = send_for(
+            &direct,
+            &base,
+            &format!("tck-input-required-c{i}"),
+            "203.0.113.7",
+        )
+        .await;
+        assert_eq!(state(&c), "TASK_STATE_INPUT_REQUIRED", "{c}");
+    }
+    let c = send_for(&direct, &base, "tck-input-required-c2", "203.0.113.7").await;
+    let text = c.to_string();
+    assert!(
+        refused(&text, "127.0.0.2") && !text.contains("203.0.113.7"),
+        "{c}"
+    );
+    // The proxy's connections are not bounded per address; another
+    // address's are.
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        let mut tcp = connect_from(&addr, "127.0.0.1").await;
+        assert_eq!(card_status(&mut tcp).await, Some(200));
+        held.push(tcp);
+    }
+    for _ in 0..2 {
+        let mut tcp = connect_from(&addr, "127.0.0.3").await;
+        assert_eq!(card_status(&mut tcp).await, Some(200));
+        held.push(tcp);
+    }
+    let mut extra = connect_from(&addr, "127.0.0.3").await;
+    let status = card_status(&mut extra).await;
+    assert!(matches!(status, Some(503) | None), "{status:?}");
+    let metrics = metrics_text(&proxy, &base).await;
+    assert!(
+        metrics.contains(r#"a2a_admission_refused_total{reason="caller_open_tasks"} 5"#),
+        "{metrics}"
+    );
+}

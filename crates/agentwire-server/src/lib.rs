@@ -78,6 +78,8 @@ pub use executor::{
     RequestContext, TaskUpdater, Update, in_task_auth_extension,
 };
 pub use handler::{CallContext, EventStream, HandlerBuilder, HandlerConfig, RequestHandler};
+/// An address or network, as [`A2aServer::trusted_proxies`] takes them.
+pub use ipnet::IpNet;
 pub use push::{PushConfig, PushSender, PushSigner, RetryPolicy, UrlPolicy};
 pub use serving::accept::{
     ConnectionLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,

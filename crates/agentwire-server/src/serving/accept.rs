@@ -83,6 +83,9 @@ struct Service {
     /// The connection's peer, given to each request (as axum's
     /// `ConnectInfo`): authentication failures are throttled per address.
     peer: Option<std::net::SocketAddr>,
+    /// When the peer is a trusted reverse proxy: the proxies, to give each
+    /// request the client it forwards for instead.
+    proxies: Option<super::proxies::TrustedProxies>,
     /// The principal of the connection's verified client certificate
     /// (mutual TLS), given to each request.
     client_cert: Option<crate::auth::ClientCertificate>,
@@ -109,9 +112,19 @@ impl crate::observe::Answers<Request<Incoming>> for Service {
     fn answer(&self, request: Request<Incoming>) -> Answer {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let timeout = self.body_read_timeout;
-        let count = self
-            .incoming
+        // Through a trusted proxy: the client it names, whose bodies count
+        // against that client.
+        let (peer, proxied_gate) = match (&self.proxies, self.peer) {
+            (Some(proxies), Some(peer)) => {
+                let client = proxies.client(peer, request.headers());
+                let gate = self.direct.rpc.handler.incoming_gate(Some(client));
+                (Some(client), gate)
+            }
+            _ => (self.peer, None),
+        };
+        let count = proxied_gate
             .as_ref()
+            .or(self.incoming.as_ref())
             .and_then(|gate| gate.body(hyper::body::Body::size_hint(request.body()).exact()));
         let request = request.map(|body| TimedBody {
             body,
@@ -126,7 +139,7 @@ impl crate::observe::Answers<Request<Incoming>> for Service {
             // call needs (the headers and the body).
             let (parts, body) = request.into_parts();
             let ctx = call_context(parts.headers, &parts.uri, &parts.extensions)
-                .with_peer(self.peer)
+                .with_peer(peer)
                 .with_client_cert(self.client_cert.clone());
             return Answer::Direct(Box::pin(async move {
                 crate::bindings::jsonrpc::serve(&direct.rpc, ctx, body).await
@@ -138,7 +151,7 @@ impl crate::observe::Answers<Request<Incoming>> for Service {
             ));
         }
         let mut request = request;
-        if let Some(peer) = self.peer {
+        if let Some(peer) = peer {
             // (Only here: the direct JSON-RPC path above takes the peer
             // without an allocation of the request's extensions.)
             request
@@ -216,6 +229,15 @@ pub struct ConnectionLimits {
     /// Behind a reverse proxy every client has the proxy's address.
     /// `None`: no bound. Default 1,000.
     pub max_connections_per_address: Option<usize>,
+    /// The reverse proxies in front of the server (addresses and networks):
+    /// their connections are not bounded per address, and each request
+    /// that comes through one counts as its client's, the rightmost
+    /// address in `X-Forwarded-For` that is not itself a trusted proxy,
+    /// for every bound and throttle keyed on an address and in the
+    /// request's [`CallContext::peer`](crate::CallContext::peer). A request
+    /// from any other address is its own client, whatever its headers say.
+    /// Default: none (`X-Forwarded-For` is never believed).
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// HTTP/2: how many requests (streams) one connection may have open at
     /// once. Default 256.
     pub http2_max_concurrent_streams: u32,
@@ -253,6 +275,7 @@ impl Default for ConnectionLimits {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: None,
             max_connections_per_address: Some(DEFAULT_MAX_CONNECTIONS_PER_ADDRESS),
+            trusted_proxies: Vec::new(),
             http2_max_concurrent_streams: 256,
             http2_max_header_list_size: 16 * 1024,
             http2_keep_alive_interval: Some(Duration::from_secs(30)),
@@ -457,6 +480,7 @@ pub(crate) async fn serve(
         })
     });
     let mut address_refusals = Refusals::default();
+    let proxies = super::proxies::TrustedProxies::new(&limits.trusted_proxies);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -479,7 +503,11 @@ pub(crate) async fn serve(
             continue;
         };
         refusals.accepted();
+        // A trusted proxy's connections carry many clients: they are not
+        // bounded per address (each request counts as its client's).
+        let proxied = proxies.trusts(peer.ip());
         let address_slot = match &by_address {
+            Some(_) if proxied => None,
             Some(by) => match by.enter(peer) {
                 Some(slot) => Some(slot),
                 None => {
@@ -508,8 +536,13 @@ pub(crate) async fn serve(
             requests: Arc::clone(&requests),
             body_read_timeout: limits.body_read_timeout,
             peer: Some(peer),
+            proxies: proxied.then(|| proxies.clone()),
             client_cert: None,
-            incoming: direct.rpc.handler.incoming_gate(Some(peer)),
+            incoming: if proxied {
+                None
+            } else {
+                direct.rpc.handler.incoming_gate(Some(peer))
+            },
         };
         let metrics = direct.metrics.clone();
         let cors = direct.cors.clone();

@@ -26,6 +26,7 @@
 pub(crate) mod accept;
 pub(crate) mod head_timer;
 pub(crate) mod local;
+pub(crate) mod proxies;
 pub(crate) mod router;
 pub(crate) mod server;
 pub(crate) mod tls;

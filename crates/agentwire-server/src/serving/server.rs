@@ -178,6 +178,24 @@ impl A2aServer {
         self
     }
 
+    /// The reverse proxies in front of the server, by address or network
+    /// (default none): a request that comes through one counts as the
+    /// client it names in `X-Forwarded-For`, for every bound keyed on an
+    /// address, and their connections are not bounded per address (see
+    /// [`ConnectionLimits::trusted_proxies`]).
+    ///
+    /// ```
+    /// # use agentwire_server::{A2aServer, IpNet};
+    /// # fn f(server: A2aServer) -> A2aServer {
+    /// let proxy: IpNet = "10.0.0.0/24".parse().expect("a network");
+    /// server.trusted_proxies([proxy])
+    /// # }
+    /// ```
+    pub fn trusted_proxies(mut self, nets: impl IntoIterator<Item = ipnet::IpNet>) -> Self {
+        self.limits.trusted_proxies = nets.into_iter().collect();
+        self
+    }
+
     /// Every limit on connections at once (timeouts, cap, HTTP/2 settings).
     pub fn connection_limits(mut self, limits: ConnectionLimits) -> Self {
         self.limits = limits;
