@@ -146,6 +146,8 @@ pub mod oauth;
 #[cfg(feature = "registry")]
 pub mod registry;
 mod rest;
+#[cfg(feature = "sqlite")]
+pub mod sqlite_open;
 pub mod sse;
 pub mod tap;
 pub mod tls;

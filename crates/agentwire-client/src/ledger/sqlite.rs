@@ -113,18 +113,12 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(5))
             .foreign_keys(true);
-        let deadline = tokio::time::Instant::now() + OPEN_PATIENCE;
-        let mut pause = Duration::from_millis(10);
-        loop {
-            match Self::connect(options.clone()).await {
-                Ok(store) => return Ok(store),
-                Err(Opening::Busy(_)) if tokio::time::Instant::now() + pause < deadline => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(250));
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
+        crate::sqlite_open::open_patiently(
+            || Self::connect(options.clone()),
+            |e| matches!(e, Opening::Busy(_)),
+        )
+        .await
+        .map_err(Into::into)
     }
 
     /// An in-memory SQLite database (for tests).
@@ -191,10 +185,6 @@ impl SqliteStore {
     }
 }
 
-/// How long [`SqliteStore::open`] keeps trying a file another process is
-/// opening at the same moment.
-const OPEN_PATIENCE: Duration = Duration::from_secs(10);
-
 /// Why an open failed: SQLite's busy answer (worth another try) or anything
 /// else.
 enum Opening {
@@ -204,14 +194,7 @@ enum Opening {
 
 impl From<sqlx::Error> for Opening {
     fn from(e: sqlx::Error) -> Self {
-        // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with or without an
-        // extended code in the upper bits.
-        let busy = e
-            .as_database_error()
-            .and_then(|d| d.code())
-            .and_then(|c| c.parse::<i32>().ok())
-            .is_some_and(|c| matches!(c & 0xff, 5 | 6));
-        if busy {
+        if crate::sqlite_open::is_busy(&e) {
             Opening::Busy(e)
         } else {
             Opening::Other(db_err(e))

@@ -38,30 +38,41 @@ pub struct SqliteRegistryStore {
 }
 
 impl SqliteRegistryStore {
-    /// Opens (or creates) the database file.
+    /// Opens (or creates) the database file. Another process opening the
+    /// same new file at the same moment is waited for (up to ten seconds:
+    /// `agentwire_client::sqlite_open`).
     pub async fn open(path: impl AsRef<Path>) -> StoreResult<Self> {
         let options = SqliteConnectOptions::new()
             .filename(path.as_ref())
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(5));
+        agentwire_client::sqlite_open::open_patiently(
+            || Self::connect(options.clone()),
+            |(busy, _)| *busy,
+        )
+        .await
+        .map_err(|(_, e)| {
+            StoreError(format!(
+                "cannot open the SQLite registry store {}: {e}",
+                path.as_ref().display()
+            ))
+        })
+    }
+
+    /// One try at opening: the error, and whether it was SQLite's busy
+    /// answer.
+    async fn connect(options: SqliteConnectOptions) -> Result<Self, (bool, String)> {
+        let fault = |e: sqlx::Error| (agentwire_client::sqlite_open::is_busy(&e), e.to_string());
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(options)
             .await
-            .map_err(|e| {
-                StoreError(format!(
-                    "cannot open the SQLite registry store {}: {e}",
-                    path.as_ref().display()
-                ))
-            })?;
+            .map_err(fault)?;
         for stmt in SCHEMA {
-            sqlx::query(stmt)
-                .execute(&pool)
-                .await
-                .map_err(StoreError::from_db)?;
+            sqlx::query(stmt).execute(&pool).await.map_err(fault)?;
         }
-        migrate_vectors(&pool).await?;
+        migrate_vectors(&pool).await.map_err(|e| (false, e.0))?;
         Ok(Self { pool })
     }
 
@@ -272,6 +283,28 @@ mod tests {
         use super::RegistryStore;
         assert!(!again.changes_since(0).await.unwrap().is_empty());
         super::super::conformance::run_vectors(&again).await;
+    }
+
+    /// Two processes (here two tasks) opening one new file at once both
+    /// open it, and see each other's records.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn opened_by_two_at_once() {
+        use super::RegistryStore;
+        for i in 0..40 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("r.db");
+            let (a, b) = tokio::join!(
+                super::SqliteRegistryStore::open(&path),
+                super::SqliteRegistryStore::open(&path)
+            );
+            let (a, b) = match (a, b) {
+                (Ok(a), Ok(b)) => (a, b),
+                (a, b) => panic!("round {i}: {:?} {:?}", a.err(), b.err()),
+            };
+            let record = super::super::conformance::record("urn:air:two.example:agent:a", "alice");
+            a.put(&record).await.unwrap();
+            assert_eq!(b.changes_since(0).await.unwrap().len(), 1);
+        }
     }
 
     /// Started again on the same file, a registry embeds nothing.
