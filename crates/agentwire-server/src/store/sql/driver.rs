@@ -227,18 +227,43 @@ pub(crate) trait Dialect: Debug + Clone + Send + Sync + 'static {
 /// A failure of the storage itself (locked, full, I/O, damaged: `fault`,
 /// which each dialect classifies from its driver's error, see
 /// [`super::fault`]) is a storage error instead.
+///
+/// The caller is told what failed and the kind of fault, never the
+/// driver's text (file paths, table and column names, the database's own
+/// messages are the operator's, not a caller's): that is logged, with a
+/// reference the caller's message repeats.
 pub(crate) fn internal_error(
     area: &str,
     what: &str,
     e: &dyn std::fmt::Display,
     fault: Option<crate::store::StorageFault>,
 ) -> A2aError {
-    tracing::error!(error = %e, "{area}: {what} failed");
-    let message = format!("{area}: {what} failed: {e}");
+    let reference = error_reference();
+    tracing::error!(error = %e, reference = %reference, "{area}: {what} failed");
+    let kind = match fault {
+        Some(crate::store::StorageFault::Busy) => "the database is busy",
+        Some(crate::store::StorageFault::Full) => "the database or its disk is full",
+        Some(crate::store::StorageFault::Io) => "the database could not be reached or read",
+        Some(crate::store::StorageFault::Corrupt) => "the database is damaged",
+        None => "an internal error",
+    };
+    let message = format!(
+        "{area}: {what} failed ({kind}); the server's log has the detail (reference {reference})"
+    );
     match fault {
         Some(fault) => crate::store::storage_error(fault, message),
         None => A2aError::internal(message),
     }
+}
+
+/// A short reference that ties an error a caller sees to the server's log
+/// line about it.
+fn error_reference() -> String {
+    // The ids are UUIDv7: their end is random, their start the time.
+    let id = agentwire_types::new_id();
+    id.get(id.len().saturating_sub(8)..)
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// Whether an sqlx error is a unique-key violation (sqlx classifies it for
@@ -385,5 +410,37 @@ mod tests {
         s.bind("x").push(" AND b = ").bind(2i64);
         assert_eq!(s.sql(), "SELECT 1 WHERE a = $1 AND b = $2");
         assert_eq!(s.args(), &[Arg::Text("x"), Arg::I64(2)]);
+    }
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::*;
+
+    /// A caller is told what failed and the kind of fault, with a
+    /// reference to the log line; never the driver's text.
+    #[test]
+    fn a_callers_error_carries_no_driver_text() {
+        let driver =
+            "error returned from database: (code: 13) database or disk is full: /srv/secret/a2a.db";
+        for fault in [
+            None,
+            Some(crate::store::StorageFault::Full),
+            Some(crate::store::StorageFault::Corrupt),
+        ] {
+            let e = internal_error("task store", "create", &driver, fault);
+            assert!(
+                e.message.starts_with("task store: create failed ("),
+                "{e:?}"
+            );
+            assert!(!e.message.contains("/srv/secret"), "{e:?}");
+            assert!(!e.message.contains("code: 13"), "{e:?}");
+            let reference = e.message.rsplit("reference ").next().unwrap_or_default();
+            assert_eq!(reference.trim_end_matches(')').len(), 8, "{e:?}");
+            assert_eq!(crate::store::storage_fault(&e), fault);
+        }
+        let a = internal_error("task store", "get", &driver, None);
+        let b = internal_error("task store", "get", &driver, None);
+        assert_ne!(a.message, b.message, "each failure its own reference");
     }
 }
