@@ -355,6 +355,11 @@ pub struct ServeArgs {
         value_name = "BYTES"
     )]
     pub max_running_bytes_per_caller: Option<usize>,
+    /// The same for all callers together: a send that would take the
+    /// server over is refused as "try again later" (HTTP 503) unless
+    /// nothing is running. 0: no bound [default: 536870912, 512 MiB].
+    #[arg(long, env = "A2A_SERVE_MAX_RUNNING_BYTES", value_name = "BYTES")]
+    pub max_running_bytes: Option<usize>,
     /// How many event streams (SendStreamingMessage, SubscribeToTask, on
     /// every binding) one caller (as above) may have open at once; one more
     /// is refused as "try again later" (HTTP 503) before anything starts.
@@ -1318,6 +1323,7 @@ async fn bind(
             args.max_running_bytes_per_caller,
             defaults.max_running_bytes_per_caller,
         ),
+        max_running_bytes: bound(args.max_running_bytes, defaults.max_running_bytes),
         max_streams_per_caller: bound(args.max_streams_per_caller, defaults.max_streams_per_caller),
         max_incoming_bytes_per_caller: bound(
             args.max_incoming_bytes_per_caller,

@@ -596,6 +596,78 @@ async fn running_bytes_are_bounded_per_caller_on_every_binding() {
     bounded.refused_at_least("caller_running_bytes", 3.0).await;
 }
 
+/// The bytes of all callers' running work are bounded together
+/// (`--max-running-bytes`): large messages to slow work from three
+/// addresses, each far under its own bound, are refused once they would
+/// take the server over, on every binding, naming the server's bound;
+/// small sends go on; once one task is canceled (its run over), a large
+/// send goes on again; the refusals are counted in `/metrics`. Without
+/// it, callers at many addresses (an IPv6 /48 has 65,536 /64s) could
+/// each hold their own 32 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_bytes_are_bounded_in_all_on_every_binding() {
+    let env = Env::new();
+    let bounded = Bounded::start(&env, "--max-running-bytes", "3000000");
+    let (base, addr) = (bounded.base.clone(), bounded.addr.clone());
+    let third = client_from("127.0.0.3");
+    let large = format!("slow 30 {}", "a".repeat(900_000));
+    let mut running = Vec::new();
+    for http in [&bounded.flooder, &bounded.other, &third] {
+        let a = send_text(http, &base, &large).await;
+        let id = a["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(!id.is_empty(), "{a}");
+        running.push(id);
+    }
+    let refused = |text: &str| {
+        text.contains("the server has")
+            && text.contains("(its max running bytes)")
+            && text.contains("try again later")
+    };
+    // JSON-RPC, from a fourth address with nothing running.
+    let fourth = client_from("127.0.0.4");
+    let a = send_text(&fourth, &base, &large).await;
+    assert_eq!(a["error"]["code"], -32603, "{a}");
+    assert!(refused(&a.to_string()), "{a}");
+    // HTTP+JSON.
+    let r = third
+        .post(format!("{base}/message:send"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"message": {"messageId": "rest-large-all", "role": "ROLE_USER", "parts": [{"text": large}]}}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 503);
+    let text = r.text().await.expect("a body");
+    assert!(refused(&text), "{text}");
+    // gRPC.
+    let e = send_grpc(&addr, &large, "grpc-large-all", None)
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+    assert!(refused(e.message()), "{e:?}");
+    // Small sends go on.
+    let a = send(&fourth, &base, "small-one", None).await;
+    assert_eq!(state(&a), "TASK_STATE_COMPLETED", "{a}");
+    // One task canceled: its run ends, and room is made.
+    let c = bounded
+        .other
+        .post(format!("{base}/"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": running[1]}}))
+        .send()
+        .await
+        .expect("cancel")
+        .json::<Value>()
+        .await
+        .expect("an answer");
+    assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED", "{c}");
+    bounded.admits_again(&large).await;
+    bounded.refused_at_least("running_bytes", 3.0).await;
+}
+
 /// A JSON-RPC `SubscribeToTask` to `task` from `http`: the response, whose
 /// body is the event stream (read only as far as the caller wants).
 async fn subscribe(http: &reqwest::Client, base: &str, task: &str) -> reqwest::Response {

@@ -91,6 +91,10 @@ pub struct HandlerConfig {
     /// HTTP 503, gRPC UNAVAILABLE), unless the caller has nothing running.
     /// `None`: no bound. Default: 32 MiB.
     pub max_running_bytes_per_caller: Option<usize>,
+    /// The same for all callers together: a send that would take the
+    /// server over is refused the same way, unless nothing is running.
+    /// `None`: no bound. Default: 512 MiB.
+    pub max_running_bytes: Option<usize>,
     /// How many event streams (`SendStreamingMessage`, `SubscribeToTask`,
     /// on every binding) one caller (as for `max_open_tasks_per_caller`)
     /// may have open at once: a stream counts until it ends or its reader
@@ -145,6 +149,7 @@ impl Default for HandlerConfig {
             serve_v03: true,
             max_open_tasks_per_caller: Some(1000),
             max_running_bytes_per_caller: Some(32 << 20),
+            max_running_bytes: Some(512 << 20),
             max_streams_per_caller: Some(1000),
             max_incoming_bytes_per_caller: Some(64 << 20),
             max_incoming_bytes: Some(512 << 20),
@@ -293,6 +298,7 @@ impl HandlerBuilder {
             super::open_tasks::CallerBounds {
                 open_tasks: self.config.max_open_tasks_per_caller,
                 running_bytes: self.config.max_running_bytes_per_caller,
+                running_total: self.config.max_running_bytes,
                 streams: self.config.max_streams_per_caller,
                 incoming: self.config.max_incoming_bytes_per_caller,
                 incoming_total: self.config.max_incoming_bytes,

@@ -45,7 +45,10 @@
 //! A send that would take its caller over the bound is refused at once,
 //! before the agent starts (`Unavailable`, "try again later"), unless the
 //! caller has nothing running; sends under [`SMALL_SEND_BYTES`] are not
-//! counted (the bound on requests at once covers them).
+//! counted (the bound on requests at once covers them). The bytes of all
+//! callers' running work together are bounded the same way
+//! ([`HandlerConfig::max_running_bytes`]), so that many callers (many
+//! addresses) cannot do together what one may not.
 //!
 //! A third, on each caller's open event streams
 //! ([`HandlerConfig::max_streams_per_caller`]): a stream
@@ -162,6 +165,8 @@ pub(crate) struct AdmissionStats {
     pub(crate) refused_caller_bound: u64,
     /// Sends refused by the bound on a caller's running bytes.
     pub(crate) refused_running_bytes: u64,
+    /// Sends refused by the bound on all callers' running bytes.
+    pub(crate) refused_running_total: u64,
     /// Streams refused by the bound on a caller's open streams.
     pub(crate) refused_streams: u64,
     /// Request bodies refused by the bounds on the bytes being received.
@@ -188,8 +193,10 @@ pub(crate) struct OpenTasks {
     pending: DashMap<String, Caller, ahash::RandomState>,
     /// The bound on a caller's running bytes (`usize::MAX`: none).
     max_running: usize,
-    /// The bytes of each caller's running sends (see [`Running`]).
-    running: Mutex<HashMap<Caller, usize>>,
+    /// The bound on all callers' running bytes (`usize::MAX`: none).
+    max_running_total: usize,
+    /// The bytes of running sends, by caller and in all (see [`Running`]).
+    running: Mutex<RunningBytes>,
     /// The bound on a caller's open streams (`usize::MAX`: none).
     max_streams: usize,
     /// The open streams of each caller (see [`StreamSlot`]).
@@ -199,6 +206,7 @@ pub(crate) struct OpenTasks {
     pub(super) incoming: Option<Arc<super::incoming::IncomingBytes>>,
     refused_caller_bound: AtomicU64,
     refused_running_bytes: AtomicU64,
+    refused_running_total: AtomicU64,
     refused_streams: AtomicU64,
     refused_store_full: AtomicU64,
     pub(crate) refused_in_flight: AtomicU64,
@@ -220,12 +228,14 @@ impl OpenTasks {
             ledger: Mutex::default(),
             pending: DashMap::default(),
             max_running: bounds.running_bytes.unwrap_or(usize::MAX),
+            max_running_total: bounds.running_total.unwrap_or(usize::MAX),
             running: Mutex::default(),
             max_streams: bounds.streams.unwrap_or(usize::MAX),
             streams: Mutex::default(),
             incoming: super::incoming::IncomingBytes::new(bounds.incoming, bounds.incoming_total),
             refused_caller_bound: AtomicU64::new(0),
             refused_running_bytes: AtomicU64::new(0),
+            refused_running_total: AtomicU64::new(0),
             refused_streams: AtomicU64::new(0),
             refused_store_full: AtomicU64::new(0),
             refused_in_flight: AtomicU64::new(0),
@@ -249,17 +259,18 @@ impl OpenTasks {
     }
 
     /// Counts a send of `bytes()` bytes by `owner` (from `peer`) toward
-    /// its caller's running bytes, until the returned guard is dropped (at
-    /// the end of the agent's run): refused when the caller already has
-    /// work running and this send would take it over the bound. `None` for
-    /// a small send, or without a bound (then its size is not computed).
+    /// its caller's running bytes and the server's, until the returned
+    /// guard is dropped (at the end of the agent's run): refused when the
+    /// caller (or any caller) already has work running and this send would
+    /// take it (or the server) over its bound. `None` for a small send, or
+    /// without a bound (then its size is not computed).
     pub(crate) fn run(
         self: &Arc<Self>,
         owner: &Owner,
         peer: Option<std::net::SocketAddr>,
         bytes: impl FnOnce() -> usize,
     ) -> A2aResult<Option<Running>> {
-        if self.max_running == usize::MAX {
+        if self.max_running == usize::MAX && self.max_running_total == usize::MAX {
             return Ok(None);
         }
         let bytes = bytes();
@@ -268,28 +279,45 @@ impl OpenTasks {
         }
         let caller = Caller::of(owner, peer);
         let mut running = self.running.lock();
-        let held = running.entry(caller.clone()).or_default();
-        if *held > 0 && held.saturating_add(bytes) > self.max_running {
-            let held = *held;
+        let total = running.total;
+        let held = running.by_caller.get(&caller).copied().unwrap_or(0);
+        let over_caller = held > 0 && held.saturating_add(bytes) > self.max_running;
+        let over_total = total > 0 && total.saturating_add(bytes) > self.max_running_total;
+        if over_caller || over_total {
             drop(running);
-            self.refused_running_bytes.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(
                 caller = caller.describe(),
                 bytes,
                 held,
+                total,
                 "refused a send: too many bytes of running work"
             );
-            return Err(A2aError::unavailable(format!(
-                "{} already have {held} bytes of messages being worked on, and this one of \
-                 {bytes} bytes would take them over {} (the server's max running bytes per \
-                 caller): try again later, once some of that work has finished",
-                caller.describe(),
-                self.max_running
-            ))
-            .with_metadata("limit", "maxRunningBytesPerCaller")
-            .with_metadata("max", self.max_running.to_string()));
+            let error = if over_caller {
+                self.refused_running_bytes.fetch_add(1, Ordering::Relaxed);
+                A2aError::unavailable(format!(
+                    "{} already have {held} bytes of messages being worked on, and this one of \
+                     {bytes} bytes would take them over {} (the server's max running bytes per \
+                     caller): try again later, once some of that work has finished",
+                    caller.describe(),
+                    self.max_running
+                ))
+                .with_metadata("limit", "maxRunningBytesPerCaller")
+                .with_metadata("max", self.max_running.to_string())
+            } else {
+                self.refused_running_total.fetch_add(1, Ordering::Relaxed);
+                A2aError::unavailable(format!(
+                    "the server has {total} bytes of messages being worked on, and this one of \
+                     {bytes} bytes would take it over {} (its max running bytes): try again \
+                     later, once some of that work has finished",
+                    self.max_running_total
+                ))
+                .with_metadata("limit", "maxRunningBytes")
+                .with_metadata("max", self.max_running_total.to_string())
+            };
+            return Err(error);
         }
-        *held += bytes;
+        running.total += bytes;
+        *running.by_caller.entry(caller.clone()).or_default() += bytes;
         Ok(Some(Running {
             open: Arc::clone(self),
             caller,
@@ -469,6 +497,7 @@ impl OpenTasks {
         AdmissionStats {
             refused_caller_bound: self.refused_caller_bound.load(Ordering::Relaxed),
             refused_running_bytes: self.refused_running_bytes.load(Ordering::Relaxed),
+            refused_running_total: self.refused_running_total.load(Ordering::Relaxed),
             refused_streams: self.refused_streams.load(Ordering::Relaxed),
             refused_incoming: self
                 .incoming
@@ -503,8 +532,17 @@ pub(crate) struct Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        give_back(&mut self.open.running.lock(), &self.caller, self.bytes);
+        let mut running = self.open.running.lock();
+        running.total = running.total.saturating_sub(self.bytes);
+        give_back(&mut running.by_caller, &self.caller, self.bytes);
     }
+}
+
+/// The bytes of running sends (see [`OpenTasks::run`]).
+#[derive(Default)]
+struct RunningBytes {
+    total: usize,
+    by_caller: HashMap<Caller, usize>,
 }
 
 /// Takes `n` from what `who` holds in `held`, forgetting one that holds
@@ -538,6 +576,8 @@ pub(crate) struct CallerBounds {
     pub(crate) open_tasks: Option<usize>,
     /// [`HandlerConfig::max_running_bytes_per_caller`].
     pub(crate) running_bytes: Option<usize>,
+    /// [`HandlerConfig::max_running_bytes`].
+    pub(crate) running_total: Option<usize>,
     /// [`HandlerConfig::max_streams_per_caller`].
     pub(crate) streams: Option<usize>,
     /// [`HandlerConfig::max_incoming_bytes_per_caller`].
@@ -993,6 +1033,43 @@ mod tests {
         );
     }
 
+    /// All callers' running bytes are bounded together: many addresses
+    /// cannot hold what one may not; one send alone always runs.
+    #[test]
+    fn running_bytes_are_bounded_in_all() {
+        let open = Arc::new(OpenTasks::new(CallerBounds {
+            open_tasks: None,
+            running_total: Some(100_000),
+            ..CallerBounds::default()
+        }));
+        let anon = Owner::default();
+        let at = |i: u8| -> std::net::SocketAddr { format!("127.0.0.{i}:1").parse().unwrap() };
+        let held: Vec<_> = (1..=4)
+            .map(|i| open.run(&anon, Some(at(i)), || 25_000).unwrap())
+            .collect();
+        let e = open
+            .run(&anon, Some(at(9)), || 20_000)
+            .err()
+            .expect("over the server's bound");
+        assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
+        assert!(e.to_string().contains("max running bytes"), "{e}");
+        assert_eq!(
+            e.metadata.get("limit").map(String::as_str),
+            Some("maxRunningBytes")
+        );
+        // Small sends are not counted.
+        assert!(open.run(&anon, Some(at(9)), || 1_000).unwrap().is_none());
+        drop(held);
+        // Alone, a send larger than the bound runs.
+        let big = open.run(&anon, Some(at(9)), || 150_000).unwrap();
+        assert!(big.is_some());
+        assert!(open.run(&anon, Some(at(8)), || 20_000).is_err());
+        drop(big);
+        assert_eq!(open.running.lock().total, 0);
+        assert_eq!(open.refused_running_total.load(Ordering::Relaxed), 2);
+        assert_eq!(open.refused_running_bytes.load(Ordering::Relaxed), 0);
+    }
+
     #[test]
     fn running_bytes_are_bounded_per_caller_and_given_back() {
         let open = Arc::new(OpenTasks::new(CallerBounds {
@@ -1031,7 +1108,8 @@ mod tests {
         assert!(again.is_some());
         drop(held_b);
         drop(again);
-        assert!(open.running.lock().is_empty());
+        assert!(open.running.lock().by_caller.is_empty());
+        assert_eq!(open.running.lock().total, 0);
         assert_eq!(open.refused_running_bytes.load(Ordering::Relaxed), 2);
         // Without a bound nothing is counted.
         let none = Arc::new(OpenTasks::new(CallerBounds {

@@ -31,7 +31,9 @@
 //!   could hold anything: `caller_open_tasks` (a task refused because its
 //!   caller holds as many open tasks as it may), `caller_running_bytes` (a
 //!   send refused because its caller has as many bytes of messages being
-//!   worked on as it may), `caller_streams` (a stream refused because its
+//!   worked on as it may), `running_bytes` (a send refused because all
+//!   callers together have as many bytes being worked on as may be),
+//!   `caller_streams` (a stream refused because its
 //!   caller has as many event streams open as it may), `incoming_bytes` (a
 //!   request body refused because as many bytes are being received from
 //!   its caller, or from all, as may be), `store_full` (a task or a
@@ -284,7 +286,7 @@ impl Metrics {
         );
         registry.register(
             "admission_refused",
-            "New work refused before it could hold anything, by reason (caller_open_tasks, caller_running_bytes, caller_streams, incoming_bytes, store_full, in_flight)",
+            "New work refused before it could hold anything, by reason (caller_open_tasks, caller_running_bytes, running_bytes, caller_streams, incoming_bytes, store_full, in_flight)",
             live.refused.clone(),
         );
         registry.register(
@@ -361,6 +363,7 @@ impl Metrics {
         for (reason, n) in [
             ("caller_open_tasks", a.refused_caller_bound),
             ("caller_running_bytes", a.refused_running_bytes),
+            ("running_bytes", a.refused_running_total),
             ("caller_streams", a.refused_streams),
             ("incoming_bytes", a.refused_incoming),
             ("store_full", a.refused_store_full),
