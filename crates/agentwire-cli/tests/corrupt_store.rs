@@ -22,6 +22,7 @@ fn a_damaged_database_file_is_reported_at_start_with_what_to_do() {
         .output()
         .expect("run a2a serve");
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(path.with_extension("db.lock"));
     // A failure of the server, not a usage error (2).
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);

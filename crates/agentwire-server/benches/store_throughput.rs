@@ -435,7 +435,7 @@ async fn main() {
             }
             store.close().await;
             drop(store);
-            for suffix in ["", "-wal", "-shm"] {
+            for suffix in ["", "-wal", "-shm", ".lock"] {
                 let mut p = path.clone().into_os_string();
                 p.push(suffix);
                 let _ = std::fs::remove_file(p);

@@ -113,7 +113,7 @@ mod sqlite {
         store.close().await;
         peer.close().await;
         drop((store, peer));
-        for suffix in ["", "-wal", "-shm"] {
+        for suffix in ["", "-wal", "-shm", ".lock"] {
             let mut p = path.clone().into_os_string();
             p.push(suffix);
             let _ = std::fs::remove_file(p);

@@ -86,9 +86,10 @@ pub fn temp_db(prefix: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("{prefix}-{}.db", new_id()))
 }
 
-/// Removes an SQLite file with its write-ahead log and shared memory.
+/// Removes an SQLite file with its write-ahead log, shared memory and the
+/// lock file the task store takes beside it.
 pub fn remove_db(path: &std::path::Path) {
-    for suffix in ["", "-wal", "-shm"] {
+    for suffix in ["", "-wal", "-shm", ".lock"] {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);
         let _ = std::fs::remove_file(p);

@@ -636,7 +636,7 @@ mod tests {
     }
 
     fn remove_db(path: &Path) {
-        for suffix in ["", "-wal", "-shm"] {
+        for suffix in ["", "-wal", "-shm", ".lock"] {
             let mut p = path.as_os_str().to_owned();
             p.push(suffix);
             let _ = std::fs::remove_file(p);
