@@ -200,24 +200,11 @@ const DEFAULT_MAX_TASKS: usize = 10_000;
 /// The environment of `a2a serve`, shown in its help.
 const SERVE_AFTER_HELP: &str = "\
 Every option of a2a serve can also be set in the environment as A2A_SERVE_<OPTION>
-(the long option in upper snake case): A2A_SERVE_AGENT, A2A_SERVE_HOST, A2A_SERVE_PORT,
-A2A_SERVE_PUBLIC_URL, A2A_SERVE_NO_GRPC, A2A_SERVE_MAX_BODY_BYTES,
-A2A_SERVE_TCK_STREAMING_TIMEOUT, A2A_SERVE_STORE, A2A_SERVE_REPLICA_TIMEOUT,
-A2A_SERVE_RETENTION, A2A_SERVE_MAX_TASKS, A2A_SERVE_CARD_MAX_AGE,
-A2A_SERVE_REQUEST_HEAD_TIMEOUT, A2A_SERVE_BODY_READ_TIMEOUT, A2A_SERVE_IDLE_TIMEOUT,
-A2A_SERVE_MAX_CONNECTIONS, A2A_SERVE_MAX_STORE_BYTES, A2A_SERVE_OPEN_TASK_TTL,
-A2A_SERVE_MAX_LIST_BYTES, A2A_SERVE_MAX_PARTS, A2A_SERVE_MAX_ARTIFACT_BYTES,
-A2A_SERVE_MAX_IN_FLIGHT, A2A_SERVE_MAX_OPEN_TASKS_PER_CALLER, A2A_SERVE_MAX_QUEUED_BYTES,
-A2A_SERVE_LONG_POLL_MAX,
-A2A_SERVE_AUTH_JWKS, A2A_SERVE_AUTH_ISSUER,
-A2A_SERVE_AUTH_AUDIENCE, A2A_SERVE_AUTH_OIDC, A2A_SERVE_AUTH_SCOPE, A2A_SERVE_AUTH_LEEWAY,
-A2A_SERVE_API_KEY_FILE, A2A_SERVE_API_KEY_IN, A2A_SERVE_ALLOW_ANONYMOUS, A2A_SERVE_LOG_FORMAT,
-A2A_SERVE_METRICS, A2A_SERVE_METRICS_ADDR, A2A_SERVE_SHUTDOWN_GRACE,
-A2A_SERVE_PUSH_ALLOW_LOOPBACK; A2A_SERVE_API_KEYS
-holds API keys themselves (PRINCIPAL:KEY,PRINCIPAL:KEY). A flag wins over the variable. The former
-names (A2A_HOST, A2A_PORT, A2A_PUBLIC_URL, A2A_STORE, A2A_REPLICA_TIMEOUT, A2A_RETENTION,
-A2A_MAX_TASKS) still work, with a warning, and will be removed. The client's A2ACLI_*
-settings do not apply to the server.
+(the long option in upper snake case, shown beside each option as [env: ...]);
+A2A_SERVE_API_KEYS holds API keys themselves (PRINCIPAL:KEY,PRINCIPAL:KEY). A flag wins
+over the variable. The former names (A2A_HOST, A2A_PORT, A2A_PUBLIC_URL, A2A_STORE,
+A2A_REPLICA_TIMEOUT, A2A_RETENTION, A2A_MAX_TASKS) still work, with a warning, and will be
+removed. The client's A2ACLI_* settings do not apply to the server.
 
 Durations are a number and a unit: 500ms, 2s, 1m, 24h, 7d, or combined (1h 30m);
 a bare number is seconds.
@@ -250,14 +237,6 @@ pub struct ServeArgs {
     /// fields.
     #[arg(long, env = "A2A_SERVE_NO_V03")]
     pub no_v03: bool,
-    /// Largest accepted request body, in bytes.
-    #[arg(
-        long,
-        default_value_t = agentwire_server::DEFAULT_MAX_BODY_BYTES,
-        env = "A2A_SERVE_MAX_BODY_BYTES",
-        value_name = "BYTES"
-    )]
-    pub max_body_bytes: usize,
     /// Where tasks are kept: `sqlite:PATH` (a file, created if needed; one
     /// server at a time may use it), `memory` (lost on exit) or
     /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (shared by replicas;
@@ -270,6 +249,7 @@ pub struct ServeArgs {
         value_parser = StoreSpec::parse,
         value_name = "STORE"
     )]
+    #[arg(help_heading = "Task store")]
     pub store_arg: Option<StoreSpec>,
     /// The store of the (first) agent served: `--store`, or its default
     /// (set by [`run`] before anything reads it).
@@ -284,6 +264,7 @@ pub struct ServeArgs {
         value_parser = crate::parse_duration,
         value_name = "DURATION"
     )]
+    #[arg(help_heading = "Task store")]
     pub retention: Option<Duration>,
     /// With a SQLite store only: what each commit waits for. `normal`: an
     /// acknowledged task survives a crash of the server (kill -9
@@ -297,17 +278,20 @@ pub struct ServeArgs {
         value_enum,
         value_name = "LEVEL"
     )]
+    #[arg(help_heading = "Task store")]
     pub sqlite_synchronous: Option<SqliteSync>,
     /// With `--store memory` only: how many tasks are held at most (the
     /// oldest finished ones leave first to make room; when none is left, a
     /// new task is refused as "try again later") [default: 10000].
     #[arg(long, env = "A2A_SERVE_MAX_TASKS", value_name = "N")]
+    #[arg(help_heading = "Task store")]
     pub max_tasks: Option<usize>,
     /// With `--store memory` only: how many bytes the tasks held may take,
     /// by the store's estimate (the oldest finished tasks leave first to
     /// make room; when none is left, new work is refused as "try again
     /// later") [default: 268435456, 256 MiB].
     #[arg(long, env = "A2A_SERVE_MAX_STORE_BYTES", value_name = "BYTES")]
+    #[arg(help_heading = "Task store")]
     pub max_store_bytes: Option<usize>,
     /// With `--store memory` only: how long a task that has not finished
     /// (one waiting for input, or still working) is kept after its last
@@ -318,31 +302,46 @@ pub struct ServeArgs {
         value_parser = crate::parse_duration,
         value_name = "DURATION"
     )]
+    #[arg(help_heading = "Task store")]
     pub open_task_ttl: Option<Duration>,
+    /// Largest accepted request body, in bytes.
+    #[arg(
+        long,
+        default_value_t = agentwire_server::DEFAULT_MAX_BODY_BYTES,
+        env = "A2A_SERVE_MAX_BODY_BYTES",
+        value_name = "BYTES"
+    )]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
+    pub max_body_bytes: usize,
     /// The most bytes of tasks one ListTasks page carries: a page stops
     /// early, with a next page token, rather than pass it [default:
     /// 4194304, 4 MiB].
     #[arg(long, env = "A2A_SERVE_MAX_LIST_BYTES", value_name = "BYTES")]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
     pub max_list_bytes: Option<usize>,
     /// The most parts a message sent to the agent may have [default: 1000].
     #[arg(long, env = "A2A_SERVE_MAX_PARTS", value_name = "N")]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
     pub max_parts: Option<usize>,
     /// The most bytes one artifact may grow to, appended chunks included
     /// [default: 16777216, 16 MiB].
     #[arg(long, env = "A2A_SERVE_MAX_ARTIFACT_BYTES", value_name = "BYTES")]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
     pub max_artifact_bytes: Option<usize>,
     /// How many requests are handled at once at most; one more is refused
     /// at once as "try again later" (HTTP 503) [default: 10000].
     #[arg(long, env = "A2A_SERVE_MAX_IN_FLIGHT", value_name = "N")]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
     pub max_in_flight: Option<usize>,
     /// How many open tasks (submitted, working, or waiting for input) one
     /// caller may hold at once: an authenticated principal, or an
-    /// anonymous caller's address (behind a proxy, every anonymous caller
-    /// has the proxy's). The task one more would create is refused as "try
+    /// anonymous caller's address (behind a reverse proxy: see
+    /// --trusted-proxy). The task one more would create is refused as "try
     /// again later" (HTTP 503); replies with a message are never refused.
     /// 0: no bound [default: a tenth of --max-tasks with --store memory,
     /// 1000; 1000 with the other stores].
     #[arg(long, env = "A2A_SERVE_MAX_OPEN_TASKS_PER_CALLER", value_name = "N")]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
     pub max_open_tasks_per_caller: Option<usize>,
     /// How many bytes of messages one caller (as above) may have being
     /// worked on at once: a send counts its message's size until the
@@ -354,17 +353,20 @@ pub struct ServeArgs {
         env = "A2A_SERVE_MAX_RUNNING_BYTES_PER_CALLER",
         value_name = "BYTES"
     )]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
     pub max_running_bytes_per_caller: Option<usize>,
     /// The same for all callers together: a send that would take the
     /// server over is refused as "try again later" (HTTP 503) unless
     /// nothing is running. 0: no bound [default: 536870912, 512 MiB].
     #[arg(long, env = "A2A_SERVE_MAX_RUNNING_BYTES", value_name = "BYTES")]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
     pub max_running_bytes: Option<usize>,
     /// How many event streams (SendStreamingMessage, SubscribeToTask, on
     /// every binding) one caller (as above) may have open at once; one more
     /// is refused as "try again later" (HTTP 503) before anything starts.
     /// 0: no bound [default: 1000].
     #[arg(long, env = "A2A_SERVE_MAX_STREAMS_PER_CALLER", value_name = "N")]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
     pub max_streams_per_caller: Option<usize>,
     /// How many bytes of request bodies the server may be receiving from
     /// one address at once (an IPv6 one by its /64 prefix), counted from a
@@ -377,21 +379,25 @@ pub struct ServeArgs {
         env = "A2A_SERVE_MAX_INCOMING_BYTES_PER_CALLER",
         value_name = "BYTES"
     )]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
     pub max_incoming_bytes_per_caller: Option<usize>,
     /// The same for all addresses together. 0: no bound [default:
     /// 536870912, 512 MiB].
     #[arg(long, env = "A2A_SERVE_MAX_INCOMING_BYTES", value_name = "BYTES")]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
     pub max_incoming_bytes: Option<usize>,
     /// How many push notification configs one task may have (each is sent
     /// every update of the task); one more is refused as invalid
     /// parameters, replacing one by its id is not [default: 16].
     #[arg(long, env = "A2A_SERVE_MAX_PUSH_CONFIGS_PER_TASK", value_name = "N")]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
     pub max_push_configs_per_task: Option<usize>,
     /// The most bytes of events queued for all event streams together
     /// (every subscriber of every task); when reached, the stream whose
     /// reader is furthest behind is closed with an error telling it to
     /// subscribe again [default: 67108864, 64 MiB].
     #[arg(long, env = "A2A_SERVE_MAX_QUEUED_BYTES", value_name = "BYTES")]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
     pub max_queued_bytes: Option<usize>,
     /// The longest a GetTask with currentGeneration (the A2A v1.1 draft's
     /// long-poll) waits for the task to move past that generation; then it
@@ -402,6 +408,7 @@ pub struct ServeArgs {
         value_parser = crate::parse_duration,
         value_name = "DURATION"
     )]
+    #[arg(help_heading = "Limits (docs/operations.md)")]
     pub long_poll_max: Option<std::time::Duration>,
     /// With a PostgreSQL store only: after how long without a sign of life
     /// another replica counts as gone, and its working tasks are failed
@@ -412,6 +419,7 @@ pub struct ServeArgs {
         value_parser = crate::parse_duration,
         value_name = "DURATION"
     )]
+    #[arg(help_heading = "Task store")]
     pub replica_timeout: Option<Duration>,
     /// With the conformance agent only: how long the TCK's streaming
     /// scenarios keep a stream open [default: 2s].
@@ -451,6 +459,7 @@ pub struct ServeArgs {
         value_parser = crate::parse_duration,
         value_name = "DURATION"
     )]
+    #[arg(help_heading = "Connections")]
     pub request_head_timeout: Option<Duration>,
     /// How long a client may take to send a request's body once the server
     /// waits for it; a slower body is refused [default: 30s].
@@ -460,6 +469,7 @@ pub struct ServeArgs {
         value_parser = crate::parse_duration,
         value_name = "DURATION"
     )]
+    #[arg(help_heading = "Connections")]
     pub body_read_timeout: Option<Duration>,
     /// How long a connection (HTTP/2 and gRPC mostly) may go without a new
     /// request before it is closed; a response under way finishes first
@@ -470,17 +480,20 @@ pub struct ServeArgs {
         value_parser = crate::parse_duration,
         value_name = "DURATION"
     )]
+    #[arg(help_heading = "Connections")]
     pub idle_timeout: Option<Duration>,
     /// How many connections may be open at once; one more is answered 503
     /// and closed, and a warning is logged [default: 50000, or fewer when
     /// the open-file limit is lower].
     #[arg(long, env = "A2A_SERVE_MAX_CONNECTIONS", value_name = "N")]
+    #[arg(help_heading = "Connections")]
     pub max_connections: Option<usize>,
     /// How many of those one address may have open at once (an IPv6 one
-    /// by its /64 prefix; behind a reverse proxy every client has the
-    /// proxy's); one more is answered 503 and closed. 0: no bound
+    /// by its /64 prefix; behind a reverse proxy: see --trusted-proxy); one
+    /// more is answered 503 and closed. 0: no bound
     /// [default: 1000].
     #[arg(long, env = "A2A_SERVE_MAX_CONNECTIONS_PER_ADDRESS", value_name = "N")]
+    #[arg(help_heading = "Connections")]
     pub max_connections_per_address: Option<usize>,
     /// A reverse proxy in front of the server: an address or a network
     /// (10.0.0.5, 10.0.0.0/24, fd00::/8); repeat it, or separate with
@@ -491,24 +504,34 @@ pub struct ServeArgs {
     /// ignored [default: none].
     #[arg(
         long = "trusted-proxy",
-        env = "A2A_SERVE_TRUSTED_PROXIES",
+        env = "A2A_SERVE_TRUSTED_PROXY",
         value_name = "ADDRESS|CIDR",
         value_delimiter = ',',
         value_parser = parse_net
     )]
+    #[arg(help_heading = "Connections")]
     pub trusted_proxies: Vec<agentwire_server::IpNet>,
     /// Serve metrics in the Prometheus text format at /metrics on the
     /// agent's port (requests by binding, operation and outcome, and their
     /// latency).
     #[arg(long, env = "A2A_SERVE_METRICS")]
+    #[arg(help_heading = "Observability")]
     pub metrics: bool,
     /// Serve /metrics on this address (HOST:PORT) instead, a port of its
     /// own (implies --metrics).
     #[arg(long, env = "A2A_SERVE_METRICS_ADDR", value_name = "ADDR")]
+    #[arg(help_heading = "Observability")]
     pub metrics_addr: Option<String>,
     /// Let web pages from this origin (e.g. https://app.example.com) call
-    /// the agent from a browser (CORS); repeat for several, `*` for any.
-    #[arg(long = "cors-origin", value_name = "ORIGIN", value_parser = parse_origin)]
+    /// the agent from a browser (CORS); repeat for several (or separate
+    /// with commas), `*` for any.
+    #[arg(
+        long = "cors-origin",
+        env = "A2A_SERVE_CORS_ORIGIN",
+        value_name = "ORIGIN",
+        value_delimiter = ',',
+        value_parser = parse_origin
+    )]
     pub cors_origins: Vec<http::HeaderValue>,
     /// On SIGTERM or Ctrl-C: how long calls and streams under way may go
     /// on before the server exits (it stops accepting at once); tasks
@@ -531,6 +554,7 @@ pub struct ServeArgs {
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` is set; `OTEL_SDK_DISABLED=true`
     /// keeps it off.
     #[arg(long, env = "A2A_SERVE_OTEL")]
+    #[arg(help_heading = "Observability")]
     pub otel: bool,
     /// How log lines are written on stderr: `text` (for people) or `json`
     /// (one JSON object a line, for log collectors). Every line carries
@@ -542,13 +566,20 @@ pub struct ServeArgs {
         env = "A2A_SERVE_LOG_FORMAT",
         value_name = "FORMAT"
     )]
+    #[arg(help_heading = "Observability")]
     pub log_format: LogFormat,
     /// Sign the agent card with this private key (a PEM file: an Ed25519
     /// key signs with EdDSA, a P-256 key with ES256, an RSA key with
     /// RS256). The public keys are served as a JWKS at
     /// /.well-known/jwks.json, which each signature names. Repeat it to
-    /// sign with several keys (while rotating keys).
-    #[arg(long, value_name = "KEY_FILE")]
+    /// sign with several keys (while rotating keys; or separate the files
+    /// with commas).
+    #[arg(
+        long,
+        env = "A2A_SERVE_SIGN_CARD",
+        value_name = "KEY_FILE",
+        value_delimiter = ','
+    )]
     pub sign_card: Vec<PathBuf>,
     /// What the card signatures sign: `rfc8785` (the card as served, in the
     /// RFC 8785 form the specification names), `sdk` (the form the
@@ -1659,6 +1690,34 @@ fn redact(spec: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the help says: every option of `a2a serve` can be set as
+    /// A2A_SERVE_<OPTION>, the long option in upper snake case.
+    #[test]
+    fn every_option_has_its_variable() {
+        #[derive(clap::Parser)]
+        struct Serve {
+            #[command(flatten)]
+            args: ServeArgs,
+        }
+        let command = <Serve as clap::CommandFactory>::command();
+        let mut missing = Vec::new();
+        for arg in command.get_arguments() {
+            let Some(long) = arg.get_long() else {
+                continue;
+            };
+            if arg.is_hide_set() || long == "help" {
+                continue;
+            }
+            let wanted = format!("A2A_SERVE_{}", long.to_uppercase().replace('-', "_"));
+            let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+            if env.as_deref() != Some(wanted.as_str()) {
+                missing.push(format!("--{long}: {env:?}, not {wanted}"));
+            }
+        }
+        assert!(missing.is_empty(), "{missing:#?}");
+        assert!(command.get_arguments().count() > 50);
+    }
 
     #[test]
     fn stores_and_redaction() {
