@@ -596,11 +596,13 @@ pub struct ServeArgs {
     pub card_signature_form: crate::card::SignatureForm,
     /// Deliver push notifications to loopback webhooks (127.0.0.0/8, ::1,
     /// localhost, and names that resolve there) although the server
-    /// listens beyond loopback. Listening on a loopback address (the
-    /// default 127.0.0.1), loopback webhooks are always allowed (for `a2a
-    /// webhook` on the same machine); listening on 0.0.0.0, :: or another
-    /// address, they are refused unless this is given, like private and
-    /// link-local addresses, which are always refused (SSRF protection).
+    /// listens beyond loopback, or behind a --trusted-proxy. Listening on
+    /// a loopback address (the default 127.0.0.1) without a trusted proxy,
+    /// loopback webhooks are always allowed (for `a2a webhook` on the same
+    /// machine); listening on 0.0.0.0, :: or another address, or with a
+    /// trusted proxy (whose callers come from anywhere), they are refused
+    /// unless this is given, like private and link-local addresses, which
+    /// are always refused (SSRF protection).
     #[arg(long, env = "A2A_SERVE_PUSH_ALLOW_LOOPBACK")]
     pub push_allow_loopback: bool,
     /// With --agent mcp: the MCP server whose tools to serve, a command line ('CMD ARGS', started and spoken to over stdio) or a streamable HTTP URL.
@@ -1270,10 +1272,15 @@ async fn push_config(
     Ok(config.outbox(Arc::new(outbox)).signer(signer))
 }
 
-/// Whether push notifications may go to loopback webhooks: always when the
-/// server listens on loopback only, else with `--push-allow-loopback`.
+/// Whether push notifications may go to loopback webhooks: with
+/// `--push-allow-loopback`, or when the server listens on loopback only and
+/// no reverse proxy is named (`--trusted-proxy`): behind a proxy, callers
+/// from anywhere reach a server listening on loopback, and loopback
+/// webhooks would let them make it call the other services of its host.
 async fn push_allows_loopback(args: &ServeArgs) -> bool {
-    args.push_allow_loopback || agentwire_server::push::is_loopback_host(&args.host).await
+    args.push_allow_loopback
+        || (args.trusted_proxies.is_empty()
+            && agentwire_server::push::is_loopback_host(&args.host).await)
 }
 
 /// The push signing key beside a SQLite store: `PATH.push-key`.

@@ -2,8 +2,9 @@
 //! registry reads a card served in chunks only up to its limit and never
 //! fetches internal addresses (nor follows a redirect to one); `a2a card
 //! get` stops reading a huge card at its limit; `a2a serve` listening
-//! beyond loopback refuses loopback webhooks unless `--push-allow-loopback`,
-//! and on loopback still delivers to them. Real processes on loopback.
+//! beyond loopback (or on loopback behind a `--trusted-proxy`) refuses
+//! loopback webhooks unless `--push-allow-loopback`, and on loopback still
+//! delivers to them. Real processes on loopback.
 
 mod common;
 
@@ -283,6 +284,10 @@ async fn serve_beyond_loopback_refuses_loopback_webhooks_unless_allowed() {
     let refused = tokio::task::spawn_blocking(move || {
         let env = Env::new();
         let serving = Serving::start(&env, &["--host", "0.0.0.0"]);
+        // On loopback behind a reverse proxy, callers come from anywhere:
+        // loopback webhooks are refused too.
+        let proxied = Serving::start(&env, &["--trusted-proxy", "10.0.0.0/8"]);
+        let proxied_out = send_with_push(&env, &proxied, &format!("http://127.0.0.1:{port}/"));
         let mut spellings: Vec<String> = [
             "127.0.0.1",
             "127.1",
@@ -299,7 +304,7 @@ async fn serve_beyond_loopback_refuses_loopback_webhooks_unless_allowed() {
         if name_is_loopback {
             spellings.push(format!("http://{hostname}:{port}/"));
         }
-        let mut outs = Vec::new();
+        let mut outs = vec![("behind a proxy".to_owned(), proxied_out)];
         for url in spellings {
             outs.push((url.clone(), send_with_push(&env, &serving, &url)));
         }
