@@ -40,15 +40,6 @@ async fn send(http: &reqwest::Client, base: &str, message_id: &str, key: Option<
         .expect("a JSON-RPC answer")
 }
 
-/// An HTTP client whose connections come from the loopback address `ip`
-/// (another anonymous caller for the per-address bounds).
-fn client_from(ip: &str) -> reqwest::Client {
-    reqwest::Client::builder()
-        .local_address(ip.parse::<std::net::IpAddr>().expect("an address"))
-        .build()
-        .expect("a client")
-}
-
 fn state(answer: &Value) -> &str {
     answer["result"]["task"]["status"]["state"]
         .as_str()

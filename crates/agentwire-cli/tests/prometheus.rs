@@ -6,25 +6,18 @@
 //! Ignored unless asked for (`-- --ignored`): it needs the `prometheus`
 //! program (Debian package `prometheus`), which CI installs.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentwire_client::{CallOptions, JsonRpcTransport, Transport};
 use agentwire_types::{Message, SendMessageRequest};
+use common::{Killed, free_port};
 
 /// Bound on every wait.
 const LIMIT: Duration = Duration::from_secs(90);
-
-/// Kills a child process when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The prometheus program, where Debian puts it (or on the PATH).
 fn prometheus() -> Option<String> {
@@ -37,14 +30,6 @@ fn prometheus() -> Option<String> {
         .ok()?;
     let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     (!path.is_empty()).then_some(path)
-}
-
-/// A free loopback port (free when this returns).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,21 +12,11 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{Value, json};
-
-/// Kills a child process when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The nginx program, where Debian puts it (or on the PATH).
 fn nginx() -> Option<String> {
@@ -39,22 +29,6 @@ fn nginx() -> Option<String> {
         .ok()?;
     let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     (!path.is_empty()).then_some(path)
-}
-
-/// A free loopback port (free when this returns).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-/// An HTTP client whose connections come from the loopback address `ip`.
-fn client_from(ip: &str) -> reqwest::Client {
-    reqwest::Client::builder()
-        .local_address(ip.parse::<std::net::IpAddr>().expect("an address"))
-        .build()
-        .expect("a client")
 }
 
 /// A JSON-RPC `SendMessage` to the conformance agent at `base`, with an

@@ -556,3 +556,32 @@ pub fn metric_value(text: &str, sample: &str) -> f64 {
         .find_map(|l| l.strip_prefix(sample)?.trim().parse().ok())
         .unwrap_or_else(|| panic!("no {sample} in {text}"))
 }
+
+// ----- processes and addresses ---------------------------------------------
+
+/// An HTTP client whose connections come from the loopback address `ip`
+/// (another caller, for the bounds kept per address).
+pub fn client_from(ip: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(ip.parse::<std::net::IpAddr>().expect("an address"))
+        .build()
+        .expect("a client")
+}
+
+/// A free loopback port (free when this returns).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Kills a child process when dropped.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
