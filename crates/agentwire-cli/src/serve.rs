@@ -1549,6 +1549,13 @@ async fn bind(
         Some(detail) => say!("  task store: {} ({detail})", store_spec.display()),
         None => say!("  task store: {}", store_spec.display()),
     }
+    if !args.trusted_proxies.is_empty() {
+        let nets: Vec<String> = args.trusted_proxies.iter().map(|n| n.to_string()).collect();
+        say!(
+            "  trusted proxies: {} (clients by X-Forwarded-For)",
+            nets.join(", ")
+        );
+    }
     if authenticated {
         let mut names: Vec<&String> = card.security_schemes.keys().collect();
         names.sort();
