@@ -207,6 +207,7 @@ async fn every_binding_logs_one_json_line_per_request_without_secrets() {
         assert_eq!(fields["binding"], binding, "{line}");
         assert_eq!(fields["operation"], operation, "{line}");
         assert_eq!(line["span"]["trace_id"], TRACE_ID, "{line}");
+        assert_eq!(line["span"]["client"], "127.0.0.1", "{line}");
         assert_eq!(line["level"], "INFO", "{line}");
         assert!(
             rfc3339(line["timestamp"].as_str().unwrap_or_default()),
@@ -289,6 +290,7 @@ async fn responses_carry_a_request_id_and_text_lines_a_time() {
     );
     for part in [
         "INFO",
+        "client=127.0.0.1}",
         "binding=jsonrpc",
         "outcome=PARSE_ERROR",
         "status=200",
@@ -301,6 +303,36 @@ async fn responses_carry_a_request_id_and_text_lines_a_time() {
         card_line.contains("path=/.well-known/agent-card.json"),
         "{card_line}"
     );
+    // A caller that is not a trusted proxy is logged as itself, whatever
+    // it forwards for.
+    let r = http
+        .get(&card)
+        .header("X-Request-Id", "caller-id-9")
+        .header("X-Forwarded-For", "203.0.113.5")
+        .send()
+        .await
+        .expect("card");
+    assert_eq!(id_of(&r), "caller-id-9");
+    let line = served.wait_for("for caller-id-9", |l| l.contains("request_id=caller-id-9"));
+    assert!(line.contains("client=127.0.0.1}"), "{line}");
+}
+
+/// Behind a trusted reverse proxy, the line names the client the proxy
+/// forwards for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_name_the_client_behind_a_trusted_proxy() {
+    let served = Served::start(&["--trusted-proxy", "127.0.0.1"], &[]);
+    agentwire_client::install_crypto_provider();
+    let r = reqwest::Client::new()
+        .get(format!("{}/.well-known/agent-card.json", served.url))
+        .header("X-Request-Id", "proxied-1")
+        .header("X-Forwarded-For", "198.51.100.1, 203.0.113.5")
+        .send()
+        .await
+        .expect("card");
+    assert_eq!(r.status(), 200);
+    let line = served.wait_for("for proxied-1", |l| l.contains("request_id=proxied-1"));
+    assert!(line.contains("client=203.0.113.5}"), "{line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -148,6 +148,27 @@ impl CallInfo {
 pub(crate) struct Observed<S> {
     inner: tower::util::Either<tower_http::cors::Cors<S>, S>,
     metrics: Option<Arc<Metrics>>,
+    peer: Peer,
+}
+
+/// Where a connection's requests come from, for their log line: its peer,
+/// or, when the peer is a trusted reverse proxy, the client each request
+/// is forwarded for (`serving/proxies.rs`).
+#[derive(Clone, Default)]
+pub(crate) struct Peer {
+    pub(crate) addr: Option<std::net::SocketAddr>,
+    pub(crate) proxies: Option<crate::serving::proxies::TrustedProxies>,
+}
+
+impl Peer {
+    /// The client of a request with `headers`.
+    fn client(&self, headers: &http::HeaderMap) -> Option<std::net::IpAddr> {
+        let addr = self.addr?;
+        Some(match &self.proxies {
+            Some(proxies) => proxies.client(addr, headers).ip(),
+            None => addr.ip(),
+        })
+    }
 }
 
 /// Wraps a connection's service in the request-id and log layer (which
@@ -166,13 +187,18 @@ pub(crate) fn layers<S>(
     service: S,
     metrics: Option<Arc<Metrics>>,
     cors: Option<&tower_http::cors::CorsLayer>,
+    peer: Peer,
 ) -> Observed<S> {
     use tower::Layer;
     let inner = match cors {
         Some(cors) => tower::util::Either::Left(cors.layer(service)),
         None => tower::util::Either::Right(service),
     };
-    Observed { inner, metrics }
+    Observed {
+        inner,
+        metrics,
+        peer,
+    }
 }
 
 impl<S: Clone> Clone for Observed<S> {
@@ -180,6 +206,7 @@ impl<S: Clone> Clone for Observed<S> {
         Self {
             inner: self.inner.clone(),
             metrics: self.metrics.clone(),
+            peer: self.peer.clone(),
         }
     }
 }
@@ -227,12 +254,13 @@ where
                 traceparent: request.headers().get(&TRACEPARENT_NAME).cloned(),
                 method: request.method().clone(),
                 path: request.uri().path_and_query().cloned(),
+                client: self.peer.client(request.headers()),
                 call: CallInfo::NONE,
                 status: 0,
                 duration_us: 0,
             })
         });
-        let span = request_span(&request, &id, line.is_none());
+        let span = request_span(&request, &id, line.is_none(), &self.peer);
         let logged = self.metrics.is_some() || !span.is_none() || line.is_some();
         let start = logged.then(std::time::Instant::now);
         // Where the bindings note the call: in the line, or on its own
@@ -420,7 +448,7 @@ pub(crate) fn trace_id_of(value: &str) -> Option<&str> {
 /// field read) when nothing would record it: neither the log at `info` for
 /// [`REQUEST_LOG_TARGET`] nor OpenTelemetry. `for_log`: whether the log
 /// wants it (false when the request log's own writer writes the line).
-fn request_span<B>(request: &Request<B>, id: &HeaderValue, for_log: bool) -> Span {
+fn request_span<B>(request: &Request<B>, id: &HeaderValue, for_log: bool, peer: &Peer) -> Span {
     #[cfg(feature = "otel")]
     let traced = otel::enabled();
     #[cfg(not(feature = "otel"))]
@@ -438,6 +466,7 @@ fn request_span<B>(request: &Request<B>, id: &HeaderValue, for_log: bool) -> Spa
         trace_id = trace_id(headers).map(tracing::field::display),
         method = %request.method(),
         path = %request.uri().path(),
+        client = peer.client(headers).map(tracing::field::display),
         // The span's kind for OpenTelemetry, recorded only when traces
         // are on (an empty field is not logged).
         otel.kind = tracing::field::Empty,

@@ -63,6 +63,9 @@ pub(crate) struct Line {
     pub(crate) method: http::Method,
     /// The request's path (its query is never written).
     pub(crate) path: Option<http::uri::PathAndQuery>,
+    /// The caller's address: the connection's peer, or the client a
+    /// trusted reverse proxy forwards for.
+    pub(crate) client: Option<std::net::IpAddr>,
     /// What the binding noted (the bindings note into it while the
     /// request is answered: [`super::CallInfo`]); its binding is `http`
     /// and its error `error` for an answer no binding made that failed.
@@ -210,16 +213,15 @@ impl Line {
                 // Pieces appended as they are: `write!` into a `Vec` goes
                 // through `core::fmt` for each (a third of this thread's
                 // instructions).
-                for piece in [
-                    " method=",
-                    method,
-                    " path=",
-                    path,
-                    "}: answered binding=",
-                    call.binding,
-                ] {
+                for piece in [" method=", method, " path=", path] {
                     out.extend_from_slice(piece.as_bytes());
                 }
+                if let Some(ip) = self.client {
+                    out.extend_from_slice(b" client=");
+                    address(ip, out);
+                }
+                out.extend_from_slice(b"}: answered binding=");
+                out.extend_from_slice(call.binding.as_bytes());
                 if let Some(o) = operation {
                     out.extend_from_slice(b" operation=");
                     out.extend_from_slice(o.as_bytes());
@@ -268,7 +270,13 @@ impl Line {
                 string(out, REQUEST_LOG_TARGET);
                 // The span's fields in the order of their names, as
                 // `tracing-subscriber` writes them.
-                out.extend_from_slice(b",\"span\":{\"method\":");
+                out.extend_from_slice(b",\"span\":{");
+                if let Some(ip) = self.client {
+                    out.extend_from_slice(b"\"client\":\"");
+                    address(ip, out);
+                    out.extend_from_slice(b"\",");
+                }
+                out.extend_from_slice(b"\"method\":");
                 string(out, method);
                 out.extend_from_slice(b",\"path\":");
                 string(out, path);
@@ -287,6 +295,25 @@ impl Line {
                 }
                 out.extend_from_slice(b",\"name\":\"request\"}}\n");
             }
+        }
+    }
+}
+
+/// Appends an address as `Display` writes it: an IPv4 one from its
+/// octets (through `core::fmt` it cost as much as the rest of the line),
+/// an IPv6 one, rarer, through `Display`.
+fn address(ip: std::net::IpAddr, out: &mut Vec<u8>) {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                decimal(octet, out);
+            }
+        }
+        std::net::IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
         }
     }
 }
@@ -530,6 +557,7 @@ mod tests {
                     .map(tracing::field::display),
                 method = %line.method,
                 path = %line.path.as_ref().map_or("/", |p| p.path()),
+                client = line.client.map(tracing::field::display),
                 otel.kind = tracing::field::Empty,
             );
             let _entered = span.enter();
@@ -560,6 +588,7 @@ mod tests {
                 traceparent: None,
                 method: http::Method::POST,
                 path: Some(http::uri::PathAndQuery::from_static("/")),
+                client: Some("203.0.113.5".parse().expect("an address")),
                 call: super::super::CallInfo {
                     binding: "jsonrpc",
                     operation: "SendMessage",
@@ -577,6 +606,7 @@ mod tests {
                 path: Some(http::uri::PathAndQuery::from_static(
                     "/tasks/abc?token=secret",
                 )),
+                client: Some("2001:db8::7".parse().expect("an address")),
                 call: super::super::CallInfo {
                     binding: "rest",
                     operation: "GetTask",
@@ -592,6 +622,7 @@ mod tests {
                 traceparent: Some(HeaderValue::from_static("garbage")),
                 method: http::Method::GET,
                 path: None,
+                client: None,
                 call: super::super::CallInfo {
                     binding: "http",
                     operation: "",
@@ -640,6 +671,7 @@ mod tests {
                         traceparent: None,
                         method: http::Method::POST,
                         path: None,
+                        client: None,
                         call: super::super::CallInfo {
                             binding: "jsonrpc",
                             operation: "SendMessage",

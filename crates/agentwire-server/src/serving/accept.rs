@@ -546,13 +546,17 @@ pub(crate) async fn serve(
         };
         let metrics = direct.metrics.clone();
         let cors = direct.cors.clone();
+        let observed_peer = crate::observe::Peer {
+            addr: Some(peer),
+            proxies: proxied.then(|| proxies.clone()),
+        };
         let head = HeadClock::new();
         let mut builder = builder.clone();
         builder.http1().timer(HeadTimer(Arc::clone(&head)));
         let periods = [limits.request_head_timeout, limits.idle_timeout];
         let stop = stop.clone();
         let Some(tls) = &tls else {
-            let service = crate::observe::layers(service, metrics, cors.as_ref());
+            let service = crate::observe::layers(service, metrics, cors.as_ref(), observed_peer);
             let conn = builder
                 .serve_connection(TokioIo::new(Either::Left(tcp)), service)
                 .into_owned();
@@ -584,7 +588,7 @@ pub(crate) async fn serve(
                 .and_then(|c| c.first())
                 .and_then(super::tls::principal_of)
                 .map(crate::auth::ClientCertificate::new);
-            let service = crate::observe::layers(service, metrics, cors.as_ref());
+            let service = crate::observe::layers(service, metrics, cors.as_ref(), observed_peer);
             let conn = builder
                 .serve_connection(TokioIo::new(Either::Right(Box::new(stream))), service)
                 .into_owned();
