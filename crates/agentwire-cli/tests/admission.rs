@@ -15,29 +15,21 @@ const KEYS: &str = "alice:alice-key-0123456789\nbob:bob-key-0123456789\n";
 /// A JSON-RPC `SendMessage` to the conformance agent (its behaviour
 /// follows the message id's prefix), with an optional API key.
 async fn send(http: &reqwest::Client, base: &str, message_id: &str, key: Option<&str>) -> Value {
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {"message": {
-            "messageId": message_id,
-            "role": "ROLE_USER",
-            "parts": [{"text": "hello"}],
-        }},
-    });
-    let mut r = http
-        .post(format!("{base}/"))
+    let key: Vec<(&str, &str)> = key.map(|k| ("X-API-Key", k)).into_iter().collect();
+    send_hello(http, base, message_id, &key).await
+}
+
+/// A JSON-RPC `CancelTask` of `task` from `http`: the answer.
+async fn cancel(http: &reqwest::Client, base: &str, task: &str) -> Value {
+    http.post(format!("{base}/"))
         .header("A2A-Version", "1.0")
-        .json(&body);
-    if let Some(k) = key {
-        r = r.header("X-API-Key", k);
-    }
-    r.send()
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task}}))
+        .send()
         .await
-        .expect("send")
-        .json()
+        .expect("cancel")
+        .json::<Value>()
         .await
-        .expect("a JSON-RPC answer")
+        .expect("an answer")
 }
 
 fn state(answer: &Value) -> &str {
@@ -572,16 +564,7 @@ async fn running_bytes_are_bounded_per_caller_on_every_binding() {
     let b = send_text(&other, &base, &large).await;
     assert!(b["result"]["task"]["id"].is_string(), "{b}");
     // One of its tasks canceled: its run ends, and room is made.
-    let c = flooder
-        .post(format!("{base}/"))
-        .header("A2A-Version", "1.0")
-        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": running[0]}}))
-        .send()
-        .await
-        .expect("cancel")
-        .json::<Value>()
-        .await
-        .expect("an answer");
+    let c = cancel(&flooder, &base, &running[0]).await;
     assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED", "{c}");
     bounded.admits_again(&large).await;
     bounded.refused_at_least("caller_running_bytes", 3.0).await;
@@ -643,17 +626,7 @@ async fn running_bytes_are_bounded_in_all_on_every_binding() {
     let a = send(&fourth, &base, "small-one", None).await;
     assert_eq!(state(&a), "TASK_STATE_COMPLETED", "{a}");
     // One task canceled: its run ends, and room is made.
-    let c = bounded
-        .other
-        .post(format!("{base}/"))
-        .header("A2A-Version", "1.0")
-        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": running[1]}}))
-        .send()
-        .await
-        .expect("cancel")
-        .json::<Value>()
-        .await
-        .expect("an answer");
+    let c = cancel(&bounded.other, &base, &running[1]).await;
     assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED", "{c}");
     bounded.admits_again(&large).await;
     bounded.refused_at_least("running_bytes", 3.0).await;
@@ -961,22 +934,7 @@ async fn connections_are_bounded_per_address() {
 /// A JSON-RPC `SendMessage` to the conformance agent through a proxy that
 /// says it forwards for `client` (`X-Forwarded-For`).
 async fn send_for(http: &reqwest::Client, base: &str, message_id: &str, client: &str) -> Value {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-        "params": {"message": {
-            "messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "hello"}],
-        }},
-    });
-    http.post(format!("{base}/"))
-        .header("A2A-Version", "1.0")
-        .header("X-Forwarded-For", client)
-        .json(&body)
-        .send()
-        .await
-        .expect("send")
-        .json()
-        .await
-        .expect("a JSON-RPC answer")
+    send_hello(http, base, message_id, &[("X-Forwarded-For", client)]).await
 }
 
 /// Behind a reverse proxy (`--trusted-proxy`), each client the proxy

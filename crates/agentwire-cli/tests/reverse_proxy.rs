@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The nginx program, where Debian puts it (or on the PATH).
 fn nginx() -> Option<String> {
@@ -39,24 +39,11 @@ async fn send(
     message_id: &str,
     forwarded: Option<&str>,
 ) -> Value {
-    let mut r = http
-        .post(format!("{base}/"))
-        .header("A2A-Version", "1.0")
-        .json(&json!({
-            "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-            "params": {"message": {
-                "messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "hello"}],
-            }},
-        }));
-    if let Some(f) = forwarded {
-        r = r.header("X-Forwarded-For", f);
-    }
-    r.send()
-        .await
-        .expect("send")
-        .json()
-        .await
-        .expect("a JSON-RPC answer")
+    let header: Vec<(&str, &str)> = forwarded
+        .map(|f| ("X-Forwarded-For", f))
+        .into_iter()
+        .collect();
+    send_hello(http, base, message_id, &header).await
 }
 
 fn state(answer: &Value) -> &str {

@@ -585,3 +585,32 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+/// A JSON-RPC `SendMessage` of "hello" with id `message_id` (the
+/// conformance agent follows its prefix) to `base`, with `headers`
+/// (an API key, `X-Forwarded-For`...): the JSON-RPC answer.
+pub async fn send_hello(
+    http: &reqwest::Client,
+    base: &str,
+    message_id: &str,
+    headers: &[(&str, &str)],
+) -> Value {
+    let mut r = http
+        .post(format!("{base}/"))
+        .header("A2A-Version", "1.0")
+        .json(&serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {
+                "messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "hello"}],
+            }},
+        }));
+    for (name, value) in headers {
+        r = r.header(*name, *value);
+    }
+    r.send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("a JSON-RPC answer")
+}
